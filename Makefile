@@ -1,0 +1,101 @@
+# pagededupfs - build, test and benchmark entry points.
+#
+#   make            release build (build/release): libpagededup.a, pagededup, pagededupfs
+#   make check      debug build with ASan+UBSan (build/debug), then every test
+#   make stress     the long crash, soak and load runs
+#   make bench*     benchmarks (bench-core, bench ...)
+#   make deps       install the Debian packages that are missing
+#   make install    install the release binaries under $(PREFIX)
+
+MODE ?= release
+BUILD := build/$(MODE)
+PREFIX ?= /usr/local
+
+PKGS := fuse3 lmdb libxxhash openssl
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CORE_LIBS = -llmdb -lxxhash -lcrypto -lpthread -lm
+TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-format-truncation
+CFLAGS_release := -O2
+CFLAGS_debug := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+LDFLAGS_debug := -fsanitize=address,undefined
+CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -pthread -MMD -MP $(WARN) \
+	$(CFLAGS_$(MODE)) -Icore $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDFLAGS := -pthread $(LDFLAGS_$(MODE))
+
+CORE_SRC := $(wildcard core/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+FS_SRC := $(wildcard fs/*.c)
+FS_OBJ := $(FS_SRC:%.c=$(BUILD)/%.o)
+TOOLS_SRC := $(wildcard tools/*.c)
+TOOLS_OBJ := $(TOOLS_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+UNIT_HELPERS := $(filter-out tests/unit/test_%,$(wildcard tests/unit/*.c))
+UNIT_HELPERS_OBJ := $(UNIT_HELPERS:%.c=$(BUILD)/%.o)
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+
+LIB := $(BUILD)/libpagededup.a
+BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
+
+.PHONY: all build deps check unit stress bench bench-core install clean
+all: deps
+	@$(MAKE) --no-print-directory build MODE=release
+
+build: $(LIB) $(BINS) $(UNIT_BIN) $(BENCH_BIN)
+
+deps:
+	@sh tools/install-deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BUILD)/pagededup: $(TOOLS_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TOOLS_OBJ) $(LIB) $(CORE_LIBS)
+
+$(BUILD)/pagededupfs: $(FS_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(FS_OBJ) $(LIB) $(PKG_LIBS) $(CORE_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPERS_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(UNIT_HELPERS_OBJ) $(LIB) $(CORE_LIBS) $(TEST_LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(CORE_LIBS)
+
+# The README's test command: debug build under the sanitizers, every test.
+check: deps
+	@$(MAKE) --no-print-directory build MODE=debug
+	@bash tests/run.sh build/debug
+
+unit: deps
+	@$(MAKE) --no-print-directory build MODE=debug
+	@bash tests/run.sh build/debug unit
+
+stress: all
+	@bash tests/run.sh build/release stress
+
+bench-core: all
+	@bash tests/bench/bench-core.sh build/release
+
+bench: all
+	@bash tests/bench/bench-fs.sh build/release
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin
+	install -m 755 build/release/pagededup build/release/pagededupfs $(DESTDIR)$(PREFIX)/bin
+	ln -sf $(PREFIX)/bin/pagededupfs $(DESTDIR)/sbin/mount.fuse.pagededupfs 2>/dev/null || true
+
+clean:
+	rm -rf build
+
+-include $(wildcard build/*/core/*.d build/*/fs/*.d build/*/tools/*.d build/*/tests/*/*.d)

@@ -1,0 +1,1003 @@
+/* cbf.c - blocked counting Bloom filter with 4-bit saturating counters.
+ *
+ * Counter layout. Counters are 4 bits, two to a byte: counter i lives in
+ * byte i/2 of the counter area, in the low nibble when i is even. 128
+ * counters make one 64-byte line, and the counter area starts on a page
+ * boundary (the file header is 4096 bytes), so a line never straddles two
+ * cache lines. A key touches lines_per_key lines (1 or 2) and
+ * kk = k / lines_per_key counters in each, so a lookup costs one or two cache
+ * misses, which cbf_maybe_contains_batch() overlaps across many keys.
+ *
+ * Positions. From the 16-byte key and the geometry seed:
+ *   h0 = XXH3_128bits_withSeed(key, 16, seed)
+ *   line[0] = (h0.low64 * nlines) >> 64, line[1] = (h0.high64 * nlines) >> 64
+ * (a multiply-shift range reduction: no division, and unbiased to within
+ * nlines / 2^64). The in-line offsets are 7-bit fields taken, lowest bits
+ * first, from a bit stream: with one line per key it starts with the unused
+ * h0.high64; then come the halves (low64 first) of
+ *   XXH3_128bits_withSeed(key, 16, seed ^ ((r + 1) * 0x9E3779B97F4A7C15))
+ * for r = 0, 1, 2, ... as far as needed. Each 64-bit word gives nine fields
+ * (its top bit is unused). Within one line the kk offsets are distinct: a
+ * field equal to an offset already taken for that line is skipped. Distinct
+ * offsets lower the false-positive rate a little (a key never wastes a
+ * counter on itself); cbf_theoretical_fpr() models exactly this choice. The
+ * lines are independent, so both lines of a key may be the same line (with
+ * probability 1/nlines), and then one counter may appear twice among its
+ * positions; add and remove apply such a counter twice. XXH3's output is
+ * stable across xxHash releases since 0.8.0, so positions stored in
+ * fingerprint records stay valid.
+ *
+ * Saturation and the exact-count table. A counter counts up to 14 by itself.
+ * The increment that takes it from 14 to 15 also stores the exact count 15
+ * in the caller's table (ops->put), and every further increment goes through
+ * that table (get n, put n + 1) while the counter stays at 15. A decrement of
+ * a counter at 15 reads the exact count n: if n - 1 is 14 the entry is
+ * deleted and the counter drops to 14, otherwise n - 1 is stored. So deletes
+ * stay exact whatever the load, and the table only holds the (rare) counters
+ * at 15. Without ops (a filter with no exact table) a counter at 15 is stuck
+ * there: it saturates, and the filter stays free of false negatives.
+ *
+ * Transactions. The filter lives in a MAP_SHARED mapping, outside LMDB, so an
+ * aborted store transaction must undo its counter changes by hand: add and
+ * remove append the old value of each counter to a struct cbf_undo before
+ * they change it, and cbf_undo_rollback() writes them back in reverse order.
+ * Changes to the exact-count table belong to the caller's transaction and are
+ * undone with it. cbf_add() and cbf_remove() check every counter before they
+ * change any, so -EUCLEAN (the filter and the store disagree) leaves both the
+ * filter and the exact table untouched.
+ *
+ * Concurrency. One writer at a time; lookups may run at the same time. Every
+ * counter byte is read and written with relaxed single-byte atomics, so a
+ * reader sees each byte either before or after a change, never torn; the
+ * writer's read-modify-write of a byte is safe because it is the only writer.
+ */
+#include "cbf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Inline xxHash: a position costs two 16-byte hashes, and a call through the
+ * shared library would be a large part of a lookup's time. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+/* Line indices are stored as uint32_t in struct cbf_pos. */
+#define CBF_MAX_NLINES (UINT64_C(1) << 32)
+/* Seed of the position hashes in a geometry from cbf_geometry_for(). Any
+ * value works; a fixed one makes filters reproducible. */
+#define CBF_DEFAULT_SEED UINT64_C(0x7064636266736564)
+/* Step between the seeds of the offset hashes (2^64 / golden ratio). */
+#define CBF_SEED_STEP UINT64_C(0x9E3779B97F4A7C15)
+/* Keys whose positions cbf_maybe_contains_batch() computes and prefetches
+ * ahead of the one it tests: enough misses in flight to cover memory
+ * latency, few enough to stay within the core's miss buffers. */
+#define CBF_BATCH_AHEAD 16
+
+/* File header, CBF_HEADER_BYTES long, every integer little-endian:
+ *
+ *   offset size field
+ *        0    8 magic "PDCBF001"
+ *        8    4 version (CBF_VERSION)
+ *       12    4 k
+ *       16    4 lines_per_key
+ *       20    4 reserved, 0
+ *       24    8 nlines
+ *       32    8 seed
+ *       40    8 generation (written by cbf_sync)
+ *       48      zero up to 4096
+ *
+ * The counters follow: nlines * 64 bytes, so the file is exactly
+ * CBF_HEADER_BYTES + nlines * CBF_LINE_BYTES bytes long. */
+static const char cbf_magic[8] = { 'P', 'D', 'C', 'B', 'F', '0', '0', '1' };
+#define CBF_VERSION 1
+#define HDR_VERSION 8
+#define HDR_K 12
+#define HDR_LPK 16
+#define HDR_RESERVED 20
+#define HDR_NLINES 24
+#define HDR_SEED 32
+#define HDR_GENERATION 40
+
+struct cbf {
+	uint8_t *map;          /* the whole mapping */
+	size_t map_len;
+	uint8_t *ctr;          /* nlines * 64 bytes of counters, page-aligned */
+	struct cbf_geometry g;
+	unsigned kk;           /* counters per line of a key: k / lines_per_key */
+	uint64_t generation;
+	bool readonly;
+	bool anon;             /* no file: map holds the counters only */
+};
+
+/* ---- little-endian fields ---- */
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static void header_encode(uint8_t *h, const struct cbf_geometry *g, uint64_t generation)
+{
+	memset(h, 0, CBF_HEADER_BYTES);
+	memcpy(h, cbf_magic, sizeof cbf_magic);
+	put_le32(h + HDR_VERSION, CBF_VERSION);
+	put_le32(h + HDR_K, g->k);
+	put_le32(h + HDR_LPK, g->lines_per_key);
+	put_le32(h + HDR_RESERVED, 0);
+	put_le64(h + HDR_NLINES, g->nlines);
+	put_le64(h + HDR_SEED, g->seed);
+	put_le64(h + HDR_GENERATION, generation);
+}
+
+static bool geometry_valid(const struct cbf_geometry *g)
+{
+	if (g->lines_per_key < 1 || g->lines_per_key > CBF_MAX_LINES)
+		return false;
+	if (g->k < g->lines_per_key || g->k > CBF_MAX_K || g->k % g->lines_per_key)
+		return false;
+	return g->nlines >= 1 && g->nlines <= CBF_MAX_NLINES;
+}
+
+/* -EINVAL unless h is a version-1 filter header with a sane geometry. */
+static int header_decode(const uint8_t *h, struct cbf_geometry *g, uint64_t *generation)
+{
+	if (memcmp(h, cbf_magic, sizeof cbf_magic) != 0)
+		return -EINVAL;
+	if (get_le32(h + HDR_VERSION) != CBF_VERSION || get_le32(h + HDR_RESERVED) != 0)
+		return -EINVAL;
+	g->k = get_le32(h + HDR_K);
+	g->lines_per_key = get_le32(h + HDR_LPK);
+	g->nlines = get_le64(h + HDR_NLINES);
+	g->seed = get_le64(h + HDR_SEED);
+	*generation = get_le64(h + HDR_GENERATION);
+	return geometry_valid(g) ? 0 : -EINVAL;
+}
+
+/* ---- counters ---- */
+
+static inline unsigned ctr_get(const struct cbf *f, uint64_t idx)
+{
+	uint8_t b = __atomic_load_n(&f->ctr[idx >> 1], __ATOMIC_RELAXED);
+	return (b >> ((idx & 1) << 2)) & 0xF;
+}
+
+/* Only the single writer calls this, so the load-modify-store of the shared
+ * byte cannot lose a concurrent change to the other nibble. */
+static inline void ctr_set(struct cbf *f, uint64_t idx, unsigned v)
+{
+	uint8_t *p = &f->ctr[idx >> 1];
+	unsigned shift = (unsigned)(idx & 1) << 2;
+	uint8_t b = __atomic_load_n(p, __ATOMIC_RELAXED);
+	b = (uint8_t)((b & ~(0xFu << shift)) | ((v & 0xFu) << shift));
+	__atomic_store_n(p, b, __ATOMIC_RELAXED);
+}
+
+static uint64_t ncounters(const struct cbf *f)
+{
+	return f->g.nlines * CBF_LINE_COUNTERS;
+}
+
+unsigned cbf_get(const struct cbf *f, uint64_t idx)
+{
+	return idx < ncounters(f) ? ctr_get(f, idx) : 0;
+}
+
+/* ---- positions ---- */
+
+static inline uint32_t range_reduce(uint64_t h, uint64_t n)
+{
+	return (uint32_t)(((unsigned __int128)h * n) >> 64);
+}
+
+/* The start of a key's positions: its lines, and what the offsets are drawn
+ * from. Computing this much is enough to prefetch the lines. */
+struct probe {
+	const uint8_t *key;
+	uint32_t line[CBF_MAX_LINES];
+	uint64_t first;  /* h0.high64, the first offset word with one line per key */
+};
+
+static inline void probe_start(const struct cbf *f, const uint8_t *key, struct probe *p)
+{
+	XXH128_hash_t h0 = XXH3_128bits_withSeed(key, 16, f->g.seed);
+	p->key = key;
+	p->line[0] = range_reduce(h0.low64, f->g.nlines);
+	p->line[1] = f->g.lines_per_key == 2 ? range_reduce(h0.high64, f->g.nlines) : 0;
+	p->first = h0.high64;
+}
+
+/* The stream of 7-bit offset fields described in the top comment, read one
+ * field at a time, so that a lookup hashes no further than the offsets it
+ * tests (most absent keys stop at the first or second counter). The current
+ * word and the count of its unused fields are kept by the caller in locals;
+ * this holds what is only needed every nine fields. */
+struct offstream {
+	const uint8_t *key;
+	uint64_t seed;
+	uint64_t spare;     /* high half of the last hash, not yet used */
+	unsigned nhashes;   /* offset hashes taken so far */
+	bool has_spare;
+};
+
+static uint64_t stream_word(struct offstream *s)
+{
+	if (s->has_spare) {
+		s->has_spare = false;
+		return s->spare;
+	}
+	uint64_t seed = s->seed ^ ((uint64_t)(s->nhashes + 1) * CBF_SEED_STEP);
+	XXH128_hash_t h = XXH3_128bits_withSeed(s->key, 16, seed);
+	s->nhashes++;
+	s->spare = h.high64;
+	s->has_spare = true;
+	return h.low64;
+}
+
+/* Reads offsets for the lines of one key, in order. The fields of the
+ * current word and the offsets taken in the current line are kept in
+ * scalars (no arrays), so that they stay in registers. */
+struct offreader {
+	struct offstream s;
+	uint64_t cur;       /* unused fields of the current word, lowest first */
+	unsigned left;      /* how many */
+	uint64_t taken_lo;  /* offsets 0..63 taken in this line */
+	uint64_t taken_hi;  /* offsets 64..127 */
+};
+
+static inline void reader_init(struct offreader *r, const struct cbf *f, const struct probe *p)
+{
+	r->s = (struct offstream){ .key = p->key, .seed = f->g.seed };
+	r->cur = p->first;
+	r->left = f->g.lines_per_key == 1 ? 9 : 0;
+	r->taken_lo = r->taken_hi = 0;
+}
+
+static inline void reader_new_line(struct offreader *r)
+{
+	r->taken_lo = r->taken_hi = 0;
+}
+
+/* The next offset of the current line: a field already taken is skipped.
+ * A repeat is rare (about one key in ten has one), so the loop is cheap to
+ * predict. */
+static inline unsigned reader_next(struct offreader *r)
+{
+	for (;;) {
+		if (r->left == 0) {
+			r->cur = stream_word(&r->s);
+			r->left = 9;
+		}
+		unsigned o = (unsigned)(r->cur & 0x7F);
+		r->cur >>= 7;
+		r->left--;
+		uint64_t bit = UINT64_C(1) << (o & 63);
+		bool high = o >= 64;
+		if (((high ? r->taken_hi : r->taken_lo) & bit) == 0) {
+			r->taken_hi |= high ? bit : 0;
+			r->taken_lo |= high ? 0 : bit;
+			return o;
+		}
+	}
+}
+
+void cbf_positions(const struct cbf *f, const uint8_t key[16], struct cbf_pos *out)
+{
+	unsigned lpk = f->g.lines_per_key, kk = f->kk;
+	struct probe p;
+	struct offreader r;
+
+	probe_start(f, key, &p);
+	reader_init(&r, f, &p);
+	out->nlines = (uint8_t)lpk;
+	out->k = (uint8_t)f->g.k;
+	out->line[0] = p.line[0];
+	out->line[1] = p.line[1];
+	for (unsigned l = 0; l < lpk; l++) {
+		reader_new_line(&r);
+		for (unsigned t = 0; t < kk; t++)
+			out->off[l * kk + t] = (uint8_t)reader_next(&r);
+	}
+}
+
+uint64_t cbf_pos_counter(const struct cbf_pos *pos, unsigned j)
+{
+	unsigned kk = pos->nlines ? pos->k / pos->nlines : pos->k;
+	unsigned l = kk ? j / kk : 0;
+	if (l >= CBF_MAX_LINES)
+		l = CBF_MAX_LINES - 1;
+	return (uint64_t)pos->line[l] * CBF_LINE_COUNTERS + pos->off[j % CBF_MAX_K];
+}
+
+/* A stored position may come from a damaged record: check it against f and
+ * list its counter indices. */
+static int pos_indices(const struct cbf *f, const struct cbf_pos *pos, uint64_t *idx)
+{
+	if (pos->nlines < 1 || pos->nlines > CBF_MAX_LINES)
+		return -EINVAL;
+	if (pos->k < pos->nlines || pos->k > CBF_MAX_K || pos->k % pos->nlines)
+		return -EINVAL;
+	for (unsigned l = 0; l < pos->nlines; l++)
+		if (pos->line[l] >= f->g.nlines)
+			return -EINVAL;
+	for (unsigned j = 0; j < pos->k; j++) {
+		if (pos->off[j] >= CBF_LINE_COUNTERS)
+			return -EINVAL;
+		idx[j] = cbf_pos_counter(pos, j);
+	}
+	return 0;
+}
+
+/* A prefetch has no visible effect, so GCC's side-effect analysis may judge
+ * a function that only prefetches to be pure and delete calls to it; always
+ * inlining keeps the instruction where it is needed. */
+static inline __attribute__((always_inline)) void prefetch_line(const struct cbf *f,
+								uint32_t line)
+{
+	__builtin_prefetch(f->ctr + (uint64_t)line * CBF_LINE_BYTES, 0, 3);
+}
+
+void cbf_prefetch(const struct cbf *f, const struct cbf_pos *pos)
+{
+	for (unsigned l = 0; l < pos->nlines && l < CBF_MAX_LINES; l++)
+		if (pos->line[l] < f->g.nlines)
+			prefetch_line(f, pos->line[l]);
+}
+
+static inline unsigned line_get(const uint8_t *line, unsigned o)
+{
+	uint8_t byte = __atomic_load_n(&line[o >> 1], __ATOMIC_RELAXED);
+	return (byte >> ((o & 1) << 2)) & 0xF;
+}
+
+bool cbf_maybe_contains(const struct cbf *f, const struct cbf_pos *pos)
+{
+	unsigned lpk = pos->nlines, k = pos->k;
+	/* A malformed position cannot prove absence; "maybe" is the safe answer. */
+	if (lpk < 1 || lpk > CBF_MAX_LINES || k > CBF_MAX_K || (k & (lpk - 1)))
+		return true;
+	for (unsigned l = 0; l < lpk; l++)
+		if (pos->line[l] >= f->g.nlines)
+			return true;
+	unsigned kk = lpk == 2 ? k >> 1 : k;
+	for (unsigned l = 0; l < lpk; l++) {
+		const uint8_t *line = f->ctr + (uint64_t)pos->line[l] * CBF_LINE_BYTES;
+		for (unsigned t = 0; t < kk; t++)
+			if (line_get(line, pos->off[l * kk + t] & 0x7F) == 0)
+				return false;
+	}
+	return true;
+}
+
+/* The lookup of a started probe, drawing each offset only when the previous
+ * counters were all non-zero. */
+static inline bool probe_test(const struct cbf *f, const struct probe *p)
+{
+	unsigned lpk = f->g.lines_per_key, kk = f->kk;
+	struct offreader r;
+
+	reader_init(&r, f, p);
+	for (unsigned l = 0; l < lpk; l++) {
+		const uint8_t *line = f->ctr + (uint64_t)p->line[l] * CBF_LINE_BYTES;
+		reader_new_line(&r);
+		for (unsigned t = 0; t < kk; t++)
+			if (line_get(line, reader_next(&r)) == 0)
+				return false;
+	}
+	return true;
+}
+
+size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t n,
+				bool *results)
+{
+	struct probe ring[CBF_BATCH_AHEAD];
+	size_t ahead = n < CBF_BATCH_AHEAD ? n : CBF_BATCH_AHEAD, hits = 0;
+	unsigned lpk = f->g.lines_per_key;
+
+	for (size_t i = 0; i < ahead; i++) {
+		probe_start(f, keys + 16 * i, &ring[i]);
+		for (unsigned l = 0; l < lpk; l++)
+			prefetch_line(f, ring[i].line[l]);
+	}
+	/* Test key i while the lines of keys i+1 .. i+AHEAD are on their way;
+	 * its slot then takes key i+AHEAD. */
+	for (size_t i = 0; i < n; i++) {
+		struct probe *p = &ring[i % CBF_BATCH_AHEAD];
+		bool r = probe_test(f, p);
+		results[i] = r;
+		hits += r;
+		if (i + CBF_BATCH_AHEAD < n) {
+			probe_start(f, keys + 16 * (i + CBF_BATCH_AHEAD), p);
+			for (unsigned l = 0; l < lpk; l++)
+				prefetch_line(f, p->line[l]);
+		}
+	}
+	return hits;
+}
+
+/* ---- theory and sizing ---- */
+
+/* Probability that kk distinct offsets of a query all hit non-zero counters
+ * in a line whose load (keys placed in it) is Poisson with mean lambda, each
+ * placing kk distinct uniformly random offsets.
+ *
+ * With i keys, a given set of j counters is still all zero with probability
+ * r_j^i, r_j = C(128-j, kk) / C(128, kk) (each key's kk-subset avoids them).
+ * By inclusion-exclusion the query's kk counters are all non-zero with
+ * probability sum_j (-1)^j C(kk, j) r_j^i, and averaging over the Poisson
+ * load turns r_j^i into exp(-lambda (1 - r_j)). Long double keeps the
+ * alternating sum accurate: its terms are at most C(16, 8) in size. */
+static double line_fpr(double lambda, unsigned kk)
+{
+	long double sum = 0, binom = 1, r = 1;
+	for (unsigned j = 0; j <= kk; j++) {
+		long double term = binom * expl(-(long double)lambda * (1 - r));
+		sum += (j & 1) ? -term : term;
+		binom = binom * (kk - j) / (j + 1);
+		r = r * (CBF_LINE_COUNTERS - kk - j) / (CBF_LINE_COUNTERS - j);
+	}
+	if (sum < 0)
+		sum = 0;
+	if (sum > 1)
+		sum = 1;
+	return (double)sum;
+}
+
+/* A query key lands on lines_per_key independent random lines, so the rate
+ * for one line is raised to that power. The load is over the line as chosen
+ * by the query, not a line known to hold the key. */
+double cbf_theoretical_fpr(const struct cbf_geometry *g, uint64_t n)
+{
+	if (n == 0 || !geometry_valid(g))
+		return 0;
+	double lambda = (double)n * g->lines_per_key / (double)g->nlines;
+	double p = line_fpr(lambda, g->k / g->lines_per_key);
+	return g->lines_per_key == 2 ? p * p : p;
+}
+
+/* Fewest lines that hold `expected` keys at or below target with k counters
+ * per key; 0 if even CBF_MAX_NLINES lines are not enough. The rate only falls
+ * as lines are added, so an exponential then binary search finds it. */
+static uint64_t min_lines(uint64_t expected, double target, uint32_t k, uint32_t lpk)
+{
+	struct cbf_geometry g = { .nlines = 1, .k = k, .lines_per_key = lpk };
+	uint64_t lo = 0, hi = 1;
+
+	while (cbf_theoretical_fpr(&g, expected) > target) {
+		if (hi == CBF_MAX_NLINES)
+			return 0;
+		lo = hi;
+		hi = hi * 2 > CBF_MAX_NLINES ? CBF_MAX_NLINES : hi * 2;
+		g.nlines = hi;
+	}
+	/* invariant: lo fails (or is 0), hi meets the target */
+	while (hi - lo > 1) {
+		g.nlines = lo + (hi - lo) / 2;
+		if (cbf_theoretical_fpr(&g, expected) > target)
+			lo = g.nlines;
+		else
+			hi = g.nlines;
+	}
+	return hi;
+}
+
+int cbf_geometry_for(uint64_t expected, double target_fpr, uint32_t lines_per_key,
+		     struct cbf_geometry *out)
+{
+	if (lines_per_key == 0)
+		lines_per_key = 2;
+	if (lines_per_key > CBF_MAX_LINES || !(target_fpr > 0 && target_fpr < 1))
+		return -EINVAL;
+	if (expected == 0)
+		expected = 1;
+
+	uint64_t best_lines = 0;
+	uint32_t best_k = 0;
+	/* Smaller k first: on a tie the cheaper key wins. */
+	for (uint32_t k = lines_per_key; k <= CBF_MAX_K; k += lines_per_key) {
+		uint64_t lines = min_lines(expected, target_fpr, k, lines_per_key);
+		if (lines && (best_lines == 0 || lines < best_lines)) {
+			best_lines = lines;
+			best_k = k;
+		}
+	}
+	if (best_lines == 0)
+		return -EFBIG;
+	out->nlines = best_lines;
+	out->k = best_k;
+	out->lines_per_key = lines_per_key;
+	out->seed = CBF_DEFAULT_SEED;
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+static int cbf_alloc(const struct cbf_geometry *g, uint64_t generation, bool readonly,
+		     struct cbf **out)
+{
+	struct cbf *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	f->g = *g;
+	f->kk = g->k / g->lines_per_key;
+	f->generation = generation;
+	f->readonly = readonly;
+	*out = f;
+	return 0;
+}
+
+static int create_anon(const struct cbf_geometry *g, uint64_t generation, struct cbf **out)
+{
+	struct cbf *f;
+	int rc = cbf_alloc(g, generation, false, &f);
+	if (rc)
+		return rc;
+	f->anon = true;
+	f->map_len = (size_t)(g->nlines * CBF_LINE_BYTES);
+	f->map = mmap(NULL, f->map_len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (f->map == MAP_FAILED) {
+		rc = -errno;
+		free(f);
+		return rc;
+	}
+	/* Huge pages spare a TLB miss per lookup in a filter far bigger than
+	 * the TLB reach; a refusal only costs speed. */
+	(void)madvise(f->map, f->map_len, MADV_HUGEPAGE);
+	f->ctr = f->map;
+	*out = f;
+	return 0;
+}
+
+/* Map fd, which is exactly len bytes long. */
+static int map_file(struct cbf *f, int fd, size_t len)
+{
+	int prot = f->readonly ? PROT_READ : PROT_READ | PROT_WRITE;
+	void *m = mmap(NULL, len, prot, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	f->map = m;
+	f->map_len = len;
+	f->ctr = f->map + CBF_HEADER_BYTES;
+	return 0;
+}
+
+/* Size the new file's blocks now: a store into a hole of a full disk would
+ * otherwise come as SIGBUS through the mapping. */
+static int reserve_file(int fd, size_t len)
+{
+	if (ftruncate(fd, (off_t)len) != 0)
+		return -errno;
+	int err = posix_fallocate(fd, 0, (off_t)len);
+	if (err == EOPNOTSUPP || err == EINVAL)
+		return 0;
+	return -err;
+}
+
+int cbf_create(const char *path, const struct cbf_geometry *g, uint64_t generation,
+	       struct cbf **out)
+{
+	if (!g || !out || !geometry_valid(g))
+		return -EINVAL;
+	if (!path)
+		return create_anon(g, generation, out);
+
+	struct cbf *f;
+	int rc = cbf_alloc(g, generation, false, &f);
+	if (rc)
+		return rc;
+	/* Unlink rather than truncate: a reader that still maps the old file
+	 * keeps a valid mapping instead of taking SIGBUS. */
+	if (unlink(path) != 0 && errno != ENOENT) {
+		rc = -errno;
+		free(f);
+		return rc;
+	}
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		free(f);
+		return rc;
+	}
+	size_t len = (size_t)(CBF_HEADER_BYTES + g->nlines * CBF_LINE_BYTES);
+	rc = reserve_file(fd, len);
+	if (rc == 0)
+		rc = map_file(f, fd, len);
+	close(fd);
+	if (rc) {
+		unlink(path);
+		free(f);
+		return rc;
+	}
+	header_encode(f->map, g, generation);
+	*out = f;
+	return 0;
+}
+
+int cbf_open(const char *path, bool readonly, struct cbf **out)
+{
+	uint8_t hdr[CBF_HEADER_BYTES];
+	struct cbf_geometry g;
+	uint64_t generation;
+	struct stat st;
+	int rc;
+
+	if (!path || !out)
+		return -EINVAL;
+	int fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	rc = -EINVAL;
+	if (!S_ISREG(st.st_mode) || st.st_size < CBF_HEADER_BYTES)
+		goto out_close;
+	if (pread(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr) {
+		rc = -EIO;
+		goto out_close;
+	}
+	rc = header_decode(hdr, &g, &generation);
+	if (rc)
+		goto out_close;
+	rc = -EINVAL;
+	if ((uint64_t)st.st_size != CBF_HEADER_BYTES + g.nlines * CBF_LINE_BYTES)
+		goto out_close;
+
+	struct cbf *f;
+	rc = cbf_alloc(&g, generation, readonly, &f);
+	if (rc)
+		goto out_close;
+	rc = map_file(f, fd, (size_t)st.st_size);
+	if (rc) {
+		free(f);
+		goto out_close;
+	}
+	*out = f;
+out_close:
+	close(fd);
+	return rc;
+}
+
+void cbf_close(struct cbf *f)
+{
+	if (!f)
+		return;
+	munmap(f->map, f->map_len);
+	free(f);
+}
+
+const struct cbf_geometry *cbf_geometry(const struct cbf *f)
+{
+	return &f->g;
+}
+
+uint64_t cbf_generation(const struct cbf *f)
+{
+	return f->generation;
+}
+
+int cbf_sync(struct cbf *f, uint64_t generation)
+{
+	if (f->readonly)
+		return -EROFS;
+	f->generation = generation;
+	if (f->anon)
+		return 0;
+	put_le64(f->map + HDR_GENERATION, generation);
+	return msync(f->map, f->map_len, MS_SYNC) == 0 ? 0 : -errno;
+}
+
+/* Word stores keep each byte's change atomic for concurrent readers while
+ * clearing at memory speed. */
+void cbf_clear(struct cbf *f)
+{
+	if (f->readonly)
+		return;
+	uint64_t *w = (uint64_t *)(void *)f->ctr;
+	uint64_t nwords = f->g.nlines * (CBF_LINE_BYTES / 8);
+	for (uint64_t i = 0; i < nwords; i++)
+		__atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+}
+
+/* ---- undo log ---- */
+
+/* Room for n more entries, made before any counter changes so that the log
+ * can never fail half-way through a key. */
+static int undo_reserve(struct cbf_undo *u, size_t n)
+{
+	if (!u || u->len + n <= u->cap)
+		return 0;
+	size_t cap = u->cap ? u->cap : 64;
+	while (cap < u->len + n)
+		cap *= 2;
+	struct cbf_undo_entry *v = realloc(u->v, cap * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	u->v = v;
+	u->cap = cap;
+	return 0;
+}
+
+static void undo_push(struct cbf_undo *u, uint64_t idx, unsigned old)
+{
+	if (u)
+		u->v[u->len++] = (struct cbf_undo_entry){ .idx = idx, .old = (uint8_t)old };
+}
+
+size_t cbf_undo_mark(const struct cbf_undo *u)
+{
+	return u->len;
+}
+
+void cbf_undo_rollback(struct cbf *f, struct cbf_undo *u, size_t mark)
+{
+	while (u->len > mark) {
+		const struct cbf_undo_entry *e = &u->v[--u->len];
+		ctr_set(f, e->idx, e->old);
+	}
+}
+
+void cbf_undo_clear(struct cbf_undo *u)
+{
+	u->len = 0;
+}
+
+void cbf_undo_free(struct cbf_undo *u)
+{
+	free(u->v);
+	u->v = NULL;
+	u->len = u->cap = 0;
+}
+
+/* ---- add and remove ---- */
+
+/* Exact count of a counter at 15. A missing entry, or one below 15, means the
+ * table and the filter disagree. */
+static int exact_get(const struct cbf_exact_ops *ops, void *ctx, uint64_t idx, uint64_t *n)
+{
+	int rc = ops->get(ctx, idx, n);
+	if (rc == -ENOENT)
+		return -EUCLEAN;
+	if (rc == 0 && *n < CBF_COUNTER_MAX)
+		return -EUCLEAN;
+	return rc;
+}
+
+/* How often idx[j] occurs in idx[0..k), counted at its first occurrence
+ * only (0 for repeats), so that each distinct counter is checked once. */
+static unsigned first_multiplicity(const uint64_t *idx, unsigned k, unsigned j)
+{
+	unsigned m = 1;
+	for (unsigned i = 0; i < j; i++)
+		if (idx[i] == idx[j])
+			return 0;
+	for (unsigned i = j + 1; i < k; i++)
+		m += idx[i] == idx[j];
+	return m;
+}
+
+/* Every counter already at 15 must have its exact count before the add. */
+static int add_check(const struct cbf *f, const uint64_t *idx, unsigned k,
+		     const struct cbf_exact_ops *ops, void *ctx)
+{
+	if (!ops)
+		return 0;
+	for (unsigned j = 0; j < k; j++) {
+		uint64_t n;
+		if (ctr_get(f, idx[j]) != CBF_COUNTER_MAX || first_multiplicity(idx, k, j) == 0)
+			continue;
+		int rc = exact_get(ops, ctx, idx[j], &n);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Every counter must be able to take as many decrements as it occurs. */
+static int remove_check(const struct cbf *f, const uint64_t *idx, unsigned k,
+			const struct cbf_exact_ops *ops, void *ctx)
+{
+	for (unsigned j = 0; j < k; j++) {
+		unsigned m = first_multiplicity(idx, k, j), v = ctr_get(f, idx[j]);
+		uint64_t n;
+		if (m == 0)
+			continue;
+		if (v < CBF_COUNTER_MAX) {
+			if (v < m)
+				return -EUCLEAN;
+			continue;
+		}
+		if (!ops)
+			continue;  /* saturated for good: decrements leave it at 15 */
+		int rc = exact_get(ops, ctx, idx[j], &n);
+		if (rc)
+			return rc;
+		if (n < m)
+			return -EUCLEAN;
+	}
+	return 0;
+}
+
+static int add_one(struct cbf *f, uint64_t idx, const struct cbf_exact_ops *ops, void *ctx)
+{
+	unsigned v = ctr_get(f, idx);
+	uint64_t n;
+	int rc;
+
+	if (v < CBF_COUNTER_MAX - 1) {
+		ctr_set(f, idx, v + 1);
+		return 0;
+	}
+	if (v == CBF_COUNTER_MAX - 1) {
+		/* The table first: if it fails, this counter is unchanged. */
+		if (ops && (rc = ops->put(ctx, idx, CBF_COUNTER_MAX)) != 0)
+			return rc;
+		ctr_set(f, idx, CBF_COUNTER_MAX);
+		return 0;
+	}
+	if (!ops)
+		return 0;
+	if ((rc = exact_get(ops, ctx, idx, &n)) != 0)
+		return rc;
+	return ops->put(ctx, idx, n + 1);
+}
+
+static int remove_one(struct cbf *f, uint64_t idx, const struct cbf_exact_ops *ops,
+		      void *ctx)
+{
+	unsigned v = ctr_get(f, idx);
+	uint64_t n;
+	int rc;
+
+	if (v == 0)
+		return -EUCLEAN;
+	if (v < CBF_COUNTER_MAX) {
+		ctr_set(f, idx, v - 1);
+		return 0;
+	}
+	if (!ops)
+		return 0;
+	if ((rc = exact_get(ops, ctx, idx, &n)) != 0)
+		return rc;
+	if (n - 1 > CBF_COUNTER_MAX - 1)
+		return ops->put(ctx, idx, n - 1);
+	if ((rc = ops->del(ctx, idx)) != 0)
+		return rc;
+	ctr_set(f, idx, CBF_COUNTER_MAX - 1);
+	return 0;
+}
+
+typedef int (*step_fn)(struct cbf *, uint64_t, const struct cbf_exact_ops *, void *);
+
+/* Apply step to each counter in order, logging old values. If a step fails
+ * (the exact table returned an error), the counters changed so far are put
+ * back and their log entries dropped; the caller's transaction, which holds
+ * any exact-table writes already made, must then be aborted. */
+static int apply(struct cbf *f, const uint64_t *idx, unsigned k, step_fn step,
+		 const struct cbf_exact_ops *ops, void *ctx, struct cbf_undo *undo)
+{
+	uint8_t old[CBF_MAX_K];
+	size_t mark = undo ? undo->len : 0;
+
+	for (unsigned j = 0; j < k; j++) {
+		old[j] = (uint8_t)ctr_get(f, idx[j]);
+		undo_push(undo, idx[j], old[j]);
+		int rc = step(f, idx[j], ops, ctx);
+		if (rc) {
+			for (unsigned i = j + 1; i-- > 0;)
+				ctr_set(f, idx[i], old[i]);
+			if (undo)
+				undo->len = mark;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int update(struct cbf *f, const struct cbf_pos *pos, bool add,
+		  const struct cbf_exact_ops *ops, void *ctx, struct cbf_undo *undo)
+{
+	uint64_t idx[CBF_MAX_K];
+	int rc;
+
+	if (f->readonly)
+		return -EROFS;
+	if ((rc = pos_indices(f, pos, idx)) != 0)
+		return rc;
+	rc = add ? add_check(f, idx, pos->k, ops, ctx) : remove_check(f, idx, pos->k, ops, ctx);
+	if (rc)
+		return rc;
+	if ((rc = undo_reserve(undo, pos->k)) != 0)
+		return rc;
+	return apply(f, idx, pos->k, add ? add_one : remove_one, ops, ctx, undo);
+}
+
+int cbf_add(struct cbf *f, const struct cbf_pos *pos, const struct cbf_exact_ops *ops,
+	    void *ctx, struct cbf_undo *undo)
+{
+	return update(f, pos, true, ops, ctx, undo);
+}
+
+int cbf_remove(struct cbf *f, const struct cbf_pos *pos, const struct cbf_exact_ops *ops,
+	       void *ctx, struct cbf_undo *undo)
+{
+	return update(f, pos, false, ops, ctx, undo);
+}
+
+/* ---- statistics ---- */
+
+#define NIBBLE_LOW_BITS UINT64_C(0x1111111111111111)
+
+void cbf_fill(const struct cbf *f, uint64_t *nonzero, uint64_t *saturated)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)f->ctr;
+	uint64_t nwords = f->g.nlines * (CBF_LINE_BYTES / 8), nz = 0, sat = 0;
+
+	/* Per word, fold each nibble onto its lowest bit: OR for "non-zero",
+	 * AND for "all four bits set", then count. */
+	for (uint64_t i = 0; i < nwords; i++) {
+		uint64_t x = __atomic_load_n(&w[i], __ATOMIC_RELAXED);
+		nz += (uint64_t)__builtin_popcountll((x | x >> 1 | x >> 2 | x >> 3) & NIBBLE_LOW_BITS);
+		sat += (uint64_t)__builtin_popcountll((x & x >> 1 & x >> 2 & x >> 3) & NIBBLE_LOW_BITS);
+	}
+	if (nonzero)
+		*nonzero = nz;
+	if (saturated)
+		*saturated = sat;
+}
+
+/* The fill tells the load: with Poisson(lambda) keys per line, each taking kk
+ * distinct counters of the line's 128, a counter stays zero with probability
+ * exp(-lambda kk / 128). The rate then follows from the exact formula. The
+ * plain (nonzero / counters)^k would miss the uneven load of blocked lines
+ * and underestimate the rate several times over. */
+double cbf_estimated_fpr(const struct cbf *f)
+{
+	uint64_t nz, total = ncounters(f);
+	unsigned lpk = f->g.lines_per_key, kk = f->g.k / lpk;
+
+	cbf_fill(f, &nz, NULL);
+	if (nz == 0)
+		return 0;
+	if (nz == total)
+		return 1;
+	double zero = (double)(total - nz) / (double)total;
+	double lambda = -log(zero) * CBF_LINE_COUNTERS / kk;
+	double p = line_fpr(lambda, kk);
+	return lpk == 2 ? p * p : p;
+}
+
+uint64_t cbf_bytes(const struct cbf *f)
+{
+	return f->g.nlines * CBF_LINE_BYTES;
+}

@@ -1,0 +1,725 @@
+/* openfile.c - live inodes and open files. The design is in openfile.h. */
+#include "openfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob.h"
+#include "fp.h"
+#include "ns.h"
+#include "seal.h"
+#include "store.h"
+
+struct live {
+	uint64_t ino;
+	struct live *next;     /* hash chain */
+	/* guarded by the table mutex */
+	uint64_t nlookup;      /* kernel references */
+	uint32_t pins;         /* open handles and calls in progress */
+	uint32_t nwriters;     /* handles open for writing */
+	bool orphan;           /* no name left: delete when unused */
+	/* guarded by mu */
+	pthread_mutex_t mu;
+	bool loaded;           /* has_blob/blob/size below are read from the inode */
+	bool has_blob;
+	struct blobkey blob;
+	uint64_t size;         /* current size (staged or sealed) */
+	int staging_fd;        /* -1: not staged */
+	char staging[48];
+	bool dirty;            /* staged bytes not sealed yet */
+	struct pd_time mtime;  /* mtime of the staged bytes */
+	struct fp_ctx hash;    /* stream over bytes [0, hash_next) */
+	bool hash_ok;
+	uint64_t hash_next;
+	int blob_fd;           /* -1: not open */
+	bool blob_verified;
+	bool kcache;           /* the kernel's page cache holds kcache_key's bytes */
+	struct blobkey kcache_key;
+};
+
+struct live_table {
+	pthread_mutex_t mu;
+	struct live **buckets;
+	size_t nbuckets, count;
+};
+
+struct pd_file {
+	struct store *st;
+	struct live *li;
+	int flags;
+	bool wrote;
+};
+
+/* ---- the table ------------------------------------------------------- */
+
+struct live_table *live_table_new(void)
+{
+	struct live_table *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->nbuckets = 1024;
+	t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
+	if (!t->buckets) {
+		free(t);
+		return NULL;
+	}
+	pthread_mutex_init(&t->mu, NULL);
+	return t;
+}
+
+static void live_free(struct live *li)
+{
+	if (li->staging_fd >= 0)
+		close(li->staging_fd);
+	if (li->blob_fd >= 0)
+		close(li->blob_fd);
+	if (li->hash.md5)
+		fp_free(&li->hash);
+	pthread_mutex_destroy(&li->mu);
+	free(li);
+}
+
+void live_table_free(struct live_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct live *li = t->buckets[i], *next; li; li = next) {
+			next = li->next;
+			live_free(li);
+		}
+	free(t->buckets);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+static size_t bucket_of(const struct live_table *t, uint64_t ino)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (t->nbuckets - 1);
+}
+
+static void table_grow(struct live_table *t)
+{
+	size_t n = t->nbuckets * 2;
+	struct live **b = calloc(n, sizeof *b);
+	if (!b)
+		return; /* longer chains, still correct */
+	struct live_table nt = { .buckets = b, .nbuckets = n };
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct live *li = t->buckets[i], *next; li; li = next) {
+			next = li->next;
+			size_t j = bucket_of(&nt, li->ino);
+			li->next = b[j];
+			b[j] = li;
+		}
+	free(t->buckets);
+	t->buckets = b;
+	t->nbuckets = n;
+}
+
+static struct live **find_slot(struct live_table *t, uint64_t ino)
+{
+	struct live **p = &t->buckets[bucket_of(t, ino)];
+	while (*p && (*p)->ino != ino)
+		p = &(*p)->next;
+	return p;
+}
+
+/* Find or make the entry of ino; table mutex held. */
+static struct live *get_locked(struct live_table *t, uint64_t ino)
+{
+	struct live **p = find_slot(t, ino);
+	if (*p)
+		return *p;
+	struct live *li = calloc(1, sizeof *li);
+	if (!li)
+		return NULL;
+	li->ino = ino;
+	li->staging_fd = li->blob_fd = -1;
+	pthread_mutex_init(&li->mu, NULL);
+	li->next = t->buckets[bucket_of(t, ino)];
+	t->buckets[bucket_of(t, ino)] = li;
+	if (++t->count > 2 * t->nbuckets)
+		table_grow(t);
+	return li;
+}
+
+static bool unused(const struct live *li)
+{
+	return li->nlookup == 0 && li->pins == 0;
+}
+
+/* Unlink li from the table; table mutex held. */
+static void remove_locked(struct live_table *t, struct live *li)
+{
+	struct live **p = find_slot(t, li->ino);
+	if (*p == li) {
+		*p = li->next;
+		t->count--;
+	}
+}
+
+static int delete_orphan_cb(struct wtx *w, void *arg)
+{
+	return ns_delete_inode(w, *(uint64_t *)arg);
+}
+
+static int delete_orphan(struct store *st, uint64_t ino)
+{
+	return store_write(st, delete_orphan_cb, &ino);
+}
+
+/* Drop a pin or lookups; free the entry (and delete an orphan) once unused. */
+static int settle(struct store *st, struct live *li, uint32_t unpin, uint64_t forget)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	li->pins -= unpin;
+	li->nlookup = forget > li->nlookup ? 0 : li->nlookup - forget;
+	bool gone = unused(li);
+	bool orphan = gone && li->orphan;
+	if (gone)
+		remove_locked(t, li);
+	pthread_mutex_unlock(&t->mu);
+	if (!gone)
+		return 0;
+	uint64_t ino = li->ino;
+	if (li->staging_fd >= 0)
+		unlinkat(st->dirfd, li->staging, 0);
+	live_free(li);
+	return orphan ? delete_orphan(st, ino) : 0;
+}
+
+static struct live *pin(struct store *st, uint64_t ino)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = get_locked(t, ino);
+	if (li)
+		li->pins++;
+	pthread_mutex_unlock(&t->mu);
+	return li;
+}
+
+void live_ref(struct store *st, uint64_t ino, uint64_t n)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = get_locked(t, ino);
+	if (li)
+		li->nlookup += n;
+	pthread_mutex_unlock(&t->mu);
+}
+
+int live_forget(struct store *st, uint64_t ino, uint64_t n)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = *find_slot(t, ino);
+	if (li)
+		li->pins++; /* hold it while settling */
+	pthread_mutex_unlock(&t->mu);
+	return li ? settle(st, li, 1, n) : 0;
+}
+
+int live_orphaned(struct store *st, uint64_t ino)
+{
+	struct live_table *t = st->live;
+	if (!t)
+		return delete_orphan(st, ino);
+	pthread_mutex_lock(&t->mu);
+	struct live *li = *find_slot(t, ino);
+	if (li)
+		li->orphan = true;
+	pthread_mutex_unlock(&t->mu);
+	return li ? 0 : delete_orphan(st, ino);
+}
+
+static int drop_orphans_cb(struct wtx *w, void *arg)
+{
+	(void)arg;
+	struct store *st = w->st;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(w->txn, st->db_orphans, &c));
+	if (rc)
+		return rc;
+	uint64_t *inos = NULL;
+	size_t n = 0, cap = 0;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			uint64_t *p = realloc(inos, cap * sizeof *p);
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			inos = p;
+		}
+		inos[n++] = get_be64(k.mv_data);
+	}
+	mdb_cursor_close(c);
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct live_table *t = st->live;
+		bool in_use = false;
+		if (t) {
+			pthread_mutex_lock(&t->mu);
+			in_use = *find_slot(t, inos[i]) != NULL;
+			pthread_mutex_unlock(&t->mu);
+		}
+		if (!in_use)
+			rc = ns_delete_inode(w, inos[i]);
+	}
+	free(inos);
+	return rc;
+}
+
+int live_drop_orphans(struct store *st)
+{
+	return store_write(st, drop_orphans_cb, NULL);
+}
+
+/* ---- file state (entry mutex held) ----------------------------------- */
+
+static int load(struct store *st, struct live *li)
+{
+	if (li->loaded)
+		return 0;
+	struct inode in;
+	int rc = ns_getattr(st, li->ino, &in);
+	if (rc)
+		return rc;
+	if (!S_ISREG(in.mode))
+		return S_ISDIR(in.mode) ? -EISDIR : -EINVAL;
+	li->has_blob = in.flags & INODE_HAS_BLOB;
+	li->blob = in.blob;
+	li->size = in.size;
+	li->mtime = in.mtime;
+	li->loaded = true;
+	return 0;
+}
+
+static int open_blob(struct store *st, struct live *li)
+{
+	if (li->blob_fd >= 0 && li->blob_verified)
+		return 0;
+	if (!li->has_blob)
+		return -ENODATA;
+	if (li->blob_fd < 0) {
+		int fd = blob_open(st, &li->blob);
+		if (fd < 0)
+			return fd;
+		li->blob_fd = fd;
+	}
+	/* Never return bytes that are not the stored ones. */
+	struct fprec r;
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_get(txn, st, &li->blob, &r);
+	store_read_end(st, txn);
+	if (!rc)
+		rc = blob_verify(li->blob_fd, &r);
+	if (rc == -ENOENT || rc == -EUCLEAN)
+		rc = -EIO;
+	li->blob_verified = rc == 0;
+	return rc;
+}
+
+static void close_blob(struct live *li)
+{
+	if (li->blob_fd >= 0)
+		close(li->blob_fd);
+	li->blob_fd = -1;
+	li->blob_verified = false;
+}
+
+static int copy_range(int from, int to, uint64_t len)
+{
+	enum { CHUNK = 1 << 18 };
+	loff_t in = 0, out = 0;
+	while ((uint64_t)in < len) {
+		ssize_t n = copy_file_range(from, &in, to, &out, (size_t)(len - (uint64_t)in), 0);
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return -EIO; /* the blob is shorter than its record */
+		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+			return -errno;
+		break; /* fall back to plain copies */
+	}
+	char *buf = (uint64_t)in < len ? malloc(CHUNK) : NULL;
+	if ((uint64_t)in < len && !buf)
+		return -ENOMEM;
+	while ((uint64_t)in < len) {
+		ssize_t n = pread(from, buf, CHUNK, in);
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO;
+		}
+		if (pwrite(to, buf, (size_t)n, in) != n) {
+			free(buf);
+			return -errno;
+		}
+		in += n;
+	}
+	free(buf);
+	return 0;
+}
+
+static int reset_hash(struct live *li)
+{
+	int rc = li->hash.md5 ? fp_reset(&li->hash) : fp_init(&li->hash);
+	li->hash_ok = rc == 0;
+	li->hash_next = 0;
+	return rc;
+}
+
+/* Give li a staging file holding its current bytes (or none, when the
+ * caller is about to truncate to zero). */
+static int stage(struct store *st, struct live *li, bool keep_content)
+{
+	if (li->staging_fd >= 0)
+		return 0;
+	snprintf(li->staging, sizeof li->staging, "staging/%llu.%llu", (unsigned long long)li->ino,
+		 (unsigned long long)__atomic_add_fetch(&st->staging_seq, 1, __ATOMIC_RELAXED));
+	int fd = openat(st->dirfd, li->staging, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	if (keep_content && li->has_blob && li->size > 0) {
+		if (!(rc = open_blob(st, li)))
+			rc = copy_range(li->blob_fd, fd, li->size);
+		li->hash_ok = false;
+	} else {
+		li->size = 0;
+		rc = reset_hash(li);
+	}
+	if (rc) {
+		close(fd);
+		unlinkat(st->dirfd, li->staging, 0);
+		return rc;
+	}
+	li->staging_fd = fd;
+	return 0;
+}
+
+static void unstage(struct store *st, struct live *li)
+{
+	if (li->staging_fd < 0)
+		return;
+	close(li->staging_fd);
+	unlinkat(st->dirfd, li->staging, 0);
+	li->staging_fd = -1;
+	li->dirty = false;
+}
+
+static int fingerprint(struct live *li, struct fp *fp)
+{
+	if (li->hash_ok && li->hash_next == li->size)
+		return fp_final(&li->hash, fp);
+	return fp_of_fd(li->staging_fd, fp);
+}
+
+/* Seal the staged bytes: they become a (new or shared) blob. */
+static int seal(struct store *st, struct live *li)
+{
+	struct fp fp;
+	int rc = fingerprint(li, &fp);
+	li->hash_ok = false;
+	if (rc)
+		return rc;
+	struct seal_result res;
+	if ((rc = seal_staged(st, li->ino, li->staging, li->staging_fd, &fp, li->mtime, &res)))
+		return rc;
+	close_blob(li);
+	if (res.dup) {
+		close(li->staging_fd);
+	} else {
+		li->blob_fd = li->staging_fd; /* the staged file is the blob now */
+		li->blob_verified = true;
+	}
+	li->staging_fd = -1;
+	li->dirty = false;
+	li->has_blob = true;
+	li->blob = res.key;
+	li->size = fp.size;
+	/* Every byte reached the kernel's page cache through its writes. */
+	li->kcache = true;
+	li->kcache_key = res.key;
+	return 0;
+}
+
+/* ---- the file operations --------------------------------------------- */
+
+uint64_t file_ino(const struct pd_file *f)
+{
+	return f->li->ino;
+}
+
+int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, bool *keep_cache)
+{
+	struct pd_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	struct live *li = pin(st, ino);
+	if (!li) {
+		free(f);
+		return -ENOMEM;
+	}
+	bool writer = (flags & O_ACCMODE) != O_RDONLY;
+	pthread_mutex_lock(&li->mu);
+	int rc = load(st, li);
+	if (!rc && writer && (flags & O_TRUNC)) {
+		if (!(rc = stage(st, li, false)) && ftruncate(li->staging_fd, 0))
+			rc = -errno;
+		if (!rc) {
+			li->size = 0;
+			reset_hash(li);
+			li->dirty = true;
+			li->mtime = pd_now();
+		}
+	}
+	*keep_cache = li->kcache && li->staging_fd < 0 && li->has_blob &&
+		      blobkey_equal(&li->kcache_key, &li->blob);
+	if (!rc && li->has_blob && li->staging_fd < 0) {
+		li->kcache = true;
+		li->kcache_key = li->blob;
+	}
+	pthread_mutex_unlock(&li->mu);
+	if (rc) {
+		settle(st, li, 1, 0);
+		free(f);
+		return rc;
+	}
+	if (writer) {
+		pthread_mutex_lock(&st->live->mu);
+		li->nwriters++;
+		pthread_mutex_unlock(&st->live->mu);
+	}
+	f->st = st;
+	f->li = li;
+	f->flags = flags;
+	*out = f;
+	return 0;
+}
+
+int file_read(struct pd_file *f, void *buf, size_t size, uint64_t off, size_t *got)
+{
+	struct live *li = f->li;
+	int rc = 0;
+	*got = 0;
+	pthread_mutex_lock(&li->mu);
+	if (off >= li->size || size == 0)
+		goto out;
+	if (size > li->size - off)
+		size = (size_t)(li->size - off);
+	int fd = li->staging_fd;
+	if (fd < 0) {
+		if ((rc = open_blob(f->st, li)))
+			goto out;
+		fd = li->blob_fd;
+	}
+	while (*got < size) {
+		ssize_t n = pread(fd, (char *)buf + *got, size - *got, (off_t)(off + *got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0) {
+			/* A file shorter than its size: sparse tail of a staged file
+			 * reads as zeros; a short blob is damage. */
+			if (fd == li->blob_fd) {
+				rc = -EIO;
+				break;
+			}
+			memset((char *)buf + *got, 0, size - *got);
+			*got = size;
+			break;
+		}
+		*got += (size_t)n;
+	}
+out:
+	pthread_mutex_unlock(&li->mu);
+	return rc;
+}
+
+static void hash_written(struct live *li, const void *buf, size_t n, uint64_t off)
+{
+	if (!li->hash_ok)
+		return;
+	if (off == li->hash_next) {
+		fp_update(&li->hash, buf, n);
+		li->hash_next += n;
+	} else {
+		li->hash_ok = false; /* not sequential: hash the file at seal */
+	}
+}
+
+int file_write(struct pd_file *f, const void *buf, size_t size, uint64_t off, size_t *done)
+{
+	struct live *li = f->li;
+	int rc;
+	*done = 0;
+	pthread_mutex_lock(&li->mu);
+	if ((rc = stage(f->st, li, true)))
+		goto out;
+	while (*done < size) {
+		ssize_t n = pwrite(li->staging_fd, (const char *)buf + *done, size - *done,
+				   (off_t)(off + *done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			break;
+		}
+		hash_written(li, (const char *)buf + *done, (size_t)n, off + *done);
+		*done += (size_t)n;
+	}
+	if (*done) {
+		rc = 0; /* a short write reports what was written */
+		if (off + *done > li->size)
+			li->size = off + *done;
+		li->dirty = true;
+		li->mtime = pd_now();
+		f->wrote = true;
+	}
+out:
+	pthread_mutex_unlock(&li->mu);
+	return rc;
+}
+
+int file_flush(struct pd_file *f)
+{
+	struct live *li = f->li;
+	if ((f->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
+	pthread_mutex_lock(&li->mu);
+	int rc = li->dirty ? seal(f->st, li) : 0;
+	pthread_mutex_unlock(&li->mu);
+	return rc;
+}
+
+int file_release(struct pd_file *f)
+{
+	struct store *st = f->st;
+	struct live *li = f->li;
+	bool writer = (f->flags & O_ACCMODE) != O_RDONLY;
+	pthread_mutex_lock(&st->live->mu);
+	bool last = li->pins == 1, orphan = li->orphan;
+	if (writer)
+		li->nwriters--;
+	pthread_mutex_unlock(&st->live->mu);
+	int rc = 0;
+	pthread_mutex_lock(&li->mu);
+	if (last && orphan)
+		unstage(st, li); /* no name left: nobody can read these bytes again */
+	if (li->dirty && (last || writer))
+		rc = seal(st, li);
+	if (last && rc) {
+		/* Nothing can seal it later: the last bytes are lost, say so. */
+		fprintf(stderr, "pagededupfs: inode %llu: sealing at close failed: %s; its previous content stays\n",
+			(unsigned long long)li->ino, strerror(-rc));
+		unstage(st, li);
+	}
+	if (last)
+		close_blob(li);
+	pthread_mutex_unlock(&li->mu);
+	free(f);
+	int src = settle(st, li, 1, 0);
+	return rc ? rc : src;
+}
+
+int file_fsync(struct pd_file *f, bool datasync)
+{
+	struct live *li = f->li;
+	int rc = 0;
+	pthread_mutex_lock(&li->mu);
+	if (li->staging_fd >= 0 && (datasync ? fdatasync(li->staging_fd) : fsync(li->staging_fd)))
+		rc = -errno;
+	pthread_mutex_unlock(&li->mu);
+	return rc ? rc : store_sync(f->st);
+}
+
+int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file *f)
+{
+	struct live *li = f ? f->li : pin(st, ino);
+	if (!li)
+		return -ENOMEM;
+	pthread_mutex_lock(&li->mu);
+	int rc = load(st, li);
+	if (!rc && !(size == li->size && li->staging_fd < 0)) {
+		rc = stage(st, li, size > 0);
+		if (!rc && ftruncate(li->staging_fd, (off_t)size))
+			rc = -errno;
+		if (!rc) {
+			if (size == 0)
+				reset_hash(li);
+			else if (size < li->hash_next || size > li->size)
+				li->hash_ok = false;
+			li->size = size;
+			li->dirty = true;
+			li->mtime = pd_now();
+		}
+	}
+	if (!rc && !f) {
+		pthread_mutex_lock(&st->live->mu);
+		bool writers = li->nwriters > 0;
+		pthread_mutex_unlock(&st->live->mu);
+		if (!writers && li->dirty)
+			rc = seal(st, li); /* no close will come to seal it */
+	}
+	pthread_mutex_unlock(&li->mu);
+	if (!f)
+		settle(st, li, 1, 0);
+	return rc;
+}
+
+int file_getattr(struct store *st, uint64_t ino, struct inode *out)
+{
+	int rc = ns_getattr(st, ino, out);
+	if (rc || !S_ISREG(out->mode))
+		return rc;
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = *find_slot(t, ino);
+	if (li)
+		li->pins++;
+	pthread_mutex_unlock(&t->mu);
+	if (!li)
+		return 0;
+	pthread_mutex_lock(&li->mu);
+	if (li->staging_fd >= 0) {
+		out->size = li->size;
+		out->mtime = li->mtime;
+	}
+	pthread_mutex_unlock(&li->mu);
+	return settle(st, li, 1, 0);
+}
+
+void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = *find_slot(t, ino);
+	if (li)
+		li->pins++;
+	pthread_mutex_unlock(&t->mu);
+	if (!li)
+		return;
+	pthread_mutex_lock(&li->mu);
+	if (li->staging_fd >= 0)
+		li->mtime = mtime;
+	pthread_mutex_unlock(&li->mu);
+	settle(st, li, 1, 0);
+}

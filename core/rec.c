@@ -1,0 +1,205 @@
+/* rec.c - record codecs. See rec.h for every layout. */
+#include "rec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "fp.h"
+
+void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void blobkey_encode(const struct blobkey *k, uint8_t out[BLOBKEY_BYTES])
+{
+	memcpy(out, k->md5, 16);
+	out[16] = (uint8_t)(k->variant >> 24);
+	out[17] = (uint8_t)(k->variant >> 16);
+	out[18] = (uint8_t)(k->variant >> 8);
+	out[19] = (uint8_t)k->variant;
+}
+
+void blobkey_decode(const uint8_t in[BLOBKEY_BYTES], struct blobkey *k)
+{
+	memcpy(k->md5, in, 16);
+	k->variant = (uint32_t)in[16] << 24 | (uint32_t)in[17] << 16 | (uint32_t)in[18] << 8 | in[19];
+}
+
+bool blobkey_equal(const struct blobkey *a, const struct blobkey *b)
+{
+	return a->variant == b->variant && memcmp(a->md5, b->md5, 16) == 0;
+}
+
+void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX])
+{
+	char hex[33];
+	fp_hex(k->md5, hex);
+	if (k->variant)
+		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.2s/%.2s/%s.%u", hex, hex + 2, hex, k->variant);
+	else
+		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.2s/%.2s/%s", hex, hex + 2, hex);
+}
+
+size_t fprec_encode(const struct fprec *r, uint8_t *out)
+{
+	put_le64(out, r->refcount);
+	put_le64(out + 8, r->size);
+	memcpy(out + 16, r->xxh128, 16);
+	put_le64(out + 32, r->simhash);
+	out[40] = r->flags;
+	out[41] = r->pos.nlines;
+	out[42] = r->pos.k;
+	out[43] = 0;
+	size_t n = 44;
+	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
+		put_le32(out + n, r->pos.line[i]);
+	memcpy(out + n, r->pos.off, r->pos.k);
+	return n + r->pos.k;
+}
+
+int fprec_decode(const void *in, size_t len, struct fprec *r)
+{
+	const uint8_t *p = in;
+	if (len < 44)
+		return -EUCLEAN;
+	r->refcount = get_le64(p);
+	r->size = get_le64(p + 8);
+	memcpy(r->xxh128, p + 16, 16);
+	r->simhash = get_le64(p + 32);
+	r->flags = p[40];
+	memset(&r->pos, 0, sizeof r->pos);
+	r->pos.nlines = p[41];
+	r->pos.k = p[42];
+	if (r->pos.nlines > CBF_MAX_LINES || r->pos.k > CBF_MAX_K ||
+	    len != 44 + 4u * r->pos.nlines + r->pos.k)
+		return -EUCLEAN;
+	size_t n = 44;
+	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
+		r->pos.line[i] = get_le32(p + n);
+	memcpy(r->pos.off, p + n, r->pos.k);
+	return 0;
+}
+
+size_t inode_encode(const struct inode *in, const char *target, size_t tlen, uint8_t *out)
+{
+	put_le32(out, in->mode);
+	put_le32(out + 4, in->uid);
+	put_le32(out + 8, in->gid);
+	put_le32(out + 12, in->nlink);
+	put_le64(out + 16, in->size);
+	put_le64(out + 24, (uint64_t)in->atime.sec);
+	put_le64(out + 32, (uint64_t)in->mtime.sec);
+	put_le64(out + 40, (uint64_t)in->ctime.sec);
+	put_le32(out + 48, in->atime.nsec);
+	put_le32(out + 52, in->mtime.nsec);
+	put_le32(out + 56, in->ctime.nsec);
+	put_le32(out + 60, in->flags);
+	put_le64(out + 64, in->rdev);
+	if (in->flags & INODE_HAS_BLOB)
+		blobkey_encode(&in->blob, out + 72);
+	else
+		memset(out + 72, 0, BLOBKEY_BYTES);
+	memset(out + 92, 0, 4);
+	if (tlen)
+		memcpy(out + INODE_FIXED_BYTES, target, tlen);
+	return INODE_FIXED_BYTES + tlen;
+}
+
+int inode_decode(const void *buf, size_t len, struct inode *in, const char **target, size_t *tlen)
+{
+	const uint8_t *p = buf;
+	if (len < INODE_FIXED_BYTES)
+		return -EUCLEAN;
+	in->mode = get_le32(p);
+	in->uid = get_le32(p + 4);
+	in->gid = get_le32(p + 8);
+	in->nlink = get_le32(p + 12);
+	in->size = get_le64(p + 16);
+	in->atime.sec = (int64_t)get_le64(p + 24);
+	in->mtime.sec = (int64_t)get_le64(p + 32);
+	in->ctime.sec = (int64_t)get_le64(p + 40);
+	in->atime.nsec = get_le32(p + 48);
+	in->mtime.nsec = get_le32(p + 52);
+	in->ctime.nsec = get_le32(p + 56);
+	in->flags = get_le32(p + 60);
+	in->rdev = get_le64(p + 64);
+	blobkey_decode(p + 72, &in->blob);
+	if (target)
+		*target = (const char *)p + INODE_FIXED_BYTES;
+	if (tlen)
+		*tlen = len - INODE_FIXED_BYTES;
+	return 0;
+}
+
+uint64_t dirent_hash(const char *name, size_t len)
+{
+	/* 53 bits with the top one set: offsets stay above 2 ("." and "..")
+	 * and below 2^62 (positive in a signed off_t). */
+	return (XXH3_64bits(name, len) >> 11) | (1ull << 53);
+}
+
+uint64_t dirent_off(uint64_t hash, unsigned dupidx)
+{
+	return hash << 8 | (dupidx + 1);
+}
+
+size_t dirent_val_encode(const char *name, size_t len, uint64_t child, uint32_t mode, uint8_t *out)
+{
+	memcpy(out, name, len);
+	out[len] = 0;
+	put_le64(out + len + 1, child);
+	out[len + 9] = (uint8_t)((mode & S_IFMT) >> 12);
+	return len + 10;
+}
+
+int dirent_val_decode(const void *buf, size_t blen, const char **name, size_t *len, uint64_t *child,
+		      uint32_t *type)
+{
+	const uint8_t *p = buf;
+	const uint8_t *nul = memchr(p, 0, blen);
+	if (!nul || (size_t)(nul - p) + 10 != blen)
+		return -EUCLEAN;
+	*name = buf;
+	*len = (size_t)(nul - p);
+	*child = get_le64(nul + 1);
+	*type = (uint32_t)nul[9] << 12;
+	return 0;
+}

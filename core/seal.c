@@ -1,0 +1,137 @@
+/* seal.c - the seal pipeline. The order of its steps and why a crash at
+ * any point leaves the store consistent are in seal.h. */
+#include "seal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blob.h"
+#include "ns.h"
+
+struct seal_arg {
+	uint64_t ino;
+	const char *staging;
+	const struct fp *fp;
+	struct pd_time mtime;
+	bool sync_dirs;
+	bool renamed;            /* the staged file sits at `renamed_to` */
+	char renamed_to[BLOBKEY_PATH_MAX];
+	struct seal_result out;
+};
+
+/* Choose the blob for the content: an existing one, or a new key. */
+static int choose_blob(struct wtx *w, const struct fp *fp, struct blobkey *k, bool *found)
+{
+	struct store *st = w->st;
+	*found = false;
+	if (st->opts.nodedup)
+		return blob_next_variant(w->txn, st, fp->md5, k);
+	struct cbf_pos pos;
+	cbf_positions(st->filter, fp->md5, &pos);
+	if (!cbf_maybe_contains(st->filter, &pos)) {
+		w->delta.probes_skipped++;
+		memcpy(k->md5, fp->md5, 16);
+		k->variant = 0;
+		return 0;
+	}
+	w->delta.probes++;
+	bool collision;
+	int rc = blob_find(w->txn, st, fp, k, found, &collision);
+	if (rc)
+		return rc;
+	if (collision)
+		w->delta.collisions++;
+	else if (!*found)
+		w->delta.false_positives++;
+	return 0;
+}
+
+/* Move the staged file to the blob's place (once, even if the callback runs
+ * again after a map resize). */
+static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
+{
+	struct store *st = w->st;
+	char path[BLOBKEY_PATH_MAX];
+	blobkey_path(k, path);
+	if (a->renamed && strcmp(path, a->renamed_to) == 0)
+		return 0;
+	const char *from = a->renamed ? a->renamed_to : a->staging;
+	int rc = blob_mkdirs(st, k);
+	if (rc)
+		return rc;
+	if (renameat(st->dirfd, from, st->dirfd, path))
+		return -errno;
+	a->renamed = true;
+	memcpy(a->renamed_to, path, sizeof path);
+	if (a->sync_dirs) {
+		/* The rename is durable only once its directory is. */
+		char dir[BLOBKEY_PATH_MAX];
+		memcpy(dir, path, sizeof dir);
+		*strrchr(dir, '/') = 0;
+		int dfd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			return -errno;
+		rc = fsync(dfd) ? -errno : 0;
+		close(dfd);
+	}
+	return rc;
+}
+
+static int seal_cb(struct wtx *w, void *p)
+{
+	struct seal_arg *a = p;
+	struct store *st = w->st;
+	struct inode in;
+	struct blobkey k;
+	bool found;
+	int rc = ns_get_inode(w->txn, st, a->ino, &in);
+	if (rc || (rc = choose_blob(w, a->fp, &k, &found)))
+		return rc;
+	bool had = in.flags & INODE_HAS_BLOB;
+	bool same = had && found && blobkey_equal(&in.blob, &k);
+	if (found && !same)
+		rc = blob_ref(w, &k, a->ino);
+	if (!found) {
+		struct fprec r = { .size = a->fp->size };
+		memcpy(r.xxh128, a->fp->xxh128, 16);
+		if (!(rc = place_blob(w, a, &k)))
+			rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
+	}
+	if (!rc && had && !same)
+		rc = blob_unref(w, &in.blob, a->ino);
+	if (rc)
+		return rc;
+	w->delta.logical_bytes += (int64_t)a->fp->size - (int64_t)in.size;
+	w->delta.seals++;
+	w->delta.dup_seals += found;
+	in.size = a->fp->size;
+	in.blob = k;
+	in.flags |= INODE_HAS_BLOB;
+	in.mtime = a->mtime;
+	in.ctime = w->now;
+	a->out = (struct seal_result){ k, found };
+	return ns_put_inode(w->txn, st, &in);
+}
+
+int seal_staged(struct store *st, uint64_t ino, const char *staging, int fd, const struct fp *fp,
+		struct pd_time mtime, struct seal_result *out)
+{
+	struct seal_arg a = { .ino = ino, .staging = staging, .fp = fp, .mtime = mtime,
+			      .sync_dirs = st->opts.sync_blobs };
+	if (st->opts.sync_blobs && fdatasync(fd))
+		return -errno;
+	int rc = store_write(st, seal_cb, &a);
+	if (rc) {
+		/* The commit failed: put the bytes back where the file expects them. */
+		if (a.renamed)
+			renameat(st->dirfd, a.renamed_to, st->dirfd, staging);
+		return rc;
+	}
+	if (a.out.dup || !a.renamed)
+		unlinkat(st->dirfd, staging, 0);
+	*out = a.out;
+	return 0;
+}

@@ -1,0 +1,41 @@
+/* seal.h - sealing a page: the staged bytes of a file become a reference to
+ * a stored blob, new or shared.
+ *
+ * Order, inside one write transaction (group commit, store.h):
+ *   1. the counting filter: any counter of the MD5 at zero -> certainly new,
+ *      no probe of `fingerprints` (the I/O IMP-CB saves); else probe, and a
+ *      hit counts only if size and XXH3-128 match too (an MD5 collision is a
+ *      new blob under a new variant of the key);
+ *   2. duplicate: refcount+1, the staged file is dropped after the commit;
+ *      new: the staged file is renamed into objects/ (fsynced first under
+ *      sync_blobs), its record stored with its filter positions, the filter
+ *      counters incremented;
+ *   3. the inode points at the blob, with its new size and mtime;
+ *   4. the inode's previous blob is released (refcount-1; at zero its record,
+ *      filter counts and, after the commit, its file go).
+ * A crash at any point leaves LMDB at the last commit: either the old blob
+ * or the new one is referenced, never neither; a blob renamed in without its
+ * commit is an orphan that fsck collects.
+ */
+#ifndef PD_SEAL_H
+#define PD_SEAL_H
+
+#include <stdbool.h>
+
+#include "fp.h"
+#include "rec.h"
+#include "store.h"
+
+struct seal_result {
+	struct blobkey key; /* the blob the inode now refers to */
+	bool dup;           /* an existing blob was shared */
+};
+
+/* Seal the staged file `staging` (relative to the store; open as fd) of
+ * inode ino, whose content has fingerprint fp and was last modified at
+ * mtime. On success the staged file is gone from staging/: renamed into
+ * objects/ (fd then reads the blob) or, for a duplicate, removed. */
+int seal_staged(struct store *st, uint64_t ino, const char *staging, int fd, const struct fp *fp,
+		struct pd_time mtime, struct seal_result *out);
+
+#endif

@@ -1,0 +1,165 @@
+/* store.h - the store: a backing directory, its LMDB environment, its
+ * counting filter, and the write path every change goes through.
+ *
+ *   STORE/meta/      LMDB environment (every table but page bytes)
+ *   STORE/objects/   one immutable blob per distinct content
+ *   STORE/staging/   bytes of files open for writing, not yet sealed
+ *   STORE/filter     the counting filter image, rebuildable from LMDB
+ *   STORE/lock       held (flock) by the one process that writes the store
+ *
+ * Writes: store_write() runs a callback inside a write transaction. Callers
+ * on many threads are grouped: one of them (the leader) runs every queued
+ * callback in one LMDB transaction, each in a nested transaction of its own
+ * (so one failing callback does not undo the others), then commits once;
+ * one commit, and in durable mode one fsync, serves the whole group
+ * (group commit). A callback may run more than once: when LMDB's map is
+ * full the batch is aborted, the map doubled and the batch run again, so a
+ * callback keeps no state across runs except through its argument.
+ *
+ * Errors are negative errno values; messages for people go to the `err`
+ * buffers that open and mkfs take.
+ */
+#ifndef PD_STORE_H
+#define PD_STORE_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cbf.h"
+#include "rec.h"
+
+#define PD_FORMAT_VERSION 1
+#define PD_ERRLEN 512
+
+struct store_params {
+	uint64_t expected_pages;   /* filter design load (default 1,000,000) */
+	double filter_fpr;         /* target false-positive rate (default 1e-4) */
+	uint32_t filter_lines;     /* cache lines per key, 1 or 2 (default 2) */
+	uint32_t near_distance;    /* near-duplicate Hamming distance (default 3) */
+};
+void store_params_default(struct store_params *p);
+
+struct store_opts {
+	bool readonly;        /* tools that only read: no lock, no writes */
+	bool nodedup;         /* every sealed file gets a blob of its own */
+	bool sync_blobs;      /* fsync blobs and commit durably before a seal returns */
+	uint64_t mapsize;     /* initial LMDB map size, 0 = automatic */
+	unsigned sync_ms;     /* background LMDB sync period when not durable, 0 = 1000 */
+	bool create;          /* create a store (default params) if dir is empty or missing */
+};
+
+/* Running totals, kept in the meta table and updated in the transactions
+ * that change them. */
+#define PD_HIST_BUCKETS 24 /* refcount histogram: bucket b holds 2^b .. 2^(b+1)-1 */
+struct pd_counters {
+	int64_t pages;          /* regular files */
+	int64_t logical_bytes;  /* sum of regular file sizes */
+	int64_t blobs;          /* fingerprint records (distinct stored contents) */
+	int64_t stored_bytes;   /* sum of blob sizes */
+	int64_t collisions;     /* MD5 matches whose size or XXH3-128 differed */
+	int64_t seals;          /* files sealed */
+	int64_t dup_seals;      /* seals that found an existing blob */
+	int64_t probes;         /* fingerprint-table lookups the filter could not skip */
+	int64_t probes_skipped; /* lookups the filter answered "certainly new" */
+	int64_t false_positives;/* probes that found no record */
+	int64_t hist[PD_HIST_BUCKETS];
+};
+#define PD_COUNTERS_N (10 + PD_HIST_BUCKETS)
+
+struct store {
+	char *dir;
+	int dirfd;
+	int lockfd;
+	bool readonly;
+	struct store_opts opts;
+	struct store_params params;
+	MDB_env *env;
+	MDB_dbi db_meta, db_inodes, db_dirents, db_links, db_fp, db_blob_inodes, db_xattrs,
+		db_saturated, db_orphans;
+	struct cbf *filter;
+	uint64_t generation;
+	uint64_t mapsize;
+
+	/* Readers hold this shared; growing the map takes it exclusively. */
+	pthread_rwlock_t map_lock;
+
+	/* Group commit. */
+	pthread_mutex_t gc_mu;
+	pthread_cond_t gc_cv;
+	bool gc_leader;
+	struct store_wreq *gc_head, **gc_tail;
+
+	/* Totals as of the last commit (guarded by gc_mu for writers). */
+	struct pd_counters counters;
+
+	/* Background sync of LMDB when commits are not durable. */
+	pthread_t sync_thread;
+	bool sync_running;
+	pthread_mutex_t sync_mu;
+	pthread_cond_t sync_cv;
+	bool sync_stop;
+
+	/* The live-inode table (openfile.c). */
+	struct live_table *live;
+	uint64_t staging_seq;
+};
+
+/* A write transaction as a callback sees it. */
+struct wtx {
+	struct store *st;
+	MDB_txn *txn;
+	struct pd_counters delta; /* this callback's changes to the totals */
+	/* Files to remove after the commit succeeds (relative to the store). */
+	char **unlink_after;
+	size_t n_unlink, cap_unlink;
+	struct cbf_undo *undo;
+	struct pd_time now;
+};
+
+typedef int (*store_write_fn)(struct wtx *w, void *arg);
+
+/* Make a new store in dir (created 0700 if missing; must be empty). */
+int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN]);
+/* Open a store. -ENOENT/-EINVAL/-EPROTO/-EBUSY with a message in err. */
+int store_open(const char *dir, const struct store_opts *o, struct store **out, char err[PD_ERRLEN]);
+/* Close: persist the filter, mark the store clean, release the lock. */
+int store_close(struct store *st);
+/* Mark unclean and close without saving the filter (tests: a simulated crash). */
+void store_abandon(struct store *st);
+
+/* Run fn in a write transaction (group commit). Returns fn's result, or the
+ * commit's error. */
+int store_write(struct store *st, store_write_fn fn, void *arg);
+
+/* Read transactions. */
+int store_read_begin(struct store *st, MDB_txn **txn);
+void store_read_end(struct store *st, MDB_txn *txn);
+
+/* Make everything committed so far durable (fsync of LMDB). */
+int store_sync(struct store *st);
+
+/* After commit, remove the file at path (relative to the store dir). */
+int wtx_unlink_after(struct wtx *w, const char *relpath);
+/* Forget a pending removal of relpath (it was re-created in this batch). */
+void wtx_keep(struct wtx *w, const char *relpath);
+
+/* Allocate the next inode number. */
+int wtx_next_ino(struct wtx *w, uint64_t *ino);
+
+/* Exact-count callbacks for the filter over the `saturated` table of txn. */
+extern const struct cbf_exact_ops store_saturated_ops;
+
+/* LMDB result to a negative errno. */
+int pd_mdb_err(int rc);
+
+/* Counters: a snapshot of the committed totals. */
+void store_counters(struct store *st, struct pd_counters *out);
+/* Histogram bucket of a refcount (>= 1). */
+unsigned pd_hist_bucket(uint64_t refcount);
+
+/* Current time. */
+struct pd_time pd_now(void);
+
+#endif

@@ -1,0 +1,807 @@
+/* pagededupfs - the FUSE daemon: a page archive that looks like a directory.
+ *
+ * Low-level (inode-based) libfuse API, multi-threaded. Node ids are the
+ * store's inode numbers (the root is 1), so no translation table is needed;
+ * the kernel's lookup counts are kept in core's live-inode table, which
+ * frees nothing the kernel still references. Every operation decodes the
+ * request, makes one call into core/, and replies: the dedup logic lives in
+ * core/, not here.
+ *
+ * The trade-off that matters: pages are sealed (fingerprinted and
+ * de-duplicated) in FLUSH, where close() still waits, so an error reaches
+ * the writer and a read after close() sees the sealed state. The kernel's
+ * writeback cache is left off: with it the kernel owns size and mtime and
+ * writes may trail the last close; without it every write reaches the
+ * daemon in order, which is what lets MD5 be streamed as the bytes arrive.
+ */
+#define FUSE_USE_VERSION 314
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "ns.h"
+#include "openfile.h"
+#include "query.h"
+#include "store.h"
+
+struct pdfs {
+	struct store *st;
+	double entry_timeout, attr_timeout, negative_timeout;
+};
+
+static struct pdfs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct store *st_of(fuse_req_t req)
+{
+	return fs_of(req)->st;
+}
+
+/* ---- conversions ----------------------------------------------------- */
+
+static void to_stat(const struct inode *in, struct stat *sb)
+{
+	memset(sb, 0, sizeof *sb);
+	sb->st_ino = in->ino;
+	sb->st_mode = in->mode;
+	sb->st_nlink = in->nlink;
+	sb->st_uid = in->uid;
+	sb->st_gid = in->gid;
+	sb->st_rdev = in->rdev;
+	sb->st_size = (off_t)in->size;
+	sb->st_blksize = 4096;
+	sb->st_blocks = (blkcnt_t)((in->size + 511) / 512);
+	sb->st_atim = (struct timespec){ in->atime.sec, in->atime.nsec };
+	sb->st_mtim = (struct timespec){ in->mtime.sec, in->mtime.nsec };
+	sb->st_ctim = (struct timespec){ in->ctime.sec, in->ctime.nsec };
+}
+
+static void reply_entry(fuse_req_t req, const struct inode *in)
+{
+	struct pdfs *fs = fs_of(req);
+	struct fuse_entry_param e = { .ino = in->ino, .attr_timeout = fs->attr_timeout,
+				      .entry_timeout = fs->entry_timeout };
+	to_stat(in, &e.attr);
+	live_ref(fs->st, in->ino, 1);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		live_forget(fs->st, in->ino, 1); /* the request was interrupted */
+}
+
+static void reply_attr(fuse_req_t req, const struct inode *in)
+{
+	struct stat sb;
+	to_stat(in, &sb);
+	fuse_reply_attr(req, &sb, fs_of(req)->attr_timeout);
+}
+
+/* The caller's credentials, with its supplementary groups. */
+struct cred_buf {
+	struct pd_cred cred;
+	uint32_t groups[64];
+};
+
+static const struct pd_cred *caller(fuse_req_t req, struct cred_buf *b)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t g[64];
+	int n = fuse_req_getgroups(req, 64, g);
+	b->cred.uid = ctx->uid;
+	b->cred.gid = ctx->gid;
+	b->cred.ngroups = 0;
+	for (int i = 0; i < n && i < 64; i++)
+		b->groups[b->cred.ngroups++] = g[i];
+	b->cred.groups = b->groups;
+	return &b->cred;
+}
+
+static struct pd_file *file_of(struct fuse_file_info *fi)
+{
+	return (struct pd_file *)(uintptr_t)fi->fh;
+}
+
+/* ---- lifecycle ------------------------------------------------------- */
+
+static void pd_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* open(O_TRUNC) arrives as one request: no separate truncate that
+	 * would seal an empty file first. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+}
+
+/* ---- names ----------------------------------------------------------- */
+
+static void pd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct inode in;
+	int rc = ns_lookup(st_of(req), parent, name, &in);
+	if (rc == -ENOENT) {
+		struct fuse_entry_param e = { .ino = 0, .entry_timeout = fs_of(req)->negative_timeout };
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (S_ISREG(in.mode))
+		file_getattr(st_of(req), in.ino, &in);
+	reply_entry(req, &in);
+}
+
+static void pd_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	live_forget(st_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void pd_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		live_forget(st_of(req), forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+		      const char *target)
+{
+	struct cred_buf cb;
+	struct inode in;
+	int rc = ns_mknode(st_of(req), parent, name, mode, rdev, target, caller(req, &cb), &in);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry(req, &in);
+}
+
+static void pd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void pd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
+}
+
+static void pd_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+static void pd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct inode in;
+	int rc = ns_link(st_of(req), ino, newparent, newname, &in);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	file_getattr(st_of(req), ino, &in);
+	reply_entry(req, &in);
+}
+
+static void pd_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	uint64_t ino;
+	bool gone;
+	fuse_reply_err(req, -ns_unlink(st_of(req), parent, name, &ino, &gone));
+}
+
+static void pd_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	uint64_t ino;
+	fuse_reply_err(req, -ns_rmdir(st_of(req), parent, name, &ino));
+}
+
+static void pd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	uint64_t replaced;
+	bool gone;
+	fuse_reply_err(req, -ns_rename(st_of(req), parent, name, newparent, newname, flags, &replaced, &gone));
+}
+
+static void pd_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PD_SYMLINK_MAX + 1];
+	size_t len;
+	int rc = ns_readlink(st_of(req), ino, buf, PD_SYMLINK_MAX, &len);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	buf[len] = 0;
+	fuse_reply_readlink(req, buf);
+}
+
+/* ---- attributes ------------------------------------------------------ */
+
+static void pd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct inode in;
+	int rc = file_getattr(st_of(req), ino, &in);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_attr(req, &in);
+}
+
+static struct pd_time from_ts(struct timespec ts)
+{
+	return (struct pd_time){ ts.tv_sec, (uint32_t)ts.tv_nsec };
+}
+
+static void pd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct store *st = st_of(req);
+	int rc = 0;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		rc = file_truncate(st, ino, (uint64_t)attr->st_size, fi ? file_of(fi) : NULL);
+	struct ns_setattr sa = { 0 };
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		sa.valid |= NS_SET_MODE;
+		sa.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		sa.valid |= NS_SET_UID;
+		sa.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		sa.valid |= NS_SET_GID;
+		sa.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		sa.valid |= NS_SET_ATIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME) {
+		sa.valid |= NS_SET_ATIME;
+		sa.atime = from_ts(attr->st_atim);
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		sa.valid |= NS_SET_MTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME) {
+		sa.valid |= NS_SET_MTIME;
+		sa.mtime = from_ts(attr->st_mtim);
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		sa.valid |= NS_SET_CTIME;
+		sa.ctime = from_ts(attr->st_ctim);
+	}
+	struct inode in;
+	if (!rc && (sa.valid || !(to_set & FUSE_SET_ATTR_SIZE)))
+		rc = ns_setattr(st, ino, &sa, &in);
+	if (!rc && (sa.valid & (NS_SET_MTIME | NS_SET_MTIME_NOW)))
+		file_set_mtime(st, ino, in.mtime);
+	if (!rc)
+		rc = file_getattr(st, ino, &in);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_attr(req, &in);
+}
+
+/* ---- files ----------------------------------------------------------- */
+
+static void pd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct pd_file *f;
+	bool keep;
+	int rc = file_open(st_of(req), ino, fi->flags, &f, &keep);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = keep;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		file_release(f);
+}
+
+static void pd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct store *st = st_of(req);
+	struct cred_buf cb;
+	struct inode in;
+	int rc = ns_mknode(st, parent, name, S_IFREG | (mode & 07777), 0, NULL, caller(req, &cb), &in);
+	if (rc == -EEXIST && !(fi->flags & O_EXCL))
+		rc = ns_lookup(st, parent, name, &in); /* created meanwhile: open it */
+	if (!rc && !S_ISREG(in.mode))
+		rc = S_ISDIR(in.mode) ? -EISDIR : -EEXIST;
+	struct pd_file *f = NULL;
+	bool keep;
+	if (!rc)
+		rc = file_open(st, in.ino, fi->flags, &f, &keep);
+	if (!rc)
+		rc = file_getattr(st, in.ino, &in);
+	if (rc) {
+		if (f)
+			file_release(f);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct pdfs *fs = fs_of(req);
+	struct fuse_entry_param e = { .ino = in.ino, .attr_timeout = fs->attr_timeout,
+				      .entry_timeout = fs->entry_timeout };
+	to_stat(&in, &e.attr);
+	fi->fh = (uintptr_t)f;
+	live_ref(st, in.ino, 1);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		file_release(f);
+		live_forget(st, in.ino, 1);
+	}
+}
+
+static void pd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	char *buf = malloc(size ? size : 1);
+	size_t got;
+	int rc = buf ? file_read(file_of(fi), buf, size, (uint64_t)off, &got) : -ENOMEM;
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
+static void pd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	(void)ino;
+	size_t done;
+	int rc = file_write(file_of(fi), buf, size, (uint64_t)off, &done);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, done);
+}
+
+static void pd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fuse_reply_err(req, -file_flush(file_of(fi)));
+}
+
+static void pd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fuse_reply_err(req, -file_release(file_of(fi)));
+}
+
+static void pd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fuse_reply_err(req, -file_fsync(file_of(fi), datasync));
+}
+
+/* ---- directories ----------------------------------------------------- */
+
+struct dirbuf {
+	fuse_req_t req;
+	struct store *st;
+	char *buf;
+	size_t size, len;
+	bool plus;
+	double entry_timeout, attr_timeout;
+};
+
+static int add_entry(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t type,
+		     uint64_t next_off, const struct inode *attr)
+{
+	struct dirbuf *d = ctx;
+	char nm[PD_NAME_MAX + 1];
+	memcpy(nm, name, len);
+	nm[len] = 0;
+	size_t n;
+	if (d->plus) {
+		struct fuse_entry_param e = { .ino = ino, .attr_timeout = d->attr_timeout,
+					      .entry_timeout = d->entry_timeout };
+		to_stat(attr, &e.attr);
+		n = fuse_add_direntry_plus(d->req, d->buf + d->len, d->size - d->len, nm, &e, (off_t)next_off);
+	} else {
+		struct stat sb = { .st_ino = ino, .st_mode = type };
+		n = fuse_add_direntry(d->req, d->buf + d->len, d->size - d->len, nm, &sb, (off_t)next_off);
+	}
+	if (n > d->size - d->len)
+		return 1; /* full: this entry comes in the next call */
+	d->len += n;
+	if (d->plus && strcmp(nm, ".") && strcmp(nm, ".."))
+		live_ref(d->st, ino, 1);
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct pdfs *fs = fs_of(req);
+	struct dirbuf d = { req, fs->st, malloc(size), size, 0, plus, fs->entry_timeout, fs->attr_timeout };
+	if (!d.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = ns_readdir(fs->st, ino, (uint64_t)off, plus, add_entry, &d);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, d.buf, d.len);
+	free(d.buf);
+}
+
+static void pd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, false);
+}
+
+static void pd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, true);
+}
+
+static void pd_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, -store_sync(st_of(req)));
+}
+
+static void pd_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct statvfs sv;
+	struct store *st = st_of(req);
+	if (fstatvfs(st->dirfd, &sv)) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	sv.f_namemax = PD_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- extended attributes --------------------------------------------- */
+
+static void reply_value(fuse_req_t req, const char *val, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
+static int dedup_attr(fuse_req_t req, fuse_ino_t ino, const char *name, char *buf, size_t *len)
+{
+	struct store *st = st_of(req);
+	struct cred_buf cb;
+	if (!strcmp(name, "user.dedup.md5"))
+		return query_md5(st, ino, buf, len);
+	if (!strcmp(name, "user.dedup.refcount"))
+		return query_refcount(st, ino, buf, len);
+	if (!strcmp(name, "user.dedup.twins"))
+		return query_twins(st, ino, caller(req, &cb), buf, len);
+	if (!strcmp(name, "user.dedup.stats"))
+		return query_stats(st, buf, len);
+	return -ENODATA;
+}
+
+static void pd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	size_t len = 0;
+	int rc;
+	if (query_is_dedup_attr(name)) {
+		char *buf = malloc(QUERY_MAX);
+		rc = buf ? dedup_attr(req, ino, name, buf, &len) : -ENOMEM;
+		if (rc)
+			fuse_reply_err(req, -rc);
+		else
+			reply_value(req, buf, len, size);
+		free(buf);
+		return;
+	}
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = ns_getxattr(st_of(req), ino, name, buf, size, &len);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else
+		fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static int xattr_name_allowed(const char *name)
+{
+	/* Only the user namespace is stored; the dedup attributes are computed. */
+	if (query_is_dedup_attr(name))
+		return -EPERM;
+	if (strncmp(name, "user.", 5) != 0)
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+static void pd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+			int flags)
+{
+	int rc = xattr_name_allowed(name);
+	if (!rc)
+		rc = ns_setxattr(st_of(req), ino, name, value, size, flags);
+	fuse_reply_err(req, -rc);
+}
+
+static void pd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	size_t len = 0;
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = ns_listxattr(st_of(req), ino, buf, size, &len);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else
+		fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static void pd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	int rc = xattr_name_allowed(name);
+	if (!rc)
+		rc = ns_removexattr(st_of(req), ino, name);
+	fuse_reply_err(req, -rc);
+}
+
+static const struct fuse_lowlevel_ops pd_ops = {
+	.init = pd_init,
+	.lookup = pd_lookup,
+	.forget = pd_forget,
+	.forget_multi = pd_forget_multi,
+	.getattr = pd_getattr,
+	.setattr = pd_setattr,
+	.readlink = pd_readlink,
+	.mknod = pd_mknod,
+	.mkdir = pd_mkdir,
+	.symlink = pd_symlink,
+	.link = pd_link,
+	.unlink = pd_unlink,
+	.rmdir = pd_rmdir,
+	.rename = pd_rename,
+	.open = pd_open,
+	.create = pd_create,
+	.read = pd_read,
+	.write = pd_write,
+	.flush = pd_flush,
+	.release = pd_release,
+	.fsync = pd_fsync,
+	.readdir = pd_readdir,
+	.readdirplus = pd_readdirplus,
+	.fsyncdir = pd_fsyncdir,
+	.statfs = pd_statfs,
+	.getxattr = pd_getxattr,
+	.setxattr = pd_setxattr,
+	.listxattr = pd_listxattr,
+	.removexattr = pd_removexattr,
+};
+
+/* ---- options and main ------------------------------------------------ */
+
+struct options {
+	char *store;
+	int nodedup, sync_blobs;
+	unsigned long mapsize_mb, sync_ms;
+	double entry_timeout, attr_timeout, negative_timeout;
+	int nstores;
+};
+
+#define OPT(t, p) { t, offsetof(struct options, p), 1 }
+static const struct fuse_opt option_spec[] = {
+	OPT("nodedup", nodedup),
+	OPT("sync_blobs", sync_blobs),
+	{ "mapsize_mb=%lu", offsetof(struct options, mapsize_mb), 0 },
+	{ "sync_ms=%lu", offsetof(struct options, sync_ms), 0 },
+	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
+	{ "attr_timeout=%lf", offsetof(struct options, attr_timeout), 0 },
+	{ "negative_timeout=%lf", offsetof(struct options, negative_timeout), 0 },
+	FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	(void)outargs;
+	struct options *o = data;
+	if (key == FUSE_OPT_KEY_NONOPT && !o->store) {
+		o->store = realpath(arg, NULL);
+		if (!o->store)
+			o->store = strdup(arg); /* may not exist yet: mkfs makes it */
+		o->nstores++;
+		return 0;
+	}
+	return 1;
+}
+
+static void usage(const char *prog)
+{
+	printf("usage: %s STORE MOUNTPOINT [options]\n\n"
+	       "Mounts the pagededup store STORE (made by 'pagededup mkfs', or made with\n"
+	       "defaults when STORE is an empty or missing directory) on MOUNTPOINT.\n\n"
+	       "pagededupfs options (-o name[=value],...):\n"
+	       "    nodedup                store every file as a blob of its own (a baseline)\n"
+	       "    sync_blobs             fsync each blob and commit durably before close() returns\n"
+	       "    sync_ms=N              otherwise, sync the store every N ms (default 1000)\n"
+	       "    mapsize_mb=N           initial LMDB map size (grows by itself when full)\n"
+	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
+	       "    attr_timeout=S         kernel attribute cache timeout in seconds (default 5)\n"
+	       "    negative_timeout=S     kernel cache of absent names (default 1)\n"
+	       "    allow_other            let other users in (the kernel checks permissions)\n\n",
+	       prog);
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+/* Start in the background the way a mount command expects: the parent
+ * returns only when the store is open and mounted, and with its error if
+ * it could not be. */
+static int background(int *notify_fd)
+{
+	int p[2];
+	if (pipe(p))
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		close(p[1]);
+		char msg[PD_ERRLEN + 8];
+		ssize_t n = read(p[0], msg, sizeof msg - 1);
+		if (n > 0 && msg[0] == 'k')
+			_exit(0);
+		if (n > 1)
+			fprintf(stderr, "%.*s\n", (int)n - 1, msg + 1);
+		_exit(1);
+	}
+	close(p[0]);
+	setsid();
+	*notify_fd = p[1];
+	return 0;
+}
+
+static void notify(int fd, const char *err)
+{
+	if (fd < 0)
+		return;
+	if (err) {
+		char msg[PD_ERRLEN + 8];
+		int n = snprintf(msg, sizeof msg, "e%s", err);
+		if (write(fd, msg, (size_t)n) < 0)
+			return;
+	} else if (write(fd, "k", 1) < 0) {
+		return;
+	}
+	close(fd);
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+	if (fd < 0)
+		return;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+	if (chdir("/"))
+		return;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1 };
+	struct fuse_cmdline_opts cl;
+	int ret = 1, notify_fd = -1;
+	struct fuse_session *se = NULL;
+	struct store *st = NULL;
+	char err[PD_ERRLEN] = "";
+
+	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
+		return 1;
+	if (fuse_parse_cmdline(&args, &cl) != 0)
+		return 1;
+	if (cl.show_help) {
+		usage(argv[0]);
+		ret = 0;
+		goto out_args;
+	}
+	if (cl.show_version) {
+		printf("pagededupfs (store format %d), FUSE library %s\n", PD_FORMAT_VERSION, fuse_pkgversion());
+		ret = 0;
+		goto out_args;
+	}
+	if (!o.store || !cl.mountpoint) {
+		fprintf(stderr, "usage: %s STORE MOUNTPOINT [options]  (--help for more)\n", argv[0]);
+		goto out_args;
+	}
+	char fsname[PATH_MAX + 16];
+	snprintf(fsname, sizeof fsname, "-ofsname=%s,subtype=pagededupfs,default_permissions", o.store);
+	fuse_opt_add_arg(&args, fsname);
+
+	if (!cl.foreground && background(&notify_fd))
+		goto out_args;
+	struct store_opts so = { .nodedup = o.nodedup, .sync_blobs = o.sync_blobs,
+				 .mapsize = (uint64_t)o.mapsize_mb << 20, .sync_ms = (unsigned)o.sync_ms,
+				 .create = true };
+	if (store_open(o.store, &so, &st, err)) {
+		fprintf(stderr, "pagededupfs: %s\n", err);
+		notify(notify_fd, err);
+		goto out_args;
+	}
+	struct pdfs fs = { st, o.entry_timeout, o.attr_timeout, o.negative_timeout };
+	se = fuse_session_new(&args, &pd_ops, sizeof pd_ops, &fs);
+	if (!se) {
+		notify(notify_fd, "pagededupfs: bad mount options");
+		goto out_store;
+	}
+	if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, cl.mountpoint) != 0) {
+		snprintf(err, sizeof err, "pagededupfs: cannot mount on %s", cl.mountpoint);
+		notify(notify_fd, err);
+		goto out_session;
+	}
+	if (!cl.foreground)
+		detach_stdio();
+	notify(notify_fd, NULL);
+	if (cl.singlethread) {
+		ret = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(lc, cl.clone_fd);
+		fuse_loop_cfg_set_max_threads(lc, cl.max_threads);
+		fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
+		ret = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	fuse_session_unmount(se);
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_store:
+	if (store_close(st)) {
+		fprintf(stderr, "pagededupfs: closing the store failed; it will be checked at the next mount\n");
+		ret = 1;
+	}
+out_args:
+	free(cl.mountpoint);
+	free(o.store);
+	fuse_opt_free_args(&args);
+	return ret ? 1 : 0;
+}

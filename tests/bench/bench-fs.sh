@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+# Filesystem benchmark: ingest a corpus of real HTML pages (half of them
+# duplicates) with `cp -r` and with `tar x` into
+#   plain    a plain directory on the same disk,
+#   nodedup  the mount with -o nodedup (fresh store),
+#   dedup    the mount, dedup on (fresh store),
+# and report the speed of each run, the ratios between them, the stored bytes
+# per unique byte and the daemon's peak RSS beside the filter size.
+#
+#   bash tests/bench/bench-fs.sh BUILD_DIR        (make bench: build/release)
+#
+# Environment:
+#   PD_CORPUS, PD_PAGES, PD_CORPUS_PKGS   see tests/bench/corpus.sh
+#   PD_BENCH_RUNS    runs to do, default
+#                    "cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup"
+#   PD_MKFS_OPTS     extra options for `pagededup mkfs`
+#   PD_MOUNT_OPTS    extra options for pagededupfs (e.g. "-o clone_fd")
+#   PD_WORKDIR       parent of the scratch directory (default /var/tmp)
+#   PD_KEEP=1        keep the scratch directory
+#   PD_COPY_TIMEOUT  seconds before a copy or a check counts as hung (3600)
+#
+# Every figure is printed on its own line as "name: value unit", goals beside
+# the figures they apply to. Timing is never asserted: the exit status is
+# non-zero only when a run failed (a copy, a mount, the daemon) or an
+# ingested tree differs from the corpus.
+set -uo pipefail
+export LC_ALL=C
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "${1:-build/release}" 2>/dev/null && pwd) || { echo "bench-fs: no build directory ${1:-build/release}" >&2; exit 2; }
+PD=$BUILD/pagededup
+PDFS=$BUILD/pagededupfs
+RUNS=${PD_BENCH_RUNS:-cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup}
+COPY_TIMEOUT=${PD_COPY_TIMEOUT:-3600}
+RSS_SLACK_MB=64
+STORED_SLACK=1.02
+
+log() { echo "bench-fs: $*" >&2; }
+
+# --- the corpus ---------------------------------------------------------------
+bash "$top/tests/bench/corpus.sh" >/dev/null || { log "the corpus could not be built"; exit 2; }
+CACHE=$(cd "${PD_CORPUS:-/var/tmp/pagededup-corpus}" && pwd)
+# shellcheck disable=SC1091
+. "$CACHE/corpus.info"
+CORPUS=$CACHE/corpus
+TARBALL=$CACHE/corpus.tar
+REFMD5=$CACHE/corpus.md5
+
+need_fs=0
+case " $RUNS " in *_nodedup*|*_dedup*) need_fs=1;; esac
+if [ "$need_fs" -eq 1 ]; then
+	for b in "$PD" "$PDFS"; do
+		[ -x "$b" ] || { log "missing $b (build it: make build MODE=release)"; exit 2; }
+	done
+	command -v fusermount3 >/dev/null || { log "fusermount3 not found (apt-get install fuse3)"; exit 2; }
+fi
+
+WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pagededup-bench.XXXXXX")
+MNT=$WORK/mnt
+daemon_pid=""
+
+cleanup() {
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
+	fi
+	if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
+		sleep 1
+		kill "$daemon_pid" 2>/dev/null
+	fi
+	if [ "${PD_KEEP:-0}" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+
+drop_caches() {
+	sync
+	{ echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null || true
+}
+
+# Figures, in order, also kept for the table: F[name]="value unit".
+declare -A F
+figure() { # name value unit [goal text]
+	F[$1]="$2 $3"
+	if [ -n "${4:-}" ]; then
+		echo "$1: $2 $3  ($4)"
+	else
+		echo "$1: $2 $3"
+	fi
+}
+val() { echo "${F[$1]%% *}"; }
+met() { # awk condition -> "met" / "not met"
+	if awk "BEGIN { exit !($1) }"; then echo met; else echo "not met"; fi
+}
+
+failed=0
+failures=()
+fail() { log "FAIL: $*"; failed=$((failed + 1)); failures+=("$1"); }
+
+start_daemon() { # store mode
+	local store=$1 mode=$2 opts=() i
+	[ "$mode" = nodedup ] && opts=(-o nodedup)
+	# shellcheck disable=SC2206
+	[ -n "${PD_MOUNT_OPTS:-}" ] && opts+=($PD_MOUNT_OPTS)
+	mkdir -p "$MNT"
+	"$PDFS" "$store" "$MNT" -f "${opts[@]}" >"$WORK/daemon.log" 2>&1 &
+	daemon_pid=$!
+	for ((i = 0; i < 300; i++)); do
+		mountpoint -q "$MNT" && return 0
+		kill -0 "$daemon_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	log "the mount did not come up; daemon log:"
+	sed 's/^/  /' "$WORK/daemon.log" >&2
+	stop_daemon
+	return 1
+}
+
+stop_daemon() { # -> daemon exit status
+	local i rc
+	[ -n "$daemon_pid" ] || return 0
+	for ((i = 0; i < 50; i++)); do
+		mountpoint -q "$MNT" || break
+		fusermount3 -u "$MNT" 2>/dev/null && break
+		sleep 0.2
+	done
+	for ((i = 0; i < 600; i++)); do
+		kill -0 "$daemon_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$daemon_pid" 2>/dev/null; then
+		log "the daemon did not exit 60 s after unmount; killing it"
+		kill "$daemon_pid" 2>/dev/null
+	fi
+	wait "$daemon_pid"; rc=$?
+	daemon_pid=""
+	return "$rc"
+}
+
+# Compare an ingested tree with the corpus: every file's md5 and name, and
+# nothing but files and directories. Reads go cold, so a mounted tree is read
+# through the daemon rather than from the page cache.
+verify_tree() { # dir
+	local dir=$1 out=$WORK/verify.md5 extra
+	drop_caches
+	(cd "$dir" && find . -type f -print0 | sort -z |
+		timeout "$COPY_TIMEOUT" xargs -0 -r -n 2000 md5sum --) >"$out" || return 1
+	extra=$(cd "$dir" && find . ! -type f ! -type d | head -5)
+	if [ -n "$extra" ]; then
+		log "unexpected entries in $dir:"; echo "$extra" >&2; return 1
+	fi
+	if ! cmp -s "$out" "$REFMD5"; then
+		log "the tree in $dir differs from the corpus:"
+		diff "$REFMD5" "$out" | head -10 >&2
+		return 1
+	fi
+}
+
+json_num() { # key file
+	sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\([0-9][0-9]*\).*/\1/p" "$2" | head -1
+}
+
+run() { # name = METHOD_TARGET
+	local name=$1 method=${1%%_*} target=${1#*_} dest store t0 t1 t2 secs rc=0
+	local hwm stats
+	echo
+	echo "== $name"
+	store=$WORK/store
+	rm -rf "$WORK/plain" "$store" "$MNT"
+	case $target in
+	plain)
+		dest=$WORK/plain
+		mkdir -p "$dest"
+		;;
+	nodedup|dedup)
+		# shellcheck disable=SC2086
+		if ! "$PD" mkfs "$store" ${PD_MKFS_OPTS:-} >"$WORK/mkfs.log" 2>&1; then
+			cat "$WORK/mkfs.log" >&2; fail "$name (mkfs)"; return
+		fi
+		start_daemon "$store" "$target" || { fail "$name (mount)"; return; }
+		dest=$MNT
+		;;
+	*) log "unknown run $name"; fail "$name"; return ;;
+	esac
+
+	drop_caches
+	t0=$(now)
+	case $method in
+	cp) timeout "$COPY_TIMEOUT" cp -r "$CORPUS/a" "$CORPUS/b" "$dest/" ;;
+	tar) timeout "$COPY_TIMEOUT" tar -xf "$TARBALL" -C "$dest" ;;
+	*) log "unknown method $method"; false ;;
+	esac
+	rc=$?
+	t1=$(now)
+	sync
+	t2=$(now)
+	secs=$(elapsed "$t0" "$t1")
+	if [ "$rc" -ne 0 ]; then
+		fail "$name ($method exited $rc)"
+	else
+		figure "${name}_seconds" "$secs" s
+		figure "${name}_pages_per_s" "$(calc %.1f "$pages / $secs")" pages/s
+		figure "${name}_mb_per_s" "$(calc %.1f "$bytes / 1000000 / $secs")" MB/s
+		figure "${name}_sync_seconds" "$(elapsed "$t1" "$t2")" s
+		if verify_tree "$dest"; then
+			echo "${name}_verified: $pages pages"
+			F[${name}_check]=ok
+		else
+			F[${name}_check]=DIFFERS
+			fail "$name (tree differs)"
+		fi
+	fi
+
+	if [ "$target" != plain ]; then
+		hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon_pid/status" 2>/dev/null)
+		t0=$(now)
+		stop_daemon; rc=$?
+		t1=$(now)
+		figure "${name}_umount_seconds" "$(elapsed "$t0" "$t1")" s
+		[ "$rc" -eq 0 ] || { fail "$name (daemon exited $rc)"; sed 's/^/  /' "$WORK/daemon.log" | tail -20 >&2; }
+		local filter_b du_b files_b st_b
+		filter_b=$(du -sb "$store/filter" 2>/dev/null | cut -f1)
+		filter_b=${filter_b:-0}
+		du_b=$(du -sb "$store/objects" 2>/dev/null | cut -f1)
+		files_b=$(find "$store/objects" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }')
+		stats=$WORK/stats.json
+		if "$PD" stats "$store" --json >"$stats" 2>"$WORK/stats.err"; then
+			st_b=$(json_num stored_bytes "$stats")
+			echo "${name}_stats: $(tr -d '\n' <"$stats")"
+		else
+			log "pagededup stats failed: $(cat "$WORK/stats.err")"
+			st_b=""
+		fi
+		figure "${name}_filter_mb" "$(calc %.2f "$filter_b / 1048576")" MiB
+		if [ -n "$hwm" ]; then
+			local rss_goal
+			rss_goal=$(calc %.2f "$filter_b / 1048576 + $RSS_SLACK_MB")
+			figure "${name}_peak_rss_mb" "$(calc %.2f "$hwm / 1024")" MiB \
+				"goal <= filter + $RSS_SLACK_MB MiB = $rss_goal MiB: $(met "$hwm / 1024 <= $rss_goal")"
+		fi
+		local g="goal <= $STORED_SLACK x"
+		[ "$target" = nodedup ] && g=""
+		figure "${name}_stored_bytes_du" "${du_b:-0}" bytes
+		figure "${name}_stored_per_unique_du" "$(calc %.4f "${du_b:-0} / $unique_bytes")" x \
+			"${g:+$g: $(met "${du_b:-0} <= $unique_bytes * $STORED_SLACK"); }du -sb counts the objects/ directories too"
+		figure "${name}_stored_bytes_files" "${files_b:-0}" bytes
+		figure "${name}_stored_per_unique_files" "$(calc %.4f "${files_b:-0} / $unique_bytes")" x \
+			"${g:+$g: $(met "${files_b:-0} <= $unique_bytes * $STORED_SLACK")}"
+		if [ -n "$st_b" ]; then
+			figure "${name}_stored_bytes_stats" "$st_b" bytes
+			figure "${name}_stored_per_unique_stats" "$(calc %.4f "$st_b / $unique_bytes")" x \
+				"${g:+$g: $(met "$st_b <= $unique_bytes * $STORED_SLACK")}"
+		fi
+	fi
+	rm -rf "$WORK/plain" "$store" "$MNT"
+}
+
+echo "== corpus"
+figure corpus_pages "$pages" pages
+figure corpus_bytes "$bytes" bytes
+figure corpus_unique_bytes "$unique_bytes" bytes
+echo "corpus_packages: $packages"
+echo "corpus_dir: $CORPUS"
+echo "workdir: $WORK ($(stat -f -c %T "$WORK"))"
+
+for r in $RUNS; do run "$r"; done
+
+# --- ratios ----------------------------------------------------------------
+echo
+echo "== ratios (pages/s of dedup over the other target)"
+for m in cp tar; do
+	for other in nodedup plain; do
+		[ -n "${F[${m}_dedup_pages_per_s]:-}" ] && [ -n "${F[${m}_${other}_pages_per_s]:-}" ] || continue
+		goal=0.9; [ "$other" = plain ] && goal=0.5
+		r=$(calc %.3f "$(val "${m}_dedup_pages_per_s") / $(val "${m}_${other}_pages_per_s")")
+		figure "ratio_${m}_dedup_vs_${other}" "$r" x "goal >= $goal x: $(met "$r >= $goal")"
+	done
+done
+
+# --- the table ---------------------------------------------------------------
+echo
+echo "== summary ($pages pages, $(calc %.1f "$bytes / 1000000") MB, unique $(calc %.1f "$unique_bytes / 1000000") MB)"
+printf '%-12s %9s %10s %8s %8s %9s %12s %11s  %s\n' run seconds pages/s MB/s sync_s umount_s stored/uniq peakRSS_MiB check
+for r in $RUNS; do
+	[ -n "${F[${r}_seconds]:-}" ] || { printf '%-12s %9s\n' "$r" failed; continue; }
+	printf '%-12s %9s %10s %8s %8s %9s %12s %11s  %s\n' "$r" "$(val "${r}_seconds")" \
+		"$(val "${r}_pages_per_s")" "$(val "${r}_mb_per_s")" "$(val "${r}_sync_seconds")" \
+		"${F[${r}_umount_seconds]:+$(val "${r}_umount_seconds")}" \
+		"${F[${r}_stored_per_unique_files]:+$(val "${r}_stored_per_unique_files")}" \
+		"${F[${r}_peak_rss_mb]:+$(val "${r}_peak_rss_mb")}" "${F[${r}_check]:-}"
+done
+echo
+printf '%-34s %10s  %-26s %s\n' goal figure target status
+for m in cp tar; do
+	r=${F[ratio_${m}_dedup_vs_nodedup]:-}
+	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: dedup vs nodedup" "${r% *}" ">= 0.9 x" "$(met "${r% *} >= 0.9")"
+	r=${F[ratio_${m}_dedup_vs_plain]:-}
+	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: dedup vs plain directory" "${r% *}" ">= 0.5 x" "$(met "${r% *} >= 0.5")"
+	r=${F[${m}_dedup_stored_per_unique_files]:-}
+	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: stored/unique bytes (files)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
+	r=${F[${m}_dedup_stored_per_unique_stats]:-}
+	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: stored/unique bytes (stats)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
+	r=${F[${m}_dedup_peak_rss_mb]:-}
+	if [ -n "$r" ]; then
+		lim=$(calc %.2f "$(val "${m}_dedup_filter_mb") + $RSS_SLACK_MB")
+		printf '%-34s %10s  %-26s %s\n' "$m: peak RSS MiB" "${r% *}" "<= filter + $RSS_SLACK_MB = $lim" "$(met "${r% *} <= $lim")"
+	fi
+done
+
+echo
+if [ "$failed" -gt 0 ]; then
+	echo "bench-fs: $failed failure(s): ${failures[*]}"
+	exit 1
+fi
+echo "bench-fs: all runs succeeded"

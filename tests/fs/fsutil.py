@@ -1,0 +1,241 @@
+"""Helpers for the mounted-filesystem tests (tests/fs/*.sh, model.py).
+
+Kept to the standard library so that the tests run on a bare Debian with
+python3.
+"""
+import ctypes
+import ctypes.util
+import errno
+import hashlib
+import os
+import stat
+
+ENAMES = errno.errorcode
+
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+SYS_renameat2 = {"x86_64": 316, "aarch64": 276, "riscv64": 276,
+                 "i686": 353, "i386": 353, "armv7l": 382}
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def ename(e):
+    return ENAMES.get(e, str(e))
+
+
+def renameat2(old, new, flags):
+    """renameat2(AT_FDCWD, old, AT_FDCWD, new, flags); raises OSError."""
+    o, n = os.fsencode(old), os.fsencode(new)
+    fn = getattr(_libc, "renameat2", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        r = fn(AT_FDCWD, o, AT_FDCWD, n, flags)
+    else:
+        sysno = SYS_renameat2[os.uname().machine]
+        _libc.syscall.restype = ctypes.c_long
+        r = _libc.syscall(ctypes.c_long(sysno), ctypes.c_int(AT_FDCWD), o,
+                          ctypes.c_int(AT_FDCWD), n, ctypes.c_uint(flags))
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), old)
+
+
+def expect_errno(err, fn, *args, **kw):
+    """fn(*args) must fail with errno err (or one of a tuple of errnos)."""
+    errs = err if isinstance(err, tuple) else (err,)
+    want = "/".join(ename(e) for e in errs)
+    try:
+        fn(*args, **kw)
+    except OSError as e:
+        if e.errno not in errs:
+            raise AssertionError("%s%r: expected %s, got %s (%s)" % (
+                getattr(fn, "__name__", fn), args, want, ename(e.errno), e))
+        return
+    raise AssertionError("%s%r: expected %s, but it succeeded" % (
+        getattr(fn, "__name__", fn), args, want))
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def eq(got, want, what="value"):
+    if got != want:
+        g, w = repr(got), repr(want)
+        if len(g) > 300:
+            g = g[:300] + "..."
+        if len(w) > 300:
+            w = w[:300] + "..."
+        raise AssertionError("%s: expected %s, got %s" % (what, w, g))
+
+
+def write(path, data, mode=0o644, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
+    if isinstance(data, str):
+        data = data.encode()
+    fd = os.open(path, flags, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    finally:
+        os.close(fd)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def md5(data):
+    return hashlib.md5(data).hexdigest()
+
+
+def md5_file(path):
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def user_xattrs(path, follow=False):
+    """user.* attributes a client set (user.dedup.* excluded), as a dict."""
+    out = {}
+    try:
+        names = os.listxattr(path, follow_symlinks=follow)
+    except OSError as e:
+        if e.errno in (errno.ENOTSUP, errno.EPERM):
+            return out
+        raise
+    for n in names:
+        if n.startswith("user.") and not n.startswith("user.dedup."):
+            out[n] = os.getxattr(path, n, follow_symlinks=follow)
+    return out
+
+
+def snapshot(root, content=True, times=False, owners=True, dir_nlink=True, xattrs=True):
+    """A comparable picture of the tree below root.
+
+    Returns (entries, groups): entries maps a relative path (bytes) to a
+    tuple of its properties; groups is the set of hard-link groups (sorted
+    tuples of paths sharing an inode) of regular files.
+    """
+    root = os.fsencode(root)
+    entries = {}
+    inodes = {}
+
+    def visit(rel):
+        p = os.path.join(root, rel) if rel else root
+        st = os.lstat(p)
+        fmt = stat.S_IFMT(st.st_mode)
+        rec = {"type": fmt, "mode": stat.S_IMODE(st.st_mode)}
+        if owners:
+            rec["owner"] = (st.st_uid, st.st_gid)
+        if times and fmt != stat.S_IFLNK:
+            rec["mtime_ns"] = st.st_mtime_ns
+        if fmt == stat.S_IFREG:
+            rec["size"] = st.st_size
+            rec["nlink"] = st.st_nlink
+            if content:
+                rec["md5"] = md5_file(p)
+            inodes.setdefault(st.st_ino, []).append(rel)
+        elif fmt == stat.S_IFLNK:
+            rec["target"] = os.readlink(p)
+            rec["size"] = st.st_size
+        elif fmt == stat.S_IFDIR:
+            if dir_nlink:
+                rec["nlink"] = st.st_nlink
+        if xattrs and fmt in (stat.S_IFREG, stat.S_IFDIR):
+            rec["xattrs"] = tuple(sorted(user_xattrs(p).items()))
+        entries[rel or b"."] = tuple(sorted(rec.items()))
+        if fmt == stat.S_IFDIR:
+            for name in sorted(os.listdir(p)):
+                visit(os.path.join(rel, name) if rel else name)
+
+    visit(b"")
+    groups = set(tuple(sorted(v)) for v in inodes.values() if len(v) > 1)
+    return entries, groups
+
+
+def diff_snapshots(a, b, la="A", lb="B", limit=30):
+    """Differences between two snapshots, as readable lines."""
+    (ea, ga), (eb, gb) = a, b
+    out = []
+    for k in sorted(set(ea) | set(eb)):
+        if k not in eb:
+            out.append("%r: only in %s %r" % (k, la, dict(ea[k])))
+        elif k not in ea:
+            out.append("%r: only in %s %r" % (k, lb, dict(eb[k])))
+        elif ea[k] != eb[k]:
+            da, db = dict(ea[k]), dict(eb[k])
+            keys = sorted(set(da) | set(db))
+            out.append("%r: %s" % (k, ", ".join(
+                "%s %s=%r %s=%r" % (f, la, da.get(f), lb, db.get(f))
+                for f in keys if da.get(f) != db.get(f))))
+    if ga != gb:
+        out.append("hard-link groups differ: only %s %r; only %s %r" % (
+            la, sorted(ga - gb), lb, sorted(gb - ga)))
+    if len(out) > limit:
+        out = out[:limit] + ["... %d more" % (len(out) - limit)]
+    return out
+
+
+DUP_PAGE = b"<html><head><title>dup</title></head><body>" + b"same words " * 300 + b"</body></html>\n"
+
+
+def build_tree(root, seed=11):
+    """A small tree with most kinds of entries and metadata, below root
+    (which must not exist): files of edge sizes, duplicates, empty files and
+    directories, modes, hard links, symlinks (one dangling), user xattrs and
+    nanosecond mtimes."""
+    import random
+    rnd = random.Random(seed)
+    j = lambda *p: os.path.join(root, *p)
+    for d in ("", "sub", "sub/deeper", "emptydir", "privdir"):
+        os.makedirs(j(d), exist_ok=True)
+    files = {
+        "a.txt": b"a",
+        "empty": b"",
+        "f4095": rnd.randbytes(4095),
+        "f4096": rnd.randbytes(4096),
+        "f4097": rnd.randbytes(4097),
+        "big.bin": rnd.randbytes(1500000),
+        "dup1.html": DUP_PAGE,
+        "dup2.html": DUP_PAGE,
+        "sub/dup3.html": DUP_PAGE,
+        "sub/deeper/x.html": b"<html>x</html>\n",
+        "sp ace": b"space\n",
+        "mode0600": b"secret\n",
+        "exec.sh": b"#!/bin/sh\necho hi\n",
+        "ro": b"read only\n",
+        "privdir/file": b"p\n",
+        "xattr.txt": b"with attributes\n",
+        "hard1": b"hard link content\n",
+    }
+    for name, data in files.items():
+        write(j(name), data)
+    os.link(j("hard1"), j("sub", "hard2"))
+    os.symlink("nowhere", j("ldangling"))
+    os.symlink("sub/deeper/x.html", j("lrel"))
+    os.symlink("sub", j("ldir"))
+    os.setxattr(j("xattr.txt"), "user.a", b"1")
+    os.setxattr(j("xattr.txt"), "user.b", bytes(range(256)))
+    os.setxattr(j("sub"), "user.dir", b"d")
+    for name, mode in (("mode0600", 0o600), ("exec.sh", 0o755), ("ro", 0o444),
+                       ("privdir", 0o700), ("emptydir", 0o750)):
+        os.chmod(j(name), mode)
+    t = 1500000000123456789
+    for dirpath, dirs, fnames in os.walk(root, topdown=False):
+        for n in fnames + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            p = os.path.join(dirpath, n)
+            t += 1000000007
+            os.utime(p, ns=(t, t + 1), follow_symlinks=False)
+        t += 3
+        os.utime(dirpath, ns=(t, t + 2))

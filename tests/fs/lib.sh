@@ -1,0 +1,366 @@
+# tests/fs/lib.sh - helpers for the mounted-filesystem tests.
+#
+# Sourced by tests/fs/t_*.sh. tests/run.sh runs each script with bash from the
+# repository top and exports PD_BIN (the pagededup tool), PDFS_BIN (the
+# daemon), PD_TOP and PD_DATA. A script defines its cases as shell functions
+# and runs each with
+#
+#   pd_case NAME [FUNCTION [ARGS...]]     (FUNCTION defaults to case_NAME)
+#   check NAME COMMAND [ARGS...]          (a one-command case)
+#
+# Every case runs in its own subshell, with a time limit, and prints one line:
+# "ok NAME", "not ok NAME" or "skip NAME: reason" (skips are not counted as
+# passes). Whatever a case prints goes to a log that is shown, prefixed with
+# "# ", when the case fails or is skipped (always with PD_VERBOSE=1). Inside a
+# case, `fail MESSAGE` ends it as failed and `skip REASON` as skipped; any
+# non-zero exit fails it. pd_finish prints a summary and exits non-zero if any
+# case failed.
+#
+# Environment knobs:
+#   PD_ONLY=REGEX        run only the cases whose names match
+#   PD_CASE_TIMEOUT=SEC  per-case time limit (default 300)
+#   PD_VERBOSE=1         show every case's output
+#   PD_KEEP=1            keep the temporary directory
+#
+# Mounts: pd_mount starts "$PDFS_BIN STORE MNT -f -o OPTS" in the background
+# and sets STORE, MNT, PDFS_PID, PDFS_LOG; pd_umount unmounts with fusermount3,
+# waits for the daemon, requires exit status 0 and no sanitizer report, then
+# requires `$PD_BIN fsck STORE` to be clean. Both return non-zero (after
+# printing why) on failure, so a case writes `pd_mount || fail mount`.
+
+set -u
+umask 022
+export LC_ALL=C TZ=UTC
+
+PD_TOP=${PD_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+PD_BIN=${PD_BIN:-$PD_TOP/build/debug/pagededup}
+PDFS_BIN=${PDFS_BIN:-$PD_TOP/build/debug/pagededupfs}
+PD_DATA=${PD_DATA:-$PD_TOP/tests/data}
+PD_FSDIR=$PD_TOP/tests/fs
+export PD_TOP PD_BIN PDFS_BIN PD_DATA PD_FSDIR
+export PYTHONPATH=$PD_FSDIR${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1
+# The interpreter other users can run (pyenv shims may live under /root).
+PD_PY_ANY=/usr/bin/python3
+[ -x "$PD_PY_ANY" ] || PD_PY_ANY=$(command -v python3)
+
+PD_SCRIPT=$(basename "$0" .sh)
+PD_TMP=$(mktemp -d "/tmp/pdfs-$PD_SCRIPT.XXXXXX") || exit 1
+chmod 755 "$PD_TMP"
+: >"$PD_TMP/mounts"     # one line per mount: MNT RCFILE WRAPPER_PID LOG
+: >"$PD_TMP/pids"       # helper processes (servers) to stop at exit
+PD_PASS=0 PD_FAIL=0 PD_SKIP=0
+PD_FAILED_CASES=()
+STORE= MNT= PDFS_PID= PDFS_WPID= PDFS_LOG= PDFS_RC=
+PD_SHARED=0
+
+# --- small helpers -------------------------------------------------------
+
+note() { printf '%s\n' "$*"; }
+fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
+skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+ok() { printf 'ok %s\n' "$1"; PD_PASS=$((PD_PASS + 1)); }
+not_ok() {
+	printf 'not ok %s\n' "$1"
+	PD_FAIL=$((PD_FAIL + 1)); PD_FAILED_CASES+=("$1")
+}
+
+# expect CMD...: the command must succeed.
+expect() {
+	local rc=0
+	"$@" || rc=$?
+	[ "$rc" -eq 0 ] || fail "command failed (exit $rc): $*"
+}
+# expect_fail CMD...: the command must fail.
+expect_fail() {
+	if "$@"; then fail "command succeeded but should have failed: $*"; fi
+}
+# expect_eq ACTUAL EXPECTED [WHAT]
+expect_eq() {
+	[ "$1" == "$2" ] || fail "${3:-value}: expected '$2', got '$1'"
+}
+# py [ARGS...] <<'EOF' ... EOF: run python3 with fsutil on the path.
+py() { python3 - "$@"; }
+
+# pd_tree PID: PID and all its descendants, children first.
+pd_tree() {
+	local c
+	for c in $(pgrep -P "$1" 2>/dev/null); do pd_tree "$c"; done
+	echo "$1"
+}
+
+pd_sanitizer_report() { # LOGFILE: true if it holds a sanitizer report
+	grep -qE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|LeakSanitizer|runtime error:|ERROR: [A-Za-z]*Sanitizer' "$1" 2>/dev/null
+}
+
+pd_show_log() { # LOGFILE [LINES]
+	[ -s "$1" ] || return 0
+	note "--- last lines of $1:"
+	tail -n "${2:-40}" "$1"
+	note "---"
+}
+
+# --- mounts --------------------------------------------------------------
+
+# pd_mount [-n] [-s STORE] [-m MNT] [OPTS]
+#   -n        do not run "pagededup mkfs" first (the daemon creates the store)
+#   -s STORE  use this store directory (default: a new one)
+#   -m MNT    use this mount point (default: a new one)
+#   OPTS      comma-separated -o options (allow_other, nodedup, sync_blobs...)
+pd_mount() {
+	local mkfs=1 store= mnt= opts= d waited=0
+	while [ $# -gt 0 ]; do
+		case $1 in
+		-n) mkfs=0 ;;
+		-s) store=$2; shift ;;
+		-m) mnt=$2; shift ;;
+		*) opts=$1 ;;
+		esac
+		shift
+	done
+	d=$(mktemp -d "$PD_TMP/m.XXXXXX") && chmod 755 "$d" || return 1
+	STORE=${store:-$d/store}
+	MNT=${mnt:-$d/mnt}
+	mkdir -p "$MNT" || return 1
+	PDFS_LOG=$d/daemon.log PDFS_RC=$d/rc
+	if [ "$mkfs" = 1 ] && [ ! -e "$STORE/meta" ]; then
+		if ! "$PD_BIN" mkfs "$STORE" >"$d/mkfs.log" 2>&1; then
+			note "pagededup mkfs $STORE failed:"; cat "$d/mkfs.log"
+			return 1
+		fi
+	fi
+	# The wrapper records the daemon's exit status, so that any shell (not
+	# only the daemon's parent) can wait for it and read it.
+	( "$PDFS_BIN" "$STORE" "$MNT" -f ${opts:+-o "$opts"} >"$PDFS_LOG" 2>&1
+	  echo $? >"$PDFS_RC.tmp"; mv "$PDFS_RC.tmp" "$PDFS_RC" ) </dev/null >/dev/null 2>&1 &
+	PDFS_WPID=$!
+	echo "$MNT $PDFS_RC $PDFS_WPID $PDFS_LOG" >>"$PD_TMP/mounts"
+	while ! mountpoint -q "$MNT"; do
+		if [ -e "$PDFS_RC" ]; then
+			note "pagededupfs $STORE $MNT -f ${opts:+-o $opts} exited with status $(cat "$PDFS_RC") before the mount was ready"
+			pd_show_log "$PDFS_LOG"
+			return 1
+		fi
+		if [ "$waited" -ge 400 ]; then
+			note "pagededupfs $STORE $MNT: not mounted after 20 s"
+			pd_show_log "$PDFS_LOG"
+			return 1
+		fi
+		sleep 0.05; waited=$((waited + 1))
+	done
+	PDFS_PID=$(pgrep -P "$PDFS_WPID" | head -1)
+	return 0
+}
+
+# pd_wait_rc RCFILE SECONDS: wait for a daemon's exit status file.
+pd_wait_rc() {
+	local i=0 n=$(($2 * 20))
+	while [ ! -e "$1" ] && [ "$i" -lt "$n" ]; do sleep 0.05; i=$((i + 1)); done
+	[ -e "$1" ]
+}
+
+# pd_umount [--no-fsck]: unmount $MNT and check the daemon's exit.
+pd_umount() {
+	local fsck=1 i err rc bad=0
+	[ "${1:-}" = --no-fsck ] && fsck=0
+	for i in $(seq 1 50); do
+		err=$(fusermount3 -u "$MNT" 2>&1) && break
+		sleep 0.1
+	done
+	if mountpoint -q "$MNT"; then
+		note "fusermount3 -u $MNT failed: $err"
+		return 1
+	fi
+	if ! pd_wait_rc "$PDFS_RC" 120; then
+		note "daemon (pid ${PDFS_PID:-?}) still running 120 s after unmount"
+		pd_show_log "$PDFS_LOG"
+		return 1
+	fi
+	rc=$(cat "$PDFS_RC")
+	if [ "$rc" != 0 ]; then
+		note "daemon exited with status $rc after unmount (expected 0)"
+		bad=1
+	fi
+	if pd_sanitizer_report "$PDFS_LOG"; then
+		note "sanitizer report in the daemon's output"
+		bad=1
+	fi
+	[ "$bad" = 0 ] || { pd_show_log "$PDFS_LOG" 80; return 1; }
+	if [ "$fsck" = 1 ]; then
+		pd_fsck || return 1
+	fi
+	return 0
+}
+
+# pd_fsck [STORE]: pagededup fsck must report a clean store.
+pd_fsck() {
+	local s=${1:-$STORE} out rc=0
+	out=$("$PD_BIN" fsck "$s" 2>&1) || rc=$?
+	if [ "$rc" != 0 ]; then
+		note "pagededup fsck $s: exit $rc"
+		printf '%s\n' "$out" | head -50
+		return 1
+	fi
+	return 0
+}
+
+# pd_remount [OPTS]: unmount (with the checks) and mount the same store again
+# on the same mount point.
+pd_remount() {
+	pd_umount || return 1
+	pd_mount -n -s "$STORE" -m "$MNT" "$@"
+}
+
+# pd_mount_shared [OPTS]: mount a store for the whole script, in the main
+# shell; cases then work in subdirectories of $MNT (see pd_cdwd) and a case
+# during which the mount disappears fails. A failed mount is reported as the
+# case "mount" and ends the script. pd_umount_shared (last) is the case
+# "umount_fsck": unmount, daemon exit status, sanitizer output, fsck.
+pd_mount_shared() {
+	if ! pd_mount "$@" >"$PD_TMP/mount.log" 2>&1; then
+		not_ok mount
+		sed 's/^/# /' "$PD_TMP/mount.log"
+		pd_finish
+	fi
+	PD_SHARED=1
+}
+pd_umount_shared() {
+	PD_SHARED=0
+	check umount_fsck pd_umount
+}
+
+# --- cases ---------------------------------------------------------------
+
+# pd_cdwd: make a fresh directory named after the current case inside $MNT,
+# set W to it and cd there.
+pd_cdwd() {
+	W=$MNT/$PD_CASE_NAME
+	rm -rf "$W" 2>/dev/null
+	mkdir -p "$W" || fail "mkdir $W"
+	cd "$W" || fail "cd $W"
+}
+
+pd_nblobs() { find "${1:-$STORE}/objects" -type f 2>/dev/null | wc -l; }
+
+# pd_wait_blobs N [STORE]: the number of blob files reaches N within 5 s.
+pd_wait_blobs() {
+	local i n
+	for i in $(seq 1 100); do
+		n=$(pd_nblobs "${2:-$STORE}")
+		[ "$n" = "$1" ] && return 0
+		sleep 0.05
+	done
+	note "blob files in ${2:-$STORE}/objects: expected $1, got $n:"
+	find "${2:-$STORE}/objects" -type f | head -20
+	return 1
+}
+
+# pd_xattr FILE NAME: the value of an extended attribute (empty if absent).
+pd_xattr() { getfattr --absolute-names --only-values -n "$2" -- "$1" 2>/dev/null; }
+
+# as_user UID GID CMD...: run a command as another user, no supplementary groups.
+as_user() {
+	local u=$1 g=$2; shift 2
+	(cd "$PD_TMP" && setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@")
+}
+
+pd_case() {
+	local name=$1 fn=${2:-case_$1} rc wd log t=${PD_CASE_TIMEOUT:-300} nm
+	shift; [ $# -gt 0 ] && shift
+	if [ -n "${PD_ONLY:-}" ] && ! [[ $name =~ $PD_ONLY ]]; then return 0; fi
+	log=$PD_TMP/case.$name.log
+	nm=$(wc -l <"$PD_TMP/mounts")
+	PD_CASE_NAME=$name
+	if [ "$PD_SHARED" = 1 ] && ! mountpoint -q "$MNT"; then
+		not_ok "$name"
+		note "# the shared mount $MNT is not mounted"
+		return 0
+	fi
+	( cd "$PD_TOP" && "$fn" "$@" ) >"$log" 2>&1 </dev/null &
+	local cpid=$!
+	( trap 'kill $s 2>/dev/null; exit 0' TERM
+	  sleep "$t" & s=$!; wait $s
+	  echo "FAIL: case timed out after $t s" >>"$log"
+	  kill -KILL $(pd_tree "$cpid") 2>/dev/null
+	  sleep 3
+	  if kill -0 "$cpid" 2>/dev/null; then
+		# Still stuck in the filesystem: end the daemons.
+		while read -r _ _ w _; do kill -KILL $(pd_tree "$w") 2>/dev/null; done <"$PD_TMP/mounts"
+	  fi ) </dev/null >/dev/null 2>&1 &
+	wd=$!
+	rc=0; wait "$cpid" || rc=$?
+	kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null
+	if [ "$PD_SHARED" = 1 ] && [ "$rc" != 77 ] && ! mountpoint -q "$MNT"; then
+		echo "FAIL: the shared mount $MNT disappeared during the case (daemon died?)" >>"$log"
+		pd_show_log "$PDFS_LOG" >>"$log"
+		rc=1
+	fi
+	# Mounts the case left behind (it failed midway): take them down.
+	tail -n +"$((nm + 1))" "$PD_TMP/mounts" | while read -r m r w l; do
+		if mountpoint -q "$m"; then
+			{ echo "(left mounted by the case: $m; daemon log follows)"; pd_show_log "$l"; } >>"$log"
+			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
+			pd_wait_rc "$r" 10 || kill -KILL $(pd_tree "$w") 2>/dev/null
+		fi
+	done
+	case $rc in
+	0) ok "$name" ;;
+	77) printf 'skip %s: %s\n' "$name" "$(sed -n 's/^SKIP: //p' "$log" | tail -1)"
+	    PD_SKIP=$((PD_SKIP + 1)) ;;
+	*) not_ok "$name" ;;
+	esac
+	if [ "$rc" != 0 ] || [ "${PD_VERBOSE:-0}" = 1 ]; then
+		sed 's/^/# /' "$log" | head -n 400
+	fi
+	return 0
+}
+
+check() { local name=$1; shift; pd_case "$name" "$@"; }
+
+pd_finish() {
+	printf '# %s: %d ok, %d not ok, %d skipped\n' "$PD_SCRIPT" "$PD_PASS" "$PD_FAIL" "$PD_SKIP"
+	[ "$PD_FAIL" -eq 0 ] || { printf '# failed: %s\n' "${PD_FAILED_CASES[*]}"; exit 1; }
+	exit 0
+}
+
+pd_cleanup() {
+	local m r w l p i
+	cd / || true
+	while read -r p; do
+		[ -n "$p" ] && kill $(pd_tree "$p") 2>/dev/null
+	done <"$PD_TMP/pids"
+	while read -r m r w l; do
+		if mountpoint -q "$m" 2>/dev/null; then
+			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
+		fi
+	done <"$PD_TMP/mounts"
+	# Anything else still mounted below the temporary directory.
+	for m in $(awk -v t="$PD_TMP/" 'index($2, t) == 1 { print $2 }' /proc/self/mounts | sort -r); do
+		fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+	done
+	while read -r m r w l; do
+		pd_wait_rc "$r" 10 || kill -KILL $(pd_tree "$w") 2>/dev/null
+	done <"$PD_TMP/mounts"
+	if [ "${PD_KEEP:-0}" = 1 ]; then
+		echo "# kept $PD_TMP"
+	elif awk -v t="$PD_TMP/" 'index($2, t) == 1 { f = 1 } END { exit !f }' /proc/self/mounts; then
+		echo "# not removing $PD_TMP: something is still mounted below it"
+	else
+		rm -rf --one-file-system "$PD_TMP"
+	fi
+}
+trap pd_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# pd_require: the binaries exist; otherwise one failed case and exit.
+pd_require() {
+	local b
+	for b in "$PD_BIN" "$PDFS_BIN"; do
+		if [ ! -x "$b" ]; then
+			not_ok "setup"
+			note "# missing executable: $b"
+			pd_finish
+		fi
+	done
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Test runner: unit tests (cmocka binaries), then the mounted-filesystem
+# scripts. Ends with one line "N passed, N failed" and exits non-zero if any
+# test failed.
+#
+#   tests/run.sh BUILD_DIR [unit|fs|stress|all]    (default all = unit + fs)
+#
+# Each tests/fs/t_*.sh prints "ok NAME" or "not ok NAME" per case; a script
+# that exits non-zero without a "not ok" line counts as one failure.
+set -u
+build=$(cd "${1:?usage: tests/run.sh BUILD_DIR [unit|fs|stress|all]}" && pwd)
+what=${2:-all}
+top=$(cd "$(dirname "$0")/.." && pwd)
+export PD_BUILD=$build PD_TOP=$top
+export PD_BIN=$build/pagededup PDFS_BIN=$build/pagededupfs
+export PD_DATA=$top/tests/data
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+passed=0 failed=0 failures=()
+
+run_unit() {
+	local bin out rc p f
+	for bin in "$build"/tests/test_*; do
+		[ -x "$bin" ] || continue
+		echo "== $(basename "$bin")"
+		out=$(cd "$top" && "$bin" 2>&1); rc=$?
+		printf '%s\n' "$out"
+		p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+		f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+		p=${p:-0} f=${f:-0}
+		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+		passed=$((passed + p)) failed=$((failed + f))
+		[ "$f" -gt 0 ] && failures+=("$(basename "$bin")")
+	done
+}
+
+run_scripts() {
+	local pattern=$1 t out rc p f
+	for t in $pattern; do
+		[ -f "$t" ] || continue
+		echo "== $(basename "$t")"
+		out=$(cd "$top" && timeout 1200 bash "$t" 2>&1); rc=$?
+		printf '%s\n' "$out"
+		p=$(printf '%s\n' "$out" | grep -c '^ok ')
+		f=$(printf '%s\n' "$out" | grep -c '^not ok ')
+		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+		passed=$((passed + p)) failed=$((failed + f))
+		[ "$f" -gt 0 ] && failures+=("$(basename "$t")")
+	done
+}
+
+case $what in
+unit) run_unit ;;
+fs) run_scripts "$top/tests/fs/t_*.sh" ;;
+stress) run_scripts "$top/tests/stress/s_*.sh" ;;
+all) run_unit; run_scripts "$top/tests/fs/t_*.sh" ;;
+*) echo "unknown test set: $what" >&2; exit 2 ;;
+esac
+
+[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
