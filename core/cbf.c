@@ -74,10 +74,6 @@
 #define CBF_DEFAULT_SEED UINT64_C(0x7064636266736564)
 /* Step between the seeds of the offset hashes (2^64 / golden ratio). */
 #define CBF_SEED_STEP UINT64_C(0x9E3779B97F4A7C15)
-/* Keys whose positions cbf_maybe_contains_batch() computes and prefetches
- * ahead of the one it tests: enough misses in flight to cover memory
- * latency, few enough to stay within the core's miss buffers. */
-#define CBF_BATCH_AHEAD 16
 
 /* File header, CBF_HEADER_BYTES long, every integer little-endian:
  *
@@ -218,12 +214,14 @@ static inline uint32_t range_reduce(uint64_t h, uint64_t n)
 	return (uint32_t)(((unsigned __int128)h * n) >> 64);
 }
 
-/* The start of a key's positions: its lines, and what the offsets are drawn
- * from. Computing this much is enough to prefetch the lines. */
+/* The start of a key's positions: its lines and the first word or two of
+ * its offset stream. Computing this much ahead of the lookup takes the
+ * hashing off the path from the counters' arrival to the answer. */
 struct probe {
 	const uint8_t *key;
 	uint32_t line[CBF_MAX_LINES];
-	uint64_t first;  /* h0.high64, the first offset word with one line per key */
+	uint64_t first;   /* the first offset word */
+	uint64_t second;  /* the second, with two lines per key */
 };
 
 static inline void probe_start(const struct cbf *f, const uint8_t *key, struct probe *p)
@@ -231,15 +229,21 @@ static inline void probe_start(const struct cbf *f, const uint8_t *key, struct p
 	XXH128_hash_t h0 = XXH3_128bits_withSeed(key, 16, f->g.seed);
 	p->key = key;
 	p->line[0] = range_reduce(h0.low64, f->g.nlines);
-	p->line[1] = f->g.lines_per_key == 2 ? range_reduce(h0.high64, f->g.nlines) : 0;
-	p->first = h0.high64;
+	if (f->g.lines_per_key == 2) {
+		XXH128_hash_t h1 = XXH3_128bits_withSeed(key, 16, f->g.seed ^ CBF_SEED_STEP);
+		p->line[1] = range_reduce(h0.high64, f->g.nlines);
+		p->first = h1.low64;
+		p->second = h1.high64;
+	} else {
+		p->line[1] = 0;
+		p->first = h0.high64;
+		p->second = 0;
+	}
 }
 
-/* The stream of 7-bit offset fields described in the top comment, read one
- * field at a time, so that a lookup hashes no further than the offsets it
- * tests (most absent keys stop at the first or second counter). The current
- * word and the count of its unused fields are kept by the caller in locals;
- * this holds what is only needed every nine fields. */
+/* The words of the offset stream after the first (see the top comment).
+ * Offsets are read one field at a time, so a lookup hashes no further than
+ * the counters it tests: most absent keys stop at the first or second. */
 struct offstream {
 	const uint8_t *key;
 	uint64_t seed;
@@ -262,22 +266,24 @@ static uint64_t stream_word(struct offstream *s)
 	return h.low64;
 }
 
-/* Reads offsets for the lines of one key, in order. The fields of the
- * current word and the offsets taken in the current line are kept in
- * scalars (no arrays), so that they stay in registers. */
+/* The reading position in the stream and the offsets taken in the current
+ * line: scalars only, so that they stay in registers. */
 struct offreader {
-	struct offstream s;
 	uint64_t cur;       /* unused fields of the current word, lowest first */
 	unsigned left;      /* how many */
 	uint64_t taken_lo;  /* offsets 0..63 taken in this line */
 	uint64_t taken_hi;  /* offsets 64..127 */
 };
 
-static inline void reader_init(struct offreader *r, const struct cbf *f, const struct probe *p)
+static inline void reader_init(const struct cbf *f, const struct probe *p,
+			       struct offstream *s, struct offreader *r)
 {
-	r->s = (struct offstream){ .key = p->key, .seed = f->g.seed };
+	bool two = f->g.lines_per_key == 2;
+	/* with two lines the first offset hash has been taken by probe_start */
+	*s = (struct offstream){ .key = p->key, .seed = f->g.seed, .spare = p->second,
+				 .nhashes = two, .has_spare = two };
 	r->cur = p->first;
-	r->left = f->g.lines_per_key == 1 ? 9 : 0;
+	r->left = 9;
 	r->taken_lo = r->taken_hi = 0;
 }
 
@@ -287,23 +293,25 @@ static inline void reader_new_line(struct offreader *r)
 }
 
 /* The next offset of the current line: a field already taken is skipped.
- * A repeat is rare (about one key in ten has one), so the loop is cheap to
- * predict. */
-static inline unsigned reader_next(struct offreader *r)
+ * A repeat is rare (about one key in ten has one), so that branch is well
+ * predicted. */
+static inline unsigned reader_next(struct offreader *r, struct offstream *s)
 {
 	for (;;) {
 		if (r->left == 0) {
-			r->cur = stream_word(&r->s);
+			r->cur = stream_word(s);
 			r->left = 9;
 		}
 		unsigned o = (unsigned)(r->cur & 0x7F);
 		r->cur >>= 7;
 		r->left--;
-		uint64_t bit = UINT64_C(1) << (o & 63);
-		bool high = o >= 64;
-		if (((high ? r->taken_hi : r->taken_lo) & bit) == 0) {
-			r->taken_hi |= high ? bit : 0;
-			r->taken_lo |= high ? 0 : bit;
+		/* Masks, not branches: whether o is in the high half is a coin
+		 * toss that a branch would mispredict half the time. */
+		uint64_t bit = UINT64_C(1) << (o & 63), high = -(uint64_t)(o >> 6);
+		uint64_t taken = (r->taken_hi & high) | (r->taken_lo & ~high);
+		if ((taken & bit) == 0) {
+			r->taken_hi |= bit & high;
+			r->taken_lo |= bit & ~high;
 			return o;
 		}
 	}
@@ -313,10 +321,11 @@ void cbf_positions(const struct cbf *f, const uint8_t key[16], struct cbf_pos *o
 {
 	unsigned lpk = f->g.lines_per_key, kk = f->kk;
 	struct probe p;
+	struct offstream s;
 	struct offreader r;
 
 	probe_start(f, key, &p);
-	reader_init(&r, f, &p);
+	reader_init(f, &p, &s, &r);
 	out->nlines = (uint8_t)lpk;
 	out->k = (uint8_t)f->g.k;
 	out->line[0] = p.line[0];
@@ -324,7 +333,7 @@ void cbf_positions(const struct cbf *f, const uint8_t key[16], struct cbf_pos *o
 	for (unsigned l = 0; l < lpk; l++) {
 		reader_new_line(&r);
 		for (unsigned t = 0; t < kk; t++)
-			out->off[l * kk + t] = (uint8_t)reader_next(&r);
+			out->off[l * kk + t] = (uint8_t)reader_next(&r, &s);
 	}
 }
 
@@ -397,47 +406,74 @@ bool cbf_maybe_contains(const struct cbf *f, const struct cbf_pos *pos)
 	return true;
 }
 
-/* The lookup of a started probe, drawing each offset only when the previous
- * counters were all non-zero. */
-static inline bool probe_test(const struct cbf *f, const struct probe *p)
+/* Whether the next kk offsets drawn by r all hit non-zero counters of line. */
+static inline bool line_test(const struct cbf *f, uint32_t line, struct offreader *r,
+			     struct offstream *s)
 {
-	unsigned lpk = f->g.lines_per_key, kk = f->kk;
-	struct offreader r;
-
-	reader_init(&r, f, p);
-	for (unsigned l = 0; l < lpk; l++) {
-		const uint8_t *line = f->ctr + (uint64_t)p->line[l] * CBF_LINE_BYTES;
-		reader_new_line(&r);
-		for (unsigned t = 0; t < kk; t++)
-			if (line_get(line, reader_next(&r)) == 0)
-				return false;
-	}
+	const uint8_t *base = f->ctr + (uint64_t)line * CBF_LINE_BYTES;
+	reader_new_line(r);
+	for (unsigned t = 0; t < f->kk; t++)
+		if (line_get(base, reader_next(r, s)) == 0)
+			return false;
 	return true;
 }
+
+/* A key in flight in cbf_maybe_contains_batch(). */
+struct inflight {
+	struct probe p;
+	struct offstream s;
+	struct offreader r;  /* where line 0's offsets stopped, for line 1 */
+	bool pending;        /* line 0 passed, line 1 still to test */
+};
+
+static inline void inflight_start(const struct cbf *f, const uint8_t *key, struct inflight *e)
+{
+	probe_start(f, key, &e->p);
+	prefetch_line(f, e->p.line[0]);
+}
+
+/* Line 0 of key i is prefetched BATCH_AHEAD0 keys before it is tested. Only
+ * a key that passes line 0 (all present keys, about one absent key in a
+ * hundred at design load) has its line 1 prefetched, and tested
+ * BATCH_AHEAD1 keys later: absent keys, the common case, cost one memory
+ * access instead of two. */
+#define BATCH_AHEAD0 16
+#define BATCH_AHEAD1 8
+#define BATCH_RING 32  /* > BATCH_AHEAD0 + BATCH_AHEAD1, a power of two */
 
 size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t n,
 				bool *results)
 {
-	struct probe ring[CBF_BATCH_AHEAD];
-	size_t ahead = n < CBF_BATCH_AHEAD ? n : CBF_BATCH_AHEAD, hits = 0;
-	unsigned lpk = f->g.lines_per_key;
+	struct inflight ring[BATCH_RING];
+	size_t hits = 0;
+	bool two = f->g.lines_per_key == 2;
 
-	for (size_t i = 0; i < ahead; i++) {
-		probe_start(f, keys + 16 * i, &ring[i]);
-		for (unsigned l = 0; l < lpk; l++)
-			prefetch_line(f, ring[i].line[l]);
-	}
-	/* Test key i while the lines of keys i+1 .. i+AHEAD are on their way;
-	 * its slot then takes key i+AHEAD. */
-	for (size_t i = 0; i < n; i++) {
-		struct probe *p = &ring[i % CBF_BATCH_AHEAD];
-		bool r = probe_test(f, p);
-		results[i] = r;
-		hits += r;
-		if (i + CBF_BATCH_AHEAD < n) {
-			probe_start(f, keys + 16 * (i + CBF_BATCH_AHEAD), p);
-			for (unsigned l = 0; l < lpk; l++)
-				prefetch_line(f, p->line[l]);
+	for (size_t i = 0; i < n && i < BATCH_AHEAD0; i++)
+		inflight_start(f, keys + 16 * i, &ring[i]);
+	for (size_t i = 0; i < n + BATCH_AHEAD1; i++) {
+		if (i + BATCH_AHEAD0 < n)
+			inflight_start(f, keys + 16 * (i + BATCH_AHEAD0),
+				       &ring[(i + BATCH_AHEAD0) % BATCH_RING]);
+		if (i < n) {
+			struct inflight *e = &ring[i % BATCH_RING];
+			reader_init(f, &e->p, &e->s, &e->r);
+			bool ok = line_test(f, e->p.line[0], &e->r, &e->s);
+			e->pending = ok && two;
+			if (e->pending) {
+				prefetch_line(f, e->p.line[1]);
+			} else {
+				results[i] = ok;
+				hits += ok;
+			}
+		}
+		if (i >= BATCH_AHEAD1) {
+			size_t j = i - BATCH_AHEAD1;
+			struct inflight *e = &ring[j % BATCH_RING];
+			if (e->pending) {
+				bool ok = line_test(f, e->p.line[1], &e->r, &e->s);
+				results[j] = ok;
+				hits += ok;
+			}
 		}
 	}
 	return hits;

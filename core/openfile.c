@@ -602,7 +602,9 @@ out:
 int file_flush(struct pd_file *f)
 {
 	struct live *li = f->li;
-	if ((f->flags & O_ACCMODE) == O_RDONLY)
+	/* Only a handle that changed the file seals at close(): a shell's
+	 * `>` opens, dup2()s and closes the first descriptor before writing. */
+	if (!f->wrote)
 		return 0;
 	pthread_mutex_lock(&li->mu);
 	int rc = li->dirty ? seal(f->st, li) : 0;
@@ -672,6 +674,8 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 			li->mtime = pd_now();
 		}
 	}
+	if (!rc && f)
+		f->wrote = true;
 	if (!rc && !f) {
 		pthread_mutex_lock(&st->live->mu);
 		bool writers = li->nwriters > 0;

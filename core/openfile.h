@@ -8,9 +8,9 @@
  * written page reads nothing back.
  *
  * A sealed file opened for writing without O_TRUNC is copied to staging on
- * its first write (blobs are immutable). A writable handle's flush seals
- * the file when it is dirty, and so does the release of the last handle;
- * a truncate with no writer open seals at once.
+ * its first write (blobs are immutable). The flush of a handle that wrote
+ * or truncated seals the file when it is dirty, and so does the release of
+ * the last handle; a truncate with no writer open seals at once.
  *
  * Locking: the table mutex guards the table and each entry's counts; an
  * entry's own mutex guards its file state. Order: table, then entry; an

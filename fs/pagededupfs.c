@@ -785,7 +785,8 @@ int main(int argc, char *argv[])
 	} else {
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(lc, cl.clone_fd);
-		fuse_loop_cfg_set_max_threads(lc, cl.max_threads);
+		if (cl.max_threads > 0 && cl.max_threads <= 100000)
+			fuse_loop_cfg_set_max_threads(lc, cl.max_threads);
 		fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
 		ret = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);

@@ -239,3 +239,77 @@ def build_tree(root, seed=11):
             os.utime(p, ns=(t, t + 1), follow_symlinks=False)
         t += 3
         os.utime(dirpath, ns=(t, t + 2))
+
+
+# --- pagededupfs specifics -----------------------------------------------
+
+import json as _json
+import re as _re
+import time as _time
+
+
+def dattr(path, name):
+    """user.dedup.NAME of path, as bytes."""
+    return os.getxattr(path, "user.dedup." + name)
+
+
+def md5x(path):
+    v = dattr(path, "md5")
+    check(_re.fullmatch(rb"[0-9a-f]{32}", v) is not None,
+          "user.dedup.md5 of %s is not 32 lowercase hex chars: %r" % (path, v))
+    return v.decode()
+
+
+def refcount(path):
+    v = dattr(path, "refcount")
+    check(_re.fullmatch(rb"[0-9]+", v) is not None,
+          "user.dedup.refcount of %s is not a decimal number: %r" % (path, v))
+    return int(v)
+
+
+def twins(path):
+    """The set of paths in user.dedup.twins (an absent attribute is no twins)."""
+    try:
+        v = dattr(path, "twins")
+    except OSError as e:
+        if e.errno == errno.ENODATA:
+            return set()
+        raise
+    return set(l for l in v.split(b"\n") if l) if isinstance(v, bytes) else set()
+
+
+def twins_str(path):
+    return set(os.fsdecode(t) for t in twins(path))
+
+
+def dstats(mnt):
+    return _json.loads(os.getxattr(mnt, "user.dedup.stats"))
+
+
+def blob_files(store):
+    out = []
+    for d, _, fs in os.walk(os.path.join(store, "objects")):
+        out += [os.path.join(d, f) for f in fs]
+    return sorted(out)
+
+
+def nblobs(store):
+    return len(blob_files(store))
+
+
+def wait_blobs(store, n, what="", timeout=5.0):
+    """The number of blob files reaches n within timeout seconds."""
+    end = _time.time() + timeout
+    while True:
+        b = blob_files(store)
+        if len(b) == n:
+            return
+        if _time.time() > end:
+            raise AssertionError("%sblob files: expected %d, got %d: %r" % (
+                what + ": " if what else "", n, len(b),
+                [os.path.relpath(x, store) for x in b][:20]))
+        _time.sleep(0.05)
+
+
+def blob_path(store, m):
+    return os.path.join(store, "objects", m[:2], m[2:4], m)

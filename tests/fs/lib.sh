@@ -47,6 +47,7 @@ PD_PY_ANY=/usr/bin/python3
 PD_SCRIPT=$(basename "$0" .sh)
 PD_TMP=$(mktemp -d "/tmp/pdfs-$PD_SCRIPT.XXXXXX") || exit 1
 chmod 755 "$PD_TMP"
+export PD_TMP
 : >"$PD_TMP/mounts"     # one line per mount: MNT RCFILE WRAPPER_PID LOG
 : >"$PD_TMP/pids"       # helper processes (servers) to stop at exit
 PD_PASS=0 PD_FAIL=0 PD_SKIP=0
@@ -86,8 +87,24 @@ py() { python3 - "$@"; }
 # pd_tree PID: PID and all its descendants, children first.
 pd_tree() {
 	local c
+	case ${1:-} in ''|0|1|*[!0-9]*) return 0 ;; esac
 	for c in $(pgrep -P "$1" 2>/dev/null); do pd_tree "$c"; done
 	echo "$1"
+}
+
+# pd_reap MNT RCFILE PID: after an unmount, wait for a daemon to end (at most
+# 10 s), then kill it. RCFILE "-" means a daemon that is not our child (it
+# daemonized): PID is the daemon itself.
+pd_reap() {
+	local i
+	if [ "$2" = - ]; then
+		case ${3:-} in ''|0|1|*[!0-9]*) return 0 ;; esac
+		for i in $(seq 1 100); do kill -0 "$3" 2>/dev/null || return 0; sleep 0.1; done
+		kill -KILL "$3" 2>/dev/null
+	else
+		pd_wait_rc "$2" 10 || kill -KILL $(pd_tree "$3") 2>/dev/null
+	fi
+	return 0
 }
 
 pd_sanitizer_report() { # LOGFILE: true if it holds a sanitizer report
@@ -150,7 +167,14 @@ pd_mount() {
 		sleep 0.05; waited=$((waited + 1))
 	done
 	PDFS_PID=$(pgrep -P "$PDFS_WPID" | head -1)
+	export STORE MNT
 	return 0
+}
+
+# pd_register_mount MNT PID [LOG]: a mount made by a daemon that is not our
+# child (it daemonized), so that cleanup can take it down.
+pd_register_mount() {
+	echo "$1 - ${2:-0} ${3:-/dev/null}" >>"$PD_TMP/mounts"
 }
 
 # pd_wait_rc RCFILE SECONDS: wait for a daemon's exit status file.
@@ -301,7 +325,7 @@ pd_case() {
 		if mountpoint -q "$m"; then
 			{ echo "(left mounted by the case: $m; daemon log follows)"; pd_show_log "$l"; } >>"$log"
 			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
-			pd_wait_rc "$r" 10 || kill -KILL $(pd_tree "$w") 2>/dev/null
+			pd_reap "$m" "$r" "$w"
 		fi
 	done
 	case $rc in
@@ -325,6 +349,7 @@ pd_finish() {
 }
 
 pd_cleanup() {
+	echo "CLEANUP pid $BASHPID main $$" >&2; ps -o pid,ppid,cmd -p $BASHPID $PPID >&2
 	local m r w l p i
 	cd / || true
 	while read -r p; do
@@ -340,7 +365,7 @@ pd_cleanup() {
 		fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
 	done
 	while read -r m r w l; do
-		pd_wait_rc "$r" 10 || kill -KILL $(pd_tree "$w") 2>/dev/null
+		pd_reap "$m" "$r" "$w"
 	done <"$PD_TMP/mounts"
 	if [ "${PD_KEEP:-0}" = 1 ]; then
 		echo "# kept $PD_TMP"

@@ -1,0 +1,126 @@
+/* helpers.c - see helpers.h. */
+#include "helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "blob.h"
+#include "query.h"
+
+const struct pd_cred test_root = { 0, 0, 0, NULL };
+
+char *th_tmpdir(void)
+{
+	char *d = strdup("/tmp/pdtest.XXXXXX");
+	assert_non_null(d);
+	assert_non_null(mkdtemp(d));
+	return d;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+void th_rmdir(char *dir)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
+struct store *th_store(const char *dir, const struct store_params *p, const struct store_opts *o)
+{
+	char err[PD_ERRLEN] = "";
+	char sub[4096];
+	snprintf(sub, sizeof sub, "%s/store", dir);
+	int rc = store_mkfs(sub, p, err);
+	if (rc)
+		fail_msg("mkfs: %s", err);
+	struct store_opts def = { 0 };
+	struct store *st;
+	if ((rc = store_open(sub, o ? o : &def, &st, err)))
+		fail_msg("open: %s", err);
+	return st;
+}
+
+uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void *buf, size_t len)
+{
+	struct inode in;
+	int rc = ns_mknode(st, parent, name, S_IFREG | 0644, 0, NULL, &test_root, &in);
+	if (rc == -EEXIST)
+		rc = ns_lookup(st, parent, name, &in);
+	assert_int_equal(rc, 0);
+	struct pd_file *f;
+	bool keep;
+	assert_int_equal(file_open(st, in.ino, O_WRONLY | O_TRUNC, &f, &keep), 0);
+	size_t done = 0;
+	/* Write in pieces, as the kernel does. */
+	for (size_t off = 0; off < len; off += 4096) {
+		size_t n = len - off < 4096 ? len - off : 4096, w;
+		assert_int_equal(file_write(f, (const char *)buf + off, n, off, &w), 0);
+		assert_int_equal(w, n);
+		done += w;
+	}
+	assert_int_equal(done, len);
+	assert_int_equal(file_flush(f), 0);
+	assert_int_equal(file_release(f), 0);
+	return in.ino;
+}
+
+uint64_t th_refcount(struct store *st, uint64_t ino)
+{
+	char buf[QUERY_MAX];
+	size_t len;
+	if (query_refcount(st, ino, buf, &len))
+		return 0;
+	buf[len] = 0;
+	return strtoull(buf, NULL, 10);
+}
+
+static void print_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	fprintf(stderr, "fsck: %s\n", line);
+}
+
+void th_assert_fsck_clean(const char *dir)
+{
+	struct fsck_opts o = { .deep = true, .report = print_line };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
+	assert_int_equal(r.problems, 0);
+}
+
+static size_t nblobs;
+static int count_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)sb;
+	(void)ftw;
+	if (flag == FTW_F)
+		nblobs++;
+	return 0;
+}
+
+size_t th_count_blobs(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/objects", dir);
+	nblobs = 0;
+	nftw(path, count_one, 16, FTW_PHYS);
+	return nblobs;
+}

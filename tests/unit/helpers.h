@@ -1,0 +1,31 @@
+/* helpers.h - shared set-up for the core unit tests: temporary stores and
+ * files written through the same calls the filesystem makes. */
+#ifndef PD_TEST_HELPERS_H
+#define PD_TEST_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsck.h"
+#include "ns.h"
+#include "openfile.h"
+#include "store.h"
+
+extern const struct pd_cred test_root;
+
+/* A fresh temporary directory (freed by th_rmdir). */
+char *th_tmpdir(void);
+void th_rmdir(char *dir);
+/* mkfs + open with the given params (NULL: defaults) and options. */
+struct store *th_store(const char *dir, const struct store_params *p, const struct store_opts *o);
+/* Create (or truncate) parent/name and write content through open/write/
+ * flush/release; returns the inode. Asserts success. */
+uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void *buf, size_t len);
+/* Refcount of ino's blob (0 if none). */
+uint64_t th_refcount(struct store *st, uint64_t ino);
+/* Run fsck on a closed store and assert it is clean. */
+void th_assert_fsck_clean(const char *dir);
+/* Count files under dir/objects. */
+size_t th_count_blobs(const char *dir);
+
+#endif
