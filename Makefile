@@ -41,6 +41,8 @@ BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 LIB := $(BUILD)/libpagededup.a
 BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 
+.SECONDARY:
+
 .PHONY: all build deps check unit stress bench bench-core install clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
@@ -52,25 +54,30 @@ deps:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	@$(AR) rcs $@ $^
 
 $(BUILD)/pagededup: $(TOOLS_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(TOOLS_OBJ) $(LIB) $(CORE_LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $(TOOLS_OBJ) $(LIB) $(CORE_LIBS)
 
 $(BUILD)/pagededupfs: $(FS_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(FS_OBJ) $(LIB) $(PKG_LIBS) $(CORE_LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $(FS_OBJ) $(LIB) $(PKG_LIBS) $(CORE_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPERS_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(UNIT_HELPERS_OBJ) $(LIB) $(CORE_LIBS) $(TEST_LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $< $(UNIT_HELPERS_OBJ) $(LIB) $(CORE_LIBS) $(TEST_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(CORE_LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(CORE_LIBS)
 
 # The README's test command: debug build under the sanitizers, every test.
 check: deps

@@ -209,9 +209,12 @@ unsigned cbf_get(const struct cbf *f, uint64_t idx)
 
 /* ---- positions ---- */
 
+__extension__ typedef unsigned __int128 u128;
+
+/* The high half of h * n: h scaled into 0 .. n-1 without a division. */
 static inline uint32_t range_reduce(uint64_t h, uint64_t n)
 {
-	return (uint32_t)(((unsigned __int128)h * n) >> 64);
+	return (uint32_t)(((u128)h * n) >> 64);
 }
 
 /* The start of a key's positions: its lines and the first word or two of
@@ -396,6 +399,10 @@ bool cbf_maybe_contains(const struct cbf *f, const struct cbf_pos *pos)
 	for (unsigned l = 0; l < lpk; l++)
 		if (pos->line[l] >= f->g.nlines)
 			return true;
+	/* Line 1 is needed only if line 0 passes, but asking for it now costs
+	 * nothing while line 0 is on its way, and saves a second wait then. */
+	if (lpk == 2)
+		prefetch_line(f, pos->line[1]);
 	unsigned kk = lpk == 2 ? k >> 1 : k;
 	for (unsigned l = 0; l < lpk; l++) {
 		const uint8_t *line = f->ctr + (uint64_t)pos->line[l] * CBF_LINE_BYTES;
@@ -455,12 +462,17 @@ size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t
 			inflight_start(f, keys + 16 * (i + BATCH_AHEAD0),
 				       &ring[(i + BATCH_AHEAD0) % BATCH_RING]);
 		if (i < n) {
+			/* the reader in locals (registers); kept only if needed */
 			struct inflight *e = &ring[i % BATCH_RING];
-			reader_init(f, &e->p, &e->s, &e->r);
-			bool ok = line_test(f, e->p.line[0], &e->r, &e->s);
+			struct offstream s;
+			struct offreader r;
+			reader_init(f, &e->p, &s, &r);
+			bool ok = line_test(f, e->p.line[0], &r, &s);
 			e->pending = ok && two;
 			if (e->pending) {
 				prefetch_line(f, e->p.line[1]);
+				e->s = s;
+				e->r = r;
 			} else {
 				results[i] = ok;
 				hits += ok;
@@ -970,6 +982,8 @@ static int update(struct cbf *f, const struct cbf_pos *pos, bool add,
 		return -EROFS;
 	if ((rc = pos_indices(f, pos, idx)) != 0)
 		return rc;
+	/* Both lines' misses overlap instead of following one another. */
+	cbf_prefetch(f, pos);
 	rc = add ? add_check(f, idx, pos->k, ops, ctx) : remove_check(f, idx, pos->k, ops, ctx);
 	if (rc)
 		return rc;

@@ -30,7 +30,11 @@ struct live {
 	bool has_blob;
 	struct blobkey blob;
 	uint64_t size;         /* current size (staged or sealed) */
-	int staging_fd;        /* -1: not staged */
+	/* Staged bytes live in memory (in_mem) or in a staging file. */
+	bool in_mem;
+	char *mem;
+	size_t mem_cap;
+	int staging_fd;        /* -1: no staging file */
 	char staging[48];
 	bool dirty;            /* staged bytes not sealed yet */
 	struct pd_time mtime;  /* mtime of the staged bytes */
@@ -81,6 +85,7 @@ static void live_free(struct live *li)
 		close(li->blob_fd);
 	if (li->hash.md5)
 		fp_free(&li->hash);
+	free(li->mem);
 	pthread_mutex_destroy(&li->mu);
 	free(li);
 }
@@ -165,6 +170,8 @@ static void remove_locked(struct live_table *t, struct live *li)
 	}
 }
 
+static void unstage(struct store *st, struct live *li);
+
 static int delete_orphan_cb(struct wtx *w, void *arg)
 {
 	return ns_delete_inode(w, *(uint64_t *)arg);
@@ -190,8 +197,7 @@ static int settle(struct store *st, struct live *li, uint32_t unpin, uint64_t fo
 	if (!gone)
 		return 0;
 	uint64_t ino = li->ino;
-	if (li->staging_fd >= 0)
-		unlinkat(st->dirfd, li->staging, 0);
+	unstage(st, li);
 	live_free(li);
 	return orphan ? delete_orphan(st, ino) : 0;
 }
@@ -383,42 +389,180 @@ static int reset_hash(struct live *li)
 	return rc;
 }
 
-/* Give li a staging file holding its current bytes (or none, when the
- * caller is about to truncate to zero). */
-static int stage(struct store *st, struct live *li, bool keep_content)
+/* ---- staged bytes: in memory up to a budget, else in a staging file ---
+ *
+ * Most pages are tens of kilobytes and half of a crawl is duplicates: held
+ * in memory until the seal, a duplicate never touches the disk and a new
+ * page is written once, straight to its blob file. A file past
+ * STAGE_MEM_FILE_MAX, a sparse write far out, or a full budget moves the
+ * bytes to a staging file (spill). */
+
+#define STAGE_MEM_FILE_MAX (1u << 20)
+
+static bool staged(const struct live *li)
 {
-	if (li->staging_fd >= 0)
+	return li->in_mem || li->staging_fd >= 0;
+}
+
+static bool mem_charge(struct store *st, size_t n)
+{
+	uint64_t budget = (uint64_t)(st->opts.stage_mem_mb ? st->opts.stage_mem_mb : 32) << 20;
+	if (__atomic_add_fetch(&st->mem_staged, n, __ATOMIC_RELAXED) <= budget)
+		return true;
+	__atomic_sub_fetch(&st->mem_staged, n, __ATOMIC_RELAXED);
+	return false;
+}
+
+static void drop_mem(struct store *st, struct live *li)
+{
+	__atomic_sub_fetch(&st->mem_staged, li->mem_cap, __ATOMIC_RELAXED);
+	free(li->mem);
+	li->mem = NULL;
+	li->mem_cap = 0;
+	li->in_mem = false;
+}
+
+/* Room for `need` bytes in memory; -EFBIG/-ENOMEM: use a file instead. */
+static int mem_reserve(struct store *st, struct live *li, uint64_t need)
+{
+	if (need <= li->mem_cap)
 		return 0;
+	if (need > STAGE_MEM_FILE_MAX)
+		return -EFBIG;
+	size_t cap = li->mem_cap ? li->mem_cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	if (cap > STAGE_MEM_FILE_MAX)
+		cap = STAGE_MEM_FILE_MAX;
+	if (!mem_charge(st, cap - li->mem_cap))
+		return -ENOMEM;
+	char *p = realloc(li->mem, cap);
+	if (!p) {
+		__atomic_sub_fetch(&st->mem_staged, cap - li->mem_cap, __ATOMIC_RELAXED);
+		return -ENOMEM;
+	}
+	li->mem = p;
+	li->mem_cap = cap;
+	return 0;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int open_staging_file(struct store *st, struct live *li)
+{
 	snprintf(li->staging, sizeof li->staging, "staging/%llu.%llu", (unsigned long long)li->ino,
 		 (unsigned long long)__atomic_add_fetch(&st->staging_seq, 1, __ATOMIC_RELAXED));
 	int fd = openat(st->dirfd, li->staging, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	int rc = 0;
-	if (keep_content && li->has_blob && li->size > 0) {
-		if (!(rc = open_blob(st, li)))
-			rc = copy_range(li->blob_fd, fd, li->size);
-		li->hash_ok = false;
-	} else {
-		li->size = 0;
-		rc = reset_hash(li);
-	}
-	if (rc) {
-		close(fd);
-		unlinkat(st->dirfd, li->staging, 0);
-		return rc;
-	}
 	li->staging_fd = fd;
 	return 0;
 }
 
-static void unstage(struct store *st, struct live *li)
+static void close_staging_file(struct store *st, struct live *li)
 {
-	if (li->staging_fd < 0)
-		return;
 	close(li->staging_fd);
 	unlinkat(st->dirfd, li->staging, 0);
 	li->staging_fd = -1;
+}
+
+/* Move the staged bytes from memory to a staging file. */
+static int spill(struct store *st, struct live *li)
+{
+	int rc = open_staging_file(st, li);
+	if (rc)
+		return rc;
+	if ((rc = pwrite_all(li->staging_fd, li->mem, (size_t)li->size, 0))) {
+		close_staging_file(st, li);
+		return rc;
+	}
+	drop_mem(st, li);
+	return 0;
+}
+
+static int staged_write(struct store *st, struct live *li, const void *buf, size_t n, uint64_t off)
+{
+	if (li->in_mem) {
+		if (off + n <= STAGE_MEM_FILE_MAX && mem_reserve(st, li, off + n) == 0) {
+			if (off > li->size)
+				memset(li->mem + li->size, 0, (size_t)(off - li->size));
+			memcpy(li->mem + off, buf, n);
+			return 0;
+		}
+		int rc = spill(st, li);
+		if (rc)
+			return rc;
+	}
+	return pwrite_all(li->staging_fd, buf, n, off);
+}
+
+static int staged_truncate(struct store *st, struct live *li, uint64_t size)
+{
+	if (li->in_mem) {
+		if (size <= li->size || (size <= STAGE_MEM_FILE_MAX && mem_reserve(st, li, size) == 0)) {
+			if (size > li->size)
+				memset(li->mem + li->size, 0, (size_t)(size - li->size));
+			return 0;
+		}
+		int rc = spill(st, li);
+		if (rc)
+			return rc;
+	}
+	return ftruncate(li->staging_fd, (off_t)size) ? -errno : 0;
+}
+
+/* Give li staged bytes holding its current content (or none, when the
+ * caller is about to truncate to zero). */
+static int stage(struct store *st, struct live *li, bool keep_content)
+{
+	if (staged(li))
+		return 0;
+	if (!(keep_content && li->has_blob && li->size > 0)) {
+		li->in_mem = true;
+		li->size = 0;
+		return reset_hash(li);
+	}
+	int rc = open_blob(st, li);
+	if (rc)
+		return rc;
+	li->hash_ok = false;
+	if (mem_reserve(st, li, li->size) == 0) {
+		li->in_mem = true;
+		size_t got = 0;
+		while (got < li->size) {
+			ssize_t n = pread(li->blob_fd, li->mem + got, (size_t)li->size - got, (off_t)got);
+			if (n <= 0) {
+				drop_mem(st, li);
+				return n < 0 ? -errno : -EIO;
+			}
+			got += (size_t)n;
+		}
+		return 0;
+	}
+	if ((rc = open_staging_file(st, li)))
+		return rc;
+	if ((rc = copy_range(li->blob_fd, li->staging_fd, li->size)))
+		close_staging_file(st, li);
+	return rc;
+}
+
+static void unstage(struct store *st, struct live *li)
+{
+	if (li->in_mem)
+		drop_mem(st, li);
+	if (li->staging_fd >= 0)
+		close_staging_file(st, li);
 	li->dirty = false;
 }
 
@@ -426,6 +570,8 @@ static int fingerprint(struct live *li, struct fp *fp)
 {
 	if (li->hash_ok && li->hash_next == li->size)
 		return fp_final(&li->hash, fp);
+	if (li->in_mem)
+		return fp_of_buf(li->mem, (size_t)li->size, fp);
 	return fp_of_fd(li->staging_fd, fp);
 }
 
@@ -438,10 +584,13 @@ static int seal(struct store *st, struct live *li)
 	if (rc)
 		return rc;
 	struct seal_result res;
-	if ((rc = seal_staged(st, li->ino, li->staging, li->staging_fd, &fp, li->mtime, &res)))
+	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->staging, li->staging_fd };
+	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, &res)))
 		return rc;
 	close_blob(li);
-	if (res.dup) {
+	if (li->in_mem) {
+		drop_mem(st, li);
+	} else if (res.dup) {
 		close(li->staging_fd);
 	} else {
 		li->blob_fd = li->staging_fd; /* the staged file is the blob now */
@@ -479,8 +628,8 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 	pthread_mutex_lock(&li->mu);
 	int rc = load(st, li);
 	if (!rc && writer && (flags & O_TRUNC)) {
-		if (!(rc = stage(st, li, false)) && ftruncate(li->staging_fd, 0))
-			rc = -errno;
+		if (!(rc = stage(st, li, false)))
+			rc = staged_truncate(st, li, 0);
 		if (!rc) {
 			li->size = 0;
 			reset_hash(li);
@@ -488,9 +637,8 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 			li->mtime = pd_now();
 		}
 	}
-	*keep_cache = li->kcache && li->staging_fd < 0 && li->has_blob &&
-		      blobkey_equal(&li->kcache_key, &li->blob);
-	if (!rc && li->has_blob && li->staging_fd < 0) {
+	*keep_cache = li->kcache && !staged(li) && li->has_blob && blobkey_equal(&li->kcache_key, &li->blob);
+	if (!rc && li->has_blob && !staged(li)) {
 		li->kcache = true;
 		li->kcache_key = li->blob;
 	}
@@ -522,6 +670,11 @@ int file_read(struct pd_file *f, void *buf, size_t size, uint64_t off, size_t *g
 		goto out;
 	if (size > li->size - off)
 		size = (size_t)(li->size - off);
+	if (li->in_mem) {
+		memcpy(buf, li->mem + off, size);
+		*got = size;
+		goto out;
+	}
 	int fd = li->staging_fd;
 	if (fd < 0) {
 		if ((rc = open_blob(f->st, li)))
@@ -572,22 +725,11 @@ int file_write(struct pd_file *f, const void *buf, size_t size, uint64_t off, si
 	int rc;
 	*done = 0;
 	pthread_mutex_lock(&li->mu);
-	if ((rc = stage(f->st, li, true)))
+	if ((rc = stage(f->st, li, true)) || (rc = staged_write(f->st, li, buf, size, off)))
 		goto out;
-	while (*done < size) {
-		ssize_t n = pwrite(li->staging_fd, (const char *)buf + *done, size - *done,
-				   (off_t)(off + *done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			break;
-		}
-		hash_written(li, (const char *)buf + *done, (size_t)n, off + *done);
-		*done += (size_t)n;
-	}
+	hash_written(li, buf, size, off);
+	*done = size;
 	if (*done) {
-		rc = 0; /* a short write reports what was written */
 		if (off + *done > li->size)
 			li->size = off + *done;
 		li->dirty = true;
@@ -644,11 +786,15 @@ int file_release(struct pd_file *f)
 
 int file_fsync(struct pd_file *f, bool datasync)
 {
+	(void)datasync; /* sealed bytes are immutable: data and metadata go together */
 	struct live *li = f->li;
 	int rc = 0;
 	pthread_mutex_lock(&li->mu);
-	if (li->staging_fd >= 0 && (datasync ? fdatasync(li->staging_fd) : fsync(li->staging_fd)))
-		rc = -errno;
+	/* Staged bytes do not survive a restart: make them a blob first. */
+	if (li->dirty)
+		rc = seal(f->st, li);
+	if (!rc && li->has_blob)
+		rc = seal_sync_blob(f->st, &li->blob);
 	pthread_mutex_unlock(&li->mu);
 	return rc ? rc : store_sync(f->st);
 }
@@ -660,10 +806,10 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 		return -ENOMEM;
 	pthread_mutex_lock(&li->mu);
 	int rc = load(st, li);
-	if (!rc && !(size == li->size && li->staging_fd < 0)) {
+	if (!rc && !(size == li->size && !staged(li))) {
 		rc = stage(st, li, size > 0);
-		if (!rc && ftruncate(li->staging_fd, (off_t)size))
-			rc = -errno;
+		if (!rc)
+			rc = staged_truncate(st, li, size);
 		if (!rc) {
 			if (size == 0)
 				reset_hash(li);
@@ -703,7 +849,7 @@ int file_getattr(struct store *st, uint64_t ino, struct inode *out)
 	if (!li)
 		return 0;
 	pthread_mutex_lock(&li->mu);
-	if (li->staging_fd >= 0) {
+	if (staged(li)) {
 		out->size = li->size;
 		out->mtime = li->mtime;
 	}
@@ -722,7 +868,7 @@ void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
 	if (!li)
 		return;
 	pthread_mutex_lock(&li->mu);
-	if (li->staging_fd >= 0)
+	if (staged(li))
 		li->mtime = mtime;
 	pthread_mutex_unlock(&li->mu);
 	settle(st, li, 1, 0);

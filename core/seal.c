@@ -13,11 +13,11 @@
 
 struct seal_arg {
 	uint64_t ino;
-	const char *staging;
+	const struct seal_src *src;
 	const struct fp *fp;
 	struct pd_time mtime;
 	bool sync_dirs;
-	bool renamed;            /* the staged file sits at `renamed_to` */
+	bool renamed;            /* the bytes sit at `renamed_to` */
 	char renamed_to[BLOBKEY_PATH_MAX];
 	struct seal_result out;
 };
@@ -49,7 +49,44 @@ static int choose_blob(struct wtx *w, const struct fp *fp, struct blobkey *k, bo
 	return 0;
 }
 
-/* Move the staged file to the blob's place (once, even if the callback runs
+static int sync_dir_of(struct store *st, const char *path)
+{
+	char dir[BLOBKEY_PATH_MAX];
+	memcpy(dir, path, sizeof dir);
+	*strrchr(dir, '/') = 0;
+	int dfd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	int rc = fsync(dfd) ? -errno : 0;
+	close(dfd);
+	return rc;
+}
+
+/* Write bytes held in memory straight to the blob's file. A file left there
+ * by a crash before its commit is an orphan: overwriting it is safe, no
+ * record refers to it (otherwise the probe would have found it). */
+static int write_blob(struct store *st, const char *path, const void *buf, size_t len, bool sync)
+{
+	int fd = openat(st->dirfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	for (size_t done = 0; done < len && !rc;) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+		if (n < 0 && errno != EINTR)
+			rc = -errno;
+		else if (n > 0)
+			done += (size_t)n;
+	}
+	if (!rc && sync && fdatasync(fd))
+		rc = -errno;
+	close(fd);
+	if (rc)
+		unlinkat(st->dirfd, path, 0);
+	return rc;
+}
+
+/* Put the staged bytes at the blob's place (once, even if the callback runs
  * again after a map resize). */
 static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
 {
@@ -58,26 +95,36 @@ static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k
 	blobkey_path(k, path);
 	if (a->renamed && strcmp(path, a->renamed_to) == 0)
 		return 0;
-	const char *from = a->renamed ? a->renamed_to : a->staging;
 	int rc = blob_mkdirs(st, k);
 	if (rc)
 		return rc;
-	if (renameat(st->dirfd, from, st->dirfd, path))
-		return -errno;
+	if (a->src->mem) {
+		if (a->renamed)
+			unlinkat(st->dirfd, a->renamed_to, 0);
+		a->renamed = false;
+		rc = write_blob(st, path, a->src->mem, a->fp->size, a->sync_dirs);
+	} else {
+		const char *from = a->renamed ? a->renamed_to : a->src->staging;
+		rc = renameat(st->dirfd, from, st->dirfd, path) ? -errno : 0;
+	}
+	if (rc)
+		return rc;
 	a->renamed = true;
 	memcpy(a->renamed_to, path, sizeof path);
-	if (a->sync_dirs) {
-		/* The rename is durable only once its directory is. */
-		char dir[BLOBKEY_PATH_MAX];
-		memcpy(dir, path, sizeof dir);
-		*strrchr(dir, '/') = 0;
-		int dfd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0)
-			return -errno;
-		rc = fsync(dfd) ? -errno : 0;
-		close(dfd);
-	}
-	return rc;
+	/* The new name is durable only once its directory is. */
+	return a->sync_dirs ? sync_dir_of(st, path) : 0;
+}
+
+int seal_sync_blob(struct store *st, const struct blobkey *k)
+{
+	char path[BLOBKEY_PATH_MAX];
+	blobkey_path(k, path);
+	int fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) ? -errno : 0;
+	close(fd);
+	return rc ? rc : sync_dir_of(st, path);
 }
 
 static int seal_cb(struct wtx *w, void *p)
@@ -116,22 +163,24 @@ static int seal_cb(struct wtx *w, void *p)
 	return ns_put_inode(w->txn, st, &in);
 }
 
-int seal_staged(struct store *st, uint64_t ino, const char *staging, int fd, const struct fp *fp,
+int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
 		struct pd_time mtime, struct seal_result *out)
 {
-	struct seal_arg a = { .ino = ino, .staging = staging, .fp = fp, .mtime = mtime,
+	struct seal_arg a = { .ino = ino, .src = src, .fp = fp, .mtime = mtime,
 			      .sync_dirs = st->opts.sync_blobs };
-	if (st->opts.sync_blobs && fdatasync(fd))
+	if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
 		return -errno;
 	int rc = store_write(st, seal_cb, &a);
 	if (rc) {
-		/* The commit failed: put the bytes back where the file expects them. */
-		if (a.renamed)
-			renameat(st->dirfd, a.renamed_to, st->dirfd, staging);
+		/* The commit failed: the bytes go back where the file expects them. */
+		if (a.renamed && src->mem)
+			unlinkat(st->dirfd, a.renamed_to, 0);
+		else if (a.renamed)
+			renameat(st->dirfd, a.renamed_to, st->dirfd, src->staging);
 		return rc;
 	}
-	if (a.out.dup || !a.renamed)
-		unlinkat(st->dirfd, staging, 0);
+	if (!src->mem && (a.out.dup || !a.renamed))
+		unlinkat(st->dirfd, src->staging, 0);
 	*out = a.out;
 	return 0;
 }

@@ -31,11 +31,23 @@ struct seal_result {
 	bool dup;           /* an existing blob was shared */
 };
 
-/* Seal the staged file `staging` (relative to the store; open as fd) of
- * inode ino, whose content has fingerprint fp and was last modified at
- * mtime. On success the staged file is gone from staging/: renamed into
- * objects/ (fd then reads the blob) or, for a duplicate, removed. */
-int seal_staged(struct store *st, uint64_t ino, const char *staging, int fd, const struct fp *fp,
+/* The staged bytes: in memory (mem, fp->size bytes), or in the staging file
+ * `staging` (relative to the store) open as fd. */
+struct seal_src {
+	const void *mem;
+	const char *staging;
+	int fd;
+};
+
+/* Seal the staged bytes of inode ino, whose fingerprint is fp and which were
+ * last modified at mtime. On success a staging file is gone from staging/:
+ * renamed into objects/ (fd then reads the blob) or, for a duplicate,
+ * removed. Bytes in memory are written straight to their blob file when new
+ * (a duplicate never touches the disk). */
+int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
 		struct pd_time mtime, struct seal_result *out);
+
+/* Make blob k durable: fsync its file and its directory. */
+int seal_sync_blob(struct store *st, const struct blobkey *k);
 
 #endif

@@ -48,6 +48,7 @@ struct store_opts {
 	uint64_t mapsize;     /* initial LMDB map size, 0 = automatic */
 	unsigned sync_ms;     /* background LMDB sync period when not durable, 0 = 1000 */
 	bool create;          /* create a store (default params) if dir is empty or missing */
+	unsigned stage_mem_mb; /* memory for pages being written, 0 = 32 MiB (beyond: staging files) */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -104,6 +105,7 @@ struct store {
 	/* The live-inode table (openfile.c). */
 	struct live_table *live;
 	uint64_t staging_seq;
+	uint64_t mem_staged;  /* bytes of pages being written held in memory */
 };
 
 /* A write transaction as a callback sees it. */

@@ -5,7 +5,8 @@
  * For one and two lines per key: a filter sized by cbf_geometry_for(NKEYS,
  * 1e-4) (default 1e7 keys, far bigger than the caches), filled with NKEYS
  * random keys on one core; then lookups of as many fresh keys, one at a time
- * and through the prefetching batch call, and of the inserted keys. With DIR
+ * and through the prefetching batch call, and of the inserted keys (each
+ * lookup rate is the best of three passes). With DIR
  * the two-line filter is also measured as a file in DIR (the store's case:
  * MAP_SHARED pages of the page cache instead of anonymous memory).
  *
@@ -21,6 +22,7 @@
 #include "cbf.h"
 
 #define CHUNK 4096
+#define REPEAT 3
 #define TARGET_FPR 1e-4
 
 static double now(void)
@@ -103,18 +105,41 @@ static size_t lookup_batch(const struct cbf *f, const uint8_t *keys, size_t n, d
 	return hits;
 }
 
+typedef size_t (*lookup_fn)(const struct cbf *, const uint8_t *, size_t, double *);
+
+/* Best of REPEAT passes: memory speed on a shared machine varies from one
+ * second to the next, and the best pass is the one least disturbed. */
+static size_t best_of(lookup_fn fn, const struct cbf *f, const uint8_t *keys, size_t n,
+		      double *rate)
+{
+	size_t hits = 0;
+	*rate = 0;
+	for (int r = 0; r < REPEAT; r++) {
+		double x;
+		hits = fn(f, keys, n, &x);
+		if (x > *rate)
+			*rate = x;
+	}
+	return hits;
+}
+
 static void lookups(const struct cbf *f, const uint8_t *keys, const uint8_t *fresh, size_t n,
 		    const char *prefix)
 {
 	double rate;
 	size_t hits;
 
-	lookup_single(f, fresh, n, &rate);
+	hits = best_of(lookup_single, f, fresh, n, &rate);
 	report(prefix, "lookups_per_s_single", rate, "lookups/s");
-	hits = lookup_batch(f, fresh, n, &rate);
+	if (best_of(lookup_batch, f, fresh, n, &rate) != hits) {
+		fprintf(stderr, "bench_cbf: batch and single lookups disagree\n");
+		exit(1);
+	}
 	report(prefix, "lookups_per_s_batch", rate, "lookups/s");
 	report(prefix, "fpr_measured", (double)hits / n, "");
-	hits = lookup_batch(f, keys, n, &rate);
+	best_of(lookup_single, f, keys, n, &rate);
+	report(prefix, "lookups_per_s_single_present", rate, "lookups/s");
+	hits = best_of(lookup_batch, f, keys, n, &rate);
 	report(prefix, "lookups_per_s_batch_present", rate, "lookups/s");
 	if (hits != n) {
 		fprintf(stderr, "bench_cbf: %zu inserted keys not found\n", n - hits);

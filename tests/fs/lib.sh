@@ -349,7 +349,6 @@ pd_finish() {
 }
 
 pd_cleanup() {
-	echo "CLEANUP pid $BASHPID main $$" >&2; ps -o pid,ppid,cmd -p $BASHPID $PPID >&2
 	local m r w l p i
 	cd / || true
 	while read -r p; do

@@ -578,6 +578,60 @@ static void test_missing_exact_count(void **state)
 	cbf_close(f);
 }
 
+/* A refused add or removal must not touch the exact table either: the
+ * key's first counter would write the table, and a later one makes the
+ * call fail (it cannot go down, alone or because it occurs twice; or it is
+ * at 15 with no exact count). */
+static void test_refusals_keep_table(void **state)
+{
+	(void)state;
+	struct cbf *f = small_filter(2, 4, 2);
+	struct exact_table t = { 0 };
+	struct cbf_pos sat = { .nlines = 1, .k = 1, .line = { 0 }, .off = { 10 } };
+	struct cbf_pos once = { .nlines = 1, .k = 1, .line = { 0 }, .off = { 11 } };
+	/* counter 10, then 11 twice (both lines are line 0) */
+	struct cbf_pos twice = { .nlines = 2, .k = 4, .line = { 0, 0 }, .off = { 10, 11, 12, 11 } };
+	struct cbf_pos zero = { .nlines = 2, .k = 4, .line = { 0, 1 }, .off = { 10, 12, 13, 14 } };
+
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(cbf_add(f, &sat, &table_ops, &t, NULL), 0);
+	assert_int_equal(cbf_add(f, &once, &table_ops, &t, NULL), 0);
+	struct cbf_pos twelve = { .nlines = 1, .k = 1, .line = { 0 }, .off = { 12 } };
+	assert_int_equal(cbf_add(f, &twelve, &table_ops, &t, NULL), 0);
+	assert_int_equal(table_count(&t, 10), 20);
+	uint8_t *before = snapshot(f);
+
+	assert_int_equal(cbf_remove(f, &twice, &table_ops, &t, NULL), -EUCLEAN);
+	assert_int_equal(cbf_remove(f, &zero, &table_ops, &t, NULL), -EUCLEAN);
+	assert_snapshot(f, before);
+	assert_int_equal(t.len, 1);
+	assert_int_equal(table_count(&t, 10), 20);
+
+	/* an add whose first counter reaches 15 (a table write) and whose
+	 * last is at 15 without an exact count */
+	struct cbf_pos lost = { .nlines = 1, .k = 1, .line = { 1 }, .off = { 40 } };
+	struct cbf_pos fourteen = { .nlines = 1, .k = 1, .line = { 1 }, .off = { 30 } };
+	struct cbf_pos both = { .nlines = 1, .k = 2, .line = { 1 }, .off = { 30, 40 } };
+	for (int i = 0; i < 15; i++)
+		assert_int_equal(cbf_add(f, &lost, NULL, NULL, NULL), 0);
+	for (int i = 0; i < 14; i++)
+		assert_int_equal(cbf_add(f, &fourteen, &table_ops, &t, NULL), 0);
+	free(before);
+	before = snapshot(f);
+	assert_int_equal(cbf_add(f, &both, &table_ops, &t, NULL), -EUCLEAN);
+	assert_snapshot(f, before);
+	assert_int_equal(t.len, 1);
+
+	/* an exact count below 15 is as wrong as a missing one */
+	t.count[0] = 3;
+	assert_int_equal(cbf_add(f, &sat, &table_ops, &t, NULL), -EUCLEAN);
+	assert_int_equal(cbf_remove(f, &sat, &table_ops, &t, NULL), -EUCLEAN);
+	assert_snapshot(f, before);
+	assert_int_equal(table_count(&t, 10), 3);
+	free(before);
+	cbf_close(f);
+}
+
 /* ---- undo ---- */
 
 static void test_undo_rollback(void **state)
@@ -902,6 +956,7 @@ int main(void)
 		cmocka_unit_test(test_saturating_without_table),
 		cmocka_unit_test(test_remove_never_inserted),
 		cmocka_unit_test(test_missing_exact_count),
+		cmocka_unit_test(test_refusals_keep_table),
 		cmocka_unit_test(test_undo_rollback),
 		cmocka_unit_test(test_table_error_restores),
 		cmocka_unit_test(test_bad_positions),

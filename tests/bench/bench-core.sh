@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# make bench-core: the filter's and the store engine's figures.
+#   tests/bench/bench-core.sh BUILD_DIR
+set -euo pipefail
+build=${1:-build/release}
+work=$(mktemp -d /var/tmp/pd-bench-core.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+echo "## filter (bench_cbf)"
+"$build/bench/bench_cbf"
+echo "## store engine (bench_core: 30 KB pages, half duplicates, 2 threads)"
+"$build/bench/bench_core" "$work" "${PD_BENCH_PAGES:-100000}" "${PD_BENCH_THREADS:-2}"
