@@ -43,7 +43,10 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 
 .SECONDARY:
 
-.PHONY: all build deps check unit stress bench bench-core install clean
+STORE ?= /var/lib/pagededup/store
+MOUNTPOINT ?= /srv/pages
+
+.PHONY: all build deps check unit stress bench bench-core install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -98,9 +101,16 @@ bench: all
 	@bash tests/bench/bench-fs.sh build/release
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin
+	@install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 build/release/pagededup build/release/pagededupfs $(DESTDIR)$(PREFIX)/bin
-	ln -sf $(PREFIX)/bin/pagededupfs $(DESTDIR)/sbin/mount.fuse.pagededupfs 2>/dev/null || true
+
+# Install, then mount an archive on the default embedded store (made on
+# first mount). Unmount with: fusermount3 -u $(MOUNTPOINT)
+mount: install
+	@mkdir -p $(MOUNTPOINT) $(dir $(STORE))
+	@mountpoint -q $(MOUNTPOINT) && echo "$(MOUNTPOINT) is already mounted" || \
+		$(PREFIX)/bin/pagededupfs $(STORE) $(MOUNTPOINT) -o allow_other
+	@echo "archive mounted on $(MOUNTPOINT) (store $(STORE))"
 
 clean:
 	rm -rf build

@@ -243,12 +243,7 @@ int blob_mkdirs(struct store *st, const struct blobkey *k)
 {
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
-	/* "objects/ab/cd/<name>": make objects/ab and objects/ab/cd. */
-	path[10] = 0;
-	if (mkdirat(st->dirfd, path, 0700) && errno != EEXIST)
-		return -errno;
-	path[10] = '/';
-	path[13] = 0;
+	*strrchr(path, '/') = 0; /* "objects/abc" */
 	if (mkdirat(st->dirfd, path, 0700) && errno != EEXIST)
 		return -errno;
 	return 0;

@@ -45,7 +45,7 @@ int blob_open(struct store *st, const struct blobkey *k);
 /* Check an open blob against its record (size and XXH3-128): -EIO if the
  * bytes on disk are not the bytes stored. */
 int blob_verify(int fd, const struct fprec *r);
-/* Make objects/ab/cd/ for k. */
+/* Make the objects/ subdirectory of k. */
 int blob_mkdirs(struct store *st, const struct blobkey *k);
 
 #endif

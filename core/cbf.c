@@ -27,6 +27,14 @@
  * stable across xxHash releases since 0.8.0, so positions stored in
  * fingerprint records stay valid.
  *
+ * Lookups. A key is absent as soon as one of its counters is zero, and at
+ * design load most absent keys are found so at the first or second counter
+ * of line 0. cbf_maybe_contains_batch() therefore hashes and prefetches
+ * line 0 of each key well ahead of testing it, draws offsets only as it
+ * tests them, and asks for line 1 only for the few keys that pass line 0
+ * (every present key, about one absent key in a hundred): an absent key
+ * costs one memory access, and the accesses of many keys overlap.
+ *
  * Saturation and the exact-count table. A counter counts up to 14 by itself.
  * The increment that takes it from 14 to 15 also stores the exact count 15
  * in the caller's table (ops->put), and every further increment goes through
@@ -1008,6 +1016,15 @@ int cbf_remove(struct cbf *f, const struct cbf_pos *pos, const struct cbf_exact_
 
 #define NIBBLE_LOW_BITS UINT64_C(0x1111111111111111)
 
+/* Number of bits set in x, whose bits can only be the lowest of each nibble:
+ * add nibble pairs into bytes, then all bytes into the top one. (No popcnt
+ * instruction is assumed: the build does not set -march.) */
+static inline unsigned count_nibble_bits(uint64_t x)
+{
+	x = (x + (x >> 4)) & UINT64_C(0x0F0F0F0F0F0F0F0F);
+	return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
+}
+
 void cbf_fill(const struct cbf *f, uint64_t *nonzero, uint64_t *saturated)
 {
 	const uint64_t *w = (const uint64_t *)(const void *)f->ctr;
@@ -1017,8 +1034,8 @@ void cbf_fill(const struct cbf *f, uint64_t *nonzero, uint64_t *saturated)
 	 * AND for "all four bits set", then count. */
 	for (uint64_t i = 0; i < nwords; i++) {
 		uint64_t x = __atomic_load_n(&w[i], __ATOMIC_RELAXED);
-		nz += (uint64_t)__builtin_popcountll((x | x >> 1 | x >> 2 | x >> 3) & NIBBLE_LOW_BITS);
-		sat += (uint64_t)__builtin_popcountll((x & x >> 1 & x >> 2 & x >> 3) & NIBBLE_LOW_BITS);
+		nz += count_nibble_bits((x | x >> 1 | x >> 2 | x >> 3) & NIBBLE_LOW_BITS);
+		sat += count_nibble_bits((x & x >> 1 & x >> 2 & x >> 3) & NIBBLE_LOW_BITS);
 	}
 	if (nonzero)
 		*nonzero = nz;

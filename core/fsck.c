@@ -555,9 +555,9 @@ static void walk_dir(struct fsck *f, const char *rel, int level)
 			continue;
 		snprintf(path, sizeof path, "%s/%s", rel, e->d_name);
 		bool is_dir = e->d_type == DT_DIR;
-		if (level >= 0 && level < 2 && is_dir) {
+		if (level == 0 && is_dir) {
 			walk_dir(f, path, level + 1);
-		} else if (level == 2 && !is_dir) {
+		} else if (level == 1 && !is_dir) {
 			f->res->blob_files++;
 			if (!known_blob(f, e->d_name))
 				orphan_file(f, path, false);

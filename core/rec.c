@@ -73,9 +73,9 @@ void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX])
 	char hex[33];
 	fp_hex(k->md5, hex);
 	if (k->variant)
-		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.2s/%.2s/%s.%u", hex, hex + 2, hex, k->variant);
+		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.3s/%s.%u", hex, hex, k->variant);
 	else
-		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.2s/%.2s/%s", hex, hex + 2, hex);
+		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.3s/%s", hex, hex);
 }
 
 size_t fprec_encode(const struct fprec *r, uint8_t *out)

@@ -31,7 +31,11 @@ struct blobkey {
 void blobkey_encode(const struct blobkey *k, uint8_t out[BLOBKEY_BYTES]);
 void blobkey_decode(const uint8_t in[BLOBKEY_BYTES], struct blobkey *k);
 bool blobkey_equal(const struct blobkey *a, const struct blobkey *b);
-/* Relative path of the blob file under the store: "objects/ab/cd/<hex>[.N]". */
+/* Relative path of the blob file under the store: "objects/abc/<hex>[.N]".
+ * One level of 4096 directories: a directory is made once per 4096 blobs
+ * early on (two levels would make one per blob until 65536 exist), and a
+ * billion blobs put about 250,000 names in each, which ext4's and xfs's
+ * hashed directories handle. */
 #define BLOBKEY_PATH_MAX 64
 void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX]);
 

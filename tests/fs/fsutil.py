@@ -312,4 +312,4 @@ def wait_blobs(store, n, what="", timeout=5.0):
 
 
 def blob_path(store, m):
-    return os.path.join(store, "objects", m[:2], m[2:4], m)
+    return os.path.join(store, "objects", m[:3], m)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "cbf.h"
 
@@ -293,6 +294,98 @@ static void test_positions(void **state)
 	cbf_close(f1);
 	cbf_close(f2);
 	cbf_close(f3);
+}
+
+/* The derivation written down at the top of cbf.c, done the plain way:
+ * fingerprint records store positions, so they must never drift from it. */
+static void spec_positions(const struct cbf_geometry *g, const uint8_t key[16],
+			   struct cbf_pos *out)
+{
+	const uint64_t step = UINT64_C(0x9E3779B97F4A7C15);
+	XXH128_hash_t h0 = XXH3_128bits_withSeed(key, 16, g->seed);
+	uint64_t words[64];
+	unsigned nw = 0, kk = g->k / g->lines_per_key, field = 0;
+
+	memset(out, 0, sizeof *out);
+	out->nlines = (uint8_t)g->lines_per_key;
+	out->k = (uint8_t)g->k;
+	out->line[0] = (uint32_t)(((unsigned __int128)h0.low64 * g->nlines) >> 64);
+	if (g->lines_per_key == 2)
+		out->line[1] = (uint32_t)(((unsigned __int128)h0.high64 * g->nlines) >> 64);
+	else
+		words[nw++] = h0.high64;
+	for (uint64_t r = 0; nw + 2 <= 64; r++) {
+		XXH128_hash_t h = XXH3_128bits_withSeed(key, 16, g->seed ^ ((r + 1) * step));
+		words[nw++] = h.low64;
+		words[nw++] = h.high64;
+	}
+	for (unsigned l = 0; l < g->lines_per_key; l++) {
+		bool taken[128] = { false };
+		for (unsigned t = 0; t < kk;) {
+			unsigned o = (unsigned)(words[field / 9] >> (7 * (field % 9))) & 127;
+			field++;
+			if (!taken[o]) {
+				taken[o] = true;
+				out->off[l * kk + t++] = (uint8_t)o;
+			}
+		}
+	}
+}
+
+static void test_positions_follow_spec(void **state)
+{
+	(void)state;
+	const struct cbf_geometry gs[] = {
+		{ .nlines = 167852, .k = 12, .lines_per_key = 2, .seed = 0x7064636266736564 },
+		{ .nlines = 235876, .k = 9, .lines_per_key = 1, .seed = 1 },
+		{ .nlines = 3, .k = 16, .lines_per_key = 1, .seed = 2 },  /* past h1 */
+		{ .nlines = 1, .k = 16, .lines_per_key = 2, .seed = 3 },
+		{ .nlines = UINT64_C(1) << 32, .k = 2, .lines_per_key = 2, .seed = 4 },
+	};
+	uint64_t s = 77;
+
+	for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
+		struct cbf *f;
+		assert_int_equal(cbf_create(NULL, &(struct cbf_geometry){ .nlines = 1,
+			.k = gs[i].k, .lines_per_key = gs[i].lines_per_key, .seed = gs[i].seed },
+			0, &f), 0);
+		/* positions depend on the geometry only, not on the mapping; a
+		 * 2^32-line filter is not allocated for this */
+		cbf_close(f);
+		(void)f;
+	}
+	for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
+		struct cbf *f;
+		struct cbf_geometry g = gs[i];
+		if (g.nlines > 1000000)
+			g.nlines = 1000000;  /* keep the mapping small */
+		assert_int_equal(cbf_create(NULL, &g, 0, &f), 0);
+		for (int j = 0; j < 20000; j++) {
+			uint8_t key[16];
+			struct cbf_pos got, want;
+			rng_key(&s, key);
+			memset(&got, 0, sizeof got);
+			cbf_positions(f, key, &got);
+			spec_positions(&g, key, &want);
+			assert_int_equal(got.nlines, want.nlines);
+			assert_int_equal(got.k, want.k);
+			assert_memory_equal(got.line, want.line, g.lines_per_key * sizeof got.line[0]);
+			assert_memory_equal(got.off, want.off, g.k);
+		}
+		cbf_close(f);
+	}
+	/* one example, frozen */
+	struct cbf_geometry g = { .nlines = 1000, .k = 12, .lines_per_key = 2, .seed = 42 };
+	const uint8_t key[16] = "pagededupfs-key!";
+	struct cbf *f;
+	struct cbf_pos p;
+	assert_int_equal(cbf_create(NULL, &g, 0, &f), 0);
+	cbf_positions(f, key, &p);
+	print_message("frozen: %u %u |", p.line[0], p.line[1]);
+	for (int j = 0; j < 12; j++)
+		print_message(" %u", p.off[j]);
+	print_message("\n");
+	cbf_close(f);
 }
 
 /* ---- false positives at design load ---- */
@@ -779,6 +872,11 @@ static void test_fill_and_clear(void **state)
 	assert_true(est > theory / 2 && est < theory * 2);
 	for (int i = 0; i < 15; i++)
 		assert_int_equal(cbf_add(f, &p, NULL, NULL, NULL), 0);
+	/* a whole 8-byte word of line 5 at 15: sixteen counters in one word */
+	struct cbf_pos word = { .nlines = 1, .k = 16, .line = { 5 },
+				.off = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 } };
+	for (int i = 0; i < 15; i++)
+		assert_int_equal(cbf_add(f, &word, NULL, NULL, NULL), 0);
 	for (uint64_t i = 0; i < counters_of(f); i++) {
 		want_nz += cbf_get(f, i) != 0;
 		want_sat += cbf_get(f, i) == 15;
@@ -949,6 +1047,7 @@ int main(void)
 		cmocka_unit_test(test_geometry_for),
 		cmocka_unit_test(test_theory_formula),
 		cmocka_unit_test(test_positions),
+		cmocka_unit_test(test_positions_follow_spec),
 		cmocka_unit_test(test_fpr_two_lines),
 		cmocka_unit_test(test_fpr_one_line),
 		cmocka_unit_test(test_shared_counter),

@@ -137,7 +137,7 @@ static void test_md5_collision(void **state)
 	/* the second content got variant 1 of the key */
 	char path[4096], hex[33];
 	fp_hex(fa.md5, hex);
-	snprintf(path, sizeof path, "%s/objects/%.2s/%.2s/%s.1", store_path(dir), hex, hex + 2, hex);
+	snprintf(path, sizeof path, "%s/objects/%.3s/%s.1", store_path(dir), hex, hex);
 	assert_int_equal(access(path, F_OK), 0);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(store_path(dir));
