@@ -376,20 +376,30 @@ static int pos_indices(const struct cbf *f, const struct cbf_pos *pos, uint64_t 
 	return 0;
 }
 
-/* A prefetch has no visible effect, so GCC's side-effect analysis may judge
- * a function that only prefetches to be pure and delete calls to it; always
- * inlining keeps the instruction where it is needed. */
+/* A prefetch has no visible effect, so GCC's side-effect analysis judges a
+ * function that only prefetches to be pure, and deletes calls to it from
+ * callers that it can see. Always inlining keeps the instruction where it
+ * is needed inside this file. */
 static inline __attribute__((always_inline)) void prefetch_line(const struct cbf *f,
 								uint32_t line)
 {
 	__builtin_prefetch(f->ctr + (uint64_t)line * CBF_LINE_BYTES, 0, 3);
 }
 
-void cbf_prefetch(const struct cbf *f, const struct cbf_pos *pos)
+static inline __attribute__((always_inline)) void prefetch_pos(const struct cbf *f,
+							       const struct cbf_pos *pos)
 {
 	for (unsigned l = 0; l < pos->nlines && l < CBF_MAX_LINES; l++)
 		if (pos->line[l] < f->g.nlines)
 			prefetch_line(f, pos->line[l]);
+}
+
+void cbf_prefetch(const struct cbf *f, const struct cbf_pos *pos)
+{
+	prefetch_pos(f, pos);
+	/* An empty statement with a side effect, so that calls from other
+	 * files survive link-time optimisation (see above). */
+	__asm__ __volatile__("" : : "r"(f->ctr));
 }
 
 static inline unsigned line_get(const uint8_t *line, unsigned o)
@@ -643,6 +653,9 @@ static int map_file(struct cbf *f, int fd, size_t len)
 	f->map = m;
 	f->map_len = len;
 	f->ctr = f->map + CBF_HEADER_BYTES;
+	/* As for anonymous filters (see create_anon): where the file system
+	 * keeps large folios, the page cache reads the file in huge pages. */
+	(void)madvise(f->map, f->map_len, MADV_HUGEPAGE);
 	return 0;
 }
 
@@ -991,7 +1004,7 @@ static int update(struct cbf *f, const struct cbf_pos *pos, bool add,
 	if ((rc = pos_indices(f, pos, idx)) != 0)
 		return rc;
 	/* Both lines' misses overlap instead of following one another. */
-	cbf_prefetch(f, pos);
+	prefetch_pos(f, pos);
 	rc = add ? add_check(f, idx, pos->k, ops, ctx) : remove_check(f, idx, pos->k, ops, ctx);
 	if (rc)
 		return rc;

@@ -83,7 +83,8 @@ int cbf_geometry_for(uint64_t expected, double target_fpr, uint32_t lines_per_ke
 		     struct cbf_geometry *out);
 
 /* Expected false-positive rate of geometry g holding n keys (the exact
- * formula for a blocked filter: Poisson load per line). */
+ * formula for a blocked filter: Poisson load per line, a key's offsets in a
+ * line distinct, as cbf_positions draws them). 0 for n 0. */
 double cbf_theoretical_fpr(const struct cbf_geometry *g, uint64_t n);
 
 /* Create a filter file at path (0600, replaced if present), all counters zero,
@@ -97,15 +98,18 @@ void cbf_close(struct cbf *f);
 
 const struct cbf_geometry *cbf_geometry(const struct cbf *f);
 uint64_t cbf_generation(const struct cbf *f);
-/* Write generation into the header and msync the whole file. */
+/* Write generation into the header and msync the whole file (only records
+ * it for an anonymous filter). -EROFS if opened read-only. */
 int cbf_sync(struct cbf *f, uint64_t generation);
-/* Set every counter to zero (before a rebuild). */
+/* Set every counter to zero (before a rebuild). Nothing on a read-only
+ * filter. */
 void cbf_clear(struct cbf *f);
 
 /* Positions of a 16-byte fingerprint (an MD5) under f's geometry. */
 void cbf_positions(const struct cbf *f, const uint8_t key[16], struct cbf_pos *out);
 void cbf_prefetch(const struct cbf *f, const struct cbf_pos *pos);
-/* false: the key was certainly never added. true: it may have been. */
+/* false: the key was certainly never added. true: it may have been (also
+ * the answer for a malformed pos, which cannot prove absence). */
 bool cbf_maybe_contains(const struct cbf *f, const struct cbf_pos *pos);
 /* cbf_maybe_contains for n keys of 16 bytes each, stored back to back at
  * keys; results[i] answers key i. Positions are computed and lines prefetched
@@ -113,6 +117,7 @@ bool cbf_maybe_contains(const struct cbf *f, const struct cbf_pos *pos);
 size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t n,
 				bool *results);
 
+/* Value of counter idx; 0 past the end. */
 unsigned cbf_get(const struct cbf *f, uint64_t idx);
 
 /* Increment the counters at pos (saturating at 15; exact counts through ops).

@@ -914,12 +914,16 @@ static int delete_xattrs(MDB_txn *txn, struct store *st, uint64_t ino)
 	if (rc)
 		return rc;
 	uint8_t kb[8];
-	MDB_val k = ino_key(kb, ino), v;
-	int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	while (mrc == 0 && k.mv_size >= 8 && get_be64(k.mv_data) == ino) {
+	int mrc;
+	for (;;) {
+		/* Seek afresh after each delete: a cursor left past the last key
+		 * answers EINVAL, not "not found". */
+		MDB_val k = ino_key(kb, ino), v;
+		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (mrc || k.mv_size < 8 || get_be64(k.mv_data) != ino)
+			break;
 		if ((mrc = mdb_cursor_del(c, 0)))
 			break;
-		mrc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
 	}
 	mdb_cursor_close(c);
 	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;

@@ -22,8 +22,8 @@ struct live {
 	/* guarded by the table mutex */
 	uint64_t nlookup;      /* kernel references */
 	uint32_t pins;         /* open handles and calls in progress */
-	uint32_t nwriters;     /* handles open for writing */
-	bool orphan;           /* no name left: delete when unused */
+	bool orphan;           /* no name left: delete when no handle is open */
+	bool deleted;          /* the orphan is gone from the store */
 	/* guarded by mu */
 	pthread_mutex_t mu;
 	bool loaded;           /* has_blob/blob/size below are read from the inode */
@@ -37,7 +37,8 @@ struct live {
 	int staging_fd;        /* -1: no staging file */
 	char staging[48];
 	bool dirty;            /* staged bytes not sealed yet */
-	struct pd_time mtime;  /* mtime of the staged bytes */
+	struct pd_time mtime;  /* mtime and ctime of the staged bytes */
+	struct pd_time ctime;
 	struct fp_ctx hash;    /* stream over bytes [0, hash_next) */
 	bool hash_ok;
 	uint64_t hash_next;
@@ -182,24 +183,30 @@ static int delete_orphan(struct store *st, uint64_t ino)
 	return store_write(st, delete_orphan_cb, &ino);
 }
 
-/* Drop a pin or lookups; free the entry (and delete an orphan) once unused. */
+/* Drop a pin or lookups. An orphan goes from the store as soon as no
+ * handle holds it: without a name and an open file nothing can reach its
+ * bytes again, so its blob reference must not wait for the kernel's FORGET,
+ * which comes whenever the kernel evicts its inode. The entry itself is
+ * freed once the kernel holds no reference either. */
 static int settle(struct store *st, struct live *li, uint32_t unpin, uint64_t forget)
 {
 	struct live_table *t = st->live;
 	pthread_mutex_lock(&t->mu);
 	li->pins -= unpin;
 	li->nlookup = forget > li->nlookup ? 0 : li->nlookup - forget;
+	bool delete = li->orphan && !li->deleted && li->pins == 0;
+	if (delete)
+		li->deleted = true;
 	bool gone = unused(li);
-	bool orphan = gone && li->orphan;
 	if (gone)
 		remove_locked(t, li);
 	pthread_mutex_unlock(&t->mu);
-	if (!gone)
-		return 0;
 	uint64_t ino = li->ino;
-	unstage(st, li);
-	live_free(li);
-	return orphan ? delete_orphan(st, ino) : 0;
+	if (gone) {
+		unstage(st, li);
+		live_free(li);
+	}
+	return delete ? delete_orphan(st, ino) : 0;
 }
 
 static struct live *pin(struct store *st, uint64_t ino)
@@ -241,10 +248,13 @@ int live_orphaned(struct store *st, uint64_t ino)
 		return delete_orphan(st, ino);
 	pthread_mutex_lock(&t->mu);
 	struct live *li = *find_slot(t, ino);
-	if (li)
+	bool held = li && li->pins > 0;
+	if (li) {
 		li->orphan = true;
+		li->deleted = !held;
+	}
 	pthread_mutex_unlock(&t->mu);
-	return li ? 0 : delete_orphan(st, ino);
+	return held ? 0 : delete_orphan(st, ino);
 }
 
 static int drop_orphans_cb(struct wtx *w, void *arg)
@@ -277,7 +287,8 @@ static int drop_orphans_cb(struct wtx *w, void *arg)
 		bool in_use = false;
 		if (t) {
 			pthread_mutex_lock(&t->mu);
-			in_use = *find_slot(t, inos[i]) != NULL;
+			struct live *li = *find_slot(t, inos[i]);
+			in_use = li && li->pins > 0;
 			pthread_mutex_unlock(&t->mu);
 		}
 		if (!in_use)
@@ -585,7 +596,7 @@ static int seal(struct store *st, struct live *li)
 		return rc;
 	struct seal_result res;
 	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->staging, li->staging_fd };
-	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, &res)))
+	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, li->ctime, &res)))
 		return rc;
 	close_blob(li);
 	if (li->in_mem) {
@@ -634,7 +645,7 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 			li->size = 0;
 			reset_hash(li);
 			li->dirty = true;
-			li->mtime = pd_now();
+			li->mtime = li->ctime = pd_now();
 		}
 	}
 	*keep_cache = li->kcache && !staged(li) && li->has_blob && blobkey_equal(&li->kcache_key, &li->blob);
@@ -647,11 +658,6 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 		settle(st, li, 1, 0);
 		free(f);
 		return rc;
-	}
-	if (writer) {
-		pthread_mutex_lock(&st->live->mu);
-		li->nwriters++;
-		pthread_mutex_unlock(&st->live->mu);
 	}
 	f->st = st;
 	f->li = li;
@@ -733,7 +739,7 @@ int file_write(struct pd_file *f, const void *buf, size_t size, uint64_t off, si
 		if (off + *done > li->size)
 			li->size = off + *done;
 		li->dirty = true;
-		li->mtime = pd_now();
+		li->mtime = li->ctime = pd_now();
 		f->wrote = true;
 	}
 out:
@@ -761,8 +767,6 @@ int file_release(struct pd_file *f)
 	bool writer = (f->flags & O_ACCMODE) != O_RDONLY;
 	pthread_mutex_lock(&st->live->mu);
 	bool last = li->pins == 1, orphan = li->orphan;
-	if (writer)
-		li->nwriters--;
 	pthread_mutex_unlock(&st->live->mu);
 	int rc = 0;
 	pthread_mutex_lock(&li->mu);
@@ -817,44 +821,56 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 				li->hash_ok = false;
 			li->size = size;
 			li->dirty = true;
-			li->mtime = pd_now();
+			li->mtime = li->ctime = pd_now();
 		}
 	}
 	if (!rc && f)
 		f->wrote = true;
-	if (!rc && !f) {
-		pthread_mutex_lock(&st->live->mu);
-		bool writers = li->nwriters > 0;
-		pthread_mutex_unlock(&st->live->mu);
-		if (!writers && li->dirty)
-			rc = seal(st, li); /* no close will come to seal it */
-	}
+	/* truncate(2) has no close to seal it: seal now, even if a writer
+	 * has the file open (its next write stages the file again). */
+	if (!rc && !f && li->dirty)
+		rc = seal(st, li);
 	pthread_mutex_unlock(&li->mu);
 	if (!f)
 		settle(st, li, 1, 0);
 	return rc;
 }
 
-int file_getattr(struct store *st, uint64_t ino, struct inode *out)
+void file_merge_attr(struct store *st, struct inode *in)
 {
-	int rc = ns_getattr(st, ino, out);
-	if (rc || !S_ISREG(out->mode))
-		return rc;
+	if (!S_ISREG(in->mode))
+		return;
 	struct live_table *t = st->live;
 	pthread_mutex_lock(&t->mu);
-	struct live *li = *find_slot(t, ino);
+	struct live *li = *find_slot(t, in->ino);
 	if (li)
 		li->pins++;
 	pthread_mutex_unlock(&t->mu);
 	if (!li)
-		return 0;
+		return;
+	/* Read again under the entry's lock: a seal may have committed since
+	 * *in was read, and a seal runs under this lock, so what is read now
+	 * and the staged state agree. */
 	pthread_mutex_lock(&li->mu);
+	struct inode fresh;
+	if (ns_getattr(st, in->ino, &fresh) == 0)
+		*in = fresh;
 	if (staged(li)) {
-		out->size = li->size;
-		out->mtime = li->mtime;
+		in->size = li->size;
+		in->mtime = li->mtime;
+		if (pd_time_cmp(li->ctime, in->ctime) > 0)
+			in->ctime = li->ctime;
 	}
 	pthread_mutex_unlock(&li->mu);
-	return settle(st, li, 1, 0);
+	settle(st, li, 1, 0);
+}
+
+int file_getattr(struct store *st, uint64_t ino, struct inode *out)
+{
+	int rc = ns_getattr(st, ino, out);
+	if (!rc)
+		file_merge_attr(st, out);
+	return rc;
 }
 
 void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
@@ -868,8 +884,10 @@ void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
 	if (!li)
 		return;
 	pthread_mutex_lock(&li->mu);
-	if (staged(li))
+	if (staged(li)) {
 		li->mtime = mtime;
+		li->ctime = pd_now();
+	}
 	pthread_mutex_unlock(&li->mu);
 	settle(st, li, 1, 0);
 }

@@ -33,9 +33,10 @@ void live_table_free(struct live_table *t);
 
 /* The kernel took n more references on ino (a lookup, create, mkdir...). */
 void live_ref(struct store *st, uint64_t ino, uint64_t n);
-/* The kernel dropped n references; an orphan no one uses any more goes. */
+/* The kernel dropped n references (the entry is freed at zero). */
 int live_forget(struct store *st, uint64_t ino, uint64_t n);
-/* ino lost its last name: delete it now if nothing uses it. */
+/* ino lost its last name: delete it (and release its blob) now, or when the
+ * last open handle on it closes. */
 int live_orphaned(struct store *st, uint64_t ino);
 /* Delete every orphan that nothing in this process uses (at open and
  * clean close of a store: after a crash or unmount none is in use). */
@@ -58,6 +59,9 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 /* The inode's attributes with the staged size and mtime of a file being
  * written. */
 int file_getattr(struct store *st, uint64_t ino, struct inode *out);
+/* The same for attributes already read from the store: merge the staged
+ * size and times into *in. */
+void file_merge_attr(struct store *st, struct inode *in);
 /* Set mtime of a file being written, so the seal keeps it (utimens while
  * open for writing, as `wget -N` does). No-op if not staged. */
 void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime);

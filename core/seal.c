@@ -15,7 +15,7 @@ struct seal_arg {
 	uint64_t ino;
 	const struct seal_src *src;
 	const struct fp *fp;
-	struct pd_time mtime;
+	struct pd_time mtime, ctime;
 	bool sync_dirs;
 	bool renamed;            /* the bytes sit at `renamed_to` */
 	char renamed_to[BLOBKEY_PATH_MAX];
@@ -158,15 +158,16 @@ static int seal_cb(struct wtx *w, void *p)
 	in.blob = k;
 	in.flags |= INODE_HAS_BLOB;
 	in.mtime = a->mtime;
-	in.ctime = w->now;
+	if (pd_time_cmp(a->ctime, in.ctime) > 0) /* a chmod while staged may be newer */
+		in.ctime = a->ctime;
 	a->out = (struct seal_result){ k, found };
 	return ns_put_inode(w->txn, st, &in);
 }
 
 int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
-		struct pd_time mtime, struct seal_result *out)
+		struct pd_time mtime, struct pd_time ctime, struct seal_result *out)
 {
-	struct seal_arg a = { .ino = ino, .src = src, .fp = fp, .mtime = mtime,
+	struct seal_arg a = { .ino = ino, .src = src, .fp = fp, .mtime = mtime, .ctime = ctime,
 			      .sync_dirs = st->opts.sync_blobs };
 	if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
 		return -errno;

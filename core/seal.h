@@ -40,12 +40,13 @@ struct seal_src {
 };
 
 /* Seal the staged bytes of inode ino, whose fingerprint is fp and which were
- * last modified at mtime. On success a staging file is gone from staging/:
+ * last modified at mtime (their ctime: ctime; sealing itself changes no
+ * attribute a user sees). On success a staging file is gone from staging/:
  * renamed into objects/ (fd then reads the blob) or, for a duplicate,
  * removed. Bytes in memory are written straight to their blob file when new
  * (a duplicate never touches the disk). */
 int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
-		struct pd_time mtime, struct seal_result *out);
+		struct pd_time mtime, struct pd_time ctime, struct seal_result *out);
 
 /* Make blob k durable: fsync its file and its directory. */
 int seal_sync_blob(struct store *st, const struct blobkey *k);

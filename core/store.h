@@ -9,12 +9,14 @@
  *
  * Writes: store_write() runs a callback inside a write transaction. Callers
  * on many threads are grouped: one of them (the leader) runs every queued
- * callback in one LMDB transaction, each in a nested transaction of its own
- * (so one failing callback does not undo the others), then commits once;
- * one commit, and in durable mode one fsync, serves the whole group
- * (group commit). A callback may run more than once: when LMDB's map is
- * full the batch is aborted, the map doubled and the batch run again, so a
- * callback keeps no state across runs except through its argument.
+ * callback in one LMDB transaction and commits once; one commit, and in
+ * durable mode one fsync, serves the whole group (group commit). A callback
+ * that fails takes the transaction down with it (LMDB's nested transactions
+ * would isolate it, but they cannot be used with MDB_WRITEMAP), so the
+ * others run again without it. A callback may therefore run more than once
+ * (also when LMDB's map is full: the batch is aborted, the map doubled and
+ * the batch run again): it keeps no state across runs except through its
+ * argument, and must not call store_write itself.
  *
  * Errors are negative errno values; messages for people go to the `err`
  * buffers that open and mkfs take.
@@ -161,7 +163,8 @@ void store_counters(struct store *st, struct pd_counters *out);
 /* Histogram bucket of a refcount (>= 1). */
 unsigned pd_hist_bucket(uint64_t refcount);
 
-/* Current time. */
+/* Current time; comparison (<0, 0, >0). */
 struct pd_time pd_now(void);
+int pd_time_cmp(struct pd_time a, struct pd_time b);
 
 #endif

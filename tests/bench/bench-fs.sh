@@ -165,7 +165,7 @@ json_num() { # key file
 
 run() { # name = METHOD_TARGET
 	local name=$1 method=${1%%_*} target=${1#*_} dest store t0 t1 t2 secs rc=0
-	local hwm stats
+	local hwm stats rss_parts
 	echo
 	echo "== $name"
 	store=$WORK/store
@@ -216,6 +216,10 @@ run() { # name = METHOD_TARGET
 
 	if [ "$target" != plain ]; then
 		hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon_pid/status" 2>/dev/null)
+		# what the resident set is made of at that moment: anonymous memory,
+		# and file pages mapped in (the filter image, LMDB's map)
+		rss_parts=$(awk '/^(RssAnon|RssFile|RssShmem):/ { printf "%s %.2f MiB, ", $1, $2 / 1024 }' \
+			"/proc/$daemon_pid/status" 2>/dev/null)
 		t0=$(now)
 		stop_daemon; rc=$?
 		t1=$(now)
@@ -240,6 +244,7 @@ run() { # name = METHOD_TARGET
 			rss_goal=$(calc %.2f "$filter_b / 1048576 + $RSS_SLACK_MB")
 			figure "${name}_peak_rss_mb" "$(calc %.2f "$hwm / 1024")" MiB \
 				"goal <= filter + $RSS_SLACK_MB MiB = $rss_goal MiB: $(met "$hwm / 1024 <= $rss_goal")"
+			[ -n "$rss_parts" ] && echo "${name}_rss_at_unmount: ${rss_parts%, }"
 		fi
 		local g="goal <= $STORED_SLACK x"
 		[ "$target" = nodedup ] && g=""

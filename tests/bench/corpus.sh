@@ -74,7 +74,7 @@ fi
 # --- 1. download the packages (only those not already in debs/) -----------
 mkdir -p "$CACHE/debs" "$CACHE/extract"
 updated=0
-deb_of() { ls "$CACHE/debs/$1"_*.deb 2>/dev/null | sort | tail -1; }
+deb_of() { ls "$CACHE/debs/$1"_*.deb 2>/dev/null | sort | tail -1; true; }
 for p in $PKGS; do
 	[ -n "$(deb_of "$p")" ] && continue
 	if ! apt-cache show "$p" >/dev/null 2>&1 && [ "$updated" -eq 0 ]; then

@@ -312,4 +312,11 @@ def wait_blobs(store, n, what="", timeout=5.0):
 
 
 def blob_path(store, m):
+    """Where the store keeps the first blob of MD5 m (README: objects/abc/<md5>)."""
     return os.path.join(store, "objects", m[:3], m)
+
+
+def find_blobs(store, m):
+    """Blob files of MD5 m (named <md5> or <md5>.N), wherever below objects/."""
+    return [p for p in blob_files(store)
+            if os.path.basename(p) == m or os.path.basename(p).startswith(m + ".")]

@@ -290,7 +290,7 @@ as_user() {
 }
 
 pd_case() {
-	local name=$1 fn=${2:-case_$1} rc wd log t=${PD_CASE_TIMEOUT:-300} nm
+	local name=$1 fn=${2:-case_$1} rc log t=${PD_CASE_TIMEOUT:-300} nm
 	shift; [ $# -gt 0 ] && shift
 	if [ -n "${PD_ONLY:-}" ] && ! [[ $name =~ $PD_ONLY ]]; then return 0; fi
 	log=$PD_TMP/case.$name.log
@@ -302,19 +302,24 @@ pd_case() {
 		return 0
 	fi
 	( cd "$PD_TOP" && "$fn" "$@" ) >"$log" 2>&1 </dev/null &
-	local cpid=$!
-	( trap 'kill $s 2>/dev/null; exit 0' TERM
-	  sleep "$t" & s=$!; wait $s
-	  echo "FAIL: case timed out after $t s" >>"$log"
-	  kill -KILL $(pd_tree "$cpid") 2>/dev/null
-	  sleep 3
-	  if kill -0 "$cpid" 2>/dev/null; then
-		# Still stuck in the filesystem: end the daemons.
-		while read -r _ _ w _; do kill -KILL $(pd_tree "$w") 2>/dev/null; done <"$PD_TMP/mounts"
-	  fi ) </dev/null >/dev/null 2>&1 &
-	wd=$!
-	rc=0; wait "$cpid" || rc=$?
-	kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null
+	local cpid=$! spid fin= st i
+	sleep "$t" </dev/null >/dev/null 2>&1 &
+	spid=$!
+	wait -n -p fin "$cpid" "$spid"; st=$?
+	if [ "$fin" = "$spid" ]; then
+		echo "FAIL: case timed out after $t s" >>"$log"
+		kill -KILL $(pd_tree "$cpid") 2>/dev/null
+		for i in $(seq 1 30); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$cpid" 2>/dev/null; then
+			# Still stuck in the filesystem: end the daemons.
+			while read -r _ _ w _; do kill -KILL $(pd_tree "$w") 2>/dev/null; done <"$PD_TMP/mounts"
+		fi
+		wait "$cpid" 2>/dev/null
+		rc=1
+	else
+		rc=$st
+		kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+	fi
 	if [ "$PD_SHARED" = 1 ] && [ "$rc" != 77 ] && ! mountpoint -q "$MNT"; then
 		echo "FAIL: the shared mount $MNT disappeared during the case (daemon died?)" >>"$log"
 		pd_show_log "$PDFS_LOG" >>"$log"
@@ -377,7 +382,9 @@ pd_cleanup() {
 trap pd_cleanup EXIT
 trap 'exit 130' INT TERM
 
-# pd_require: the binaries exist; otherwise one failed case and exit.
+# pd_require: the binaries exist; otherwise one failed case and exit. They
+# are copied into the temporary directory, so that a rebuild while the tests
+# run does not pull them away.
 pd_require() {
 	local b
 	for b in "$PD_BIN" "$PDFS_BIN"; do
@@ -387,4 +394,9 @@ pd_require() {
 			pd_finish
 		fi
 	done
+	mkdir -p "$PD_TMP/bin" &&
+	cp "$PD_BIN" "$PD_TMP/bin/pagededup" && cp "$PDFS_BIN" "$PD_TMP/bin/pagededupfs" || {
+		not_ok "setup"; note "# cannot copy the binaries to $PD_TMP/bin"; pd_finish; }
+	PD_BIN=$PD_TMP/bin/pagededup PDFS_BIN=$PD_TMP/bin/pagededupfs
+	export PD_BIN PDFS_BIN
 }

@@ -26,9 +26,8 @@ eq(refcount(M + "/d/a"), 2, "refcount of a")
 eq(refcount(M + "/d/b"), 2, "refcount of b")
 eq(md5x(M + "/d/a"), md5(X), "md5 attribute of a")
 eq(md5x(M + "/d/b"), md5(X), "md5 attribute of b")
-bp = blob_path(S, md5(X))
-check(os.path.isfile(bp), "no blob file at %s: %r" % (bp, blob_files(S)))
-eq(read(bp), X, "content of the blob file")
+eq(len(find_blobs(S, md5(X))), 1, "blob files named by the md5 of the content")
+eq(read(find_blobs(S, md5(X))[0]), X, "content of the blob file")
 eq(twins_str(M + "/d/a"), {"/d/b"}, "twins of a")
 eq(twins_str(M + "/d/b"), {"/d/a"}, "twins of b")
 write(M + "/d/c", Y)
@@ -66,6 +65,37 @@ write(M + "/d/f", X)
 wait_blobs(S, 2, "a copy written after remount")
 eq(refcount(M + "/d/f"), 4, "refcount after remount")
 eq(twins_str(M + "/d/f"), {"/d/a", "/d/b", "/d/sub/e"}, "twins after remount")
+EOF
+	pd_umount || fail umount
+}
+
+case_store_layout() {
+	pd_mount || fail mount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+for p in ("meta", "objects", "staging"):
+    check(os.path.isdir(os.path.join(S, p)), "store has no %s/ directory" % p)
+check(os.path.isfile(os.path.join(S, "filter")), "store has no filter file")
+check(os.path.isfile(os.path.join(S, "lock")), "store has no lock file")
+X, Y = b"layout X\n" * 100, b"layout Y\n" * 100
+write(M + "/x", X); write(M + "/x2", X); write(M + "/y", Y)
+wait_blobs(S, 2, "x, x2, y")
+eq(sorted(os.path.relpath(p, S) for p in blob_files(S)),
+   sorted(os.path.relpath(blob_path(S, m), S) for m in (md5(X), md5(Y))),
+   "blob files (objects/abc/<md5>)")
+eq(read(blob_path(S, md5(X))), X, "content of a blob file")
+fd = os.open(M + "/open", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"being written")
+os.close(fd)
+import time
+for _ in range(100):
+    left = os.listdir(os.path.join(S, "staging"))
+    if not left:
+        break
+    time.sleep(0.05)
+eq(left, [], "staging/ 5 s after every file was closed")
 EOF
 	pd_umount || fail umount
 }
@@ -176,7 +206,7 @@ eq(twins_str(a), set(), "twins of a")
 eq(md5x(b), md5(Y), "md5 attribute of b")
 write(a, Z)
 wait_blobs(S, 2, "Z, Y, Y (X freed)")
-check(not os.path.exists(blob_path(S, md5(X))), "blob of X still there with no file on it")
+check(not find_blobs(S, md5(X)), "blob of X still there with no file on it")
 eq([refcount(p) for p in (a, b, c)], [1, 2, 2], "refcounts after a := Z")
 # In-place change of one of two files sharing a blob: the other keeps its bytes.
 fd = os.open(b, os.O_WRONLY)
@@ -185,7 +215,7 @@ os.close(fd)
 Y2 = Y[:5] + b"!" + Y[6:]
 eq(read(b), Y2, "b after an in-place write")
 eq(read(c), Y, "c after its twin was changed in place")
-eq(read(blob_path(S, md5(Y))), Y, "blob of Y after its twin was changed in place")
+eq([read(p) for p in find_blobs(S, md5(Y))], [Y], "blob of Y after its twin was changed in place")
 eq((refcount(b), refcount(c)), (1, 1), "refcounts after the in-place write")
 eq(md5x(b), md5(Y2), "md5 attribute of b after the in-place write")
 eq(md5x(c), md5(Y), "md5 attribute of c after the in-place write")
@@ -204,7 +234,7 @@ with open(c, "ab") as f:
     f.write(b"more")
 eq(read(c), Y + b"more", "c after append")
 wait_blobs(S, 2, "Z, Y+more")
-check(not os.path.exists(blob_path(S, md5(Y))), "blob of Y still there with no file on it")
+check(not find_blobs(S, md5(Y)), "blob of Y still there with no file on it")
 EOF
 	pd_umount || fail umount
 }
@@ -243,7 +273,7 @@ os.truncate(a, 0); os.truncate(b, 0)
 for p in (a, b):
     eq(read(p), b"", "empty file")
     eq(md5x(p), "d41d8cd98f00b204e9800998ecf8427e", "md5 attribute of an empty file")
-check(not os.path.exists(blob_path(S, md5(X[:50]))), "blob of X[:50] still there with no file on it")
+check(not find_blobs(S, md5(X[:50])), "blob of X[:50] still there with no file on it")
 EOF
 	pd_umount || fail umount
 }
@@ -453,7 +483,14 @@ eq(md5x(f), md5(b"page\n"), "md5 attribute after the refused changes")
 eq(refcount(f), 1, "refcount after the refused changes")
 os.setxattr(f, "user.dedupx", b"not ours")
 eq(os.getxattr(f, "user.dedupx"), b"not ours", "user.dedupx is an ordinary attribute")
+# computed attributes are not listed, so copies out of the mount carry none
+names = os.listxattr(f)
+check(not [n for n in names if n.startswith("user.dedup.")], "listxattr lists dedup attributes: %r" % names)
+check("user.dedupx" in names, "listxattr: %r" % names)
 EOF
+	cp -a "$MNT/f" "$PD_TMP/f.copy" || fail "cp -a out of the mount"
+	expect_eq "$(getfattr --absolute-names -d -m - "$PD_TMP/f.copy" 2>/dev/null | grep -c '^user\.dedup\.')" 0 "dedup attributes on a cp -a copy"
+	expect_eq "$(getfattr --absolute-names --only-values -n user.dedupx "$PD_TMP/f.copy")" "not ours" "client attribute on a cp -a copy"
 	expect_eq "$(pd_xattr "$MNT/f" user.dedup.md5)" "$m" "md5 attribute after setfattr"
 	pd_umount || fail umount
 }
@@ -616,9 +653,9 @@ import os, sys
 from fsutil import *
 S = os.environ["STORE"]
 X = read(sys.argv[1])
-p = blob_path(S, md5(X))
-check(os.path.isfile(p), "blob file %s not found: %r" % (p, blob_files(S)))
-with open(p, "r+b") as f:
+b = find_blobs(S, md5(X))
+check(len(b) == 1, "blob file of the content not found: %r" % blob_files(S))
+with open(b[0], "r+b") as f:
     f.seek(150000)
     c = f.read(1)
     f.seek(150000)
@@ -743,6 +780,7 @@ case_fstab_mount() {
 }
 
 pd_case identical_share_blob
+pd_case store_layout
 pd_case twins_permission
 pd_case recrawl_same_bytes
 pd_case overwrite_moves_refcounts

@@ -127,6 +127,46 @@ for rnd_round in range(3):
 EOF
 }
 
+# Listing a directory (readdirplus hands the kernel attributes) while files
+# in it are open for writing must not lose what was written, nor sizes.
+case_readdir_open_files() {
+	pd_cdwd
+	py <<'EOF'
+import os, subprocess
+from fsutil import *
+fd = os.open("w", os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"x" * 5000)
+os.listdir(".")
+eq(os.stat("w").st_size, 5000, "size of a file being written, after a listing")
+eq(read("w"), b"x" * 5000, "content of a file being written, after a listing")
+os.close(fd)
+eq(read("w"), b"x" * 5000, "content after close")
+fd = os.open("t", os.O_RDWR | os.O_CREAT, 0o644)
+os.truncate("t", 100)
+os.listdir(".")
+eq(os.stat("t").st_size, 100, "size after truncate(2) of an open file and a listing")
+os.close(fd)
+eq(read("t"), b"\0" * 100, "content after close")
+write("s", b"sealed " * 100)
+fd = os.open("s", os.O_WRONLY)
+os.pwrite(fd, b"CHANGED", 0)
+os.listdir(".")
+os.close(fd)
+eq(read("s"), b"CHANGED" + (b"sealed " * 100)[7:], "in-place write to a closed file, listing before close")
+# a crawler writes a page in pieces while something lists the directory
+fd = os.open("page.html", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+want = b""
+for i in range(50):
+    chunk = b"<p>chunk %d</p>\n" % i * 30
+    os.write(fd, chunk)
+    want += chunk
+    subprocess.check_call(["ls", "-l"], stdout=subprocess.DEVNULL)
+os.close(fd)
+eq(os.stat("page.html").st_size, len(want), "size of the page written while ls -l ran")
+eq(read("page.html"), want, "content of the page written while ls -l ran")
+EOF
+}
+
 # --- reading and writing -------------------------------------------------
 
 case_rw_offsets() {
@@ -809,6 +849,13 @@ eq(sorted(n for n in os.listxattr("many") if n.startswith("user.k")),
    sorted("user.k%d" % i for i in range(50)), "50 attributes")
 for i in range(50):
     eq(os.getxattr("many", "user.k%d" % i), str(i).encode() * 10, "user.k%d" % i)
+# files and directories with attributes can be removed
+for n in os.listdir("."):
+    if os.path.isdir(n):
+        os.rmdir(n)
+    else:
+        os.unlink(n)
+eq(os.listdir("."), [], "listing after removing everything")
 EOF
 }
 
@@ -1240,6 +1287,7 @@ pd_mount_shared allow_other
 pd_case mkdir_rmdir
 pd_case readdir_10000
 pd_case readdir_stable
+pd_case readdir_open_files
 pd_case rw_offsets
 pd_case o_append
 pd_case o_trunc
