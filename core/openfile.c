@@ -592,6 +592,11 @@ static int seal(struct store *st, struct live *li)
 	struct fp fp;
 	int rc = fingerprint(li, &fp);
 	li->hash_ok = false;
+	/* The hash state (about 1 KB with OpenSSL's) is needed only while the
+	 * file is written; live entries of closed files stay for as long as
+	 * the kernel caches their inodes. */
+	if (li->hash.md5)
+		fp_free(&li->hash);
 	if (rc)
 		return rc;
 	struct seal_result res;

@@ -11,9 +11,9 @@
  * on many threads are grouped: one of them (the leader) runs every queued
  * callback in one LMDB transaction and commits once; one commit, and in
  * durable mode one fsync, serves the whole group (group commit). A callback
- * that fails takes the transaction down with it (LMDB's nested transactions
- * would isolate it, but they cannot be used with MDB_WRITEMAP), so the
- * others run again without it. A callback may therefore run more than once
+ * that fails takes the transaction down with it, and the others run again
+ * without it (cheaper than a nested transaction per callback, since
+ * failures are rare). A callback may therefore run more than once
  * (also when LMDB's map is full: the batch is aborted, the map doubled and
  * the batch run again): it keeps no state across runs except through its
  * argument, and must not call store_write itself.
@@ -108,6 +108,7 @@ struct store {
 	struct live_table *live;
 	uint64_t staging_seq;
 	uint64_t mem_staged;  /* bytes of pages being written held in memory */
+	uint64_t commits;     /* batches committed (leader only) */
 };
 
 /* A write transaction as a callback sees it. */

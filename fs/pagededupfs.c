@@ -828,7 +828,8 @@ int main(int argc, char *argv[])
 		fuse_loop_cfg_set_clone_fd(lc, 1);
 		if (cl.max_threads > 0 && cl.max_threads <= 100000)
 			fuse_loop_cfg_set_max_threads(lc, cl.max_threads);
-		fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
+		if (cl.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
 		ret = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}

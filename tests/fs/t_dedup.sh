@@ -761,18 +761,30 @@ case_daemonize() {
 }
 
 case_fstab_mount() {
-	local helper=/sbin/mount.fuse.pagededupfs
-	[ -x "$helper" ] || skip "$helper does not exist (not installed), mount -t fuse.pagededupfs not tried"
-	local s=$PD_TMP/fstab.store m=$PD_TMP/fstab.mnt pid i
+	# An fstab line "STORE MNT fuse.pagededupfs defaults 0 0" and `mount MNT`:
+	# mount(8) runs mount.fuse, which runs `pagededupfs STORE MNT -o ...`
+	# with PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:... (where
+	# `make install` puts it). The binary under test is linked there for the
+	# moment of the mount; a private fstab (mount --fstab) leaves /etc/fstab
+	# alone.
+	local link=/usr/local/bin/pagededupfs
+	[ -x /sbin/mount.fuse ] || [ -x /usr/sbin/mount.fuse ] || skip "mount.fuse (package fuse3) is not installed"
+	[ -e "$link" ] && skip "$link is installed; not replacing it to test the fstab mount"
+	local s=$PD_TMP/fstab.store m=$PD_TMP/fstab.mnt pid i rc
 	"$PD_BIN" mkfs "$s" >/dev/null || fail mkfs
 	mkdir -p "$m"
-	mount -t fuse.pagededupfs "$s" "$m" || fail "mount -t fuse.pagededupfs"
+	printf '%s %s fuse.pagededupfs defaults 0 0\n' "$s" "$m" >"$PD_TMP/fstab"
+	ln -s "$PDFS_BIN" "$link" || fail "cannot link $link"
+	mount --fstab "$PD_TMP/fstab" "$m"
+	rc=$?
+	rm -f "$link"
+	[ $rc -eq 0 ] || fail "mount MNT with an fstab line"
 	pid=$(pgrep -f -- "$s" | head -1)
 	pd_register_mount "$m" "$pid"
-	mountpoint -q "$m" || fail "not mounted after mount -t"
+	mountpoint -q "$m" || fail "not mounted after mount MNT"
 	expect_eq "$(findmnt -n -o FSTYPE "$m")" fuse.pagededupfs "file system type"
 	echo a >"$m/a" && echo a >"$m/b" || fail write
-	expect_eq "$(pd_xattr "$m/b" user.dedup.refcount)" 2 "refcount through the fstab-style mount"
+	expect_eq "$(pd_xattr "$m/b" user.dedup.refcount)" 2 "refcount through the fstab mount"
 	umount "$m" || fail umount
 	for i in $(seq 1 600); do [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && fail "daemon still running 60 s after umount"
