@@ -14,15 +14,14 @@
 #include "ns.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 
 #include "blob.h"
 #include "openfile.h"
+#include "xattr.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -33,12 +32,6 @@
 #define PD_LINK_MAX 65000
 
 /* ---- keys and small table helpers ------------------------------------ */
-
-static MDB_val ino_key(uint8_t kb[8], uint64_t ino)
-{
-	put_be64(kb, ino);
-	return (MDB_val){ 8, kb };
-}
 
 static MDB_val dirent_key(uint8_t kb[16], uint64_t parent, uint64_t hash)
 {
@@ -58,7 +51,7 @@ int ns_check_name(const char *name)
 int ns_get_inode(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *out)
 {
 	uint8_t kb[8];
-	MDB_val k = ino_key(kb, ino), v;
+	MDB_val k = store_ino_key(kb, ino), v;
 	int rc = pd_mdb_err(mdb_get(txn, st->db_inodes, &k, &v));
 	if (rc)
 		return rc;
@@ -70,7 +63,7 @@ static int put_inode_target(MDB_txn *txn, struct store *st, const struct inode *
 			    size_t tlen)
 {
 	uint8_t kb[8], vb[INODE_FIXED_BYTES + PD_SYMLINK_MAX + 1];
-	MDB_val k = ino_key(kb, in->ino), v = { inode_encode(in, target, tlen, vb), vb };
+	MDB_val k = store_ino_key(kb, in->ino), v = { inode_encode(in, target, tlen, vb), vb };
 	return pd_mdb_err(mdb_put(txn, st->db_inodes, &k, &v, 0));
 }
 
@@ -81,7 +74,7 @@ int ns_put_inode(MDB_txn *txn, struct store *st, const struct inode *in)
 	/* Keep the symlink target stored after the fixed part. */
 	uint8_t kb[8];
 	char target[PD_SYMLINK_MAX + 1];
-	MDB_val k = ino_key(kb, in->ino), v;
+	MDB_val k = store_ino_key(kb, in->ino), v;
 	int rc = pd_mdb_err(mdb_get(txn, st->db_inodes, &k, &v));
 	if (rc)
 		return rc;
@@ -162,14 +155,14 @@ static MDB_val link_val(uint8_t vb[LINK_VAL_MAX], uint64_t parent, const char *n
 static int link_put(MDB_txn *txn, struct store *st, uint64_t ino, uint64_t parent, const char *name)
 {
 	uint8_t kb[8], vb[LINK_VAL_MAX];
-	MDB_val k = ino_key(kb, ino), v = link_val(vb, parent, name);
+	MDB_val k = store_ino_key(kb, ino), v = link_val(vb, parent, name);
 	return pd_mdb_err(mdb_put(txn, st->db_links, &k, &v, MDB_NODUPDATA));
 }
 
 static int link_del(MDB_txn *txn, struct store *st, uint64_t ino, uint64_t parent, const char *name)
 {
 	uint8_t kb[8], vb[LINK_VAL_MAX];
-	MDB_val k = ino_key(kb, ino), v = link_val(vb, parent, name);
+	MDB_val k = store_ino_key(kb, ino), v = link_val(vb, parent, name);
 	return pd_mdb_err(mdb_del(txn, st->db_links, &k, &v));
 }
 
@@ -181,7 +174,7 @@ static int dir_parent(MDB_txn *txn, struct store *st, uint64_t dir, uint64_t *pa
 		return 0;
 	}
 	uint8_t kb[8];
-	MDB_val k = ino_key(kb, dir), v;
+	MDB_val k = store_ino_key(kb, dir), v;
 	int rc = pd_mdb_err(mdb_get(txn, st->db_links, &k, &v));
 	if (rc == -ENOENT)
 		return -ENOENT; /* removed directory */
@@ -210,7 +203,7 @@ static int dir_is_empty(MDB_txn *txn, struct store *st, uint64_t dir)
 static int orphan_mark(MDB_txn *txn, struct store *st, uint64_t ino, bool on)
 {
 	uint8_t kb[8];
-	MDB_val k = ino_key(kb, ino), v = { 0, NULL };
+	MDB_val k = store_ino_key(kb, ino), v = { 0, NULL };
 	int rc = on ? mdb_put(txn, st->db_orphans, &k, &v, 0) : mdb_del(txn, st->db_orphans, &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
 }
@@ -267,7 +260,7 @@ int ns_readlink(struct store *st, uint64_t ino, char *buf, size_t size, size_t *
 	if (rc)
 		return rc;
 	uint8_t kb[8];
-	MDB_val k = ino_key(kb, ino), v;
+	MDB_val k = store_ino_key(kb, ino), v;
 	struct inode in;
 	const char *target;
 	rc = pd_mdb_err(mdb_get(txn, st->db_inodes, &k, &v));
@@ -771,164 +764,6 @@ int ns_readdir(struct store *st, uint64_t dir, uint64_t off, bool with_attr, ns_
 	return rc;
 }
 
-/* ---- xattrs ---------------------------------------------------------- */
-
-static int xattr_key(uint8_t *kb, uint64_t ino, const char *name, MDB_val *k)
-{
-	size_t len = strlen(name);
-	if (len == 0)
-		return -EINVAL;
-	if (len > PD_XATTR_NAME_MAX)
-		return -ERANGE;
-	put_be64(kb, ino);
-	memcpy(kb + 8, name, len);
-	*k = (MDB_val){ 8 + len, kb };
-	return 0;
-}
-
-struct setxattr_arg {
-	uint64_t ino;
-	const char *name;
-	const void *value;
-	size_t size;
-	int flags;
-};
-
-static int setxattr_cb(struct wtx *w, void *p)
-{
-	struct setxattr_arg *a = p;
-	uint8_t kb[8 + PD_XATTR_NAME_MAX];
-	MDB_val k, v;
-	struct inode in;
-	int rc = xattr_key(kb, a->ino, a->name, &k);
-	if (rc || (rc = ns_get_inode(w->txn, w->st, a->ino, &in)))
-		return rc;
-	rc = pd_mdb_err(mdb_get(w->txn, w->st->db_xattrs, &k, &v));
-	if (rc && rc != -ENOENT)
-		return rc;
-	if (!rc && (a->flags & XATTR_CREATE))
-		return -EEXIST;
-	if (rc && (a->flags & XATTR_REPLACE))
-		return -ENODATA;
-	v = (MDB_val){ a->size, (void *)a->value };
-	if ((rc = pd_mdb_err(mdb_put(w->txn, w->st->db_xattrs, &k, &v, 0))))
-		return rc;
-	in.ctime = w->now;
-	return ns_put_inode(w->txn, w->st, &in);
-}
-
-int ns_setxattr(struct store *st, uint64_t ino, const char *name, const void *value, size_t size, int flags)
-{
-	if (size > PD_XATTR_VALUE_MAX)
-		return -E2BIG;
-	struct setxattr_arg a = { ino, name, value, size, flags };
-	return store_write(st, setxattr_cb, &a);
-}
-
-int ns_getxattr(struct store *st, uint64_t ino, const char *name, void *buf, size_t size, size_t *len)
-{
-	uint8_t kb[8 + PD_XATTR_NAME_MAX];
-	MDB_val k, v;
-	int rc = xattr_key(kb, ino, name, &k);
-	if (rc)
-		return rc == -ERANGE ? -ENODATA : rc;
-	MDB_txn *txn;
-	if ((rc = store_read_begin(st, &txn)))
-		return rc;
-	rc = pd_mdb_err(mdb_get(txn, st->db_xattrs, &k, &v));
-	if (rc == -ENOENT)
-		rc = -ENODATA;
-	if (!rc) {
-		*len = v.mv_size;
-		if (size && size < v.mv_size)
-			rc = -ERANGE;
-		else if (size)
-			memcpy(buf, v.mv_data, v.mv_size);
-	}
-	store_read_end(st, txn);
-	return rc;
-}
-
-int ns_listxattr(struct store *st, uint64_t ino, char *buf, size_t size, size_t *len)
-{
-	MDB_txn *txn;
-	MDB_cursor *c;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_xattrs, &c)))) {
-		store_read_end(st, txn);
-		return rc;
-	}
-	uint8_t kb[8];
-	MDB_val k = ino_key(kb, ino), v;
-	size_t total = 0;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (k.mv_size < 8 || get_be64(k.mv_data) != ino)
-			break;
-		size_t nlen = k.mv_size - 8;
-		if (size && total + nlen + 1 <= size) {
-			memcpy(buf + total, (char *)k.mv_data + 8, nlen);
-			buf[total + nlen] = 0;
-		}
-		total += nlen + 1;
-	}
-	mdb_cursor_close(c);
-	store_read_end(st, txn);
-	if (mrc && mrc != MDB_NOTFOUND)
-		return pd_mdb_err(mrc);
-	*len = total;
-	return size && total > size ? -ERANGE : 0;
-}
-
-struct rmxattr_arg { uint64_t ino; const char *name; };
-
-static int removexattr_cb(struct wtx *w, void *p)
-{
-	struct rmxattr_arg *a = p;
-	uint8_t kb[8 + PD_XATTR_NAME_MAX];
-	MDB_val k;
-	struct inode in;
-	int rc = xattr_key(kb, a->ino, a->name, &k);
-	if (rc || (rc = ns_get_inode(w->txn, w->st, a->ino, &in)))
-		return rc == -ERANGE ? -ENODATA : rc;
-	rc = pd_mdb_err(mdb_del(w->txn, w->st->db_xattrs, &k, NULL));
-	if (rc)
-		return rc == -ENOENT ? -ENODATA : rc;
-	in.ctime = w->now;
-	return ns_put_inode(w->txn, w->st, &in);
-}
-
-int ns_removexattr(struct store *st, uint64_t ino, const char *name)
-{
-	struct rmxattr_arg a = { ino, name };
-	return store_write(st, removexattr_cb, &a);
-}
-
-static int delete_xattrs(MDB_txn *txn, struct store *st, uint64_t ino)
-{
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_xattrs, &c));
-	if (rc)
-		return rc;
-	uint8_t kb[8];
-	int mrc;
-	for (;;) {
-		/* Seek afresh after each delete: a cursor left past the last key
-		 * answers EINVAL, not "not found". */
-		MDB_val k = ino_key(kb, ino), v;
-		mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (mrc || k.mv_size < 8 || get_be64(k.mv_data) != ino)
-			break;
-		if ((mrc = mdb_cursor_del(c, 0)))
-			break;
-	}
-	mdb_cursor_close(c);
-	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
-}
-
 /* ---- deleting an inode ------------------------------------------------ */
 
 int ns_delete_inode(struct wtx *w, uint64_t ino)
@@ -949,108 +784,10 @@ int ns_delete_inode(struct wtx *w, uint64_t ino)
 			return rc;
 	}
 	uint8_t kb[8];
-	MDB_val k = ino_key(kb, ino);
-	if ((rc = delete_xattrs(w->txn, st, ino)) ||
+	MDB_val k = store_ino_key(kb, ino);
+	if ((rc = xattr_delete_all(w->txn, st, ino)) ||
 	    (rc = pd_mdb_err(mdb_del(w->txn, st->db_inodes, &k, NULL))))
 		return rc;
 	return orphan_mark(w->txn, st, ino, false);
 }
 
-/* ---- paths and permissions -------------------------------------------- */
-
-bool ns_may(const struct inode *in, const struct pd_cred *cred, int mask)
-{
-	if (cred->uid == 0) /* root: all but execute of a file with no x bit */
-		return !(mask & 1) || S_ISDIR(in->mode) || (in->mode & 0111);
-	unsigned bits;
-	bool in_group = cred->gid == in->gid;
-	for (uint32_t i = 0; !in_group && i < cred->ngroups; i++)
-		in_group = cred->groups[i] == in->gid;
-	if (cred->uid == in->uid)
-		bits = (in->mode >> 6) & 7;
-	else if (in_group)
-		bits = (in->mode >> 3) & 7;
-	else
-		bits = in->mode & 7;
-	return ((unsigned)mask & bits) == (unsigned)mask;
-}
-
-/* Prepend "/name" to the path being built backwards in buf[0..end). */
-static int prepend(char *buf, size_t *start, const char *name, size_t len)
-{
-	if (*start < len + 1)
-		return -ENAMETOOLONG;
-	*start -= len;
-	memcpy(buf + *start, name, len);
-	buf[--*start] = '/';
-	return 0;
-}
-
-/* Build the path of (parent, name) and check search permission on every
- * directory above it. */
-static int path_of_link(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, size_t nlen,
-			const struct pd_cred *cred, char *buf, size_t bufsize, size_t *start)
-{
-	*start = bufsize;
-	int rc = prepend(buf, start, name, nlen);
-	for (unsigned depth = 0; !rc; depth++) {
-		struct inode d;
-		if (depth > 4096)
-			return -ELOOP;
-		if ((rc = ns_get_inode(txn, st, parent, &d)))
-			return rc;
-		if (cred && !ns_may(&d, cred, 1))
-			return -EACCES;
-		if (parent == PD_ROOT_INO)
-			return 0;
-		uint8_t kb[8];
-		MDB_val k = ino_key(kb, parent), v;
-		if ((rc = pd_mdb_err(mdb_get(txn, st->db_links, &k, &v))))
-			return rc;
-		if (v.mv_size < 8)
-			return -EUCLEAN;
-		parent = get_be64(v.mv_data);
-		rc = prepend(buf, start, (char *)v.mv_data + 8, v.mv_size - 8);
-	}
-	return rc;
-}
-
-int ns_paths(MDB_txn *txn, struct store *st, uint64_t ino, const struct pd_cred *cred, ns_path_fn cb,
-	     void *ctx)
-{
-	struct inode in;
-	int rc = ns_get_inode(txn, st, ino, &in);
-	if (rc)
-		return rc;
-	if (cred && !ns_may(&in, cred, 4))
-		return 0;
-	MDB_cursor *c;
-	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_links, &c))))
-		return rc;
-	enum { BUF = 3 * PATH_MAX };
-	char *buf = malloc(BUF);
-	if (!buf) {
-		mdb_cursor_close(c);
-		return -ENOMEM;
-	}
-	uint8_t kb[8];
-	MDB_val k = ino_key(kb, ino), v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
-		size_t start;
-		if (v.mv_size < 9) {
-			rc = -EUCLEAN;
-			break;
-		}
-		int prc = path_of_link(txn, st, get_be64(v.mv_data), (char *)v.mv_data + 8, v.mv_size - 8,
-				       cred, buf, BUF, &start);
-		if (prc == 0)
-			rc = cb(ctx, buf + start, BUF - start);
-		else if (prc != -EACCES && prc != -ENAMETOOLONG)
-			rc = prc;
-	}
-	free(buf);
-	mdb_cursor_close(c);
-	return rc;
-}

@@ -80,22 +80,6 @@ typedef int (*ns_dirent_fn)(void *ctx, const char *name, size_t len, uint64_t in
 			    uint64_t next_off, const struct inode *attr);
 int ns_readdir(struct store *st, uint64_t dir, uint64_t off, bool with_attr, ns_dirent_fn cb, void *ctx);
 
-/* Extended attributes clients set (stored as given). flags: XATTR_CREATE,
- * XATTR_REPLACE. get/list: size 0 asks for the length. */
-int ns_setxattr(struct store *st, uint64_t ino, const char *name, const void *value, size_t size, int flags);
-int ns_getxattr(struct store *st, uint64_t ino, const char *name, void *buf, size_t size, size_t *len);
-int ns_listxattr(struct store *st, uint64_t ino, char *buf, size_t size, size_t *len);
-int ns_removexattr(struct store *st, uint64_t ino, const char *name);
-
-/* Path of one name of ino from the root ("/a/b"), checking on the way that
- * cred may reach it (search on every directory, read on the file); -EACCES
- * if not. Every name of an inode is visited by ns_paths. */
-typedef int (*ns_path_fn)(void *ctx, const char *path, size_t len);
-int ns_paths(MDB_txn *txn, struct store *st, uint64_t ino, const struct pd_cred *cred, ns_path_fn cb,
-	     void *ctx);
-/* May cred do `mask` (R_OK/W_OK/X_OK) on in, as the kernel checks it? */
-bool ns_may(const struct inode *in, const struct pd_cred *cred, int mask);
-
 /* Validate a name: -EINVAL, -ENAMETOOLONG. */
 int ns_check_name(const char *name);
 

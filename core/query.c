@@ -10,6 +10,7 @@
 
 #include "blob.h"
 #include "fp.h"
+#include "paths.h"
 #include "stats.h"
 
 int query_is_dedup_attr(const char *name)
@@ -110,7 +111,7 @@ int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char
 	     mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_DUP)) {
 		uint64_t other = get_be64(v.mv_data);
 		if (other != ino)
-			rc = ns_paths(txn, st, other, cred, add_line, &l);
+			rc = path_names(txn, st, other, cred, add_line, &l);
 		if (rc == -ENOENT)
 			rc = 0; /* an orphan being deleted */
 	}

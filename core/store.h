@@ -164,6 +164,13 @@ void store_counters(struct store *st, struct pd_counters *out);
 /* Histogram bucket of a refcount (>= 1). */
 unsigned pd_hist_bucket(uint64_t refcount);
 
+/* Key of an inode-keyed table (u64 big-endian). */
+static inline MDB_val store_ino_key(uint8_t kb[8], uint64_t ino)
+{
+	put_be64(kb, ino);
+	return (MDB_val){ 8, kb };
+}
+
 /* Current time; comparison (<0, 0, >0). */
 struct pd_time pd_now(void);
 int pd_time_cmp(struct pd_time a, struct pd_time b);

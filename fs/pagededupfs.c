@@ -34,6 +34,7 @@
 #include "openfile.h"
 #include "query.h"
 #include "store.h"
+#include "xattr.h"
 
 struct pdfs {
 	struct store *st;
@@ -565,7 +566,7 @@ static void pd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = ns_getxattr(st_of(req), ino, name, buf, size, &len);
+	rc = xattr_get(st_of(req), ino, name, buf, size, &len);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (size == 0)
@@ -590,7 +591,7 @@ static void pd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
 	int rc = xattr_name_allowed(name);
 	if (!rc)
-		rc = ns_setxattr(st_of(req), ino, name, value, size, flags);
+		rc = xattr_set(st_of(req), ino, name, value, size, flags);
 	fuse_reply_err(req, -rc);
 }
 
@@ -602,7 +603,7 @@ static void pd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int rc = ns_listxattr(st_of(req), ino, buf, size, &len);
+	int rc = xattr_list(st_of(req), ino, buf, size, &len);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (size == 0)
@@ -616,7 +617,7 @@ static void pd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	int rc = xattr_name_allowed(name);
 	if (!rc)
-		rc = ns_removexattr(st_of(req), ino, name);
+		rc = xattr_remove(st_of(req), ino, name);
 	fuse_reply_err(req, -rc);
 }
 

@@ -1,0 +1,110 @@
+/* paths.c - path names of inodes for query answers, filtered by what the
+ * caller may reach: search permission on every directory from the root and
+ * read permission on the file, as the kernel would check them. Paths are
+ * built backwards through the `links` table (a directory has one link,
+ * its parent), so no absolute host path is ever formed. */
+#include "paths.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <limits.h>
+
+
+bool path_may(const struct inode *in, const struct pd_cred *cred, int mask)
+{
+	if (cred->uid == 0) /* root: all but execute of a file with no x bit */
+		return !(mask & 1) || S_ISDIR(in->mode) || (in->mode & 0111);
+	unsigned bits;
+	bool in_group = cred->gid == in->gid;
+	for (uint32_t i = 0; !in_group && i < cred->ngroups; i++)
+		in_group = cred->groups[i] == in->gid;
+	if (cred->uid == in->uid)
+		bits = (in->mode >> 6) & 7;
+	else if (in_group)
+		bits = (in->mode >> 3) & 7;
+	else
+		bits = in->mode & 7;
+	return ((unsigned)mask & bits) == (unsigned)mask;
+}
+
+/* Prepend "/name" to the path being built backwards in buf[0..end). */
+static int prepend(char *buf, size_t *start, const char *name, size_t len)
+{
+	if (*start < len + 1)
+		return -ENAMETOOLONG;
+	*start -= len;
+	memcpy(buf + *start, name, len);
+	buf[--*start] = '/';
+	return 0;
+}
+
+/* Build the path of (parent, name) and check search permission on every
+ * directory above it. */
+static int path_of_link(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, size_t nlen,
+			const struct pd_cred *cred, char *buf, size_t bufsize, size_t *start)
+{
+	*start = bufsize;
+	int rc = prepend(buf, start, name, nlen);
+	for (unsigned depth = 0; !rc; depth++) {
+		struct inode d;
+		if (depth > 4096)
+			return -ELOOP;
+		if ((rc = ns_get_inode(txn, st, parent, &d)))
+			return rc;
+		if (cred && !path_may(&d, cred, 1))
+			return -EACCES;
+		if (parent == PD_ROOT_INO)
+			return 0;
+		uint8_t kb[8];
+		MDB_val k = store_ino_key(kb, parent), v;
+		if ((rc = pd_mdb_err(mdb_get(txn, st->db_links, &k, &v))))
+			return rc;
+		if (v.mv_size < 8)
+			return -EUCLEAN;
+		parent = get_be64(v.mv_data);
+		rc = prepend(buf, start, (char *)v.mv_data + 8, v.mv_size - 8);
+	}
+	return rc;
+}
+
+int path_names(MDB_txn *txn, struct store *st, uint64_t ino, const struct pd_cred *cred, path_fn cb,
+	       void *ctx)
+{
+	struct inode in;
+	int rc = ns_get_inode(txn, st, ino, &in);
+	if (rc)
+		return rc;
+	if (cred && !path_may(&in, cred, 4))
+		return 0;
+	MDB_cursor *c;
+	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_links, &c))))
+		return rc;
+	enum { BUF = 3 * PATH_MAX };
+	char *buf = malloc(BUF);
+	if (!buf) {
+		mdb_cursor_close(c);
+		return -ENOMEM;
+	}
+	uint8_t kb[8];
+	MDB_val k = store_ino_key(kb, ino), v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		size_t start;
+		if (v.mv_size < 9) {
+			rc = -EUCLEAN;
+			break;
+		}
+		int prc = path_of_link(txn, st, get_be64(v.mv_data), (char *)v.mv_data + 8, v.mv_size - 8,
+				       cred, buf, BUF, &start);
+		if (prc == 0)
+			rc = cb(ctx, buf + start, BUF - start);
+		else if (prc != -EACCES && prc != -ENAMETOOLONG)
+			rc = prc;
+	}
+	free(buf);
+	mdb_cursor_close(c);
+	return rc;
+}
