@@ -4,8 +4,11 @@
 set -euo pipefail
 build=${1:-build/release}
 work=$(mktemp -d /var/tmp/pd-bench-core.XXXXXX)
+mkdir -p "$work/a" "$work/b"
 trap 'rm -rf "$work"' EXIT
 echo "## filter (bench_cbf)"
 "$build/bench/bench_cbf"
 echo "## store engine (bench_core: 30 KB pages, half duplicates, 2 threads)"
-"$build/bench/bench_core" "$work" "${PD_BENCH_PAGES:-100000}" "${PD_BENCH_THREADS:-2}"
+"$build/bench/bench_core" "$work/a" "${PD_BENCH_PAGES:-100000}" "${PD_BENCH_THREADS:-2}"
+echo "## probes of new pages follow the filter's rate (a filter built for 1e-2)"
+"$build/bench/bench_core" "$work/b" 40000 2 0.01
