@@ -241,10 +241,17 @@ int blob_verify(int fd, const struct fprec *r)
 
 int blob_mkdirs(struct store *st, const struct blobkey *k)
 {
+	/* Remember which of the 4096 directories exist: a mkdir per new blob
+	 * would otherwise be the commonest system call of a crawl. */
+	unsigned dir = (unsigned)k->md5[0] << 4 | k->md5[1] >> 4;
+	uint64_t bit = 1ull << (dir % 64);
+	if (__atomic_load_n(&st->objdirs[dir / 64], __ATOMIC_RELAXED) & bit)
+		return 0;
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
 	*strrchr(path, '/') = 0; /* "objects/abc" */
 	if (mkdirat(st->dirfd, path, 0700) && errno != EEXIST)
 		return -errno;
+	__atomic_or_fetch(&st->objdirs[dir / 64], bit, __ATOMIC_RELAXED);
 	return 0;
 }
