@@ -209,6 +209,18 @@ static int settle(struct store *st, struct live *li, uint32_t unpin, uint64_t fo
 	return delete ? delete_orphan(st, ino) : 0;
 }
 
+/* Pin the entry of ino if it exists (NULL: the inode is not in use). */
+static struct live *pin_existing(struct store *st, uint64_t ino)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = *find_slot(t, ino);
+	if (li)
+		li->pins++;
+	pthread_mutex_unlock(&t->mu);
+	return li;
+}
+
 static struct live *pin(struct store *st, uint64_t ino)
 {
 	struct live_table *t = st->live;
@@ -232,12 +244,7 @@ void live_ref(struct store *st, uint64_t ino, uint64_t n)
 
 int live_forget(struct store *st, uint64_t ino, uint64_t n)
 {
-	struct live_table *t = st->live;
-	pthread_mutex_lock(&t->mu);
-	struct live *li = *find_slot(t, ino);
-	if (li)
-		li->pins++; /* hold it while settling */
-	pthread_mutex_unlock(&t->mu);
+	struct live *li = pin_existing(st, ino); /* held while settling */
 	return li ? settle(st, li, 1, n) : 0;
 }
 
@@ -845,12 +852,7 @@ void file_merge_attr(struct store *st, struct inode *in)
 {
 	if (!S_ISREG(in->mode))
 		return;
-	struct live_table *t = st->live;
-	pthread_mutex_lock(&t->mu);
-	struct live *li = *find_slot(t, in->ino);
-	if (li)
-		li->pins++;
-	pthread_mutex_unlock(&t->mu);
+	struct live *li = pin_existing(st, in->ino);
 	if (!li)
 		return;
 	/* Read again under the entry's lock: a seal may have committed since
@@ -880,12 +882,7 @@ int file_getattr(struct store *st, uint64_t ino, struct inode *out)
 
 void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
 {
-	struct live_table *t = st->live;
-	pthread_mutex_lock(&t->mu);
-	struct live *li = *find_slot(t, ino);
-	if (li)
-		li->pins++;
-	pthread_mutex_unlock(&t->mu);
+	struct live *li = pin_existing(st, ino);
 	if (!li)
 		return;
 	pthread_mutex_lock(&li->mu);

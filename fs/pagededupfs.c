@@ -569,10 +569,8 @@ static void pd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	rc = xattr_get(st_of(req), ino, name, buf, size, &len);
 	if (rc)
 		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, len);
 	else
-		fuse_reply_buf(req, buf, len);
+		reply_value(req, buf, len, size);
 	free(buf);
 }
 
@@ -606,10 +604,8 @@ static void pd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	int rc = xattr_list(st_of(req), ino, buf, size, &len);
 	if (rc)
 		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, len);
 	else
-		fuse_reply_buf(req, buf, len);
+		reply_value(req, buf, len, size);
 	free(buf);
 }
 
