@@ -46,7 +46,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build deps check unit stress bench bench-core install mount clean
+.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -99,6 +99,12 @@ bench-core: all
 
 bench: all
 	@bash tests/bench/bench-fs.sh build/release
+
+bench-fsck: all
+	@bash tests/bench/bench-fsck.sh build/release
+
+bench-filter: all
+	@bash tests/bench/bench-filter.sh build/release
 
 install: all
 	@install -d $(DESTDIR)$(PREFIX)/bin

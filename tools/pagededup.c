@@ -4,19 +4,21 @@
  *   pagededup stats STORE [--json]
  *   pagededup fsck STORE [--deep] [--repair]
  *
- * Exit status: 0 success; 1 usage or runtime error (fsck: 1 = repaired,
- * 2 = damage left), as each command's help says.
+ * Exit status: 0 success; 1 usage or runtime error (fsck: 0 clean, 1 repaired,
+ * 2 damage left or the check could not run), as each command's help says.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsck.h"
 #include "stats.h"
 #include "store.h"
+#include "urlseen.h"
 
 static void usage(FILE *out)
 {
@@ -30,9 +32,18 @@ static void usage(FILE *out)
 	      "  stats STORE [--json]\n"
 	      "        pages, blobs, bytes saved, refcount histogram, filter fill and rate.\n"
 	      "  fsck STORE [--deep] [--repair]\n"
-	      "        check every invariant of an unmounted store; --deep also re-hashes every\n"
-	      "        blob; --repair fixes what can be fixed. Exit 0 clean, 1 repaired,\n"
-	      "        2 damage left.\n",
+	      "        check every invariant of an unmounted store: refcounts, blob files,\n"
+	      "        filter counters and exact counts, the namespace tree and link counts,\n"
+	      "        totals, orphan files. --deep also re-hashes every blob (MD5, XXH3-128).\n"
+	      "        --repair fixes what can be fixed and never deletes a blob a page refers\n"
+	      "        to; a page whose bytes are lost moves to /lost+found (empty, with its\n"
+	      "        MD5 in the xattr user.pagededup.lost_md5). Exit 0 clean, 1 repaired,\n"
+	      "        2 damage left (or the check could not run).\n"
+	      "  urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]\n"
+	      "        print the URLs (one a line, from INPUT or stdin) not seen before, in\n"
+	      "        normal form, and record them in FILE, a filter that keeps between runs\n"
+	      "        and grows with them (default rate 1e-4). --check tests only. Several\n"
+	      "        processes may share FILE (flock per batch). `urlseen --help` for more.\n",
 	      out);
 }
 
@@ -143,38 +154,117 @@ static int cmd_stats(int argc, char **argv)
 	return 0;
 }
 
+/* fsck's output: problems and repairs on stdout, progress on stderr. On a
+ * terminal the progress is one bar redrawn in place (at most ten times a
+ * second) and cleared before a report line; otherwise it is a plain line
+ * when a phase starts, every few seconds, and when it ends. */
+#define FSCK_PROGRESS_SECONDS 5.0
+
+struct fsck_ui {
+	bool tty;
+	bool drawn;           /* a bar is on the screen */
+	char phase[48];
+	double phase_start, last;
+	bool phase_done;
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void fsck_clear_bar(struct fsck_ui *ui)
+{
+	if (ui->drawn) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		ui->drawn = false;
+	}
+}
+
 static void fsck_report(void *ctx, const char *line)
 {
-	(void)ctx;
+	fsck_clear_bar(ctx);
 	printf("%s\n", line);
+	fflush(stdout);
 }
 
 static void fsck_progress(void *ctx, const char *phase, uint64_t done, uint64_t total)
 {
-	(void)ctx;
-	if (!isatty(2))
+	struct fsck_ui *ui = ctx;
+	double t = mono_s();
+	bool start = strcmp(phase, ui->phase) != 0;
+	bool end = !start && done == total && !ui->phase_done;
+	if (start) {
+		snprintf(ui->phase, sizeof ui->phase, "%s", phase);
+		ui->phase_start = t;
+		ui->phase_done = false;
+	}
+	if (end)
+		ui->phase_done = true;
+	unsigned long long d = done, n = total;
+	if (ui->tty) {
+		if (!start && !end && t - ui->last < 0.1)
+			return;
+		ui->last = t;
+		if (total) {
+			int pct = (int)(100 * done / total), w = (int)(30 * done / total);
+			fprintf(stderr, "\r\033[Kfsck %-22s [%.*s%*s] %3d%%  %llu/%llu", phase, w,
+				"##############################", 30 - w, "", pct, d, n);
+		} else {
+			fprintf(stderr, "\r\033[Kfsck %-22s %llu", phase, d);
+		}
+		fflush(stderr);
+		ui->drawn = true;
 		return;
-	if (total)
-		fprintf(stderr, "\r%-8s %3d%% [%-40.*s]", phase, (int)(100 * done / total),
-			(int)(40 * done / total), "########################################");
-	else
-		fprintf(stderr, "\r%-8s %llu", phase, (unsigned long long)done);
-	if (done == total)
-		fputc('\n', stderr);
+	}
+	if (start) {
+		ui->last = t;
+		if (total)
+			fprintf(stderr, "fsck: %s: %llu to check\n", phase, n);
+		else
+			fprintf(stderr, "fsck: %s\n", phase);
+	} else if (end) {
+		fprintf(stderr, "fsck: %s: done (%llu in %.1f s)\n", phase, d, t - ui->phase_start);
+	} else if (t - ui->last >= FSCK_PROGRESS_SECONDS) {
+		ui->last = t;
+		if (total)
+			fprintf(stderr, "fsck: %s: %d%% (%llu of %llu)\n", phase, (int)(100 * done / total), d, n);
+		else
+			fprintf(stderr, "fsck: %s: %llu\n", phase, d);
+	}
+}
+
+static void fsck_summary(const char *store, const struct fsck_result *r, bool deep)
+{
+	printf("fsck %s: %llu inodes (%llu pages, %llu directories), %llu blobs, %llu blob files", store,
+	       (unsigned long long)r->inodes, (unsigned long long)r->pages, (unsigned long long)r->dirs,
+	       (unsigned long long)r->blobs, (unsigned long long)r->blob_files);
+	if (deep)
+		printf(", %.1f MB hashed", (double)r->bytes_hashed / 1e6);
+	printf(" in %.1f s\n", r->seconds);
 }
 
 static int cmd_fsck(int argc, char **argv)
 {
-	struct fsck_opts o = { .report = fsck_report, .progress = fsck_progress };
-	static const struct option opts[] = {
-		{ "deep", no_argument, 0, 'd' }, { "repair", no_argument, 0, 'r' }, { 0, 0, 0, 0 } };
+	struct fsck_ui ui = { .tty = isatty(2) };
+	struct fsck_opts o = { .report = fsck_report, .progress = fsck_progress, .ctx = &ui };
+	static const struct option opts[] = { { "deep", no_argument, 0, 'd' },
+					      { "repair", no_argument, 0, 'r' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
 	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'd')
 			o.deep = true;
 		else if (c == 'r')
 			o.repair = true;
-		else {
+		else if (c == 'h') {
+			usage(stdout);
+			return 0;
+		} else {
 			usage(stderr);
 			return 2;
 		}
@@ -183,29 +273,49 @@ static int cmd_fsck(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	const char *store = argv[optind];
 	struct fsck_result r;
 	char err[512];
-	int rc = fsck_run(argv[optind], &o, &r, err);
+	int rc = fsck_run(store, &o, &r, err);
+	fsck_clear_bar(&ui);
 	if (rc) {
 		fprintf(stderr, "pagededup fsck: %s\n", *err ? err : strerror(-rc));
 		return 2;
 	}
-	if (r.problems && o.repair) {
-		/* Check again: what is left after the repair decides the exit. */
-		struct fsck_opts again = { .deep = o.deep, .report = fsck_report };
-		struct fsck_result r2;
-		if (fsck_run(argv[optind], &again, &r2, err))
-			return 2;
-		printf("fsck: %llu inodes, %llu blobs: %llu problems, %llu repaired, %llu left\n",
-		       (unsigned long long)r.inodes, (unsigned long long)r.blobs,
-		       (unsigned long long)r.problems, (unsigned long long)r.repaired,
-		       (unsigned long long)r2.problems);
-		return r2.problems ? 2 : 1;
+	if (!r.problems) {
+		fsck_summary(store, &r, o.deep);
+		printf("clean\n");
+		return 0;
 	}
-	printf("fsck: %llu inodes, %llu blobs, %llu blob files: %s\n", (unsigned long long)r.inodes,
-	       (unsigned long long)r.blobs, (unsigned long long)r.blob_files,
-	       r.problems ? "DAMAGED" : "clean");
-	return r.problems ? 2 : 0;
+	if (!o.repair) {
+		fsck_summary(store, &r, o.deep);
+		printf("DAMAGED: %llu problem%s; 'pagededup fsck --repair %s' fixes what can be fixed\n",
+		       (unsigned long long)r.problems, r.problems == 1 ? "" : "s", store);
+		return 2;
+	}
+	/* Check again: what is left after the repair decides the exit. */
+	printf("-- checking again after %llu repair%s\n", (unsigned long long)r.repaired,
+	       r.repaired == 1 ? "" : "s");
+	struct fsck_opts again = o;
+	again.repair = false;
+	struct fsck_result r2;
+	if ((rc = fsck_run(store, &again, &r2, err))) {
+		fsck_clear_bar(&ui);
+		fprintf(stderr, "pagededup fsck: after the repair: %s\n", *err ? err : strerror(-rc));
+		return 2;
+	}
+	fsck_clear_bar(&ui);
+	fsck_summary(store, &r2, o.deep);
+	printf("%llu problem%s found, %llu repair%s made", (unsigned long long)r.problems,
+	       r.problems == 1 ? "" : "s", (unsigned long long)r.repaired, r.repaired == 1 ? "" : "s");
+	if (r.lost)
+		printf("; %llu page%s whose bytes are lost now in /%s (empty, %s holds the MD5)",
+		       (unsigned long long)r.lost, r.lost == 1 ? "" : "s", FSCK_LOST_FOUND, FSCK_XATTR_LOST_MD5);
+	if (r.adopted)
+		printf("; %llu nameless file%s or cut-off director%s put in /%s", (unsigned long long)r.adopted,
+		       r.adopted == 1 ? "" : "s", r.adopted == 1 ? "y" : "ies", FSCK_LOST_FOUND);
+	printf("\n%s\n", r2.problems ? "DAMAGE LEFT: the problems above could not all be repaired" : "repaired: clean now");
+	return r2.problems ? 2 : 1;
 }
 
 int main(int argc, char **argv)
@@ -223,6 +333,7 @@ int main(int argc, char **argv)
 		return cmd_stats(argc, argv);
 	if (!strcmp(cmd, "fsck"))
 		return cmd_fsck(argc, argv);
+	if (!strcmp(cmd, "urlseen")) return cmd_urlseen(argc, argv);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;
