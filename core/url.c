@@ -1,0 +1,524 @@
+/* url.c - syntax-based URL normalisation (RFC 3986 6.2.2 and 6.2.3).
+ *
+ * One pass over the input, component by component, writing the normal form
+ * into the caller's buffer: the scheme and "//", the authority (userinfo,
+ * host, port), the path, the query; the fragment is dropped. Each byte is
+ * classified through one 256-entry table, so the common case (a URL that is
+ * already normal) costs a table look-up and a store per byte; the dot-segment
+ * pass runs only on paths that contain "/.", and the query sort only on
+ * request. The caller's buffer is at least URL_NORM_CAP(len) bytes, checked
+ * once, so the loop itself never tests for room.
+ *
+ * Decisions beyond the letter of RFC 3986, all made so that a crawler's
+ * list works as it comes: white space around the URL is trimmed (CRLF
+ * files); bytes that a component may not hold are percent-encoded, as
+ * browsers do when they send such a link, rather than refused (except in
+ * the host, where they mean the line is not a URL); a stray '%' is "%25".
+ */
+#include "url.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Character classes, one bit each. */
+#define C_LOWER 0x001  /* a-z */
+#define C_UPPER 0x002  /* A-Z */
+#define C_DIGIT 0x004  /* 0-9 */
+#define C_MARK 0x008   /* - _ ~ */
+#define C_DOT 0x010    /* . */
+#define C_SUB 0x020    /* ! $ & ' ( ) * + , ; = */
+#define C_COLON 0x040  /* : */
+#define C_AT 0x080     /* @ */
+#define C_SLASH 0x100  /* / */
+#define C_QMARK 0x200  /* ? */
+#define C_HASH 0x400   /* # */
+#define C_HEX 0x800    /* 0-9 A-F a-f */
+#define C_UNRES (C_LOWER | C_UPPER | C_DIGIT | C_MARK | C_DOT)
+
+/* What each component may hold as it is (RFC 3986 3.2.1, 3.2.2, 3.3, 3.4),
+ * and the part of it that is copied without a second look: everything but
+ * '.' in a path (it may begin a dot segment) and capitals in a host. */
+#define ALLOW_USERINFO (C_UNRES | C_SUB | C_COLON)
+#define ALLOW_HOST (C_UNRES | C_SUB)
+#define FAST_HOST (ALLOW_HOST & ~C_UPPER)
+#define ALLOW_PATH (C_UNRES | C_SUB | C_COLON | C_AT | C_SLASH)
+#define FAST_PATH (ALLOW_PATH & ~C_DOT)
+#define ALLOW_QUERY (ALLOW_PATH | C_QMARK)
+
+/* GNU range designators: accepted by GCC and Clang in C11 mode. */
+static const uint16_t cls[256] = {
+	['a' ... 'f'] = C_LOWER | C_HEX,
+	['g' ... 'z'] = C_LOWER,
+	['A' ... 'F'] = C_UPPER | C_HEX,
+	['G' ... 'Z'] = C_UPPER,
+	['0' ... '9'] = C_DIGIT | C_HEX,
+	['-'] = C_MARK, ['_'] = C_MARK, ['~'] = C_MARK,
+	['.'] = C_DOT,
+	['!'] = C_SUB, ['$'] = C_SUB, ['&'] = C_SUB, ['\''] = C_SUB, ['('] = C_SUB,
+	[')'] = C_SUB, ['*'] = C_SUB, ['+'] = C_SUB, [','] = C_SUB, [';'] = C_SUB,
+	['='] = C_SUB,
+	[':'] = C_COLON,
+	['@'] = C_AT,
+	['/'] = C_SLASH,
+	['?'] = C_QMARK,
+	['#'] = C_HASH,
+};
+static const char hexdig[] = "0123456789ABCDEF";
+
+static inline uint8_t lower(uint8_t c)
+{
+	return (uint8_t)(cls[c] & C_UPPER ? c + 32 : c);
+}
+
+static inline unsigned hexval(uint8_t c)
+{
+	return c <= '9' ? (unsigned)(c - '0') : (unsigned)((c | 0x20) - 'a' + 10);
+}
+
+static inline bool is_ws(uint8_t c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+enum comp { COMP_USER, COMP_HOST, COMP_PATH, COMP_QUERY };
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+/* Bytes of v in lo .. lo+n-1: unsigned range check through a signed
+ * compare of v shifted so that lo lands on -128. */
+static inline __m128i in_range(__m128i v, int lo, int n)
+{
+	__m128i x = _mm_add_epi8(v, _mm_set1_epi8((char)(signed char)(0x80 - lo)));
+	return _mm_cmplt_epi8(x, _mm_set1_epi8((char)(signed char)(-128 + n)));
+}
+
+static inline __m128i eq(__m128i v, char c)
+{
+	return _mm_cmpeq_epi8(v, _mm_set1_epi8(c));
+}
+
+/* Bit i set: byte i of v is one that the component copies unchanged, from a
+ * subset of the scalar loop's fast bytes (letters, digits, a few marks). */
+static inline unsigned plain_mask(__m128i v, enum comp kind)
+{
+	__m128i m = _mm_or_si128(in_range(v, 'a', 26), in_range(v, '0', 10));
+	m = _mm_or_si128(m, eq(v, '-'));
+	if (kind == COMP_HOST) {
+		m = _mm_or_si128(m, eq(v, '.'));
+	} else {
+		m = _mm_or_si128(m, in_range(v, 'A', 26));
+		m = _mm_or_si128(m, _mm_or_si128(eq(v, '_'), eq(v, '/')));
+		if (kind == COMP_QUERY)
+			m = _mm_or_si128(_mm_or_si128(m, eq(v, '.')),
+					 _mm_or_si128(_mm_or_si128(eq(v, '='), eq(v, '&')),
+						      eq(v, '+')));
+	}
+	return (unsigned)_mm_movemask_epi8(m);
+}
+#endif
+
+/* Copy from *sp up to e, or to the first byte in stop, into o, normalising
+ * percent-encodings and encoding what allow does not admit; bytes in
+ * `fast` are copied as they are (and runs of the commonest of them 16 at a
+ * time). COMP_HOST: lower-case letters and refuse disallowed ASCII.
+ * COMP_PATH: set *dots if a segment starts with '.' (after decoding).
+ * Returns the new end of the output and leaves *sp where it stopped, or
+ * returns NULL with *why set. Always inlined, so that the kind and the
+ * masks are constants in each copy of the loop.
+ *
+ * Room: the output never passes 3 bytes per input byte read, so a 16-byte
+ * store while 16 input bytes remain stays within URL_NORM_CAP. */
+static inline __attribute__((always_inline)) uint8_t *
+component(const uint8_t **sp, const uint8_t *e, uint8_t *o, unsigned fast, unsigned allow,
+	  unsigned stop, enum comp kind, bool *dots, const char **why)
+{
+	const uint8_t *s = *sp;
+	for (;;) {
+#if defined(__SSE2__)
+		if (kind != COMP_USER) {
+			while (e - s >= 16) {
+				__m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+				unsigned m = plain_mask(v, kind);
+				_mm_storeu_si128((__m128i *)(void *)o, v);
+				if (m == 0xFFFF) {
+					s += 16;
+					o += 16;
+					continue;
+				}
+				unsigned n = (unsigned)__builtin_ctz(~m);
+				s += n;
+				o += n;
+				break;
+			}
+		}
+#endif
+		if (s >= e)
+			break;
+		uint8_t c = *s;
+		unsigned k = cls[c];
+		if (k & fast) {
+			*o++ = c;
+			s++;
+			continue;
+		}
+		if (k & stop)
+			break;
+		if (c == '%') {
+			if (e - s >= 3 && (cls[s[1]] & C_HEX) && (cls[s[2]] & C_HEX)) {
+				uint8_t v = (uint8_t)(hexval(s[1]) << 4 | hexval(s[2]));
+				if (cls[v] & C_UNRES) {
+					if (kind == COMP_HOST)
+						v = lower(v);
+					if (kind == COMP_PATH && v == '.' && o[-1] == '/')
+						*dots = true;
+					*o++ = v;
+				} else {
+					*o++ = '%';
+					*o++ = (uint8_t)hexdig[v >> 4];
+					*o++ = (uint8_t)hexdig[v & 15];
+				}
+				s += 3;
+			} else {
+				*o++ = '%';
+				*o++ = '2';
+				*o++ = '5';
+				s++;
+			}
+			continue;
+		}
+		if (k & allow) {
+			if (kind == COMP_HOST)
+				c = lower(c);
+			if (kind == COMP_PATH && c == '.' && o[-1] == '/')
+				*dots = true;
+			*o++ = c;
+			s++;
+			continue;
+		}
+		if (c <= 0x20 || c == 0x7F) {
+			*why = "space or control character";
+			return NULL;
+		}
+		if (kind == COMP_HOST && c < 0x80) {
+			*why = "bad character in host";
+			return NULL;
+		}
+		*o++ = '%';
+		*o++ = (uint8_t)hexdig[c >> 4];
+		*o++ = (uint8_t)hexdig[c & 15];
+		s++;
+	}
+	*sp = s;
+	return o;
+}
+
+/* The end of the authority (the first '/', '?' or '#'), noting its last '@'
+ * and last ':'. */
+static inline const uint8_t *authority_end(const uint8_t *p, const uint8_t *e,
+					   const uint8_t **at, const uint8_t **colon)
+{
+	for (;;) {
+#if defined(__SSE2__)
+		while (e - p >= 16) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+			__m128i m = _mm_or_si128(_mm_or_si128(eq(v, '/'), eq(v, '?')),
+						 _mm_or_si128(_mm_or_si128(eq(v, '#'), eq(v, '@')),
+							      eq(v, ':')));
+			unsigned bits = (unsigned)_mm_movemask_epi8(m);
+			if (!bits) {
+				p += 16;
+				continue;
+			}
+			p += __builtin_ctz(bits);
+			break;
+		}
+#endif
+		if (p >= e)
+			return p;
+		unsigned k = cls[*p];
+		if (k & (C_SLASH | C_QMARK | C_HASH))
+			return p;
+		if (k & C_AT)
+			*at = p;
+		else if (k & C_COLON)
+			*colon = p;
+		p++;
+	}
+}
+
+size_t url_remove_dot_segments(char *path, size_t len)
+{
+	/* The path is a sequence of "/segment"; each is read at r and either
+	 * dropped ("."), pops the last written one (".."), or is moved down to
+	 * w. Writing never overtakes reading, so this works in place. A
+	 * final "." or ".." leaves the path ending in "/" (RFC 3986 5.2.4). */
+	size_t r = 0, w = 0;
+	if (len == 0 || path[0] != '/')
+		return len;
+	while (r < len) {
+		size_t s = r + 1, e = s; /* segment path[s..e), after the '/' at r */
+		while (e < len && path[e] != '/')
+			e++;
+		size_t n = e - s;
+		bool last = e == len;
+		if (n == 1 && path[s] == '.') {
+			if (last)
+				path[w++] = '/';
+		} else if (n == 2 && path[s] == '.' && path[s + 1] == '.') {
+			while (w > 0 && path[w - 1] != '/')
+				w--;
+			if (w > 0)
+				w--; /* the '/' that began the popped segment */
+			if (last)
+				path[w++] = '/';
+		} else {
+			memmove(path + w, path + r, n + 1);
+			w += n + 1;
+		}
+		r = e;
+	}
+	return w;
+}
+
+/* Default port of a (lower-case) scheme, 0 if none. */
+static unsigned default_port(const uint8_t *s, size_t n)
+{
+	if (n == 4 && !memcmp(s, "http", 4))
+		return 80;
+	if (n == 5 && !memcmp(s, "https", 5))
+		return 443;
+	if (n == 2 && !memcmp(s, "ws", 2))
+		return 80;
+	if (n == 3 && !memcmp(s, "wss", 3))
+		return 443;
+	if (n == 3 && !memcmp(s, "ftp", 3))
+		return 21;
+	return 0;
+}
+
+struct param {
+	const char *p;
+	size_t n;
+};
+
+static int param_cmp(const void *a, const void *b)
+{
+	const struct param *x = a, *y = b;
+	size_t n = x->n < y->n ? x->n : y->n;
+	int c = memcmp(x->p, y->p, n);
+	if (c)
+		return c;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* Sort the '&'-separated parameters of q[0..len) and drop empty ones, in
+ * place; returns the new length. */
+static int sort_query(char *q, size_t len, size_t *newlen)
+{
+	struct param stack_params[32], *v = stack_params;
+	char stack_copy[1024], *copy = stack_copy;
+	size_t np = 1, n = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < len; i++)
+		np += q[i] == '&';
+	if (np == 1) {
+		*newlen = len;
+		return 0;
+	}
+	if (np > sizeof stack_params / sizeof stack_params[0] &&
+	    !(v = malloc(np * sizeof *v)))
+		return -ENOMEM;
+	if (len > sizeof stack_copy && !(copy = malloc(len))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(copy, q, len);
+	for (size_t i = 0, start = 0; i <= len; i++) {
+		if (i == len || copy[i] == '&') {
+			if (i > start)
+				v[n++] = (struct param){ copy + start, i - start };
+			start = i + 1;
+		}
+	}
+	qsort(v, n, sizeof *v, param_cmp);
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			q[w++] = '&';
+		memcpy(q + w, v[i].p, v[i].n);
+		w += v[i].n;
+	}
+	*newlen = w;
+out:
+	if (copy != stack_copy)
+		free(copy);
+	if (v != stack_params)
+		free(v);
+	return rc;
+}
+
+static inline bool is_scheme_char(uint8_t c)
+{
+	return (cls[c] & (C_LOWER | C_UPPER | C_DIGIT)) || c == '+' || c == '-' || c == '.';
+}
+
+int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t cap,
+		  size_t *outlen, const char **why)
+{
+	const char *dummy;
+	if (!why)
+		why = &dummy;
+
+	const uint8_t *s = (const uint8_t *)in, *e = s + len;
+	while (s < e && is_ws(*s))
+		s++;
+	while (e > s && is_ws(e[-1]))
+		e--;
+	if (s == e) {
+		*why = "empty";
+		return -EINVAL;
+	}
+	if ((size_t)(e - s) > URL_MAX_LEN) {
+		*why = "longer than 65536 bytes";
+		return -EINVAL;
+	}
+	if (cap < URL_NORM_CAP(e - s))
+		return -ENOSPC;
+
+	uint8_t *o = (uint8_t *)out, *o0 = o;
+
+	/* scheme ":" "//" */
+	const uint8_t *p = s;
+	if (!(cls[*p] & (C_LOWER | C_UPPER))) {
+		*why = "no scheme";
+		return -EINVAL;
+	}
+	while (p < e && is_scheme_char(*p))
+		*o++ = lower(*p++);
+	if (p == e || *p != ':') {
+		*why = "no scheme";
+		return -EINVAL;
+	}
+	const uint8_t *scheme = o0;
+	size_t scheme_len = (size_t)(o - o0);
+	if (e - p < 3 || p[1] != '/' || p[2] != '/') {
+		*why = "no authority (scheme://host...)";
+		return -EINVAL;
+	}
+	memcpy(o, "://", 3);
+	o += 3;
+	p += 3;
+
+	/* authority: up to the first '/', '?' or '#'; the userinfo ends at its
+	 * last '@', the port starts at its last ':' */
+	const uint8_t *a = p, *at = NULL, *colon = NULL;
+	p = authority_end(p, e, &at, &colon);
+	const uint8_t *aend = p, *hs = at ? at + 1 : a;
+	if (at) { /* userinfo */
+		const uint8_t *u = a;
+		if (!(o = component(&u, at, o, ALLOW_USERINFO, ALLOW_USERINFO, 0, COMP_USER, NULL,
+				    why)))
+			return -EINVAL;
+		*o++ = '@';
+	}
+	/* host [":" port] */
+	const uint8_t *he, *port = NULL;
+	if (hs < aend && *hs == '[') {
+		he = hs + 1;
+		while (he < aend && *he != ']')
+			he++;
+		if (he == aend) {
+			*why = "bad IPv6 literal";
+			return -EINVAL;
+		}
+		for (const uint8_t *q = hs + 1; q < he; q++) {
+			if (!(cls[*q] & (C_UNRES | C_SUB | C_COLON))) {
+				*why = "bad IPv6 literal";
+				return -EINVAL;
+			}
+		}
+		he++; /* past ']' */
+		if (he < aend) {
+			if (*he != ':') {
+				*why = "bad IPv6 literal";
+				return -EINVAL;
+			}
+			port = he + 1;
+		}
+		for (const uint8_t *q = hs; q < he; q++)
+			*o++ = lower(*q);
+	} else {
+		he = aend;
+		if (colon && colon >= hs) { /* not one in the userinfo */
+			he = colon;
+			port = colon + 1;
+		}
+		const uint8_t *h = hs;
+		if (!(o = component(&h, he, o, FAST_HOST, ALLOW_HOST, 0, COMP_HOST, NULL, why)))
+			return -EINVAL;
+	}
+	if (hs == he && default_port(scheme, scheme_len)) {
+		*why = "empty host";
+		return -EINVAL;
+	}
+	if (port) {
+		unsigned long v = 0;
+		for (const uint8_t *q = port; q < aend; q++) {
+			if (*q < '0' || *q > '9') {
+				*why = "bad port";
+				return -EINVAL;
+			}
+			v = v * 10 + (unsigned)(*q - '0');
+			if (v > 65535) {
+				*why = "bad port";
+				return -EINVAL;
+			}
+		}
+		if (port < aend && v != default_port(scheme, scheme_len)) {
+			char digits[8];
+			int n = 0;
+			do {
+				digits[n++] = (char)('0' + v % 10);
+				v /= 10;
+			} while (v);
+			*o++ = ':';
+			while (n)
+				*o++ = (uint8_t)digits[--n];
+		}
+	}
+
+	/* path: up to the first '?' or '#' */
+	uint8_t *opath = o;
+	bool dots = false;
+	if (!(o = component(&p, e, o, FAST_PATH, ALLOW_PATH, C_QMARK | C_HASH, COMP_PATH, &dots,
+			    why)))
+		return -EINVAL;
+	if (o == opath)
+		*o++ = '/';
+	else if (dots)
+		o = opath + url_remove_dot_segments((char *)opath, (size_t)(o - opath));
+
+	/* query; the fragment is dropped */
+	if (p < e && *p == '?') {
+		p++;
+		*o++ = '?';
+		uint8_t *oq = o;
+		if (!(o = component(&p, e, o, ALLOW_QUERY, ALLOW_QUERY, C_HASH, COMP_QUERY, NULL,
+				    why)))
+			return -EINVAL;
+		if (flags & URL_SORT_QUERY) {
+			size_t n;
+			int rc = sort_query((char *)oq, (size_t)(o - oq), &n);
+			if (rc)
+				return rc;
+			o = oq + n;
+		}
+	}
+	*outlen = (size_t)(o - o0);
+	return 0;
+}

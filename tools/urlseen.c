@@ -1,0 +1,626 @@
+/* urlseen.c - `pagededup urlseen`: the URL-seen test of a crawler.
+ *
+ *   pagededup urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]
+ *
+ * Reads URLs, one a line, from the INPUT files or stdin; prints each one
+ * that the filter has not seen (in its normal form, url.h), and records it.
+ * Lines go in batches: normalise and hash (XXH3-128) a batch, take the
+ * filter's lock, test the batch, write the new URLs out, record them,
+ * release the lock. Writing before recording means a urlseen killed
+ * mid-batch may print a URL again on its next run, but never records a URL
+ * it did not print; holding the lock across both means several urlseen
+ * processes on one filter print each new URL exactly once.
+ */
+#include "urlseen.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "bitfilter.h"
+#include "url.h"
+
+#define PROG "pagededup urlseen"
+#define READ_BUF (1u << 20)
+#define DEFAULT_BATCH 8192
+#define MAX_BATCH 1000000
+/* Lines that are not URLs reported one by one; past this, only counted. */
+#define MAX_REPORTS 1000
+/* Characters of a refused line shown in its report. */
+#define REPORT_CHARS 200
+
+static void urlseen_usage(FILE *out)
+{
+	fputs("usage: pagededup urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]\n"
+	      "\n"
+	      "Read URLs, one a line, from the INPUT files (\"-\" or none: stdin) and print\n"
+	      "those not seen before, recording them in the filter FILE, which is made on\n"
+	      "first use, keeps between runs and grows with the number of URLs. Without\n"
+	      "--filter, a temporary filter remembers the URLs of this run only.\n"
+	      "\n"
+	      "URLs are compared in their normal form (RFC 3986 6.2.2/6.2.3), which is what\n"
+	      "is printed: scheme and host in lower case, default port and fragment dropped,\n"
+	      "dot segments removed, percent-encodings normalised. A line that is not an\n"
+	      "absolute URL with a host (scheme://host/...) is reported on stderr and\n"
+	      "skipped; blank lines are skipped silently.\n"
+	      "\n"
+	      "  --filter FILE    the filter file (made if missing)\n"
+	      "  --fpr RATE       false-positive rate of a new filter (default 1e-4): the\n"
+	      "                   share of new URLs wrongly taken as seen. It is the file's\n"
+	      "                   for good; a different RATE for an existing file is an error\n"
+	      "  --expected N     URLs a new filter is first sized for (default 1e6); it\n"
+	      "                   grows past N by itself, N only saves the first rebuilds\n"
+	      "  --check          test only: print the URLs not seen, record nothing\n"
+	      "  --sort-query     also sort the query's parameters (a=1&b=2 = b=2&a=1)\n"
+	      "  --original       print the lines as given, not in normal form\n"
+	      "  --batch N        lines per batch, tested and recorded under one lock\n"
+	      "                   (default 8192)\n"
+	      "  --sync           fsync the filter file before exiting\n"
+	      "  --stats          print figures about the run and the filter on stderr\n"
+	      "\n"
+	      "Several processes (crawlers on one machine) may share one filter file. Each\n"
+	      "batch is tested, printed and recorded under an exclusive flock(2) on FILE\n"
+	      "(--check takes a shared one), so every new URL is printed by exactly one of\n"
+	      "them. A process waits for the lock while another one writes its batch out:\n"
+	      "keep batches small if the readers of the output are slow. flock(2) needs a\n"
+	      "local file system (or NFS with lock support). A URL is recorded after it has\n"
+	      "been written out, so a killed urlseen may print part of a batch again on the\n"
+	      "next run, but never drops a URL unprinted.\n"
+	      "\n"
+	      "Exit status: 0 (also when some lines were not URLs), 1 on errors.\n",
+	      out);
+}
+
+struct opts {
+	const char *filter;
+	double fpr;
+	bool fpr_given;
+	uint64_t expected;
+	bool check, sort_query, original, sync, stats;
+	size_t batch;
+};
+
+struct input {
+	int fd;
+	const char *name;
+	char *buf;
+	size_t start, end;
+	bool eof, skipping; /* skipping: inside a line too long to keep */
+	uint64_t lineno;
+};
+
+struct run {
+	struct opts o;
+	struct bitfilter *f;
+	/* the current batch */
+	size_t n;
+	uint8_t *keys;      /* 16 bytes each */
+	bool *seen;
+	size_t *off, *len;  /* text to print, in arena */
+	char *arena;
+	size_t used, acap;
+	char *out;          /* the batch's output */
+	size_t ocap;
+	/* figures */
+	uint64_t lines, invalid, printed, reported;
+	bool failed;
+};
+
+static int parse_count(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(s, &end);
+	if (errno || end == s || *end || !(d >= 1) || d > (double)max)
+		return -1;
+	*out = (uint64_t)d;
+	return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Room for `more` bytes in the arena. Offsets stay valid when it moves. */
+static int arena_reserve(struct run *r, size_t more)
+{
+	if (r->used + more <= r->acap)
+		return 0;
+	size_t cap = r->acap ? r->acap : 1u << 20;
+	while (cap < r->used + more)
+		cap *= 2;
+	char *a = realloc(r->arena, cap);
+	if (!a)
+		return -ENOMEM;
+	r->arena = a;
+	r->acap = cap;
+	return 0;
+}
+
+static void report_bad(struct run *r, const struct input *in, const char *line, size_t len,
+		       const char *why)
+{
+	r->invalid++;
+	if (r->reported >= MAX_REPORTS)
+		return;
+	if (++r->reported == MAX_REPORTS) {
+		fprintf(stderr, PROG ": further lines that are not URLs are counted, not shown\n");
+		return;
+	}
+	char shown[4 * REPORT_CHARS + 8];
+	size_t w = 0;
+	for (size_t i = 0; i < len && i < REPORT_CHARS; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			w += (size_t)snprintf(shown + w, sizeof shown - w, "\\x%02x", c);
+		else
+			shown[w++] = (char)c;
+	}
+	shown[w] = 0;
+	fprintf(stderr, PROG ": %s:%llu: not a URL (%s): %s%s\n", in->name,
+		(unsigned long long)in->lineno, why, shown, len > REPORT_CHARS ? "..." : "");
+}
+
+/* One line of input: normalise it into the arena and hash it into the
+ * batch. */
+static int take_line(struct run *r, const struct input *in, const char *line, size_t len)
+{
+	size_t i = 0;
+	while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
+		i++;
+	if (i == len)
+		return 0; /* blank */
+	r->lines++;
+	if (len > URL_MAX_LEN + 64) {
+		report_bad(r, in, line, len, "longer than 65536 bytes");
+		return 0;
+	}
+	int rc = arena_reserve(r, URL_NORM_CAP(len) + len + 2);
+	if (rc)
+		return rc;
+	char *dst = r->arena + r->used;
+	size_t n;
+	const char *why = "";
+	rc = url_normalize(line, len, r->o.sort_query ? URL_SORT_QUERY : 0, dst, URL_NORM_CAP(len),
+			   &n, &why);
+	if (rc == -EINVAL) {
+		report_bad(r, in, line, len, why);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	XXH128_hash_t h = XXH3_128bits(dst, n);
+	uint8_t *k = r->keys + 16 * r->n;
+	memcpy(k, &h.low64, 8);
+	memcpy(k + 8, &h.high64, 8);
+	if (r->o.original) {
+		/* print the line as given (without surrounding white space) */
+		size_t s = 0, e = len;
+		while (s < e && (line[s] == ' ' || line[s] == '\t'))
+			s++;
+		while (e > s && (line[e - 1] == '\r' || line[e - 1] == ' ' || line[e - 1] == '\t'))
+			e--;
+		memcpy(dst, line + s, e - s);
+		n = e - s;
+	}
+	r->off[r->n] = r->used;
+	r->len[r->n] = n;
+	r->used += n;
+	r->n++;
+	return 0;
+}
+
+/* Next line of in, or false at its end. The line stays valid until the
+ * next call. Lines too long for the buffer are passed on truncated, with
+ * their full length unknown: take_line refuses them as too long. */
+static bool next_line(struct input *in, const char **line, size_t *len, int *err)
+{
+	for (;;) {
+		char *s = in->buf + in->start;
+		char *nl = memchr(s, '\n', in->end - in->start);
+		if (nl) {
+			size_t n = (size_t)(nl - s);
+			in->start += n + 1;
+			if (in->skipping) { /* the end of an over-long line */
+				in->skipping = false;
+				continue;
+			}
+			in->lineno++;
+			*line = s;
+			*len = n;
+			return true;
+		}
+		if (in->eof) {
+			if (in->start == in->end || in->skipping) {
+				in->start = in->end;
+				return false;
+			}
+			in->lineno++;
+			*line = s;
+			*len = in->end - in->start;
+			in->start = in->end;
+			return true;
+		}
+		/* refill: keep the partial line */
+		if (in->start == 0 && in->end == READ_BUF) {
+			/* a line longer than the buffer: hand its start over
+			 * as too long, skip the rest */
+			in->lineno++;
+			in->skipping = true;
+			*line = in->buf;
+			*len = READ_BUF;
+			in->start = in->end = 0;
+			return true;
+		}
+		memmove(in->buf, in->buf + in->start, in->end - in->start);
+		in->end -= in->start;
+		in->start = 0;
+		ssize_t got;
+		do
+			got = read(in->fd, in->buf + in->end, READ_BUF - in->end);
+		while (got < 0 && errno == EINTR);
+		if (got < 0) {
+			*err = -errno;
+			return false;
+		}
+		if (got == 0)
+			in->eof = true;
+		in->end += (size_t)got;
+	}
+}
+
+/* Test the batch, print the new URLs, record them: one lock for all three.
+ * Reports its own errors; returns non-zero after one. */
+static int flush_batch(struct run *r)
+{
+	int rc;
+	if (r->n == 0)
+		return 0;
+	if ((rc = bitfilter_lock(r->f, !r->o.check)) != 0) {
+		fprintf(stderr, PROG ": %s: %s\n", r->o.filter ? r->o.filter : "filter",
+			rc == -EUCLEAN ? "the filter file is damaged" : strerror(-rc));
+		return rc;
+	}
+	size_t fresh = bitfilter_check(r->f, r->keys, r->n, r->seen);
+	size_t need = 0;
+	for (size_t i = 0; i < r->n; i++)
+		if (!r->seen[i])
+			need += r->len[i] + 1;
+	if (need > r->ocap) {
+		char *o = realloc(r->out, need);
+		if (!o) {
+			bitfilter_unlock(r->f);
+			fprintf(stderr, PROG ": out of memory\n");
+			return -ENOMEM;
+		}
+		r->out = o;
+		r->ocap = need;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->seen[i])
+			continue;
+		memcpy(r->out + w, r->arena + r->off[i], r->len[i]);
+		w += r->len[i];
+		r->out[w++] = '\n';
+	}
+	rc = write_all(STDOUT_FILENO, r->out, w);
+	if (rc) {
+		fprintf(stderr, PROG ": stdout: %s\n", strerror(-rc));
+	} else if (!r->o.check && (rc = bitfilter_record(r->f, r->keys, r->n, r->seen)) != 0) {
+		fprintf(stderr, PROG ": recording in %s: %s\n", r->o.filter ? r->o.filter : "filter",
+			rc == -EUCLEAN ? "the filter file is damaged" : strerror(-rc));
+	}
+	bitfilter_unlock(r->f);
+	r->printed += fresh;
+	r->n = 0;
+	r->used = 0;
+	return rc;
+}
+
+/* Errors of the batch are reported by flush_batch (*batch_failed set);
+ * others (reading, memory) are returned. */
+static int run_input(struct run *r, struct input *in, bool *batch_failed)
+{
+	const char *line;
+	size_t len;
+	int err = 0, rc;
+	while (next_line(in, &line, &len, &err)) {
+		if ((rc = take_line(r, in, line, len)) != 0)
+			return rc;
+		if (r->n == r->o.batch && flush_batch(r) != 0) {
+			*batch_failed = true;
+			return 0;
+		}
+	}
+	return err;
+}
+
+static int open_filter(struct run *r)
+{
+	const struct opts *o = &r->o;
+	struct bitfilter_params p;
+	int rc;
+
+	bitfilter_params_default(&p);
+	if (o->fpr_given)
+		p.fpr = o->fpr;
+	if (o->expected)
+		p.expected = o->expected;
+	if (!o->filter) {
+		if (o->check) {
+			fprintf(stderr, PROG ": --check needs --filter FILE\n");
+			return -EINVAL;
+		}
+		rc = bitfilter_create(NULL, &p, &r->f);
+		if (rc)
+			fprintf(stderr, PROG ": cannot make a temporary filter: %s\n", strerror(-rc));
+		return rc;
+	}
+	for (int attempt = 0; attempt < 3; attempt++) {
+		rc = bitfilter_open(o->filter, o->check, &r->f);
+		if (rc != -ENOENT || o->check)
+			break;
+		rc = bitfilter_create(o->filter, &p, &r->f);
+		if (rc != -EEXIST) /* another process made it first: open that */
+			break;
+	}
+	if (rc == -EINVAL)
+		fprintf(stderr, PROG ": %s is not a URL filter file\n", o->filter);
+	else if (rc == -EUCLEAN)
+		fprintf(stderr, PROG ": %s is damaged\n", o->filter);
+	else if (rc == -ENOENT && o->check)
+		fprintf(stderr, PROG ": %s: no such filter (--check does not make one)\n", o->filter);
+	else if (rc)
+		fprintf(stderr, PROG ": %s: %s\n", o->filter, strerror(-rc));
+	if (rc)
+		return rc;
+	if (o->fpr_given) {
+		struct bitfilter_stats st;
+		if ((rc = bitfilter_lock(r->f, false)) == 0) {
+			rc = bitfilter_stats(r->f, &st);
+			bitfilter_unlock(r->f);
+		}
+		if (rc) {
+			fprintf(stderr, PROG ": %s: %s\n", o->filter, strerror(-rc));
+			return rc;
+		}
+		if (st.target_fpr != o->fpr) {
+			fprintf(stderr,
+				PROG ": %s was made for a false-positive rate of %g, not %g; "
+				"leave out --fpr, or use a new filter file\n",
+				o->filter, st.target_fpr, o->fpr);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void print_stats(struct run *r, double seconds)
+{
+	struct bitfilter_stats st;
+	struct rusage ru;
+	int rc = bitfilter_lock(r->f, false);
+	if (rc == 0) {
+		rc = bitfilter_stats(r->f, &st);
+		bitfilter_unlock(r->f);
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(stderr, "urls_read: %llu lines\n", (unsigned long long)r->lines);
+	fprintf(stderr, "urls_invalid: %llu lines\n", (unsigned long long)r->invalid);
+	fprintf(stderr, "urls_new: %llu urls\n", (unsigned long long)r->printed);
+	fprintf(stderr, "urls_seen: %llu urls\n",
+		(unsigned long long)(r->lines - r->invalid - r->printed));
+	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+		     (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+	fprintf(stderr, "seconds: %.3f s\n", seconds);
+	fprintf(stderr, "cpu_seconds: %.3f s\n", cpu);
+	fprintf(stderr, "urls_per_s: %.0f urls/s\n", seconds > 0 ? r->lines / seconds : 0);
+	/* per core: the machine may be running other work */
+	fprintf(stderr, "urls_per_cpu_s: %.0f urls/s\n", cpu > 0 ? r->lines / cpu : 0);
+	fprintf(stderr, "peak_rss: %.1f MiB\n", ru.ru_maxrss / 1024.0);
+	if (rc) {
+		fprintf(stderr, PROG ": filter figures: %s\n", strerror(-rc));
+		return;
+	}
+	fprintf(stderr, "filter_keys: %llu keys\n", (unsigned long long)st.keys);
+	fprintf(stderr, "filter_leaves: %llu leaves\n", (unsigned long long)st.leaves);
+	fprintf(stderr, "filter_depth: %u\n", st.depth);
+	fprintf(stderr, "filter_k: %u bits/key in %u line(s)\n", st.k, st.lines_per_key);
+	fprintf(stderr, "filter_target_fpr: %g\n", st.target_fpr);
+	fprintf(stderr, "filter_model_fpr: %.4g\n", st.model_fpr);
+	fprintf(stderr, "filter_bits_bytes: %llu bytes\n", (unsigned long long)st.bits_bytes);
+	fprintf(stderr, "filter_theoretical_bytes: %.0f bytes\n", st.theoretical_bytes);
+	fprintf(stderr, "filter_bits_vs_theory: %.3f x\n",
+		st.theoretical_bytes > 0 ? st.bits_bytes / st.theoretical_bytes : 0);
+	fprintf(stderr, "peak_rss_vs_theory: %.3f x\n",
+		st.theoretical_bytes > 0 ? ru.ru_maxrss * 1024.0 / st.theoretical_bytes : 0);
+	fprintf(stderr, "filter_log_bytes: %llu bytes\n", (unsigned long long)st.log_bytes);
+	fprintf(stderr, "filter_file_bytes: %llu bytes\n", (unsigned long long)st.file_bytes);
+	fprintf(stderr, "filter_free_bytes: %llu bytes\n", (unsigned long long)st.free_bytes);
+	fprintf(stderr, "filter_grows: %llu\n", (unsigned long long)st.grows);
+	fprintf(stderr, "filter_splits: %llu\n", (unsigned long long)st.splits);
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lopts[] = {
+		{ "filter", required_argument, 0, 'f' },
+		{ "fpr", required_argument, 0, 'r' },
+		{ "expected", required_argument, 0, 'n' },
+		{ "check", no_argument, 0, 'c' },
+		{ "sort-query", no_argument, 0, 'q' },
+		{ "original", no_argument, 0, 'o' },
+		{ "batch", required_argument, 0, 'b' },
+		{ "sync", no_argument, 0, 'y' },
+		{ "stats", no_argument, 0, 's' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 } };
+	int c;
+	uint64_t v;
+	char *end;
+
+	memset(o, 0, sizeof *o);
+	o->batch = DEFAULT_BATCH;
+	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			o->filter = optarg;
+			break;
+		case 'r':
+			errno = 0;
+			o->fpr = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->fpr > 0 && o->fpr < 0.5)) {
+				fprintf(stderr, PROG ": --fpr wants a rate between 0 and 0.5\n");
+				return 1;
+			}
+			o->fpr_given = true;
+			break;
+		case 'n':
+			if (parse_count(optarg, UINT64_C(1) << 50, &o->expected)) {
+				fprintf(stderr, PROG ": --expected wants a number >= 1\n");
+				return 1;
+			}
+			break;
+		case 'c':
+			o->check = true;
+			break;
+		case 'q':
+			o->sort_query = true;
+			break;
+		case 'o':
+			o->original = true;
+			break;
+		case 'b':
+			if (parse_count(optarg, MAX_BATCH, &v)) {
+				fprintf(stderr, PROG ": --batch wants a number from 1 to %u\n",
+					MAX_BATCH);
+				return 1;
+			}
+			o->batch = (size_t)v;
+			break;
+		case 'y':
+			o->sync = true;
+			break;
+		case 's':
+			o->stats = true;
+			break;
+		case 'h':
+			urlseen_usage(stdout);
+			return -1;
+		default:
+			urlseen_usage(stderr);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void free_run(struct run *r)
+{
+	free(r->keys);
+	free(r->seen);
+	free(r->off);
+	free(r->len);
+	free(r->arena);
+	free(r->out);
+	if (r->f)
+		bitfilter_close(r->f);
+}
+
+int cmd_urlseen(int argc, char **argv)
+{
+	struct run r;
+	int rc;
+
+	memset(&r, 0, sizeof r);
+	rc = parse_opts(argc, argv, &r.o);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	size_t b = r.o.batch;
+	r.keys = malloc(16 * b);
+	r.seen = malloc(b);
+	r.off = malloc(b * sizeof *r.off);
+	r.len = malloc(b * sizeof *r.len);
+	char *buf = malloc(READ_BUF);
+	if (!r.keys || !r.seen || !r.off || !r.len || !buf) {
+		fprintf(stderr, PROG ": out of memory\n");
+		free(buf);
+		free_run(&r);
+		return 1;
+	}
+	if (open_filter(&r)) {
+		free(buf);
+		free_run(&r);
+		return 1;
+	}
+
+	double t0 = now();
+	int ninputs = argc - optind;
+	for (int i = 0; i < (ninputs ? ninputs : 1) && !r.failed; i++) {
+		const char *name = ninputs ? argv[optind + i] : "-";
+		struct input in = { .fd = STDIN_FILENO, .name = "stdin", .buf = buf };
+		if (strcmp(name, "-")) {
+			in.name = name;
+			in.fd = open(name, O_RDONLY | O_CLOEXEC);
+			if (in.fd < 0) {
+				fprintf(stderr, PROG ": %s: %s\n", name, strerror(errno));
+				r.failed = true;
+				break;
+			}
+			(void)posix_fadvise(in.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		}
+		bool batch_failed = false;
+		rc = run_input(&r, &in, &batch_failed);
+		if (in.fd != STDIN_FILENO)
+			close(in.fd);
+		if (rc)
+			fprintf(stderr, PROG ": %s: %s\n", in.name, strerror(-rc));
+		if (rc || batch_failed)
+			r.failed = true;
+	}
+	if (!r.failed && flush_batch(&r) != 0)
+		r.failed = true;
+	if (!r.failed && r.o.sync && r.o.filter && (rc = bitfilter_sync(r.f)) != 0) {
+		fprintf(stderr, PROG ": %s: %s\n", r.o.filter, strerror(-rc));
+		r.failed = true;
+	}
+	double t = now() - t0;
+	if (r.invalid > r.reported || r.reported >= MAX_REPORTS)
+		fprintf(stderr, PROG ": %llu lines were not URLs\n", (unsigned long long)r.invalid);
+	if (r.o.stats)
+		print_stats(&r, t);
+	free(buf);
+	free_run(&r);
+	return r.failed ? 1 : 0;
+}
