@@ -660,6 +660,9 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 			li->mtime = li->ctime = pd_now();
 		}
 	}
+	/* open(O_TRUNC) changed the file: its close seals (and, under
+	 * sync_blobs, makes the empty page durable before close returns). */
+	bool truncated = !rc && writer && (flags & O_TRUNC);
 	*keep_cache = li->kcache && !staged(li) && li->has_blob && blobkey_equal(&li->kcache_key, &li->blob);
 	if (!rc && li->has_blob && !staged(li)) {
 		li->kcache = true;
@@ -674,6 +677,7 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 	f->st = st;
 	f->li = li;
 	f->flags = flags;
+	f->wrote = truncated;
 	*out = f;
 	return 0;
 }

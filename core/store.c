@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fp.h"
 #include "openfile.h"
 
 #define PD_EMAPFULL (-ECHRNG)
@@ -545,6 +546,46 @@ static void remove_staging(struct store *st)
 	closedir(d);
 }
 
+/* After an unclean stop, remove the blob files no record names: a page
+ * whose blob was put in place but whose commit never happened, or a blob
+ * whose removal after its last reference was lost with a power cut. Safe
+ * because nothing writes the store yet, and a referenced blob always has
+ * its record. One pass over objects/, in the order of the 4096 directories. */
+static void sweep_orphan_blobs(struct store *st)
+{
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn))
+		return;
+	for (unsigned d = 0; d < 4096; d++) {
+		char dir[32];
+		snprintf(dir, sizeof dir, "objects/%03x", d);
+		int fd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!dp) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		struct dirent *e;
+		while ((e = readdir(dp))) {
+			struct blobkey k = { .variant = 0 };
+			if (e->d_name[0] == '.' || strlen(e->d_name) < 32 || fp_unhex(e->d_name, k.md5))
+				continue;
+			if (e->d_name[32] == '.')
+				k.variant = (uint32_t)strtoul(e->d_name + 33, NULL, 10);
+			else if (e->d_name[32])
+				continue;
+			uint8_t kb[BLOBKEY_BYTES];
+			blobkey_encode(&k, kb);
+			MDB_val key = { BLOBKEY_BYTES, kb }, v;
+			if (mdb_get(txn, st->db_fp, &key, &v) == MDB_NOTFOUND)
+				unlinkat(dirfd(dp), e->d_name, 0);
+		}
+		closedir(dp);
+	}
+	store_read_end(st, txn);
+}
+
 static void *sync_main(void *arg)
 {
 	struct store *st = arg;
@@ -563,6 +604,8 @@ static void *sync_main(void *arg)
 		if (st->sync_stop)
 			break;
 		pthread_mutex_unlock(&st->sync_mu);
+		/* Blob files first, then the records that name them. */
+		syncfs(st->dirfd);
 		mdb_env_sync(st->env, 1);
 		pthread_mutex_lock(&st->sync_mu);
 	}
@@ -657,6 +700,8 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		if (!rc)
 			rc = live_drop_orphans(st);
 		remove_staging(st);
+		if (!rc && !clean)
+			sweep_orphan_blobs(st);
 		if (rc && !*err)
 			snprintf(err, PD_ERRLEN, "cannot open %s for writing: %s", dir, strerror(-rc));
 	}

@@ -1,0 +1,470 @@
+#!/usr/bin/env bash
+# Never lose a page: crashes, power cuts and load.
+#
+#   sigkill      writers work in the mount (new pages, duplicates, O_TRUNC
+#                overwrites, write-temp-then-rename over pages, moves,
+#                unlinks, mkdirs, rmdirs) and journal every completed call
+#                outside the mount (tests/fs/crashload.py); the daemon is
+#                killed with SIGKILL at a random moment, the store remounted,
+#                and every completed operation must be there byte for byte
+#                (the one in flight: old or new state, nothing else), the
+#                refcounts exact, and after a clean unmount fsck clean, with
+#                no repair in between. PD_CRASH_CYCLES cycles (default 50)
+#                on one store, whose state accumulates.
+#   powercut     the same with -o sync_blobs on a store on ext4 on a loop
+#                device whose backing file is served by a disk with a
+#                volatile write cache (crashload.py vdisk): at a random
+#                moment the cache is lost as in a power cut (what the kernel
+#                did not flush is gone), then the daemon is killed. Every
+#                close(), rename(), unlink() and mkdir() that returned must
+#                be on the disk after the cut. PD_POWER_CYCLES (default 10).
+#   powercut_right_after_close   the cut comes the moment close() or
+#                rename() returned (truncate-only, rewrite, new, rename).
+#   load         writer, reader, renamer and getfattr processes at once
+#                (PD_LOAD_WRITERS x PD_LOAD_PAGES pages, half duplicates),
+#                no errors, then every page exact, every refcount and twins
+#                list exact, one blob per distinct content, fsck clean.
+#
+# The seed comes from PD_SEED (random otherwise) and is printed; replay a
+# failure with the same PD_SEED (and PD_ONLY=case). tests/stress/s_crash.sh
+# and s_load.sh source this file (PD_CRASH_LIB=1) for longer runs.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pd_require
+
+CL=$PD_FSDIR/crashload.py
+CRASH_SEED=${PD_SEED:-$(( (RANDOM << 15 | RANDOM) ))}
+echo "# crash seed $CRASH_SEED (replay with PD_SEED=$CRASH_SEED)"
+: >"$PD_TMP/power-rigs"
+
+# ---- helpers -------------------------------------------------------------
+
+# crash_delay: a random kill delay in seconds, between $1 and $2 ms.
+crash_delay() {
+	local lo=$1 hi=$2 ms
+	ms=$(( lo + (RANDOM * 32768 + RANDOM) % (hi - lo + 1) ))
+	printf '%d.%03d' $((ms / 1000)) $((ms % 1000))
+}
+
+# crash_writers_start WORK CYCLE NWRITERS [WRITER ARGS...]: start the writers
+# of a cycle in the background (pids in CW_PIDS) and wait until each runs.
+crash_writers_start() {
+	local work=$1 c=$2 nw=$3 i j
+	shift 3
+	CW_PIDS=()
+	for i in $(seq 0 $((nw - 1))); do
+		python3 "$CL" writer --mnt "$MNT" --journal "$work/j.$c.$i" --state "$work/state.json" \
+			--ready "$work/ready.$c.$i" --wid "$i" --cycle "$c" --seed $((CRASH_SEED * 7919 + c * 31 + i)) \
+			--seed-base "$CRASH_SEED" "$@" >"$work/w.$c.$i.log" 2>&1 &
+		CW_PIDS+=($!)
+	done
+	for i in $(seq 0 $((nw - 1))); do
+		for j in $(seq 1 200); do
+			[ -e "$work/ready.$c.$i" ] && break
+			kill -0 "${CW_PIDS[$i]}" 2>/dev/null || break
+			sleep 0.05
+		done
+		[ -e "$work/ready.$c.$i" ] || { cat "$work/w.$c.$i.log"; fail "cycle $c: writer $i did not start"; }
+	done
+}
+
+# crash_writers_wait WORK CYCLE: the writers end by themselves once the mount
+# is gone (their calls fail); none may hang or crash.
+crash_writers_wait() {
+	local work=$1 c=$2 i p st
+	for i in "${!CW_PIDS[@]}"; do
+		p=${CW_PIDS[$i]}
+		for st in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$p" 2>/dev/null; then
+			note "writer $i (pid $p) still running 30 s after the crash; its kernel stack:"
+			cat "/proc/$p/stack" 2>/dev/null
+			kill -KILL "$p" 2>/dev/null
+			fail "cycle $c: writer $i hung after the crash"
+		fi
+		st=0; wait "$p" || st=$?
+		[ "$st" = 0 ] || { cat "$work/w.$c.$i.log"; fail "cycle $c: writer $i exited with status $st"; }
+	done
+}
+
+# crash_daemon_gone CYCLE: after kill -9 of the daemon: drop the dead mount
+# and check that the daemon died of the signal and printed no sanitizer
+# report before.
+crash_daemon_gone() {
+	local c=$1 rc
+	fusermount3 -u -z "$MNT" 2>/dev/null
+	pd_wait_rc "$PDFS_RC" 20 || fail "cycle $c: the killed daemon's wrapper did not end"
+	rc=$(cat "$PDFS_RC")
+	[ "$rc" = 137 ] || { pd_show_log "$PDFS_LOG"; fail "cycle $c: daemon exit status $rc, expected 137 (SIGKILL)"; }
+	if pd_sanitizer_report "$PDFS_LOG"; then
+		pd_show_log "$PDFS_LOG" 80; fail "cycle $c: sanitizer report before the kill"
+	fi
+	mountpoint -q "$MNT" && fail "cycle $c: $MNT still mounted after fusermount3 -u -z"
+	return 0
+}
+
+# crash_fsck_unclean CYCLE STORE WORK: fsck of the store as the crash left
+# it, before any remount: nothing but notes and orphan files (which a crash
+# may leave, and the next mount must collect) is allowed; otherwise
+# CRASH_UNCLEAN_BAD says so, and the cycle fails after the tree was checked
+# (which tells what the damage cost). New orphan blobs
+# are shown with the operations of the cycle that wrote their content.
+crash_fsck_unclean() {
+	local c=$1 s=$2 work=$3 out bad new ms m
+	out=$("$PD_BIN" fsck "$s" 2>"$work/fsck.err")
+	bad=$(printf '%s\n' "$out" | grep -v -E -e '^note: ' -e 'file unknown to the store' \
+		-e '^\.\.\. and [0-9]+ more (orphan files|notes) ' -e '^fsck[ :]' -e '^(DAMAGED|clean)' -e '^$')
+	if [ -n "$bad" ]; then
+		note "cycle $c: fsck of the crashed store:"
+		printf '%s\n' "$out" | head -30
+		tail -3 "$work/fsck.err"
+		CRASH_UNCLEAN_BAD="cycle $c: fsck of the crashed store (before any remount) found damage (seed $CRASH_SEED)"
+	fi
+	touch "$work/orphans-seen"
+	new=$(printf '%s\n' "$out" | grep 'file unknown to the store' | grep -vxF -f "$work/orphans-seen")
+	printf '%s\n' "$out" | grep 'file unknown to the store' >>"$work/orphans-seen"
+	if [ -n "$new" ]; then
+		note "cycle $c: fsck before the remount: orphan file(s) the crash left:"
+		printf '%s\n' "$new"
+		ms=$(printf '%s\n' "$new" | sed -n 's|^objects/[0-9a-f]*/\([0-9a-f]\{32\}\)[:.].*|\1|p')
+		[ -n "$ms" ] && python3 "$CL" whois $(for m in $ms; do printf -- '--md5 %s ' "$m"; done) "$work"/j."$c".*
+	fi
+	return 0
+}
+
+# crash_umount_fsck CYCLE WORK: clean unmount (daemon exit 0, no sanitizer
+# report), then fsck must be clean. A failing fsck does not stop the cycles
+# (the pages are still checked in the next ones): its new problem lines go
+# to WORK/fsck-problems, and crash_fsck_verdict fails the case at the end.
+crash_umount_fsck() {
+	local c=$1 work=$2 out rc=0
+	pd_umount --no-fsck || fail "cycle $c: clean unmount after the crash recovery (seed $CRASH_SEED)"
+	out=$("$PD_BIN" fsck "$STORE" 2>"$work/fsck.err") || rc=$?
+	if [ "$rc" != 0 ]; then
+		touch "$work/fsck-seen"
+		printf '%s\n' "$out" | grep -v -E -e '^fsck[ :]' -e '^(DAMAGED|clean)' | grep -vxF -f "$work/fsck-seen" |
+			sed "s/^/cycle $c: /" >"$work/fsck-new"
+		cat "$work/fsck-new" >>"$work/fsck-problems"
+		printf '%s\n' "$out" >>"$work/fsck-seen"
+		note "cycle $c: pagededup fsck after the clean unmount: exit $rc; $(grep -c . "$work/fsck-new") new problem line(s):"
+		cat "$work/fsck-new"
+	fi
+	return 0
+}
+
+# crash_deep_fsck STORE WORK: fsck --deep (every blob hashed) of the
+# unmounted store; problems not seen before go to WORK/fsck-problems.
+crash_deep_fsck() {
+	local store=$1 work=$2
+	if ! "$PD_BIN" fsck --deep "$store" >"$work/deep" 2>/dev/null; then
+		touch "$work/fsck-seen"
+		grep -v -E -e '^fsck[ :]' -e '^(DAMAGED|clean)' "$work/deep" | grep -vxF -f "$work/fsck-seen" |
+			sed "s/^/final fsck --deep: /" >>"$work/fsck-problems"
+	fi
+	return 0
+}
+
+crash_fsck_verdict() {
+	local work=$1
+	if [ -s "$work/fsck-problems" ]; then
+		note "pagededup fsck after a clean unmount was not clean (no repair was run); new problems by cycle:"
+		head -50 "$work/fsck-problems"
+		fail "fsck after a crash, a remount and a clean unmount found problems (seed $CRASH_SEED)"
+	fi
+}
+
+# ---- SIGKILL cycles ------------------------------------------------------
+
+# crash_sigkill CYCLES WRITERS LO_MS HI_MS [MOUNT OPTS]
+crash_sigkill() {
+	local n=$1 nw=$2 lo=$3 hi=$4 opts=${5:-} work=$PD_TMP/$PD_CASE_NAME c d store mnt out t0 t1 tc
+	RANDOM=$CRASH_SEED
+	mkdir -p "$work"
+	pd_mount $opts || fail mount
+	store=$STORE mnt=$MNT
+	t0=$SECONDS
+	for c in $(seq 1 "$n"); do
+		tc=$SECONDS
+		crash_writers_start "$work" "$c" "$nw"
+		d=$(crash_delay "$lo" "$hi")
+		sleep "$d"
+		kill -0 "$PDFS_PID" 2>/dev/null || { pd_show_log "$PDFS_LOG"; fail "cycle $c: the daemon died before the kill"; }
+		kill -KILL "$PDFS_PID"
+		crash_writers_wait "$work" "$c"
+		crash_daemon_gone "$c"
+		crash_fsck_unclean "$c" "$store" "$work"
+		pd_mount -n -s "$store" -m "$mnt" $opts || fail "cycle $c: remount after the kill"
+		if ! out=$(python3 "$CL" verify --mnt "$MNT" --state "$work/state.json" "$work"/j."$c".* 2>&1); then
+			printf '%s\n' "$out"
+			note "journals: $work/j.$c.*; daemon log of the remount: $PDFS_LOG"
+			[ -z "${CRASH_UNCLEAN_BAD:-}" ] || note "$CRASH_UNCLEAN_BAD"
+			fail "cycle $c (killed after $d s): the tree after the remount is not what the writers completed (seed $CRASH_SEED)"
+		fi
+		note "cycle $c ($((SECONDS - tc)) s): killed after $d s; $out"
+		[ -z "${CRASH_UNCLEAN_BAD:-}" ] || fail "$CRASH_UNCLEAN_BAD"
+		# every other cycle: a clean unmount and a strict fsck; in between,
+		# the next cycle runs on the store the crash recovery left
+		if [ $((c % 2)) = 0 ] || [ "$c" = "$n" ]; then
+			crash_umount_fsck "$c" "$work"
+			[ "$c" = "$n" ] || pd_mount -n -s "$store" -m "$mnt" $opts || fail "cycle $c: mount"
+		fi
+	done
+	t1=$SECONDS
+	crash_deep_fsck "$store" "$work"
+	note "$n kill cycles in $((t1 - t0)) s; fsck --deep: $(tail -2 "$work/deep" | tr '\n' ' ')"
+	crash_fsck_verdict "$work"
+}
+
+case_sigkill() {
+	crash_sigkill "${PD_CRASH_CYCLES:-50}" "${PD_CRASH_WRITERS:-2}" 200 1500
+}
+
+# ---- power cuts ----------------------------------------------------------
+#
+# The rig: WORK/disk.img is the platter of a disk with a volatile write
+# cache, served as WORK/vd/disk by `crashload.py vdisk`; a loop device on
+# that file carries ext4 (mounted on WORK/ext), and the store lives in
+# WORK/ext/store. The kernel's flushes of the loop device (ext4's journal
+# commits, fsync, fdatasync) reach the server as FSYNC and move the cache to
+# the platter; a cut drops the cache (with PD_POWER_KEEP=P each cached block
+# reached the platter with probability P) and the server exits, so that
+# every later I/O of the loop device fails.
+
+# is_mounted DIR: DIR is a mount point, even of a dead FUSE connection
+# (where mountpoint(1) fails with ENOTCONN).
+is_mounted() { awk -v d="$1" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts; }
+
+power_rig_up() { # WORK: sets PR_VD_PID PR_LOOP
+	local work=$1 i
+	mkdir -p "$work/vd" "$work/ext"
+	rm -f "$work/vd.ready" "$work/cut"
+	python3 "$CL" vdisk --image "$work/disk.img" --mnt "$work/vd" --ready "$work/vd.ready" \
+		--cut-file "$work/cut" --keep "${PD_POWER_KEEP:-0}" --seed "$((CRASH_SEED + PR_N))" \
+		>>"$work/vd.log" 2>&1 &
+	PR_VD_PID=$!
+	PR_N=$((PR_N + 1))
+	for i in $(seq 1 100); do
+		[ -e "$work/vd.ready" ] && break
+		kill -0 "$PR_VD_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -e "$work/vd.ready" ] || { cat "$work/vd.log"; note "the volatile-cache disk server did not start"; return 1; }
+	echo "$work $PR_VD_PID" >>"$PD_TMP/power-rigs"
+	PR_LOOP=$(losetup -f --show "$work/vd/disk" 2>&1) || { note "losetup: $PR_LOOP"; PR_LOOP=; return 1; }
+	echo "$work $PR_VD_PID $PR_LOOP" >>"$PD_TMP/power-rigs"
+	mount -t ext4 "$PR_LOOP" "$work/ext" || { note "mount -t ext4 $PR_LOOP failed"; return 1; }
+	return 0
+}
+
+# power_rig_down WORK: after the cut (or to stop): ext4 off, loop detached,
+# server gone, its mount dropped.
+power_rig_down() {
+	local work=$1 i
+	if is_mounted "$work/ext"; then
+		for i in 1 2 3 4 5; do umount "$work/ext" 2>/dev/null && break; sleep 0.2; done
+		if is_mounted "$work/ext"; then
+			note "umount $work/ext: busy; lazy unmount"
+			umount -l "$work/ext" || return 1
+		fi
+	fi
+	# (a loop device is bound while sysfs shows its backing file)
+	if [ -n "${PR_LOOP:-}" ] && [ -e "/sys/block/${PR_LOOP#/dev/}/loop/backing_file" ]; then
+		losetup -d "$PR_LOOP" 2>"$work/losetup.err" ||
+			[ ! -e "/sys/block/${PR_LOOP#/dev/}/loop/backing_file" ] ||
+			{ cat "$work/losetup.err"; return 1; }
+	fi
+	PR_LOOP=
+	kill -TERM "$PR_VD_PID" 2>/dev/null
+	for i in $(seq 1 100); do kill -0 "$PR_VD_PID" 2>/dev/null || break; sleep 0.05; done
+	kill -KILL "$PR_VD_PID" 2>/dev/null
+	wait "$PR_VD_PID" 2>/dev/null
+	is_mounted "$work/vd" && umount -l "$work/vd"
+	return 0
+}
+
+# At exit: take down whatever rig a failed or timed-out case left, in order
+# (pagededupfs above ext4 above the loop device above the server).
+power_cleanup_all() {
+	local work pid loop m r w l
+	[ -s "$PD_TMP/power-rigs" ] || return 0
+	while read -r work pid loop; do
+		while read -r m r w l; do
+			case $m in "$work"/*)
+				is_mounted "$m" && fusermount3 -u -z "$m" 2>/dev/null
+				kill -KILL $(pd_tree "$w") 2>/dev/null ;;
+			esac
+		done <"$PD_TMP/mounts"
+		is_mounted "$work/ext" && { umount "$work/ext" 2>/dev/null || umount -l "$work/ext"; }
+		[ -n "$loop" ] && losetup -d "$loop" 2>/dev/null
+		kill -KILL "$pid" 2>/dev/null
+		is_mounted "$work/vd" && umount -l "$work/vd"
+	done < <(tac "$PD_TMP/power-rigs")
+	: >"$PD_TMP/power-rigs"
+}
+trap 'power_cleanup_all; pd_cleanup' EXIT
+
+# crash_power CYCLES WRITERS LO_MS HI_MS OPTS [LOSSY_S]: power cuts at random
+# moments. Without LOSSY_S every completed operation must survive (the mount
+# options must make every commit durable: sync_blobs); with it, operations
+# completed within LOSSY_S seconds before the cut may be lost, as a whole
+# and in order (the tree is the one after some prefix of each writer's
+# operations), and nothing else may be.
+crash_power() {
+	local n=$1 nw=$2 lo=$3 hi=$4 opts=$5 lossy=${6:-} work=$PD_TMP/$PD_CASE_NAME c d out t0 t1 tc tcut cutinfo
+	local store mnt extra
+	RANDOM=$CRASH_SEED
+	PR_N=0
+	command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null || skip "losetup or mkfs.ext4 missing"
+	[ -e /dev/loop-control ] || skip "no /dev/loop-control: this kernel offers no loop devices"
+	grep -qw ext4 /proc/filesystems || skip "no ext4 in this kernel"
+	mkdir -p "$work"
+	truncate -s "${PD_POWER_DISK_MB:-1024}M" "$work/disk.img" &&
+		mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 "$work/disk.img" || fail "mkfs.ext4 of the disk image"
+	power_rig_up "$work" || { power_rig_down "$work"; skip "cannot put ext4 on a loop device over a FUSE file here"; }
+	store=$work/ext/store mnt=$work/mnt
+	pd_mount -s "$store" -m "$mnt" "$opts" || fail mount
+	t0=$SECONDS
+	for c in $(seq 1 "$n"); do
+		tc=$SECONDS
+		crash_writers_start "$work" "$c" "$nw"
+		d=$(crash_delay "$lo" "$hi")
+		sleep "$d"
+		kill -0 "$PDFS_PID" 2>/dev/null || { pd_show_log "$PDFS_LOG"; fail "cycle $c: the daemon died before the cut"; }
+		kill -USR1 "$PR_VD_PID"
+		for i in $(seq 1 200); do [ -s "$work/cut" ] && break; sleep 0.01; done
+		[ -s "$work/cut" ] || fail "cycle $c: the disk server did not cut"
+		kill -KILL "$PDFS_PID"
+		cutinfo=$(cat "$work/cut")
+		tcut=${cutinfo%% *}
+		crash_writers_wait "$work" "$c"
+		crash_daemon_gone "$c"
+		power_rig_down "$work" || fail "cycle $c: cannot take the cut disk down"
+		power_rig_up "$work" || fail "cycle $c: ext4 does not mount after the cut"
+		crash_fsck_unclean "$c" "$store" "$work"
+		pd_mount -n -s "$store" -m "$mnt" "$opts" || fail "cycle $c: mount after the power cut"
+		extra=()
+		[ -n "$lossy" ] && extra=(--lossy-before "$(awk -v t="$tcut" -v l="$lossy" 'BEGIN { printf "%.6f", t - l }')")
+		if ! out=$(python3 "$CL" verify --mnt "$MNT" --state "$work/state.json" --cut-time "$tcut" "${extra[@]}" \
+				"$work"/j."$c".* 2>&1); then
+			printf '%s\n' "$out"
+			[ -z "${CRASH_UNCLEAN_BAD:-}" ] || note "$CRASH_UNCLEAN_BAD"
+			note "journals: $work/j.$c.*; cut: $cutinfo (time, cached blocks kept, lost, writes, flushes)"
+			fail "cycle $c (cut after $d s, -o $opts): the tree after the power cut is not what the writers completed (seed $CRASH_SEED)"
+		fi
+		note "cycle $c ($((SECONDS - tc)) s): cut after $d s (blocks kept/lost of the cache, writes, flushes: ${cutinfo#* }); $out"
+		[ -z "${CRASH_UNCLEAN_BAD:-}" ] || fail "$CRASH_UNCLEAN_BAD"
+		if [ $((c % 2)) = 0 ] || [ "$c" = "$n" ]; then
+			crash_umount_fsck "$c" "$work"
+			[ "$c" = "$n" ] || pd_mount -n -s "$store" -m "$mnt" "$opts" || fail "cycle $c: mount"
+		fi
+	done
+	t1=$SECONDS
+	crash_deep_fsck "$store" "$work"
+	note "$n power cuts in $((t1 - t0)) s; fsck --deep: $(tail -2 "$work/deep" | tr '\n' ' ')"
+	power_rig_down "$work"
+	crash_fsck_verdict "$work"
+}
+
+case_powercut_sync_blobs() {
+	crash_power "${PD_POWER_CYCLES:-10}" "${PD_CRASH_WRITERS:-2}" 200 1500 sync_blobs
+}
+
+# ---- load ----------------------------------------------------------------
+
+# crash_load NAME WRITERS PAGES POOL [MOUNT OPTS]: crashload.py load on a
+# fresh store; then a clean unmount and fsck.
+crash_load() {
+	local name=$1 nw=$2 np=$3 pool=$4 opts=${5:-} out rc=0
+	pd_mount $opts || fail mount
+	python3 "$CL" load --mnt "$MNT" --store "$STORE" --work "$PD_TMP/$name" --name "$name" \
+		--seed "$CRASH_SEED" --writers "$nw" --pages "$np" --pool "$pool" || rc=$?
+	[ "$rc" = 0 ] || { pd_show_log "$PDFS_LOG"; fail "load test failed (seed $CRASH_SEED)"; }
+	pd_umount || fail "unmount and fsck after the load"
+	grep -E "^${name}_[a-z_]+: " "$PD_TMP/case.$PD_CASE_NAME.log" >"$PD_TMP/$name.metrics" 2>/dev/null
+}
+
+case_load() {
+	crash_load load "${PD_LOAD_WRITERS:-8}" "${PD_LOAD_PAGES:-500}" "${PD_LOAD_POOL:-100}"
+}
+
+# The crash verifier itself notices every kind of damage (a broken
+# filesystem would fail the crash cases).
+case_verify_selfcheck() {
+	python3 "$CL" selfcheck --dir "$PD_TMP/selfcheck" --seed "$CRASH_SEED" || fail "crashload.py verify self-check"
+}
+
+# print the load metrics lines (name: value unit) outside the case log
+crash_metrics() {
+	local f
+	for f in "$PD_TMP"/*.metrics; do [ -s "$f" ] && cat "$f"; done
+	return 0
+}
+
+# A power cut right after close() returned, under -o sync_blobs: a page
+# emptied by open(O_TRUNC) and closed without a write, a page rewritten with
+# O_TRUNC, a new page, and a page renamed over another: each must be on the
+# disk after the cut, however soon it comes.
+case_powercut_right_after_close() {
+	local work=$PD_TMP/$PD_CASE_NAME c kind bad=0 got want
+	PR_N=0
+	command -v losetup >/dev/null && [ -e /dev/loop-control ] || skip "no loop devices here"
+	mkdir -p "$work"
+	truncate -s 512M "$work/disk.img" &&
+		mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 "$work/disk.img" || fail "mkfs.ext4"
+	power_rig_up "$work" || { power_rig_down "$work"; skip "cannot put ext4 on a loop device over a FUSE file here"; }
+	pd_mount -s "$work/ext/store" -m "$work/mnt" sync_blobs || fail mount
+	c=0
+	for kind in truncate-only rewrite new rename truncate-only rewrite new rename; do
+		c=$((c + 1))
+		want=$(python3 - "$MNT" "$PR_VD_PID" "$c" "$kind" <<'PYEOF'
+import hashlib, os, signal, sys
+from crashload import content
+M, vd, c, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+p = "%s/f%s" % (M, c)
+old, new = content("old" + c, big=False), content("new" + c, big=False)
+if kind != "new":
+    with open(p, "wb") as f:
+        f.write(old)
+if kind == "truncate-only":
+    os.close(os.open(p, os.O_WRONLY | os.O_TRUNC))
+    new = b""
+elif kind == "rename":
+    with open(p + ".tmp", "wb") as f:
+        f.write(new)
+    os.rename(p + ".tmp", p)
+else:
+    with open(p, "wb") as f:
+        f.write(new)
+# the call returned: cut the power now
+os.kill(vd, signal.SIGUSR1)
+print("%d bytes, md5 %s" % (len(new), hashlib.md5(new).hexdigest()))
+PYEOF
+) || fail "round $c ($kind): the operation failed before the cut"
+		for i in $(seq 1 200); do [ -s "$work/cut" ] && break; sleep 0.01; done
+		kill -KILL "$PDFS_PID"
+		crash_daemon_gone "$c"
+		power_rig_down "$work" || fail "round $c: cannot take the cut disk down"
+		power_rig_up "$work" || fail "round $c: ext4 does not mount after the cut"
+		pd_mount -n -s "$work/ext/store" -m "$work/mnt" sync_blobs || fail "round $c: mount after the cut"
+		got="$(stat -c %s "$MNT/f$c" 2>&1) bytes, md5 $(md5sum <"$MNT/f$c" 2>&1 | cut -d' ' -f1)"
+		note "round $c ($kind): the call returned, then the cut: f$c has $got; expected $want"
+		if [ "$got" != "$want" ]; then
+			bad=$((bad + 1))
+			grep -h "sealing" "$PD_TMP"/m.*/daemon.log 2>/dev/null | sort -u
+		fi
+	done
+	pd_umount --no-fsck || fail umount
+	power_rig_down "$work"
+	[ "$bad" = 0 ] || fail "$bad of $c operations that returned before the power cut were lost (-o sync_blobs)"
+}
+
+pd_crash_main() {
+	pd_case verify_selfcheck
+	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case sigkill
+	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case powercut_sync_blobs
+	pd_case powercut_right_after_close
+	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case load
+	crash_metrics
+}
+
+[ "${PD_CRASH_LIB:-0}" = 1 ] && return 0
+pd_crash_main
+pd_finish
