@@ -16,16 +16,17 @@
  * and read back only when its leaf is rebuilt; memory holds the bits alone.
  * We take (2).
  *
- * Leaves and routing. Key x (64 bits) has the words W_j = mix(x ^ seed ^
- * (j + 1) * STEP) for j = 0, 1, 2, ..., mix being splitmix64's finaliser
- * and STEP 2^64 / golden ratio. W_0 routes: the directory has 2^D entries
- * and x goes to the leaf in entry W_0 >> (64 - D). A leaf at depth d owns
- * the 2^(D-d) consecutive entries that share its d-bit prefix (extendible
- * hashing); a split gives its two halves to two children at depth d + 1,
- * which bit 63 - d of W_0 tells apart. Within a leaf of n lines:
- *   line 0 = W_1 * n >> 64;  line 1 (two lines per key) = W_2 * (n - 1) >> 64,
+ * Leaves and routing. Key x (64 bits; a hash already) routes itself: the
+ * directory has 2^D entries and x goes to the leaf in entry x >> (64 - D).
+ * A leaf at depth d owns the 2^(D-d) consecutive entries that share its
+ * d-bit prefix (extendible hashing); a split gives its two halves to two
+ * children at depth d + 1, which bit 63 - d of x tells apart. Positions
+ * come from the words W_j = mix(x ^ seed ^ j * STEP), j = 1, 2, 3, ...,
+ * mix being splitmix64's finaliser and STEP 2^64 / golden ratio. Within a
+ * leaf of n lines (n < 2^32), with h and l the high and low halves of W_1:
+ *   line 0 = h * n >> 32;  line 1 (two lines per key) = l * (n - 1) >> 32,
  *   plus one if that is >= line 0 (so the two lines differ);
- * then W_3, W_4, ... give 9-bit offsets, seven per word from the low bits
+ * then W_2, W_3, ... give 9-bit offsets, seven per word from the low bits
  * up: k / lines_per_key distinct offsets for line 0, then as many for line 1
  * (an offset already taken in the same line is skipped). Bit o of a line is
  * bit o % 8 of its byte o / 8.
@@ -46,13 +47,23 @@
  *
  * Memory. Each leaf's load cycles between lambda_max / 1.25 and a bit above
  * lambda_max; because the worst leaf is always the one rebuilt, the leaves
- * stay spread over that cycle, and the bits total about 1.07x (at 1e-4, two
- * lines per key; 1.03x at 1e-2) of an optimal classic Bloom filter for the
- * same keys and rate, whatever the growth so far, for at most 4.5 rebuild
- * insertions per key (simulated; bench-filter measures it). Two lines per
- * key cost 3% more bits than a classic filter at 1e-4, one line 14% (the
- * uneven load of 512-bit blocks): hence two by default, and their two cache
- * misses overlap in the batch pipeline.
+ * stay spread over that cycle, and the bits stay near those of a filter
+ * sized in advance whatever the growth so far: 1.09x to 1.13x of an optimal
+ * classic Bloom filter for the same keys and rate (1e-4, two lines per key,
+ * grown from 1e6 to 6e7 keys; 1.113x at 1e8 in bench-filter), of which 3%
+ * is the blocked layout, 1% RATE_MARGIN and the rest the growth. A growth
+ * factor of 1.4 would rebuild less (3.0 instead of 4.5 re-insertions per
+ * key) but reaches 1.21x. Two lines per key cost 3% more bits than a
+ * classic filter at 1e-4, one line 14% (the uneven load of 512-bit
+ * blocks): hence two by default; their two cache misses overlap in the
+ * batch pipeline.
+ *
+ * Time. A new key costs a test (two lines), a record (the same two lines
+ * and 8 bytes of log) and, amortised, 4.5 re-insertions into rebuilt
+ * leaves; a repeat costs the test. Past the caches all of these are memory
+ * accesses, so leaves of 2 MiB and more are mapped with huge pages (below),
+ * lookups are pipelined PREFETCH keys deep, and rebuilds
+ * REBUILD_PREFETCH deep.
  *
  * File layout (little-endian):
  *   0        header (struct bf_header), 4096 bytes
@@ -99,26 +110,35 @@
  * target: room for the model's error and for the sampling error of a
  * measurement, at about 1% more bits. */
 #define RATE_MARGIN 0.9
-/* Size a new filter's leaves at about this many lines. */
-#define INIT_LEAF_LINES 4096
-/* Leaves hold a multiple of this many lines (4 KiB); from HUGE_BYTES on, a
- * multiple of HUGE_BYTES, placed at a multiple of it in the file and in
- * memory, so that the kernel can map them with huge pages (file-backed huge
- * pages need a file system with large folios: ext4 and XFS on recent
- * kernels). A lookup then costs one TLB entry per 2 MiB instead of per
- * 4 KiB: under a hypervisor's nested paging a TLB miss is most of a
- * lookup's cost. */
+/* A new filter has INIT_LEAVES leaves (fewer if they would be smaller than
+ * INIT_LEAF_MIN_LINES, more if larger than half the largest leaf): several,
+ * so that their rebuilds are spread out in time, and large, so that large
+ * filters are mapped with huge pages. */
+#define INIT_LEAVES 8
+#define INIT_LEAF_MIN_LINES 4096
+/* Leaves hold a multiple of this many lines (4 KiB). A leaf of HUGE_BYTES
+ * or more starts at a multiple of HUGE_BYTES in the file and in memory, so
+ * that the kernel can map its whole 2 MiB parts with huge pages (file-backed
+ * huge pages need a file system with large folios: ext4 and XFS on recent
+ * kernels; elsewhere the request is ignored). A lookup then needs one TLB
+ * entry per 2 MiB instead of per 4 KiB: under a hypervisor's nested paging a
+ * TLB miss is most of a lookup's cost. (Rounding sizes to 2 MiB as well
+ * would waste up to half of a mid-sized leaf.) */
 #define LEAF_LINE_UNIT 64
 #define HUGE_BYTES (UINT64_C(2) << 20)
-#define HUGE_LINES (HUGE_BYTES / BITFILTER_LINE_BYTES)
 /* 32 MiB: 13 million keys at 1e-4; rebuilding one takes a fraction of a
  * second under the lock. */
 #define DEFAULT_MAX_LEAF_LINES (UINT32_C(1) << 19)
+/* Lines of any leaf (line numbers are 32-bit range reductions): 128 GiB. */
+#define MAX_LEAF_LINES (UINT64_C(1) << 31)
 #define DEFAULT_FPR 1e-4
 #define DEFAULT_EXPECTED 1000000
 #define DEFAULT_SEED UINT64_C(0x75726c7365656e31)
-/* Keys ahead whose lines are prefetched. */
+/* Keys ahead whose lines are prefetched: in lookups (whose misses compete
+ * with the tests' own work), and in rebuilds (pure stores, nothing waits on
+ * them: more misses in flight pay). */
 #define PREFETCH 16
+#define REBUILD_PREFETCH 32
 
 /* ---- file layout ---- */
 
@@ -263,7 +283,7 @@ static inline uint64_t mix64(uint64_t z)
 
 static inline uint64_t word(uint64_t seed, uint64_t x, unsigned j)
 {
-	return mix64(x ^ seed ^ ((uint64_t)(j + 1) * STEP));
+	return mix64(x ^ seed ^ ((uint64_t)j * STEP));
 }
 
 static inline uint64_t fold(const uint8_t *k16)
@@ -284,9 +304,10 @@ static inline uint64_t reduce(uint64_t h, uint64_t n)
 static inline void lines_of(const struct bitfilter *f, uint64_t x, uint64_t nlines, uint64_t *l0,
 			    uint64_t *l1)
 {
-	*l0 = reduce(word(f->seed, x, 1), nlines);
+	uint64_t w = word(f->seed, x, 1);
+	*l0 = ((w >> 32) * nlines) >> 32;
 	if (f->lpk == 2) {
-		uint64_t y = reduce(word(f->seed, x, 2), nlines - 1);
+		uint64_t y = ((w & 0xFFFFFFFF) * (nlines - 1)) >> 32;
 		*l1 = y + (y >= *l0);
 	} else {
 		*l1 = *l0;
@@ -295,7 +316,7 @@ static inline void lines_of(const struct bitfilter *f, uint64_t x, uint64_t nlin
 
 /* The bits of a key in its line(s), as 512-bit masks (eight words; bit o of
  * a line is bit o % 64 of word o / 64, which on a little-endian host is bit
- * o % 8 of byte o / 8). The offsets are 9-bit fields of W_3, W_4, ...,
+ * o % 8 of byte o / 8). The offsets are 9-bit fields of W_2, W_3, ...,
  * seven per word from the low bits up; a field already in the current
  * line's mask is skipped, so each line gets kk distinct bits. */
 struct masks {
@@ -304,7 +325,7 @@ struct masks {
 
 static inline void key_masks(const struct bitfilter *f, uint64_t x, struct masks *k)
 {
-	unsigned j = 3, left = 0;
+	unsigned j = 2, left = 0;
 	uint64_t cur = 0;
 	for (unsigned l = 0; l < f->lpk; l++) {
 		uint64_t *m = k->m[l];
@@ -373,8 +394,7 @@ static inline __attribute__((always_inline)) void prefetch(const void *p, int wr
 
 static inline void probe_key(const struct bitfilter *f, uint64_t x, struct probe *p, int write)
 {
-	uint64_t r = word(f->seed, x, 0);
-	uint32_t id = f->dir[f->depth ? r >> (64 - f->depth) : 0];
+	uint32_t id = f->dir[f->depth ? x >> (64 - f->depth) : 0];
 	const struct leafmap *m = &f->lm[id];
 	uint64_t l0, l1;
 	lines_of(f, x, m->nlines, &l0, &l1);
@@ -505,8 +525,7 @@ static uint64_t round_lines(double lines)
 	if (!(lines < 1e15))
 		lines = 1e15;
 	uint64_t n = (uint64_t)ceil(lines);
-	uint64_t unit_lines = n >= HUGE_LINES ? HUGE_LINES : LEAF_LINE_UNIT;
-	n = (n + unit_lines - 1) / unit_lines * unit_lines;
+	n = (n + LEAF_LINE_UNIT - 1) / LEAF_LINE_UNIT * LEAF_LINE_UNIT;
 	return n ? n : LEAF_LINE_UNIT;
 }
 
@@ -643,6 +662,16 @@ static void unmap_leaf(struct leafmap *m)
 	memset(m, 0, sizeof *m);
 }
 
+/* Unmap a leaf's bits, keeping its log tail. */
+static void release_bits(struct leafmap *m)
+{
+	if (m->bits)
+		munmap(m->bits, m->maplen);
+	m->bits = NULL;
+	m->maplen = 0;
+	m->off = m->nlines = 0;
+}
+
 static int map_region(struct bitfilter *f, uint64_t off, size_t len, void **out)
 {
 	int prot = f->readonly ? PROT_READ : PROT_READ | PROT_WRITE;
@@ -688,7 +717,7 @@ static bool region_ok(const struct bitfilter *f, uint64_t off, uint64_t len)
 
 static bool leaf_ok(const struct bitfilter *f, const struct bf_leaf *e)
 {
-	if (e->nlines < 2 || e->nlines > (UINT64_C(1) << 36))
+	if (e->nlines < 2 || e->nlines > MAX_LEAF_LINES)
 		return false;
 	if (!region_ok(f, e->bits_off, e->nlines * BITFILTER_LINE_BYTES))
 		return false;
@@ -1072,15 +1101,16 @@ static void newleaf_drop(struct bitfilter *f, struct newleaf *n, bool free_space
 	n->log.mine.v = NULL;
 }
 
-/* Set the bits of n keys in a leaf of nlines lines, PREFETCH keys ahead. */
+/* Set the bits of n keys in a leaf of nlines lines, REBUILD_PREFETCH keys
+ * ahead. */
 static void insert_keys(const struct bitfilter *f, uint8_t *bits, uint64_t nlines,
 			const uint64_t *keys, size_t n)
 {
-	uint8_t *ring0[PREFETCH], *ring1[PREFETCH];
-	for (size_t i = 0; i < n + PREFETCH; i++) {
-		size_t s = i % PREFETCH;
-		if (i >= PREFETCH)
-			set_bits(f, keys[i - PREFETCH], ring0[s], ring1[s]);
+	uint8_t *ring0[REBUILD_PREFETCH], *ring1[REBUILD_PREFETCH];
+	for (size_t i = 0; i < n + REBUILD_PREFETCH; i++) {
+		size_t s = i % REBUILD_PREFETCH;
+		if (i >= REBUILD_PREFETCH)
+			set_bits(f, keys[i - REBUILD_PREFETCH], ring0[s], ring1[s]);
 		if (i < n) {
 			uint64_t l0, l1;
 			lines_of(f, keys[i], nlines, &l0, &l1);
@@ -1101,7 +1131,7 @@ static int grow_keys(struct bitfilter *f, void *ctx, const uint64_t *keys, size_
 
 struct split_ctx {
 	struct newleaf child[2];
-	unsigned bit; /* W_0 bit that tells the children apart: 63 - depth */
+	unsigned bit; /* bit of the key that tells the children apart: 63 - depth */
 	uint64_t *part[2];
 };
 
@@ -1111,7 +1141,7 @@ static int split_keys(struct bitfilter *f, void *ctx, const uint64_t *keys, size
 	size_t np[2] = { 0, 0 };
 	int rc;
 	for (size_t i = 0; i < n; i++) {
-		unsigned b = (unsigned)(word(f->seed, keys[i], 0) >> s->bit) & 1;
+		unsigned b = (unsigned)(keys[i] >> s->bit) & 1;
 		s->part[b][np[b]++] = keys[i];
 		if ((rc = logw_put(f, &s->child[b].log, keys[i])) != 0)
 			return rc;
@@ -1131,12 +1161,13 @@ static int grow_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nlin
 
 	if ((rc = free_entries(f, &nid, 1)) != 0)
 		return rc;
-	if ((rc = newleaf_init(f, &nl, nlines)) != 0) {
+	/* The old bits are not needed to rebuild (the log is): let them go
+	 * first, so that memory holds one copy of the leaf, not two. */
+	release_bits(&f->lm[id]);
+	if ((rc = newleaf_init(f, &nl, nlines)) != 0 ||
+	    (rc = read_log(f, e, grow_keys, &nl, NULL)) != 0) {
 		newleaf_drop(f, &nl, true);
-		return rc;
-	}
-	if ((rc = read_log(f, e, grow_keys, &nl, NULL)) != 0) {
-		newleaf_drop(f, &nl, true);
+		(void)map_leaf(f, id);
 		return rc;
 	}
 	struct bf_leaf *ne = &f->leaves[nid];
@@ -1184,6 +1215,7 @@ static int split_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nli
 	memset(&s, 0, sizeof s);
 	if ((rc = free_entries(f, nid, 2)) != 0)
 		return rc;
+	release_bits(&f->lm[id]); /* as in grow_leaf */
 	s.bit = 63 - d;
 	for (unsigned b = 0; b < 2; b++) {
 		if ((rc = newleaf_init(f, &s.child[b], nlines)) != 0)
@@ -1254,6 +1286,7 @@ fail:
 		free(s.part[b]);
 	}
 	free(old.v);
+	(void)map_leaf(f, id);
 	return rc;
 }
 
@@ -1312,8 +1345,11 @@ static int keep_rate(struct bitfilter *f)
 				 s.leaves + 3 <= BITFILTER_MAX_LEAVES;
 		if (nlines > f->max_leaf_lines && can_split)
 			rc = split_leaf(f, s.worst_id, s.worst_j, round_lines((double)nlines / 2));
+		else if (e->nlines >= MAX_LEAF_LINES)
+			rc = -EFBIG; /* no room left to grow: 2^31 lines, 16384 leaves */
 		else
-			rc = grow_leaf(f, s.worst_id, s.worst_j, nlines);
+			rc = grow_leaf(f, s.worst_id, s.worst_j,
+				       nlines < MAX_LEAF_LINES ? nlines : MAX_LEAF_LINES);
 		if (rc)
 			return rc;
 	}
@@ -1433,11 +1469,14 @@ static int init_file(struct bitfilter *f, const struct bitfilter_params *p, uint
 	h->frontier = DATA_START;
 	h->expected = p->expected;
 
-	/* first leaves: about INIT_LEAF_LINES lines each, a power of two of them */
+	/* first leaves: a power of two of them, see INIT_LEAVES */
 	double total = ceil((double)(p->expected ? p->expected : 1) / lam);
 	unsigned d = 0;
+	while ((UINT32_C(2) << d) <= INIT_LEAVES &&
+	       total / (double)(UINT64_C(2) << d) >= INIT_LEAF_MIN_LINES)
+		d++;
 	while (d < BITFILTER_MAX_DEPTH && (UINT32_C(2) << d) <= BITFILTER_MAX_LEAVES / 2 &&
-	       total / (double)(UINT64_C(2) << d) >= INIT_LEAF_LINES)
+	       total / (double)(UINT64_C(1) << d) > p->max_leaf_lines / 2.0)
 		d++;
 	uint64_t nlines = round_lines(total / (double)(UINT64_C(1) << d));
 	uint32_t *dir = dir_buf(f, 0);

@@ -53,8 +53,8 @@
 #define BITFILTER_LINE_BITS 512
 #define BITFILTER_MAX_K 32
 /* Leaves and routing depth the file has room for: 16384 leaves of the
- * default largest size hold about 1.4e10 keys at a 1e-4 rate; past that
- * leaves grow without splitting. */
+ * default largest size (32 MiB) hold about 2e11 keys at a 1e-4 rate; past
+ * that, leaves grow without splitting. */
 #define BITFILTER_MAX_LEAVES 16384
 #define BITFILTER_MAX_DEPTH 16
 
@@ -62,7 +62,7 @@ struct bitfilter_params {
 	double fpr;              /* overall false-positive rate, 0 < fpr < 0.5; default 1e-4 */
 	uint64_t expected;       /* keys the first leaves are sized for; default 1,000,000 */
 	uint32_t lines_per_key;  /* 1 or 2; default 2 */
-	uint32_t max_leaf_lines; /* a leaf that would grow past this splits; default 32768 (2 MiB) */
+	uint32_t max_leaf_lines; /* a leaf that would grow past this splits; default 2^19 (32 MiB) */
 	uint64_t seed;           /* seed of the position hashes; default a fixed value */
 };
 void bitfilter_params_default(struct bitfilter_params *p);

@@ -1,13 +1,16 @@
 /* url.c - syntax-based URL normalisation (RFC 3986 6.2.2 and 6.2.3).
  *
- * One pass over the input, component by component, writing the normal form
- * into the caller's buffer: the scheme and "//", the authority (userinfo,
- * host, port), the path, the query; the fragment is dropped. Each byte is
- * classified through one 256-entry table, so the common case (a URL that is
- * already normal) costs a table look-up and a store per byte; the dot-segment
- * pass runs only on paths that contain "/.", and the query sort only on
- * request. The caller's buffer is at least URL_NORM_CAP(len) bytes, checked
- * once, so the loop itself never tests for room.
+ * Two paths to one result. Most URLs of a crawl list are already in normal
+ * form; rest_is_normal() proves that in one SSE2 pass that builds bit masks
+ * of the URL (bytes never allowed, capitals, ':' and '@', '/', '.', '?'),
+ * and the normal form is then a copy of the input. Every other URL goes
+ * through the general path: component by component (scheme, userinfo,
+ * host, port, path, query; the fragment is dropped), each byte classified
+ * through one 256-entry table, runs of plain bytes copied 16 at a time, the
+ * dot-segment pass run only when a segment starts with '.', the query sort
+ * only on request. URL_NO_FAST_PATH lets the tests check that both paths
+ * agree. The caller's buffer is at least URL_NORM_CAP(len) bytes, checked
+ * once, so the loops never test for room.
  *
  * Decisions beyond the letter of RFC 3986, all made so that a crawler's
  * list works as it comes: white space around the URL is trimmed (CRLF
@@ -362,6 +365,115 @@ out:
 	return rc;
 }
 
+/* ---- the fast path: a URL already in normal form ----
+ *
+ * Most URLs of a crawl list are already normal: a lower-case scheme and
+ * host, no port, userinfo, percent sign, fragment or dot segment, only
+ * characters a URL may hold, a path that starts with '/'. Then the normal
+ * form is the input itself, and proving it takes one SSE2 pass of masks
+ * over the URL (one bit per byte: bytes never allowed, capitals, ':' and
+ * '@', '/', '.', '?') instead of the byte-by-byte copy. Anything else goes
+ * the long way, which gives the same result for these URLs (the unit tests
+ * compare both on every input they use). */
+#if defined(__SSE2__)
+struct fmask {
+	uint64_t bad, upper, colat, slash, dot, qmark;
+};
+
+/* Add the masks of the n <= 16 bytes at x to m, at bit `shift`. Fewer than
+ * 16 bytes: with overlap, the 16 bytes that end at x + n are readable and
+ * loaded; without, the n bytes are copied into a padded block. */
+static inline void fmask16(const uint8_t *x, unsigned n, bool overlap, struct fmask *m,
+			   unsigned shift)
+{
+	__m128i v;
+	uint8_t pad[16];
+	unsigned drop = 0;
+	if (n == 16) {
+		v = _mm_loadu_si128((const __m128i *)(const void *)x);
+	} else if (overlap) { /* the 16 bytes that end at x + n */
+		v = _mm_loadu_si128((const __m128i *)(const void *)(x + n - 16));
+		drop = 16 - n;
+	} else {
+		memset(pad, 'a', sizeof pad);
+		memcpy(pad, x, n);
+		v = _mm_loadu_si128((const __m128i *)(const void *)pad);
+	}
+	/* never allowed: outside '!'..'~', and " # % < > [ \ ] ^ ` { | } */
+	__m128i bad = _mm_xor_si128(in_range(v, '!', '~' - '!' + 1), _mm_set1_epi8((char)0xFF));
+	bad = _mm_or_si128(bad, _mm_or_si128(eq(v, '"'), eq(v, '#')));
+	bad = _mm_or_si128(bad, _mm_or_si128(eq(v, '%'), eq(v, '<')));
+	bad = _mm_or_si128(bad, _mm_or_si128(eq(v, '>'), eq(v, '`')));
+	bad = _mm_or_si128(bad, _mm_or_si128(in_range(v, '[', 4), in_range(v, '{', 3)));
+	unsigned b = (unsigned)_mm_movemask_epi8(bad) >> drop;
+	unsigned u = (unsigned)_mm_movemask_epi8(in_range(v, 'A', 26)) >> drop;
+	unsigned c = (unsigned)_mm_movemask_epi8(_mm_or_si128(eq(v, ':'), eq(v, '@'))) >> drop;
+	unsigned sl = (unsigned)_mm_movemask_epi8(eq(v, '/')) >> drop;
+	unsigned d = (unsigned)_mm_movemask_epi8(eq(v, '.')) >> drop;
+	unsigned q = (unsigned)_mm_movemask_epi8(eq(v, '?')) >> drop;
+	unsigned keep = n == 16 ? 0xFFFFu : (1u << n) - 1;
+	m->bad |= (uint64_t)(b & keep) << shift;
+	m->upper |= (uint64_t)(u & keep) << shift;
+	m->colat |= (uint64_t)(c & keep) << shift;
+	m->slash |= (uint64_t)(sl & keep) << shift;
+	m->dot |= (uint64_t)(d & keep) << shift;
+	m->qmark |= (uint64_t)(q & keep) << shift;
+}
+
+static inline uint64_t below(unsigned n)
+{
+	return n >= 64 ? ~UINT64_C(0) : (UINT64_C(1) << n) - 1;
+}
+
+/* Whether [p, e), the part after "scheme://", is a normal authority, path
+ * and query: see above. */
+static bool rest_is_normal(const uint8_t *p, const uint8_t *e)
+{
+	size_t len = (size_t)(e - p);
+	bool in_host = true, in_path = false, carry = false;
+	size_t host = 0;
+	for (size_t g = 0; g < len; g += 64) {
+		struct fmask m = { 0, 0, 0, 0, 0, 0 };
+		size_t n = len - g < 64 ? len - g : 64;
+		for (size_t b = 0; b < n; b += 16) {
+			unsigned k = n - b < 16 ? (unsigned)(n - b) : 16;
+			fmask16(p + g + b, k, g + b + 16 > len && len >= 16, &m, (unsigned)b);
+		}
+		if (m.bad)
+			return false;
+		uint64_t all = below((unsigned)n), region = all;
+		if (in_host) {
+			uint64_t term = m.slash | m.qmark;
+			unsigned t = term ? (unsigned)__builtin_ctzll(term) : 64;
+			uint64_t hmask = below(t);
+			if ((m.upper | m.colat) & hmask)
+				return false;
+			host += t < n ? t : n;
+			if (!term)
+				continue;
+			/* the authority ends at '/': a path follows */
+			if (!(m.slash >> t & 1) || host == 0)
+				return false;
+			in_host = false;
+			in_path = true;
+			region = all & ~hmask;
+		}
+		if (in_path) {
+			uint64_t qm = m.qmark & region;
+			unsigned qpos = qm ? (unsigned)__builtin_ctzll(qm) : 64;
+			uint64_t pmask = region & below(qpos);
+			/* a segment that starts with '.' */
+			if (m.dot & ((m.slash << 1) | (uint64_t)carry) & pmask)
+				return false;
+			carry = (m.slash >> 63) & 1;
+			if (qm)
+				in_path = false;
+		}
+	}
+	return !in_host;
+}
+#endif
+
 static inline bool is_scheme_char(uint8_t c)
 {
 	return (cls[c] & (C_LOWER | C_UPPER | C_DIGIT)) || c == '+' || c == '-' || c == '.';
@@ -398,8 +510,11 @@ int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t 
 		*why = "no scheme";
 		return -EINVAL;
 	}
-	while (p < e && is_scheme_char(*p))
+	bool lower_seen = false; /* a capital in the scheme */
+	while (p < e && is_scheme_char(*p)) {
+		lower_seen |= (cls[*p] & C_UPPER) != 0;
 		*o++ = lower(*p++);
+	}
 	if (p == e || *p != ':') {
 		*why = "no scheme";
 		return -EINVAL;
@@ -413,6 +528,14 @@ int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t 
 	memcpy(o, "://", 3);
 	o += 3;
 	p += 3;
+#if defined(__SSE2__)
+	if (!(flags & (URL_SORT_QUERY | URL_NO_FAST_PATH)) && !lower_seen &&
+	    rest_is_normal(p, e)) {
+		memcpy(o, p, (size_t)(e - p));
+		*outlen = (size_t)(o - o0) + (size_t)(e - p);
+		return 0;
+	}
+#endif
 
 	/* authority: up to the first '/', '?' or '#'; the userinfo ends at its
 	 * last '@', the port starts at its last ':' */
