@@ -87,6 +87,8 @@
  */
 #include "bitfilter.h"
 
+#include "cbf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -418,18 +420,7 @@ static inline void probe_key(const struct bitfilter *f, uint64_t x, struct probe
  * double keeps the result exact to many digits for kk <= 16. */
 static double line_fpr(double lam, unsigned kk)
 {
-	long double sum = 0, binom = 1, r = 1;
-	for (unsigned j = 0; j <= kk; j++) {
-		long double term = binom * expl(-(long double)lam * (1 - r));
-		sum += (j & 1) ? -term : term;
-		binom = binom * (kk - j) / (j + 1);
-		r = r * (BITFILTER_LINE_BITS - kk - j) / (BITFILTER_LINE_BITS - j);
-	}
-	if (sum < 0)
-		sum = 0;
-	if (sum > 1)
-		sum = 1;
-	return (double)sum;
+	return cbf_blocked_line_fpr(lam, kk, BITFILTER_LINE_BITS);
 }
 
 static bool k_valid(uint32_t k, uint32_t lpk)

@@ -521,14 +521,14 @@ size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t
  * probability sum_j (-1)^j C(kk, j) r_j^i, and averaging over the Poisson
  * load turns r_j^i into exp(-lambda (1 - r_j)). Long double keeps the
  * alternating sum accurate: its terms are at most C(16, 8) in size. */
-static double line_fpr(double lambda, unsigned kk)
+double cbf_blocked_line_fpr(double lambda, unsigned kk, unsigned slots)
 {
 	long double sum = 0, binom = 1, r = 1;
 	for (unsigned j = 0; j <= kk; j++) {
 		long double term = binom * expl(-(long double)lambda * (1 - r));
 		sum += (j & 1) ? -term : term;
 		binom = binom * (kk - j) / (j + 1);
-		r = r * (CBF_LINE_COUNTERS - kk - j) / (CBF_LINE_COUNTERS - j);
+		r = r * (slots - kk - j) / (slots - j);
 	}
 	if (sum < 0)
 		sum = 0;
@@ -545,7 +545,7 @@ double cbf_theoretical_fpr(const struct cbf_geometry *g, uint64_t n)
 	if (n == 0 || !geometry_valid(g))
 		return 0;
 	double lambda = (double)n * g->lines_per_key / (double)g->nlines;
-	double p = line_fpr(lambda, g->k / g->lines_per_key);
+	double p = cbf_blocked_line_fpr(lambda, g->k / g->lines_per_key, CBF_LINE_COUNTERS);
 	return g->lines_per_key == 2 ? p * p : p;
 }
 
@@ -1073,7 +1073,7 @@ double cbf_estimated_fpr(const struct cbf *f)
 		return 1;
 	double zero = (double)(total - nz) / (double)total;
 	double lambda = -log(zero) * CBF_LINE_COUNTERS / kk;
-	double p = line_fpr(lambda, kk);
+	double p = cbf_blocked_line_fpr(lambda, kk, CBF_LINE_COUNTERS);
 	return lpk == 2 ? p * p : p;
 }
 

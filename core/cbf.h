@@ -82,6 +82,12 @@ struct cbf;
 int cbf_geometry_for(uint64_t expected, double target_fpr, uint32_t lines_per_key,
 		     struct cbf_geometry *out);
 
+/* Probability that a query's kk distinct slots of one line of `slots` are
+ * all set (non-zero), when the line holds a Poisson(lambda) number of keys
+ * each setting kk distinct slots: the blocked-filter formula both this
+ * filter (128 counters a line) and the URL filter (512 bits) are sized by. */
+double cbf_blocked_line_fpr(double lambda, unsigned kk, unsigned slots);
+
 /* Expected false-positive rate of geometry g holding n keys (the exact
  * formula for a blocked filter: Poisson load per line, a key's offsets in a
  * line distinct, as cbf_positions draws them). 0 for n 0. */
