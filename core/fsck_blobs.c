@@ -396,32 +396,11 @@ static int handle_group(struct fsck *f, struct group *g)
 	return rc;
 }
 
-/* Is name the file name of a blob key in objects/<sub>? ("<32 lowercase
- * hex digits>", or that and ".<variant>", variant 1..2^32-1 in decimal
- * without leading zeros, as blobkey_path() writes it.) */
+/* Is name the file name of a blob key in objects/<sub>? */
 static bool parse_blob_name(const char *name, const char *sub, uint8_t key[BLOBKEY_BYTES])
 {
-	struct blobkey k = { .variant = 0 };
-	size_t len = strlen(name);
-	if (len < 32 || memcmp(name, sub, 3))
-		return false;
-	for (int i = 0; i < 32; i++)
-		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
-			return false;
-	if (len > 32) {
-		if (name[32] != '.' || len > 43 || name[33] < '1' || name[33] > '9')
-			return false;
-		uint64_t v = 0;
-		for (size_t i = 33; i < len; i++) {
-			if (name[i] < '0' || name[i] > '9')
-				return false;
-			v = v * 10 + (uint64_t)(name[i] - '0');
-		}
-		if (v > UINT32_MAX)
-			return false;
-		k.variant = (uint32_t)v;
-	}
-	if (fp_unhex(name, k.md5))
+	struct blobkey k;
+	if (!blobkey_parse(name, &k) || memcmp(name, sub, 3))
 		return false;
 	blobkey_encode(&k, key);
 	return true;

@@ -782,11 +782,9 @@ int fsck_repair_counts(struct fsck *f)
 static bool blob_in_use(struct fsck *f, MDB_txn *txn, const char *rel)
 {
 	const char *base = strrchr(rel, '/');
-	struct blobkey k = { .variant = 0 };
-	if (strncmp(rel, "objects/", 8) || !base || strlen(base + 1) < 32 || fp_unhex(base + 1, k.md5))
+	struct blobkey k;
+	if (strncmp(rel, "objects/", 8) || !base || !blobkey_parse(base + 1, &k))
 		return false;
-	if (base[33] == '.')
-		k.variant = (uint32_t)strtoul(base + 34, NULL, 10);
 	uint8_t key[BLOBKEY_BYTES];
 	blobkey_encode(&k, key);
 	MDB_val kk = { BLOBKEY_BYTES, key }, v;

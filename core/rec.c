@@ -78,6 +78,31 @@ void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX])
 		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.3s/%s", hex, hex);
 }
 
+bool blobkey_parse(const char *name, struct blobkey *k)
+{
+	size_t len = strlen(name);
+	k->variant = 0;
+	if (len < 32)
+		return false;
+	for (int i = 0; i < 32; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+			return false;
+	if (len > 32) {
+		if (name[32] != '.' || len > 43 || name[33] < '1' || name[33] > '9')
+			return false;
+		uint64_t v = 0;
+		for (size_t i = 33; i < len; i++) {
+			if (name[i] < '0' || name[i] > '9')
+				return false;
+			v = v * 10 + (uint64_t)(name[i] - '0');
+		}
+		if (v > UINT32_MAX)
+			return false;
+		k->variant = (uint32_t)v;
+	}
+	return fp_unhex(name, k->md5) == 0;
+}
+
 size_t fprec_encode(const struct fprec *r, uint8_t *out)
 {
 	put_le64(out, r->refcount);

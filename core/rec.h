@@ -38,6 +38,10 @@ bool blobkey_equal(const struct blobkey *a, const struct blobkey *b);
  * hashed directories handle. */
 #define BLOBKEY_PATH_MAX 64
 void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX]);
+/* The inverse of blobkey_path's file name: "<32 lowercase hex digits>" or
+ * that and ".<variant>" (1..2^32-1, decimal, no leading zero). false for
+ * any other name. */
+bool blobkey_parse(const char *name, struct blobkey *k);
 
 /* fingerprints: blobkey -> struct fprec.
  * Value (little-endian): refcount u64 | size u64 | xxh128 [16] | simhash u64 |

@@ -192,8 +192,6 @@ void store_counters(struct store *st, struct pd_counters *out)
 
 /* ---- saturated counters (exact counts for the filter) ---------------- */
 
-struct sat_ctx { struct store *st; MDB_txn *txn; };
-
 static int sat_get(void *ctx, uint64_t idx, uint64_t *count)
 {
 	struct wtx *w = ctx;
@@ -568,12 +566,8 @@ static void sweep_orphan_blobs(struct store *st)
 		}
 		struct dirent *e;
 		while ((e = readdir(dp))) {
-			struct blobkey k = { .variant = 0 };
-			if (e->d_name[0] == '.' || strlen(e->d_name) < 32 || fp_unhex(e->d_name, k.md5))
-				continue;
-			if (e->d_name[32] == '.')
-				k.variant = (uint32_t)strtoul(e->d_name + 33, NULL, 10);
-			else if (e->d_name[32])
+			struct blobkey k;
+			if (!blobkey_parse(e->d_name, &k))
 				continue;
 			uint8_t kb[BLOBKEY_BYTES];
 			blobkey_encode(&k, kb);
