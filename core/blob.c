@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "near.h"
+
 static MDB_val key_val(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
 {
 	blobkey_encode(k, kb);
@@ -80,6 +82,8 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 	if ((r.flags & FPREC_IN_FILTER) &&
 	    (rc = cbf_remove(st->filter, &r.pos, &store_saturated_ops, w, w->undo)))
 		return rc;
+	if ((r.flags & FPREC_HAS_SIMHASH) && (rc = near_remove(w->txn, st, k, r.simhash)))
+		return rc;
 	w->delta.blobs--;
 	w->delta.stored_bytes -= (int64_t)r.size;
 	char path[BLOBKEY_PATH_MAX];
@@ -102,6 +106,8 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 		r->flags &= (uint8_t)~FPREC_IN_FILTER;
 	}
 	if ((rc = blob_put(w->txn, st, k, r)) || (rc = blob_inodes_change(w->txn, st, k, ino, true)))
+		return rc;
+	if ((r->flags & FPREC_HAS_SIMHASH) && (rc = near_add(w->txn, st, k, r->simhash)))
 		return rc;
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);

@@ -64,6 +64,7 @@
  * damaged/). fsck_int.h holds what they share.
  */
 #include "fsck_int.h"
+#include "near.h"
 
 /* ---- growable arrays and a byte arena -------------------------------- */
 
@@ -115,7 +116,8 @@ size_t fsck_arena_add(struct vec *a, const void *p, size_t len)
 static const char *const kind_name[K_N] = {
 	"notes", "repairs", "inode problems", "name problems", "link record problems",
 	"link count problems", "directory tree problems", "orphan problems", "blob reference problems",
-	"refcount problems", "blob problems", "orphan files", "filter problems", "total problems",
+	"refcount problems", "blob problems", "orphan files", "filter problems",
+	"near-duplicate table problems", "total problems",
 	"problems left"
 };
 
@@ -322,6 +324,9 @@ static int open_store(struct fsck *f, char err[512])
 		f->generation = get_le64(gb);
 		f->clean = cl == 1;
 		s->counters = f->stored;
+		rc = near_open_tables(f->txn, s, 0);
+	}
+	if (!rc) {
 		rc = pd_mdb_err(mdb_txn_commit(f->txn)); /* keeps the table handles */
 	} else {
 		mdb_txn_abort(f->txn);
@@ -474,6 +479,9 @@ static int repair(struct fsck *f, char err[512])
 		rc = fsck_repair_counts(f);
 	if (!rc)
 		rc = fsck_repair_totals(f);
+	/* Records were rewritten or made again: their rows too. */
+	if (!rc && (f->fix_near || f->kfix.n) && !(rc = near_rebuild(f->txn, &f->sh)) && f->fix_near)
+		fsck_say(f, K_REPAIR, "repaired: near-duplicate tables rebuilt from the fingerprints");
 	/* A filter that disagreed, or records that changed: rebuilt by the
 	 * open below, from the stored positions. */
 	bool rebuild = f->fix_filter || f->kfix.n;

@@ -19,7 +19,9 @@
  *  - the running totals in meta match the tables;
  *  - no file in objects/ or staging/ is unknown to LMDB (orphans a crash
  *    may leave: harmless, collected by repair);
- *  - (the near-duplicate tables, once they exist: see check_near in fsck.c).
+ *  - the near-duplicate tables hold exactly one row per blob with a simhash
+ *    (near0) and one per distinct simhash (the others), each under the
+ *    right block (near.h: near_check); repair rebuilds them.
  *
  * Repair (opts.repair) fixes everything above that it can without guessing,
  * in one LMDB transaction, and never deletes a blob file that an inode

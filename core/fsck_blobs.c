@@ -5,9 +5,10 @@
  * order, one objects/ subdirectory at a time: refcounts, records without
  * files, files without records, the stored filter positions (tallied per
  * counter for pass 5) and, with --deep, the size and hashes of each blob
- * file, read on several threads. Also the (future) near-duplicate tables
+ * file, read on several threads. Also the near-duplicate tables (near.h)
  * and the files left in staging/. */
 #include "fsck_int.h"
+#include "near.h"
 
 /* ---- pass 3: blob_inodes against the inodes ---------------------------- */
 
@@ -653,19 +654,25 @@ int fsck_pass_blobs(struct fsck *f)
 
 /* ---- the near-duplicate tables ------------------------------------------ */
 
-/* PLACE FOR THE NEAR-DUPLICATE CHECK. The permuted simhash tables of
- * DESIGN.md ("Near-duplicates") are not in the store yet. When they are,
- * check here that every fingerprint with FPREC_HAS_SIMHASH has exactly one
- * row in each table (its permuted leading bits -> (simhash, blob key)),
- * that no row names a fingerprint that is gone or has another simhash, and
- * that no fingerprint without a simhash has rows; walk each table in key
- * order and compare a multiset hash of its rows with one of the expected
- * rows summed in pass_blobs, as for dirents and links. Repair: rebuild the
- * tables from the fingerprints (the simhash is in each record). */
+static void near_bad(void *ctx, const char *what)
+{
+	fsck_say(ctx, K_NEAR, "%s (repair: the near-duplicate tables are rebuilt)", what);
+}
+
+/* The permuted simhash tables against the fingerprints (near.h). */
 int fsck_check_near(struct fsck *f)
 {
-	(void)f;
-	return 0;
+	if (!f->sh.near_tables) {
+		fsck_say(f, K_NOTE, "note: no near-duplicate tables (a store from before them): the next mount makes them");
+		return 0;
+	}
+	uint64_t nbad = 0;
+	fsck_prog(f, "near-duplicate tables", 0, 0);
+	int rc = near_check(f->txn, &f->sh, near_bad, f, &nbad);
+	if (nbad)
+		f->fix_near = f->fix_any = true;
+	fsck_prog(f, "near-duplicate tables", 1, 1);
+	return rc;
 }
 
 /* ---- staging ------------------------------------------------------------ */

@@ -48,7 +48,7 @@ struct vec {
 /* Kinds of report lines: each kind shows REPORT_LINES lines, then counts. */
 enum kind {
 	K_NOTE, K_REPAIR, K_INODE, K_NAME, K_LINK, K_NLINK, K_TREE, K_ORPHAN, K_BLOBREF,
-	K_REFCOUNT, K_BLOB, K_FILE, K_FILTER, K_TOTAL, K_LEFT, K_N
+	K_REFCOUNT, K_BLOB, K_FILE, K_FILTER, K_NEAR, K_TOTAL, K_LEFT, K_N
 };
 
 struct dnode {
@@ -130,7 +130,7 @@ struct fsck {
 	struct cbf *anon;       /* geometry for positions when the filter is unusable */
 	/* what repair does */
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
-	bool fix_filter, fix_any;
+	bool fix_filter, fix_near, fix_any;
 	uint64_t lf_ino;        /* repair: the lost+found directory */
 	unsigned threads;
 };

@@ -7,6 +7,7 @@
  * off from the root), link counts and orphan marks; and after the commit,
  * the removal of files no record refers to. */
 #include "fsck_int.h"
+#include "near.h"
 
 /* ---- repair: names -------------------------------------------------------- */
 
@@ -449,7 +450,9 @@ static int recreate_record(struct fsck *f, const struct kfix *x, struct vec *ino
 	blobkey_path(&k, path);
 	int fd = openat(f->sh.dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct fp fp;
-	bool ok = fd >= 0 && fp_of_fd(fd, &fp) == 0 && memcmp(fp.md5, k.md5, 16) == 0;
+	struct near_sig sig;
+	bool ok = fd >= 0 && fp_of_fd(fd, &fp) == 0 && memcmp(fp.md5, k.md5, 16) == 0 &&
+		  near_sig_of_fd(fd, fp.size, &sig) == 0;
 	if (fd >= 0)
 		close(fd);
 	const struct cbf *g = fsck_geometry_filter(f);
@@ -457,6 +460,7 @@ static int recreate_record(struct fsck *f, const struct kfix *x, struct vec *ino
 		return 1;
 	struct fprec r = { .refcount = inos->n, .size = fp.size, .flags = FPREC_IN_FILTER };
 	memcpy(r.xxh128, fp.xxh128, 16);
+	near_sig_to_rec(&sig, &r);
 	cbf_positions(g, k.md5, &r.pos);
 	int rc = blob_put(f->txn, &f->sh, &k, &r);
 	for (size_t i = 0; i < inos->n && !rc; i++) {

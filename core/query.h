@@ -25,6 +25,25 @@ int query_refcount(struct store *st, uint64_t ino, char *buf, size_t *len);
 int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
 int query_stats(struct store *st, char *buf, size_t *len);
 
+/* Near-duplicates (query_near.c): the other files whose simhash is within
+ * the store's distance K of this file's, one "D<TAB>/path" line each, D the
+ * Hamming distance followed by '?' when either page has too little text for
+ * the distance to mean much (low-confidence); nearest first, then by path
+ * (bytes); a last line "... N more" for the lines that did not fit. Every
+ * name of a neighbour that the caller may reach is listed; the file's own
+ * names are not. -ENODATA: binary or textless content, or not sealed. */
+int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
+/* The same answer for a page given by its signature (a page that need not
+ * be in the store); names of inode `exclude` (0: none) are left out. */
+struct near_sig;
+int query_near_sig(struct store *st, const struct near_sig *sig, uint64_t exclude, const struct pd_cred *cred,
+		   char *buf, size_t *len);
+/* "<16 hex digits>", with " low-confidence" after it when the page has
+ * little text, or "none" (binary or textless). */
+int query_simhash(struct store *st, uint64_t ino, char *buf, size_t *len);
+/* That text for a signature, into buf (at least 40 bytes); its length. */
+size_t query_format_simhash(const struct near_sig *sig, char *buf);
+
 /* Is name one of the computed, read-only attributes? */
 int query_is_dedup_attr(const char *name);
 

@@ -48,6 +48,7 @@ bool blobkey_parse(const char *name, struct blobkey *k);
  *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k */
 #define FPREC_HAS_SIMHASH 1u
 #define FPREC_IN_FILTER 2u /* the positions were added to the filter */
+#define FPREC_SIMHASH_LOW 4u /* the simhash is low-confidence (too little text) */
 struct fprec {
 	uint64_t refcount;
 	uint64_t size;

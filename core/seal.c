@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "blob.h"
+#include "near.h"
 #include "ns.h"
 
 struct seal_arg {
@@ -17,6 +18,8 @@ struct seal_arg {
 	const struct fp *fp;
 	struct pd_time mtime, ctime;
 	bool sync_dirs;
+	bool have_sig;           /* sig computed (a new blob needs it) */
+	struct near_sig sig;
 	bool renamed;            /* the bytes sit at `renamed_to` */
 	char renamed_to[BLOBKEY_PATH_MAX];
 	struct seal_result out;
@@ -127,6 +130,37 @@ int seal_sync_blob(struct store *st, const struct blobkey *k)
 	return rc ? rc : sync_dir_of(st, path);
 }
 
+/* The near-duplicate signature of the staged bytes. */
+static int sign(struct seal_arg *a)
+{
+	int rc = a->src->mem ? near_sig_of_page(a->src->mem, a->fp->size, &a->sig)
+			     : near_sig_of_fd(a->src->fd, a->fp->size, &a->sig);
+	a->have_sig = !rc;
+	return rc;
+}
+
+/* Is the content stored already? Then its record has the signature, and
+ * the page need not be read again. A guess outside the transaction: a
+ * blob freed meanwhile is signed inside it (seal_cb). */
+static bool content_known(struct store *st, const struct fp *fp)
+{
+	if (st->opts.nodedup)
+		return false;
+	struct cbf_pos pos;
+	cbf_positions(st->filter, fp->md5, &pos);
+	if (!cbf_maybe_contains(st->filter, &pos))
+		return false;
+	MDB_txn *txn;
+	struct blobkey k;
+	bool found = false, collision;
+	if (store_read_begin(st, &txn))
+		return false;
+	if (blob_find(txn, st, fp, &k, &found, &collision))
+		found = false;
+	store_read_end(st, txn);
+	return found;
+}
+
 static int seal_cb(struct wtx *w, void *p)
 {
 	struct seal_arg *a = p;
@@ -141,9 +175,12 @@ static int seal_cb(struct wtx *w, void *p)
 	bool same = had && found && blobkey_equal(&in.blob, &k);
 	if (found && !same)
 		rc = blob_ref(w, &k, a->ino);
-	if (!found) {
+	if (!found && !a->have_sig)
+		rc = sign(a);
+	if (!found && !rc) {
 		struct fprec r = { .size = a->fp->size };
 		memcpy(r.xxh128, a->fp->xxh128, 16);
+		near_sig_to_rec(&a->sig, &r);
 		if (!(rc = place_blob(w, a, &k)))
 			rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
 	}
@@ -171,7 +208,12 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 			      .sync_dirs = st->opts.sync_blobs };
 	if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
 		return -errno;
-	int rc = store_write(st, seal_cb, &a);
+	/* Text extraction and simhash run here, on the caller's thread, not
+	 * in the transaction that all writers share. */
+	int rc = content_known(st, fp) ? 0 : sign(&a);
+	if (rc)
+		return rc;
+	rc = store_write(st, seal_cb, &a);
 	if (rc) {
 		/* The commit failed: the bytes go back where the file expects them. */
 		if (a.renamed && src->mem)

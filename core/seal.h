@@ -8,8 +8,11 @@
  *      new blob under a new variant of the key);
  *   2. duplicate: refcount+1, the staged file is dropped after the commit;
  *      new: the staged file is renamed into objects/ (fsynced first under
- *      sync_blobs), its record stored with its filter positions, the filter
- *      counters incremented;
+ *      sync_blobs), its record stored with its filter positions and its
+ *      simhash, the filter counters incremented, the near-duplicate tables
+ *      given its rows (near.h). The simhash is computed before the
+ *      transaction, unless a read of the table shows the content stored
+ *      already (then the record has it);
  *   3. the inode points at the blob, with its new size and mtime;
  *   4. the inode's previous blob is released (refcount-1; at zero its record,
  *      filter counts and, after the commit, its file go).

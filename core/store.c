@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "fp.h"
+#include "near.h"
 #include "openfile.h"
 
 #define PD_EMAPFULL (-ECHRNG)
@@ -245,7 +246,7 @@ static int env_open(struct store *st, const char *dir, bool readonly, bool durab
 		return rc;
 	if ((rc = mdb_env_create(&st->env)))
 		return pd_mdb_err(rc);
-	mdb_env_set_maxdbs(st->env, 16);
+	mdb_env_set_maxdbs(st->env, 64);
 	mdb_env_set_maxreaders(st->env, 510);
 	/* No MDB_WRITEMAP: it would save the pwrite()s of a commit (measured:
 	 * no visible gain on a cp of 20,000 pages, where FUSE round trips
@@ -412,6 +413,8 @@ int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN
 		rc = pd_mdb_err(mdb_txn_begin(st->env, NULL, 0, &txn));
 	if (!rc)
 		rc = open_dbis(st, txn, MDB_CREATE);
+	if (!rc)
+		rc = near_open_tables(txn, st, MDB_CREATE);
 	if (!rc) {
 		uint32_t fmt = PD_FORMAT_VERSION;
 		uint8_t one = 1, fb[4];
@@ -680,6 +683,11 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 				 dir);
 		if (!rc)
 			rc = read_meta(st, txn, &clean, &gen, err);
+		/* A writable open makes the near-duplicate tables a store from
+		 * before them lacks; its pages join the index as they are sealed
+		 * again (or at once with fsck --repair). */
+		if (!rc)
+			rc = near_open_tables(txn, st, st->readonly ? 0 : MDB_CREATE);
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
 	if (!rc && (rc = load_filter(st, clean, gen)) && !*err)

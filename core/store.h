@@ -33,6 +33,8 @@
 #include "rec.h"
 
 #define PD_FORMAT_VERSION 1
+/* Near-duplicate tables: K+1 for distance K (near.h). */
+#define PD_NEAR_MAX_TABLES 17
 #define PD_ERRLEN 512
 
 struct store_params {
@@ -81,6 +83,8 @@ struct store {
 	MDB_env *env;
 	MDB_dbi db_meta, db_inodes, db_dirents, db_links, db_fp, db_blob_inodes, db_xattrs,
 		db_saturated, db_orphans;
+	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
+	unsigned near_tables; /* K+1; 0 when a read-only store has none */
 	struct cbf *filter;
 	uint64_t generation;
 	uint64_t mapsize;

@@ -536,6 +536,10 @@ static int dedup_attr(fuse_req_t req, fuse_ino_t ino, const char *name, char *bu
 		return query_refcount(st, ino, buf, len);
 	if (!strcmp(name, "user.dedup.twins"))
 		return query_twins(st, ino, caller(req, &cb, true), buf, len);
+	if (!strcmp(name, "user.dedup.near"))
+		return query_near(st, ino, caller(req, &cb, true), buf, len);
+	if (!strcmp(name, "user.dedup.simhash"))
+		return query_simhash(st, ino, buf, len);
 	if (!strcmp(name, "user.dedup.stats"))
 		return query_stats(st, buf, len);
 	return -ENODATA;

@@ -3,6 +3,8 @@
  *   pagededup mkfs STORE [--expected-pages N] [--fpr RATE] [--filter-lines 1|2] [--near-distance K]
  *   pagededup stats STORE [--json]
  *   pagededup fsck STORE [--deep] [--repair]
+ *   pagededup simhash FILE...
+ *   pagededup near STORE FILE
  *
  * Exit status: 0 success; 1 usage or runtime error (fsck: 0 clean, 1 repaired,
  * 2 damage left or the check could not run), as each command's help says.
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "nearcmd.h"
 #include "stats.h"
 #include "store.h"
 #include "urlseen.h"
@@ -39,6 +42,14 @@ static void usage(FILE *out)
 	      "        to; a page whose bytes are lost moves to /lost+found (empty, with its\n"
 	      "        MD5 in the xattr user.pagededup.lost_md5). Exit 0 clean, 1 repaired,\n"
 	      "        2 damage left (or the check could not run).\n"
+	      "  simhash FILE...\n"
+	      "        the 64-bit simhash of each file's text (hex), 'low-confidence' after it\n"
+	      "        when the text is too short to judge, 'none' for binary content.\n"
+	      "  near STORE FILE\n"
+	      "        the stored pages whose simhash is within the store's distance (mkfs\n"
+	      "        --near-distance, default 3) of FILE's, which need not be stored:\n"
+	      "        'D<TAB>/path' lines as getfattr -n user.dedup.near gives them, D followed\n"
+	      "        by '?' when a page has little text. Exit 0 some found, 1 none, 2 error.\n"
 	      "  urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]\n"
 	      "        print the URLs (one a line, from INPUT or stdin) not seen before, in\n"
 	      "        normal form, and record them in FILE, a filter that keeps between runs\n"
@@ -333,7 +344,12 @@ int main(int argc, char **argv)
 		return cmd_stats(argc, argv);
 	if (!strcmp(cmd, "fsck"))
 		return cmd_fsck(argc, argv);
-	if (!strcmp(cmd, "urlseen")) return cmd_urlseen(argc, argv);
+	if (!strcmp(cmd, "urlseen"))
+		return cmd_urlseen(argc, argv);
+	if (!strcmp(cmd, "simhash"))
+		return cmd_simhash(argc, argv);
+	if (!strcmp(cmd, "near"))
+		return cmd_near(argc, argv);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

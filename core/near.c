@@ -1,0 +1,451 @@
+/* near.c - the permuted-table index of simhashes. See near.h. */
+#include "near.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "fp.h"
+#include "html.h"
+#include "simhash.h"
+
+#define ROW0_BYTES (8 + BLOBKEY_BYTES) /* near0 value: hash | blobkey */
+
+/* ---- signatures --------------------------------------------------------- */
+
+int near_sig_of_page(const void *buf, size_t len, struct near_sig *out)
+{
+	struct simhash_result r;
+	int rc = simhash_of_page(len ? buf : "", len, &r);
+	if (rc)
+		return rc;
+	*out = (struct near_sig){ r.none ? 0 : r.hash, !r.none, !r.none && r.low_confidence };
+	return 0;
+}
+
+int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out)
+{
+	/* html_extract reads no further than this anyway. */
+	size_t len = size < HTML_MAX_INPUT ? (size_t)size : HTML_MAX_INPUT;
+	if (!len)
+		return near_sig_of_page("", 0, out);
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	int rc = near_sig_of_page(p, len, out);
+	munmap(p, len);
+	return rc;
+}
+
+void near_sig_to_rec(const struct near_sig *s, struct fprec *r)
+{
+	r->flags &= (uint8_t) ~(FPREC_HAS_SIMHASH | FPREC_SIMHASH_LOW);
+	r->simhash = 0;
+	if (!s->has)
+		return;
+	r->simhash = s->simhash;
+	r->flags |= FPREC_HAS_SIMHASH | (s->low_confidence ? FPREC_SIMHASH_LOW : 0);
+}
+
+/* ---- blocks and rows ---------------------------------------------------- */
+
+/* Widths differ by at most one bit; the wider blocks come first. */
+static void block_span(unsigned i, unsigned ntables, unsigned *start, unsigned *width)
+{
+	unsigned base = 64 / ntables, extra = 64 % ntables;
+	*width = base + (i < extra);
+	*start = i * base + (i < extra ? i : extra);
+}
+
+uint64_t near_block(uint64_t h, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	return width == 64 ? h : (h << start) >> (64 - width);
+}
+
+/* The key of block i of h: big-endian, as few bytes as the width needs. */
+static MDB_val block_key(uint8_t kb[8], uint64_t h, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	size_t n = (width + 7) / 8;
+	uint64_t v = near_block(h, i, ntables);
+	for (size_t j = 0; j < n; j++)
+		kb[j] = (uint8_t)(v >> (8 * (n - 1 - j)));
+	return (MDB_val){ n, kb };
+}
+
+static MDB_val row0(uint8_t vb[ROW0_BYTES], uint64_t h, const struct blobkey *k)
+{
+	put_be64(vb, h);
+	blobkey_encode(k, vb + 8);
+	return (MDB_val){ ROW0_BYTES, vb };
+}
+
+int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
+{
+	unsigned n = st->params.near_distance + 1;
+	if (n > PD_NEAR_MAX_TABLES)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "near%u", i);
+		int rc = mdb_dbi_open(txn, name, MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_near[i]);
+		if (rc == MDB_NOTFOUND && !create) {
+			/* A store from before the index, opened read-only:
+			 * it answers no neighbours until mounted once. */
+			st->near_tables = 0;
+			return 0;
+		}
+		if (rc)
+			return pd_mdb_err(rc);
+	}
+	st->near_tables = n;
+	return 0;
+}
+
+/* ---- changes -------------------------------------------------------------- */
+
+/* Is any blob still indexed under hash h (a row of near0)? */
+static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_near[0], &c));
+	if (rc)
+		return rc;
+	uint8_t kb[8], vb[ROW0_BYTES] = { 0 };
+	put_be64(vb, h);
+	MDB_val key = block_key(kb, h, 0, st->near_tables), v = { ROW0_BYTES, vb };
+	int mrc = mdb_cursor_get(c, &key, &v, MDB_GET_BOTH_RANGE);
+	*yes = mrc == 0 && get_be64(v.mv_data) == h;
+	mdb_cursor_close(c);
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+}
+
+int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h)
+{
+	unsigned n = st->near_tables;
+	uint8_t kb[8], vb[ROW0_BYTES], hb[8];
+	put_be64(hb, h);
+	for (unsigned i = 0; i < n; i++) {
+		MDB_val key = block_key(kb, h, i, n);
+		MDB_val v = i ? (MDB_val){ 8, hb } : row0(vb, h, k);
+		int rc = mdb_put(txn, st->db_near[i], &key, &v, MDB_NODUPDATA);
+		/* Another blob of the same hash is in the tables already. */
+		if (rc && rc != MDB_KEYEXIST)
+			return pd_mdb_err(rc);
+	}
+	return 0;
+}
+
+int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h)
+{
+	unsigned n = st->near_tables;
+	if (!n)
+		return 0;
+	uint8_t kb[8], vb[ROW0_BYTES], hb[8];
+	MDB_val key = block_key(kb, h, 0, n), v = row0(vb, h, k);
+	/* A row already missing is fsck's to report; the page still goes. */
+	int rc = mdb_del(txn, st->db_near[0], &key, &v);
+	if (rc && rc != MDB_NOTFOUND)
+		return pd_mdb_err(rc);
+	bool shared;
+	if ((rc = hash_indexed(txn, st, h, &shared)) || shared)
+		return rc;
+	put_be64(hb, h);
+	for (unsigned i = 1; i < n; i++) {
+		key = block_key(kb, h, i, n);
+		v = (MDB_val){ 8, hb };
+		rc = mdb_del(txn, st->db_near[i], &key, &v);
+		if (rc && rc != MDB_NOTFOUND)
+			return pd_mdb_err(rc);
+	}
+	return 0;
+}
+
+/* ---- queries -------------------------------------------------------------- */
+
+struct finder {
+	MDB_txn *txn;
+	struct store *st;
+	uint64_t q;
+	unsigned maxdist, n;
+	near_hit_fn cb;
+	void *ctx;
+	MDB_cursor *c0; /* near0, to resolve a hash found in another table */
+};
+
+/* A hash found in table i was found already in an earlier table if it
+ * agrees with the query on an earlier block: report it only there. */
+static bool seen_before(const struct finder *f, uint64_t h, unsigned i)
+{
+	for (unsigned j = 0; j < i; j++)
+		if (near_block(h, j, f->n) == near_block(f->q, j, f->n))
+			return true;
+	return false;
+}
+
+/* Every blob of hash h, through its rows in near0. */
+static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
+{
+	uint8_t kb[8], vb[ROW0_BYTES] = { 0 };
+	put_be64(vb, h);
+	MDB_val key = block_key(kb, h, 0, f->n), v = { ROW0_BYTES, vb };
+	int rc = 0, mrc;
+	for (mrc = mdb_cursor_get(f->c0, &key, &v, MDB_GET_BOTH_RANGE); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(f->c0, &key, &v, MDB_NEXT_DUP)) {
+		if (get_be64(v.mv_data) != h)
+			break;
+		struct blobkey k;
+		blobkey_decode((const uint8_t *)v.mv_data + 8, &k);
+		rc = f->cb(f->ctx, &k, h, dist);
+	}
+	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* One page of packed values of table i under the query's block. */
+static int scan_values(struct finder *f, unsigned i, const uint8_t *p, size_t bytes)
+{
+	size_t width = i ? 8 : ROW0_BYTES;
+	int rc = 0;
+	for (size_t off = 0; off + width <= bytes && !rc; off += width) {
+		uint64_t h = get_be64(p + off);
+		unsigned d = simhash_distance(h, f->q);
+		if (d > f->maxdist || seen_before(f, h, i))
+			continue;
+		if (i == 0) {
+			struct blobkey k;
+			blobkey_decode(p + off + 8, &k);
+			rc = f->cb(f->ctx, &k, h, d);
+		} else {
+			rc = resolve_hash(f, h, d);
+		}
+	}
+	return rc;
+}
+
+static int scan_table(struct finder *f, unsigned i)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->st->db_near[i], &c));
+	if (rc)
+		return rc;
+	uint8_t kb[8];
+	MDB_val key = block_key(kb, f->q, i, f->n), v;
+	int mrc = mdb_cursor_get(c, &key, &v, MDB_SET);
+	if (mrc == 0)
+		mrc = mdb_cursor_get(c, &key, &v, MDB_GET_MULTIPLE);
+	while (mrc == 0 && !rc) {
+		rc = scan_values(f, i, v.mv_data, v.mv_size);
+		mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_MULTIPLE);
+	}
+	mdb_cursor_close(c);
+	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near_hit_fn cb, void *ctx)
+{
+	struct finder f = { txn, st, q, maxdist, st->near_tables, cb, ctx, NULL };
+	if (!f.n)
+		return 0;
+	/* Beyond K the pigeonhole argument fails: some neighbours would be
+	 * missed, so the index never answers past it. */
+	if (maxdist > f.n - 1)
+		return -EINVAL;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_near[0], &f.c0));
+	for (unsigned i = 0; i < f.n && !rc; i++)
+		rc = scan_table(&f, i);
+	mdb_cursor_close(f.c0);
+	return rc > 0 ? 0 : rc;
+}
+
+/* ---- fsck ----------------------------------------------------------------- */
+
+struct checker {
+	MDB_txn *txn;
+	struct store *st;
+	near_bad_fn bad;
+	void *ctx;
+	uint64_t nbad;
+};
+
+static void report(struct checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(struct checker *c, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	c->nbad++;
+	c->bad(c->ctx, line);
+}
+
+static void blob_hex(const struct blobkey *k, char out[48])
+{
+	fp_hex(k->md5, out);
+	out[32] = 0;
+	if (k->variant)
+		snprintf(out + 32, 16, ".%u", k->variant);
+}
+
+static bool key_is_block(const MDB_val *key, uint64_t h, unsigned i, unsigned n)
+{
+	uint8_t kb[8];
+	MDB_val want = block_key(kb, h, i, n);
+	return key->mv_size == want.mv_size && memcmp(key->mv_data, kb, want.mv_size) == 0;
+}
+
+/* A row of near0: its key is its hash's block, and its blob has that hash. */
+static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
+{
+	char name[48];
+	if (v->mv_size != ROW0_BYTES) {
+		report(c, "near0: a row of %zu bytes (want %d)", v->mv_size, ROW0_BYTES);
+		return;
+	}
+	uint64_t h = get_be64(v->mv_data);
+	struct blobkey k;
+	blobkey_decode((const uint8_t *)v->mv_data + 8, &k);
+	blob_hex(&k, name);
+	if (!key_is_block(key, h, 0, c->st->near_tables))
+		report(c, "near0: the row of blob %s is under a key that is not its hash's block", name);
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(&k, kb);
+	MDB_val fk = { BLOBKEY_BYTES, kb }, fv;
+	struct fprec r;
+	if (mdb_get(c->txn, c->st->db_fp, &fk, &fv) || fprec_decode(fv.mv_data, fv.mv_size, &r))
+		report(c, "near0: a row names blob %s, which has no fingerprint record", name);
+	else if (!(r.flags & FPREC_HAS_SIMHASH) || r.simhash != h)
+		report(c, "near0: the row of blob %s has simhash %016llx, its record %s", name,
+		       (unsigned long long)h, (r.flags & FPREC_HAS_SIMHASH) ? "another" : "none");
+}
+
+/* A row of table i >= 1: its key is its hash's block, and near0 has a
+ * blob of that hash. */
+static int check_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v)
+{
+	if (v->mv_size != 8) {
+		report(c, "near%u: a row of %zu bytes (want 8)", i, v->mv_size);
+		return 0;
+	}
+	uint64_t h = get_be64(v->mv_data);
+	if (!key_is_block(key, h, i, c->st->near_tables))
+		report(c, "near%u: simhash %016llx is under a key that is not its block", i, (unsigned long long)h);
+	bool yes;
+	int rc = hash_indexed(c->txn, c->st, h, &yes);
+	if (!rc && !yes)
+		report(c, "near%u: simhash %016llx belongs to no blob in near0", i, (unsigned long long)h);
+	return rc;
+}
+
+static int check_table(struct checker *c, unsigned i)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
+	if (rc)
+		return rc;
+	MDB_val key, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+		if (i == 0)
+			check_row0(c, &key, &v);
+		else
+			rc = check_row(c, i, &key, &v);
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* Every row a fingerprint with a simhash needs is there. */
+static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
+{
+	unsigned n = c->st->near_tables;
+	uint8_t kb[8], vb[ROW0_BYTES], hb[8];
+	put_be64(hb, h);
+	char name[48];
+	for (unsigned i = 0; i < n; i++) {
+		MDB_cursor *cur;
+		int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
+		if (rc)
+			return rc;
+		MDB_val key = block_key(kb, h, i, n);
+		MDB_val v = i ? (MDB_val){ 8, hb } : row0(vb, h, k);
+		int mrc = mdb_cursor_get(cur, &key, &v, MDB_GET_BOTH);
+		mdb_cursor_close(cur);
+		if (mrc && mrc != MDB_NOTFOUND)
+			return pd_mdb_err(mrc);
+		if (mrc) {
+			blob_hex(k, name);
+			report(c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)h, i);
+		}
+	}
+	return 0;
+}
+
+/* Walk the fingerprints that have a simhash. */
+static int each_simhash(MDB_txn *txn, struct store *st,
+			int (*fn)(void *ctx, const struct blobkey *k, uint64_t h), void *ctx)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &cur));
+	if (rc)
+		return rc;
+	MDB_val key, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (key.mv_size != BLOBKEY_BYTES || fprec_decode(v.mv_data, v.mv_size, &r) ||
+		    !(r.flags & FPREC_HAS_SIMHASH))
+			continue; /* a damaged record is the blob pass's to report */
+		struct blobkey k;
+		blobkey_decode(key.mv_data, &k);
+		rc = fn(ctx, &k, r.simhash);
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+static int check_record_cb(void *ctx, const struct blobkey *k, uint64_t h)
+{
+	return check_record(ctx, k, h);
+}
+
+int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
+{
+	struct checker c = { txn, st, bad, ctx, 0 };
+	int rc = 0;
+	for (unsigned i = 0; i < st->near_tables && !rc; i++)
+		rc = check_table(&c, i);
+	if (!rc && st->near_tables)
+		rc = each_simhash(txn, st, check_record_cb, &c);
+	*nbad = c.nbad;
+	return rc;
+}
+
+struct rebuilder {
+	MDB_txn *txn;
+	struct store *st;
+};
+
+static int rebuild_cb(void *ctx, const struct blobkey *k, uint64_t h)
+{
+	struct rebuilder *r = ctx;
+	return near_add(r->txn, r->st, k, h);
+}
+
+int near_rebuild(MDB_txn *txn, struct store *st)
+{
+	for (unsigned i = 0; i < st->near_tables; i++) {
+		int rc = pd_mdb_err(mdb_drop(txn, st->db_near[i], 0));
+		if (rc)
+			return rc;
+	}
+	struct rebuilder r = { txn, st };
+	return st->near_tables ? each_simhash(txn, st, rebuild_cb, &r) : 0;
+}

@@ -1,0 +1,84 @@
+/* near.h - the near-duplicate index: every stored page's simhash, found
+ * again by any page within Hamming distance K (seed 001; Manku, Jain and
+ * Das Sarma's permuted tables).
+ *
+ * The 64 bits of a simhash are cut into K+1 blocks (near_block: widths
+ * differ by at most one bit; four blocks of 16 bits for K=3). Two hashes
+ * that differ in at most K bits agree exactly on at least one block
+ * (pigeonhole), so a query looks up each of its K+1 blocks in the table of
+ * that block and checks the distance of what it finds there: no neighbour
+ * within K is missed, and a query reads about N * (K+1) / 2^16 hashes
+ * (60 at 1e6 pages, K=3).
+ *
+ * Tables (LMDB, dup-sorted, fixed-size values, so a key's values sit packed
+ * on pages and are read with MDB_GET_MULTIPLE):
+ *   near0: block 0 (big-endian, ceil(width/8) bytes)
+ *          -> simhash u64 BE | blobkey [20]       one row per blob
+ *   nearI (I = 1..K): block I -> simhash u64 BE   one row per distinct hash
+ * near0 alone names the blobs; the other tables hold each distinct hash
+ * once (pages that differ only in a counter or a date have the same hash),
+ * and a hit there is resolved through near0 (its rows for one hash are
+ * adjacent: same key, values sorted by hash). Per page that is 28 + 8K
+ * bytes of values, 52 at K=3, before LMDB's page overhead.
+ *
+ * Rows change in the write transaction that stores or frees the blob
+ * (blob_insert, blob_unref), so an answer never names a page that is gone
+ * and never misses one whose close() returned.
+ *
+ * Errors are negative errno values.
+ */
+#ifndef PD_NEAR_H
+#define PD_NEAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rec.h"
+#include "store.h"
+
+/* K is at most this (17 tables of 3 or 4 bits: a useless index, but a
+ * correct one). */
+#define NEAR_MAX_DISTANCE (PD_NEAR_MAX_TABLES - 1)
+
+/* The simhash of a page, as a fingerprint record keeps it. */
+struct near_sig {
+	uint64_t simhash;
+	bool has;            /* false: binary or textless content */
+	bool low_confidence; /* too little text to judge (simhash.h) */
+};
+
+/* Signature of a page's bytes (only the first HTML_MAX_INPUT are read). */
+int near_sig_of_page(const void *buf, size_t len, struct near_sig *out);
+/* The same for the first `size` bytes of an open file (mapped, not read). */
+int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out);
+/* Copy a signature into a fingerprint record (flags and simhash slot). */
+void near_sig_to_rec(const struct near_sig *s, struct fprec *r);
+
+/* Open (create: make) the K+1 tables of a store whose params give K. */
+int near_open_tables(MDB_txn *txn, struct store *st, unsigned create);
+
+/* Index blob k under hash h / take it out (inside a write transaction:
+ * the one that stores or frees the blob). */
+int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h);
+int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h);
+
+/* Every indexed blob within distance maxdist (<= the store's K) of q,
+ * each once, in no particular order. cb returning non-zero stops the walk
+ * with that value (a positive value is returned as 0). */
+typedef int (*near_hit_fn)(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist);
+int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near_hit_fn cb, void *ctx);
+
+/* Consistency with the fingerprints (fsck): each problem is described to
+ * `bad` (one line, no newline) and counted in *nbad. Checks every table
+ * row against the fingerprint it names, and every fingerprint that has a
+ * simhash against the rows it needs: O(pages * (K+1)) lookups, no memory. */
+typedef void (*near_bad_fn)(void *ctx, const char *what);
+int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad);
+/* Drop every row and index again every fingerprint that has a simhash. */
+int near_rebuild(MDB_txn *txn, struct store *st);
+
+/* Block i of K+1 of hash h, and its key bytes. */
+uint64_t near_block(uint64_t h, unsigned i, unsigned ntables);
+
+#endif

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Near-duplicates through a pagededupfs mount: getfattr -n user.dedup.near
+# and user.dedup.simhash after cp, mv, ln and rm, the answers filtered by
+# the caller's permissions, the attributes read-only, and the same answers
+# from `pagededup near` and `pagededup simhash` on the unmounted store.
+. "$(dirname "$0")/lib.sh"
+pd_require
+
+U_A=65534
+
+# make_pages DIR: base.html; near.html (base with two words changed);
+# far.html (other text); short.txt (a few words); short2.txt (the same with
+# a full stop); page.bin (binary); gbk.html (base's words under a GBK
+# Chinese heading, declared GBK).
+make_pages() {
+	py "$1" <<'EOF'
+import random, sys
+d = sys.argv[1]
+random.seed(7)
+vocab = ["w%03d" % i for i in range(2000)]
+def text(n):
+    return [random.choice(vocab) for _ in range(n)]
+words = text(700)
+base = " ".join(words)
+other = " ".join(text(700))
+words[100], words[105] = "changed0", "changed1"
+changed = " ".join(words)
+def html(body):
+    return "<html><head><title>t</title></head><body><p>%s</p></body></html>\n" % body
+open(d + "/base.html", "w").write(html(base))
+open(d + "/near.html", "w").write(html(changed))
+open(d + "/far.html", "w").write(html(other))
+open(d + "/short.txt", "w").write("a few words of text\n")
+open(d + "/short2.txt", "w").write("a few words of text.\n")
+open(d + "/page.bin", "wb").write(bytes(range(256)) * 64)
+zh = "<html><head><meta charset=gbk></head><body><h1>%s</h1><p>%s</p></body></html>\n" % (
+    "\u7f51\u9875\u5f52\u6863\u7cfb\u7edf" * 40, base)
+open(d + "/gbk.html", "wb").write(zh.encode("gbk"))
+EOF
+}
+
+near() { getfattr --absolute-names --only-values -n user.dedup.near "$1"; }
+simhash() { getfattr --absolute-names --only-values -n user.dedup.simhash "$1"; }
+
+# distance A B: the Hamming distance of two files' simhashes, from the tool.
+distance() {
+	local a b
+	a=$("$PD_BIN" simhash "$1" | cut -f1) && b=$("$PD_BIN" simhash "$2" | cut -f1) || return 1
+	python3 -c "print(bin(int('$a',16) ^ int('$b',16)).count('1'))"
+}
+
+case_near_answers() {
+	local src=$PD_TMP/near-src d
+	mkdir -p "$src" && make_pages "$src" || fail "make pages"
+	d=$(distance "$src/base.html" "$src/near.html") || fail distance
+	[ "$d" -ge 1 ] && [ "$d" -le 3 ] || fail "fixture: base and near are $d bits apart"
+	[ "$(distance "$src/base.html" "$src/far.html")" -gt 3 ] || fail "fixture: far is near"
+	pd_mount || fail mount
+	mkdir "$MNT/site" "$MNT/mirror" || fail mkdir
+	cp "$src"/* "$MNT/site/" || fail cp
+	cp "$src/base.html" "$MNT/mirror/copy.html" || fail cp
+	expect_eq "$(near "$MNT/site/base.html")" "$(printf '0\t/mirror/copy.html\n%s\t/site/near.html' "$d")" "near of base"
+	expect_eq "$(near "$MNT/site/far.html")" "" "near of far"
+	expect_eq "$(simhash "$MNT/site/base.html")" "$("$PD_BIN" simhash "$src/base.html" | cut -f1)" "simhash attribute = pagededup simhash"
+	# a hard link and a rename: every name, at its new place
+	ln "$MNT/site/near.html" "$MNT/mirror/near-link.html" || fail ln
+	mv "$MNT/mirror/copy.html" "$MNT/mirror/moved.html" || fail mv
+	expect_eq "$(near "$MNT/site/base.html")" \
+		"$(printf '0\t/mirror/moved.html\n%s\t/mirror/near-link.html\n%s\t/site/near.html' "$d" "$d")" "near after ln and mv"
+	# rm and an overwrite leave the answer at once
+	rm "$MNT/mirror/moved.html" || fail rm
+	cp "$src/far.html" "$MNT/site/near.html" || fail "overwrite"
+	expect_eq "$(near "$MNT/site/base.html")" "" "near after rm and overwrite (the link shares the inode)"
+	expect_eq "$(near "$MNT/site/far.html")" "$(printf '0\t/mirror/near-link.html\n0\t/site/near.html')" "far's new twins"
+	# too little text: the distance is marked; binary: no simhash
+	expect_eq "$(simhash "$MNT/site/short.txt" | cut -d' ' -f2)" "low-confidence" "short page"
+	expect_eq "$(near "$MNT/site/short.txt")" "$(printf '0?\t/site/short2.txt')" "short page's neighbour marked"
+	expect_eq "$(simhash "$MNT/site/page.bin")" "none" "binary simhash"
+	expect_fail getfattr -n user.dedup.near "$MNT/site/page.bin"
+	getfattr -n user.dedup.near "$MNT/site/page.bin" 2>&1 | grep -q "No such attribute" || fail "binary: ENODATA"
+	# a GBK page has a simhash of its text (not "none", not low-confidence)
+	simhash "$MNT/site/gbk.html" | grep -Eq '^[0-9a-f]{16}$' || fail "gbk page: $(simhash "$MNT/site/gbk.html")"
+	# computed attributes are read-only and not listed
+	expect_fail setfattr -n user.dedup.near -v x "$MNT/site/base.html"
+	setfattr -n user.dedup.simhash -v x "$MNT/site/base.html" 2>&1 | grep -q "Operation not permitted" ||
+		fail "setfattr user.dedup.simhash: EPERM"
+	expect_fail setfattr -x user.dedup.near "$MNT/site/base.html"
+	getfattr -d "$MNT/site/base.html" | grep -q dedup && fail "dedup attributes listed"
+	# the same answers from the unmounted store
+	local want_base want_far
+	want_base=$(near "$MNT/site/base.html")
+	want_far=$(near "$MNT/site/far.html")
+	pd_umount || fail umount
+	expect_eq "$("$PD_BIN" near "$STORE" "$src/far.html")" \
+		"$(printf '0\t/mirror/near-link.html\n0\t/site/far.html\n0\t/site/near.html')" "pagededup near of far (itself stored)"
+	# base is stored once: pagededup near names it, getfattr did not (itself)
+	expect_eq "$("$PD_BIN" near "$STORE" "$src/base.html")" "$(printf '0\t/site/base.html\n%s' "$want_base")" "pagededup near of base"
+	[ -z "$want_far" ] && fail "far had twins"
+	"$PD_BIN" near "$STORE" "$src/page.bin" >/dev/null 2>&1
+	expect_eq $? 2 "pagededup near of a binary file: exit 2"
+	printf '<p>%s</p>\n' "nothing like any stored page at all, not one bit of it" >"$PD_TMP/new.html"
+	"$PD_BIN" near "$STORE" "$PD_TMP/new.html" >/dev/null
+	expect_eq $? 1 "pagededup near with no neighbour: exit 1"
+}
+
+case_near_permissions() {
+	local src=$PD_TMP/perm-src
+	mkdir -p "$src" && make_pages "$src" || fail "make pages"
+	pd_mount allow_other || fail mount
+	mkdir -m 755 "$MNT/pub" && mkdir -m 700 "$MNT/priv" || fail mkdir
+	cp "$src/base.html" "$MNT/pub/a.html" && cp "$src/near.html" "$MNT/priv/secret.html" &&
+		cp "$src/near.html" "$MNT/pub/b.html" && cp "$src/near.html" "$MNT/pub/closed.html" || fail cp
+	chmod 644 "$MNT/pub/a.html" "$MNT/pub/b.html" && chmod 600 "$MNT/pub/closed.html" || fail chmod
+	local d t
+	d=$(distance "$src/base.html" "$src/near.html")
+	expect_eq "$(near "$MNT/pub/a.html")" \
+		"$(printf '%s\t/priv/secret.html\n%s\t/pub/b.html\n%s\t/pub/closed.html' "$d" "$d" "$d")" "root sees all"
+	t=$(as_user $U_A $U_A getfattr --absolute-names --only-values -n user.dedup.near "$MNT/pub/a.html") ||
+		fail "getfattr as uid $U_A"
+	expect_eq "$t" "$(printf '%s\t/pub/b.html' "$d")" "uid $U_A: no private directory, no unreadable file"
+	as_user $U_A $U_A setfattr -n user.dedup.near -v x "$MNT/pub/a.html" 2>/dev/null && fail "uid $U_A set a dedup attribute"
+	pd_umount || fail umount
+}
+
+pd_case near_answers
+pd_case near_permissions
+pd_finish
