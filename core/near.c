@@ -11,7 +11,7 @@
 #include "html.h"
 #include "simhash.h"
 
-#define ROW0_BYTES (8 + BLOBKEY_BYTES) /* near0 value: hash | blobkey */
+#define ROW_MAX (8 + BLOBKEY_BYTES)
 
 /* ---- signatures --------------------------------------------------------- */
 
@@ -66,23 +66,89 @@ uint64_t near_block(uint64_t h, unsigned i, unsigned ntables)
 	return width == 64 ? h : (h << start) >> (64 - width);
 }
 
+/* Big-endian n-byte integers (n <= 8). */
+static void put_be(uint8_t *p, uint64_t v, size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		p[j] = (uint8_t)(v >> (8 * (n - 1 - j)));
+}
+
+static uint64_t get_be(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+	for (size_t j = 0; j < n; j++)
+		v = v << 8 | p[j];
+	return v;
+}
+
+static uint64_t low_bits(uint64_t v, unsigned bits)
+{
+	return bits >= 64 ? v : v & ((1ull << bits) - 1);
+}
+
 /* The key of block i of h: big-endian, as few bytes as the width needs. */
 static MDB_val block_key(uint8_t kb[8], uint64_t h, unsigned i, unsigned ntables)
 {
 	unsigned start, width;
 	block_span(i, ntables, &start, &width);
 	size_t n = (width + 7) / 8;
-	uint64_t v = near_block(h, i, ntables);
-	for (size_t j = 0; j < n; j++)
-		kb[j] = (uint8_t)(v >> (8 * (n - 1 - j)));
+	put_be(kb, near_block(h, i, ntables), n);
 	return (MDB_val){ n, kb };
 }
 
-static MDB_val row0(uint8_t vb[ROW0_BYTES], uint64_t h, const struct blobkey *k)
+/* A row keeps the bits of the hash that its key does not: the 48 others
+ * for 16-bit blocks, in 6 bytes instead of 8 (a tenth of the index). */
+static size_t rest_bytes(unsigned i, unsigned ntables)
 {
-	put_be64(vb, h);
-	blobkey_encode(k, vb + 8);
-	return (MDB_val){ ROW0_BYTES, vb };
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	return (64 - width + 7) / 8;
+}
+
+static uint64_t rest_of(uint64_t h, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	unsigned below = 64 - start - width;
+	uint64_t above = start ? h >> (64 - start) : 0;
+	return (below ? above << below : above) | low_bits(h, below);
+}
+
+/* The hash of a row: its key's block and the rest bits of its value. */
+static uint64_t join(uint64_t block, uint64_t rest, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	unsigned below = 64 - start - width;
+	uint64_t above = below < 64 ? rest >> below : 0;
+	uint64_t h = start ? above << (64 - start) : 0;
+	h |= width < 64 ? block << below : block;
+	return h | low_bits(rest, below);
+}
+
+/* Bytes of a row's value: the rest, and in near0 the blob key after it. */
+static size_t row_bytes(unsigned i, unsigned ntables)
+{
+	return rest_bytes(i, ntables) + (i ? 0 : BLOBKEY_BYTES);
+}
+
+/* The value of h's row in table i (k: the blob, near0 only; NULL gives
+ * the smallest row of h, for a range lookup). */
+static MDB_val row_val(uint8_t vb[ROW_MAX], uint64_t h, unsigned i, unsigned ntables, const struct blobkey *k)
+{
+	size_t r = rest_bytes(i, ntables);
+	put_be(vb, rest_of(h, i, ntables), r);
+	if (!i && k)
+		blobkey_encode(k, vb + r);
+	else if (!i)
+		memset(vb + r, 0, BLOBKEY_BYTES);
+	return (MDB_val){ row_bytes(i, ntables), vb };
+}
+
+/* The hash of a row of table i, whose key's block is `block`. */
+static uint64_t row_hash(uint64_t block, const uint8_t *val, unsigned i, unsigned ntables)
+{
+	return join(block, get_be(val, rest_bytes(i, ntables)), i, ntables);
 }
 
 int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
@@ -116,11 +182,11 @@ static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
 	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_near[0], &c));
 	if (rc)
 		return rc;
-	uint8_t kb[8], vb[ROW0_BYTES] = { 0 };
-	put_be64(vb, h);
-	MDB_val key = block_key(kb, h, 0, st->near_tables), v = { ROW0_BYTES, vb };
+	unsigned n = st->near_tables;
+	uint8_t kb[8], vb[ROW_MAX];
+	MDB_val key = block_key(kb, h, 0, n), v = row_val(vb, h, 0, n, NULL);
 	int mrc = mdb_cursor_get(c, &key, &v, MDB_GET_BOTH_RANGE);
-	*yes = mrc == 0 && get_be64(v.mv_data) == h;
+	*yes = mrc == 0 && memcmp(v.mv_data, vb, rest_bytes(0, n)) == 0;
 	mdb_cursor_close(c);
 	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
 }
@@ -128,11 +194,9 @@ static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
 int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h)
 {
 	unsigned n = st->near_tables;
-	uint8_t kb[8], vb[ROW0_BYTES], hb[8];
-	put_be64(hb, h);
+	uint8_t kb[8], vb[ROW_MAX];
 	for (unsigned i = 0; i < n; i++) {
-		MDB_val key = block_key(kb, h, i, n);
-		MDB_val v = i ? (MDB_val){ 8, hb } : row0(vb, h, k);
+		MDB_val key = block_key(kb, h, i, n), v = row_val(vb, h, i, n, k);
 		int rc = mdb_put(txn, st->db_near[i], &key, &v, MDB_NODUPDATA);
 		/* Another blob of the same hash is in the tables already. */
 		if (rc && rc != MDB_KEYEXIST)
@@ -146,8 +210,8 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	unsigned n = st->near_tables;
 	if (!n)
 		return 0;
-	uint8_t kb[8], vb[ROW0_BYTES], hb[8];
-	MDB_val key = block_key(kb, h, 0, n), v = row0(vb, h, k);
+	uint8_t kb[8], vb[ROW_MAX];
+	MDB_val key = block_key(kb, h, 0, n), v = row_val(vb, h, 0, n, k);
 	/* A row already missing is fsck's to report; the page still goes. */
 	int rc = mdb_del(txn, st->db_near[0], &key, &v);
 	if (rc && rc != MDB_NOTFOUND)
@@ -155,10 +219,9 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	bool shared;
 	if ((rc = hash_indexed(txn, st, h, &shared)) || shared)
 		return rc;
-	put_be64(hb, h);
 	for (unsigned i = 1; i < n; i++) {
 		key = block_key(kb, h, i, n);
-		v = (MDB_val){ 8, hb };
+		v = row_val(vb, h, i, n, NULL);
 		rc = mdb_del(txn, st->db_near[i], &key, &v);
 		if (rc && rc != MDB_NOTFOUND)
 			return pd_mdb_err(rc);
@@ -191,16 +254,16 @@ static bool seen_before(const struct finder *f, uint64_t h, unsigned i)
 /* Every blob of hash h, through its rows in near0. */
 static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
 {
-	uint8_t kb[8], vb[ROW0_BYTES] = { 0 };
-	put_be64(vb, h);
-	MDB_val key = block_key(kb, h, 0, f->n), v = { ROW0_BYTES, vb };
+	uint8_t kb[8], vb[ROW_MAX];
+	size_t r = rest_bytes(0, f->n);
+	MDB_val key = block_key(kb, h, 0, f->n), v = row_val(vb, h, 0, f->n, NULL);
 	int rc = 0, mrc;
 	for (mrc = mdb_cursor_get(f->c0, &key, &v, MDB_GET_BOTH_RANGE); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(f->c0, &key, &v, MDB_NEXT_DUP)) {
-		if (get_be64(v.mv_data) != h)
+		if (memcmp(v.mv_data, vb, r))
 			break;
 		struct blobkey k;
-		blobkey_decode((const uint8_t *)v.mv_data + 8, &k);
+		blobkey_decode((const uint8_t *)v.mv_data + r, &k);
 		rc = f->cb(f->ctx, &k, h, dist);
 	}
 	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
@@ -209,16 +272,17 @@ static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
 /* One page of packed values of table i under the query's block. */
 static int scan_values(struct finder *f, unsigned i, const uint8_t *p, size_t bytes)
 {
-	size_t width = i ? 8 : ROW0_BYTES;
+	size_t width = row_bytes(i, f->n);
+	uint64_t block = near_block(f->q, i, f->n);
 	int rc = 0;
 	for (size_t off = 0; off + width <= bytes && !rc; off += width) {
-		uint64_t h = get_be64(p + off);
+		uint64_t h = row_hash(block, p + off, i, f->n);
 		unsigned d = simhash_distance(h, f->q);
 		if (d > f->maxdist || seen_before(f, h, i))
 			continue;
 		if (i == 0) {
 			struct blobkey k;
-			blobkey_decode(p + off + 8, &k);
+			blobkey_decode(p + off + rest_bytes(0, f->n), &k);
 			rc = f->cb(f->ctx, &k, h, d);
 		} else {
 			rc = resolve_hash(f, h, d);
@@ -292,27 +356,38 @@ static void blob_hex(const struct blobkey *k, char out[48])
 		snprintf(out + 32, 16, ".%u", k->variant);
 }
 
-static bool key_is_block(const MDB_val *key, uint64_t h, unsigned i, unsigned n)
+/* The hash of a row, or false (reported) when its key or value has the
+ * wrong size for table i. */
+static bool decode_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v, uint64_t *h)
 {
+	unsigned n = c->st->near_tables, start, width;
 	uint8_t kb[8];
-	MDB_val want = block_key(kb, h, i, n);
-	return key->mv_size == want.mv_size && memcmp(key->mv_data, kb, want.mv_size) == 0;
+	block_span(i, n, &start, &width);
+	size_t ks = block_key(kb, 0, i, n).mv_size;
+	if (key->mv_size != ks || v->mv_size != row_bytes(i, n)) {
+		report(c, "near%u: a row with a key of %zu bytes and a value of %zu (want %zu and %zu)", i,
+		       key->mv_size, v->mv_size, ks, row_bytes(i, n));
+		return false;
+	}
+	uint64_t block = get_be(key->mv_data, ks);
+	if (width < 64 && block >> width) {
+		report(c, "near%u: a key wider than its block", i);
+		return false;
+	}
+	*h = row_hash(block, v->mv_data, i, n);
+	return true;
 }
 
-/* A row of near0: its key is its hash's block, and its blob has that hash. */
+/* A row of near0: its blob has a record with that simhash. */
 static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
 {
 	char name[48];
-	if (v->mv_size != ROW0_BYTES) {
-		report(c, "near0: a row of %zu bytes (want %d)", v->mv_size, ROW0_BYTES);
+	uint64_t h;
+	if (!decode_row(c, 0, key, v, &h))
 		return;
-	}
-	uint64_t h = get_be64(v->mv_data);
 	struct blobkey k;
-	blobkey_decode((const uint8_t *)v->mv_data + 8, &k);
+	blobkey_decode((const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables), &k);
 	blob_hex(&k, name);
-	if (!key_is_block(key, h, 0, c->st->near_tables))
-		report(c, "near0: the row of blob %s is under a key that is not its hash's block", name);
 	uint8_t kb[BLOBKEY_BYTES];
 	blobkey_encode(&k, kb);
 	MDB_val fk = { BLOBKEY_BYTES, kb }, fv;
@@ -324,17 +399,12 @@ static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
 		       (unsigned long long)h, (r.flags & FPREC_HAS_SIMHASH) ? "another" : "none");
 }
 
-/* A row of table i >= 1: its key is its hash's block, and near0 has a
- * blob of that hash. */
+/* A row of table i >= 1: near0 has a blob of that hash. */
 static int check_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v)
 {
-	if (v->mv_size != 8) {
-		report(c, "near%u: a row of %zu bytes (want 8)", i, v->mv_size);
+	uint64_t h;
+	if (!decode_row(c, i, key, v, &h))
 		return 0;
-	}
-	uint64_t h = get_be64(v->mv_data);
-	if (!key_is_block(key, h, i, c->st->near_tables))
-		report(c, "near%u: simhash %016llx is under a key that is not its block", i, (unsigned long long)h);
 	bool yes;
 	int rc = hash_indexed(c->txn, c->st, h, &yes);
 	if (!rc && !yes)
@@ -365,16 +435,14 @@ static int check_table(struct checker *c, unsigned i)
 static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
 {
 	unsigned n = c->st->near_tables;
-	uint8_t kb[8], vb[ROW0_BYTES], hb[8];
-	put_be64(hb, h);
+	uint8_t kb[8], vb[ROW_MAX];
 	char name[48];
 	for (unsigned i = 0; i < n; i++) {
 		MDB_cursor *cur;
 		int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
 		if (rc)
 			return rc;
-		MDB_val key = block_key(kb, h, i, n);
-		MDB_val v = i ? (MDB_val){ 8, hb } : row0(vb, h, k);
+		MDB_val key = block_key(kb, h, i, n), v = row_val(vb, h, i, n, k);
 		int mrc = mdb_cursor_get(cur, &key, &v, MDB_GET_BOTH);
 		mdb_cursor_close(cur);
 		if (mrc && mrc != MDB_NOTFOUND)
