@@ -155,7 +155,13 @@ case_twins_filtered() {
 	expect_eq "$(twins_as $BOB "$MNT$B")" "" "twins for bob: alice's page 0640, group $ALICE"
 	chgrp $BOB "$MNT$A" || fail chgrp
 	expect_eq "$(twins_as $BOB "$MNT$B")" "$A " "twins for bob: alice's page 0640, group $BOB"
-	chgrp $ALICE "$MNT$A" && run_as $ALICE chmod 0600 "$MNT$A" || fail chmod
+	# ... and by a supplementary group of bob's
+	chgrp $ALICE "$MNT$A" || fail chgrp
+	local t
+	t=$(cd "$PD_TMP" && setpriv --reuid="$(id -u $BOB)" --regid="$(id -g $BOB)" --groups="$(id -g $ALICE)" -- \
+		getfattr --absolute-names --only-values -n user.dedup.twins "$MNT$B" 2>/dev/null)
+	expect_eq "$t" "$A" "twins for bob in group $ALICE: alice's page 0640, group $ALICE"
+	run_as $ALICE chmod 0600 "$MNT$A" || fail chmod
 	expect_eq "$(twins_as $BOB "$MNT$B")" "" "twins for bob: alice's page 0600 in a 0711 dir"
 	# one inode, two names: only the reachable name is told
 	run_as $ALICE ln "$MNT$A" "$MNT/pub/link.html" && run_as $ALICE chmod 0644 "$MNT$A" &&
@@ -317,6 +323,11 @@ M, tok = os.environ["MNT"], sys.argv[1]
 eq(read(os.path.join(M, "..d%s" % tok, "..r%s" % tok)), b"<p>page 0</p>\n", "renamed page after remount")
 eq(os.readlink(os.path.join(M, "..hl%s" % tok)), "../../%s" % tok, "hard-linked symlink after remount")
 eq(os.getxattr(os.path.join(M, "x" * 255), "user.../../%s" % tok), b"../../etc/passwd", "attribute after remount")
+# large pages go through staging/ (named by numbers only), and leave nothing there
+big = os.urandom(3 << 20)
+for n in ("..big%s" % tok, "..\\..\\big%s" % tok):
+    write(os.path.join(M, n), big)
+    eq(md5_file(os.path.join(M, n)), md5(big), "content of %r" % n)
 EOF
 	pd_umount || fail umount
 	check_store_names "$STORE" "$tok"
