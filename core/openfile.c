@@ -593,6 +593,19 @@ static int fingerprint(struct live *li, struct fp *fp)
 	return fp_of_fd(li->staging_fd, fp);
 }
 
+/* Drop staged bytes that could not be sealed: the file is again what the
+ * store holds. Its size, blob and mtime are read anew from the inode (a
+ * handle opened meanwhile reads with them; if that read fails, the next
+ * open tries again), and the kernel's cached pages, which hold the dropped
+ * bytes, are not kept at the next open. */
+static void discard_staged(struct store *st, struct live *li)
+{
+	unstage(st, li);
+	li->kcache = false;
+	li->loaded = false;
+	(void)load(st, li);
+}
+
 /* Seal the staged bytes: they become a (new or shared) blob. */
 static int seal(struct store *st, struct live *li)
 {
@@ -794,7 +807,7 @@ int file_release(struct pd_file *f)
 		/* Nothing can seal it later: the last bytes are lost, say so. */
 		fprintf(stderr, "pagededupfs: inode %llu: sealing at close failed: %s; its previous content stays\n",
 			(unsigned long long)li->ino, strerror(-rc));
-		unstage(st, li);
+		discard_staged(st, li);
 	}
 	if (last)
 		close_blob(li);

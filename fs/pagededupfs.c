@@ -526,6 +526,15 @@ static void reply_value(fuse_req_t req, const char *val, size_t len, size_t size
 		fuse_reply_buf(req, val, len);
 }
 
+/* A name in the user namespace, the only one stored: "user." and at least
+ * one byte more ("user." alone names nothing: EINVAL, as on ext4). */
+static int user_xattr_name(const char *name)
+{
+	if (strncmp(name, "user.", 5) != 0)
+		return -EOPNOTSUPP;
+	return name[5] ? 0 : -EINVAL;
+}
+
 static int dedup_attr(fuse_req_t req, fuse_ino_t ino, const char *name, char *buf, size_t *len)
 {
 	struct store *st = st_of(req);
@@ -559,10 +568,10 @@ static void pd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		free(buf);
 		return;
 	}
-	if (strncmp(name, "user.", 5) != 0) {
+	if ((rc = user_xattr_name(name))) {
 		/* Only user.* is stored; the kernel asks for security.capability
 		 * before every write, so answer without a transaction. */
-		fuse_reply_err(req, ENODATA);
+		fuse_reply_err(req, rc == -EOPNOTSUPP ? ENODATA : -rc);
 		return;
 	}
 	char *buf = size ? malloc(size) : NULL;
@@ -583,9 +592,7 @@ static int xattr_name_allowed(const char *name)
 	/* Only the user namespace is stored; the dedup attributes are computed. */
 	if (query_is_dedup_attr(name))
 		return -EPERM;
-	if (strncmp(name, "user.", 5) != 0)
-		return -EOPNOTSUPP;
-	return 0;
+	return user_xattr_name(name);
 }
 
 static void pd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,

@@ -50,6 +50,7 @@ chmod 755 "$PD_TMP"
 export PD_TMP
 : >"$PD_TMP/mounts"     # one line per mount: MNT RCFILE WRAPPER_PID LOG
 : >"$PD_TMP/pids"       # helper processes (servers) to stop at exit
+: >"$PD_TMP/undo"       # host changes to undo at exit (pd_undo_later)
 PD_PASS=0 PD_FAIL=0 PD_SKIP=0
 PD_FAILED_CASES=()
 STORE= MNT= PDFS_PID= PDFS_WPID= PDFS_LOG= PDFS_RC=
@@ -124,14 +125,17 @@ pd_show_log() { # LOGFILE [LINES]
 #   -n        do not run "pagededup mkfs" first (the daemon creates the store)
 #   -s STORE  use this store directory (default: a new one)
 #   -m MNT    use this mount point (default: a new one)
+#   -u USER   run mkfs and the daemon as USER (see pd_users, pd_user_fuse);
+#             a new store and mount point are made USER's
 #   OPTS      comma-separated -o options (allow_other, nodedup, sync_blobs...)
 pd_mount() {
-	local mkfs=1 store= mnt= opts= d waited=0
+	local mkfs=1 store= mnt= opts= d waited=0 user= uid gid runas=()
 	while [ $# -gt 0 ]; do
 		case $1 in
 		-n) mkfs=0 ;;
 		-s) store=$2; shift ;;
 		-m) mnt=$2; shift ;;
+		-u) user=$2; shift ;;
 		*) opts=$1 ;;
 		esac
 		shift
@@ -141,15 +145,22 @@ pd_mount() {
 	MNT=${mnt:-$d/mnt}
 	mkdir -p "$MNT" || return 1
 	PDFS_LOG=$d/daemon.log PDFS_RC=$d/rc
+	if [ -n "$user" ]; then
+		uid=$(id -u "$user") && gid=$(id -g "$user") || return 1
+		runas=(setpriv --reuid="$uid" --regid="$gid" --init-groups --)
+		[ -n "$store" ] || chown "$user:" "$d" || return 1
+		[ -n "$mnt" ] || chown "$user:" "$MNT" || return 1
+	fi
 	if [ "$mkfs" = 1 ] && [ ! -e "$STORE/meta" ]; then
-		if ! "$PD_BIN" mkfs "$STORE" >"$d/mkfs.log" 2>&1; then
+		if ! "${runas[@]}" "$PD_BIN" mkfs "$STORE" >"$d/mkfs.log" 2>&1; then
 			note "pagededup mkfs $STORE failed:"; cat "$d/mkfs.log"
 			return 1
 		fi
 	fi
 	# The wrapper records the daemon's exit status, so that any shell (not
-	# only the daemon's parent) can wait for it and read it.
-	( "$PDFS_BIN" "$STORE" "$MNT" -f ${opts:+-o "$opts"} >"$PDFS_LOG" 2>&1
+	# only the daemon's parent) can wait for it and read it. The daemon does
+	# not inherit the host lock (pd_host_lock).
+	( "${runas[@]}" "$PDFS_BIN" "$STORE" "$MNT" -f ${opts:+-o "$opts"} >"$PDFS_LOG" 2>&1 9>&-
 	  echo $? >"$PDFS_RC.tmp"; mv "$PDFS_RC.tmp" "$PDFS_RC" ) </dev/null >/dev/null 2>&1 &
 	PDFS_WPID=$!
 	echo "$MNT $PDFS_RC $PDFS_WPID $PDFS_LOG" >>"$PD_TMP/mounts"
@@ -289,6 +300,79 @@ as_user() {
 	(cd "$PD_TMP" && setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@")
 }
 
+# --- other users and a daemon that is not root ----------------------------
+#
+# These change the host for the rest of the script; each change is written
+# to $PD_TMP/undo as a command that pd_cleanup runs (last first) at exit.
+# A host-wide lock (pd_host_lock) keeps two scripts from sharing, changing
+# and deleting the same users and files at once.
+
+PD_HOST_LOCK=/tmp/pagededup-tests-host.lock
+pd_host_locked=0
+
+# pd_host_lock: take the host-wide lock on fd 9 (held until the script
+# ends); waits at most 15 minutes for another script to finish.
+pd_host_lock() {
+	[ "$pd_host_locked" = 1 ] && return 0
+	exec 9>>"$PD_HOST_LOCK" || return 1
+	flock -w 900 9 || { note "another test script holds $PD_HOST_LOCK"; return 1; }
+	pd_host_locked=1
+}
+
+pd_undo_later() { printf '%s\n' "$*" >>"$PD_TMP/undo"; }
+
+# pd_users NAME...: these users exist, each with a group of its own
+# (useradd -r -M -U; the ones made here are removed at exit). Run in the
+# main shell, not in a case, so that they stay until the script ends.
+pd_users() {
+	local u
+	pd_host_lock || return 1
+	for u in "$@"; do
+		id -u "$u" >/dev/null 2>&1 && continue
+		useradd -r -M -U -d /nonexistent -s /usr/sbin/nologin "$u" || { note "useradd $u failed"; return 1; }
+		pd_undo_later "userdel $u"
+	done
+}
+
+# pd_user_fuse: ordinary users may mount with allow_other, as on a standard
+# Debian: /dev/fuse open to all (udev makes it 0666; bare containers leave
+# it 0600) and user_allow_other in /etc/fuse.conf. Mounting as a user goes
+# through the setuid fusermount3. Both are restored at exit.
+pd_user_fuse() {
+	local mode
+	pd_host_lock || return 1
+	mode=$(stat -c %a /dev/fuse) || return 1
+	if [ "$mode" != 666 ]; then
+		chmod 0666 /dev/fuse || return 1
+		pd_undo_later "chmod $mode /dev/fuse"
+	fi
+	if ! grep -qx 'user_allow_other' /etc/fuse.conf 2>/dev/null; then
+		if [ -e /etc/fuse.conf ]; then
+			cp -p /etc/fuse.conf "$PD_TMP/fuse.conf.orig" || return 1
+			pd_undo_later "cp -p $PD_TMP/fuse.conf.orig /etc/fuse.conf"
+		else
+			pd_undo_later "rm -f /etc/fuse.conf"
+		fi
+		echo user_allow_other >>/etc/fuse.conf || return 1
+	fi
+	[ -u "$(command -v fusermount3)" ] || { note "fusermount3 is not setuid root"; return 1; }
+}
+
+# run_as NAME CMD...: run a command as user NAME (its own group only).
+run_as() {
+	local u=$1; shift
+	as_user "$(id -u "$u")" "$(id -g "$u")" "$@"
+}
+
+pd_undo() {
+	local cmd
+	[ -s "$PD_TMP/undo" ] || return 0
+	tac "$PD_TMP/undo" | while read -r cmd; do
+		$cmd || echo "# could not undo: $cmd"
+	done
+	: >"$PD_TMP/undo"
+}
+
 pd_case() {
 	local name=$1 fn=${2:-case_$1} rc log t=${PD_CASE_TIMEOUT:-300} nm
 	shift; [ $# -gt 0 ] && shift
@@ -371,6 +455,7 @@ pd_cleanup() {
 	while read -r m r w l; do
 		pd_reap "$m" "$r" "$w"
 	done <"$PD_TMP/mounts"
+	pd_undo
 	if [ "${PD_KEEP:-0}" = 1 ]; then
 		echo "# kept $PD_TMP"
 	elif awk -v t="$PD_TMP/" 'index($2, t) == 1 { f = 1 } END { exit !f }' /proc/self/mounts; then
