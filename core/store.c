@@ -552,11 +552,12 @@ static void remove_staging(struct store *st)
  * whose removal after its last reference was lost with a power cut. Safe
  * because nothing writes the store yet, and a referenced blob always has
  * its record. One pass over objects/, in the order of the 4096 directories. */
-static void sweep_orphan_blobs(struct store *st)
+static unsigned sweep_orphan_blobs(struct store *st)
 {
 	MDB_txn *txn;
+	unsigned failed = 0;
 	if (store_read_begin(st, &txn))
-		return;
+		return 1;
 	for (unsigned d = 0; d < 4096; d++) {
 		char dir[32];
 		snprintf(dir, sizeof dir, "objects/%03x", d);
@@ -575,12 +576,14 @@ static void sweep_orphan_blobs(struct store *st)
 			uint8_t kb[BLOBKEY_BYTES];
 			blobkey_encode(&k, kb);
 			MDB_val key = { BLOBKEY_BYTES, kb }, v;
-			if (mdb_get(txn, st->db_fp, &key, &v) == MDB_NOTFOUND)
-				unlinkat(dirfd(dp), e->d_name, 0);
+			if (mdb_get(txn, st->db_fp, &key, &v) == MDB_NOTFOUND &&
+			    unlinkat(dirfd(dp), e->d_name, 0) && errno != ENOENT)
+				failed++;
 		}
 		closedir(dp);
 	}
 	store_read_end(st, txn);
+	return failed;
 }
 
 static void *sync_main(void *arg)
@@ -753,7 +756,12 @@ int store_close(struct store *st)
 		/* The filter must be on disk before the flag that vouches for it. */
 		if (!rc)
 			rc = cbf_sync(st->filter, st->generation);
-		if (!rc)
+		/* A blob whose file could not be removed after its last reference
+		 * went (objects/ read-only for a while): try again now; if it still
+		 * cannot go, the store stays unclean and the next open sweeps. */
+		bool orphans_left = __atomic_load_n(&st->unlinks_failed, __ATOMIC_RELAXED) &&
+				    sweep_orphan_blobs(st) > 0;
+		if (!rc && !orphans_left)
 			rc = store_write(st, mark_clean_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
@@ -885,8 +893,8 @@ int wtx_next_ino(struct wtx *w, uint64_t *ino)
 static void run_unlinks(struct store *st, struct wtx *w)
 {
 	for (size_t i = 0; i < w->n_unlink; i++)
-		if (w->unlink_after[i])
-			unlinkat(st->dirfd, w->unlink_after[i], 0);
+		if (w->unlink_after[i] && unlinkat(st->dirfd, w->unlink_after[i], 0) && errno != ENOENT)
+			__atomic_store_n(&st->unlinks_failed, true, __ATOMIC_RELAXED);
 }
 
 /* One pass over the batch in one transaction. Returns 0 (committed), a

@@ -113,6 +113,7 @@ struct store {
 	uint64_t staging_seq;
 	uint64_t mem_staged;  /* bytes of pages being written held in memory */
 	uint64_t commits;     /* batches committed (leader only) */
+	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
 	uint64_t objdirs[4096 / 64]; /* objects/ subdirectories known to exist */
 };
 

@@ -208,8 +208,6 @@ PYEOF
 # store that checks clean after a clean unmount (the leftover file removed
 # later, or the store left for the next mount's sweep).
 case_objects_unwritable_unlink() {
-	[ "${PD_KNOWN_BUGS:-0}" = 1 ] ||
-		skip "known bug: a blob file whose removal after the commit fails outlives a clean close (core/store.c run_unlinks); PD_KNOWN_BUGS=1 runs it"
 	[ "$host_ok" = 1 ] || { cat "$PD_TMP/host.log"; fail "cannot run the daemon as $OWNER"; }
 	pd_mount -u $OWNER allow_other || fail mount
 	py <<'PYEOF' || exit 1
