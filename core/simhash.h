@@ -91,6 +91,24 @@ int simhash_of_page(const void *buf, size_t len, struct simhash_result *out);
 /* Simhash of UTF-8 text (invalid bytes are separators). 0 on success. */
 int simhash_of_text(const char *utf8, size_t len, struct simhash_result *out);
 
+/* The tokens the features are made of, for other signals over the same
+ * words (minhash.h): simhash_tokens reads text as simhash_of_text does
+ * (folding, separators, the SIMHASH_MAX_TEXT cap) and calls
+ *   word(ctx, h)    for each word, h its XXH3-64 (every number is "0");
+ *   cjk(ctx, c)     for each character of a script written without spaces
+ *                   (c folded);
+ *   cjk_end(ctx)    when a run of such characters ends (before the next
+ *                   word, at punctuation, at the end of the text).
+ * Words run on across CJK text and punctuation; a consumer that wants
+ * shingles keeps its own window. Every callback is required. 0, or -EINVAL
+ * (NULL sink or callback, NULL text with a length). */
+struct simhash_token_sink {
+	void (*word)(void *ctx, uint64_t word_hash);
+	void (*cjk)(void *ctx, uint32_t codepoint);
+	void (*cjk_end)(void *ctx);
+};
+int simhash_tokens(const char *utf8, size_t len, const struct simhash_token_sink *sink, void *ctx);
+
 /* Number of bits in which two hashes differ. */
 static inline unsigned simhash_distance(uint64_t a, uint64_t b)
 {
