@@ -46,7 +46,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter install mount clean
+.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -105,6 +105,9 @@ bench-fsck: all
 
 bench-filter: all
 	@bash tests/bench/bench-filter.sh build/release
+
+bench-near: all
+	@bash tests/bench/bench-near.sh build/release
 
 install: all
 	@install -d $(DESTDIR)$(PREFIX)/bin
