@@ -113,6 +113,19 @@ static size_t donor(size_t j, uint32_t attempt)
 	return (size_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_DONOR) >> BIN_SHIFT);
 }
 
+/* The MINHASH_BITS kept of bin j holding v: bits of a mix of both, so that
+ * bins filled from one donor still disagree independently with another
+ * text's (with the raw low bits, two texts of one feature each would agree
+ * in every bin one time in 2^b). */
+static unsigned bin_bits(uint64_t v, size_t j)
+{
+	uint64_t x = v + (uint64_t)j * UINT64_C(0x9E3779B97F4A7C15);
+	x ^= x >> 32;
+	x *= UINT64_C(0xD6E8FEB86659FD93);
+	x ^= x >> 32;
+	return (unsigned)(x & ((1u << MINHASH_BITS) - 1));
+}
+
 /* Fill the empty bins from donors, then keep MINHASH_BITS of each bin. */
 static void finish(const struct sketcher *s, uint8_t *out)
 {
@@ -122,7 +135,7 @@ static void finish(const struct sketcher *s, uint8_t *out)
 		for (uint32_t a = 1; v == EMPTY; a++)
 			v = s->min[donor(j, a)]; /* ends: some bin is filled */
 		size_t bit = j * MINHASH_BITS;
-		out[bit / 8] |= (uint8_t)((v & ((1u << MINHASH_BITS) - 1)) << (bit % 8));
+		out[bit / 8] |= (uint8_t)(bin_bits(v, j) << (bit % 8));
 	}
 }
 
