@@ -974,7 +974,7 @@ static void mo_lines(const char *path, struct buf *text)
 	struct buf line = {NULL, 0, 0};
 	for (uint32_t i = 0; i < count && (size_t)table + 8 * (i + 1) <= n; i++) {
 		uint32_t len = mo_u32(d + table + 8 * i, le), off = mo_u32(d + table + 8 * i + 4, le);
-		if ((size_t)off + len > n || !len || !memcmp(d + off, "Project-Id", 10))
+		if ((size_t)off + len > n || !len || (len >= 10 && !memcmp(d + off, "Project-Id", 10)))
 			continue;
 		line.n = 0;
 		for (uint32_t k = 0; k < len; k++) {
