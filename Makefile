@@ -107,6 +107,7 @@ bench-filter: all
 	@bash tests/bench/bench-filter.sh build/release
 
 bench-near: all
+	@bash tests/bench/bench-near.sh build/release
 	@bash tests/bench/bench-near-speed.sh build/release
 
 install: all

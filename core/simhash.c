@@ -1,12 +1,14 @@
 /* simhash.c - features of a text and their 64-bit simhash. See simhash.h.
  *
- * One pass over the UTF-8 text decodes code points, folds them and sorts
- * them into separators, word characters, digits and characters of scripts
- * written without spaces. Word characters gather into a word buffer; a
- * finished word (a number becomes "0") is hashed once with XXH3-64 and
- * pushed into a window of the last three, whose hashes are hashed together
- * into a shingle feature. Runs of CJK characters give one feature per
- * adjacent pair. Features go into an open-addressing table of (hash, tf),
+ * One pass over the UTF-8 text (the lexer) decodes code points, folds them
+ * and sorts them into separators, word characters, digits and characters
+ * of scripts written without spaces. Word characters gather into a word
+ * buffer; a finished word (a number becomes "0") is hashed once with
+ * XXH3-64 and handed to a token sink, as is each CJK character. The
+ * simhash's sink pushes words into a window of the last three, whose
+ * hashes are hashed together into a shingle feature, and turns runs of CJK
+ * characters into one feature per adjacent pair. (simhash_tokens exposes
+ * the same tokens to other signals, minhash.c.) Features go into an open-addressing table of (hash, tf),
  * sized from the text length and doubled at half load.
  *
  * The table is then walked once. A feature seen more than once adds its
@@ -332,23 +334,25 @@ static void ftab_flush(struct ftab *t)
 	t->queued = 0;
 }
 
-/* ---- tokenizer ---- */
+/* ---- the lexer: words and CJK characters ---- */
 
-struct tok {
-	struct ftab tab;
+/* The lexer turns text into two kinds of tokens, handed to a token sink:
+ * a finished word (its XXH3-64, numbers all hashed as "0") and a CJK
+ * character, plus the end of a run of CJK characters. simhash_of_text
+ * builds its features from them through direct calls (the lexer is
+ * inlined with its sink, so the hot loop has no indirect call);
+ * simhash_tokens hands the same tokens to any sink. */
+struct lexer {
 	uint8_t word[WORD_BUF + 4];
 	size_t wlen;
 	uint64_t wchain;   /* hash of the word's earlier WORD_BUF-byte chunks */
 	bool wlong;
 	bool wletter;      /* the word has a character that is not a digit */
-	uint64_t win[SH_SHINGLE];
-	size_t nwords;
-	uint32_t cjk[SH_CJK_GRAM];
-	size_t ncjk;       /* characters in the current CJK run */
+	bool in_cjk;       /* inside a run of CJK characters */
 };
 
 /* An ASCII letter or digit, already folded. */
-static void word_ascii(struct tok *k, uint8_t c, enum cclass cl)
+static inline void word_ascii(struct lexer *k, uint8_t c, enum cclass cl)
 {
 	if (cl != C_DIGIT)
 		k->wletter = true;
@@ -360,7 +364,7 @@ static void word_ascii(struct tok *k, uint8_t c, enum cclass cl)
 	k->word[k->wlen++] = c;
 }
 
-static void word_char(struct tok *k, uint32_t c, enum cclass cl)
+static inline void word_char(struct lexer *k, uint32_t c, enum cclass cl)
 {
 	if (cl != C_DIGIT)
 		k->wletter = true;
@@ -372,7 +376,109 @@ static void word_char(struct tok *k, uint32_t c, enum cclass cl)
 	k->wlen += encode_utf8(k->word + k->wlen, c);
 }
 
-static void shingle(struct tok *k, size_t n)
+/* The hash of the finished word, or false when no word is open. */
+static inline bool word_take(struct lexer *k, uint64_t *h)
+{
+	if (!k->wlen && !k->wlong)
+		return false;
+	if (!k->wletter) { /* a number: all numbers are one word */
+		k->word[0] = '0';
+		k->wlen = 1;
+		k->wlong = false;
+	}
+	*h = k->wlong ? XXH3_64bits_withSeed(k->word, k->wlen, k->wchain)
+		      : XXH3_64bits_withSeed(k->word, k->wlen, SEED_WORD);
+	k->wlen = 0;
+	k->wlong = false;
+	k->wletter = false;
+	return true;
+}
+
+#define LEX_WORD_END(k, sink, ctx)                    \
+	do {                                          \
+		uint64_t wh_;                         \
+		if (word_take((k), &wh_))             \
+			(sink)->word((ctx), wh_);     \
+	} while (0)
+#define LEX_CJK_END(k, sink, ctx)                     \
+	do {                                          \
+		if ((k)->in_cjk) {                    \
+			(k)->in_cjk = false;          \
+			(sink)->cjk_end((ctx));       \
+		}                                     \
+	} while (0)
+
+/* Lex text[0..len) (len already capped) into sink. Always inlined, so that
+ * each caller gets a copy specialised for its sink. */
+static inline __attribute__((always_inline)) void
+lex(const uint8_t *s, size_t len, const struct simhash_token_sink *sink, void *ctx)
+{
+	struct lexer k;
+	k.wlen = 0;
+	k.wchain = 0;
+	k.wlong = k.wletter = k.in_cjk = false;
+	for (size_t i = 0; i < len;) {
+		if (s[i] < 0x80) { /* the common case, kept short */
+			uint8_t a = s[i++];
+			enum cclass cl = classify(a);
+			if (cl == C_SEP) {
+				LEX_WORD_END(&k, sink, ctx);
+				LEX_CJK_END(&k, sink, ctx);
+			} else {
+				LEX_CJK_END(&k, sink, ctx);
+				word_ascii(&k, (uint8_t)fold(a), cl);
+			}
+			continue;
+		}
+		size_t n;
+		uint32_t c = decode_utf8(s + i, len - i, &n);
+		i += n;
+		c = fold(c);
+		enum cclass cl = classify(c);
+		switch (cl) {
+		case C_WORD:
+		case C_DIGIT:
+			LEX_CJK_END(&k, sink, ctx);
+			word_char(&k, c, cl);
+			break;
+		case C_CJK:
+			LEX_WORD_END(&k, sink, ctx);
+			k.in_cjk = true;
+			sink->cjk(ctx, c);
+			break;
+		case C_SEP:
+			LEX_WORD_END(&k, sink, ctx);
+			LEX_CJK_END(&k, sink, ctx);
+			break;
+		case C_IGNORE:
+			break;
+		}
+	}
+	LEX_WORD_END(&k, sink, ctx);
+	LEX_CJK_END(&k, sink, ctx);
+}
+
+int simhash_tokens(const char *text, size_t len, const struct simhash_token_sink *sink, void *ctx)
+{
+	if (!sink || !sink->word || !sink->cjk || !sink->cjk_end || (!text && len))
+		return -EINVAL;
+	if (len > SIMHASH_MAX_TEXT)
+		len = SIMHASH_MAX_TEXT;
+	lex((const uint8_t *)text, len, sink, ctx);
+	return 0;
+}
+
+/* ---- simhash features: word shingles and CJK pairs ---- */
+
+struct feat {
+	struct ftab tab;
+	uint64_t win[SH_SHINGLE];
+	size_t nwords;
+	uint32_t cjk[SH_CJK_GRAM];
+	size_t ncjk;       /* characters in the current CJK run */
+};
+
+static void shingle(struct feat *k, size_t n)
 {
 	uint8_t b[8 * SH_SHINGLE];
 	size_t first = SH_SHINGLE - n;
@@ -381,27 +487,16 @@ static void shingle(struct tok *k, size_t n)
 	ftab_add(&k->tab, XXH3_64bits_withSeed(b, 8 * n, SEED_SHINGLE + n));
 }
 
-static void word_end(struct tok *k)
+static void feat_word(void *ctx, uint64_t h)
 {
-	if (!k->wlen && !k->wlong)
-		return;
-	if (!k->wletter) { /* a number: all numbers are one word */
-		k->word[0] = '0';
-		k->wlen = 1;
-		k->wlong = false;
-	}
-	uint64_t h = k->wlong ? XXH3_64bits_withSeed(k->word, k->wlen, k->wchain)
-			      : XXH3_64bits_withSeed(k->word, k->wlen, SEED_WORD);
-	k->wlen = 0;
-	k->wlong = false;
-	k->wletter = false;
+	struct feat *k = ctx;
 	memmove(k->win, k->win + 1, (SH_SHINGLE - 1) * sizeof k->win[0]);
 	k->win[SH_SHINGLE - 1] = h;
 	if (++k->nwords >= SH_SHINGLE)
 		shingle(k, SH_SHINGLE);
 }
 
-static void cjk_gram(struct tok *k, size_t n)
+static void cjk_gram(struct feat *k, size_t n)
 {
 	uint8_t b[4 * SH_CJK_GRAM];
 	size_t first = SH_CJK_GRAM - n;
@@ -411,20 +506,24 @@ static void cjk_gram(struct tok *k, size_t n)
 	ftab_add(&k->tab, XXH3_64bits_withSeed(b, 4 * n, SEED_CJK + n));
 }
 
-static void cjk_char(struct tok *k, uint32_t c)
+static void feat_cjk(void *ctx, uint32_t c)
 {
+	struct feat *k = ctx;
 	memmove(k->cjk, k->cjk + 1, (SH_CJK_GRAM - 1) * sizeof k->cjk[0]);
 	k->cjk[SH_CJK_GRAM - 1] = c;
 	if (++k->ncjk >= SH_CJK_GRAM)
 		cjk_gram(k, SH_CJK_GRAM);
 }
 
-static void cjk_end(struct tok *k)
+static void feat_cjk_end(void *ctx)
 {
+	struct feat *k = ctx;
 	if (k->ncjk && k->ncjk < SH_CJK_GRAM)
 		cjk_gram(k, k->ncjk); /* a run shorter than an n-gram */
 	k->ncjk = 0;
 }
+
+static const struct simhash_token_sink feat_sink = {feat_word, feat_cjk, feat_cjk_end};
 
 /* ---- weights and the hash ---- */
 
@@ -491,7 +590,7 @@ int simhash_of_text(const char *text, size_t len, struct simhash_result *out)
 	if (!out || (!text && len))
 		return -EINVAL;
 	memset(out, 0, sizeof *out);
-	struct tok k;
+	struct feat k;
 	memset(&k, 0, sizeof k);
 	if (len > SIMHASH_MAX_TEXT)
 		len = SIMHASH_MAX_TEXT;
@@ -500,46 +599,7 @@ int simhash_of_text(const char *text, size_t len, struct simhash_result *out)
 		cap *= 2;
 	if (ftab_init(&k.tab, cap))
 		return -ENOMEM;
-	const uint8_t *s = (const uint8_t *)text;
-	for (size_t i = 0; i < len;) {
-		if (s[i] < 0x80) { /* the common case, kept short */
-			uint8_t a = s[i++];
-			enum cclass cl = classify(a);
-			if (cl == C_SEP) {
-				word_end(&k);
-				cjk_end(&k);
-			} else {
-				if (k.ncjk)
-					cjk_end(&k);
-				word_ascii(&k, (uint8_t)fold(a), cl);
-			}
-			continue;
-		}
-		size_t n;
-		uint32_t c = decode_utf8(s + i, len - i, &n);
-		i += n;
-		c = fold(c);
-		enum cclass cl = classify(c);
-		switch (cl) {
-		case C_WORD:
-		case C_DIGIT:
-			cjk_end(&k);
-			word_char(&k, c, cl);
-			break;
-		case C_CJK:
-			word_end(&k);
-			cjk_char(&k, c);
-			break;
-		case C_SEP:
-			word_end(&k);
-			cjk_end(&k);
-			break;
-		case C_IGNORE:
-			break;
-		}
-	}
-	word_end(&k);
-	cjk_end(&k);
+	lex((const uint8_t *)text, len, &feat_sink, &k);
 	if (k.nwords && k.nwords < SH_SHINGLE)
 		shingle(&k, k.nwords); /* fewer words than a shingle */
 	ftab_flush(&k.tab);

@@ -68,7 +68,15 @@
 #define SIMHASH_VERSION 1
 /* Fewer distinct features than this: low_confidence. */
 #define SIMHASH_MIN_FEATURES 64
-/* Hamming distance at or below which two pages are near-duplicates. */
+/* Hamming distance at or below which two pages are near-duplicates.
+ * Measured (bench_near, tests/bench/README.md), candidates confirmed by
+ * the MinHash sketch (minhash.h): K=3 answers 58% of the labelled variant
+ * pairs at precision 1.000, openjdk template pairs at 1.000; K=4 64%
+ * (openjdk 0.974), K=6 73% (0.940), K=8 78% (0.922). Recall 0.90 needs
+ * K=12 and a threshold near 0.6, where openjdk precision is 0.32: on short
+ * pages an edited sentence or a mirror's header moves the hash by more
+ * bits than template pages differ. 3 stays the default; 4 (mkfs
+ * --near-distance 4) trades 3% of template precision for 6% recall. */
 #define SIMHASH_NEAR_DISTANCE 3
 /* Bounds of the work: only the first SIMHASH_MAX_TEXT bytes of a text are
  * read, and features first seen after SIMHASH_MAX_FEATURES distinct ones
@@ -90,6 +98,24 @@ int simhash_of_page(const void *buf, size_t len, struct simhash_result *out);
 
 /* Simhash of UTF-8 text (invalid bytes are separators). 0 on success. */
 int simhash_of_text(const char *utf8, size_t len, struct simhash_result *out);
+
+/* The tokens the features are made of, for other signals over the same
+ * words (minhash.h): simhash_tokens reads text as simhash_of_text does
+ * (folding, separators, the SIMHASH_MAX_TEXT cap) and calls
+ *   word(ctx, h)    for each word, h its XXH3-64 (every number is "0");
+ *   cjk(ctx, c)     for each character of a script written without spaces
+ *                   (c folded);
+ *   cjk_end(ctx)    when a run of such characters ends (before the next
+ *                   word, at punctuation, at the end of the text).
+ * Words run on across CJK text and punctuation; a consumer that wants
+ * shingles keeps its own window. Every callback is required. 0, or -EINVAL
+ * (NULL sink or callback, NULL text with a length). */
+struct simhash_token_sink {
+	void (*word)(void *ctx, uint64_t word_hash);
+	void (*cjk)(void *ctx, uint32_t codepoint);
+	void (*cjk_end)(void *ctx);
+};
+int simhash_tokens(const char *utf8, size_t len, const struct simhash_token_sink *sink, void *ctx);
 
 /* Number of bits in which two hashes differ. */
 static inline unsigned simhash_distance(uint64_t a, uint64_t b)
