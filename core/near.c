@@ -9,19 +9,32 @@
 
 #include "fp.h"
 #include "html.h"
+#include "minhash.h"
 #include "simhash.h"
 
 #define ROW_MAX (8 + BLOBKEY_BYTES)
+
+_Static_assert(MINHASH_BYTES == FPREC_SKETCH_BYTES, "a fingerprint record holds one sketch");
 
 /* ---- signatures --------------------------------------------------------- */
 
 int near_sig_of_page(const void *buf, size_t len, struct near_sig *out)
 {
-	struct simhash_result r;
-	int rc = simhash_of_page(len ? buf : "", len, &r);
-	if (rc)
+	memset(out, 0, sizeof *out);
+	struct html_text t;
+	int rc = html_extract(len ? buf : "", len, 0, &t);
+	if (rc || t.binary)
 		return rc;
-	*out = (struct near_sig){ r.none ? 0 : r.hash, !r.none, !r.none && r.low_confidence };
+	/* One extraction serves both signals. */
+	struct simhash_result r;
+	struct minhash_sketch m;
+	if (!(rc = simhash_of_text(t.text, t.len, &r)) && !r.none)
+		rc = minhash_of_text(t.text, t.len, &m);
+	html_text_free(&t);
+	if (rc || r.none)
+		return rc;
+	*out = (struct near_sig){ r.hash, true, r.low_confidence, true, { 0 } };
+	memcpy(out->sketch, m.bytes, MINHASH_BYTES);
 	return 0;
 }
 
@@ -41,12 +54,34 @@ int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out)
 
 void near_sig_to_rec(const struct near_sig *s, struct fprec *r)
 {
-	r->flags &= (uint8_t) ~(FPREC_HAS_SIMHASH | FPREC_SIMHASH_LOW);
+	r->flags &= (uint8_t) ~(FPREC_HAS_SIMHASH | FPREC_SIMHASH_LOW | FPREC_HAS_SKETCH);
 	r->simhash = 0;
 	if (!s->has)
 		return;
 	r->simhash = s->simhash;
 	r->flags |= FPREC_HAS_SIMHASH | (s->low_confidence ? FPREC_SIMHASH_LOW : 0);
+	if (s->has_sketch) {
+		r->flags |= FPREC_HAS_SKETCH;
+		memcpy(r->sketch, s->sketch, MINHASH_BYTES);
+	}
+}
+
+void near_sig_of_rec(const struct fprec *r, struct near_sig *s)
+{
+	memset(s, 0, sizeof *s);
+	s->has = (r->flags & FPREC_HAS_SIMHASH) != 0;
+	if (!s->has)
+		return;
+	s->simhash = r->simhash;
+	s->low_confidence = (r->flags & FPREC_SIMHASH_LOW) != 0;
+	s->has_sketch = (r->flags & FPREC_HAS_SKETCH) != 0;
+	if (s->has_sketch)
+		memcpy(s->sketch, r->sketch, MINHASH_BYTES);
+}
+
+bool near_confirm(const struct near_sig *a, const struct near_sig *b)
+{
+	return !a->has_sketch || !b->has_sketch || minhash_near(a->sketch, b->sketch);
 }
 
 /* ---- blocks and rows ---------------------------------------------------- */

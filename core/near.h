@@ -7,19 +7,22 @@
  * that differ in at most K bits agree exactly on at least one block
  * (pigeonhole), so a query looks up each of its K+1 blocks in the table of
  * that block and checks the distance of what it finds there: no neighbour
- * within K is missed, and a query reads about N * (K+1) / 2^16 hashes
- * (60 at 1e6 pages, K=3).
+ * within K is missed, and a query reads about N * (K+1) / 2^(64/(K+1))
+ * hashes (60 at 1e6 pages and K=3, 1,200 at K=4: 5 us and 11 us).
  *
  * Tables (LMDB, dup-sorted, fixed-size values, so a key's values sit packed
  * on pages and are read with MDB_GET_MULTIPLE):
  *   near0: block 0 (big-endian, ceil(width/8) bytes)
- *          -> simhash u64 BE | blobkey [20]       one row per blob
- *   nearI (I = 1..K): block I -> simhash u64 BE   one row per distinct hash
- * near0 alone names the blobs; the other tables hold each distinct hash
- * once (pages that differ only in a counter or a date have the same hash),
- * and a hit there is resolved through near0 (its rows for one hash are
- * adjacent: same key, values sorted by hash). Per page that is 28 + 8K
- * bytes of values, 52 at K=3, before LMDB's page overhead.
+ *          -> rest | blobkey [20]       one row per blob
+ *   nearI (I = 1..K): block I -> rest   one row per distinct hash
+ * where rest is the hash's 64 - width other bits, big-endian, in
+ * ceil((64 - width)/8) bytes (6 for 16-bit blocks): the key holds the
+ * block. near0 alone names the blobs; the other tables hold each distinct
+ * hash once (pages that differ only in a counter or a date have the same
+ * hash), and a hit there is resolved through near0 (its rows for one hash
+ * are adjacent: same key, values sorted by rest). Per page that is 26 + 6K
+ * bytes of values at K=3 (44) and 27 + 7K at K=4 (55); measured with
+ * LMDB's pages, 84 and 100 bytes (bench_nearidx).
  *
  * Rows change in the write transaction that stores or frees the blob
  * (blob_insert, blob_unref), so an answer never names a page that is gone
@@ -34,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "minhash.h"
 #include "rec.h"
 #include "store.h"
 
@@ -41,19 +45,30 @@
  * correct one). */
 #define NEAR_MAX_DISTANCE (PD_NEAR_MAX_TABLES - 1)
 
-/* The simhash of a page, as a fingerprint record keeps it. */
+/* The simhash of a page and its MinHash sketch (minhash.h), as a
+ * fingerprint record keeps them. A candidate the index finds within K is
+ * answered only when the two sketches estimate a resemblance of at least
+ * MINHASH_NEAR_RESEMBLANCE (near_confirm): pages of one template land
+ * within a few bits of each other although their text differs. */
 struct near_sig {
 	uint64_t simhash;
 	bool has;            /* false: binary or textless content */
 	bool low_confidence; /* too little text to judge (simhash.h) */
+	bool has_sketch;
+	uint8_t sketch[MINHASH_BYTES];
 };
 
 /* Signature of a page's bytes (only the first HTML_MAX_INPUT are read). */
 int near_sig_of_page(const void *buf, size_t len, struct near_sig *out);
 /* The same for the first `size` bytes of an open file (mapped, not read). */
 int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out);
-/* Copy a signature into a fingerprint record (flags and simhash slot). */
+/* Copy a signature into a fingerprint record (flags, simhash, sketch) and
+ * back. */
 void near_sig_to_rec(const struct near_sig *s, struct fprec *r);
+void near_sig_of_rec(const struct fprec *r, struct near_sig *s);
+/* Is a candidate confirmed? Pages without a sketch (stored before sketches
+ * were kept) are taken on the simhash alone. */
+bool near_confirm(const struct near_sig *a, const struct near_sig *b);
 
 /* Open (create: make) the K+1 tables of a store whose params give K. */
 int near_open_tables(MDB_txn *txn, struct store *st, unsigned create);

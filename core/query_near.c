@@ -1,6 +1,7 @@
 /* query_near.c - the answers of user.dedup.near and user.dedup.simhash.
  *
- * The neighbours come from the index (near_find); each is expanded to the
+ * The neighbours come from the index (near_find), each confirmed by the
+ * MinHash sketches (near_confirm); each is expanded to the
  * names of the files on it that the caller may reach, and the lines are
  * ordered nearest first, then by path. Only the lines that fit are kept,
  * in a max-heap: an answer never holds more than 64 KiB of paths however
@@ -39,7 +40,7 @@ struct answer {
 	MDB_txn *txn;
 	struct store *st;
 	const struct pd_cred *cred;
-	bool query_low;      /* the asking page itself is low-confidence */
+	const struct near_sig *query; /* the asking page's signature */
 	struct hit *hits;
 	size_t nhits, cap;
 	struct line *heap;   /* max-heap of the lines kept, by line_cmp */
@@ -157,9 +158,13 @@ static int hit_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
 	struct answer *a = ctx;
 	(void)h;
 	struct fprec r;
+	struct near_sig sig;
 	int rc = blob_get(a->txn, a->st, k, &r);
 	if (rc)
 		return rc == -ENOENT ? -EUCLEAN : rc;
+	near_sig_of_rec(&r, &sig);
+	if (!near_confirm(a->query, &sig))
+		return 0; /* close in bits, not in text */
 	if (a->nhits == a->cap) {
 		size_t cap = a->cap ? 2 * a->cap : 64;
 		struct hit *v = realloc(a->hits, cap * sizeof *v);
@@ -168,7 +173,7 @@ static int hit_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
 		a->hits = v;
 		a->cap = cap;
 	}
-	a->hits[a->nhits++] = (struct hit){ *k, dist, (r.flags & FPREC_SIMHASH_LOW) != 0 };
+	a->hits[a->nhits++] = (struct hit){ *k, dist, sig.low_confidence };
 	return 0;
 }
 
@@ -233,14 +238,14 @@ static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *si
 {
 	if (!sig->has)
 		return -ENODATA;
-	struct answer a = { .txn = txn, .st = st, .cred = cred, .query_low = sig->low_confidence };
+	struct answer a = { .txn = txn, .st = st, .cred = cred, .query = sig };
 	unsigned k = st->near_tables ? st->near_tables - 1 : 0;
 	int rc = near_find(txn, st, sig->simhash, k, hit_cb, &a);
 	if (!rc && a.nhits)
 		qsort(a.hits, a.nhits, sizeof *a.hits, hit_dist_cmp);
 	for (size_t i = 0; i < a.nhits && !rc; i++) {
 		a.cur_dist = a.hits[i].dist;
-		a.cur_low = a.hits[i].low || a.query_low;
+		a.cur_low = a.hits[i].low || sig->low_confidence;
 		rc = add_names(&a, &a.hits[i].k, exclude);
 	}
 	if (!rc)
@@ -273,8 +278,7 @@ static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, struct near_si
 		return -ENODATA;
 	if ((rc = blob_get(txn, st, &in.blob, &r)))
 		return rc == -ENOENT ? -EUCLEAN : rc;
-	*sig = (struct near_sig){ r.simhash, (r.flags & FPREC_HAS_SIMHASH) != 0,
-				  (r.flags & FPREC_SIMHASH_LOW) != 0 };
+	near_sig_of_rec(&r, sig);
 	return 0;
 }
 

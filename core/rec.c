@@ -117,7 +117,12 @@ size_t fprec_encode(const struct fprec *r, uint8_t *out)
 	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
 		put_le32(out + n, r->pos.line[i]);
 	memcpy(out + n, r->pos.off, r->pos.k);
-	return n + r->pos.k;
+	n += r->pos.k;
+	if (r->flags & FPREC_HAS_SKETCH) {
+		memcpy(out + n, r->sketch, FPREC_SKETCH_BYTES);
+		n += FPREC_SKETCH_BYTES;
+	}
+	return n;
 }
 
 int fprec_decode(const void *in, size_t len, struct fprec *r)
@@ -133,13 +138,17 @@ int fprec_decode(const void *in, size_t len, struct fprec *r)
 	memset(&r->pos, 0, sizeof r->pos);
 	r->pos.nlines = p[41];
 	r->pos.k = p[42];
+	size_t sketch_bytes = (r->flags & FPREC_HAS_SKETCH) ? FPREC_SKETCH_BYTES : 0;
 	if (r->pos.nlines > CBF_MAX_LINES || r->pos.k > CBF_MAX_K ||
-	    len != 44 + 4u * r->pos.nlines + r->pos.k)
+	    len != 44 + 4u * r->pos.nlines + r->pos.k + sketch_bytes)
 		return -EUCLEAN;
 	size_t n = 44;
 	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
 		r->pos.line[i] = get_le32(p + n);
 	memcpy(r->pos.off, p + n, r->pos.k);
+	n += r->pos.k;
+	if (sketch_bytes)
+		memcpy(r->sketch, p + n, FPREC_SKETCH_BYTES);
 	return 0;
 }
 

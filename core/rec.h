@@ -45,10 +45,13 @@ bool blobkey_parse(const char *name, struct blobkey *k);
 
 /* fingerprints: blobkey -> struct fprec.
  * Value (little-endian): refcount u64 | size u64 | xxh128 [16] | simhash u64 |
- *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k */
+ *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k |
+ *   sketch [64] (present only with FPREC_HAS_SKETCH) */
 #define FPREC_HAS_SIMHASH 1u
 #define FPREC_IN_FILTER 2u /* the positions were added to the filter */
 #define FPREC_SIMHASH_LOW 4u /* the simhash is low-confidence (too little text) */
+#define FPREC_HAS_SKETCH 16u /* a MinHash sketch follows (minhash.h) */
+#define FPREC_SKETCH_BYTES 64
 struct fprec {
 	uint64_t refcount;
 	uint64_t size;
@@ -56,8 +59,9 @@ struct fprec {
 	uint64_t simhash;
 	uint8_t flags;
 	struct cbf_pos pos;
+	uint8_t sketch[FPREC_SKETCH_BYTES]; /* with FPREC_HAS_SKETCH */
 };
-#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K)
+#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + FPREC_SKETCH_BYTES)
 size_t fprec_encode(const struct fprec *r, uint8_t *out);
 int fprec_decode(const void *in, size_t len, struct fprec *r);
 

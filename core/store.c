@@ -34,6 +34,7 @@
 #include "fp.h"
 #include "near.h"
 #include "openfile.h"
+#include "simhash.h"
 
 #define PD_EMAPFULL (-ECHRNG)
 
@@ -88,7 +89,7 @@ void store_params_default(struct store_params *p)
 	p->expected_pages = 1000000;
 	p->filter_fpr = 1e-4;
 	p->filter_lines = 2;
-	p->near_distance = 3;
+	p->near_distance = SIMHASH_NEAR_DISTANCE;
 }
 
 /* ---- meta table ------------------------------------------------------ */

@@ -41,7 +41,7 @@ struct store_params {
 	uint64_t expected_pages;   /* filter design load (default 1,000,000) */
 	double filter_fpr;         /* target false-positive rate (default 1e-4) */
 	uint32_t filter_lines;     /* cache lines per key, 1 or 2 (default 2) */
-	uint32_t near_distance;    /* near-duplicate Hamming distance (default 3) */
+	uint32_t near_distance;    /* near-duplicate Hamming distance (default SIMHASH_NEAR_DISTANCE) */
 };
 void store_params_default(struct store_params *p);
 

@@ -47,7 +47,7 @@ static void usage(FILE *out)
 	      "        when the text is too short to judge, 'none' for binary content.\n"
 	      "  near STORE FILE\n"
 	      "        the stored pages whose simhash is within the store's distance (mkfs\n"
-	      "        --near-distance, default 3) of FILE's, which need not be stored:\n"
+	      "        --near-distance, default 4) of FILE's, which need not be stored:\n"
 	      "        'D<TAB>/path' lines as getfattr -n user.dedup.near gives them, D followed\n"
 	      "        by '?' when a page has little text. Exit 0 some found, 1 none, 2 error.\n"
 	      "  urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]\n"

@@ -1,9 +1,9 @@
 /* bench_nearidx.c - speed and size of the near-duplicate index (near.h).
  *
- *   bench_nearidx STORE [N] [QUERIES]
+ *   bench_nearidx STORE [N] [QUERIES] [K]
  *
  * Makes a store in STORE (an empty or new directory; default parameters,
- * K = 3), indexes N random simhashes (default 1,000,000) under blob keys
+ * near distance K, default the store's default), indexes N random simhashes (default 1,000,000) under blob keys
  * that have no fingerprint record (the index alone is measured), then runs
  * QUERIES lookups (default 100,000) of random hashes, each with one
  * neighbour planted at a random distance 0..K so that every query finds
@@ -115,13 +115,15 @@ static int dbl_cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_nearidx STORE [N] [QUERIES]\n");
+		fprintf(stderr, "usage: bench_nearidx STORE [N] [QUERIES] [K]\n");
 		return 1;
 	}
 	uint64_t n = argc > 2 ? (uint64_t)strtod(argv[2], NULL) : 1000000;
 	size_t queries = argc > 3 ? (size_t)strtod(argv[3], NULL) : 100000;
 	struct store_params p;
 	store_params_default(&p);
+	if (argc > 4)
+		p.near_distance = (uint32_t)atoi(argv[4]);
 	char err[PD_ERRLEN] = "";
 	struct store *st;
 	struct store_opts o = { .sync_ms = 60000 };
@@ -151,7 +153,7 @@ int main(int argc, char **argv)
 	uint64_t bytes = used_bytes(st, argv[1]) - empty;
 	printf("near_rows: %llu hashes\n", (unsigned long long)n);
 	printf("near_distance: %u bits (%u tables)\n", K, K + 1);
-	printf("near_index_bytes_per_page: %.1f bytes (goal <= %d)\n", (double)bytes / (double)n, 4 * 24);
+	printf("near_index_bytes_per_page: %.1f bytes (goal <= %d at K=3)\n", (double)bytes / (double)n, 4 * 24);
 	printf("near_insert_rate: %.0f rows/s\n", (double)n / t_ins);
 
 	/* queries: a random hash whose planted neighbour is one of the rows */
@@ -182,8 +184,8 @@ int main(int argc, char **argv)
 	printf("near_query_median: %.1f us (goal <= 100)\n", lat[queries / 2] * 1e6);
 	printf("near_query_p90: %.1f us\n", lat[queries * 9 / 10] * 1e6);
 	printf("near_query_p99: %.1f us\n", lat[queries * 99 / 100] * 1e6);
-	printf("near_hashes_read_per_query: %.1f (N * (K+1) / 2^16 expected)\n",
-	       (double)n * (K + 1) / 65536.0);
+	printf("near_hashes_read_per_query: %.1f (N * (K+1) / 2^(64/(K+1)) expected)\n",
+	       (double)n * (K + 1) / (double)(1ull << (64 / (K + 1))));
 	free(h);
 	free(q);
 	free(lat);

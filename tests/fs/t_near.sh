@@ -53,8 +53,8 @@ case_near_answers() {
 	local src=$PD_TMP/near-src d
 	mkdir -p "$src" && make_pages "$src" || fail "make pages"
 	d=$(distance "$src/base.html" "$src/near.html") || fail distance
-	[ "$d" -ge 1 ] && [ "$d" -le 3 ] || fail "fixture: base and near are $d bits apart"
-	[ "$(distance "$src/base.html" "$src/far.html")" -gt 3 ] || fail "fixture: far is near"
+	[ "$d" -ge 1 ] && [ "$d" -le 4 ] || fail "fixture: base and near are $d bits apart"
+	[ "$(distance "$src/base.html" "$src/far.html")" -gt 4 ] || fail "fixture: far is near"
 	pd_mount || fail mount
 	mkdir "$MNT/site" "$MNT/mirror" || fail mkdir
 	cp "$src"/* "$MNT/site/" || fail cp

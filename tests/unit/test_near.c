@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "blob.h"
 #include "helpers.h"
 #include "near.h"
 #include "query.h"
@@ -413,6 +414,55 @@ static void test_answer_limit(void **state)
 	th_rmdir(dir);
 }
 
+/* A candidate within K whose sketch says the texts differ is not answered;
+ * a record without a sketch is taken on its simhash. */
+struct sketch_edit {
+	uint64_t ino;
+	int mode; /* 0: scramble the sketch, 1: drop it */
+};
+
+static int sketch_edit_cb(struct wtx *w, void *p)
+{
+	struct sketch_edit *e = p;
+	struct inode in;
+	struct fprec r;
+	int rc = ns_get_inode(w->txn, w->st, e->ino, &in);
+	if (rc || (rc = blob_get(w->txn, w->st, &in.blob, &r)))
+		return rc;
+	assert_true(r.flags & FPREC_HAS_SKETCH);
+	if (e->mode == 0)
+		for (size_t i = 0; i < FPREC_SKETCH_BYTES; i++)
+			r.sketch[i] = (uint8_t)(r.sketch[i] ^ (0x5a + 7 * i));
+	else
+		r.flags &= (uint8_t)~FPREC_HAS_SKETCH;
+	return blob_put(w->txn, w->st, &in.blob, &r);
+}
+
+static void test_confirmation(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = make_page(11, 800, ""), *b = make_page(11, 800, "one more line of words");
+	unsigned d = page_distance(a, b);
+	assert_true(d <= SIMHASH_NEAR_DISTANCE);
+	uint64_t ia = put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = put_page(st, PD_ROOT_INO, "b.html", b);
+	char want[64];
+	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia, &test_root), want);
+	struct sketch_edit e = { ib, 0 };
+	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
+	assert_string_equal(near_of(st, ia, &test_root), "");
+	e.mode = 1;
+	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
+	assert_string_equal(near_of(st, ia, &test_root), want);
+	free(a);
+	free(b);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 /* ---- fsck ------------------------------------------------------------------ */
 
 static int drop_row_cb(struct wtx *w, void *p)
@@ -480,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_brute_force_other_k),
 		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_answer_limit),
+		cmocka_unit_test(test_confirmation),
 		cmocka_unit_test(test_fsck_near),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
