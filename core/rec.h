@@ -45,9 +45,14 @@ bool blobkey_parse(const char *name, struct blobkey *k);
 
 /* fingerprints: blobkey -> struct fprec.
  * Value (little-endian): refcount u64 | size u64 | xxh128 [16] | simhash u64 |
- *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k */
+ *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k |
+ *   leaf u32 (present only with FPREC_LEAF)
+ * The positions are on the filter leaf `leaf` (gfilter.h). Leaf 0 is not
+ * written: records of the fixed filter, which had no leaf field, are on
+ * leaf 0, the fixed filter's file. */
 #define FPREC_HAS_SIMHASH 1u
 #define FPREC_IN_FILTER 2u /* the positions were added to the filter */
+#define FPREC_LEAF 8u      /* a leaf id follows the offsets */
 struct fprec {
 	uint64_t refcount;
 	uint64_t size;
@@ -55,8 +60,9 @@ struct fprec {
 	uint64_t simhash;
 	uint8_t flags;
 	struct cbf_pos pos;
+	uint32_t leaf;      /* filter leaf of pos */
 };
-#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K)
+#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4)
 size_t fprec_encode(const struct fprec *r, uint8_t *out);
 int fprec_decode(const void *in, size_t len, struct fprec *r);
 

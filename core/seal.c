@@ -29,9 +29,7 @@ static int choose_blob(struct wtx *w, const struct fp *fp, struct blobkey *k, bo
 	*found = false;
 	if (st->opts.nodedup)
 		return blob_next_variant(w->txn, st, fp->md5, k);
-	struct cbf_pos pos;
-	cbf_positions(st->filter, fp->md5, &pos);
-	if (!cbf_maybe_contains(st->filter, &pos)) {
+	if (!gf_maybe_contains(st->gf, fp->md5)) {
 		w->delta.probes_skipped++;
 		memcpy(k->md5, fp->md5, 16);
 		k->variant = 0;

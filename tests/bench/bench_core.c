@@ -152,10 +152,11 @@ int main(int argc, char **argv)
 	       (double)(c.probes - c.dup_seals) / (double)newpages);
 	printf("filter_false_positive_rate_measured: %.6f\n",
 	       (double)c.false_positives / (double)(c.false_positives + c.probes_skipped));
-	printf("filter_false_positive_rate_design: %.6f\n",
-	       cbf_theoretical_fpr(cbf_geometry(st->filter), (uint64_t)c.blobs));
-	printf("filter_bytes_per_stored_page: %.2f bytes\n",
-	       (double)cbf_bytes(st->filter) / (double)c.blobs);
+	struct gf_stats gs;
+	gf_stats(st->gf, false, &gs);
+	printf("filter_false_positive_rate_design: %.6f\n", gs.fpr_model);
+	printf("filter_leaves: %llu\n", (unsigned long long)gs.leaves);
+	printf("filter_bytes_per_stored_page: %.2f bytes\n", (double)gs.bytes / (double)c.blobs);
 	MDB_envinfo info;
 	MDB_stat ms;
 	mdb_env_info(st->env, &info);
