@@ -76,7 +76,7 @@ void gf_config_default(struct gf_config *c, double target_fpr, uint32_t lines_pe
 	c->target_fpr = target_fpr;
 	c->fmax = 2 * target_fpr;
 	c->lines_per_key = lines_per_key ? lines_per_key : 2;
-	c->max_leaf_lines = UINT64_C(1) << 18;
+	c->max_leaf_lines = UINT64_C(1) << 14;
 	c->growth = 1.25;
 }
 
@@ -199,6 +199,28 @@ int gf_tree_single(const struct gf_config *c, const struct cbf_geometry *g, stru
 	if (!(t->leaf = calloc(1, sizeof *t->leaf)))
 		return -ENOMEM;
 	t->leaf[0].g = *g;
+	return 0;
+}
+
+int gf_tree_initial(const struct gf_config *c, uint64_t expected, struct gf_tree *t)
+{
+	struct cbf_geometry g;
+	unsigned b = 0;
+	int rc = cbf_geometry_for(expected, c->target_fpr, c->lines_per_key, &g);
+	while (!rc && g.nlines > c->max_leaf_lines && b < GF_MAX_DEPTH) {
+		b++;
+		rc = cbf_geometry_for((expected + (UINT64_C(1) << b) - 1) >> b, c->target_fpr,
+				      c->lines_per_key, &g);
+	}
+	if (rc)
+		return rc;
+	memset(t, 0, sizeof *t);
+	t->cfg = *c;
+	t->n = t->next_id = 1u << b;
+	if (!(t->leaf = calloc(t->n, sizeof *t->leaf)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n; i++)
+		t->leaf[i] = (struct gf_leaf_desc){ .id = i, .depth = (uint8_t)b, .prefix = i, .g = g };
 	return 0;
 }
 

@@ -69,7 +69,7 @@ struct gf_config {
 	double target_fpr;       /* a leaf past its capacity at this rate splits */
 	double fmax;             /* the bound on any leaf's rate (default 2 x target) */
 	uint32_t lines_per_key;  /* 1 or 2 */
-	uint64_t max_leaf_lines; /* a leaf that would grow past this splits (default 2^18: 16 MiB) */
+	uint64_t max_leaf_lines; /* a leaf that would grow past this splits (default 2^14: 1 MiB) */
 	double growth;           /* capacity of a split's children / keys of the leaf (default 1.25) */
 };
 void gf_config_default(struct gf_config *c, double target_fpr, uint32_t lines_per_key);
@@ -113,6 +113,13 @@ void gf_tree_free(struct gf_tree *t);
 /* A tree of one leaf, id 0, of geometry g (a new store, or the fixed filter
  * of an older one). */
 int gf_tree_single(const struct gf_config *c, const struct cbf_geometry *g, struct gf_tree *t);
+
+/* The tree of a new store: 2^b leaves of depth b, the fewest whose
+ * geometry for `expected` / 2^b keys fits max_leaf_lines, as seed 004
+ * starts with c leaves under the root. Small leaves keep a split's
+ * transient (the leaf and its children both in memory) a small part of
+ * the whole. */
+int gf_tree_initial(const struct gf_config *c, uint64_t expected, struct gf_tree *t);
 
 /* Relative path of a leaf's file under the store directory. */
 void gf_leaf_path(uint32_t id, char out[GF_LEAF_PATH_MAX]);

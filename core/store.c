@@ -376,14 +376,25 @@ static int make_root(struct store *st, MDB_txn *txn)
 	return pd_mdb_err(mdb_put(txn, st->db_inodes, &k, &v, 0));
 }
 
-static int mkfs_tree(const struct store_params *p, const struct cbf_geometry *g,
-		     struct gf_tree *t)
+/* The filter's first leaves (gf_tree_initial) and their files, all of
+ * generation 1, and the tree record. */
+static int mkfs_filter(struct store *st, MDB_txn *txn, const struct store_params *p)
 {
 	struct gf_config c;
+	struct gf_tree t;
 	store_filter_config(p, &c);
 	if (c.fmax < c.target_fpr || c.fmax >= 1)
 		return -EINVAL;
-	return gf_tree_single(&c, g, t);
+	int rc = gf_tree_initial(&c, p->expected_pages, &t);
+	if (rc)
+		return rc;
+	rc = store_filter_tree_put(txn, st->db_meta, &t);
+	if (!rc)
+		rc = gf_open(st->dir, &t, GF_READWRITE, &st->gf, NULL);
+	if (!rc)
+		rc = gf_sync(st->gf, 1);
+	gf_tree_free(&t);
+	return rc;
 }
 
 int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN])
@@ -440,19 +451,8 @@ int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN
 		if (!rc) rc = counters_put(txn, st->db_meta, &zero);
 		if (!rc) rc = make_root(st, txn);
 	}
-	/* The filter starts as one leaf, leaf 0, in STORE/filter. */
-	struct gf_tree tree = { 0 };
-	struct cbf *leaf0 = NULL;
 	if (!rc)
-		rc = mkfs_tree(p, &g, &tree);
-	if (!rc)
-		rc = store_filter_tree_put(txn, st->db_meta, &tree);
-	gf_tree_free(&tree);
-	if (!rc && !(rc = path_join(path, sizeof path, dir, "filter")))
-		rc = cbf_create(path, &g, 1, &leaf0);
-	if (!rc)
-		rc = cbf_sync(leaf0, 1);
-	cbf_close(leaf0);
+		rc = mkfs_filter(st, txn, p);
 	if (txn)
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	if (rc)

@@ -504,8 +504,9 @@ static void test_filter_counter_changed(void **state)
 	raw_get_fprec(&r, "page A", &rec);
 	raw_commit(&r);
 	uint64_t idx = cbf_pos_counter(&rec.pos, 0);
-	char path[4200];
-	snprintf(path, sizeof path, "%s/filter", b.store);
+	char path[4200], leaf[GF_LEAF_PATH_MAX];
+	gf_leaf_path(rec.leaf, leaf); /* the leaf file that holds page A */
+	snprintf(path, sizeof path, "%s/%s", b.store, leaf);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
 	uint8_t byte;
