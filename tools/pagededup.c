@@ -1,6 +1,6 @@
 /* pagededup - the command-line tool of a pagededup store.
  *
- *   pagededup mkfs STORE [--expected-pages N] [--fpr RATE] [--fmax RATE] [--max-leaf-mib M]
+ *   pagededup mkfs STORE [--expected-pages N] [--fpr RATE] [--fmax RATE] [--max-leaf-kib K]
  *                        [--filter-lines 1|2] [--near-distance K]
  *   pagededup stats STORE [--json]
  *   pagededup fsck STORE [--deep] [--repair]
@@ -25,13 +25,13 @@ static void usage(FILE *out)
 {
 	fputs("usage: pagededup COMMAND STORE [options]\n"
 	      "\n"
-	      "  mkfs STORE [--expected-pages N] [--fpr RATE] [--fmax RATE] [--max-leaf-mib M]\n"
+	      "  mkfs STORE [--expected-pages N] [--fpr RATE] [--fmax RATE] [--max-leaf-kib K]\n"
 	      "             [--filter-lines 1|2] [--near-distance K]\n"
 	      "        make a store in an empty or new directory. The counting filter is first\n"
 	      "        sized for N pages (default 1000000) at false-positive rate RATE (default\n"
 	      "        1e-4), and grows with the store: a part of it (a leaf) that passes its\n"
 	      "        design load is rebuilt 1.25 times larger, in the background, or split in\n"
-	      "        two once it would pass M MiB (default 16). --fmax bounds every leaf's\n"
+	      "        two once it would pass K KiB (default 1024). --fmax bounds every leaf's\n"
 	      "        rate (default 2 x RATE). --filter-lines 1 keeps each page's counters in\n"
 	      "        one cache line (faster, larger), 2 (default) spreads them over two\n"
 	      "        (smaller at the same rate).\n"
@@ -73,7 +73,7 @@ static int cmd_mkfs(int argc, char **argv)
 		{ "expected-pages", required_argument, 0, 'n' },
 		{ "fpr", required_argument, 0, 'r' },
 		{ "fmax", required_argument, 0, 'f' },
-		{ "max-leaf-mib", required_argument, 0, 'm' },
+		{ "max-leaf-kib", required_argument, 0, 'm' },
 		{ "filter-lines", required_argument, 0, 'l' },
 		{ "near-distance", required_argument, 0, 'k' },
 		{ "help", no_argument, 0, 'h' },
@@ -103,11 +103,11 @@ static int cmd_mkfs(int argc, char **argv)
 			}
 			break;
 		case 'm':
-			if (parse_u64(optarg, &v) || v > (UINT64_C(1) << 20)) {
-				fprintf(stderr, "pagededup mkfs: --max-leaf-mib wants a number of MiB, 1 to 2^20\n");
+			if (parse_u64(optarg, &v) || v > (UINT64_C(1) << 30)) {
+				fprintf(stderr, "pagededup mkfs: --max-leaf-kib wants a number of KiB, 1 to 2^30\n");
 				return 1;
 			}
-			p.filter_leaf_lines = v * (1u << 20) / CBF_LINE_BYTES;
+			p.filter_leaf_lines = v * 1024 / CBF_LINE_BYTES;
 			break;
 		case 'l':
 			if (parse_u64(optarg, &v) || v > 2) {
