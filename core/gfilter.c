@@ -594,7 +594,7 @@ bool gf_maybe_contains(const struct gfilter *gf, const uint8_t md5[16])
 size_t gf_maybe_contains_batch(const struct gfilter *gf, const uint8_t *keys, size_t n,
 			       bool *results)
 {
-	enum { SLICE = 256 };
+	enum { SLICE = 4096 }; /* the prefetch pipeline restarts once a slice */
 	const struct cbf *fs[SLICE];
 	size_t hits = 0;
 	for (size_t at = 0; at < n; at += SLICE) {

@@ -10,6 +10,7 @@
  *     --deletes F     share of operations that delete a stored page (default 0.2)
  *     --points N      measuring points (default 20)
  *     --fresh N       fresh keys per measurement (default 1e6)
+ *     --max-leaf-kib K  largest leaf before it splits (default: the store's)
  *     --chunk N       keys a split moves per batch of 1024 operations
  *                     (default 16384, about 27 per net new page: the store's
  *                     split thread moves records tens of times faster than
@@ -150,7 +151,7 @@ static const struct cbf_exact_ops exact_ops = { ex_get, ex_put, ex_del };
 /* ---- the run ---- */
 
 struct opts {
-	double expected, final, fpr, deletes, fresh;
+	double expected, final, fpr, deletes, fresh, leaf_kib;
 	unsigned points, chunk;
 	const char *csv;
 };
@@ -370,7 +371,7 @@ static void measure(struct run *r, uint64_t inserts0, uint64_t pf0, uint64_t pg0
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench_gfilter [--expected N] [--final N] [--fpr R] [--deletes F] [--points N] [--fresh N] [--chunk N] CSV\n");
+	fprintf(stderr, "usage: bench_gfilter [--expected N] [--final N] [--fpr R] [--deletes F] [--points N] [--fresh N] [--chunk N] [--max-leaf-kib K] CSV\n");
 	exit(2);
 }
 
@@ -389,6 +390,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			else if (!strcmp(a, "--points")) o->points = (unsigned)v;
 			else if (!strcmp(a, "--fresh")) o->fresh = v;
 			else if (!strcmp(a, "--chunk")) o->chunk = (unsigned)v;
+			else if (!strcmp(a, "--max-leaf-kib")) o->leaf_kib = v;
 			else usage();
 		} else if (!o->csv && a[0] != '-') {
 			o->csv = a;
@@ -413,6 +415,8 @@ int main(int argc, char **argv)
 		die("fixed filter", rc);
 	struct gf_config c;
 	gf_config_default(&c, r.o.fpr, 2);
+	if (r.o.leaf_kib >= 1)
+		c.max_leaf_lines = (uint64_t)(r.o.leaf_kib * 1024 / CBF_LINE_BYTES);
 	struct gf_tree t;
 	if ((rc = gf_tree_initial(&c, (uint64_t)r.o.expected, &t)) ||
 	    (rc = gf_open(NULL, &t, GF_MEMORY, &r.gf, NULL)))
