@@ -20,6 +20,11 @@
  * cbf.c) then nlines * 64 bytes of counters; counter i lives in byte i/2, low
  * nibble for even i. The file is mmap'd MAP_SHARED.
  *
+ * The page filter is a tree of these, each a leaf over one MD5 prefix
+ * (gfilter.h): a leaf's saturated counters are keyed by
+ * GF_EXACT_INDEX(leaf, counter) in the exact table, and its undo log is its
+ * own. cbf_maybe_contains_each() is the batch lookup over many leaves.
+ *
  * Errors are negative errno values.
  */
 #ifndef PD_CBF_H

@@ -124,6 +124,8 @@ struct store {
 	bool split_running, split_stop, split_kick;
 	pthread_mutex_t split_mu;
 	pthread_cond_t split_cv;
+	uint64_t split_chunks;       /* split steps committed (under split_mu) */
+	uint64_t split_chunk_max_ns; /* the longest chunk callback: what a seal may wait */
 
 	/* The live-inode table (openfile.c). */
 	struct live_table *live;

@@ -173,6 +173,8 @@ int main(int argc, char **argv)
 	printf("filter_false_positive_rate_design: %.6f\n", gs.fpr_model);
 	printf("filter_leaves: %llu\n", (unsigned long long)gs.leaves);
 	printf("filter_splits: %llu\n", (unsigned long long)gs.splits);
+	printf("filter_split_chunks: %llu\n", (unsigned long long)st->split_chunks);
+	printf("filter_split_chunk_max: %.3f ms\n", (double)st->split_chunk_max_ns / 1e6);
 	printf("filter_expected_pages: %llu\n", (unsigned long long)p.expected_pages);
 	qsort(seal_ms, (size_t)npages, sizeof *seal_ms, cmp_double);
 	printf("seal_latency_p50: %.3f ms\n", seal_ms[npages / 2]);
