@@ -180,6 +180,8 @@ struct run {
 	size_t nfresh;
 	FILE *csv;
 	double worst_fpr_gf, worst_ratio, min_speed_ratio, sum_speed_ratio;
+	double peak_ratio, peak_pages;  /* between points too: a split's transient */
+	double peak_leaf_fpr;           /* the worst leaf's model rate, every 16 batches */
 	unsigned npoints;
 	uint64_t splits_started;
 };
@@ -369,6 +371,35 @@ static void measure(struct run *r, uint64_t inserts0, uint64_t pf0, uint64_t pg0
 	fflush(stdout);
 }
 
+/* Bytes of the growing filter over those of a fixed filter sized for the
+ * pages stored at the growing filter's model rate: 0 when not defined. */
+static double ram_ratio(const struct run *r, const struct gf_stats *gs)
+{
+	struct cbf_geometry g;
+	if (!(gs->fpr_model > 0 && gs->fpr_model < 0.5) ||
+	    cbf_geometry_for(r->nlive, gs->fpr_model, 2, &g))
+		return 0;
+	return (double)gs->bytes / (double)(g.nlines * CBF_LINE_BYTES);
+}
+
+/* Every 16 batches, once the filters hold their expected pages (before,
+ * both are the same presized filter): the peak of that ratio, splits in
+ * progress included. */
+static void track_peak(struct run *r, uint64_t batch)
+{
+	if (batch % 16 || (double)r->nlive < r->o.expected)
+		return;
+	struct gf_stats gs;
+	gf_stats(r->gf, false, &gs);
+	double x = ram_ratio(r, &gs);
+	if (gs.worst_leaf_fpr > r->peak_leaf_fpr)
+		r->peak_leaf_fpr = gs.worst_leaf_fpr;
+	if (x > r->peak_ratio) {
+		r->peak_ratio = x;
+		r->peak_pages = (double)r->nlive;
+	}
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_gfilter [--expected N] [--final N] [--fpr R] [--deletes F] [--points N] [--fresh N] [--chunk N] [--max-leaf-kib K] CSV\n");
@@ -441,7 +472,7 @@ int main(int argc, char **argv)
 	printf("expected_pages: %.0f\nfinal_pages: %.0f\ndelete_share: %.2f\nfpr_target: %g\nfmax: %g\n",
 	       r.o.expected, r.o.final, r.o.deletes, r.o.fpr, c.fmax);
 	double step = r.o.final / r.o.points, next = step, t0 = now();
-	uint64_t ins0 = 0, pf0 = 0, pg0 = 0;
+	uint64_t ins0 = 0, pf0 = 0, pg0 = 0, batch = 0;
 	while ((double)r.nlive < r.o.final) {
 		for (unsigned i = 0; i < BATCH; i++) {
 			bool del = r.nlive > 0 && (double)(mix(r.seed_rng++) >> 11) * 0x1p-53 < r.o.deletes;
@@ -452,6 +483,7 @@ int main(int argc, char **argv)
 		}
 		split_work(&r);
 		gf_commit(r.gf);
+		track_peak(&r, batch++);
 		if ((double)r.nlive >= next) {
 			measure(&r, ins0, pf0, pg0);
 			ins0 = r.inserts;
@@ -466,12 +498,15 @@ int main(int argc, char **argv)
 	printf("inserts: %llu\n", (unsigned long long)r.inserts);
 	printf("splits: %llu\n", (unsigned long long)r.splits_started);
 	printf("growing_fpr_max_measured: %.3g\n", r.worst_fpr_gf);
+	printf("growing_worst_leaf_fpr_peak: %.3g (model, every 16 batches)\n", r.peak_leaf_fpr);
 	printf("growing_lookups_vs_fixed_min: %.3f x\n", r.min_speed_ratio);
 	printf("growing_lookups_vs_fixed_mean: %.3f x\n", avg);
 	printf("growing_ram_vs_fixed_same_rate_max: %.3f x\n", r.worst_ratio);
+	printf("growing_ram_vs_fixed_same_rate_peak: %.3f x (at %.0f pages, every 16 batches)\n",
+	       r.peak_ratio, r.peak_pages);
 	printf("goal_fpr_le_fmax: %s\n", r.worst_fpr_gf <= c.fmax ? "met" : "missed");
 	printf("goal_lookups_ge_0.8: %s\n", r.min_speed_ratio >= 0.8 ? "met" : avg >= 0.8 ? "met on average" : "missed");
-	printf("goal_ram_le_1.3: %s\n", r.worst_ratio <= 1.3 ? "met" : "missed");
+	printf("goal_ram_le_1.3: %s\n", r.worst_ratio <= 1.3 && r.peak_ratio <= 1.3 ? "met" : "missed");
 	cbf_close(r.fixed);
 	gf_close(r.gf);
 	free(r.live);
