@@ -469,9 +469,12 @@ static inline void inflight_start(const struct cbf *f, const uint8_t *key, struc
 #define BATCH_RING 32  /* > BATCH_AHEAD0 + BATCH_AHEAD1, a power of two */
 
 /* The batch lookup, key i in filter fs[i * stride]: stride 0 for one
- * filter, 1 for a filter per key (the leaves of a growing filter). */
-static inline size_t contains_batch(const struct cbf *const *fs, size_t stride,
-				    const uint8_t *keys, size_t n, bool *results)
+ * filter, 1 for a filter per key (the leaves of a growing filter). Always
+ * inlined, so that each caller has a copy for its stride: the one-filter
+ * lookup then keeps the filter's fields in registers. */
+static inline __attribute__((always_inline)) size_t
+contains_batch(const struct cbf *const *fs, size_t stride, const uint8_t *keys, size_t n,
+	       bool *results)
 {
 	struct inflight ring[BATCH_RING];
 	size_t hits = 0;

@@ -234,13 +234,17 @@ void gf_leaf_path(uint32_t id, char out[GF_LEAF_PATH_MAX])
 
 /* ---- MD5 ranges ---- */
 
-static uint64_t md5_top(const uint8_t md5[16])
+/* The leading 64 bits, big-endian (inline: every lookup routes). */
+static inline uint64_t md5_top(const uint8_t md5[16])
 {
-	return get_be64(md5);
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | md5[i];
+	return v;
 }
 
 /* `bits` bits of the MD5 starting at bit `from` (from + bits <= 64). */
-static uint32_t md5_bits(const uint8_t md5[16], unsigned from, unsigned bits)
+static inline uint32_t md5_bits(const uint8_t md5[16], unsigned from, unsigned bits)
 {
 	if (bits == 0)
 		return 0;
