@@ -33,6 +33,8 @@
 #include "rec.h"
 
 #define GF_TREE_VERSION 1
+#define GF_INITIAL_MIN_BITS 4      /* gf_tree_initial: up to 16 leaves ... */
+#define GF_INITIAL_MIN_LINES 1024  /* ... of at least 64 KiB each */
 #define TREE_HEADER_BYTES 48
 #define TREE_LEAF_BYTES 72
 
@@ -211,6 +213,17 @@ int gf_tree_initial(const struct gf_config *c, uint64_t expected, struct gf_tree
 		b++;
 		rc = cbf_geometry_for((expected + (UINT64_C(1) << b) - 1) >> b, c->target_fpr,
 				      c->lines_per_key, &g);
+	}
+	/* At least 16 leaves while each keeps 64 KiB: with fewer, the first
+	 * splits hold a leaf and its children at once for a large part of
+	 * the whole filter. */
+	struct cbf_geometry more;
+	while (!rc && b < GF_INITIAL_MIN_BITS &&
+	       !cbf_geometry_for((expected + (UINT64_C(2) << b) - 1) >> (b + 1), c->target_fpr,
+				 c->lines_per_key, &more) &&
+	       more.nlines >= GF_INITIAL_MIN_LINES) {
+		b++;
+		g = more;
 	}
 	if (rc)
 		return rc;

@@ -120,10 +120,10 @@ void gf_tree_free(struct gf_tree *t);
 int gf_tree_single(const struct gf_config *c, const struct cbf_geometry *g, struct gf_tree *t);
 
 /* The tree of a new store: 2^b leaves of depth b, the fewest whose
- * geometry for `expected` / 2^b keys fits max_leaf_lines, as seed 004
- * starts with c leaves under the root. Small leaves keep a split's
- * transient (the leaf and its children both in memory) a small part of
- * the whole. */
+ * geometry for `expected` / 2^b keys fits max_leaf_lines, but at least 16
+ * while each keeps 64 KiB, as seed 004 starts with c leaves under the
+ * root. Many leaves keep a split's transient (the leaf and its children
+ * both in memory) a small part of the whole. */
 int gf_tree_initial(const struct gf_config *c, uint64_t expected, struct gf_tree *t);
 
 /* Relative path of a leaf's file under the store directory. */

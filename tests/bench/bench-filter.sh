@@ -72,24 +72,26 @@ pages_part() {
 			set terminal pngcairo size 1100,1100 noenhanced font ",10"
 			set output "$png"
 			set datafile separator ","
-			set key autotitle columnhead top left
+			set key top left
+			fixed = "< grep '^fixed,' $csv"
+			growing = "< grep '^growing,' $csv"
 			set multiplot layout 3,1 title "page filter: fixed (sized for $expected pages) and growing, rate $fpr, ${PD_PAGE_DELETES:-0.2} of operations delete"
 			set logscale y
 			set format y "%.0e"
 			set ylabel "false-positive rate (fresh keys)"
 			set xlabel "pages stored"
-			plot "$csv" using (stringcolumn(1) eq "fixed" ? \$2 : NaN):3 with linespoints title "fixed, measured", \
-			     "$csv" using (stringcolumn(1) eq "growing" ? \$2 : NaN):3 with linespoints title "growing, measured", \
-			     "$csv" using (stringcolumn(1) eq "growing" ? \$2 : NaN):4 with lines dashtype 2 title "growing, model", \
+			plot fixed using 2:3 with linespoints title "fixed, measured", \\
+			     growing using 2:3 with linespoints title "growing, measured", \\
+			     growing using 2:4 with lines dashtype 2 title "growing, model", \\
 			     2*$fpr with lines title "fmax"
 			set ylabel "LMDB probes per new page"
-			plot "$csv" using (stringcolumn(1) eq "fixed" ? \$2 : NaN):5 with linespoints title "fixed", \
-			     "$csv" using (stringcolumn(1) eq "growing" ? \$2 : NaN):5 with linespoints title "growing"
+			plot fixed using 2:5 with linespoints title "fixed", \\
+			     growing using 2:5 with linespoints title "growing"
 			unset logscale y
 			set format y "%g"
 			set ylabel "counter bytes per stored page"
-			plot "$csv" using (stringcolumn(1) eq "fixed" ? \$2 : NaN):7 with linespoints title "fixed", \
-			     "$csv" using (stringcolumn(1) eq "growing" ? \$2 : NaN):7 with linespoints title "growing"
+			plot fixed using 2:7 with linespoints title "fixed", \\
+			     growing using 2:7 with linespoints title "growing"
 			unset multiplot
 		EOF
 		echo "pagefilter_plot: $png"
