@@ -80,7 +80,7 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 	if ((rc = pd_mdb_err(mdb_del(w->txn, st->db_fp, &key, NULL))))
 		return rc;
 	if ((r.flags & FPREC_IN_FILTER) &&
-	    (rc = cbf_remove(st->filter, &r.pos, &store_saturated_ops, w, w->undo)))
+	    (rc = gf_remove(st->gf, r.leaf, &r.pos, &store_saturated_ops, w)))
 		return rc;
 	if ((r.flags & FPREC_HAS_SIMHASH) && (rc = near_remove(w->txn, st, k, r.simhash)))
 		return rc;
@@ -97,12 +97,12 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 	int rc;
 	r->refcount = 1;
 	if (in_filter) {
-		cbf_positions(st->filter, k->md5, &r->pos);
 		r->flags |= FPREC_IN_FILTER;
-		if ((rc = cbf_add(st->filter, &r->pos, &store_saturated_ops, w, w->undo)))
+		if ((rc = gf_insert(st->gf, k->md5, &store_saturated_ops, w, &r->leaf, &r->pos)))
 			return rc;
 	} else {
 		memset(&r->pos, 0, sizeof r->pos);
+		r->leaf = 0;
 		r->flags &= (uint8_t)~FPREC_IN_FILTER;
 	}
 	if ((rc = blob_put(w->txn, st, k, r)) || (rc = blob_inodes_change(w->txn, st, k, ino, true)))

@@ -445,6 +445,7 @@ static inline bool line_test(const struct cbf *f, uint32_t line, struct offreade
 
 /* A key in flight in cbf_maybe_contains_batch(). */
 struct inflight {
+	const struct cbf *f; /* the filter that holds the key */
 	struct probe p;
 	struct offstream s;
 	struct offreader r;  /* where line 0's offsets stopped, for line 1 */
@@ -453,6 +454,7 @@ struct inflight {
 
 static inline void inflight_start(const struct cbf *f, const uint8_t *key, struct inflight *e)
 {
+	e->f = f;
 	probe_start(f, key, &e->p);
 	prefetch_line(f, e->p.line[0]);
 }
@@ -466,27 +468,32 @@ static inline void inflight_start(const struct cbf *f, const uint8_t *key, struc
 #define BATCH_AHEAD1 8
 #define BATCH_RING 32  /* > BATCH_AHEAD0 + BATCH_AHEAD1, a power of two */
 
-size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t n,
-				bool *results)
+/* The batch lookup, key i in filter fs[i * stride]: stride 0 for one
+ * filter, 1 for a filter per key (the leaves of a growing filter). Always
+ * inlined, so that each caller has a copy for its stride: the one-filter
+ * lookup then keeps the filter's fields in registers. */
+static inline __attribute__((always_inline)) size_t
+contains_batch(const struct cbf *const *fs, size_t stride, const uint8_t *keys, size_t n,
+	       bool *results)
 {
 	struct inflight ring[BATCH_RING];
 	size_t hits = 0;
-	bool two = f->g.lines_per_key == 2;
 
 	for (size_t i = 0; i < n && i < BATCH_AHEAD0; i++)
-		inflight_start(f, keys + 16 * i, &ring[i]);
+		inflight_start(fs[i * stride], keys + 16 * i, &ring[i]);
 	for (size_t i = 0; i < n + BATCH_AHEAD1; i++) {
 		if (i + BATCH_AHEAD0 < n)
-			inflight_start(f, keys + 16 * (i + BATCH_AHEAD0),
+			inflight_start(fs[(i + BATCH_AHEAD0) * stride], keys + 16 * (i + BATCH_AHEAD0),
 				       &ring[(i + BATCH_AHEAD0) % BATCH_RING]);
 		if (i < n) {
 			/* the reader in locals (registers); kept only if needed */
 			struct inflight *e = &ring[i % BATCH_RING];
+			const struct cbf *f = e->f;
 			struct offstream s;
 			struct offreader r;
 			reader_init(f, &e->p, &s, &r);
 			bool ok = line_test(f, e->p.line[0], &r, &s);
-			e->pending = ok && two;
+			e->pending = ok && f->g.lines_per_key == 2;
 			if (e->pending) {
 				prefetch_line(f, e->p.line[1]);
 				e->s = s;
@@ -500,13 +507,25 @@ size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t
 			size_t j = i - BATCH_AHEAD1;
 			struct inflight *e = &ring[j % BATCH_RING];
 			if (e->pending) {
-				bool ok = line_test(f, e->p.line[1], &e->r, &e->s);
+				bool ok = line_test(e->f, e->p.line[1], &e->r, &e->s);
 				results[j] = ok;
 				hits += ok;
 			}
 		}
 	}
 	return hits;
+}
+
+size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t n,
+				bool *results)
+{
+	return contains_batch(&f, 0, keys, n, results);
+}
+
+size_t cbf_maybe_contains_each(const struct cbf *const *fs, const uint8_t *keys, size_t n,
+			       bool *results)
+{
+	return contains_batch(fs, 1, keys, n, results);
 }
 
 /* ---- theory and sizing ---- */
@@ -1075,6 +1094,40 @@ double cbf_estimated_fpr(const struct cbf *f)
 	double lambda = -log(zero) * CBF_LINE_COUNTERS / kk;
 	double p = cbf_blocked_line_fpr(lambda, kk, CBF_LINE_COUNTERS);
 	return lpk == 2 ? p * p : p;
+}
+
+uint64_t cbf_estimated_keys(const struct cbf *f)
+{
+	uint64_t nz, total = ncounters(f);
+	cbf_fill(f, &nz, NULL);
+	if (nz == 0)
+		return 0;
+	if (nz == total)
+		nz = total - 1;
+	/* a counter stays zero with probability exp(-n k / counters) */
+	double zero = (double)(total - nz) / (double)total;
+	return (uint64_t)llround(-log(zero) * (double)total / f->g.k);
+}
+
+/* The rate only rises with the load: an exponential then binary search. */
+uint64_t cbf_capacity(const struct cbf_geometry *g, double rate)
+{
+	uint64_t lo = 0, hi = 1;
+	while (cbf_theoretical_fpr(g, hi) <= rate) {
+		lo = hi;
+		if (hi > (UINT64_C(1) << 62))
+			return hi;
+		hi *= 2;
+	}
+	/* invariant: lo meets the rate (or is 0), hi does not */
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (cbf_theoretical_fpr(g, mid) <= rate)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 uint64_t cbf_bytes(const struct cbf *f)

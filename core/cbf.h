@@ -20,6 +20,11 @@
  * cbf.c) then nlines * 64 bytes of counters; counter i lives in byte i/2, low
  * nibble for even i. The file is mmap'd MAP_SHARED.
  *
+ * The page filter is a tree of these, each a leaf over one MD5 prefix
+ * (gfilter.h): a leaf's saturated counters are keyed by
+ * GF_EXACT_INDEX(leaf, counter) in the exact table, and its undo log is its
+ * own. cbf_maybe_contains_each() is the batch lookup over many leaves.
+ *
  * Errors are negative errno values.
  */
 #ifndef PD_CBF_H
@@ -123,6 +128,11 @@ bool cbf_maybe_contains(const struct cbf *f, const struct cbf_pos *pos);
 size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t n,
 				bool *results);
 
+/* cbf_maybe_contains_batch with a filter per key: key i is looked up in
+ * fs[i]. The leaves of a growing filter (gfilter.h) use it. */
+size_t cbf_maybe_contains_each(const struct cbf *const *fs, const uint8_t *keys, size_t n,
+			       bool *results);
+
 /* Value of counter idx; 0 past the end. */
 unsigned cbf_get(const struct cbf *f, uint64_t idx);
 
@@ -159,6 +169,12 @@ void cbf_fill(const struct cbf *f, uint64_t *nonzero, uint64_t *saturated);
  * for one line per key at design load.) 0 for an empty filter, 1 for a full
  * one. */
 double cbf_estimated_fpr(const struct cbf *f);
+/* Keys the filter holds, estimated from its fill as cbf_estimated_fpr
+ * does (the load that explains the fraction of zero counters). For a store
+ * that kept no count of its keys. Scans the whole filter. */
+uint64_t cbf_estimated_keys(const struct cbf *f);
+/* The most keys g holds with cbf_theoretical_fpr at or below rate. */
+uint64_t cbf_capacity(const struct cbf_geometry *g, double rate);
 /* Bytes of memory the counters take. */
 uint64_t cbf_bytes(const struct cbf *f);
 

@@ -259,6 +259,36 @@ static int lock_store(struct fsck *f, char err[512])
 	return 0;
 }
 
+/* Lay the leaves' counters end to end in tally, in id order. */
+static int leaf_bases(struct fsck *f)
+{
+	uint32_t n = f->tree.next_id;
+	if (!(f->leaf_base = malloc((n ? n : 1) * sizeof *f->leaf_base)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		f->leaf_base[i] = UINT64_MAX;
+	for (uint32_t i = 0; i < f->tree.n; i++)
+		f->leaf_base[f->tree.leaf[i].id] = 0;
+	uint64_t base = 0;
+	for (uint32_t id = 0; id < n; id++) {
+		if (f->leaf_base[id] == UINT64_MAX)
+			continue;
+		f->leaf_base[id] = base;
+		for (uint32_t i = 0; i < f->tree.n; i++)
+			if (f->tree.leaf[i].id == id)
+				base += f->tree.leaf[i].g.nlines * CBF_LINE_COUNTERS;
+	}
+	f->ncounters = base;
+	return 0;
+}
+
+uint64_t fsck_tally_index(const struct fsck *f, uint32_t leaf, uint64_t idx)
+{
+	if (leaf >= f->tree.next_id || f->leaf_base[leaf] == UINT64_MAX)
+		return UINT64_MAX;
+	return f->leaf_base[leaf] + idx;
+}
+
 static int open_store(struct fsck *f, char err[512])
 {
 	struct store *s = &f->sh;
@@ -324,7 +354,12 @@ static int open_store(struct fsck *f, char err[512])
 		f->generation = get_le64(gb);
 		f->clean = cl == 1;
 		s->counters = f->stored;
-		rc = near_open_tables(f->txn, s, 0);
+		bool legacy;
+		if ((rc = store_filter_tree_read(f->txn, s->db_meta, f->dir, &s->params, &f->tree, &legacy)))
+			snprintf(err, 512, "%s: the filter tree record in meta is damaged (%s); fsck cannot repair that",
+				 f->dir, strerror(-rc));
+		if (!rc)
+			rc = near_open_tables(f->txn, s, 0);
 	}
 	if (!rc) {
 		rc = pd_mdb_err(mdb_txn_commit(f->txn)); /* keeps the table handles */
@@ -334,10 +369,9 @@ static int open_store(struct fsck *f, char err[512])
 	f->txn = NULL;
 	if (rc)
 		return rc;
-	snprintf(path, sizeof path, "%s/filter", f->dir);
-	if (cbf_open(path, true, &s->filter))
-		s->filter = NULL;
-	return 0;
+	if (gf_open(f->dir, &f->tree, GF_READONLY, &s->gf, NULL))
+		s->gf = NULL;
+	return leaf_bases(f);
 }
 
 static void close_store(struct fsck *f)
@@ -345,9 +379,8 @@ static void close_store(struct fsck *f)
 	if (f->txn)
 		mdb_txn_abort(f->txn);
 	f->txn = NULL;
-	if (f->sh.filter)
-		cbf_close(f->sh.filter);
-	f->sh.filter = NULL;
+	gf_close(f->sh.gf);
+	f->sh.gf = NULL;
 	if (f->sh.env)
 		mdb_env_close(f->sh.env);
 	f->sh.env = NULL;
@@ -356,19 +389,14 @@ static void close_store(struct fsck *f)
 	f->sh.dirfd = -1;
 }
 
-/* A filter whose geometry gives the positions of a key (the store's, or
- * one made from the store's parameters when the file is unusable). */
-const struct cbf *fsck_geometry_filter(struct fsck *f)
+/* A filter whose tree gives the leaf and positions of a key (the store's,
+ * or one in memory of the same tree when a leaf file is unusable). */
+const struct gfilter *fsck_geometry_filter(struct fsck *f)
 {
-	if (f->sh.filter)
-		return f->sh.filter;
-	if (!f->anon) {
-		struct cbf_geometry g;
-		struct store_params *p = &f->sh.params;
-		if (cbf_geometry_for(p->expected_pages, p->filter_fpr, p->filter_lines, &g) ||
-		    cbf_create(NULL, &g, 0, &f->anon))
-			return NULL;
-	}
+	if (f->sh.gf)
+		return f->sh.gf;
+	if (!f->anon && gf_open(NULL, &f->tree, GF_MEMORY, &f->anon, NULL))
+		return NULL;
 	return f->anon;
 }
 
@@ -429,9 +457,9 @@ static int check_all(struct fsck *f)
 	int rc = pd_mdb_err(mdb_txn_begin(f->sh.env, NULL, MDB_RDONLY, &f->txn));
 	if (rc)
 		return rc;
-	f->filter_trusted = f->sh.filter && f->clean && cbf_generation(f->sh.filter) == f->generation;
-	const struct cbf *g = fsck_geometry_filter(f);
-	f->ncounters = g ? cbf_geometry(g)->nlines * CBF_LINE_COUNTERS : 0;
+	f->filter_trusted = f->sh.gf && f->clean && gf_generation_is(f->sh.gf, f->generation);
+	if (!fsck_geometry_filter(f))
+		f->ncounters = 0;
 	if (f->ncounters && !(f->tally = calloc(f->ncounters, 1)))
 		rc = -ENOMEM;
 	if (!rc)
@@ -514,10 +542,8 @@ static int repair(struct fsck *f, char err[512])
 		return rc;
 	}
 	fsck_remove_files(f);
-	if (!f->sh.filter) {
-		unlinkat(f->sh.dirfd, "filter", 0); /* not a filter: made anew at the open */
-		rebuild = true;
-	}
+	if (!f->sh.gf)
+		rebuild = true; /* an unusable leaf file is made anew at the open */
 	/* Open for writing: the filter is rebuilt, orphans are deleted, staging
 	 * is emptied; the close marks the store clean. */
 	close_store(f);
@@ -577,8 +603,9 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	close_store(&f);
 	if (f.lockfd >= 0)
 		close(f.lockfd);
-	if (f.anon)
-		cbf_close(f.anon);
+	gf_close(f.anon);
+	gf_tree_free(&f.tree);
+	free(f.leaf_base);
 	free(f.tally);
 	fsck_vec_free(&f.dirs);
 	fsck_vec_free(&f.tally_over);

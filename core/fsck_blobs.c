@@ -278,25 +278,39 @@ static unsigned key_prefix(const uint8_t *key)
 	return (unsigned)key[0] << 4 | key[1] >> 4;
 }
 
+/* Whether a record's stored positions fit its leaf, and the leaf is the one
+ * its MD5 is routed to (a key on another leaf would be a false negative). */
+static bool positions_fit(struct fsck *f, const uint8_t *key, const struct fprec *r)
+{
+	const struct gfilter *gf = fsck_geometry_filter(f);
+	const struct cbf *leaf = gf ? gf_leaf(gf, r->leaf) : NULL;
+	if (!leaf || r->pos.k == 0)
+		return false;
+	const struct cbf_geometry *geo = cbf_geometry(leaf);
+	if (r->pos.k != geo->k || r->pos.nlines != geo->lines_per_key)
+		return false;
+	for (unsigned j = 0; j < r->pos.k; j++)
+		if (cbf_pos_counter(&r->pos, j) >= geo->nlines * CBF_LINE_COUNTERS)
+			return false;
+	struct gf_route route;
+	gf_route(gf, key, &route);
+	return route.leaf == r->leaf;
+}
+
 /* Tally the filter positions of a record. */
 static int tally_positions(struct fsck *f, const uint8_t *key, const struct fprec *r)
 {
 	if (!(r->flags & FPREC_IN_FILTER) || !f->tally)
 		return 0;
-	const struct cbf *g = fsck_geometry_filter(f);
-	const struct cbf_geometry *geo = g ? cbf_geometry(g) : NULL;
-	bool fits = r->pos.k > 0 && (!geo || (r->pos.k == geo->k && r->pos.nlines == geo->lines_per_key));
-	for (unsigned j = 0; fits && j < r->pos.k; j++)
-		fits = cbf_pos_counter(&r->pos, j) < f->ncounters;
-	if (!fits) {
+	if (!positions_fit(f, key, r)) {
 		char hex[48];
 		fsck_blob_name(key, hex);
-		fsck_say(f, K_FILTER, "blob %s: its stored filter positions do not fit the filter (repair: recomputed)", hex);
+		fsck_say(f, K_FILTER, "blob %s: its stored filter positions do not fit the filter, or are on a leaf it is not routed to (repair: recomputed)", hex);
 		f->fix_filter = true;
 		return fsck_add_kfix(f, key, KF_REPOS, false, false, 0);
 	}
 	for (unsigned j = 0; j < r->pos.k; j++) {
-		uint64_t idx = cbf_pos_counter(&r->pos, j);
+		uint64_t idx = fsck_tally_index(f, r->leaf, cbf_pos_counter(&r->pos, j));
 		if (f->tally[idx] < 255) {
 			f->tally[idx]++;
 			continue;

@@ -17,10 +17,61 @@ static uint64_t tally_of(struct fsck *f, uint64_t idx)
 	return n;
 }
 
+/* Compare leaf `id`'s counters with the tally, walking the saturated table
+ * (cursor c at *mrc, k, v) in step: its keys are GF_EXACT_INDEX(leaf,
+ * counter), so leaves in id order and counters in order meet them in key
+ * order. Returns the number of disagreements. */
+static uint64_t check_leaf(struct fsck *f, uint32_t id, const struct cbf *leaf, MDB_cursor *c,
+			   int *mrc, MDB_val *k, MDB_val *v, uint64_t *done, uint64_t total)
+{
+	uint64_t bad = 0, n = cbf_geometry(leaf)->nlines * CBF_LINE_COUNTERS;
+	for (uint64_t idx = 0; idx < n; idx++, ++*done) {
+		if ((*done & 0xfffff) == 0 && *done)
+			fsck_prog(f, "filter", *done, total);
+		uint64_t key = GF_EXACT_INDEX(id, idx);
+		while (*mrc == 0 && (k->mv_size != 8 || get_be64(k->mv_data) < key)) {
+			bad++;
+			fsck_say(f, K_FILTER, "saturated: an entry for counter %llu, outside the filter or malformed (repair: filter rebuilt)",
+			    k->mv_size == 8 ? (unsigned long long)get_be64(k->mv_data) : 0ull);
+			*mrc = mdb_cursor_get(c, k, v, MDB_NEXT);
+		}
+		bool has_exact = *mrc == 0 && get_be64(k->mv_data) == key;
+		uint64_t exact = has_exact && v->mv_size == 8 ? get_le64(v->mv_data) : 0;
+		if (has_exact)
+			*mrc = mdb_cursor_get(c, k, v, MDB_NEXT);
+		unsigned got = cbf_get(leaf, idx);
+		uint64_t t = fsck_tally_index(f, id, idx);
+		uint64_t want = f->tally[t];
+		if (want < CBF_COUNTER_MAX && got == want && !has_exact)
+			continue;
+		if (want == 255)
+			want = tally_of(f, t);
+		unsigned want_ctr = want < CBF_COUNTER_MAX ? (unsigned)want : CBF_COUNTER_MAX;
+		if (got != want_ctr) {
+			bad++;
+			fsck_say(f, K_FILTER, "filter counter %llu of leaf %u is %u, but %llu stored positions are on it (repair: filter rebuilt)",
+			    (unsigned long long)idx, id, got, (unsigned long long)want);
+		} else if (want >= CBF_COUNTER_MAX && !has_exact) {
+			bad++;
+			fsck_say(f, K_FILTER, "filter counter %llu of leaf %u is saturated (%llu positions) but has no exact count in saturated (repair: filter rebuilt)",
+			    (unsigned long long)idx, id, (unsigned long long)want);
+		} else if (want >= CBF_COUNTER_MAX && exact != want) {
+			bad++;
+			fsck_say(f, K_FILTER, "saturated exact count of filter counter %llu of leaf %u is %llu, but %llu stored positions are on it (repair: filter rebuilt)",
+			    (unsigned long long)idx, id, (unsigned long long)exact, (unsigned long long)want);
+		} else if (want < CBF_COUNTER_MAX && has_exact) {
+			bad++;
+			fsck_say(f, K_FILTER, "saturated holds an exact count (%llu) for filter counter %llu of leaf %u, which is not saturated (%llu positions) (repair: filter rebuilt)",
+			    (unsigned long long)exact, (unsigned long long)idx, id, (unsigned long long)want);
+		}
+	}
+	return bad;
+}
+
 int fsck_pass_filter(struct fsck *f)
 {
-	if (!f->sh.filter) {
-		fsck_say(f, K_FILTER, "filter: the file is missing or is not a filter (repair: rebuilt)");
+	if (!f->sh.gf) {
+		fsck_say(f, K_FILTER, "filter: the file is missing or is not a filter (a leaf of the filter tree; repair: rebuilt)");
 		f->fix_filter = f->fix_any = true;
 		return 0;
 	}
@@ -38,44 +89,12 @@ int fsck_pass_filter(struct fsck *f)
 		return rc;
 	MDB_val k, v;
 	int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-	uint64_t bad = 0, n = f->ncounters;
+	uint64_t bad = 0, done = 0, n = f->ncounters;
 	fsck_prog(f, "filter", 0, n);
-	for (uint64_t idx = 0; idx < n; idx++) {
-		if ((idx & 0xfffff) == 0 && idx)
-			fsck_prog(f, "filter", idx, n);
-		while (mrc == 0 && (k.mv_size != 8 || get_be64(k.mv_data) < idx)) {
-			fsck_say(f, K_FILTER, "saturated: a malformed entry (repair: filter rebuilt)");
-			f->fix_filter = true;
-			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-		}
-		bool has_exact = mrc == 0 && get_be64(k.mv_data) == idx;
-		uint64_t exact = has_exact && v.mv_size == 8 ? get_le64(v.mv_data) : 0;
-		if (has_exact)
-			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-		unsigned got = cbf_get(f->sh.filter, idx);
-		uint64_t want = f->tally[idx];
-		if (want < CBF_COUNTER_MAX && got == want && !has_exact)
-			continue;
-		if (want == 255)
-			want = tally_of(f, idx);
-		unsigned want_ctr = want < CBF_COUNTER_MAX ? (unsigned)want : CBF_COUNTER_MAX;
-		if (got != want_ctr) {
-			bad++;
-			fsck_say(f, K_FILTER, "filter counter %llu is %u, but %llu stored positions are on it (repair: filter rebuilt)",
-			    (unsigned long long)idx, got, (unsigned long long)want);
-		} else if (want >= CBF_COUNTER_MAX && !has_exact) {
-			bad++;
-			fsck_say(f, K_FILTER, "filter counter %llu is saturated (%llu positions) but has no exact count in saturated (repair: filter rebuilt)",
-			    (unsigned long long)idx, (unsigned long long)want);
-		} else if (want >= CBF_COUNTER_MAX && exact != want) {
-			bad++;
-			fsck_say(f, K_FILTER, "saturated exact count of filter counter %llu is %llu, but %llu stored positions are on it (repair: filter rebuilt)",
-			    (unsigned long long)idx, (unsigned long long)exact, (unsigned long long)want);
-		} else if (want < CBF_COUNTER_MAX && has_exact) {
-			bad++;
-			fsck_say(f, K_FILTER, "saturated holds an exact count (%llu) for filter counter %llu, which is not saturated (%llu positions) (repair: filter rebuilt)",
-			    (unsigned long long)exact, (unsigned long long)idx, (unsigned long long)want);
-		}
+	for (uint32_t id = 0; id < f->tree.next_id; id++) {
+		const struct cbf *leaf = gf_leaf(f->sh.gf, id);
+		if (leaf && fsck_tally_index(f, id, 0) != UINT64_MAX)
+			bad += check_leaf(f, id, leaf, c, &mrc, &k, &v, &done, n);
 	}
 	for (; mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		bad++;

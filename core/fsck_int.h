@@ -123,11 +123,14 @@ struct fsck {
 	XXH128_hash_t s_dirent, s_link, s_iblob, s_bi;
 	uint64_t n_dirent, n_link, n_iblob, n_bi;
 	uint64_t bad_inodes;
-	/* filter */
+	/* filter: the tree, and each leaf's first index in tally (by leaf id;
+	 * UINT64_MAX for ids the tree does not hold) */
+	struct gf_tree tree;
+	uint64_t *leaf_base;
 	uint64_t ncounters;
 	uint8_t *tally;         /* stored positions per counter, up to 255 */
 	struct vec tally_over;  /* struct { idx, count } for counters at 255 and more */
-	struct cbf *anon;       /* geometry for positions when the filter is unusable */
+	struct gfilter *anon;   /* positions when the filter files are unusable */
 	/* what repair does */
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
 	bool fix_filter, fix_near, fix_any;
@@ -153,7 +156,9 @@ void fsck_blob_name(const uint8_t key[BLOBKEY_BYTES], char out[48]);
 const char *fsck_type_name(uint32_t mode);
 bool fsck_name_valid(const char *name, size_t len);
 int fsck_counters_write(struct fsck *f, struct pd_counters *c);
-const struct cbf *fsck_geometry_filter(struct fsck *f);
+const struct gfilter *fsck_geometry_filter(struct fsck *f);
+/* The tally index of counter idx of leaf; UINT64_MAX if out of the tree. */
+uint64_t fsck_tally_index(const struct fsck *f, uint32_t leaf, uint64_t idx);
 int fsck_add_nfix(struct fsck *f, enum nfix_kind kind, uint64_t parent, uint64_t child, uint64_t hash,
 	     uint32_t type, const void *name, size_t len, const void *val, size_t vlen);
 int fsck_add_raw(struct fsck *f, enum nfix_kind kind, const MDB_val *k, const MDB_val *v);

@@ -455,13 +455,13 @@ static int recreate_record(struct fsck *f, const struct kfix *x, struct vec *ino
 		  near_sig_of_fd(fd, fp.size, &sig) == 0;
 	if (fd >= 0)
 		close(fd);
-	const struct cbf *g = fsck_geometry_filter(f);
+	const struct gfilter *g = fsck_geometry_filter(f);
 	if (!ok || !g)
 		return 1;
 	struct fprec r = { .refcount = inos->n, .size = fp.size, .flags = FPREC_IN_FILTER };
 	memcpy(r.xxh128, fp.xxh128, 16);
 	near_sig_to_rec(&sig, &r);
-	cbf_positions(g, k.md5, &r.pos);
+	gf_positions(g, k.md5, &r.leaf, &r.pos);
 	int rc = blob_put(f->txn, &f->sh, &k, &r);
 	for (size_t i = 0; i < inos->n && !rc; i++) {
 		struct inode in;
@@ -496,9 +496,9 @@ int fsck_repair_blobs(struct fsck *f, struct vec *moves)
 			}
 			break;
 		case KF_REPOS: {
-			const struct cbf *g = fsck_geometry_filter(f);
+			const struct gfilter *g = fsck_geometry_filter(f);
 			if (g && !(rc = blob_get(f->txn, &f->sh, &k, &r))) {
-				cbf_positions(g, k.md5, &r.pos);
+				gf_positions(g, k.md5, &r.leaf, &r.pos);
 				r.flags |= FPREC_IN_FILTER;
 				rc = blob_put(f->txn, &f->sh, &k, &r);
 			}

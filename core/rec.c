@@ -109,7 +109,7 @@ size_t fprec_encode(const struct fprec *r, uint8_t *out)
 	put_le64(out + 8, r->size);
 	memcpy(out + 16, r->xxh128, 16);
 	put_le64(out + 32, r->simhash);
-	out[40] = r->flags;
+	out[40] = (uint8_t)(r->leaf ? r->flags | FPREC_LEAF : r->flags & ~FPREC_LEAF);
 	out[41] = r->pos.nlines;
 	out[42] = r->pos.k;
 	out[43] = 0;
@@ -118,6 +118,10 @@ size_t fprec_encode(const struct fprec *r, uint8_t *out)
 		put_le32(out + n, r->pos.line[i]);
 	memcpy(out + n, r->pos.off, r->pos.k);
 	n += r->pos.k;
+	if (r->leaf) {
+		put_le32(out + n, r->leaf);
+		n += 4;
+	}
 	if (r->flags & FPREC_HAS_SKETCH) {
 		memcpy(out + n, r->sketch, FPREC_SKETCH_BYTES);
 		n += FPREC_SKETCH_BYTES;
@@ -138,15 +142,19 @@ int fprec_decode(const void *in, size_t len, struct fprec *r)
 	memset(&r->pos, 0, sizeof r->pos);
 	r->pos.nlines = p[41];
 	r->pos.k = p[42];
+	size_t leaf_bytes = (r->flags & FPREC_LEAF) ? 4 : 0;
 	size_t sketch_bytes = (r->flags & FPREC_HAS_SKETCH) ? FPREC_SKETCH_BYTES : 0;
 	if (r->pos.nlines > CBF_MAX_LINES || r->pos.k > CBF_MAX_K ||
-	    len != 44 + 4u * r->pos.nlines + r->pos.k + sketch_bytes)
+	    len != 44 + 4u * r->pos.nlines + r->pos.k + leaf_bytes + sketch_bytes)
 		return -EUCLEAN;
 	size_t n = 44;
 	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
 		r->pos.line[i] = get_le32(p + n);
 	memcpy(r->pos.off, p + n, r->pos.k);
 	n += r->pos.k;
+	r->leaf = leaf_bytes ? get_le32(p + n) : 0;
+	r->flags &= (uint8_t)~FPREC_LEAF;
+	n += leaf_bytes;
 	if (sketch_bytes)
 		memcpy(r->sketch, p + n, FPREC_SKETCH_BYTES);
 	return 0;

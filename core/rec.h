@@ -46,10 +46,15 @@ bool blobkey_parse(const char *name, struct blobkey *k);
 /* fingerprints: blobkey -> struct fprec.
  * Value (little-endian): refcount u64 | size u64 | xxh128 [16] | simhash u64 |
  *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k |
- *   sketch [64] (present only with FPREC_HAS_SKETCH) */
+ *   leaf u32 (present only with FPREC_LEAF) |
+ *   sketch [64] (present only with FPREC_HAS_SKETCH)
+ * The positions are on the filter leaf `leaf` (gfilter.h). Leaf 0 is not
+ * written: records of the fixed filter, which had no leaf field, are on
+ * leaf 0, the fixed filter's file. */
 #define FPREC_HAS_SIMHASH 1u
 #define FPREC_IN_FILTER 2u /* the positions were added to the filter */
 #define FPREC_SIMHASH_LOW 4u /* the simhash is low-confidence (too little text) */
+#define FPREC_LEAF 8u      /* a leaf id follows the offsets */
 #define FPREC_HAS_SKETCH 16u /* a MinHash sketch follows (minhash.h) */
 #define FPREC_SKETCH_BYTES 64
 struct fprec {
@@ -59,9 +64,10 @@ struct fprec {
 	uint64_t simhash;
 	uint8_t flags;
 	struct cbf_pos pos;
+	uint32_t leaf;      /* filter leaf of pos */
 	uint8_t sketch[FPREC_SKETCH_BYTES]; /* with FPREC_HAS_SKETCH */
 };
-#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + FPREC_SKETCH_BYTES)
+#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4 + FPREC_SKETCH_BYTES)
 size_t fprec_encode(const struct fprec *r, uint8_t *out);
 int fprec_decode(const void *in, size_t len, struct fprec *r);
 

@@ -32,9 +32,7 @@ static int choose_blob(struct wtx *w, const struct fp *fp, struct blobkey *k, bo
 	*found = false;
 	if (st->opts.nodedup)
 		return blob_next_variant(w->txn, st, fp->md5, k);
-	struct cbf_pos pos;
-	cbf_positions(st->filter, fp->md5, &pos);
-	if (!cbf_maybe_contains(st->filter, &pos)) {
+	if (!gf_maybe_contains(st->gf, fp->md5)) {
 		w->delta.probes_skipped++;
 		memcpy(k->md5, fp->md5, 16);
 		k->variant = 0;
@@ -146,10 +144,8 @@ static bool content_known(struct store *st, const struct fp *fp)
 {
 	if (st->opts.nodedup)
 		return false;
-	struct cbf_pos pos;
-	cbf_positions(st->filter, fp->md5, &pos);
-	if (!cbf_maybe_contains(st->filter, &pos))
-		return false;
+	/* A read of the table, not of the filter: only the commit leader
+	 * may route keys through the filter while it grows. */
 	MDB_txn *txn;
 	struct blobkey k;
 	bool found = false, collision;

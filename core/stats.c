@@ -12,15 +12,23 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	memset(s, 0, sizeof *s);
 	store_counters(st, &s->c);
 	s->saved_ratio = s->c.logical_bytes > 0 ? 1.0 - (double)s->c.stored_bytes / (double)s->c.logical_bytes : 0;
-	const struct cbf_geometry *g = cbf_geometry(st->filter);
-	s->filter_bytes = cbf_bytes(st->filter);
-	s->filter_counters = g->nlines * CBF_LINE_COUNTERS;
-	s->filter_k = g->k;
-	s->filter_lines = g->lines_per_key;
-	cbf_fill(st->filter, &s->filter_nonzero, &s->filter_saturated);
+	struct gf_stats g;
+	gf_stats(st->gf, true, &g);
+	s->filter_bytes = g.bytes;
+	s->filter_counters = g.counters;
+	s->filter_lines = st->params.filter_lines;
+	s->filter_nonzero = g.nonzero;
+	s->filter_saturated = g.saturated;
 	s->filter_fill = s->filter_counters ? (double)s->filter_nonzero / (double)s->filter_counters : 0;
-	s->filter_fpr_estimate = cbf_estimated_fpr(st->filter);
-	s->filter_fpr_design = cbf_theoretical_fpr(g, (uint64_t)(s->c.blobs > 0 ? s->c.blobs : 0));
+	s->filter_fpr_estimate = g.fpr_estimate;
+	s->filter_fpr_design = g.fpr_model;
+	s->filter_fpr_worst = g.worst_leaf_fpr;
+	s->filter_fpr_target = st->params.filter_fpr;
+	s->filter_fmax = st->params.filter_fmax;
+	s->filter_leaves = g.leaves;
+	s->filter_keys = g.keys;
+	s->filter_depth = g.max_depth;
+	s->filter_splitting = g.splitting;
 	MDB_envinfo info;
 	MDB_stat mst;
 	mdb_env_info(st->env, &info);
@@ -63,14 +71,18 @@ size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 		     (long long)c->hist[b]);
 		first = false;
 	}
-	emit(&o, "},\"filter\":{\"bytes\":%llu,\"counters\":%llu,\"k\":%u,\"lines_per_key\":%u,"
+	emit(&o, "},\"filter\":{\"bytes\":%llu,\"counters\":%llu,\"lines_per_key\":%u,"
+		 "\"leaves\":%llu,\"depth\":%u,\"keys\":%llu,\"splitting\":%s,"
 		 "\"nonzero\":%llu,\"saturated\":%llu,\"fill\":%.6f,\"fpr_estimate\":%.3g,"
-		 "\"fpr_design\":%.3g},\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu}",
-	     (unsigned long long)s->filter_bytes, (unsigned long long)s->filter_counters, s->filter_k,
-	     s->filter_lines, (unsigned long long)s->filter_nonzero,
+		 "\"fpr_design\":%.3g,\"fpr_worst_leaf\":%.3g,\"fpr_target\":%.3g,\"fmax\":%.3g},"
+		 "\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu}",
+	     (unsigned long long)s->filter_bytes, (unsigned long long)s->filter_counters,
+	     s->filter_lines, (unsigned long long)s->filter_leaves, s->filter_depth,
+	     (unsigned long long)s->filter_keys, s->filter_splitting ? "true" : "false",
+	     (unsigned long long)s->filter_nonzero,
 	     (unsigned long long)s->filter_saturated, s->filter_fill, s->filter_fpr_estimate,
-	     s->filter_fpr_design, (unsigned long long)s->lmdb_bytes,
-	     (unsigned long long)s->lmdb_mapsize);
+	     s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target, s->filter_fmax,
+	     (unsigned long long)s->lmdb_bytes, (unsigned long long)s->lmdb_mapsize);
 	return o.len;
 }
 
@@ -92,11 +104,13 @@ size_t stats_text(const struct pd_stats *s, char *buf, size_t size)
 	for (unsigned b = 0; b < PD_HIST_BUCKETS; b++)
 		if (c->hist[b])
 			emit(&o, " %llu-%llu:%lld", 1ull << b, (2ull << b) - 1, (long long)c->hist[b]);
-	emit(&o, "\nfilter:           %llu bytes, k=%u over %u line(s), fill %.4f, %llu saturated\n",
-	     (unsigned long long)s->filter_bytes, s->filter_k, s->filter_lines, s->filter_fill,
-	     (unsigned long long)s->filter_saturated);
-	emit(&o, "filter fpr:       %.3g estimated from fill, %.3g by design at this load\n",
-	     s->filter_fpr_estimate, s->filter_fpr_design);
+	emit(&o, "\nfilter:           %llu bytes in %llu leaves (depth %u)%s, %u line(s) per key, fill %.4f, %llu saturated\n",
+	     (unsigned long long)s->filter_bytes, (unsigned long long)s->filter_leaves,
+	     s->filter_depth, s->filter_splitting ? ", a split in progress" : "", s->filter_lines,
+	     s->filter_fill, (unsigned long long)s->filter_saturated);
+	emit(&o, "filter fpr:       %.3g estimated from fill, %.3g from the leaves' loads (worst leaf %.3g); target %.3g, bound %.3g\n",
+	     s->filter_fpr_estimate, s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target,
+	     s->filter_fmax);
 	emit(&o, "lmdb:             %llu bytes used, map %llu\n", (unsigned long long)s->lmdb_bytes,
 	     (unsigned long long)s->lmdb_mapsize);
 	return o.len;

@@ -6,10 +6,11 @@
  * only state outside LMDB is (1) blob files, which are renamed into
  * objects/ before the commit that refers to them and removed only after the
  * commit that drops the last reference (a crash leaves at worst an orphan
- * blob, never a dangling reference), and (2) the filter, which is changed
- * inside the transaction with an undo log and is trusted at open only if the
- * store was closed cleanly with the same generation; otherwise it is rebuilt
- * from the positions stored in the fingerprint records.
+ * blob, never a dangling reference), and (2) the filter's leaf files, which
+ * are changed inside the transaction with an undo journal (gfilter.h) and
+ * are trusted at open only if the store was closed cleanly with the same
+ * generation; otherwise they are rebuilt from the positions stored in the
+ * fingerprint records (store_filter.c).
  *
  * Durability: by default commits are not fsynced (MDB_NOSYNC) and a
  * background thread syncs LMDB every sync_ms, as ext4 commits its journal
@@ -90,6 +91,8 @@ void store_params_default(struct store_params *p)
 	p->filter_fpr = 1e-4;
 	p->filter_lines = 2;
 	p->near_distance = SIMHASH_NEAR_DISTANCE;
+	p->filter_fmax = 0;
+	p->filter_leaf_lines = 0;
 }
 
 /* ---- meta table ------------------------------------------------------ */
@@ -316,6 +319,8 @@ static struct store *store_alloc(const char *dir)
 	st->gc_tail = &st->gc_head;
 	pthread_mutex_init(&st->sync_mu, NULL);
 	pthread_cond_init(&st->sync_cv, NULL);
+	pthread_mutex_init(&st->split_mu, NULL);
+	pthread_cond_init(&st->split_cv, NULL);
 	if (!st->dir) {
 		free(st);
 		return NULL;
@@ -325,8 +330,7 @@ static struct store *store_alloc(const char *dir)
 
 static void store_free(struct store *st)
 {
-	if (st->filter)
-		cbf_close(st->filter);
+	gf_close(st->gf);
 	if (st->env)
 		mdb_env_close(st->env);
 	if (st->dirfd >= 0)
@@ -339,6 +343,8 @@ static void store_free(struct store *st)
 	pthread_cond_destroy(&st->gc_cv);
 	pthread_mutex_destroy(&st->sync_mu);
 	pthread_cond_destroy(&st->sync_cv);
+	pthread_mutex_destroy(&st->split_mu);
+	pthread_cond_destroy(&st->split_cv);
 	free(st->dir);
 	free(st);
 }
@@ -370,6 +376,27 @@ static int make_root(struct store *st, MDB_txn *txn)
 	put_be64(kb, PD_ROOT_INO);
 	MDB_val k = { 8, kb }, v = { inode_encode(&root, NULL, 0, vb), vb };
 	return pd_mdb_err(mdb_put(txn, st->db_inodes, &k, &v, 0));
+}
+
+/* The filter's first leaves (gf_tree_initial) and their files, all of
+ * generation 1, and the tree record. */
+static int mkfs_filter(struct store *st, MDB_txn *txn, const struct store_params *p)
+{
+	struct gf_config c;
+	struct gf_tree t;
+	store_filter_config(p, &c);
+	if (c.fmax < c.target_fpr || c.fmax >= 1)
+		return -EINVAL;
+	int rc = gf_tree_initial(&c, p->expected_pages, &t);
+	if (rc)
+		return rc;
+	rc = store_filter_tree_put(txn, st->db_meta, &t);
+	if (!rc)
+		rc = gf_open(st->dir, &t, GF_READWRITE, &st->gf, NULL);
+	if (!rc)
+		rc = gf_sync(st->gf, 1);
+	gf_tree_free(&t);
+	return rc;
 }
 
 int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN])
@@ -428,10 +455,8 @@ int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN
 		if (!rc) rc = counters_put(txn, st->db_meta, &zero);
 		if (!rc) rc = make_root(st, txn);
 	}
-	if (!rc && !(rc = path_join(path, sizeof path, dir, "filter")))
-		rc = cbf_create(path, &g, 1, &st->filter);
 	if (!rc)
-		rc = cbf_sync(st->filter, 1);
+		rc = mkfs_filter(st, txn, p);
 	if (txn)
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	if (rc)
@@ -473,56 +498,6 @@ static bool is_store(const char *dir)
 	char path[4096];
 	struct stat sb;
 	return !path_join(path, sizeof path, dir, "meta/data.mdb") && stat(path, &sb) == 0;
-}
-
-/* Rebuild the filter from the stored positions (after an unclean stop). */
-static int rebuild_filter_cb(struct wtx *w, void *arg)
-{
-	(void)arg;
-	struct store *st = w->st;
-	int rc = pd_mdb_err(mdb_drop(w->txn, st->db_saturated, 0));
-	if (rc)
-		return rc;
-	cbf_clear(st->filter);
-	MDB_cursor *c;
-	if ((rc = pd_mdb_err(mdb_cursor_open(w->txn, st->db_fp, &c))))
-		return rc;
-	MDB_val k, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !mrc && !rc;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct fprec r;
-		rc = fprec_decode(v.mv_data, v.mv_size, &r);
-		if (!rc && (r.flags & FPREC_IN_FILTER))
-			rc = cbf_add(st->filter, &r.pos, &store_saturated_ops, w, NULL);
-	}
-	mdb_cursor_close(c);
-	if (!rc && mrc != MDB_NOTFOUND)
-		rc = pd_mdb_err(mrc);
-	return rc;
-}
-
-static int load_filter(struct store *st, bool clean, uint64_t gen)
-{
-	char path[4096];
-	path_join(path, sizeof path, st->dir, "filter");
-	int rc = cbf_open(path, st->readonly, &st->filter);
-	if (st->readonly)
-		return rc;
-	if (rc) {
-		/* Missing or damaged: make a new one and fill it from LMDB. */
-		struct cbf_geometry g;
-		rc = cbf_geometry_for(st->params.expected_pages, st->params.filter_fpr,
-				      st->params.filter_lines, &g);
-		if (!rc)
-			rc = cbf_create(path, &g, 0, &st->filter);
-		if (rc)
-			return rc;
-		clean = false;
-	}
-	if (clean && cbf_generation(st->filter) == gen)
-		return 0;
-	return store_write(st, rebuild_filter_cb, NULL);
 }
 
 static int mark_open_cb(struct wtx *w, void *arg)
@@ -694,7 +669,7 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 			rc = near_open_tables(txn, st, st->readonly ? 0 : MDB_CREATE);
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
-	if (!rc && (rc = load_filter(st, clean, gen)) && !*err)
+	if (!rc && (rc = store_filter_load(st, clean, gen)) && !*err)
 		snprintf(err, PD_ERRLEN, "cannot load the filter of %s: %s", dir, strerror(-rc));
 	if (!rc && !st->readonly) {
 		/* From here until a clean close, the filter file may hold counts
@@ -716,6 +691,8 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 	if (!rc && !st->readonly && !o->sync_blobs) {
 		st->sync_running = pthread_create(&st->sync_thread, NULL, sync_main, st) == 0;
 	}
+	if (!rc && !st->readonly && !o->no_split_thread)
+		store_filter_thread_start(st);
 	if (rc) {
 		store_free(st);
 		return rc;
@@ -737,11 +714,14 @@ static void stop_sync_thread(struct store *st)
 	st->sync_running = false;
 }
 
+/* The tree with its final key counts, and the flag that vouches for the
+ * leaf files. */
 static int mark_clean_cb(struct wtx *w, void *arg)
 {
 	(void)arg;
 	uint8_t one = 1;
-	return meta_put(w->txn, w->st->db_meta, "clean", &one, 1);
+	int rc = store_filter_save(w);
+	return rc ? rc : meta_put(w->txn, w->st->db_meta, "clean", &one, 1);
 }
 
 int store_close(struct store *st)
@@ -750,13 +730,14 @@ int store_close(struct store *st)
 	if (!st)
 		return 0;
 	if (!st->readonly) {
+		store_filter_thread_stop(st);
 		stop_sync_thread(st);
 		rc = live_drop_orphans(st);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		/* The filter must be on disk before the flag that vouches for it. */
 		if (!rc)
-			rc = cbf_sync(st->filter, st->generation);
+			rc = gf_sync(st->gf, st->generation);
 		/* A blob whose file could not be removed after its last reference
 		 * went (objects/ read-only for a while): try again now; if it still
 		 * cannot go, the store stays unclean and the next open sweeps. */
@@ -775,6 +756,7 @@ void store_abandon(struct store *st)
 {
 	if (!st)
 		return;
+	store_filter_thread_stop(st);
 	stop_sync_thread(st);
 	store_free(st);
 }
@@ -937,8 +919,7 @@ static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, 
  * that fills is grown and the batch run again. */
 static void run_batch(struct store *st, struct store_wreq *head)
 {
-	struct cbf_undo undo = { 0 };
-	struct wtx w = { .st = st, .undo = &undo };
+	struct wtx w = { .st = st };
 	struct pd_counters total;
 	int rc;
 	for (;;) {
@@ -946,7 +927,8 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		pthread_rwlock_rdlock(&st->map_lock);
 		rc = batch_pass(st, head, &w, &total);
 		if (rc) {
-			cbf_undo_rollback(st->filter, &undo, 0);
+			if (st->gf)
+				gf_rollback(st->gf);
 			unlinks_truncate(&w, 0);
 		}
 		pthread_rwlock_unlock(&st->map_lock);
@@ -963,13 +945,14 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		pthread_mutex_lock(&st->gc_mu);
 		st->counters = total;
 		pthread_mutex_unlock(&st->gc_mu);
+		if (st->gf && gf_commit(st->gf))
+			store_filter_kick(st);
 		run_unlinks(st, &w);
 		if (++st->commits % 64 == 0)
 			reserve_lmdb_space(st);
 	}
 	unlinks_truncate(&w, 0);
 	free(w.unlink_after);
-	cbf_undo_free(&undo);
 }
 
 int store_write(struct store *st, store_write_fn fn, void *arg)

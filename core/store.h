@@ -4,8 +4,18 @@
  *   STORE/meta/      LMDB environment (every table but page bytes)
  *   STORE/objects/   one immutable blob per distinct content
  *   STORE/staging/   bytes of files open for writing, not yet sealed
- *   STORE/filter     the counting filter image, rebuildable from LMDB
+ *   STORE/filter     leaf 0 of the page filter (the whole filter until it
+ *                    first splits), rebuildable from LMDB
+ *   STORE/filter.d/  the other leaves of the page filter, leaf-<id>
  *   STORE/lock       held (flock) by the one process that writes the store
+ *
+ * The page filter (gfilter.h) grows with the store: a tree of counting
+ * filters routed by MD5 prefix, described by the meta record "filter_tree"
+ * (leaves, their geometry, a split in progress and its cursor), which
+ * commits with the fingerprint records whose stored positions name their
+ * leaf. A background thread (store_filter.c) moves a splitting leaf's keys
+ * to its children in chunks of a few thousand records, each chunk one
+ * store_write callback, so seals go on between them.
  *
  * Writes: store_write() runs a callback inside a write transaction. Callers
  * on many threads are grouped: one of them (the leader) runs every queued
@@ -30,6 +40,7 @@
 #include <stdint.h>
 
 #include "cbf.h"
+#include "gfilter.h"
 #include "rec.h"
 
 #define PD_FORMAT_VERSION 1
@@ -42,6 +53,8 @@ struct store_params {
 	double filter_fpr;         /* target false-positive rate (default 1e-4) */
 	uint32_t filter_lines;     /* cache lines per key, 1 or 2 (default 2) */
 	uint32_t near_distance;    /* near-duplicate Hamming distance (default SIMHASH_NEAR_DISTANCE) */
+	double filter_fmax;        /* bound on a filter leaf's rate (0: 2 x filter_fpr) */
+	uint64_t filter_leaf_lines;/* largest leaf before it splits in two (0: 2^18 lines, 16 MiB) */
 };
 void store_params_default(struct store_params *p);
 
@@ -53,6 +66,8 @@ struct store_opts {
 	unsigned sync_ms;     /* background LMDB sync period when not durable, 0 = 1000 */
 	bool create;          /* create a store (default params) if dir is empty or missing */
 	unsigned stage_mem_mb; /* memory for pages being written, 0 = 32 MiB (beyond: staging files) */
+	bool no_split_thread; /* filter splits only through store_filter_step (tests) */
+	unsigned split_chunk; /* records moved per split step, 0 = 2048 */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -85,7 +100,7 @@ struct store {
 		db_saturated, db_orphans;
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
-	struct cbf *filter;
+	struct gfilter *gf;   /* the page filter */
 	uint64_t generation;
 	uint64_t mapsize;
 
@@ -108,6 +123,14 @@ struct store {
 	pthread_cond_t sync_cv;
 	bool sync_stop;
 
+	/* The filter's split thread (store_filter.c). */
+	pthread_t split_thread;
+	bool split_running, split_stop, split_kick;
+	pthread_mutex_t split_mu;
+	pthread_cond_t split_cv;
+	uint64_t split_chunks;       /* split steps committed (under split_mu) */
+	uint64_t split_chunk_max_ns; /* the longest chunk callback: what a seal may wait */
+
 	/* The live-inode table (openfile.c). */
 	struct live_table *live;
 	uint64_t staging_seq;
@@ -125,7 +148,6 @@ struct wtx {
 	/* Files to remove after the commit succeeds (relative to the store). */
 	char **unlink_after;
 	size_t n_unlink, cap_unlink;
-	struct cbf_undo *undo;
 	struct pd_time now;
 };
 
@@ -159,8 +181,30 @@ void wtx_keep(struct wtx *w, const char *relpath);
 /* Allocate the next inode number. */
 int wtx_next_ino(struct wtx *w, uint64_t *ino);
 
-/* Exact-count callbacks for the filter over the `saturated` table of txn. */
+/* Exact-count callbacks for the filter over the `saturated` table of txn
+ * (ctx: the struct wtx). Keys are GF_EXACT_INDEX(leaf, counter). */
 extern const struct cbf_exact_ops store_saturated_ops;
+
+/* store_filter.c: the page filter's life in the store. */
+/* The filter parameters a store's parameters ask for. */
+void store_filter_config(const struct store_params *p, struct gf_config *c);
+/* The tree record of the store (or, for a store of the fixed filter that
+ * has none, a tree of its one filter file; *legacy then). */
+int store_filter_tree_read(MDB_txn *txn, MDB_dbi meta, const char *dir,
+			   const struct store_params *p, struct gf_tree *t, bool *legacy);
+int store_filter_tree_put(MDB_txn *txn, MDB_dbi meta, const struct gf_tree *t);
+/* Open the filter (rebuilt from the stored positions unless the store was
+ * closed cleanly with every leaf of its generation). */
+int store_filter_load(struct store *st, bool clean, uint64_t gen);
+/* Write the tree record (with the leaves' key counts) in w's transaction. */
+int store_filter_save(struct wtx *w);
+/* One chunk of split work as one write: *idle when none was wanted. */
+int store_filter_step(struct store *st, bool *idle);
+/* Run split steps until no split is wanted. */
+int store_filter_settle(struct store *st);
+void store_filter_thread_start(struct store *st);
+void store_filter_thread_stop(struct store *st);
+void store_filter_kick(struct store *st);
 
 /* LMDB result to a negative errno. */
 int pd_mdb_err(int rc);

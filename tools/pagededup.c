@@ -1,6 +1,7 @@
 /* pagededup - the command-line tool of a pagededup store.
  *
- *   pagededup mkfs STORE [--expected-pages N] [--fpr RATE] [--filter-lines 1|2] [--near-distance K]
+ *   pagededup mkfs STORE [--expected-pages N] [--fpr RATE] [--fmax RATE] [--max-leaf-kib K]
+ *                        [--filter-lines 1|2] [--near-distance K]
  *   pagededup stats STORE [--json]
  *   pagededup fsck STORE [--deep] [--repair]
  *   pagededup simhash FILE...
@@ -27,13 +28,19 @@ static void usage(FILE *out)
 {
 	fputs("usage: pagededup COMMAND STORE [options]\n"
 	      "\n"
-	      "  mkfs STORE [--expected-pages N] [--fpr RATE] [--filter-lines 1|2] [--near-distance K]\n"
-	      "        make a store in an empty or new directory. The counting filter is sized\n"
-	      "        for N pages (default 1000000) at false-positive rate RATE (default 1e-4);\n"
-	      "        --filter-lines 1 keeps each page's counters in one cache line (faster,\n"
-	      "        larger), 2 (default) spreads them over two (smaller at the same rate).\n"
+	      "  mkfs STORE [--expected-pages N] [--fpr RATE] [--fmax RATE] [--max-leaf-kib K]\n"
+	      "             [--filter-lines 1|2] [--near-distance K]\n"
+	      "        make a store in an empty or new directory. The counting filter is first\n"
+	      "        sized for N pages (default 1000000) at false-positive rate RATE (default\n"
+	      "        1e-4), and grows with the store: a part of it (a leaf) that passes its\n"
+	      "        design load is rebuilt 1.25 times larger, in the background, or split in\n"
+	      "        two once it would pass K KiB (default 1024). --fmax bounds every leaf's\n"
+	      "        rate (default 2 x RATE). --filter-lines 1 keeps each page's counters in\n"
+	      "        one cache line (faster, larger), 2 (default) spreads them over two\n"
+	      "        (smaller at the same rate).\n"
 	      "  stats STORE [--json]\n"
-	      "        pages, blobs, bytes saved, refcount histogram, filter fill and rate.\n"
+	      "        pages, blobs, bytes saved, refcount histogram, filter leaves, depth,\n"
+	      "        bytes, fill and rate.\n"
 	      "  fsck STORE [--deep] [--repair]\n"
 	      "        check every invariant of an unmounted store: refcounts, blob files,\n"
 	      "        filter counters and exact counts, the namespace tree and link counts,\n"
@@ -76,6 +83,8 @@ static int cmd_mkfs(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "expected-pages", required_argument, 0, 'n' },
 		{ "fpr", required_argument, 0, 'r' },
+		{ "fmax", required_argument, 0, 'f' },
+		{ "max-leaf-kib", required_argument, 0, 'm' },
 		{ "filter-lines", required_argument, 0, 'l' },
 		{ "near-distance", required_argument, 0, 'k' },
 		{ "help", no_argument, 0, 'h' },
@@ -96,6 +105,20 @@ static int cmd_mkfs(int argc, char **argv)
 				fprintf(stderr, "pagededup mkfs: --fpr wants a rate between 0 and 0.5\n");
 				return 1;
 			}
+			break;
+		case 'f':
+			p.filter_fmax = strtod(optarg, NULL);
+			if (!(p.filter_fmax > 0 && p.filter_fmax < 0.5)) {
+				fprintf(stderr, "pagededup mkfs: --fmax wants a rate between 0 and 0.5\n");
+				return 1;
+			}
+			break;
+		case 'm':
+			if (parse_u64(optarg, &v) || v > (UINT64_C(1) << 30)) {
+				fprintf(stderr, "pagededup mkfs: --max-leaf-kib wants a number of KiB, 1 to 2^30\n");
+				return 1;
+			}
+			p.filter_leaf_lines = v * 1024 / CBF_LINE_BYTES;
 			break;
 		case 'l':
 			if (parse_u64(optarg, &v) || v > 2) {
@@ -121,6 +144,10 @@ static int cmd_mkfs(int argc, char **argv)
 	}
 	if (optind + 1 != argc) {
 		usage(stderr);
+		return 1;
+	}
+	if (p.filter_fmax > 0 && p.filter_fmax < p.filter_fpr) {
+		fprintf(stderr, "pagededup mkfs: --fmax must not be below --fpr\n");
 		return 1;
 	}
 	char err[PD_ERRLEN] = "";

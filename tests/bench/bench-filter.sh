@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# make bench-filter, the URL-seen part: `pagededup urlseen` on a generated
-# crawl list of PD_URLS distinct URLs and as many repeats.
+# make bench-filter: the URL-seen filter (`pagededup urlseen` on a generated
+# crawl list of PD_URLS distinct URLs and as many repeats), then the page
+# filter (the growing filter against the fixed one as a store overfills;
+# see "page filter" below).
 #
 #   tests/bench/bench-filter.sh BUILD_DIR
+#
+# PD_PART=urls or PD_PART=pages runs one part only (default both).
 #
 # Steps (figures on lines "name: value unit", a table of goals at the end):
 #   1. lists (bench_urlseen gen; kept in $PD_WORKDIR/pagededup-urls and reused):
@@ -31,6 +35,18 @@
 #   PD_WORKDIR   lists and filter (default /var/tmp); 1e8 URLs take 13 GB of
 #                lists and 1.1 GB of filter
 #   PD_REBUILD=1 generate the lists again; PD_KEEP=1 keep the filter
+#
+# Page filter (bench_gfilter, in memory): both filters are sized for
+# PD_PAGES_EXPECTED pages (default 2e6) at PD_PAGE_FPR (default 1e-4), then
+# take pages until 5x that many are stored (1e7), with PD_PAGE_DELETES
+# (default 0.2) of the operations deleting a stored page. At 20 points: the
+# rate measured on 1e6 fresh keys, LMDB probes per new page (lookups that
+# said "maybe" for a new page), counter bytes per page, lookups/s. Written
+# to PD_OUTDIR (default PD_WORKDIR): pagefilter.csv and pagefilter.png
+# (gnuplot). Goals: the growing filter's measured rate <= fmax (2x the
+# target) at every point, its lookups/s >= 0.8x the fixed filter's, its
+# bytes <= 1.3x those of a fixed filter sized for the same pages at the
+# rate it has.
 set -euo pipefail
 build=$(cd "${1:-build/release}" && pwd)
 PD=$build/pagededup
@@ -40,6 +56,55 @@ for b in "$PD" "$GEN"; do
 done
 
 num() { awk -v x="$1" 'BEGIN { printf "%.0f", x }'; }
+part=${PD_PART:-all}
+
+# The page filter part: bench_gfilter, a CSV and its plot.
+pages_part() {
+	local gbench=$build/bench/bench_gfilter out=${PD_OUTDIR:-${PD_WORKDIR:-/var/tmp}}
+	[ -x "$gbench" ] || { echo "bench-filter: missing $gbench" >&2; return 1; }
+	mkdir -p "$out"
+	local csv=$out/pagefilter.csv png=$out/pagefilter.png log=$out/pagefilter.log
+	local expected=${PD_PAGES_EXPECTED:-2e6} fpr=${PD_PAGE_FPR:-1e-4}
+	echo "## page filter: bench_gfilter --expected $expected --fpr $fpr --deletes ${PD_PAGE_DELETES:-0.2} $csv"
+	"$gbench" --expected "$expected" --fpr "$fpr" --deletes "${PD_PAGE_DELETES:-0.2}" "$csv" | tee "$log"
+	if command -v gnuplot >/dev/null; then
+		gnuplot <<-EOF
+			set terminal pngcairo size 1100,1100 noenhanced font ",10"
+			set output "$png"
+			set datafile separator ","
+			set key top left
+			fixed = "< grep '^fixed,' $csv"
+			growing = "< grep '^growing,' $csv"
+			set multiplot layout 3,1 title "page filter: fixed (sized for $expected pages) and growing, rate $fpr, ${PD_PAGE_DELETES:-0.2} of operations delete"
+			set logscale y
+			set format y "%.0e"
+			set ylabel "false-positive rate (fresh keys)"
+			set xlabel "pages stored"
+			plot fixed using 2:3 with linespoints title "fixed, measured", \\
+			     growing using 2:3 with linespoints title "growing, measured", \\
+			     growing using 2:4 with lines dashtype 2 title "growing, model", \\
+			     2*$fpr with lines title "fmax"
+			set ylabel "LMDB probes per new page"
+			plot fixed using 2:5 with linespoints title "fixed", \\
+			     growing using 2:5 with linespoints title "growing"
+			unset logscale y
+			set format y "%g"
+			set ylabel "counter bytes per stored page"
+			plot fixed using 2:7 with linespoints title "fixed", \\
+			     growing using 2:7 with linespoints title "growing"
+			unset multiplot
+		EOF
+		echo "pagefilter_plot: $png"
+	else
+		echo "bench-filter: gnuplot missing (tools/install-deps.sh installs gnuplot-nox); no plot" >&2
+	fi
+	echo "pagefilter_csv: $csv"
+	grep -q '^goal_fpr_le_fmax: met' "$log"
+}
+if [ "$part" = pages ]; then
+	pages_part
+	exit $?
+fi
 N=$(num "${PD_URLS:-1e8}")
 R=$(num "${PD_REPEATS:-$N}")
 M=$(num "${PD_FRESH:-$(awk -v n="$N" 'BEGIN { m = n / 10; if (m > 1e7) m = 1e7; if (m < 1e5) m = 1e5; printf "%.0f", m }')}")
@@ -146,4 +211,7 @@ printf '%-34s %-16s %s\n' "lost while inserting" "$(calc "$lost / $N")" "<= $FPR
 printf '%-34s %-16s %s\n' "filter bits / theory" "$bvt" "<= 1.2"
 printf '%-34s %-16s %s\n' "peak RSS / theory" "$rvt" "<= 1.2"
 printf '%-34s %-16s %s\n' "recorded URLs back as new" "$back" "<= $lost (no false negatives)"
+if [ "$part" = all ]; then
+	pages_part || status=1
+fi
 exit $status

@@ -168,15 +168,26 @@ static uint64_t saturated_entries(struct store *st)
 	return ms.ms_entries;
 }
 
+/* The filter of a store opened without its split thread: one leaf. */
+static const struct cbf *leaf0(struct store *st)
+{
+	const struct cbf *f = gf_leaf(st->gf, 0);
+	assert_non_null(f);
+	return f;
+}
+
 static uint8_t *snapshot(struct store *st, uint64_t *n)
 {
-	*n = cbf_geometry(st->filter)->nlines * CBF_LINE_COUNTERS;
+	*n = cbf_geometry(leaf0(st))->nlines * CBF_LINE_COUNTERS;
 	uint8_t *s = malloc(*n);
 	assert_non_null(s);
 	for (uint64_t i = 0; i < *n; i++)
-		s[i] = (uint8_t)cbf_get(st->filter, i);
+		s[i] = (uint8_t)cbf_get(leaf0(st), i);
 	return s;
 }
+
+/* These tests look at the counters of one fixed leaf. */
+static const struct store_opts no_splits = { .no_split_thread = true };
 
 /* 20 pages whose positions share one counter: it saturates at 15 with an
  * exact count of 20, and deleting them all brings every counter back. */
@@ -188,7 +199,7 @@ static void test_saturated_counter(void **state)
 	store_params_default(&p);
 	p.expected_pages = 16; /* a tiny filter, so counters are shared */
 	p.filter_fpr = 0.1;
-	struct store *st = th_store(dir, &p, NULL);
+	struct store *st = th_store(dir, &p, &no_splits);
 	uint64_t ncounters;
 	uint8_t *before = snapshot(st, &ncounters);
 	uint32_t *hits = calloc(ncounters, sizeof *hits);
@@ -203,7 +214,7 @@ static void test_saturated_counter(void **state)
 		struct fp fp;
 		struct cbf_pos pos;
 		fp_of_buf(pages[i], strlen(pages[i]), &fp);
-		cbf_positions(st->filter, fp.md5, &pos);
+		cbf_positions(leaf0(st), fp.md5, &pos);
 		for (unsigned j = 0; j < pos.k; j++) {
 			uint64_t idx = cbf_pos_counter(&pos, j);
 			bool dup = false;
@@ -221,7 +232,7 @@ static void test_saturated_counter(void **state)
 		struct fp fp;
 		struct cbf_pos pos;
 		fp_of_buf(pages[i], strlen(pages[i]), &fp);
-		cbf_positions(st->filter, fp.md5, &pos);
+		cbf_positions(leaf0(st), fp.md5, &pos);
 		bool on = false;
 		for (unsigned j = 0; j < pos.k; j++)
 			on |= cbf_pos_counter(&pos, j) == target;
@@ -231,7 +242,7 @@ static void test_saturated_counter(void **state)
 	assert_int_equal(nchosen, 20);
 	for (int i = 0; i < 20; i++)
 		th_put(st, PD_ROOT_INO, pages[chosen[i]], pages[chosen[i]], strlen(pages[chosen[i]]));
-	assert_int_equal(cbf_get(st->filter, target), 15);
+	assert_int_equal(cbf_get(leaf0(st), target), 15);
 	uint64_t exact = 0;
 	assert_int_equal(read_exact(st, target, &exact), 0);
 	assert_true(exact >= 20);
@@ -241,7 +252,7 @@ static void test_saturated_counter(void **state)
 	uint8_t *after = snapshot(st, &n2);
 	assert_int_equal(n2, ncounters);
 	assert_memory_equal(before, after, ncounters);
-	assert_int_equal(cbf_get(st->filter, target), 0);
+	assert_int_equal(cbf_get(leaf0(st), target), 0);
 	assert_int_equal(saturated_entries(st), 0);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(store_path(dir));
@@ -262,7 +273,7 @@ static void test_unclean_rebuild(void **state)
 	store_params_default(&p);
 	p.expected_pages = 16; /* a few lines for 1000 contents: counters saturate */
 	p.filter_fpr = 0.01;
-	struct store *st = th_store(dir, &p, NULL);
+	struct store *st = th_store(dir, &p, &no_splits);
 	char name[32], body[64];
 	for (int i = 0; i < 1500; i++) {
 		snprintf(name, sizeof name, "p%d", i);
@@ -288,8 +299,7 @@ static void test_unclean_rebuild(void **state)
 	assert_int_equal(pwrite(fd, junk, sizeof junk, CBF_HEADER_BYTES), (ssize_t)sizeof junk);
 	close(fd);
 	char err[PD_ERRLEN];
-	struct store_opts o = { 0 };
-	assert_int_equal(store_open(store_path(dir), &o, &st, err), 0);
+	assert_int_equal(store_open(store_path(dir), &no_splits, &st, err), 0);
 	uint64_t n2;
 	uint8_t *after = snapshot(st, &n2);
 	assert_int_equal(n, n2);
