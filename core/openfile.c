@@ -242,6 +242,17 @@ void live_ref(struct store *st, uint64_t ino, uint64_t n)
 	pthread_mutex_unlock(&t->mu);
 }
 
+int live_pin(struct store *st, uint64_t ino)
+{
+	return pin(st, ino) ? 0 : -ENOMEM;
+}
+
+int live_unpin(struct store *st, uint64_t ino)
+{
+	struct live *li = pin_existing(st, ino); /* held while settling */
+	return li ? settle(st, li, 2, 0) : 0;
+}
+
 int live_forget(struct store *st, uint64_t ino, uint64_t n)
 {
 	struct live *li = pin_existing(st, ino); /* held while settling */

@@ -38,6 +38,11 @@ int live_forget(struct store *st, uint64_t ino, uint64_t n);
 /* ino lost its last name: delete it (and release its blob) now, or when the
  * last open handle on it closes. */
 int live_orphaned(struct store *st, uint64_t ino);
+/* An open directory handle (opendir/releasedir): a directory removed while
+ * open stays, empty and with no link, until its last handle goes, as on
+ * ext4 (fstat and readdir on the descriptor still work). */
+int live_pin(struct store *st, uint64_t ino);
+int live_unpin(struct store *st, uint64_t ino);
 /* Delete every orphan that nothing in this process uses (at open and
  * clean close of a store: after a crash or unmount none is in use). */
 int live_drop_orphans(struct store *st);

@@ -480,6 +480,21 @@ out:
 	free(buf);
 }
 
+static void pd_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int rc = live_pin(st_of(req), ino);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_open(req, fi);
+}
+
+static void pd_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, -live_unpin(st_of(req), ino));
+}
+
 static void pd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -650,6 +665,8 @@ static const struct fuse_lowlevel_ops pd_ops = {
 	.flush = pd_flush,
 	.release = pd_release,
 	.fsync = pd_fsync,
+	.opendir = pd_opendir,
+	.releasedir = pd_releasedir,
 	.readdir = pd_readdir,
 	.readdirplus = pd_readdirplus,
 	.fsyncdir = pd_fsyncdir,

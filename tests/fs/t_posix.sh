@@ -1284,7 +1284,33 @@ EOF
 }
 
 pd_mount_shared allow_other
+# A directory removed (rmdir, or replaced by rename) while a process has it
+# open: fstat and readdir on the descriptor still answer, as on ext4.
+case_rmdir_open() {
+	pd_cdwd
+	py <<'EOF'
+import os, stat
+from fsutil import *
+os.mkdir("d")
+fd = os.open("d", os.O_RDONLY | os.O_DIRECTORY)
+os.rmdir("d")
+st = os.fstat(fd)
+check(stat.S_ISDIR(st.st_mode), "fstat of a removed open directory: a directory")
+eq(st.st_nlink, 0, "nlink of a removed open directory")
+eq(os.listdir(fd), [], "listing of a removed open directory")
+os.close(fd)
+os.mkdir("e")
+os.mkdir("f")
+fd = os.open("f", os.O_RDONLY | os.O_DIRECTORY)
+os.rename("e", "f")
+check(stat.S_ISDIR(os.fstat(fd).st_mode), "fstat of an open directory replaced by rename")
+os.close(fd)
+eq(sorted(os.listdir(".")), ["f"], "listing after the renames")
+EOF
+}
+
 pd_case mkdir_rmdir
+pd_case rmdir_open
 pd_case readdir_10000
 pd_case readdir_stable
 pd_case readdir_open_files
