@@ -8,7 +8,8 @@
  * the namespace records (inode, dirent, link) are written with the codecs
  * of rec.h as ns.c writes them, and the blobs go through blob.c
  * (blob_insert, blob_ref: records, blob_inodes, filter counters, exact
- * counts, totals), with each new blob's file written to its place in
+ * counts, totals, and the near-duplicate tables from each page's simhash
+ * and sketch), with each new blob's file written to its place in
  * objects/. The store is closed through store_close(), and the timed check
  * must find it clean: that is what proves the shortcut made a store the
  * real code keeps consistent.
@@ -39,6 +40,7 @@
 #include "blob.h"
 #include "fp.h"
 #include "fsck.h"
+#include "near.h"
 #include "ns.h"
 #include "rec.h"
 #include "store.h"
@@ -135,7 +137,11 @@ static int batch_cb(struct wtx *w, void *arg)
 		char path[BLOBKEY_PATH_MAX];
 		blobkey_path(&in.blob, path);
 		struct fprec r = { .size = len };
+		struct near_sig sig;
 		memcpy(r.xxh128, fp.xxh128, 16);
+		if ((rc = near_sig_of_page(buf, len, &sig)))
+			return rc;
+		near_sig_to_rec(&sig, &r); /* so that fsck checks the near tables too */
 		if ((rc = blob_mkdirs(w->st, &in.blob)) || (rc = write_file(w->st, path, buf, len)) ||
 		    (rc = blob_insert(w, &in.blob, &r, in.ino, true)))
 			return rc;
