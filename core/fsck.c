@@ -173,9 +173,7 @@ void fsck_blob_name(const uint8_t key[BLOBKEY_BYTES], char out[48])
 {
 	struct blobkey k;
 	blobkey_decode(key, &k);
-	fp_hex(k.md5, out);
-	if (k.variant)
-		snprintf(out + 32, 16, ".%u", k.variant);
+	blobkey_name(&k, out);
 }
 
 const char *fsck_type_name(uint32_t mode)

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "fp.h"
 #include "html.h"
 #include "minhash.h"
 #include "simhash.h"
@@ -383,14 +382,6 @@ static void report(struct checker *c, const char *fmt, ...)
 	c->bad(c->ctx, line);
 }
 
-static void blob_hex(const struct blobkey *k, char out[48])
-{
-	fp_hex(k->md5, out);
-	out[32] = 0;
-	if (k->variant)
-		snprintf(out + 32, 16, ".%u", k->variant);
-}
-
 /* The hash of a row, or false (reported) when its key or value has the
  * wrong size for table i. */
 static bool decode_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v, uint64_t *h)
@@ -416,13 +407,13 @@ static bool decode_row(struct checker *c, unsigned i, const MDB_val *key, const 
 /* A row of near0: its blob has a record with that simhash. */
 static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
 {
-	char name[48];
+	char name[BLOBKEY_NAME_MAX];
 	uint64_t h;
 	if (!decode_row(c, 0, key, v, &h))
 		return;
 	struct blobkey k;
 	blobkey_decode((const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables), &k);
-	blob_hex(&k, name);
+	blobkey_name(&k, name);
 	uint8_t kb[BLOBKEY_BYTES];
 	blobkey_encode(&k, kb);
 	MDB_val fk = { BLOBKEY_BYTES, kb }, fv;
@@ -471,7 +462,7 @@ static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
 {
 	unsigned n = c->st->near_tables;
 	uint8_t kb[8], vb[ROW_MAX];
-	char name[48];
+	char name[BLOBKEY_NAME_MAX];
 	for (unsigned i = 0; i < n; i++) {
 		MDB_cursor *cur;
 		int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
@@ -483,7 +474,7 @@ static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
 		if (mrc && mrc != MDB_NOTFOUND)
 			return pd_mdb_err(mrc);
 		if (mrc) {
-			blob_hex(k, name);
+			blobkey_name(k, name);
 			report(c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)h, i);
 		}
 	}

@@ -18,8 +18,7 @@ int query_is_dedup_attr(const char *name)
 	return strncmp(name, "user.dedup.", 11) == 0;
 }
 
-/* The sealed blob of a regular file, in a read transaction. */
-static int sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobkey *k)
+int query_sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobkey *k)
 {
 	struct inode in;
 	int rc = ns_get_inode(txn, st, ino, &in);
@@ -38,7 +37,7 @@ int query_md5(struct store *st, uint64_t ino, char *buf, size_t *len)
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	rc = sealed_blob(txn, st, ino, &k);
+	rc = query_sealed_blob(txn, st, ino, &k);
 	store_read_end(st, txn);
 	if (rc)
 		return rc;
@@ -55,7 +54,7 @@ int query_refcount(struct store *st, uint64_t ino, char *buf, size_t *len)
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	rc = sealed_blob(txn, st, ino, &k);
+	rc = query_sealed_blob(txn, st, ino, &k);
 	if (!rc)
 		rc = blob_get(txn, st, &k, &r);
 	store_read_end(st, txn);
@@ -94,28 +93,8 @@ int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char
 	if (rc)
 		return rc;
 	struct lines l = { buf, 0, 0, false };
-	if ((rc = sealed_blob(txn, st, ino, &k))) {
-		store_read_end(st, txn);
-		return rc;
-	}
-	MDB_cursor *c;
-	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_blob_inodes, &c)))) {
-		store_read_end(st, txn);
-		return rc;
-	}
-	uint8_t kb[BLOBKEY_BYTES];
-	blobkey_encode(&k, kb);
-	MDB_val key = { BLOBKEY_BYTES, kb }, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &key, &v, MDB_SET_KEY); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_DUP)) {
-		uint64_t other = get_be64(v.mv_data);
-		if (other != ino)
-			rc = path_names(txn, st, other, cred, add_line, &l);
-		if (rc == -ENOENT)
-			rc = 0; /* an orphan being deleted */
-	}
-	mdb_cursor_close(c);
+	if (!(rc = query_sealed_blob(txn, st, ino, &k)))
+		rc = path_names_of_blob(txn, st, &k, ino, cred, add_line, &l);
 	store_read_end(st, txn);
 	if (rc)
 		return rc;

@@ -44,6 +44,10 @@ int query_simhash(struct store *st, uint64_t ino, char *buf, size_t *len);
 /* That text for a signature, into buf (at least 40 bytes); its length. */
 size_t query_format_simhash(const struct near_sig *sig, char *buf);
 
+/* The blob of a sealed regular file (in a read transaction); -ENODATA for
+ * anything else. */
+int query_sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobkey *k);
+
 /* Is name one of the computed, read-only attributes? */
 int query_is_dedup_attr(const char *name);
 

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "blob.h"
 #include "near.h"
@@ -177,29 +176,6 @@ static int hit_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
 	return 0;
 }
 
-/* The names of every file on blob k but `exclude`. */
-static int add_names(struct answer *a, const struct blobkey *k, uint64_t exclude)
-{
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(a->txn, a->st->db_blob_inodes, &c));
-	if (rc)
-		return rc;
-	uint8_t kb[BLOBKEY_BYTES];
-	blobkey_encode(k, kb);
-	MDB_val key = { BLOBKEY_BYTES, kb }, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &key, &v, MDB_SET_KEY); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_DUP)) {
-		uint64_t ino = get_be64(v.mv_data);
-		if (ino != exclude)
-			rc = path_names(a->txn, a->st, ino, a->cred, offer_cb, a);
-		if (rc == -ENOENT)
-			rc = 0; /* an orphan being deleted has no names */
-	}
-	mdb_cursor_close(c);
-	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
-}
-
 static int hit_dist_cmp(const void *x, const void *y)
 {
 	const struct hit *a = x, *b = y;
@@ -246,7 +222,7 @@ static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *si
 	for (size_t i = 0; i < a.nhits && !rc; i++) {
 		a.cur_dist = a.hits[i].dist;
 		a.cur_low = a.hits[i].low || sig->low_confidence;
-		rc = add_names(&a, &a.hits[i].k, exclude);
+		rc = path_names_of_blob(txn, st, &a.hits[i].k, exclude, cred, offer_cb, &a);
 	}
 	if (!rc)
 		*len = write_answer(&a, buf);
@@ -269,14 +245,12 @@ int query_near_sig(struct store *st, const struct near_sig *sig, uint64_t exclud
 /* The signature a sealed file's record keeps. */
 static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, struct near_sig *sig)
 {
-	struct inode in;
+	struct blobkey k;
 	struct fprec r;
-	int rc = ns_get_inode(txn, st, ino, &in);
+	int rc = query_sealed_blob(txn, st, ino, &k);
 	if (rc)
 		return rc;
-	if (!S_ISREG(in.mode) || !(in.flags & INODE_HAS_BLOB))
-		return -ENODATA;
-	if ((rc = blob_get(txn, st, &in.blob, &r)))
+	if ((rc = blob_get(txn, st, &k, &r)))
 		return rc == -ENOENT ? -EUCLEAN : rc;
 	near_sig_of_rec(&r, sig);
 	return 0;

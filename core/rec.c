@@ -68,14 +68,18 @@ bool blobkey_equal(const struct blobkey *a, const struct blobkey *b)
 	return a->variant == b->variant && memcmp(a->md5, b->md5, 16) == 0;
 }
 
+void blobkey_name(const struct blobkey *k, char out[BLOBKEY_NAME_MAX])
+{
+	fp_hex(k->md5, out);
+	if (k->variant)
+		snprintf(out + 32, BLOBKEY_NAME_MAX - 32, ".%u", k->variant);
+}
+
 void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX])
 {
-	char hex[33];
-	fp_hex(k->md5, hex);
-	if (k->variant)
-		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.3s/%s.%u", hex, hex, k->variant);
-	else
-		snprintf(out, BLOBKEY_PATH_MAX, "objects/%.3s/%s", hex, hex);
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_name(k, name);
+	snprintf(out, BLOBKEY_PATH_MAX, "objects/%.3s/%s", name, name);
 }
 
 bool blobkey_parse(const char *name, struct blobkey *k)

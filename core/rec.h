@@ -38,7 +38,11 @@ bool blobkey_equal(const struct blobkey *a, const struct blobkey *b);
  * hashed directories handle. */
 #define BLOBKEY_PATH_MAX 64
 void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX]);
-/* The inverse of blobkey_path's file name: "<32 lowercase hex digits>" or
+/* The blob's file name: "<32 lowercase hex digits>" or that and
+ * ".<variant>" (variant 1..2^32-1). */
+#define BLOBKEY_NAME_MAX 48
+void blobkey_name(const struct blobkey *k, char out[BLOBKEY_NAME_MAX]);
+/* The inverse of blobkey_name: "<32 lowercase hex digits>" or
  * that and ".<variant>" (1..2^32-1, decimal, no leading zero). false for
  * any other name. */
 bool blobkey_parse(const char *name, struct blobkey *k);
