@@ -41,11 +41,18 @@ void th_rmdir(char *dir)
 	free(dir);
 }
 
+const char *th_store_dir(const char *dir)
+{
+	static char path[4096];
+	snprintf(path, sizeof path, "%s/store", dir);
+	return path;
+}
+
 struct store *th_store(const char *dir, const struct store_params *p, const struct store_opts *o)
 {
 	char err[PD_ERRLEN] = "";
 	char sub[4096];
-	snprintf(sub, sizeof sub, "%s/store", dir);
+	snprintf(sub, sizeof sub, "%s", th_store_dir(dir));
 	int rc = store_mkfs(sub, p, err);
 	if (rc)
 		fail_msg("mkfs: %s", err);

@@ -16,6 +16,9 @@ extern const struct pd_cred test_root;
 /* A fresh temporary directory (freed by th_rmdir). */
 char *th_tmpdir(void);
 void th_rmdir(char *dir);
+/* The store directory th_store makes under dir: "DIR/store" (a static
+ * buffer, overwritten by the next call). */
+const char *th_store_dir(const char *dir);
 /* mkfs + open with the given params (NULL: defaults) and options. */
 struct store *th_store(const char *dir, const struct store_params *p, const struct store_opts *o);
 /* Create (or truncate) parent/name and write content through open/write/

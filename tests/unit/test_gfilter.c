@@ -20,13 +20,6 @@
 #include "fp.h"
 #include "helpers.h"
 
-static char *store_path(const char *dir)
-{
-	static char path[4096];
-	snprintf(path, sizeof path, "%s/store", dir);
-	return path;
-}
-
 /* ---- in memory: routing, journal, a whole split ---- */
 
 struct mkey {
@@ -377,7 +370,7 @@ static void test_split_counts(void **state)
 	gf_stats(st->gf, false, &gs);
 	assert_true(gs.worst_leaf_fpr <= p.filter_fpr * 2);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 
@@ -425,14 +418,14 @@ static void test_abort_mid_split(void **state)
 		size_t n0, n1, t0, t1;
 		uint8_t *tr0, *tr1;
 		uint8_t *c0 = store_snapshot(st, &n0, &tr0, &t0);
-		unsigned files = leaf_files(store_path(dir));
+		unsigned files = leaf_files(th_store_dir(dir));
 		assert_int_equal(store_write(st, fail_start_cb, NULL), -EIO);
 		uint8_t *c1 = store_snapshot(st, &n1, &tr1, &t1);
 		assert_int_equal(n0, n1);
 		assert_memory_equal(c0, c1, n0);
 		assert_int_equal(t0, t1);
 		assert_memory_equal(tr0, tr1, t0);
-		assert_int_equal(leaf_files(store_path(dir)), files);
+		assert_int_equal(leaf_files(th_store_dir(dir)), files);
 		check_counts(st);
 		free(c0);
 		free(c1);
@@ -442,7 +435,7 @@ static void test_abort_mid_split(void **state)
 	assert_int_equal(store_filter_settle(st), 0);
 	check_counts(st);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 
@@ -473,12 +466,12 @@ static void test_crash_mid_split(void **state)
 	/* a leaf file no tree names (children of a batch that never
 	 * committed): removed at the open */
 	char stray[4200];
-	snprintf(stray, sizeof stray, "%s/filter.d/leaf-999", store_path(dir));
+	snprintf(stray, sizeof stray, "%s/filter.d/leaf-999", th_store_dir(dir));
 	FILE *sf = fopen(stray, "w");
 	assert_non_null(sf);
 	fclose(sf);
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(store_path(dir), &o, &st, err), 0);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
 	struct gf_stats gs;
 	assert_int_equal(access(stray, F_OK), -1);
 	gf_stats(st->gf, false, &gs);
@@ -505,9 +498,9 @@ static void test_crash_mid_split(void **state)
 	assert_false(gs.splitting);
 	assert_true(gs.leaves > 1);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	/* and the clean close keeps it all */
-	assert_int_equal(store_open(store_path(dir), &o, &st, err), 0);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
 	check_counts(st);
 	assert_int_equal(store_close(st), 0);
 	th_rmdir(dir);
@@ -533,9 +526,9 @@ static void test_clean_close_mid_split(void **state)
 	size_t n0, n1;
 	uint8_t *before = mem_snapshot(st->gf, &n0);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(store_path(dir), &o, &st, err), 0);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
 	uint8_t *after = mem_snapshot(st->gf, &n1);
 	assert_int_equal(n0, n1);
 	assert_memory_equal(before, after, n0);
@@ -546,7 +539,7 @@ static void test_clean_close_mid_split(void **state)
 	assert_int_equal(store_filter_settle(st), 0);
 	check_counts(st);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	free(before);
 	free(after);
 	th_rmdir(dir);
@@ -622,21 +615,21 @@ static void test_migrate_fixed_store(void **state)
 	uint64_t sat = check_counts(st);
 	assert_true(sat > 0);
 	assert_int_equal(store_close(st), 0);
-	drop_tree_record(store_path(dir));
+	drop_tree_record(th_store_dir(dir));
 	size_t n0, n1;
-	uint8_t *before = file_counters(store_path(dir), &n0);
-	th_assert_fsck_clean(store_path(dir)); /* fsck reads the old layout */
+	uint8_t *before = file_counters(th_store_dir(dir), &n0);
+	th_assert_fsck_clean(th_store_dir(dir)); /* fsck reads the old layout */
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(store_path(dir), &o, &st, err), 0);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
 	assert_int_equal(check_counts(st), sat);
 	uint8_t *now = mem_snapshot(st->gf, &n1);
 	assert_int_equal(n0, n1);
 	assert_memory_equal(before, now, n0); /* not a count lost */
 	check_no_false_negative(st, alive, 500);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	/* the migrated store grows like any other */
-	assert_int_equal(store_open(store_path(dir), &o, &st, err), 0);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
 	assert_int_equal(store_filter_settle(st), 0);
 	check_counts(st);
 	check_no_false_negative(st, alive, 500);
@@ -644,7 +637,7 @@ static void test_migrate_fixed_store(void **state)
 	gf_stats(st->gf, false, &gs);
 	assert_true(gs.leaves > 1 || gs.splits > 0);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	free(before);
 	free(now);
 	th_rmdir(dir);
@@ -697,7 +690,7 @@ static void test_seals_during_splits(void **state)
 	gf_stats(st->gf, false, &gs);
 	assert_true(gs.leaves > 1);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 

@@ -249,13 +249,6 @@ static void test_blocks(void **state)
 
 /* ---- through the calls the filesystem makes -------------------------------- */
 
-static char *store_dir(const char *dir)
-{
-	static char path[4096];
-	snprintf(path, sizeof path, "%s/store", dir);
-	return path;
-}
-
 /* A page of `words` pseudo-random words from a fixed vocabulary (seeded),
  * with `extra` appended to its text. */
 static char *make_page(uint64_t seed, unsigned words, const char *extra)
@@ -375,7 +368,7 @@ static void test_answers(void **state)
 	free(b);
 	free(c);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_dir(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 
@@ -508,15 +501,15 @@ static void test_fsck_near(void **state)
 	struct fsck_opts o = { .report = count_line, .ctx = &lines };
 	struct fsck_result r;
 	char err[512];
-	assert_int_equal(fsck_run(store_dir(dir), &o, &r, err), 0);
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
 	/* a missing row, and a stray row of near0 naming a blob that has no
 	 * record (its rows in the other tables are explained by that row) */
 	assert_int_equal(r.problems, 2);
 	assert_int_equal(lines, 2);
 	o.repair = true;
-	assert_int_equal(fsck_run(store_dir(dir), &o, &r, err), 0);
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
 	assert_true(r.repaired >= 1);
-	th_assert_fsck_clean(store_dir(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	free(a);
 	free(b);
 	th_rmdir(dir);

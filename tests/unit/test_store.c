@@ -19,13 +19,6 @@
 #include "helpers.h"
 #include "query.h"
 
-static char *store_path(const char *dir)
-{
-	static char path[4096];
-	snprintf(path, sizeof path, "%s/store", dir);
-	return path;
-}
-
 static void unlink_name(struct store *st, const char *name)
 {
 	uint64_t ino;
@@ -51,10 +44,10 @@ static void test_refcount_sequence(void **state)
 	uint64_t a = th_put(st, PD_ROOT_INO, "a", "X page", 6);
 	uint64_t b = th_put(st, PD_ROOT_INO, "b", "X page", 6);
 	assert_int_equal(th_refcount(st, a), 2);
-	assert_int_equal(th_count_blobs(store_path(dir)), 1);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 1);
 	uint64_t c = th_put(st, PD_ROOT_INO, "c", "Y page", 6);
 	assert_int_equal(th_refcount(st, c), 1);
-	assert_int_equal(th_count_blobs(store_path(dir)), 2);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 2);
 	/* overwrite b with c's bytes: X loses one, Y gains one */
 	th_put(st, PD_ROOT_INO, "b", "Y page", 6);
 	assert_int_equal(th_refcount(st, a), 1);
@@ -64,7 +57,7 @@ static void test_refcount_sequence(void **state)
 	assert_int_equal(th_refcount(st, c), 2);
 	/* unlink the last X: its blob goes */
 	unlink_name(st, "a");
-	assert_int_equal(th_count_blobs(store_path(dir)), 1);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 1);
 	/* truncate b to zero: an empty blob, Y down to one */
 	assert_int_equal(file_truncate(st, b, 0, NULL), 0);
 	assert_int_equal(th_refcount(st, c), 1);
@@ -76,7 +69,7 @@ static void test_refcount_sequence(void **state)
 	assert_int_equal(k.logical_bytes, 6);
 	assert_int_equal(k.stored_bytes, 6);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 
@@ -117,7 +110,7 @@ static void test_md5_collision(void **state)
 	uint64_t ib = th_put(st, PD_ROOT_INO, "b.html", b, len);
 	assert_int_equal(th_refcount(st, ia), 1);
 	assert_int_equal(th_refcount(st, ib), 1);
-	assert_int_equal(th_count_blobs(store_path(dir)), 2);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 2);
 	char got[512];
 	size_t n;
 	read_all(st, ia, got, sizeof got, &n);
@@ -137,10 +130,10 @@ static void test_md5_collision(void **state)
 	/* the second content got variant 1 of the key */
 	char path[4096], hex[33];
 	fp_hex(fa.md5, hex);
-	snprintf(path, sizeof path, "%s/objects/%.3s/%s.1", store_path(dir), hex, hex);
+	snprintf(path, sizeof path, "%s/objects/%.3s/%s.1", th_store_dir(dir), hex, hex);
 	assert_int_equal(access(path, F_OK), 0);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 
@@ -255,7 +248,7 @@ static void test_saturated_counter(void **state)
 	assert_int_equal(cbf_get(leaf0(st), target), 0);
 	assert_int_equal(saturated_entries(st), 0);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	free(before);
 	free(after);
 	free(hits);
@@ -291,7 +284,7 @@ static void test_unclean_rebuild(void **state)
 	store_abandon(st); /* as if the daemon were killed */
 	/* garble the filter file: the rebuild must not trust it */
 	char path[4096];
-	snprintf(path, sizeof path, "%s/filter", store_path(dir));
+	snprintf(path, sizeof path, "%s/filter", th_store_dir(dir));
 	int fd = open(path, O_WRONLY);
 	assert_true(fd >= 0);
 	char junk[256];
@@ -299,14 +292,14 @@ static void test_unclean_rebuild(void **state)
 	assert_int_equal(pwrite(fd, junk, sizeof junk, CBF_HEADER_BYTES), (ssize_t)sizeof junk);
 	close(fd);
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(store_path(dir), &no_splits, &st, err), 0);
+	assert_int_equal(store_open(th_store_dir(dir), &no_splits, &st, err), 0);
 	uint64_t n2;
 	uint8_t *after = snapshot(st, &n2);
 	assert_int_equal(n, n2);
 	assert_memory_equal(before, after, n);
 	assert_int_equal(saturated_entries(st), sat_before);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	free(before);
 	free(after);
 	th_rmdir(dir);
@@ -357,9 +350,9 @@ static void test_concurrent_seals(void **state)
 		assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &in), 0);
 		assert_int_equal(th_refcount(st, in.ino), 2);
 	}
-	assert_int_equal(th_count_blobs(store_path(dir)), PAGES / 2);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), PAGES / 2);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 
@@ -381,7 +374,7 @@ static void test_map_grows(void **state)
 	store_counters(st, &k);
 	assert_int_equal(k.pages, 3000);
 	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(store_path(dir));
+	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
 }
 
@@ -407,19 +400,19 @@ static void test_store_identity(void **state)
 	/* a new store is private */
 	st = th_store(dir, NULL, NULL);
 	struct stat sb;
-	assert_int_equal(stat(store_path(dir), &sb), 0);
+	assert_int_equal(stat(th_store_dir(dir), &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0700);
 	/* a second writer is refused */
 	struct store *st2;
-	assert_int_equal(store_open(store_path(dir), &o, &st2, err), -EBUSY);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st2, err), -EBUSY);
 	assert_non_null(strstr(err, "in use"));
 	/* a format from the future is refused with what to do */
 	assert_int_equal(store_write(st, put_format, NULL), 0);
 	assert_int_equal(store_close(st), 0);
-	assert_int_equal(store_open(store_path(dir), &o, &st, err), -EPROTO);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), -EPROTO);
 	assert_non_null(strstr(err, "format version 99"));
 	/* mkfs refuses a directory with files in it */
-	assert_int_equal(store_mkfs(store_path(dir), NULL, err), -ENOTEMPTY);
+	assert_int_equal(store_mkfs(th_store_dir(dir), NULL, err), -ENOTEMPTY);
 	th_rmdir(dir);
 }
 
