@@ -649,6 +649,14 @@ struct setattr_arg {
 	struct inode out;
 };
 
+/* The bits a write, truncate or chown by an unprivileged caller clears. */
+static uint32_t suidgid_bits(uint32_t mode)
+{
+	if (S_ISDIR(mode))
+		return 0;
+	return (mode & S_ISUID) | ((mode & S_IXGRP) ? (mode & S_ISGID) : 0);
+}
+
 static int setattr_cb(struct wtx *w, void *p)
 {
 	struct setattr_arg *a = p;
@@ -663,6 +671,10 @@ static int setattr_cb(struct wtx *w, void *p)
 		in.uid = sa->uid;
 	if (sa->valid & NS_SET_GID)
 		in.gid = sa->gid;
+	if (sa->valid & (NS_SET_UID | NS_SET_GID))
+		in.mode &= ~suidgid_bits(in.mode);
+	if (sa->valid & NS_SET_KILL_SUIDGID)
+		in.mode &= ~(sa->kill & (uint32_t)(S_ISUID | S_ISGID));
 	if (sa->valid & NS_SET_ATIME)
 		in.atime = sa->atime;
 	if (sa->valid & NS_SET_ATIME_NOW)
@@ -683,6 +695,36 @@ int ns_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa, stru
 	if (!rc && out)
 		*out = a.out;
 	return rc;
+}
+
+static bool cred_in_group(const struct pd_cred *c, uint32_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (uint32_t i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+int ns_kill_suidgid(struct store *st, uint64_t ino, ns_cred_fn cred, void *ctx)
+{
+	struct inode in;
+	int rc = ns_getattr(st, ino, &in);
+	if (rc)
+		return rc;
+	uint32_t kill = suidgid_bits(in.mode);
+	/* Without group execute, set-group-ID is the mandatory-locking mark: it
+	 * goes only for a writer outside the file's group (as the VFS does). */
+	if (S_ISREG(in.mode) && (in.mode & S_ISGID) && !(kill & S_ISGID)) {
+		const struct pd_cred *c = cred(ctx);
+		if (c && !cred_in_group(c, in.gid))
+			kill |= S_ISGID;
+	}
+	if (!kill)
+		return 0;
+	struct ns_setattr sa = { .valid = NS_SET_KILL_SUIDGID, .kill = kill };
+	return (rc = ns_setattr(st, ino, &sa, NULL)) ? rc : 1;
 }
 
 /* ---- readdir --------------------------------------------------------- */

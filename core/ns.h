@@ -63,12 +63,25 @@ int ns_rename(struct store *st, uint64_t parent, const char *name, uint64_t newp
 #define NS_SET_ATIME_NOW 32u
 #define NS_SET_MTIME_NOW 64u
 #define NS_SET_CTIME 128u
+/* The bits of `kill` (S_ISUID, S_ISGID) go: ns_kill_suidgid decides which.
+ * A change of owner or group of a non-directory clears set-user-ID, and
+ * set-group-ID when group-executable, whoever asks, as chown(2) does on
+ * Linux. */
+#define NS_SET_KILL_SUIDGID 256u
 struct ns_setattr {
 	unsigned valid;
 	uint32_t mode, uid, gid;
+	uint32_t kill;
 	struct pd_time atime, mtime, ctime;
 };
 int ns_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa, struct inode *out);
+/* A write(2), truncate or open(O_TRUNC) by a caller without CAP_FSETID:
+ * set-user-ID goes, and set-group-ID when the file is group-executable or
+ * the caller is outside its group (cred is asked only then: finding a
+ * caller's groups costs more than the rest). A read alone when there is
+ * nothing to clear: it runs on every such write(2). 1: a bit went; 0: none. */
+typedef const struct pd_cred *(*ns_cred_fn)(void *ctx);
+int ns_kill_suidgid(struct store *st, uint64_t ino, ns_cred_fn cred, void *ctx);
 
 /* Copy the symlink target into buf (not NUL-terminated); *len its length. */
 int ns_readlink(struct store *st, uint64_t ino, char *buf, size_t size, size_t *len);

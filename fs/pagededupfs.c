@@ -30,6 +30,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "kernel_io.h"
 #include "ns.h"
 #include "openfile.h"
 #include "query.h"
@@ -39,6 +40,7 @@
 struct pdfs {
 	struct store *st;
 	double entry_timeout, attr_timeout, negative_timeout;
+	struct fuse_session *se;
 };
 
 static struct pdfs *fs_of(fuse_req_t req)
@@ -126,8 +128,9 @@ static void pd_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
-	/* The kernel clears setuid/setgid on write, truncate and chown (by a
-	 * setattr) rather than leaving it to the daemon. */
+	/* Not the first protocol for killing setuid/setgid: kernel_io.c
+	 * negotiates the second (KILLPRIV_V2), which libfuse 3.14 cannot, and
+	 * kill_suidgid() and ns_setattr() honour it. */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
@@ -256,13 +259,41 @@ static struct pd_time from_ts(struct timespec ts)
 	return (struct pd_time){ ts.tv_sec, (uint32_t)ts.tv_nsec };
 }
 
+struct kill_ctx {
+	fuse_req_t req;
+	struct cred_buf cb;
+};
+
+static const struct pd_cred *kill_cred(void *p)
+{
+	struct kill_ctx *k = p;
+	return caller(k->req, &k->cb, true);
+}
+
+/* A write or open(O_TRUNC) by a caller without CAP_FSETID (kernel_io.h):
+ * setuid/setgid go. The kernel keeps the mode it cached and refreshes only
+ * size and times after a write, so its cached attributes are dropped when a
+ * bit went. */
+static int kill_suidgid(fuse_req_t req, fuse_ino_t ino)
+{
+	struct kill_ctx k = { .req = req };
+	int rc = ns_kill_suidgid(st_of(req), ino, kill_cred, &k);
+	if (rc <= 0)
+		return rc;
+	fuse_lowlevel_notify_inval_inode(fs_of(req)->se, ino, -1, 0);
+	return 0;
+}
+
 static void pd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
 	struct store *st = st_of(req);
 	int rc = 0;
-	if (to_set & FUSE_SET_ATTR_SIZE)
+	if (to_set & FUSE_SET_ATTR_SIZE) {
 		rc = file_truncate(st, ino, (uint64_t)attr->st_size, fi ? file_of(fi) : NULL);
+		if (!rc && kernel_io_kill_suidgid())
+			rc = kill_suidgid(req, ino);
+	}
 	struct ns_setattr sa = { 0 };
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		sa.valid |= NS_SET_MODE;
@@ -312,6 +343,8 @@ static void pd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct pd_file *f;
 	bool keep;
 	int rc = file_open(st_of(req), ino, fi->flags, &f, &keep);
+	if (!rc && (fi->flags & O_TRUNC) && kernel_io_kill_suidgid() && (rc = kill_suidgid(req, ino)))
+		file_release(f);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -337,6 +370,8 @@ static void pd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	bool keep;
 	if (!rc)
 		rc = file_open(st, in.ino, fi->flags, &f, &keep);
+	if (!rc && (fi->flags & O_TRUNC) && kernel_io_kill_suidgid() && !(rc = kill_suidgid(req, in.ino)))
+		rc = ns_getattr(st, in.ino, &in);
 	if (!rc)
 		file_merge_attr(st, &in);
 	if (rc) {
@@ -373,9 +408,10 @@ static void pd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 static void pd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	(void)ino;
 	size_t done;
 	int rc = file_write(file_of(fi), buf, size, (uint64_t)off, &done);
+	if (!rc && done && kernel_io_kill_suidgid())
+		rc = kill_suidgid(req, ino);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -830,8 +866,9 @@ int main(int argc, char *argv[])
 		notify(notify_fd, err);
 		goto out_args;
 	}
-	struct pdfs fs = { st, o.entry_timeout, o.attr_timeout, o.negative_timeout };
+	struct pdfs fs = { st, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL };
 	se = fuse_session_new(&args, &pd_ops, sizeof pd_ops, &fs);
+	fs.se = se;
 	if (!se) {
 		notify(notify_fd, "pagededupfs: bad mount options");
 		goto out_store;
@@ -840,6 +877,11 @@ int main(int argc, char *argv[])
 		snprintf(err, sizeof err, "pagededupfs: cannot mount on %s", cl.mountpoint);
 		notify(notify_fd, err);
 		goto out_session;
+	}
+	if (kernel_io_install(se) != 0) {
+		snprintf(err, sizeof err, "pagededupfs: cannot use the FUSE device of %s", cl.mountpoint);
+		notify(notify_fd, err);
+		goto out_unmount;
 	}
 	if (!cl.foreground)
 		detach_stdio();
@@ -858,6 +900,7 @@ int main(int argc, char *argv[])
 		ret = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
+out_unmount:
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 out_session:

@@ -700,6 +700,59 @@ eq(read("f"), b"x", "content after all that")
 EOF
 }
 
+# setuid/setgid go on a write, truncate or open(O_TRUNC) by a caller without
+# CAP_FSETID and on any chown, and stay on root's writes: the same steps on
+# ext4 (a directory under /tmp) and on the mount must leave the same modes.
+# The daemon does this itself, since it takes the kill over from the kernel
+# (FUSE_HANDLE_KILLPRIV_V2, which also spares a GETXATTR per write).
+case_kill_suid() {
+	pd_cdwd
+	local ref=$PD_TMP/kill_suid d out_ref out_mnt
+	rm -rf "$ref" && mkdir "$ref" || fail "mkdir $ref"
+	for d in "$ref" "$W"; do
+		chmod 0777 "$d" || fail "chmod $d"
+		py "$d" <<'EOF' || fail "setup in $d"
+import os, sys
+d = sys.argv[1]
+for name, mode in (("w_u", 0o4777), ("w_g", 0o2777), ("w_gnx", 0o2767), ("w_root", 0o6777),
+                   ("t_u", 0o4777), ("o_u", 0o6777), ("c_u", 0o6755), ("c_gnx", 0o2745),
+                   ("a_u", 0o4777), ("w_gin", 0o2767), ("t_g", 0o2767)):
+    p = os.path.join(d, name)
+    with open(p, "wb") as f:
+        f.write(b"page\n")
+    if name == "w_gin":
+        os.chown(p, 0, 65534)  # the writer's group
+    os.chmod(p, mode)
+EOF
+		as_user $U_A $U_A "$PD_PY_ANY" - "$d" <<'EOF' || fail "writes as uid $U_A in $d"
+import os, sys
+d = sys.argv[1]
+for name in ("w_u", "w_g", "w_gnx", "w_gin"):
+    with open(os.path.join(d, name), "ab") as f:
+        f.write(b"more\n")
+os.truncate(os.path.join(d, "t_u"), 2)
+os.truncate(os.path.join(d, "t_g"), 1)
+os.close(os.open(os.path.join(d, "o_u"), os.O_WRONLY | os.O_TRUNC))
+fd = os.open(os.path.join(d, "a_u"), os.O_WRONLY)
+os.write(fd, b"x")
+os.write(fd, b"y")
+os.close(fd)
+EOF
+		echo root >>"$d/w_root" || fail "root write in $d"
+		chown 4321:4321 "$d/c_u" "$d/c_gnx" || fail "chown in $d"
+	done
+	out_ref=$(cd "$ref" && stat -c '%n %a' w_u w_g w_gnx w_gin w_root t_u t_g o_u c_u c_gnx a_u)
+	out_mnt=$(cd "$W" && stat -c '%n %a' w_u w_g w_gnx w_gin w_root t_u t_g o_u c_u c_gnx a_u)
+	expect_eq "$out_mnt" "$out_ref" "modes after writes, truncates and chowns, against ext4"
+	expect_eq "$(stat -c %a "$W/w_u")" 777 "setuid left after a write by uid $U_A"
+	expect_eq "$(stat -c %a "$W/w_g")" 777 "setgid (group-executable) left after a write by uid $U_A"
+	expect_eq "$(stat -c %a "$W/w_root")" 6777 "root's write cleared setuid/setgid"
+	expect_eq "$(stat -c %a "$W/c_u")" 755 "setuid left after chown"
+	expect_eq "$(stat -c %a "$W/w_gin")" 2767 "setgid (not group-executable) cleared by a writer in the group"
+	expect_eq "$(stat -c %a "$W/t_g")" 767 "setgid (not group-executable) left after a truncate from outside the group"
+	rm -rf "$ref"
+}
+
 case_statfs() {
 	local size
 	df -P "$MNT" >/dev/null || fail "df $MNT failed"
@@ -1327,6 +1380,7 @@ pd_case unlink_open
 pd_case hardlinks
 pd_case symlinks
 pd_case chmod_chown_utimens
+pd_case kill_suid
 pd_case statfs
 pd_case fsync
 pd_case mmap
