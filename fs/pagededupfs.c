@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -824,8 +825,20 @@ static void detach_stdio(void)
 		return;
 }
 
+/* glibc gives each of the worker threads an arena of its own and raises
+ * its mmap threshold after the first large free, so the 4 KiB..1 MiB
+ * buffers of pages being written (openfile.c) stay in the heaps once freed:
+ * 36 MiB anonymous after a cp of 40,000 pages, 15 MiB with two arenas and
+ * a fixed threshold (buffers from 128 KiB up go back to the system). */
+static void tune_malloc(void)
+{
+	mallopt(M_ARENA_MAX, 2);
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
 int main(int argc, char *argv[])
 {
+	tune_malloc();
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1 };
 	struct fuse_cmdline_opts cl;

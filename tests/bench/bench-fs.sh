@@ -226,7 +226,8 @@ run() { # name = METHOD_TARGET
 		figure "${name}_umount_seconds" "$(elapsed "$t0" "$t1")" s
 		[ "$rc" -eq 0 ] || { fail "$name (daemon exited $rc)"; sed 's/^/  /' "$WORK/daemon.log" | tail -20 >&2; }
 		local filter_b du_b files_b st_b
-		filter_b=$(du -sb "$store/filter" 2>/dev/null | cut -f1)
+		# the filter: the root file and the leaves of the grown tree
+		filter_b=$(du -scb "$store/filter" "$store/filter.d" 2>/dev/null | tail -1 | cut -f1)
 		filter_b=${filter_b:-0}
 		du_b=$(du -sb "$store/objects" 2>/dev/null | cut -f1)
 		files_b=$(find "$store/objects" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }')
