@@ -51,6 +51,31 @@ static const void *request_arg(const void *buf, ssize_t len, size_t n)
 	return (const char *)buf + sizeof(struct fuse_in_header);
 }
 
+/* Whether the u32 at offset `off` of an argument of `size` bytes has `bit`. */
+static bool arg_flag(const void *buf, ssize_t len, size_t size, size_t off, uint32_t bit)
+{
+	const char *a = request_arg(buf, len, size);
+	uint32_t v;
+	if (!a)
+		return false;
+	memcpy(&v, a + off, sizeof v);
+	return v & bit;
+}
+
+static void note_init(const void *buf, ssize_t len, uint64_t unique)
+{
+	const void *a = request_arg(buf, len, sizeof(struct fuse_init_in));
+	struct fuse_init_in in;
+	if (!a)
+		return;
+	memcpy(&in, a, sizeof in);
+	init_unique = unique;
+	if (in.major == 7 && in.minor >= 33 && (in.flags & FUSE_HANDLE_KILLPRIV_V2))
+		__atomic_store_n(&kernel_offers_killpriv_v2, true, __ATOMIC_RELEASE);
+}
+
+#define ARG_FLAG(type, field, bit) arg_flag(buf, len, sizeof(struct type), offsetof(struct type, field), bit)
+
 static void note_request(const void *buf, ssize_t len)
 {
 	struct fuse_in_header h;
@@ -58,44 +83,21 @@ static void note_request(const void *buf, ssize_t len)
 	if (len < (ssize_t)sizeof h)
 		return;
 	memcpy(&h, buf, sizeof h);
-	const void *a;
 	switch (h.opcode) {
 	case FUSE_INIT:
-		if ((a = request_arg(buf, len, sizeof(struct fuse_init_in)))) {
-			struct fuse_init_in in;
-			memcpy(&in, a, sizeof in);
-			init_unique = h.unique;
-			if (in.major == 7 && in.minor >= 33 && (in.flags & FUSE_HANDLE_KILLPRIV_V2))
-				__atomic_store_n(&kernel_offers_killpriv_v2, true, __ATOMIC_RELEASE);
-		}
+		note_init(buf, len, h.unique);
 		break;
 	case FUSE_WRITE:
-		if ((a = request_arg(buf, len, sizeof(struct fuse_write_in)))) {
-			struct fuse_write_in in;
-			memcpy(&in, a, sizeof in);
-			kill_suidgid = in.write_flags & FUSE_WRITE_KILL_SUIDGID;
-		}
+		kill_suidgid = ARG_FLAG(fuse_write_in, write_flags, FUSE_WRITE_KILL_SUIDGID);
 		break;
 	case FUSE_OPEN:
-		if ((a = request_arg(buf, len, sizeof(struct fuse_open_in)))) {
-			struct fuse_open_in in;
-			memcpy(&in, a, sizeof in);
-			kill_suidgid = in.open_flags & FUSE_OPEN_KILL_SUIDGID;
-		}
+		kill_suidgid = ARG_FLAG(fuse_open_in, open_flags, FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_CREATE:
-		if ((a = request_arg(buf, len, sizeof(struct fuse_create_in)))) {
-			struct fuse_create_in in;
-			memcpy(&in, a, sizeof in);
-			kill_suidgid = in.open_flags & FUSE_OPEN_KILL_SUIDGID;
-		}
+		kill_suidgid = ARG_FLAG(fuse_create_in, open_flags, FUSE_OPEN_KILL_SUIDGID);
 		break;
 	case FUSE_SETATTR:
-		if ((a = request_arg(buf, len, sizeof(struct fuse_setattr_in)))) {
-			struct fuse_setattr_in in;
-			memcpy(&in, a, sizeof in);
-			kill_suidgid = in.valid & FATTR_KILL_SUIDGID;
-		}
+		kill_suidgid = ARG_FLAG(fuse_setattr_in, valid, FATTR_KILL_SUIDGID);
 		break;
 	default:
 		break;
