@@ -107,6 +107,12 @@
  * link-heavy lines, those lines are kept after all. */
 #define HTML_MIN_MAIN_FRACTION 20
 
+/* The lead of a page (its text before the first <h1>) and its tail (after
+ * the element that holds that <h1> ends) are dropped when each is at most
+ * this percent of the text and at most HTML_EDGE_BYTES bytes. */
+#define HTML_EDGE_FRACTION 25
+#define HTML_EDGE_BYTES 1024
+
 /* html_extract flags */
 #define HTML_ALL_TEXT 1u /* keep boilerplate: every visible character */
 

@@ -67,12 +67,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MINHASH_VERSION 1
+#define MINHASH_VERSION 2
 #define MINHASH_BINS 256
 #define MINHASH_BITS 2 /* 1, 2, 4 or 8 */
 #define MINHASH_BYTES (MINHASH_BINS * MINHASH_BITS / 8)
+#ifndef MINHASH_WORDS
 #define MINHASH_WORDS 5    /* words per shingle */
+#endif
+#ifndef MINHASH_CJK_GRAM
 #define MINHASH_CJK_GRAM 3 /* characters per CJK n-gram */
+#endif
 /* Estimated resemblance at or above which a simhash candidate is answered. */
 #define MINHASH_NEAR_RESEMBLANCE 0.8
 

@@ -65,7 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SIMHASH_VERSION 1
+#define SIMHASH_VERSION 2
 /* Fewer distinct features than this: low_confidence. */
 #define SIMHASH_MIN_FEATURES 64
 /* Hamming distance at or below which two pages are near-duplicates.

@@ -62,8 +62,9 @@
 #define DEFAULT_CORPUS "/var/tmp/pagededup-corpus/corpus/a"
 #define KMAX 8          /* the curve asked for */
 #define KFAR 16         /* pairs kept up to this distance, for the extended curve */
-#define RELATED_DISTANCE 16   /* originals this close are checked for resemblance */
+#define RELATED_ESTIMATE 0.3  /* originals whose sketches estimate this are checked */
 #define RELATED_RESEMBLANCE 0.5
+#define ORIGINAL_SHINGLES 64  /* an original has this many distinct reference shingles */
 #define TRUE_RESEMBLANCE 0.8  /* the openjdk judge */
 #define REF_WORDS 5           /* reference shingles: word 5-shingles */
 
@@ -807,11 +808,14 @@ struct original {
 	struct page pg; /* with reference shingles */
 };
 
-/* Accept o unless it is related to an original already taken. */
+/* Accept o unless it is related to an original already taken. The sketch
+ * (whose estimate is within a few hundredths of the reference) picks the
+ * pairs to check, not the simhash: the labelled set must not depend on the
+ * simhash features it measures. */
 static bool unrelated(const struct original *o, struct original *taken, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (simhash_distance(o->pg.sh, taken[i].pg.sh) <= RELATED_DISTANCE &&
+		if (estimate(&o->pg, &taken[i].pg) >= RELATED_ESTIMATE &&
 		    resemblance(&o->pg.ref, &taken[i].pg.ref) >= RELATED_RESEMBLANCE)
 			return false;
 	return true;
@@ -903,7 +907,7 @@ static size_t english_originals(size_t want_bases, size_t want_neg, struct origi
 		struct html_text t;
 		analyse(c.html, c.len, &c.pg, true, &t);
 		c.text = t.text;
-		bool ok = !c.pg.none && !c.pg.low && unrelated(&c, o, n);
+		bool ok = !c.pg.none && c.pg.ref.n >= ORIGINAL_SHINGLES && unrelated(&c, o, n);
 		if (ok && n < want_bases) { /* a base must have prose to edit */
 			struct span sp[1];
 			ok = prose_spans(c.html, c.len, c.text, sp, 1) == 1;
@@ -1207,7 +1211,7 @@ static size_t chinese_pages(size_t want, struct zh_page **out, struct original *
 		struct html_text t;
 		analyse(c.html, c.len, &c.pg, true, &t);
 		c.text = t.text;
-		if (c.pg.none || c.pg.low || !unrelated(&c, o, n)) {
+		if (c.pg.none || c.pg.ref.n < ORIGINAL_SHINGLES || !unrelated(&c, o, n)) {
 			for (size_t j = 0; j < p.npara; j++)
 				free(p.para[j]);
 			free(p.para);
@@ -1557,7 +1561,7 @@ static void sketch_speed(const char *dir, size_t max_bytes)
 
 /* ---- main ---- */
 
-static const double thresholds[] = {0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.72, 0.75, 0.78, 0.8};
+static const double thresholds[] = {0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.72, 0.75, 0.78, 0.8, 0.82, 0.85, 0.88, 0.9};
 #define NTHRESH (sizeof thresholds / sizeof thresholds[0])
 
 int main(int argc, char **argv)
