@@ -249,22 +249,25 @@ static void test_blocks(void **state)
 
 /* ---- through the calls the filesystem makes -------------------------------- */
 
-/* A page of `words` pseudo-random words from a fixed vocabulary (seeded),
- * with `extra` appended to its text. */
+/* A page of `words` pseudo-random words (seeded), with `extra` appended to
+ * its text. The words are made of two syllables of a fixed list: 1,024 of
+ * them, so that, as in real text, most words are rare (with a few dozen
+ * words, every page would have the same word counts and so nearly the same
+ * simhash, whose features include single words). */
 static char *make_page(uint64_t seed, unsigned words, const char *extra)
 {
-	static const char *const vocab[] = { "archive", "crawler", "page", "store", "filter", "blob", "kernel",
-		"mount", "record", "table", "index", "hash", "answer", "query", "commit", "writer", "reader",
-		"branch", "leaf", "counter", "bucket", "block", "shingle", "feature", "weight", "distance",
-		"neighbour", "template", "mirror", "footer", "header", "banner" };
-	size_t cap = (size_t)words * 12 + strlen(extra) + 64, n = 0;
+	static const char *const syllable[] = { "ar", "bo", "ce", "di", "fu", "ga", "he", "ki", "lo", "mu", "na",
+		"pe", "qui", "ro", "sa", "te", "vu", "wa", "xo", "ye", "zi", "cha", "sho", "tri", "pla", "gre",
+		"blu", "dro", "fla", "kle", "spo", "vri" };
+	size_t cap = (size_t)words * 8 + strlen(extra) + 64, n = 0;
 	char *p = malloc(cap);
 	assert_non_null(p);
 	n += (size_t)sprintf(p, "<html><body><p>");
 	uint64_t s = seed;
 	for (unsigned i = 0; i < words; i++) {
 		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		n += (size_t)sprintf(p + n, "%s ", vocab[(s >> 33) % (sizeof vocab / sizeof vocab[0])]);
+		unsigned w = (unsigned)(s >> 33) % 1024;
+		n += (size_t)sprintf(p + n, "%s%s ", syllable[w / 32], syllable[w % 32]);
 	}
 	n += (size_t)sprintf(p + n, "%s</p></body></html>", extra);
 	return p;
