@@ -670,8 +670,7 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 			rc = near_open_tables(txn, st, st->readonly ? 0 : MDB_CREATE);
 		uint32_t sigv = NEAR_SIG_VERSION;
 		if (!rc && (rc = near_version_get(txn, st, &sigv)))
-			snprintf(err, PD_ERRLEN, "store %s: meta table damaged (near_version); run 'pagededup fsck --repair %s'",
-				 dir, dir);
+			snprintf(err, PD_ERRLEN, "store %s: cannot read the signature version: %s", dir, strerror(-rc));
 		/* read-only: no answers from hashes of another version; writable:
 		 * upgraded below */
 		st->near_stale = st->readonly && sigv != NEAR_SIG_VERSION;
