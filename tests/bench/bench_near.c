@@ -8,11 +8,14 @@
  *    of the benchmark corpus (DIR, default /var/tmp/pagededup-corpus/
  *    corpus/a, made by corpus.sh) and from the Chinese translations that
  *    Debian ships in /usr/share/locale/zh_CN and zh_TW message catalogues:
- *    - originals: distinct pages with a confident simhash, taken in a fixed
- *      shuffled order, each unrelated to every original taken before it
- *      (word 5-shingle resemblance under 0.5 with every earlier original
- *      within simhash distance 16; farther pairs are never answered at
- *      K <= 8); the first N are bases, the next ones unrelated negatives;
+ *    - originals: distinct pages with 64 or more distinct reference
+ *      shingles (word 5-shingles), taken in a fixed shuffled order, each
+ *      unrelated to every original taken before it (word 5-shingle
+ *      resemblance under 0.5 with every earlier original whose sketch
+ *      estimates 0.3 or more); the first N are bases, the next ones
+ *      unrelated negatives. Nothing in the choice depends on the simhash,
+ *      so that feature sets are compared on one set
+ *      (bench-near-features.sh);
  *    - five variants of each base, the kinds of seed 001: "mirror" (the
  *      page's own header and footer removed, another site's put in, in one
  *      of three styles: header/footer elements, divs with ids, a table),
