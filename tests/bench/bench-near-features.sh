@@ -8,7 +8,8 @@
 # For each candidate, one line per K of 3..6 at the sketch's threshold
 # (MINHASH_NEAR_RESEMBLANCE): labelled precision and recall, openjdk
 # precision with the sketch, and the openjdk pairs the index answers before
-# the sketch (the candidates a query confirms: the cost side). The full
+# the sketch, and over the corpus pages the candidates and index rows a
+# query at the default K meets (the cost side). The full
 # output of each run is left in BUILD_DIR/bench/near-features-NAME.txt
 # (grid_* lines: every K and threshold). About 1.5 minutes a candidate.
 set -euo pipefail
@@ -45,4 +46,5 @@ for name in "${names[@]}"; do
 		j=$(grep "^jdk_simhash_k${k}_precision:" "$out" | sed 's/.*(answered \([0-9]*\),.*/\1/')
 		echo "features_${name}_k$k: ${g#*: }; openjdk pairs within K before the sketch $j"
 	done
+	echo "features_${name}_cost: $(grep '^index_k[0-9]*_neighbours_per_page:' "$out"); $(grep '^index_k[0-9]*_rows_per_query:' "$out")"
 done
