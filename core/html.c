@@ -21,7 +21,11 @@
  *      flood of '<', '<!--' or unclosed quotes costs one pass; no element
  *      stack is kept (nesting depth costs nothing), only a counter for the
  *      one boilerplate element being dropped;
- *   5. link-heavy lines are dropped, in one more pass over the text.
+ *   5. link-heavy lines, and the lead and tail of the page (before its
+ *      first <h1>, after the element that holds it) when short, are
+ *      dropped, in one more pass over the text. For the edges the scan
+ *      keeps line numbers and a count of open containers (div, section,
+ *      table, center, main, article), not a stack.
  * An extraction whose dropped element never closed is run once more
  * without element dropping, so the worst case is two passes of step 4.
  */
