@@ -42,11 +42,11 @@
  * at K reads (random hashes: 14.6):
  *   words         CJK     recall  openjdk P  pairs  cand  rows
  *   3-shingles    pairs   0.779   0.974      204    0.50   61   (version 1)
- *   3-shingles    chars   0.792   0.974      204
- *   2-shingles    pairs   0.796   0.991      401
+ *   3-shingles    chars   0.792   0.974      204    0.50   61
+ *   2-shingles    pairs   0.795   0.991      401    1.21   79
  *   2-shingles    chars   0.812   0.991      401    1.21   79
  *   1 + 2         chars   0.830   0.994      635    1.21  142   (chosen)
- *   1 + 2 + 3     chars   0.818   1.000      ...    0.74  120
+ *   1 + 2 + 3     chars   0.818   1.000      354    0.74  120
  *   1-grams       chars   0.850   0.985     1417    5.18  266
  * Since the sketch confirms every candidate, the simhash need not keep
  * template pages apart any more (the reason for 3-shingles in version 1):
