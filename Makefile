@@ -46,7 +46,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near install mount clean
+.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -109,6 +109,9 @@ bench-filter: all
 bench-near: all
 	@bash tests/bench/bench-near.sh build/release
 	@bash tests/bench/bench-near-speed.sh build/release
+
+bench-near-features: all
+	@bash tests/bench/bench-near-features.sh build/release
 
 install: all
 	@install -d $(DESTDIR)$(PREFIX)/bin

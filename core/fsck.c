@@ -505,6 +505,17 @@ static int repair(struct fsck *f, char err[512])
 		rc = fsck_repair_counts(f);
 	if (!rc)
 		rc = fsck_repair_totals(f);
+	/* Signatures of another version: all computed again, then indexed
+	 * again with the rest below. */
+	bool sigs_done = false;
+	uint8_t next[BLOBKEY_BYTES] = { 0 };
+	while (!rc && f->fix_sigs && !sigs_done)
+		rc = near_resign(f->txn, &f->sh, next, NEAR_UPGRADE_BATCH, &sigs_done);
+	if (!rc && f->fix_sigs && !(rc = near_version_put(f->txn, &f->sh))) {
+		f->fix_near = true;
+		fsck_say(f, K_REPAIR, "repaired: near-duplicate signatures computed again (version %u.%u)",
+			 NEAR_SIG_VERSION >> 16, NEAR_SIG_VERSION & 0xFFFF);
+	}
 	/* Records were rewritten or made again: their rows too. */
 	if (!rc && (f->fix_near || f->kfix.n) && !(rc = near_rebuild(f->txn, &f->sh)) && f->fix_near)
 		fsck_say(f, K_REPAIR, "repaired: near-duplicate tables rebuilt from the fingerprints");

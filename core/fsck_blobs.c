@@ -680,6 +680,16 @@ int fsck_check_near(struct fsck *f)
 		fsck_say(f, K_NOTE, "note: no near-duplicate tables (a store from before them): the next mount makes them");
 		return 0;
 	}
+	uint32_t version;
+	int vrc = near_version_get(f->txn, &f->sh, &version);
+	if (vrc)
+		return vrc;
+	if (version != NEAR_SIG_VERSION) {
+		fsck_say(f, K_NEAR, "near-duplicate signatures of version %u.%u, this pagededup computes %u.%u "
+			 "(repair: every signature computed again from its blob file)",
+			 version >> 16, version & 0xFFFF, NEAR_SIG_VERSION >> 16, NEAR_SIG_VERSION & 0xFFFF);
+		f->fix_sigs = f->fix_any = true;
+	}
 	uint64_t nbad = 0;
 	fsck_prog(f, "near-duplicate tables", 0, 0);
 	int rc = near_check(f->txn, &f->sh, near_bad, f, &nbad);

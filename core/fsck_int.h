@@ -133,7 +133,7 @@ struct fsck {
 	struct gfilter *anon;   /* positions when the filter files are unusable */
 	/* what repair does */
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
-	bool fix_filter, fix_near, fix_any;
+	bool fix_filter, fix_near, fix_sigs, fix_any;
 	uint64_t lf_ino;        /* repair: the lost+found directory */
 	unsigned threads;
 };

@@ -21,7 +21,11 @@
  *      flood of '<', '<!--' or unclosed quotes costs one pass; no element
  *      stack is kept (nesting depth costs nothing), only a counter for the
  *      one boilerplate element being dropped;
- *   5. link-heavy lines are dropped, in one more pass over the text.
+ *   5. link-heavy lines, and the lead and tail of the page (before its
+ *      first <h1>, after the element that holds it) when short, are
+ *      dropped, in one more pass over the text. For the edges the scan
+ *      keeps line numbers and a count of open containers (div, section,
+ *      table, center, main, article), not a stack.
  * An extraction whose dropped element never closed is run once more
  * without element dropping, so the worst case is two passes of step 4.
  */
@@ -713,6 +717,8 @@ static bool legacy_entity(const uint8_t *p, size_t n)
 #define T_LINK 0x100    /* a */
 #define T_ROOT 0x200    /* html, body: a drop still open at their end failed */
 #define T_KEEP 0x400    /* never dropped for its class, id or role */
+#define T_H1 0x800      /* h1: where the page's own text starts */
+#define T_BOX 0x1000    /* a container whose end can end the main text */
 
 static const struct tag {
 	const char *name;
@@ -721,7 +727,7 @@ static const struct tag {
 	{"a", T_LINK},
 	{"address", T_BLOCK},
 	{"area", T_VOID},
-	{"article", T_BLOCK | T_CONTENT | T_KEEP},
+	{"article", T_BLOCK | T_CONTENT | T_KEEP | T_BOX},
 	{"aside", T_BLOCK | T_BOILER},
 	{"base", T_VOID},
 	{"blockquote", T_BLOCK},
@@ -729,13 +735,13 @@ static const struct tag {
 	{"br", T_BLOCK | T_VOID},
 	{"button", T_HIDE},
 	{"caption", T_BLOCK},
-	{"center", T_BLOCK},
+	{"center", T_BLOCK | T_BOX},
 	{"col", T_VOID},
 	{"dd", T_BLOCK},
 	{"details", T_BLOCK},
 	{"dialog", T_BLOCK | T_HIDE},
 	{"dir", T_BLOCK},
-	{"div", T_BLOCK},
+	{"div", T_BLOCK | T_BOX},
 	{"dl", T_BLOCK},
 	{"dt", T_BLOCK},
 	{"embed", T_VOID},
@@ -745,7 +751,7 @@ static const struct tag {
 	{"footer", T_BLOCK | T_BOILER},
 	{"form", T_BLOCK},
 	{"frameset", T_BLOCK},
-	{"h1", T_BLOCK},
+	{"h1", T_BLOCK | T_H1},
 	{"h2", T_BLOCK},
 	{"h3", T_BLOCK},
 	{"h4", T_BLOCK},
@@ -763,7 +769,7 @@ static const struct tag {
 	{"legend", T_BLOCK},
 	{"li", T_BLOCK},
 	{"link", T_VOID},
-	{"main", T_BLOCK | T_CONTENT | T_KEEP},
+	{"main", T_BLOCK | T_CONTENT | T_KEEP | T_BOX},
 	{"menu", T_BLOCK},
 	{"meta", T_VOID},
 	{"nav", T_BLOCK | T_BOILER},
@@ -778,13 +784,13 @@ static const struct tag {
 	{"param", T_VOID},
 	{"pre", T_BLOCK},
 	{"script", T_RAW},
-	{"section", T_BLOCK},
+	{"section", T_BLOCK | T_BOX},
 	{"select", T_BLOCK | T_HIDE},
 	{"source", T_VOID},
 	{"style", T_RAW},
 	{"summary", T_BLOCK},
 	{"svg", T_HIDE},
-	{"table", T_BLOCK},
+	{"table", T_BLOCK | T_BOX},
 	{"tbody", T_BLOCK},
 	{"td", T_BLOCK},
 	{"template", T_HIDE},
@@ -910,8 +916,23 @@ struct ex {
 	size_t nlines, cap_bytes;
 	size_t text_bytes, kept_bytes; /* of all lines / of the light ones */
 	size_t skipped; /* bytes of text inside dropped elements */
+	/* the edges of the page's own text, as line numbers: its lead runs
+	 * from lead_from (the first line after <body> and the title) to h1_line
+	 * (the first <h1>); its tail from tail_line (the first line after the
+	 * container that holds that <h1> closes) to the end */
+	size_t lead_from, h1_line, tail_line;
+	bool seen_h1, seen_tail;
+	unsigned box_depth, h1_box; /* open containers; those open at the <h1> */
+	unsigned main_box;          /* box_depth of the open main element, or 0 */
 	bool oom;
 };
+
+/* The number of the line the next visible character goes to, once a
+ * pending break is written. */
+static size_t next_line(const struct ex *x)
+{
+	return x->olen > x->line_start ? x->nlines + 1 : x->nlines;
+}
 
 static void end_line(struct ex *x)
 {
@@ -1134,6 +1155,25 @@ static size_t tag_name(const uint8_t *s, size_t n, size_t i, char name[NAME_MAX_
 	return i;
 }
 
+/* An element that is not dropped opens (has_end: an end tag may follow):
+ * the first <h1>, containers and the main one, for the edges of the
+ * page's text. The <h1>'s container is the outermost main content element
+ * (main, article, role=main) around it if there is one, else its nearest
+ * container: a page that marks its main text ends where that does. */
+static void opened(struct ex *x, unsigned f, const struct attrs *a, bool has_end)
+{
+	if ((f & T_H1) && !x->seen_h1) {
+		x->seen_h1 = true;
+		x->h1_line = next_line(x);
+		x->h1_box = x->main_box ? x->main_box : x->box_depth;
+	}
+	if (!(f & T_BOX) || !has_end)
+		return;
+	x->box_depth++;
+	if (!x->main_box && ((f & T_CONTENT) || (a->role.p && name_is(a->role.p, a->role.n, "main"))))
+		x->main_box = x->box_depth;
+}
+
 static size_t start_tag(struct ex *x, size_t i)
 {
 	char name[NAME_MAX_LEN + 1];
@@ -1149,6 +1189,8 @@ static size_t start_tag(struct ex *x, size_t i)
 			x->br = true;
 			put_text(x, i, at, true);
 			x->br = true;
+			if (!x->seen_h1)
+				x->lead_from = next_line(x);
 		}
 		return next;
 	}
@@ -1163,8 +1205,12 @@ static size_t start_tag(struct ex *x, size_t i)
 		x->in_link = true;
 	if (f & T_CONTENT)
 		x->content_depth++;
-	if (!x->drop_elems || (f & T_VOID) || a.self_closing || full > NAME_MAX_LEN)
+	if ((f & T_ROOT) && name[0] == 'b' && !x->seen_h1)
+		x->lead_from = next_line(x);
+	if (!x->drop_elems || (f & T_VOID) || a.self_closing || full > NAME_MAX_LEN) {
+		opened(x, f, &a, !(f & T_VOID) && !a.self_closing);
 		return i;
+	}
 	bool drop = (f & T_HIDE) || a.hidden;
 	if (x->boiler && !(f & T_KEEP))
 		drop = drop || (f & T_BOILER) || ((f & T_HEADER) && !x->content_depth) || attrs_are_boiler(&a);
@@ -1174,6 +1220,8 @@ static size_t start_tag(struct ex *x, size_t i)
 		x->in_link = false;
 		if (f & T_CONTENT)
 			x->content_depth--;
+	} else {
+		opened(x, f, &a, true);
 	}
 	return i;
 }
@@ -1200,6 +1248,17 @@ static size_t end_tag(struct ex *x, size_t i)
 		x->in_link = false;
 	if ((f & T_CONTENT) && x->content_depth)
 		x->content_depth--;
+	if ((f & T_BOX) && x->box_depth) {
+		/* the container of the first <h1> closes: the page's own text
+		 * ends here, what follows is its footer (or more text) */
+		if (x->seen_h1 && !x->seen_tail && x->box_depth == x->h1_box) {
+			x->seen_tail = true;
+			x->tail_line = next_line(x);
+		}
+		if (x->box_depth == x->main_box)
+			x->main_box = 0;
+		x->box_depth--;
+	}
 	return i;
 }
 
@@ -1281,18 +1340,46 @@ static void extract_plain(struct ex *x)
 	}
 }
 
-/* Drop the lines more than half of which is link text, unless that leaves
- * less than HTML_MIN_MAIN_FRACTION percent of the text. */
-static void drop_link_lines(struct ex *x)
+static bool line_heavy(const struct ex *x, size_t k)
 {
-	if (x->kept_bytes == x->text_bytes ||
-	    x->kept_bytes * 100 < x->text_bytes * HTML_MIN_MAIN_FRACTION)
-		return;
-	size_t w = 0, r = 0;
+	return x->heavy[k / 8] & (1u << (k % 8));
+}
+
+/* Drop the boilerplate lines: those more than half of which is link text,
+ * unless that leaves less than HTML_MIN_MAIN_FRACTION percent of the text;
+ * the lead (before the first <h1>) and the tail (after the container of
+ * that <h1>), each when it is at most HTML_EDGE_FRACTION percent of the
+ * text and at most HTML_EDGE_BYTES long. */
+static void drop_lines(struct ex *x)
+{
+	bool links = x->kept_bytes != x->text_bytes &&
+		     x->kept_bytes * 100 >= x->text_bytes * HTML_MIN_MAIN_FRACTION;
+	size_t lead = 0, tail = 0, r = 0;
 	for (size_t k = 0; k < x->nlines && r < x->olen; k++) {
 		const char *nl = memchr(x->o + r, '\n', x->olen - r);
 		size_t end = nl ? (size_t)(nl - x->o) : x->olen;
-		if (!(x->heavy[k / 8] & (1u << (k % 8)))) {
+		if (!(links && line_heavy(x, k))) {
+			if (x->seen_h1 && k >= x->lead_from && k < x->h1_line)
+				lead += end - r;
+			if (x->seen_tail && k >= x->tail_line)
+				tail += end - r;
+		}
+		r = end + 1;
+	}
+	size_t text = links ? x->kept_bytes : x->text_bytes; /* what is left of it */
+	bool cut_lead = lead && lead <= HTML_EDGE_BYTES && lead * 100 <= text * HTML_EDGE_FRACTION;
+	bool cut_tail = tail && tail <= HTML_EDGE_BYTES && tail * 100 <= text * HTML_EDGE_FRACTION;
+	if (!links && !cut_lead && !cut_tail)
+		return;
+	size_t w = 0;
+	r = 0;
+	for (size_t k = 0; k < x->nlines && r < x->olen; k++) {
+		const char *nl = memchr(x->o + r, '\n', x->olen - r);
+		size_t end = nl ? (size_t)(nl - x->o) : x->olen;
+		bool drop = (links && line_heavy(x, k)) ||
+			    (cut_lead && k >= x->lead_from && k < x->h1_line) ||
+			    (cut_tail && k >= x->tail_line);
+		if (!drop) {
 			if (w)
 				x->o[w++] = '\n';
 			memmove(x->o + w, x->o + r, end - r);
@@ -1562,7 +1649,7 @@ int html_extract(const void *buf, size_t len, unsigned flags, struct html_text *
 	}
 	size_t all = x.olen;
 	if (out->html && x.boiler)
-		drop_link_lines(&x);
+		drop_lines(&x);
 	free(x.heavy);
 	free(dec);
 	x.o[x.olen] = 0;

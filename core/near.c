@@ -4,9 +4,13 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "blob.h"
 #include "html.h"
 #include "minhash.h"
 #include "simhash.h"
@@ -542,4 +546,127 @@ int near_rebuild(MDB_txn *txn, struct store *st)
 	}
 	struct rebuilder r = { txn, st };
 	return st->near_tables ? each_simhash(txn, st, rebuild_cb, &r) : 0;
+}
+
+/* ---- the version of the signatures -------------------------------------- */
+
+int near_version_get(MDB_txn *txn, struct store *st, uint32_t *version)
+{
+	MDB_val k = { 12, "near_version" }, v;
+	int rc = mdb_get(txn, st->db_meta, &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		*version = NEAR_SIG_VERSION_FIRST;
+		return 0;
+	}
+	if (rc)
+		return pd_mdb_err(rc);
+	/* a damaged value is no version this build knows: computed again */
+	*version = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
+	return 0;
+}
+
+int near_version_put(MDB_txn *txn, struct store *st)
+{
+	uint8_t b[4];
+	put_le32(b, NEAR_SIG_VERSION);
+	MDB_val k = { 12, "near_version" }, v = { 4, b };
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+/* The signature of blob k as this version computes it (none when its file
+ * cannot be read). */
+static void sig_of_blob(struct store *st, const struct blobkey *k, struct near_sig *sig)
+{
+	memset(sig, 0, sizeof *sig);
+	int fd = blob_open(st, k);
+	if (fd < 0)
+		return;
+	struct stat sb;
+	if (fstat(fd, &sb) || near_sig_of_fd(fd, (uint64_t)sb.st_size, sig))
+		memset(sig, 0, sizeof *sig);
+	close(fd);
+}
+
+static int resign_one(MDB_txn *txn, struct store *st, const struct blobkey *k)
+{
+	struct fprec r;
+	int rc = blob_get(txn, st, k, &r);
+	if (rc || !(r.flags & FPREC_HAS_SIMHASH))
+		return rc;
+	struct near_sig sig;
+	sig_of_blob(st, k, &sig);
+	if (st->near_tables && (rc = near_remove(txn, st, k, r.simhash)))
+		return rc;
+	near_sig_to_rec(&sig, &r);
+	if ((rc = blob_put(txn, st, k, &r)))
+		return rc;
+	return st->near_tables && sig.has ? near_add(txn, st, k, sig.simhash) : 0;
+}
+
+int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch, bool *finished)
+{
+	/* The batch's keys first, then the changes: no cursor over a table
+	 * that is being written. */
+	struct blobkey *keys = calloc(batch ? batch : 1, sizeof *keys);
+	if (!keys)
+		return -ENOMEM;
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &cur));
+	size_t n = 0;
+	*finished = false;
+	if (!rc) {
+		MDB_val key = { BLOBKEY_BYTES, next }, v;
+		int mrc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
+		while (mrc == 0 && n < batch) {
+			struct fprec r;
+			if (key.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) &&
+			    (r.flags & FPREC_HAS_SIMHASH))
+				blobkey_decode(key.mv_data, &keys[n++]);
+			mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+		}
+		if (mrc == MDB_NOTFOUND)
+			*finished = true;
+		else if (mrc)
+			rc = pd_mdb_err(mrc);
+		else
+			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
+		mdb_cursor_close(cur);
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = resign_one(txn, st, &keys[i]);
+	free(keys);
+	return rc;
+}
+
+struct upgrade {
+	uint8_t next[BLOBKEY_BYTES];
+	bool finished;
+};
+
+static int upgrade_cb(struct wtx *w, void *arg)
+{
+	struct upgrade *u = arg;
+	int rc = near_resign(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
+	if (!rc && u->finished)
+		rc = near_version_put(w->txn, w->st);
+	return rc;
+}
+
+int near_upgrade(struct store *st, bool *upgraded)
+{
+	MDB_txn *txn;
+	uint32_t version = 0;
+	*upgraded = false;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = near_version_get(txn, st, &version);
+	store_read_end(st, txn);
+	if (rc || version == NEAR_SIG_VERSION)
+		return rc;
+	struct upgrade u = { { 0 }, false };
+	while (!rc && !u.finished)
+		rc = store_write(st, upgrade_cb, &u);
+	*upgraded = !rc;
+	return rc;
 }

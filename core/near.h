@@ -39,6 +39,7 @@
 
 #include "minhash.h"
 #include "rec.h"
+#include "simhash.h"
 #include "store.h"
 
 /* K is at most this (17 tables of 3 or 4 bits: a useless index, but a
@@ -92,6 +93,40 @@ typedef void (*near_bad_fn)(void *ctx, const char *what);
 int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad);
 /* Drop every row and index again every fingerprint that has a simhash. */
 int near_rebuild(MDB_txn *txn, struct store *st);
+
+/* ---- the version of the signatures ----
+ *
+ * Stored signatures are those of one version of the features (simhash.h)
+ * and of the text they are computed from (html.h, minhash.h): hashes of
+ * two versions are not comparable. The store's meta table records the
+ * version ("near_version", 4 bytes little-endian, NEAR_SIG_VERSION) at
+ * mkfs and after every upgrade; a store made before it was recorded holds
+ * version NEAR_SIG_VERSION_FIRST. A store of another version is upgraded
+ * when it is opened writable (near_upgrade, from store_open: every
+ * signature computed again from its blob file, a batch of records per
+ * transaction, the version written last, so an interrupted upgrade starts
+ * again at the next open), and by `pagededup fsck --repair`. Opened
+ * read-only, it is marked near_stale and its near answers fail with
+ * -ESTALE instead of mixing two kinds of hashes. */
+#define NEAR_SIG_VERSION ((uint32_t)SIMHASH_VERSION << 16 | (uint32_t)MINHASH_VERSION)
+#define NEAR_SIG_VERSION_FIRST 0x10001u /* simhash 1, sketch 1 */
+/* Records whose signatures one upgrade transaction computes. */
+#define NEAR_UPGRADE_BATCH 1000
+
+/* The store's signature version (NEAR_SIG_VERSION_FIRST when none is
+ * recorded) into *version. */
+int near_version_get(MDB_txn *txn, struct store *st, uint32_t *version);
+/* Record NEAR_SIG_VERSION (inside a write transaction). */
+int near_version_put(MDB_txn *txn, struct store *st);
+/* Compute again the signature of up to `batch` fingerprint records that
+ * have one, in key order after *next (all-zero: from the first), from
+ * their blob files, and index them under the new hash; *next gets where
+ * to go on, *finished is set after the last. A record whose blob file
+ * cannot be read loses its signature (fsck reports the file). */
+int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch, bool *finished);
+/* Bring a store opened writable to NEAR_SIG_VERSION (see above). *upgraded
+ * says whether it had another version. */
+int near_upgrade(struct store *st, bool *upgraded);
 
 /* Block i of K+1 of hash h, and its key bytes. */
 uint64_t near_block(uint64_t h, unsigned i, unsigned ntables);

@@ -31,7 +31,9 @@ int query_stats(struct store *st, char *buf, size_t *len);
  * the distance to mean much (low-confidence); nearest first, then by path
  * (bytes); a last line "... N more" for the lines that did not fit. Every
  * name of a neighbour that the caller may reach is listed; the file's own
- * names are not. -ENODATA: binary or textless content, or not sealed. */
+ * names are not. -ENODATA: binary or textless content, or not sealed;
+ * -ESTALE: a store opened read-only whose signatures are of another
+ * version (near.h). */
 int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
 /* The same answer for a page given by its signature (a page that need not
  * be in the store); names of inode `exclude` (0: none) are left out. */

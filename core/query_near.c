@@ -214,6 +214,8 @@ static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *si
 {
 	if (!sig->has)
 		return -ENODATA;
+	if (st->near_stale)
+		return -ESTALE; /* stored signatures of another version (near.h) */
 	struct answer a = { .txn = txn, .st = st, .cred = cred, .query = sig };
 	unsigned k = st->near_tables ? st->near_tables - 1 : 0;
 	int rc = near_find(txn, st, sig->simhash, k, hit_cb, &a);

@@ -30,8 +30,20 @@
 #include "html.h"
 
 /* The feature set (see simhash.h; changing it means a new SIMHASH_VERSION). */
-#define SH_SHINGLE 3   /* words per shingle */
-#define SH_CJK_GRAM 2  /* characters per CJK n-gram */
+/* Other values can be built in for measurement only (tests/bench/
+ * bench-near-features.sh compiles bench_near with -D for each). */
+#ifndef SH_SHINGLE
+#define SH_SHINGLE 2      /* words per shingle */
+#endif
+#ifndef SH_MIN_SHINGLE
+#define SH_MIN_SHINGLE 1  /* shorter shingles taken too, down to this */
+#endif
+#ifndef SH_CJK_GRAM
+#define SH_CJK_GRAM 1     /* characters per CJK n-gram */
+#endif
+#ifndef SH_CJK_MIN_GRAM
+#define SH_CJK_MIN_GRAM SH_CJK_GRAM
+#endif
 
 #define WORD_BUF 64               /* word bytes hashed at once */
 #define SEED_WORD UINT64_C(0)     /* XXH3 seeds keep the feature kinds apart */
@@ -492,8 +504,10 @@ static void feat_word(void *ctx, uint64_t h)
 	struct feat *k = ctx;
 	memmove(k->win, k->win + 1, (SH_SHINGLE - 1) * sizeof k->win[0]);
 	k->win[SH_SHINGLE - 1] = h;
-	if (++k->nwords >= SH_SHINGLE)
-		shingle(k, SH_SHINGLE);
+	++k->nwords;
+	for (size_t n = SH_MIN_SHINGLE; n <= SH_SHINGLE; n++)
+		if (k->nwords >= n)
+			shingle(k, n);
 }
 
 static void cjk_gram(struct feat *k, size_t n)
@@ -511,14 +525,16 @@ static void feat_cjk(void *ctx, uint32_t c)
 	struct feat *k = ctx;
 	memmove(k->cjk, k->cjk + 1, (SH_CJK_GRAM - 1) * sizeof k->cjk[0]);
 	k->cjk[SH_CJK_GRAM - 1] = c;
-	if (++k->ncjk >= SH_CJK_GRAM)
-		cjk_gram(k, SH_CJK_GRAM);
+	++k->ncjk;
+	for (size_t n = SH_CJK_MIN_GRAM; n <= SH_CJK_GRAM; n++)
+		if (k->ncjk >= n)
+			cjk_gram(k, n);
 }
 
 static void feat_cjk_end(void *ctx)
 {
 	struct feat *k = ctx;
-	if (k->ncjk && k->ncjk < SH_CJK_GRAM)
+	if (k->ncjk && k->ncjk < SH_CJK_MIN_GRAM)
 		cjk_gram(k, k->ncjk); /* a run shorter than an n-gram */
 	k->ncjk = 0;
 }
@@ -600,7 +616,7 @@ int simhash_of_text(const char *text, size_t len, struct simhash_result *out)
 	if (ftab_init(&k.tab, cap))
 		return -ENOMEM;
 	lex((const uint8_t *)text, len, &feat_sink, &k);
-	if (k.nwords && k.nwords < SH_SHINGLE)
+	if (k.nwords && k.nwords < SH_MIN_SHINGLE)
 		shingle(&k, k.nwords); /* fewer words than a shingle */
 	ftab_flush(&k.tab);
 	if (k.tab.oom) {

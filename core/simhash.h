@@ -5,7 +5,7 @@
  * same text. The text comes from html_extract() (html.h): scripts, styles,
  * comments, tags and boilerplate dropped, decoded to UTF-8.
  *
- * Features (SIMHASH_VERSION 1):
+ * Features (SIMHASH_VERSION 2):
  *   - folding: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic
  *     capitals to small letters; fullwidth ASCII (U+FF01..FF5E) to ASCII;
  *     zero-width characters, variation selectors and BOMs ignored. Accents
@@ -15,44 +15,56 @@
  *     digits only is a number, and every number reads "0": counters, dates
  *     and prices that change do not change the features. Digits inside a
  *     word stay (utf8, x86_64, epi16: collapsing those too merged distinct
- *     API pages, 4 times as many page pairs within distance 3 on the doc
- *     corpus, for no recall gain);
- *   - a word feature is a shingle of 3 consecutive words (across
- *     punctuation and lines), hashed as XXH3-64 of the three XXH3-64 word
- *     hashes. A text of 1 or 2 words gets one shorter shingle;
+ *     API pages for no recall gain);
+ *   - word features: every word (XXH3-64 of its hash) and every pair of
+ *     consecutive words (across punctuation and lines; XXH3-64 of the two
+ *     word hashes): a changed word changes 3 of about 2 features per
+ *     word (with 3-shingles, 3 of about 1 per word);
  *   - CJK: Han, kana, Hangul (and Thai, Lao, Khmer, Myanmar, Yi, which are
- *     written without spaces too) give one feature per pair of adjacent
- *     characters within a run (XXH3-64 of the two code points); a run of a
- *     single character is one feature. Punctuation ends a run;
+ *     written without spaces too) give one feature per character (XXH3-64
+ *     of the code point): a changed character changes one feature;
  *   - weight: 1 + ln(tf), tf the feature's count in this page only (no
  *     corpus-wide statistics, so a stored hash never goes stale), in
  *     fixed point so that every machine computes the same hash;
  *   - bit b of the hash is 1 when the weights of the features whose hash
  *     has bit b set outweigh those that have it clear.
- * Changing any of this changes stored hashes: bump SIMHASH_VERSION.
+ * Changing any of this changes stored hashes: bump SIMHASH_VERSION (the
+ * store then computes its signatures again, near.h).
  *
- * Why these: measured with bench_simhash --quality, built once for each
- * variant, on the Debian documentation corpus (19,998 distinct pages) and
- * on 1,807 Chinese, Japanese and Korean pages. "collide": the share of
- * pages of 64+ features with another page within distance 3 whose text
- * shares under 80% of its 3-shingles; "1 word", "1 char", "3 chars": the
- * share of pages of 256+ features still within 3 after that much of their
- * text changes; "pairs": CJK page pairs within 3.
- *   words       collide  1 word      CJK n-gram  pairs  1 char  3 chars
- *   1-grams      5.8%    100%        1             9    99.4%   96.1%
- *   2-shingles   1.8%     97%        2             4    96.7%   90.6%
- *   3-shingles   0.8%     92%        3             1    96.1%   83.4%
- *   4-shingles   0.3%     87%
- * Weights 1 + ln tf / tf / 1: collide 0.8% / 1.8% / 0.8%, 1 word 92% /
- * 95% / 88%, CJK pairs 4 / 107 / 2, 3 chars 91% / 97% / 77%. The doc
- * corpus is the template trap itself (API pages that differ in a name);
- * pages from one template that do collide share most of their text and
- * need a finer check than the hash.
+ * Why these (make bench-near-features: bench_near built for each set, on
+ * one labelled set of 2,000 English and 300 Chinese bases with 5-6
+ * variants each, and the 10,139 openjdk-17-doc pages; K=4, candidates
+ * confirmed by the MinHash sketch at 0.8, tests/bench/README.md).
+ * "recall": of the 36,300 labelled positive pairs; "openjdk P": precision
+ * of the answered openjdk pairs by the word 5-shingle judge; "pairs": the
+ * openjdk pairs within K before the sketch; "cand", "rows": per page of
+ * the 20,000-page corpus, the pages within K and the index rows a query
+ * at K reads (random hashes: 14.6):
+ *   words         CJK     recall  openjdk P  pairs  cand  rows
+ *   3-shingles    pairs   0.779   0.974      204    0.50   61   (version 1)
+ *   3-shingles    chars   0.792   0.974      204    0.50   61
+ *   2-shingles    pairs   0.795   0.991      401    1.21   79
+ *   2-shingles    chars   0.812   0.991      401    1.21   79
+ *   1 + 2         chars   0.830   0.994      635    1.21  142   (chosen)
+ *   1 + 2 + 3     chars   0.818   1.000      354    0.74  120
+ *   1-grams       chars   0.850   0.985     1417    5.18  266
+ * Since the sketch confirms every candidate, the simhash need not keep
+ * template pages apart any more (the reason for 3-shingles in version 1):
+ * features that move less when a few words change find more variants at
+ * the same K. Single words alone find the most but make pages of one
+ * language alike (5 times the candidates of 1 + 2 and 18 times the index
+ * rows of random hashes: queries would slow down with the store); words
+ * and pairs together find 5 points more than 3-shingles at K=4 with the
+ * largest precision margin, for 2.4 times the candidates. CJK characters
+ * rather than pairs: +1.6 points overall, the Chinese edit variants 0.54
+ * -> 0.78. On random text, two changed words of 700 keep 97% of pages
+ * within 4 bits (86% with version 1).
  *
  * Confidence: a text with fewer than SIMHASH_MIN_FEATURES distinct features
- * gets a hash marked low_confidence: there, one changed word moves the hash
- * by more than 3 bits in 94% of pages (8% at 256 features or more), so a
- * match or a miss says little. A text with no feature at all, and binary
+ * (about 35 words) gets a hash marked low_confidence: there, one changed
+ * word of the text moves the hash by more than 4 bits in 64% of pages (1%
+ * at 256 features or more; bench_simhash --quality, doc_recall_text_word1),
+ * so a match or a miss says little. A text with no feature at all, and binary
  * content, get none (hash 0, nothing to compare).
  *
  * Errors are negative errno values: -EINVAL (NULL buffer with a length,
@@ -65,22 +77,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SIMHASH_VERSION 1
+#define SIMHASH_VERSION 2
 /* Fewer distinct features than this: low_confidence. */
 #define SIMHASH_MIN_FEATURES 64
 /* Hamming distance at or below which two pages are near-duplicates.
  * Measured (bench_near, tests/bench/README.md), candidates confirmed by
- * the MinHash sketch (minhash.h): K=3 answers 58% of the labelled variant
- * pairs at precision 1.000, openjdk template pairs at 1.000; K=4 64%
- * (openjdk 0.974), K=6 73% (0.940), K=8 78% (0.922). Recall 0.90 needs
- * K=12 and a threshold near 0.6, where openjdk precision is 0.32: on short
- * pages an edited sentence or a mirror's header moves the hash by more
- * bits than template pages differ. The default is 4, the largest K at
- * which both precisions stay above 0.95 with a margin (1.000 and 0.974):
- * 6 points more recall than 3 for 2.6 of template precision, and the
- * index still small and fast (5 tables, 100 bytes a page, a query in
- * 11 us at 1e6 pages; bench_nearidx). K=5 (0.951) is too close to the
- * line to be a default. */
+ * the MinHash sketch (minhash.h): K=3 answers 78% of the labelled variant
+ * pairs at precision 1.000, openjdk template pairs at 1.000; K=4 83%
+ * (openjdk 0.994), K=5 86% (0.986), K=6 88% (0.947), K=8 90% (0.912).
+ * The default is 4: K=5 keeps the precisions but a query reads twice the
+ * rows of K=4 (6 tables of 10-11 bits), and over the corpus alike pages
+ * already make a K=4 query read 9.7 times the rows of random hashes
+ * (bench_near index_*; 14 us at 1e6 random hashes, bench_nearidx). Recall
+ * 0.90 needs K=8, where the sketch's error lets template pairs of
+ * resemblance just under 0.8 in (openjdk 0.912). */
 #define SIMHASH_NEAR_DISTANCE 4
 /* Bounds of the work: only the first SIMHASH_MAX_TEXT bytes of a text are
  * read, and features first seen after SIMHASH_MAX_FEATURES distinct ones

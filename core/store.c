@@ -453,6 +453,7 @@ int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN
 		if (!rc) rc = meta_put(txn, st->db_meta, "clean", &one, 1);
 		if (!rc) rc = meta_put_u64(txn, st->db_meta, "next_ino", PD_ROOT_INO + 1);
 		if (!rc) rc = counters_put(txn, st->db_meta, &zero);
+		if (!rc) rc = near_version_put(txn, st);
 		if (!rc) rc = make_root(st, txn);
 	}
 	if (!rc)
@@ -667,6 +668,12 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		 * again (or at once with fsck --repair). */
 		if (!rc)
 			rc = near_open_tables(txn, st, st->readonly ? 0 : MDB_CREATE);
+		uint32_t sigv = NEAR_SIG_VERSION;
+		if (!rc && (rc = near_version_get(txn, st, &sigv)))
+			snprintf(err, PD_ERRLEN, "store %s: cannot read the signature version: %s", dir, strerror(-rc));
+		/* read-only: no answers from hashes of another version; writable:
+		 * upgraded below */
+		st->near_stale = st->readonly && sigv != NEAR_SIG_VERSION;
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
 	if (!rc && (rc = store_filter_load(st, clean, gen)) && !*err)
@@ -683,6 +690,10 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		remove_staging(st);
 		if (!rc && !clean)
 			sweep_orphan_blobs(st);
+		bool upgraded;
+		if (!rc && (rc = near_upgrade(st, &upgraded)) && !*err)
+			snprintf(err, PD_ERRLEN, "cannot compute the near-duplicate signatures of %s again for this version: %s; run 'pagededup fsck --repair %s'",
+				 dir, strerror(-rc), dir);
 		if (rc && !*err)
 			snprintf(err, PD_ERRLEN, "cannot open %s for writing: %s", dir, strerror(-rc));
 	}

@@ -100,6 +100,7 @@ struct store {
 		db_saturated, db_orphans;
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
+	bool near_stale;      /* read-only, signatures of another version (near.h) */
 	struct gfilter *gf;   /* the page filter */
 	uint64_t generation;
 	uint64_t mapsize;

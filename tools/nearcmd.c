@@ -94,6 +94,13 @@ int cmd_near(int argc, char **argv)
 	size_t len = 0;
 	rc = buf ? query_near_sig(st, &sig, 0, NULL, buf, &len) : -ENOMEM;
 	store_close(st);
+	if (rc == -ESTALE) {
+		fprintf(stderr, "pagededup near: %s holds near-duplicate signatures of an older version; "
+				"run 'pagededup fsck --repair %s' (or mount it once) to compute them again\n",
+			argv[1], argv[1]);
+		free(buf);
+		return 2;
+	}
 	if (rc) {
 		fprintf(stderr, "pagededup near: %s\n", strerror(-rc));
 		free(buf);

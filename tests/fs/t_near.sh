@@ -11,12 +11,15 @@ U_A=65534
 # make_pages DIR: base.html; near.html (base with two words changed);
 # far.html (other text); short.txt (a few words); short2.txt (the same with
 # a full stop); page.bin (binary); gbk.html (base's words under a GBK
-# Chinese heading, declared GBK).
+# Chinese heading, declared GBK). Any seed whose pair is within the
+# default K serves (checked below): two changed words keep 97% of such
+# pages within 4 bits (SIMHASH_VERSION 2); the pages of seed 7 are one of
+# the other 3%, 5 bits apart.
 make_pages() {
 	py "$1" <<'EOF'
 import random, sys
 d = sys.argv[1]
-random.seed(7)
+random.seed(8)
 vocab = ["w%03d" % i for i in range(2000)]
 def text(n):
     return [random.choice(vocab) for _ in range(n)]

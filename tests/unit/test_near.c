@@ -249,22 +249,25 @@ static void test_blocks(void **state)
 
 /* ---- through the calls the filesystem makes -------------------------------- */
 
-/* A page of `words` pseudo-random words from a fixed vocabulary (seeded),
- * with `extra` appended to its text. */
+/* A page of `words` pseudo-random words (seeded), with `extra` appended to
+ * its text. The words are made of two syllables of a fixed list: 1,024 of
+ * them, so that, as in real text, most words are rare (with a few dozen
+ * words, every page would have the same word counts and so nearly the same
+ * simhash, whose features include single words). */
 static char *make_page(uint64_t seed, unsigned words, const char *extra)
 {
-	static const char *const vocab[] = { "archive", "crawler", "page", "store", "filter", "blob", "kernel",
-		"mount", "record", "table", "index", "hash", "answer", "query", "commit", "writer", "reader",
-		"branch", "leaf", "counter", "bucket", "block", "shingle", "feature", "weight", "distance",
-		"neighbour", "template", "mirror", "footer", "header", "banner" };
-	size_t cap = (size_t)words * 12 + strlen(extra) + 64, n = 0;
+	static const char *const syllable[] = { "ar", "bo", "ce", "di", "fu", "ga", "he", "ki", "lo", "mu", "na",
+		"pe", "qui", "ro", "sa", "te", "vu", "wa", "xo", "ye", "zi", "cha", "sho", "tri", "pla", "gre",
+		"blu", "dro", "fla", "kle", "spo", "vri" };
+	size_t cap = (size_t)words * 8 + strlen(extra) + 64, n = 0;
 	char *p = malloc(cap);
 	assert_non_null(p);
 	n += (size_t)sprintf(p, "<html><body><p>");
 	uint64_t s = seed;
 	for (unsigned i = 0; i < words; i++) {
 		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		n += (size_t)sprintf(p + n, "%s ", vocab[(s >> 33) % (sizeof vocab / sizeof vocab[0])]);
+		unsigned w = (unsigned)(s >> 33) % 1024;
+		n += (size_t)sprintf(p + n, "%s%s ", syllable[w / 32], syllable[w % 32]);
 	}
 	n += (size_t)sprintf(p + n, "%s</p></body></html>", extra);
 	return p;
@@ -515,6 +518,150 @@ static void test_fsck_near(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- stores of an older signature version ---------------------------------- */
+
+/* What the code of an older version left: its version in meta (or none at
+ * all, as before versions were recorded) and a hash of its own features
+ * on the page, indexed as such, with the sketch it computed. */
+struct old_store {
+	uint64_t ino;
+	bool unrecorded; /* delete the version instead of writing the first one */
+};
+
+#define OLD_HASH UINT64_C(0x0123456789abcdef)
+
+static int make_old_cb(struct wtx *w, void *p)
+{
+	struct old_store *o = p;
+	struct inode in;
+	struct fprec r;
+	int rc = ns_get_inode(w->txn, w->st, o->ino, &in);
+	if (rc || (rc = blob_get(w->txn, w->st, &in.blob, &r)))
+		return rc;
+	if ((rc = near_remove(w->txn, w->st, &in.blob, r.simhash)))
+		return rc;
+	r.simhash = OLD_HASH;
+	memset(r.sketch, 0x5a, FPREC_SKETCH_BYTES);
+	if ((rc = blob_put(w->txn, w->st, &in.blob, &r)) || (rc = near_add(w->txn, w->st, &in.blob, OLD_HASH)))
+		return rc;
+	MDB_val k = { 12, "near_version" };
+	if (o->unrecorded)
+		return mdb_del(w->txn, w->st->db_meta, &k, NULL);
+	uint8_t b[4];
+	put_le32(b, NEAR_SIG_VERSION_FIRST);
+	MDB_val v = { 4, b };
+	return mdb_put(w->txn, w->st->db_meta, &k, &v, 0);
+}
+
+static uint64_t stored_simhash(struct store *st, uint64_t ino)
+{
+	MDB_txn *txn;
+	struct inode in;
+	struct fprec r;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	assert_int_equal(blob_get(txn, st, &in.blob, &r), 0);
+	store_read_end(st, txn);
+	return r.simhash;
+}
+
+static uint32_t stored_version(struct store *st)
+{
+	MDB_txn *txn;
+	uint32_t v = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_version_get(txn, st, &v), 0);
+	store_read_end(st, txn);
+	return v;
+}
+
+/* A store of pages a and b (neighbours), a's signature made old. */
+static struct store *old_store(char *dir, bool unrecorded, uint64_t *ia, uint64_t *ib, unsigned *d,
+			       uint64_t *want_hash)
+{
+	struct store *st = th_store(dir, NULL, NULL);
+	assert_int_equal(stored_version(st), NEAR_SIG_VERSION); /* mkfs records it */
+	char *a = make_page(21, 700, ""), *b = make_page(21, 700, "and a few words more");
+	*d = page_distance(a, b);
+	assert_true(*d <= SIMHASH_NEAR_DISTANCE);
+	struct simhash_result r;
+	assert_int_equal(simhash_of_page(a, strlen(a), &r), 0);
+	*want_hash = r.hash;
+	*ia = put_page(st, PD_ROOT_INO, "a.html", a);
+	*ib = put_page(st, PD_ROOT_INO, "b.html", b);
+	struct old_store o = { *ia, unrecorded };
+	assert_int_equal(store_write(st, make_old_cb, &o), 0);
+	assert_string_equal(near_of(st, *ia, &test_root), ""); /* the old hash is far from b's */
+	free(a);
+	free(b);
+	return st;
+}
+
+static void test_old_version_upgraded_at_open(void **state)
+{
+	(void)state;
+	for (int unrecorded = 0; unrecorded <= 1; unrecorded++) {
+		char *dir = th_tmpdir();
+		uint64_t ia, ib, want;
+		unsigned d;
+		struct store *st = old_store(dir, unrecorded, &ia, &ib, &d, &want);
+		assert_int_equal(store_close(st), 0);
+
+		/* fsck names the old version (and nothing else) */
+		struct fsck_opts fo = { 0 };
+		struct fsck_result fr;
+		char err[512];
+		assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+		assert_int_equal(fr.problems, 1);
+
+		/* read-only: no answers mixing the versions */
+		struct store_opts ro = { .readonly = true };
+		assert_int_equal(store_open(th_store_dir(dir), &ro, &st, err), 0);
+		assert_true(st->near_stale);
+		assert_string_equal(near_of(st, ia, &test_root), "error");
+		size_t len;
+		assert_int_equal(query_near(st, ia, &test_root, answer, &len), -ESTALE);
+		assert_int_equal(store_close(st), 0);
+
+		/* writable: every signature computed again, the version recorded */
+		assert_int_equal(store_open(th_store_dir(dir), NULL, &st, err), 0);
+		assert_false(st->near_stale);
+		assert_int_equal(stored_version(st), NEAR_SIG_VERSION);
+		assert_true(stored_simhash(st, ia) == want);
+		char line[64];
+		snprintf(line, sizeof line, "%u\t/b.html\n", d);
+		assert_string_equal(near_of(st, ia, &test_root), line);
+		assert_int_equal(store_close(st), 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		th_rmdir(dir);
+	}
+}
+
+static void test_old_version_fsck_repair(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	uint64_t ia, ib, want;
+	unsigned d;
+	struct store *st = old_store(dir, false, &ia, &ib, &d, &want);
+	assert_int_equal(store_close(st), 0);
+	struct fsck_opts fo = { .repair = true };
+	struct fsck_result fr;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+	assert_true(fr.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(store_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_false(st->near_stale);
+	assert_true(stored_simhash(st, ia) == want);
+	char line[64];
+	snprintf(line, sizeof line, "%u\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia, &test_root), line);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -525,6 +672,8 @@ int main(void)
 		cmocka_unit_test(test_answer_limit),
 		cmocka_unit_test(test_confirmation),
 		cmocka_unit_test(test_fsck_near),
+		cmocka_unit_test(test_old_version_upgraded_at_open),
+		cmocka_unit_test(test_old_version_fsck_repair),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,6 +237,103 @@ static void test_link_lines(void **state)
 		    "alpha\nbeta");
 }
 
+/* The lead (before the first <h1>) and the tail (after the h1's container)
+ * of a page are another site's header and footer when they are short. */
+static void test_edges(void **state)
+{
+	(void)state;
+	const char *body = "<p>The first paragraph of the article, long enough to be most of the page: "
+			   "it goes on about the subject for a good many words, as articles do.</p>"
+			   "<p>A second paragraph with more of the same, so that the header and footer "
+			   "around them are a small part of the text.</p>";
+	const char *want = "Title\nThe first paragraph of the article, long enough to be most of the page: "
+			   "it goes on about the subject for a good many words, as articles do.\n"
+			   "A second paragraph with more of the same, so that the header and footer "
+			   "around them are a small part of the text.";
+	char html[4096];
+	/* a site header as divs (no header element, no layout names), a
+	 * footer after the container that holds the h1 */
+	snprintf(html, sizeof html,
+		 "<html><head><title>T</title></head><body><div id=\"top\"><h2>Site Name</h2>"
+		 "<p>The tagline of the site.</p></div><div class=\"page\"><h1>Title</h1>%s</div>"
+		 "<div class=\"site-bottom\"><p>Hosted by volunteers since 2009.</p></div></body></html>",
+		 body);
+	char *got, expect[4096];
+	snprintf(expect, sizeof expect, "T\n%s", want);
+	assert_text(html, 0, expect);
+	/* a table header before the h1 and a <center><small> footer */
+	snprintf(html, sizeof html,
+		 "<body><table><tr><td><b>Site Name</b></td><td>Home | New</td></tr></table>"
+		 "<div><h1>Title</h1>%s</div><hr><center><small>Mirrored nightly.</small></center></body>",
+		 body);
+	assert_text(html, 0, want);
+	/* everything is kept with HTML_ALL_TEXT */
+	char *all = text_of_str(html, HTML_ALL_TEXT);
+	assert_non_null(strstr(all, "Site Name"));
+	assert_non_null(strstr(all, "Mirrored nightly."));
+	free(all);
+	/* no h1: no lead, no tail */
+	snprintf(html, sizeof html, "<body><div><h2>Site Name</h2></div><div><h2>Title</h2>%s</div>"
+		 "<div><p>Hosted by volunteers.</p></div></body>", body);
+	got = text_of_str(html, 0);
+	assert_non_null(strstr(got, "Site Name"));
+	assert_non_null(strstr(got, "Hosted by volunteers."));
+	free(got);
+	/* an h1 inside a dropped element (nav) is not the page's */
+	snprintf(html, sizeof html, "<body><p>Intro line.</p><nav><h1>Menu</h1></nav><div><h2>Title</h2>%s"
+		 "</div><p>After.</p></body>", body);
+	got = text_of_str(html, 0);
+	assert_non_null(strstr(got, "Intro line."));
+	assert_non_null(strstr(got, "After."));
+	free(got);
+}
+
+/* The edges are dropped only when short, and a page that marks its main
+ * text keeps all of it: real content is never taken for a header. */
+static void test_edges_keep_content(void **state)
+{
+	(void)state;
+	char lead[2048] = "", html[8192];
+	/* a lead that is a quarter of the text or more: kept */
+	snprintf(html, sizeof html, "<body><div><p>An introduction of some length that comes before "
+		 "the heading.</p></div><div><h1>Title</h1><p>Short body.</p></div></body>");
+	char *got = text_of_str(html, 0);
+	assert_non_null(strstr(got, "An introduction"));
+	free(got);
+	/* a lead of more than HTML_EDGE_BYTES: kept, however long the page */
+	for (int i = 0; i < 24; i++)
+		strcat(lead, "Fifty bytes of lead text that come before the h1. ");
+	assert_true(strlen(lead) > HTML_EDGE_BYTES);
+	char body[4200] = "";
+	for (int i = 0; i < 80; i++)
+		strcat(body, "Body text, body text. ");
+	snprintf(html, sizeof html, "<body><div><p>%s</p></div><div><h1>Title</h1><p>%s</p><p>%s</p><p>%s"
+		 "</p><p>%s</p></div></body>", lead, body, body, body, body);
+	got = text_of_str(html, 0);
+	assert_non_null(strstr(got, "Fifty bytes of lead"));
+	free(got);
+	/* the h1 inside role=main: sections after the h1's own section are
+	 * the page's (they are inside main); what follows main is not */
+	snprintf(html, sizeof html,
+		 "<body><div role=\"main\"><section><h1>Slice objects</h1><p>%s</p></section>"
+		 "<section><h2>Ellipsis object</h2><p>The Ellipsis object has no methods.</p></section>"
+		 "</div><div><p>Built with a documentation generator.</p></div></body>", body);
+	got = text_of_str(html, 0);
+	assert_non_null(strstr(got, "Ellipsis object\nThe Ellipsis object has no methods."));
+	assert_null(strstr(got, "Built with"));
+	free(got);
+	/* a short last line after the h1's container that is inside main stays */
+	snprintf(html, sizeof html,
+		 "<body><main><div class=\"header\"><h1>Uses of Class IDN</h1></div>"
+		 "<p>No usage of IDN</p></main><footer>Copyright</footer></body>");
+	assert_text(html, 0, "Uses of Class IDN\nNo usage of IDN");
+	/* a malformed page whose containers never close keeps its tail */
+	snprintf(html, sizeof html, "<body><div><h1>Title</h1><p>%s</p><div><p>Unclosed tail.</p>", body);
+	got = text_of_str(html, 0);
+	assert_non_null(strstr(got, "Unclosed tail."));
+	free(got);
+}
+
 static void test_unclosed_boilerplate(void **state)
 {
 	(void)state;
@@ -582,23 +679,26 @@ static void test_features(void **state)
 	assert_true(r.none && r.low_confidence && !r.features && !r.hash);
 	r = hash_of_str(" \n\t.,;!? -- ()");
 	assert_true(r.none);
-	/* few words: one shorter shingle, low confidence */
+	/* few words: each word and each pair of neighbours, low confidence */
 	r = hash_of_str("hello world");
-	assert_int_equal(r.features, 1);
+	assert_int_equal(r.features, 3);
 	assert_true(r.low_confidence && !r.none);
 	r = hash_of_str("中");
 	assert_int_equal(r.features, 1);
-	/* n words give n - 2 shingles; enough of them is confident */
+	/* n distinct words give n words and n - 1 pairs; enough is confident */
 	char words[4096] = "";
 	for (int i = 0; i < 100; i++)
 		snprintf(words + strlen(words), sizeof words - strlen(words), "w%c%c ",
 			 'a' + i % 26, 'a' + i / 26);
 	r = hash_of_str(words);
-	assert_int_equal(r.features, 98);
+	assert_int_equal(r.features, 199);
 	assert_false(r.low_confidence);
-	/* CJK: one feature per pair of neighbours in a run */
-	assert_int_equal(hash_of_str("一二三四五").features, 4);
-	assert_int_equal(hash_of_str("一二，三四").features, 2);
+	/* CJK: one feature per character; repeats count once */
+	assert_int_equal(hash_of_str("一二三四五").features, 5);
+	assert_int_equal(hash_of_str("一二，三四").features, 4);
+	assert_int_equal(hash_of_str("一二一二").features, 2);
+	/* a repeated word adds weight, not a feature: "a b a b" has a, b, a-b, b-a */
+	assert_int_equal(hash_of_str("alpha beta alpha beta").features, 4);
 	/* case, width and accents */
 	assert_true(hash_of_str("Hello WORLD Again").hash == hash_of_str("hello world again").hash);
 	assert_true(hash_of_str("ＨＥＬＬＯ ｗｏｒｌｄ ａｇａｉｎ").hash == hash_of_str("hello world again").hash);
@@ -626,8 +726,8 @@ static void test_determinism(void **state)
 	const char *text = "The quick brown fox jumps over the lazy dog near the river bank, "
 			   "while 12 ducks watch, watch, watch, watch. 敏捷的棕色狐狸跳过了懒狗，懒狗，懒狗。";
 	struct simhash_result r = hash_of_str(text);
-	assert_int_equal(r.features, 28);
-	if (r.hash != UINT64_C(0xdf7d07083328e715))
+	assert_int_equal(r.features, 44);
+	if (r.hash != UINT64_C(0x13566cb987d3d373))
 		fail_msg("simhash of the reference text is %016llx", (unsigned long long)r.hash);
 	/* the same bytes elsewhere in memory, and the page twice */
 	char *copy = malloc(strlen(text) + 8);
@@ -763,6 +863,8 @@ int main(void)
 		cmocka_unit_test(test_boilerplate),
 		cmocka_unit_test(test_link_lines),
 		cmocka_unit_test(test_unclosed_boilerplate),
+		cmocka_unit_test(test_edges),
+		cmocka_unit_test(test_edges_keep_content),
 		cmocka_unit_test(test_plain_text),
 		cmocka_unit_test(test_gbk_twin),
 		cmocka_unit_test(test_charset_samples),
