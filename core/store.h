@@ -68,6 +68,9 @@ struct store_opts {
 	unsigned stage_mem_mb; /* memory for pages being written, 0 = 32 MiB (beyond: staging files) */
 	bool no_split_thread; /* filter splits only through store_filter_step (tests) */
 	unsigned split_chunk; /* records moved per split step, 0 = 2048 */
+	bool no_sign_thread;  /* signatures only through sigq_drain and over-bound seals (tests) */
+	unsigned sign_queue;  /* pages waiting for their signature before a seal signs
+			       * the oldest itself, 0 = SIGQ_DEFAULT_MAX (sigq.h) */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -100,6 +103,8 @@ struct store {
 		db_saturated, db_orphans;
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
+	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
+	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
 	uint64_t generation;
 	uint64_t mapsize;
@@ -130,6 +135,9 @@ struct store {
 	pthread_cond_t split_cv;
 	uint64_t split_chunks;       /* split steps committed (under split_mu) */
 	uint64_t split_chunk_max_ns; /* the longest chunk callback: what a seal may wait */
+
+	/* The signer: its queue and thread (sigq.c); NULL when read-only. */
+	struct sigq *sigq;
 
 	/* The live-inode table (openfile.c). */
 	struct live_table *live;
