@@ -31,7 +31,11 @@ int query_stats(struct store *st, char *buf, size_t *len);
  * the distance to mean much (low-confidence); nearest first, then by path
  * (bytes); a last line "... N more" for the lines that did not fit. Every
  * name of a neighbour that the caller may reach is listed; the file's own
- * names are not. -ENODATA: binary or textless content, or not sealed. */
+ * names are not. -ENODATA: binary or textless content, or not sealed.
+ * Pages whose signature is pending (sigq.h) are signed first (a writable
+ * store drains its queue; what is left is signed in memory), so the answer
+ * is the one synchronous signing would give. The same holds for
+ * query_near_sig and query_simhash. */
 int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
 /* The same answer for a page given by its signature (a page that need not
  * be in the store); names of inode `exclude` (0: none) are left out. */

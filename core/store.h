@@ -17,6 +17,10 @@
  * to its children in chunks of a few thousand records, each chunk one
  * store_write callback, so seals go on between them.
  *
+ * Near-duplicate signatures are computed after the seal's commit by a
+ * signing thread (sigq.c), started at a writable open and drained by a
+ * clean close.
+ *
  * Writes: store_write() runs a callback inside a write transaction. Callers
  * on many threads are grouped: one of them (the leader) runs every queued
  * callback in one LMDB transaction and commits once; one commit, and in
