@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blob.h"
@@ -280,16 +281,37 @@ static int work_batch(struct store *st, uint64_t limit, bool *idle)
 	return rc;
 }
 
+/* Wait on cv for at most ms milliseconds (under q->mu). */
+static void wait_ms(struct sigq *q, pthread_cond_t *cv, unsigned ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)ms * 1000000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_cond_timedwait(cv, &q->mu, &ts);
+}
+
+/* The thread takes whole batches where it can: a batch of one page per
+ * seal would double the commits that the writers queue behind. Nobody
+ * waits for the pages meanwhile (a query signs them itself). */
 static void *signer_main(void *arg)
 {
 	struct store *st = arg;
 	struct sigq *q = st->sigq;
+	bool waited = false;
 	pthread_mutex_lock(&q->mu);
 	while (!q->stop) {
 		if (!q->n) {
 			pthread_cond_wait(&q->work_cv, &q->mu);
 			continue;
 		}
+		if (q->n < SIGQ_BATCH && !waited) {
+			wait_ms(q, &q->work_cv, SIGQ_GATHER_MS);
+			waited = true;
+			continue;
+		}
+		waited = false;
 		pthread_mutex_unlock(&q->mu);
 		bool idle;
 		work_batch(st, UINT64_MAX, &idle); /* a failed page keeps its row */
@@ -354,8 +376,10 @@ void sigq_push(struct store *st, const struct blobkey *k)
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->mu);
-	/* Out of memory: the row stays, the next open queues it. */
-	if (!ring_push(q, k))
+	/* Out of memory: the row stays, the next open queues it. The thread
+	 * is woken by the first key (it then gathers a batch) and by a full
+	 * batch. */
+	if (!ring_push(q, k) && (q->n == 1 || q->n == SIGQ_BATCH))
 		pthread_cond_signal(&q->work_cv);
 	bool over = q->n > q->max;
 	pthread_mutex_unlock(&q->mu);

@@ -57,6 +57,7 @@
 
 #define SIGQ_DEFAULT_MAX 256
 #define SIGQ_BATCH 16 /* pages signed per write transaction */
+#define SIGQ_GATHER_MS 20 /* the thread waits this long for a batch to fill */
 
 /* ---- the table ---------------------------------------------------------- */
 
