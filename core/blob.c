@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "near.h"
+#include "sigq.h"
 
 static MDB_val key_val(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
 {
@@ -84,6 +85,8 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 		return rc;
 	if ((r.flags & FPREC_HAS_SIMHASH) && (rc = near_remove(w->txn, st, k, r.simhash)))
 		return rc;
+	if ((r.flags & FPREC_SIG_PENDING) && (rc = sigq_row_del(w->txn, st, k)))
+		return rc;
 	w->delta.blobs--;
 	w->delta.stored_bytes -= (int64_t)r.size;
 	char path[BLOBKEY_PATH_MAX];
@@ -108,6 +111,8 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 	if ((rc = blob_put(w->txn, st, k, r)) || (rc = blob_inodes_change(w->txn, st, k, ino, true)))
 		return rc;
 	if ((r->flags & FPREC_HAS_SIMHASH) && (rc = near_add(w->txn, st, k, r->simhash)))
+		return rc;
+	if ((r->flags & FPREC_SIG_PENDING) && (rc = sigq_row_put(w->txn, st, k)))
 		return rc;
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);

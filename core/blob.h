@@ -25,10 +25,11 @@ int blob_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const stru
 /* One more inode (ino) on an existing blob. */
 int blob_ref(struct wtx *w, const struct blobkey *k, uint64_t ino);
 /* One inode fewer; the last reference removes the record, its filter
- * counts and (after the commit) the file. */
+ * counts, its near rows or its sigq row, and (after the commit) the file. */
 int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino);
 /* Record a new blob whose file is already in place, referenced by ino;
- * in_filter: add its positions to the filter. */
+ * in_filter: add its positions to the filter. Its near rows (a record with
+ * a simhash) or its sigq row (FPREC_SIG_PENDING) are added too. */
 int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_t ino, bool in_filter);
 
 /* Probe `fingerprints` for content fp. found: *k is the matching blob.

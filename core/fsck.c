@@ -303,7 +303,7 @@ static int open_store(struct fsck *f, char err[512])
 	int rc = pd_mdb_err(mdb_env_create(&s->env));
 	if (rc)
 		return rc;
-	mdb_env_set_maxdbs(s->env, 16);
+	mdb_env_set_maxdbs(s->env, 64); /* as store.c: up to 17 near tables */
 	if (f->writable) /* room for the repair; the map is only reserved */
 		mdb_env_set_mapsize(s->env, (size_t)sb.st_size * 2 + (1ull << 30));
 	snprintf(path, sizeof path, "%s/meta", f->dir);
@@ -358,6 +358,8 @@ static int open_store(struct fsck *f, char err[512])
 				 f->dir, strerror(-rc));
 		if (!rc)
 			rc = near_open_tables(f->txn, s, 0);
+		if (!rc)
+			rc = sigq_open_table(f->txn, s, 0);
 	}
 	if (!rc) {
 		rc = pd_mdb_err(mdb_txn_commit(f->txn)); /* keeps the table handles */
@@ -519,6 +521,8 @@ static int repair(struct fsck *f, char err[512])
 	/* Records were rewritten or made again: their rows too. */
 	if (!rc && (f->fix_near || f->kfix.n) && !(rc = near_rebuild(f->txn, &f->sh)) && f->fix_near)
 		fsck_say(f, K_REPAIR, "repaired: near-duplicate tables rebuilt from the fingerprints");
+	if (!rc && (f->fix_sigq || f->kfix.n) && !(rc = sigq_rebuild(f->txn, &f->sh)) && f->fix_sigq)
+		fsck_say(f, K_REPAIR, "repaired: the table of pending signatures (sigq) rebuilt from the fingerprints");
 	/* A filter that disagreed, or records that changed: rebuilt by the
 	 * open below, from the stored positions. */
 	bool rebuild = f->fix_filter || f->kfix.n;

@@ -21,7 +21,12 @@
  *    may leave: harmless, collected by repair);
  *  - the near-duplicate tables hold exactly one row per blob with a simhash
  *    (near0) and one per distinct simhash (the others), each under the
- *    right block (near.h: near_check); repair rebuilds them.
+ *    right block (near.h: near_check); repair rebuilds them;
+ *  - a record waiting for its signature (FPREC_SIG_PENDING: no simhash and
+ *    no near rows yet, which is valid) has its row in `sigq`, and every
+ *    sigq row names such a record (sigq.h: sigq_check); repair rebuilds
+ *    the table from the records, and the open that follows a repair signs
+ *    what is pending (a note counts pending pages).
  *
  * Repair (opts.repair) fixes everything above that it can without guessing,
  * in one LMDB transaction, and never deletes a blob file that an inode

@@ -673,7 +673,13 @@ static void near_bad(void *ctx, const char *what)
 	fsck_say(ctx, K_NEAR, "%s (repair: the near-duplicate tables are rebuilt)", what);
 }
 
-/* The permuted simhash tables against the fingerprints (near.h). */
+static void sigq_bad(void *ctx, const char *what)
+{
+	fsck_say(ctx, K_NEAR, "%s (repair: the table of pending signatures is rebuilt)", what);
+}
+
+/* The permuted simhash tables against the fingerprints (near.h), and the
+ * pending signatures against the records (sigq.h). */
 int fsck_check_near(struct fsck *f)
 {
 	if (!f->sh.near_tables) {
@@ -690,11 +696,16 @@ int fsck_check_near(struct fsck *f)
 			 version >> 16, version & 0xFFFF, NEAR_SIG_VERSION >> 16, NEAR_SIG_VERSION & 0xFFFF);
 		f->fix_sigs = f->fix_any = true;
 	}
-	uint64_t nbad = 0;
+	uint64_t nbad = 0, npending = 0;
 	fsck_prog(f, "near-duplicate tables", 0, 0);
 	int rc = near_check(f->txn, &f->sh, near_bad, f, &nbad);
 	if (nbad)
 		f->fix_near = f->fix_any = true;
+	if (!rc && !(rc = sigq_check(f->txn, &f->sh, sigq_bad, f, &nbad, &npending)) && nbad)
+		f->fix_sigq = f->fix_any = true;
+	if (npending)
+		fsck_say(f, K_NOTE, "note: %llu pages wait for their near-duplicate signature (signed at the next mount; queries sign them meanwhile)",
+			 (unsigned long long)npending);
 	fsck_prog(f, "near-duplicate tables", 1, 1);
 	return rc;
 }

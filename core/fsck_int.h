@@ -27,6 +27,7 @@
 #include "ns.h"
 #include "paths.h"
 #include "rec.h"
+#include "sigq.h"
 #include "store.h"
 
 #define REPORT_LINES 50        /* lines per kind of problem, then a count */
@@ -133,7 +134,7 @@ struct fsck {
 	struct gfilter *anon;   /* positions when the filter files are unusable */
 	/* what repair does */
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
-	bool fix_filter, fix_near, fix_sigs, fix_any;
+	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_any;
 	uint64_t lf_ino;        /* repair: the lost+found directory */
 	unsigned threads;
 };

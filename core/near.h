@@ -24,9 +24,11 @@
  * bytes of values at K=3 (44) and 27 + 7K at K=4 (55); measured with
  * LMDB's pages, 84 and 100 bytes (bench_nearidx).
  *
- * Rows change in the write transaction that stores or frees the blob
- * (blob_insert, blob_unref), so an answer never names a page that is gone
- * and never misses one whose close() returned.
+ * Rows are added in the write transaction that gives a blob its signature
+ * (after the seal's commit, sigq.h) and removed in the one that frees it
+ * (blob_unref), so an answer never names a page that is gone; a query signs
+ * the pending pages first (query_near.c), so it never misses one whose
+ * close() returned.
  *
  * Errors are negative errno values.
  */
@@ -75,7 +77,7 @@ bool near_confirm(const struct near_sig *a, const struct near_sig *b);
 int near_open_tables(MDB_txn *txn, struct store *st, unsigned create);
 
 /* Index blob k under hash h / take it out (inside a write transaction:
- * the one that stores or frees the blob). */
+ * the one that signs or frees the blob). */
 int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h);
 int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h);
 

@@ -33,7 +33,10 @@ int query_stats(struct store *st, char *buf, size_t *len);
  * name of a neighbour that the caller may reach is listed; the file's own
  * names are not. -ENODATA: binary or textless content, or not sealed;
  * -ESTALE: a store opened read-only whose signatures are of another
- * version (near.h). */
+ * version (near.h). Pages whose signature is pending (sigq.h) are signed
+ * first (a writable store drains its queue; what is left is signed in
+ * memory), so the answer is the one synchronous signing would give. The
+ * same holds for query_near_sig and query_simhash. */
 int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
 /* The same answer for a page given by its signature (a page that need not
  * be in the store); names of inode `exclude` (0: none) are left out. */

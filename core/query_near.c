@@ -7,6 +7,12 @@
  * in a max-heap: an answer never holds more than 64 KiB of paths however
  * many pages are alike (a million copies of a template page with a counter
  * in it), and the work is one path lookup per neighbouring file.
+ *
+ * Pages whose signature is pending (sigq.h) are answered as if signing were
+ * synchronous: on a writable store the queue is drained first; what is
+ * pending all the same (a read-only open of a store whose daemon was killed
+ * or is running) is signed in memory, before the read transaction, and
+ * compared with the query one by one.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +24,8 @@
 #include "near.h"
 #include "paths.h"
 #include "query.h"
+#include "sigq.h"
+#include "simhash.h"
 
 /* Room kept at the end of an answer for its "... N more" line. */
 #define MORE_LINE_MAX 32
@@ -34,6 +42,63 @@ struct line {
 	size_t len;  /* path bytes */
 	char *path;
 };
+
+/* The pending blobs and their signatures, computed from their files. */
+struct pending {
+	struct blobkey k;
+	struct near_sig sig;
+};
+
+struct pending_set {
+	struct pending *v;
+	size_t n, cap;
+};
+
+static int collect_pending(void *ctx, const struct blobkey *k)
+{
+	struct pending_set *ps = ctx;
+	if (ps->n == ps->cap) {
+		size_t cap = ps->cap ? 2 * ps->cap : 16;
+		struct pending *v = realloc(ps->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		ps->v = v;
+		ps->cap = cap;
+	}
+	ps->v[ps->n++].k = *k;
+	return 0;
+}
+
+/* Drain the queue (writable stores), then sign in memory what is still
+ * pending. A blob freed meanwhile (its file gone) is left out. */
+static int pending_sigs(struct store *st, struct pending_set *ps)
+{
+	MDB_txn *txn;
+	sigq_drain(st); /* what fails is signed below */
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = sigq_each(txn, st, collect_pending, ps);
+	store_read_end(st, txn);
+	size_t kept = 0;
+	for (size_t i = 0; i < ps->n && !rc; i++) {
+		int src = sigq_sign_blob(st, &ps->v[i].k, &ps->v[i].sig);
+		if (!src)
+			ps->v[kept++] = ps->v[i];
+		else if (src != -ENOENT)
+			rc = src;
+	}
+	ps->n = kept;
+	return rc;
+}
+
+static const struct near_sig *pending_find(const struct pending_set *ps, const struct blobkey *k)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (blobkey_equal(&ps->v[i].k, k))
+			return &ps->v[i].sig;
+	return NULL;
+}
 
 struct answer {
 	MDB_txn *txn;
@@ -152,6 +217,22 @@ static int offer_cb(void *ctx, const char *path, size_t len)
 	return offer(ctx, path, len);
 }
 
+static int add_hit(struct answer *a, const struct blobkey *k, unsigned dist, const struct near_sig *sig)
+{
+	if (!near_confirm(a->query, sig))
+		return 0; /* close in bits, not in text */
+	if (a->nhits == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 64;
+		struct hit *v = realloc(a->hits, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		a->hits = v;
+		a->cap = cap;
+	}
+	a->hits[a->nhits++] = (struct hit){ *k, dist, sig->low_confidence };
+	return 0;
+}
+
 static int hit_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
 {
 	struct answer *a = ctx;
@@ -162,17 +243,25 @@ static int hit_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
 	if (rc)
 		return rc == -ENOENT ? -EUCLEAN : rc;
 	near_sig_of_rec(&r, &sig);
-	if (!near_confirm(a->query, &sig))
-		return 0; /* close in bits, not in text */
-	if (a->nhits == a->cap) {
-		size_t cap = a->cap ? 2 * a->cap : 64;
-		struct hit *v = realloc(a->hits, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		a->hits = v;
-		a->cap = cap;
+	return add_hit(a, k, dist, &sig);
+}
+
+/* The pending blobs within distance maxdist; one signed since it was
+ * collected is in the index, and one freed since is gone. */
+static int pending_hits(struct answer *a, const struct pending_set *ps, unsigned maxdist)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		const struct pending *p = &ps->v[i];
+		struct fprec r;
+		int rc = blob_get(a->txn, a->st, &p->k, &r);
+		if (rc == -ENOENT || (!rc && !(r.flags & FPREC_SIG_PENDING)))
+			continue;
+		unsigned dist = simhash_distance(p->sig.simhash, a->query->simhash);
+		if (!rc && p->sig.has && dist <= maxdist)
+			rc = add_hit(a, &p->k, dist, &p->sig);
+		if (rc)
+			return rc;
 	}
-	a->hits[a->nhits++] = (struct hit){ *k, dist, sig.low_confidence };
 	return 0;
 }
 
@@ -210,7 +299,7 @@ static void answer_free(struct answer *a)
 }
 
 static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *sig, uint64_t exclude,
-		       const struct pd_cred *cred, char *buf, size_t *len)
+		       const struct pd_cred *cred, const struct pending_set *ps, char *buf, size_t *len)
 {
 	if (!sig->has)
 		return -ENODATA;
@@ -219,6 +308,8 @@ static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *si
 	struct answer a = { .txn = txn, .st = st, .cred = cred, .query = sig };
 	unsigned k = st->near_tables ? st->near_tables - 1 : 0;
 	int rc = near_find(txn, st, sig->simhash, k, hit_cb, &a);
+	if (!rc)
+		rc = pending_hits(&a, ps, k);
 	if (!rc && a.nhits)
 		qsort(a.hits, a.nhits, sizeof *a.hits, hit_dist_cmp);
 	for (size_t i = 0; i < a.nhits && !rc; i++) {
@@ -235,17 +326,21 @@ static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *si
 int query_near_sig(struct store *st, const struct near_sig *sig, uint64_t exclude, const struct pd_cred *cred,
 		   char *buf, size_t *len)
 {
+	struct pending_set ps = { 0 };
 	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	rc = near_answer(txn, st, sig, exclude, cred, buf, len);
-	store_read_end(st, txn);
+	int rc = pending_sigs(st, &ps);
+	if (!rc && !(rc = store_read_begin(st, &txn))) {
+		rc = near_answer(txn, st, sig, exclude, cred, &ps, buf, len);
+		store_read_end(st, txn);
+	}
+	free(ps.v);
 	return rc;
 }
 
-/* The signature a sealed file's record keeps. */
-static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, struct near_sig *sig)
+/* The signature of a sealed file: its record's, or for a pending record
+ * the one computed from its file (in ps, or now). */
+static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, const struct pending_set *ps,
+		    struct near_sig *sig)
 {
 	struct blobkey k;
 	struct fprec r;
@@ -254,20 +349,31 @@ static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, struct near_si
 		return rc;
 	if ((rc = blob_get(txn, st, &k, &r)))
 		return rc == -ENOENT ? -EUCLEAN : rc;
-	near_sig_of_rec(&r, sig);
-	return 0;
+	if (!(r.flags & FPREC_SIG_PENDING)) {
+		near_sig_of_rec(&r, sig);
+		return 0;
+	}
+	const struct near_sig *known = ps ? pending_find(ps, &k) : NULL;
+	if (known) {
+		*sig = *known;
+		return 0;
+	}
+	rc = sigq_sign_blob(st, &k, sig);
+	return rc == -ENOENT ? -EUCLEAN : rc; /* a pending record keeps its file */
 }
 
 int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len)
 {
+	struct pending_set ps = { 0 };
 	MDB_txn *txn;
 	struct near_sig sig;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	if (!(rc = file_sig(txn, st, ino, &sig)))
-		rc = near_answer(txn, st, &sig, ino, cred, buf, len);
-	store_read_end(st, txn);
+	int rc = pending_sigs(st, &ps);
+	if (!rc && !(rc = store_read_begin(st, &txn))) {
+		if (!(rc = file_sig(txn, st, ino, &ps, &sig)))
+			rc = near_answer(txn, st, &sig, ino, cred, &ps, buf, len);
+		store_read_end(st, txn);
+	}
+	free(ps.v);
 	return rc;
 }
 
@@ -282,10 +388,11 @@ int query_simhash(struct store *st, uint64_t ino, char *buf, size_t *len)
 {
 	MDB_txn *txn;
 	struct near_sig sig;
+	sigq_drain(st); /* what fails is signed by file_sig */
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	rc = file_sig(txn, st, ino, &sig);
+	rc = file_sig(txn, st, ino, NULL, &sig);
 	store_read_end(st, txn);
 	if (!rc)
 		*len = query_format_simhash(&sig, buf);

@@ -60,6 +60,8 @@ bool blobkey_parse(const char *name, struct blobkey *k);
 #define FPREC_SIMHASH_LOW 4u /* the simhash is low-confidence (too little text) */
 #define FPREC_LEAF 8u      /* a leaf id follows the offsets */
 #define FPREC_HAS_SKETCH 16u /* a MinHash sketch follows (minhash.h) */
+#define FPREC_SIG_PENDING 32u /* the near-duplicate signature is not computed
+				* yet: the blob has a row in `sigq` (sigq.h) */
 #define FPREC_SKETCH_BYTES 64
 struct fprec {
 	uint64_t refcount;

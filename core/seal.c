@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "blob.h"
-#include "near.h"
 #include "ns.h"
+#include "sigq.h"
 
 struct seal_arg {
 	uint64_t ino;
@@ -18,8 +18,6 @@ struct seal_arg {
 	const struct fp *fp;
 	struct pd_time mtime, ctime;
 	bool sync_dirs;
-	bool have_sig;           /* sig computed (a new blob needs it) */
-	struct near_sig sig;
 	bool renamed;            /* the bytes sit at `renamed_to` */
 	char renamed_to[BLOBKEY_PATH_MAX];
 	struct seal_result out;
@@ -128,35 +126,6 @@ int seal_sync_blob(struct store *st, const struct blobkey *k)
 	return rc ? rc : sync_dir_of(st, path);
 }
 
-/* The near-duplicate signature of the staged bytes. */
-static int sign(struct seal_arg *a)
-{
-	int rc = a->src->mem ? near_sig_of_page(a->src->mem, a->fp->size, &a->sig)
-			     : near_sig_of_fd(a->src->fd, a->fp->size, &a->sig);
-	a->have_sig = !rc;
-	return rc;
-}
-
-/* Is the content stored already? Then its record has the signature, and
- * the page need not be read again. A guess outside the transaction: a
- * blob freed meanwhile is signed inside it (seal_cb). */
-static bool content_known(struct store *st, const struct fp *fp)
-{
-	if (st->opts.nodedup)
-		return false;
-	/* A read of the table, not of the filter: only the commit leader
-	 * may route keys through the filter while it grows. */
-	MDB_txn *txn;
-	struct blobkey k;
-	bool found = false, collision;
-	if (store_read_begin(st, &txn))
-		return false;
-	if (blob_find(txn, st, fp, &k, &found, &collision))
-		found = false;
-	store_read_end(st, txn);
-	return found;
-}
-
 static int seal_cb(struct wtx *w, void *p)
 {
 	struct seal_arg *a = p;
@@ -171,12 +140,10 @@ static int seal_cb(struct wtx *w, void *p)
 	bool same = had && found && blobkey_equal(&in.blob, &k);
 	if (found && !same)
 		rc = blob_ref(w, &k, a->ino);
-	if (!found && !a->have_sig)
-		rc = sign(a);
 	if (!found && !rc) {
-		struct fprec r = { .size = a->fp->size };
+		/* signed after the commit (sigq.h) */
+		struct fprec r = { .size = a->fp->size, .flags = FPREC_SIG_PENDING };
 		memcpy(r.xxh128, a->fp->xxh128, 16);
-		near_sig_to_rec(&a->sig, &r);
 		if (!(rc = place_blob(w, a, &k)))
 			rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
 	}
@@ -204,12 +171,7 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 			      .sync_dirs = st->opts.sync_blobs };
 	if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
 		return -errno;
-	/* Text extraction and simhash run here, on the caller's thread, not
-	 * in the transaction that all writers share. */
-	int rc = content_known(st, fp) ? 0 : sign(&a);
-	if (rc)
-		return rc;
-	rc = store_write(st, seal_cb, &a);
+	int rc = store_write(st, seal_cb, &a);
 	if (rc) {
 		/* The commit failed: the bytes go back where the file expects them. */
 		if (a.renamed && src->mem)
@@ -220,6 +182,8 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 	}
 	if (!src->mem && (a.out.dup || !a.renamed))
 		unlinkat(st->dirfd, src->staging, 0);
+	if (!a.out.dup)
+		sigq_push(st, &a.out.key);
 	*out = a.out;
 	return 0;
 }

@@ -8,17 +8,19 @@
  *      new blob under a new variant of the key);
  *   2. duplicate: refcount+1, the staged file is dropped after the commit;
  *      new: the staged file is renamed into objects/ (fsynced first under
- *      sync_blobs), its record stored with its filter positions and its
- *      simhash, the filter counters incremented, the near-duplicate tables
- *      given its rows (near.h). The simhash is computed before the
- *      transaction, unless a read of the table shows the content stored
- *      already (then the record has it);
+ *      sync_blobs), its record stored with its filter positions and marked
+ *      "signature pending", the filter counters incremented, and a row
+ *      added to `sigq`. The near-duplicate signature (simhash and sketch)
+ *      is computed after the commit, off the close() path, by the signer
+ *      (sigq.h), which then gives the record its signature and the
+ *      near-duplicate tables their rows; a duplicate is never signed again;
  *   3. the inode points at the blob, with its new size and mtime;
  *   4. the inode's previous blob is released (refcount-1; at zero its record,
  *      filter counts and, after the commit, its file go).
  * A crash at any point leaves LMDB at the last commit: either the old blob
  * or the new one is referenced, never neither; a blob renamed in without its
- * commit is an orphan that fsck collects.
+ * commit is an orphan that fsck collects; a blob committed but not signed
+ * yet keeps its sigq row, and the next open queues it again.
  */
 #ifndef PD_SEAL_H
 #define PD_SEAL_H
@@ -44,7 +46,8 @@ struct seal_src {
 
 /* Seal the staged bytes of inode ino, whose fingerprint is fp and which were
  * last modified at mtime (their ctime: ctime; sealing itself changes no
- * attribute a user sees). On success a staging file is gone from staging/:
+ * attribute a user sees). A new blob is queued for its signature after the
+ * commit (sigq_push). On success a staging file is gone from staging/:
  * renamed into objects/ (fd then reads the blob) or, for a duplicate,
  * removed. Bytes in memory are written straight to their blob file when new
  * (a duplicate never touches the disk). */

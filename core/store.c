@@ -35,11 +35,13 @@
 #include "fp.h"
 #include "near.h"
 #include "openfile.h"
+#include "sigq.h"
 #include "simhash.h"
 
 #define PD_EMAPFULL (-ECHRNG)
 
 static void reserve_lmdb_space(struct store *st); /* internal: the LMDB map is full, grow and retry */
+static void stop_sync_thread(struct store *st);
 #define MIN_MAPSIZE (64ull << 20)
 #define DEFAULT_MAPSIZE (1ull << 30)
 
@@ -674,6 +676,8 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		/* read-only: no answers from hashes of another version; writable:
 		 * upgraded below */
 		st->near_stale = st->readonly && sigv != NEAR_SIG_VERSION;
+		if (!rc)
+			rc = sigq_open_table(txn, st, st->readonly ? 0 : MDB_CREATE);
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
 	if (!rc && (rc = store_filter_load(st, clean, gen)) && !*err)
@@ -704,7 +708,12 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 	}
 	if (!rc && !st->readonly && !o->no_split_thread)
 		store_filter_thread_start(st);
+	/* Pages a crash left without their signature are signed first. */
+	if (!rc && !st->readonly && (rc = sigq_start(st)))
+		snprintf(err, PD_ERRLEN, "cannot start the signer of %s: %s", dir, strerror(-rc));
 	if (rc) {
+		store_filter_thread_stop(st);
+		stop_sync_thread(st);
 		store_free(st);
 		return rc;
 	}
@@ -741,6 +750,11 @@ int store_close(struct store *st)
 	if (!st)
 		return 0;
 	if (!st->readonly) {
+		/* Every page signed, so that the store answers near queries
+		 * fully once unmounted; what fails keeps its row for the next
+		 * open. */
+		sigq_drain(st);
+		sigq_stop(st);
 		store_filter_thread_stop(st);
 		stop_sync_thread(st);
 		rc = live_drop_orphans(st);
@@ -767,6 +781,7 @@ void store_abandon(struct store *st)
 {
 	if (!st)
 		return;
+	sigq_stop(st);
 	store_filter_thread_stop(st);
 	stop_sync_thread(st);
 	store_free(st);

@@ -17,6 +17,10 @@
  * to its children in chunks of a few thousand records, each chunk one
  * store_write callback, so seals go on between them.
  *
+ * Near-duplicate signatures are computed after the seal's commit by a
+ * signing thread (sigq.c), started at a writable open and drained by a
+ * clean close.
+ *
  * Writes: store_write() runs a callback inside a write transaction. Callers
  * on many threads are grouped: one of them (the leader) runs every queued
  * callback in one LMDB transaction and commits once; one commit, and in
@@ -68,6 +72,9 @@ struct store_opts {
 	unsigned stage_mem_mb; /* memory for pages being written, 0 = 32 MiB (beyond: staging files) */
 	bool no_split_thread; /* filter splits only through store_filter_step (tests) */
 	unsigned split_chunk; /* records moved per split step, 0 = 2048 */
+	bool no_sign_thread;  /* signatures only through sigq_drain and over-bound seals (tests) */
+	unsigned sign_queue;  /* pages waiting for their signature before a seal signs
+			       * the oldest itself, 0 = SIGQ_DEFAULT_MAX (sigq.h) */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -101,6 +108,8 @@ struct store {
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
 	bool near_stale;      /* read-only, signatures of another version (near.h) */
+	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
+	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
 	uint64_t generation;
 	uint64_t mapsize;
@@ -131,6 +140,9 @@ struct store {
 	pthread_cond_t split_cv;
 	uint64_t split_chunks;       /* split steps committed (under split_mu) */
 	uint64_t split_chunk_max_ns; /* the longest chunk callback: what a seal may wait */
+
+	/* The signer: its queue and thread (sigq.c); NULL when read-only. */
+	struct sigq *sigq;
 
 	/* The live-inode table (openfile.c). */
 	struct live_table *live;

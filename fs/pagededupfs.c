@@ -718,8 +718,8 @@ static const struct fuse_lowlevel_ops pd_ops = {
 
 struct options {
 	char *store;
-	int nodedup, sync_blobs;
-	unsigned long mapsize_mb, sync_ms;
+	int nodedup, sync_blobs, no_sign_thread;
+	unsigned long mapsize_mb, sync_ms, sign_queue;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
 };
@@ -730,6 +730,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("sync_blobs", sync_blobs),
 	{ "mapsize_mb=%lu", offsetof(struct options, mapsize_mb), 0 },
 	{ "sync_ms=%lu", offsetof(struct options, sync_ms), 0 },
+	OPT("no_sign_thread", no_sign_thread),
+	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
 	{ "attr_timeout=%lf", offsetof(struct options, attr_timeout), 0 },
 	{ "negative_timeout=%lf", offsetof(struct options, negative_timeout), 0 },
@@ -760,6 +762,10 @@ static void usage(const char *prog)
 	       "    sync_blobs             fsync each blob and commit durably before close() returns\n"
 	       "    sync_ms=N              otherwise, sync the store every N ms (default 1000)\n"
 	       "    mapsize_mb=N           initial LMDB map size (grows by itself when full)\n"
+	       "    sign_queue=N           new pages waiting for their near-duplicate signature\n"
+	       "                           before a close() signs the oldest itself (default 256)\n"
+	       "    no_sign_thread         no background signer: pages are signed by near queries,\n"
+	       "                           by close() past sign_queue and at unmount\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
 	       "    attr_timeout=S         kernel attribute cache timeout in seconds (default 5)\n"
 	       "    negative_timeout=S     kernel cache of absent names (default 1)\n"
@@ -873,6 +879,7 @@ int main(int argc, char *argv[])
 		goto out_args;
 	struct store_opts so = { .nodedup = o.nodedup, .sync_blobs = o.sync_blobs,
 				 .mapsize = (uint64_t)o.mapsize_mb << 20, .sync_ms = (unsigned)o.sync_ms,
+				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue,
 				 .create = true };
 	if (store_open(o.store, &so, &st, err)) {
 		fprintf(stderr, "pagededupfs: %s\n", err);

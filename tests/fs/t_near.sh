@@ -2,7 +2,9 @@
 # Near-duplicates through a pagededupfs mount: getfattr -n user.dedup.near
 # and user.dedup.simhash after cp, mv, ln and rm, the answers filtered by
 # the caller's permissions, the attributes read-only, and the same answers
-# from `pagededup near` and `pagededup simhash` on the unmounted store.
+# from `pagededup near` and `pagededup simhash` on the unmounted store;
+# answers right after close() and after a daemon killed with pages waiting
+# for their signature.
 . "$(dirname "$0")/lib.sh"
 pd_require
 
@@ -125,6 +127,55 @@ case_near_permissions() {
 	pd_umount || fail umount
 }
 
+# Signatures are computed after close() returns (core/sigq.h). Without the
+# background signer nothing signs a page until it is asked for, so these
+# answers hold only because a query signs what is pending first.
+case_near_right_after_close() {
+	local src=$PD_TMP/close-src d
+	mkdir -p "$src" && make_pages "$src" || fail "make pages"
+	d=$(distance "$src/base.html" "$src/near.html") || fail distance
+	pd_mount no_sign_thread,sign_queue=1000 || fail mount
+	cp "$src/base.html" "$MNT/a.html" && cp "$src/near.html" "$MNT/b.html" || fail cp
+	expect_eq "$(near "$MNT/b.html")" "$(printf '%s\t/a.html' "$d")" "near, no sleep after close"
+	cp "$src/far.html" "$MNT/c.html" || fail cp
+	expect_eq "$(simhash "$MNT/c.html")" "$("$PD_BIN" simhash "$src/far.html" | cut -f1)" "simhash, no sleep after close"
+	# with the signer running, as mounted by default
+	pd_remount || fail remount
+	cp "$src/near.html" "$MNT/b2.html" || fail cp
+	expect_eq "$(near "$MNT/a.html")" "$(printf '%s\t/b.html\n%s\t/b2.html' "$d" "$d")" "near with the signer running"
+	pd_umount || fail umount
+}
+
+# A daemon killed with pages waiting for their signature: the store is
+# consistent as it is (fsck: a note), `pagededup near` signs them in memory,
+# and the remount signs them for good.
+case_near_pending_kill() {
+	local src=$PD_TMP/kill-src d out rc
+	mkdir -p "$src" && make_pages "$src" || fail "make pages"
+	d=$(distance "$src/base.html" "$src/near.html") || fail distance
+	pd_mount no_sign_thread,sign_queue=1000 || fail mount
+	mkdir "$MNT/site" || fail mkdir
+	cp "$src/base.html" "$src/near.html" "$src/far.html" "$MNT/site/" || fail cp
+	kill -KILL "$PDFS_PID"
+	fusermount3 -u -z "$MNT" 2>/dev/null
+	pd_wait_rc "$PDFS_RC" 20 || fail "the killed daemon's wrapper did not end"
+	expect_eq "$(cat "$PDFS_RC")" 137 "daemon killed"
+	out=$("$PD_BIN" fsck "$STORE" 2>&1); rc=$?
+	expect_eq "$rc" 0 "fsck of the killed store: $out"
+	printf '%s\n' "$out" | grep -q '^note: 3 pages wait for their near-duplicate signature' ||
+		fail "fsck does not count 3 pending pages: $out"
+	expect_eq "$("$PD_BIN" near "$STORE" "$src/base.html")" \
+		"$(printf '0\t/site/base.html\n%s\t/site/near.html' "$d")" "pagededup near of the killed store"
+	pd_mount -n -s "$STORE" -m "$MNT" || fail remount
+	expect_eq "$(near "$MNT/site/base.html")" "$(printf '%s\t/site/near.html' "$d")" "near after the remount"
+	pd_umount || fail umount
+	out=$("$PD_BIN" fsck "$STORE" 2>&1)
+	printf '%s\n' "$out" | grep -q 'wait for their near-duplicate signature' && fail "pending after a clean unmount: $out"
+	expect_eq "$("$PD_BIN" near "$STORE" "$src/far.html")" "$(printf '0\t/site/far.html')" "pagededup near after the unmount"
+}
+
 pd_case near_answers
 pd_case near_permissions
+pd_case near_right_after_close
+pd_case near_pending_kill
 pd_finish
