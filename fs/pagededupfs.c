@@ -133,6 +133,9 @@ static void pd_init(void *userdata, struct fuse_conn_info *conn)
 	 * negotiates the second (KILLPRIV_V2), which libfuse 3.14 cannot, and
 	 * kill_suidgid() and ns_setattr() honour it. */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
+	/* Requests are read with read(2) through kernel_io.c, which sees the
+	 * kill bits; a spliced read would bypass it. */
+	conn->want &= ~(unsigned)FUSE_CAP_SPLICE_READ;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 }
