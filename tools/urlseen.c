@@ -36,8 +36,9 @@
 #define PROG "pagededup urlseen"
 #define READ_BUF (1u << 20)
 /* A regular file is mapped this much at a time (a multiple of the page
- * size) instead of read: no copy from the page cache into a buffer. */
-#define MAP_WINDOW (8u << 20)
+ * size) instead of read: no copy from the page cache into a buffer. The
+ * window counts in the resident set, so it stays small beside the filter. */
+#define MAP_WINDOW (2u << 20)
 #define DEFAULT_BATCH 4096
 #define MAX_BATCH 1000000
 /* Lines that are not URLs reported one by one; past this, only counted. */
