@@ -23,7 +23,8 @@
  * The page filter is a tree of these, each a leaf over one MD5 prefix
  * (gfilter.h): a leaf's saturated counters are keyed by
  * GF_EXACT_INDEX(leaf, counter) in the exact table, and its undo log is its
- * own. cbf_maybe_contains_each() is the batch lookup over many leaves.
+ * own. cbf_maybe_contains_routed() is the batch lookup over many leaves
+ * (cbf_maybe_contains_each() where the leaves differ in shape).
  *
  * Errors are negative errno values.
  */

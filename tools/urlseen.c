@@ -10,6 +10,12 @@
  * mid-batch may print a URL again on its next run, but never records a URL
  * it did not print; holding the lock across both means several urlseen
  * processes on one filter print each new URL exactly once.
+ *
+ * Input costs little: a regular file is mapped a window at a time rather
+ * than copied by read(), and a line already in normal form (most of a
+ * crawl list) is hashed and printed where it lies, so the batch keeps
+ * pointers into the input and is sent before the window moves on (a batch
+ * may therefore end early, at a window's end).
  */
 #include "urlseen.h"
 
