@@ -235,14 +235,17 @@ struct probe {
 	uint64_t second;  /* the second, with two lines per key */
 };
 
-static inline void probe_start(const struct cbf *f, const uint8_t *key, struct probe *p)
+/* The lines of key in a filter of nlines lines with shape's seed and
+ * lines per key (shape may be another filter of the same shape). */
+static inline void probe_start_in(const struct cbf *shape, uint64_t nlines, const uint8_t *key,
+				  struct probe *p)
 {
-	XXH128_hash_t h0 = XXH3_128bits_withSeed(key, 16, f->g.seed);
+	XXH128_hash_t h0 = XXH3_128bits_withSeed(key, 16, shape->g.seed);
 	p->key = key;
-	p->line[0] = range_reduce(h0.low64, f->g.nlines);
-	if (f->g.lines_per_key == 2) {
-		XXH128_hash_t h1 = XXH3_128bits_withSeed(key, 16, f->g.seed ^ CBF_SEED_STEP);
-		p->line[1] = range_reduce(h0.high64, f->g.nlines);
+	p->line[0] = range_reduce(h0.low64, nlines);
+	if (shape->g.lines_per_key == 2) {
+		XXH128_hash_t h1 = XXH3_128bits_withSeed(key, 16, shape->g.seed ^ CBF_SEED_STEP);
+		p->line[1] = range_reduce(h0.high64, nlines);
 		p->first = h1.low64;
 		p->second = h1.high64;
 	} else {
@@ -250,6 +253,11 @@ static inline void probe_start(const struct cbf *f, const uint8_t *key, struct p
 		p->first = h0.high64;
 		p->second = 0;
 	}
+}
+
+static inline void probe_start(const struct cbf *f, const uint8_t *key, struct probe *p)
+{
+	probe_start_in(f, f->g.nlines, key, p);
 }
 
 /* The words of the offset stream after the first (see the top comment).
@@ -431,13 +439,14 @@ bool cbf_maybe_contains(const struct cbf *f, const struct cbf_pos *pos)
 	return true;
 }
 
-/* Whether the next kk offsets drawn by r all hit non-zero counters of line. */
-static inline bool line_test(const struct cbf *f, uint32_t line, struct offreader *r,
-			     struct offstream *s)
+/* Whether the next kk offsets drawn by r all hit non-zero counters of
+ * line of the counters ctr (shape gives kk). */
+static inline bool line_test(const struct cbf *shape, const uint8_t *ctr, uint32_t line,
+			     struct offreader *r, struct offstream *s)
 {
-	const uint8_t *base = f->ctr + (uint64_t)line * CBF_LINE_BYTES;
+	const uint8_t *base = ctr + (uint64_t)line * CBF_LINE_BYTES;
 	reader_new_line(r);
-	for (unsigned t = 0; t < f->kk; t++)
+	for (unsigned t = 0; t < shape->kk; t++)
 		if (line_get(base, reader_next(r, s)) == 0)
 			return false;
 	return true;
@@ -445,18 +454,21 @@ static inline bool line_test(const struct cbf *f, uint32_t line, struct offreade
 
 /* A key in flight in cbf_maybe_contains_batch(). */
 struct inflight {
-	const struct cbf *f; /* the filter that holds the key */
+	const uint8_t *ctr;  /* the counters of the filter that holds the key */
 	struct probe p;
 	struct offstream s;
 	struct offreader r;  /* where line 0's offsets stopped, for line 1 */
 	bool pending;        /* line 0 passed, line 1 still to test */
 };
 
-static inline void inflight_start(const struct cbf *f, const uint8_t *key, struct inflight *e)
+/* Key into flight in f, whose seed, k and lines per key are shape's. */
+static inline void inflight_start(const struct cbf *shape, const struct cbf *f, const uint8_t *key,
+				  struct inflight *e)
 {
-	e->f = f;
-	probe_start(f, key, &e->p);
-	prefetch_line(f, e->p.line[0]);
+	const uint8_t *ctr = f->ctr;
+	e->ctr = ctr;
+	probe_start_in(shape, f->g.nlines, key, &e->p);
+	__builtin_prefetch(ctr + (uint64_t)e->p.line[0] * CBF_LINE_BYTES, 0, 3);
 }
 
 /* Line 0 of key i is prefetched BATCH_AHEAD0 keys before it is tested. Only
@@ -469,33 +481,66 @@ static inline void inflight_start(const struct cbf *f, const uint8_t *key, struc
 #define BATCH_RING 32  /* > BATCH_AHEAD0 + BATCH_AHEAD1, a power of two */
 
 /* The batch lookup, key i in filter fs[i * stride]: stride 0 for one
- * filter, 1 for a filter per key (the leaves of a growing filter). Always
- * inlined, so that each caller has a copy for its stride: the one-filter
- * lookup then keeps the filter's fields in registers. */
+ * filter, 1 for a filter per key (the leaves of a growing filter). The
+ * seed, k and lines per key come from shape (NULL: each key's own
+ * filter's); only the counters and the line count from fs. Always inlined,
+ * so that each caller has a copy for its stride and shape: with one shape
+ * the filter's fields stay in registers, and a key in flight carries no
+ * more than its counters' address. */
+/* How contains_batch finds key i's filter: fs[i * stride], or, with a
+ * table, routed by the key's leading bits. */
+struct router {
+	const struct cbf *const *table; /* 2^bits entries; NULL: use fs */
+	unsigned bits;
+	cbf_route_fn fallback;
+	const void *ctx;
+};
+
+static inline __attribute__((always_inline)) const struct cbf *
+filter_of(const struct router *rt, const struct cbf *const *fs, size_t stride, size_t i,
+	  const uint8_t *key)
+{
+	if (!rt->table)
+		return fs[i * stride];
+	uint64_t top;
+	memcpy(&top, key, 8);
+	top = __builtin_bswap64(top); /* the leading bits, big-endian */
+	const struct cbf *f = rt->table[rt->bits ? top >> (64 - rt->bits) : 0];
+	return f ? f : rt->fallback(rt->ctx, key);
+}
+
 static inline __attribute__((always_inline)) size_t
-contains_batch(const struct cbf *const *fs, size_t stride, const uint8_t *keys, size_t n,
-	       bool *results)
+contains_batch(const struct cbf *const *fs, size_t stride, const struct router *rt,
+	       const struct cbf *shape, const uint8_t *keys, size_t n, bool *results)
 {
 	struct inflight ring[BATCH_RING];
+	const struct cbf *shapes[BATCH_RING]; /* used only without a shape */
 	size_t hits = 0;
+#define SHAPE_OF(i) (shape ? shape : shapes[(i) % BATCH_RING])
+#define START(i)                                                                     \
+	do {                                                                         \
+		const struct cbf *f_ = filter_of(rt, fs, stride, (i), keys + 16 * (i)); \
+		if (!shape)                                                          \
+			shapes[(i) % BATCH_RING] = f_;                               \
+		inflight_start(shape ? shape : f_, f_, keys + 16 * (i), &ring[(i) % BATCH_RING]); \
+	} while (0)
 
 	for (size_t i = 0; i < n && i < BATCH_AHEAD0; i++)
-		inflight_start(fs[i * stride], keys + 16 * i, &ring[i]);
+		START(i);
 	for (size_t i = 0; i < n + BATCH_AHEAD1; i++) {
 		if (i + BATCH_AHEAD0 < n)
-			inflight_start(fs[(i + BATCH_AHEAD0) * stride], keys + 16 * (i + BATCH_AHEAD0),
-				       &ring[(i + BATCH_AHEAD0) % BATCH_RING]);
+			START(i + BATCH_AHEAD0);
 		if (i < n) {
 			/* the reader in locals (registers); kept only if needed */
 			struct inflight *e = &ring[i % BATCH_RING];
-			const struct cbf *f = e->f;
+			const struct cbf *sh = SHAPE_OF(i);
 			struct offstream s;
 			struct offreader r;
-			reader_init(f, &e->p, &s, &r);
-			bool ok = line_test(f, e->p.line[0], &r, &s);
-			e->pending = ok && f->g.lines_per_key == 2;
+			reader_init(sh, &e->p, &s, &r);
+			bool ok = line_test(sh, e->ctr, e->p.line[0], &r, &s);
+			e->pending = ok && sh->g.lines_per_key == 2;
 			if (e->pending) {
-				prefetch_line(f, e->p.line[1]);
+				__builtin_prefetch(e->ctr + (uint64_t)e->p.line[1] * CBF_LINE_BYTES, 0, 3);
 				e->s = s;
 				e->r = r;
 			} else {
@@ -507,25 +552,43 @@ contains_batch(const struct cbf *const *fs, size_t stride, const uint8_t *keys, 
 			size_t j = i - BATCH_AHEAD1;
 			struct inflight *e = &ring[j % BATCH_RING];
 			if (e->pending) {
-				bool ok = line_test(e->f, e->p.line[1], &e->r, &e->s);
+				bool ok = line_test(SHAPE_OF(j), e->ctr, e->p.line[1], &e->r, &e->s);
 				results[j] = ok;
 				hits += ok;
 			}
 		}
 	}
 	return hits;
+#undef START
+#undef SHAPE_OF
 }
 
 size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t n,
 				bool *results)
 {
-	return contains_batch(&f, 0, keys, n, results);
+	static const struct router none = { NULL, 0, NULL, NULL };
+	return contains_batch(&f, 0, &none, f, keys, n, results);
 }
 
 size_t cbf_maybe_contains_each(const struct cbf *const *fs, const uint8_t *keys, size_t n,
 			       bool *results)
 {
-	return contains_batch(fs, 1, keys, n, results);
+	static const struct router none = { NULL, 0, NULL, NULL };
+	return contains_batch(fs, 1, &none, NULL, keys, n, results);
+}
+
+bool cbf_same_shape(const struct cbf *a, const struct cbf *b)
+{
+	return a->g.k == b->g.k && a->g.lines_per_key == b->g.lines_per_key &&
+	       a->g.seed == b->g.seed;
+}
+
+size_t cbf_maybe_contains_routed(const struct cbf *shape, const struct cbf *const *table,
+				 unsigned bits, cbf_route_fn fallback, const void *ctx,
+				 const uint8_t *keys, size_t n, bool *results)
+{
+	const struct router rt = { table, bits, fallback, ctx };
+	return contains_batch(NULL, 0, &rt, shape, keys, n, results);
 }
 
 /* ---- theory and sizing ---- */

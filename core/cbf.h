@@ -23,7 +23,8 @@
  * The page filter is a tree of these, each a leaf over one MD5 prefix
  * (gfilter.h): a leaf's saturated counters are keyed by
  * GF_EXACT_INDEX(leaf, counter) in the exact table, and its undo log is its
- * own. cbf_maybe_contains_each() is the batch lookup over many leaves.
+ * own. cbf_maybe_contains_routed() is the batch lookup over many leaves
+ * (cbf_maybe_contains_each() where the leaves differ in shape).
  *
  * Errors are negative errno values.
  */
@@ -132,6 +133,21 @@ size_t cbf_maybe_contains_batch(const struct cbf *f, const uint8_t *keys, size_t
  * fs[i]. The leaves of a growing filter (gfilter.h) use it. */
 size_t cbf_maybe_contains_each(const struct cbf *const *fs, const uint8_t *keys, size_t n,
 			       bool *results);
+
+/* Whether a and b differ at most in their number of lines (same k, lines
+ * per key and seed): keys are placed alike in both. */
+bool cbf_same_shape(const struct cbf *a, const struct cbf *b);
+/* cbf_maybe_contains_batch over many filters of one shape (cbf_same_shape
+ * with `shape`), each key routed to its filter on the way into the
+ * pipeline: key i is looked up in table[its leading `bits` bits] (the
+ * first 8 bytes read big-endian), or where that entry is NULL in
+ * fallback(ctx, key). The seed and k are read once, and a key in flight
+ * carries only its filter's counters: the lookup of a growing filter's
+ * leaves (gfilter.h) at nearly the speed of one filter. */
+typedef const struct cbf *(*cbf_route_fn)(const void *ctx, const uint8_t *key);
+size_t cbf_maybe_contains_routed(const struct cbf *shape, const struct cbf *const *table,
+				 unsigned bits, cbf_route_fn fallback, const void *ctx,
+				 const uint8_t *keys, size_t n, bool *results);
 
 /* Value of counter idx; 0 past the end. */
 unsigned cbf_get(const struct cbf *f, uint64_t idx);

@@ -67,6 +67,12 @@ struct gfilter {
 	size_t by_id_len;
 	struct gf_leaf **dir_v;
 	unsigned dir_bits;
+	/* Beside dir_v, for lookups: the counters of each entry's leaf in one
+	 * load (NULL: a splitting leaf, routed the long way), and whether every
+	 * leaf places keys alike (cbf_same_shape), so that a batch lookup
+	 * reads the seed and k once (shape: any leaf). */
+	const struct cbf **dir_f;
+	const struct cbf *shape;
 	struct jentry *j;
 	size_t jn, jcap;
 	uint64_t splits;
@@ -400,6 +406,29 @@ static bool routed(const struct gf_leaf *l)
 	return l->d.state == GF_ACTIVE || l->d.state == GF_SPLITTING;
 }
 
+/* Bring dir_f and shape in line with dir_v and the leaves' states: after
+ * every change of either. Keeps the old table without memory for a new
+ * one, with every entry sent the long way. */
+static void lookup_table_refresh(struct gfilter *gf)
+{
+	size_t len = (size_t)1 << gf->dir_bits;
+	const struct cbf **t = realloc(gf->dir_f, len * sizeof *t);
+	if (!t) {
+		free(gf->dir_f);
+		gf->dir_f = NULL;
+		return;
+	}
+	gf->dir_f = t;
+	for (size_t e = 0; e < len; e++) {
+		const struct gf_leaf *l = gf->dir_v[e];
+		t[e] = l->d.state == GF_SPLITTING ? NULL : l->f;
+	}
+	gf->shape = gf->n ? gf->v[0]->f : NULL;
+	for (size_t i = 0; i < gf->n && gf->shape; i++)
+		if (gf->v[i]->f && !cbf_same_shape(gf->v[i]->f, gf->shape))
+			gf->shape = NULL;
+}
+
 /* Point every directory entry at the routed leaf over it. -EUCLEAN unless
  * the routed leaves cover every MD5 exactly once. */
 static int dir_rebuild(struct gfilter *gf)
@@ -489,6 +518,8 @@ int gf_open(const char *dir, const struct gf_tree *t, enum gf_mode mode, struct 
 		rc = link_children(gf);
 	if (!rc)
 		rc = dir_rebuild(gf);
+	if (!rc)
+		lookup_table_refresh(gf);
 	if (rc) {
 		gf_close(gf);
 		return rc;
@@ -506,6 +537,7 @@ void gf_close(struct gfilter *gf)
 	free(gf->v);
 	free(gf->by_id);
 	free(gf->dir_v);
+	free(gf->dir_f);
 	free(gf->j);
 	free(gf->dir);
 	pthread_mutex_destroy(&gf->mu);
@@ -606,11 +638,21 @@ bool gf_maybe_contains(const struct gfilter *gf, const uint8_t md5[16])
 	return cbf_maybe_contains(l->f, &pos);
 }
 
-/* Route a slice of keys, then look them up with the lines of many keys in
- * flight at once, as cbf_maybe_contains_batch does for one filter. */
+static const struct cbf *route_long_way(const void *gf, const uint8_t *key)
+{
+	return route(gf, key)->f;
+}
+
+/* With leaves all of one shape, keys are routed inside the lookup pipeline
+ * through dir_f (cbf_maybe_contains_routed); otherwise a slice of keys is
+ * routed first, then looked up with the lines of many keys in flight at
+ * once. */
 size_t gf_maybe_contains_batch(const struct gfilter *gf, const uint8_t *keys, size_t n,
 			       bool *results)
 {
+	if (gf->shape && gf->dir_f)
+		return cbf_maybe_contains_routed(gf->shape, gf->dir_f, gf->dir_bits, route_long_way,
+						 gf, keys, n, results);
 	enum { SLICE = 4096 }; /* the prefetch pipeline restarts once a slice */
 	const struct cbf *fs[SLICE];
 	size_t hits = 0;
@@ -722,14 +764,18 @@ bool gf_commit(struct gfilter *gf)
 		l->batch = 0;
 		cbf_undo_clear(&l->undo);
 	}
+	bool freed = false;
 	for (size_t i = 0; i < gf->jn; i++) {
 		struct gf_leaf *l = gf->j[i].leaf;
 		if (gf->j[i].kind == J_FINISH && l->d.state == GF_DROPPED) {
 			leaf_unlink(gf, l);
 			leaf_free(l);
 			gf->splits++;
+			freed = true;
 		}
 	}
+	if (freed) /* the shape may have been a dropped leaf's */
+		lookup_table_refresh(gf);
 	gf->jn = 0;
 	pthread_mutex_unlock(&gf->mu);
 	return due;
@@ -781,6 +827,7 @@ void gf_rollback(struct gfilter *gf)
 	}
 	/* The tree is as it was at the last commit, which was whole. */
 	(void)dir_rebuild(gf);
+	lookup_table_refresh(gf);
 	pthread_mutex_unlock(&gf->mu);
 }
 
@@ -872,6 +919,7 @@ static int split_start(struct gfilter *gf, struct gf_leaf *p)
 			p->child[j] = c;
 		}
 	}
+	lookup_table_refresh(gf); /* p is routed the long way now */
 	pthread_mutex_unlock(&gf->mu);
 	/* A failure is undone with the batch (undo_start). */
 	return rc;
@@ -948,6 +996,7 @@ int gf_split_finish(struct gfilter *gf, uint32_t leaf)
 		p->child[j]->d.parent = 0;
 	}
 	rc = dir_rebuild(gf);
+	lookup_table_refresh(gf);
 	pthread_mutex_unlock(&gf->mu);
 	return rc;
 }

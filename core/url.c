@@ -479,8 +479,8 @@ static inline bool is_scheme_char(uint8_t c)
 	return (cls[c] & (C_LOWER | C_UPPER | C_DIGIT)) || c == '+' || c == '-' || c == '.';
 }
 
-int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t cap,
-		  size_t *outlen, const char **why)
+int url_normal_form(const char *in, size_t len, unsigned flags, char *out, size_t cap,
+		    const char **form, size_t *formlen, const char **why)
 {
 	const char *dummy;
 	if (!why)
@@ -531,8 +531,9 @@ int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t 
 #if defined(__SSE2__)
 	if (!(flags & (URL_SORT_QUERY | URL_NO_FAST_PATH)) && !lower_seen &&
 	    rest_is_normal(p, e)) {
-		memcpy(o, p, (size_t)(e - p));
-		*outlen = (size_t)(o - o0) + (size_t)(e - p);
+		/* the scheme had no capitals either: the input is the form */
+		*form = (const char *)s;
+		*formlen = (size_t)(e - s);
 		return 0;
 	}
 #endif
@@ -642,6 +643,17 @@ int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t 
 			o = oq + n;
 		}
 	}
-	*outlen = (size_t)(o - o0);
+	*form = out;
+	*formlen = (size_t)(o - o0);
 	return 0;
+}
+
+int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t cap,
+		  size_t *outlen, const char **why)
+{
+	const char *form;
+	int rc = url_normal_form(in, len, flags, out, cap, &form, outlen, why);
+	if (rc == 0 && form != out)
+		memcpy(out, form, *outlen);
+	return rc;
 }

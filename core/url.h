@@ -61,6 +61,13 @@
 int url_normalize(const char *in, size_t len, unsigned flags, char *out, size_t cap,
 		  size_t *outlen, const char **why);
 
+/* url_normalize without the copy of a URL that is already normal: *form
+ * gets either out or, when the trimmed input is its own normal form (most
+ * URLs of a crawl list), the place of that form in `in`; *formlen its
+ * length. out needs URL_NORM_CAP(len) bytes all the same. */
+int url_normal_form(const char *in, size_t len, unsigned flags, char *out, size_t cap,
+		    const char **form, size_t *formlen, const char **why);
+
 /* Remove dot segments (RFC 3986 5.2.4) from an absolute path (one that
  * starts with '/') in place; returns its new length. Exposed for tests. */
 size_t url_remove_dot_segments(char *path, size_t len);

@@ -10,6 +10,12 @@
  * mid-batch may print a URL again on its next run, but never records a URL
  * it did not print; holding the lock across both means several urlseen
  * processes on one filter print each new URL exactly once.
+ *
+ * Input costs little: a regular file is mapped a window at a time rather
+ * than copied by read(), and a line already in normal form (most of a
+ * crawl list) is hashed and printed where it lies, so the batch keeps
+ * pointers into the input and is sent before the window moves on (a batch
+ * may therefore end early, at a window's end).
  */
 #include "urlseen.h"
 
@@ -21,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -34,6 +41,10 @@
 
 #define PROG "pagededup urlseen"
 #define READ_BUF (1u << 20)
+/* A regular file is mapped this much at a time (a multiple of the page
+ * size) instead of read: no copy from the page cache into a buffer. The
+ * window counts in the resident set, so it stays small beside the filter. */
+#define MAP_WINDOW (2u << 20)
 #define DEFAULT_BATCH 4096
 #define MAX_BATCH 1000000
 /* Lines that are not URLs reported one by one; past this, only counted. */
@@ -101,13 +112,20 @@ struct opts {
 	size_t batch;
 };
 
+/* An input: read into buf (pipes, terminals), or, for a regular file,
+ * mapped a window at a time (buf is the window, at file offset win_off).
+ * Lines handed out point into buf and stay valid until the next refill:
+ * the batch is flushed before one. */
 struct input {
 	int fd;
 	const char *name;
 	char *buf;
-	size_t start, end;
+	size_t start, end;  /* the unconsumed bytes of buf */
+	size_t cap;         /* READ_BUF, or the window's largest length */
 	bool eof, skipping; /* skipping: inside a line too long to keep */
 	uint64_t lineno;
+	bool mapped;
+	uint64_t size, win_off; /* mapped: the file's size, the window's offset */
 };
 
 struct run {
@@ -117,8 +135,9 @@ struct run {
 	size_t n;
 	uint8_t *keys;      /* 16 bytes each */
 	bool *seen;
-	size_t *off, *len;  /* text to print, in arena */
-	char *arena;
+	const char **text;  /* text to print: in the input, or NULL: in arena at off */
+	size_t *off, *len;
+	char *arena;        /* URLs that normalising changed */
 	size_t used, acap;
 	char *out;          /* the batch's output */
 	size_t ocap;
@@ -193,8 +212,8 @@ static void report_bad(struct run *r, const struct input *in, const char *line, 
 		(unsigned long long)in->lineno, why, shown, len > REPORT_CHARS ? "..." : "");
 }
 
-/* One line of input: normalise it into the arena and hash it into the
- * batch. */
+/* One line of input: normalise it (into the arena unless the line is
+ * already normal, as most are) and hash it into the batch. */
 static int take_line(struct run *r, const struct input *in, const char *line, size_t len)
 {
 	size_t i = 0;
@@ -207,21 +226,21 @@ static int take_line(struct run *r, const struct input *in, const char *line, si
 		report_bad(r, in, line, len, "longer than 65536 bytes");
 		return 0;
 	}
-	int rc = arena_reserve(r, URL_NORM_CAP(len) + len + 2);
+	int rc = arena_reserve(r, URL_NORM_CAP(len));
 	if (rc)
 		return rc;
 	char *dst = r->arena + r->used;
+	const char *form, *why = "";
 	size_t n;
-	const char *why = "";
-	rc = url_normalize(line, len, r->o.sort_query ? URL_SORT_QUERY : 0, dst, URL_NORM_CAP(len),
-			   &n, &why);
+	rc = url_normal_form(line, len, r->o.sort_query ? URL_SORT_QUERY : 0, dst,
+			     URL_NORM_CAP(len), &form, &n, &why);
 	if (rc == -EINVAL) {
 		report_bad(r, in, line, len, why);
 		return 0;
 	}
 	if (rc)
 		return rc;
-	XXH128_hash_t h = XXH3_128bits(dst, n);
+	XXH128_hash_t h = XXH3_128bits(form, n);
 	uint8_t *k = r->keys + 16 * r->n;
 	memcpy(k, &h.low64, 8);
 	memcpy(k + 8, &h.high64, 8);
@@ -232,73 +251,166 @@ static int take_line(struct run *r, const struct input *in, const char *line, si
 			s++;
 		while (e > s && (line[e - 1] == '\r' || line[e - 1] == ' ' || line[e - 1] == '\t'))
 			e--;
-		memcpy(dst, line + s, e - s);
+		form = line + s;
 		n = e - s;
 	}
-	r->off[r->n] = r->used;
 	r->len[r->n] = n;
-	r->used += n;
+	if (form == dst) {
+		r->text[r->n] = NULL;
+		r->off[r->n] = r->used;
+		r->used += n;
+	} else {
+		r->text[r->n] = form;
+	}
 	r->n++;
 	return 0;
 }
 
-/* Next line of in, or false at its end. The line stays valid until the
- * next call. Lines too long for the buffer are passed on truncated, with
- * their full length unknown: take_line refuses them as too long. */
-static bool next_line(struct input *in, const char **line, size_t *len, int *err)
+/* The next line in in's buffer. false: none there; in->eof tells whether
+ * the input is at its end or needs a refill. */
+static bool buffered_line(struct input *in, const char **line, size_t *len)
 {
-	for (;;) {
+	while (in->start < in->end) {
 		char *s = in->buf + in->start;
 		char *nl = memchr(s, '\n', in->end - in->start);
-		if (nl) {
-			size_t n = (size_t)(nl - s);
-			in->start += n + 1;
-			if (in->skipping) { /* the end of an over-long line */
-				in->skipping = false;
-				continue;
-			}
-			in->lineno++;
-			*line = s;
-			*len = n;
-			return true;
+		if (!nl)
+			break;
+		size_t n = (size_t)(nl - s);
+		in->start += n + 1;
+		if (in->skipping) { /* the end of an over-long line */
+			in->skipping = false;
+			continue;
 		}
-		if (in->eof) {
-			if (in->start == in->end || in->skipping) {
-				in->start = in->end;
-				return false;
-			}
-			in->lineno++;
-			*line = s;
-			*len = in->end - in->start;
-			in->start = in->end;
-			return true;
-		}
-		/* refill: keep the partial line */
-		if (in->start == 0 && in->end == READ_BUF) {
-			/* a line longer than the buffer: hand its start over
-			 * as too long, skip the rest */
-			in->lineno++;
-			in->skipping = true;
-			*line = in->buf;
-			*len = READ_BUF;
-			in->start = in->end = 0;
-			return true;
-		}
-		memmove(in->buf, in->buf + in->start, in->end - in->start);
-		in->end -= in->start;
-		in->start = 0;
-		ssize_t got;
-		do
-			got = read(in->fd, in->buf + in->end, READ_BUF - in->end);
-		while (got < 0 && errno == EINTR);
-		if (got < 0) {
-			*err = -errno;
-			return false;
-		}
-		if (got == 0)
-			in->eof = true;
-		in->end += (size_t)got;
+		in->lineno++;
+		*line = s;
+		*len = n;
+		return true;
 	}
+	if (!in->eof || in->start == in->end)
+		return false;
+	/* the last line, without a newline */
+	char *s = in->buf + in->start;
+	size_t n = in->end - in->start;
+	in->start = in->end;
+	if (in->skipping)
+		return false;
+	in->lineno++;
+	*line = s;
+	*len = n;
+	return true;
+}
+
+/* The rest of the buffer, a line with no end in sight, as a line too long
+ * to keep (take_line refuses it); the rest of it is skipped. */
+static void hand_over_too_long(struct input *in, const char **line, size_t *len)
+{
+	in->lineno++;
+	in->skipping = true;
+	*line = in->buf + in->start;
+	*len = in->end - in->start;
+	in->start = in->end;
+}
+
+/* Read more after the partial line at the end of the buffer. */
+static int refill_read(struct input *in)
+{
+	memmove(in->buf, in->buf + in->start, in->end - in->start);
+	in->end -= in->start;
+	in->start = 0;
+	ssize_t got;
+	do
+		got = read(in->fd, in->buf + in->end, in->cap - in->end);
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return -errno;
+	if (got == 0)
+		in->eof = true;
+	in->end += (size_t)got;
+	return 0;
+}
+
+/* Map the next window of a regular file, from the page that holds the
+ * unconsumed rest of the current one. At the end, look again: the file
+ * may have grown since (a list still being written), as read() would see. */
+static int refill_mapped(struct input *in)
+{
+	uint64_t pos = in->win_off + in->start, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t off = pos - pos % page, mapped_to = in->buf ? in->win_off + in->end : pos;
+	if (mapped_to >= in->size) {
+		struct stat st;
+		if (fstat(in->fd, &st) != 0)
+			return -errno;
+		if ((uint64_t)st.st_size <= mapped_to) {
+			in->eof = true;
+			return 0;
+		}
+		in->size = (uint64_t)st.st_size;
+	}
+	size_t len = in->size - off < in->cap ? (size_t)(in->size - off) : in->cap;
+	void *w = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, in->fd, (off_t)off);
+	if (w == MAP_FAILED)
+		return -errno;
+	if (in->buf)
+		munmap(in->buf, in->end);
+	in->buf = w;
+	in->win_off = off;
+	in->start = (size_t)(pos - off);
+	in->end = len;
+	return 0;
+}
+
+/* The buffer's lines are used up: read or map more. Returns 1 with a line
+ * in *line when the rest of the buffer is the start of a line too long to
+ * keep, else 0 or an error. */
+static int refill(struct input *in, const char **line, size_t *len)
+{
+	if (in->mapped) {
+		uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+		uint64_t pos = in->win_off + in->start;
+		/* a new window from pos would end where this one does */
+		if (in->buf && pos - pos % page + in->cap <= in->win_off + in->end) {
+			hand_over_too_long(in, line, len);
+			return 1;
+		}
+		return refill_mapped(in);
+	}
+	if (in->start == 0 && in->end == in->cap) {
+		hand_over_too_long(in, line, len);
+		return 1;
+	}
+	return refill_read(in);
+}
+
+/* Map a regular file rather than read it (from its current offset: stdin
+ * may be a file redirected after a part was read). Other files, and a
+ * regular one of size 0 (/proc), are read. */
+static void input_choose(struct input *in, char *readbuf)
+{
+	struct stat st;
+	off_t at;
+	in->buf = readbuf;
+	in->cap = READ_BUF;
+	if (fstat(in->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+	    (at = lseek(in->fd, 0, SEEK_CUR)) >= 0) {
+		in->mapped = true;
+		in->buf = NULL;
+		in->cap = MAP_WINDOW;
+		in->size = (uint64_t)st.st_size;
+		in->win_off = (uint64_t)at;
+		(void)posix_fadvise(in->fd, at, 0, POSIX_FADV_SEQUENTIAL);
+	}
+}
+
+/* Unmap the window; leave the file offset at what was consumed, as read()
+ * would have. */
+static void input_done(struct input *in)
+{
+	if (!in->mapped)
+		return;
+	(void)lseek(in->fd, (off_t)(in->win_off + in->start), SEEK_SET);
+	if (in->buf)
+		munmap(in->buf, in->end);
+	in->buf = NULL;
 }
 
 /* Test the batch, print the new URLs, record them: one lock for all three.
@@ -332,7 +444,7 @@ static int flush_batch(struct run *r)
 	for (size_t i = 0; i < r->n; i++) {
 		if (r->seen[i])
 			continue;
-		memcpy(r->out + w, r->arena + r->off[i], r->len[i]);
+		memcpy(r->out + w, r->text[i] ? r->text[i] : r->arena + r->off[i], r->len[i]);
 		w += r->len[i];
 		r->out[w++] = '\n';
 	}
@@ -354,10 +466,24 @@ static int flush_batch(struct run *r)
  * others (reading, memory) are returned. */
 static int run_input(struct run *r, struct input *in, bool *batch_failed)
 {
-	const char *line;
-	size_t len;
-	int err = 0, rc;
-	while (next_line(in, &line, &len, &err)) {
+	const char *line = NULL;
+	size_t len = 0;
+	int rc;
+	for (;;) {
+		if (!buffered_line(in, &line, &len)) {
+			/* the batch's lines point into the buffer: send them
+			 * before it moves on (and at the end of the input) */
+			if (flush_batch(r) != 0) {
+				*batch_failed = true;
+				return 0;
+			}
+			if (in->eof)
+				return 0;
+			if ((rc = refill(in, &line, &len)) < 0)
+				return rc;
+			if (rc == 0)
+				continue;
+		}
 		if ((rc = take_line(r, in, line, len)) != 0)
 			return rc;
 		if (r->n == r->o.batch && flush_batch(r) != 0) {
@@ -365,7 +491,6 @@ static int run_input(struct run *r, struct input *in, bool *batch_failed)
 			return 0;
 		}
 	}
-	return err;
 }
 
 static int open_filter(struct run *r)
@@ -569,6 +694,7 @@ static void free_run(struct run *r)
 {
 	free(r->keys);
 	free(r->seen);
+	free(r->text);
 	free(r->off);
 	free(r->len);
 	free(r->arena);
@@ -589,10 +715,11 @@ int cmd_urlseen(int argc, char **argv)
 	size_t b = r.o.batch;
 	r.keys = malloc(16 * b);
 	r.seen = malloc(b);
+	r.text = malloc(b * sizeof *r.text);
 	r.off = malloc(b * sizeof *r.off);
 	r.len = malloc(b * sizeof *r.len);
 	char *buf = malloc(READ_BUF);
-	if (!r.keys || !r.seen || !r.off || !r.len || !buf) {
+	if (!r.keys || !r.seen || !r.text || !r.off || !r.len || !buf) {
 		fprintf(stderr, PROG ": out of memory\n");
 		free(buf);
 		free_run(&r);
@@ -608,7 +735,7 @@ int cmd_urlseen(int argc, char **argv)
 	int ninputs = argc - optind;
 	for (int i = 0; i < (ninputs ? ninputs : 1) && !r.failed; i++) {
 		const char *name = ninputs ? argv[optind + i] : "-";
-		struct input in = { .fd = STDIN_FILENO, .name = "stdin", .buf = buf };
+		struct input in = { .fd = STDIN_FILENO, .name = "stdin" };
 		if (strcmp(name, "-")) {
 			in.name = name;
 			in.fd = open(name, O_RDONLY | O_CLOEXEC);
@@ -617,10 +744,11 @@ int cmd_urlseen(int argc, char **argv)
 				r.failed = true;
 				break;
 			}
-			(void)posix_fadvise(in.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 		}
+		input_choose(&in, buf);
 		bool batch_failed = false;
 		rc = run_input(&r, &in, &batch_failed);
+		input_done(&in);
 		if (in.fd != STDIN_FILENO)
 			close(in.fd);
 		if (rc)

@@ -99,6 +99,11 @@ pages_part() {
 		echo "bench-filter: gnuplot missing (tools/install-deps.sh installs gnuplot-nox); no plot" >&2
 	fi
 	echo "pagefilter_csv: $csv"
+	# lookups per CPU second at each point, growing against fixed
+	echo "## page filter lookups (per CPU second; goal: growing >= 0.8x fixed at every point)"
+	awk -F, '$1 == "fixed" { f[$2] = $10 } $1 == "growing" { g[$2] = $10; o[++n] = $2 }
+		END { printf "%-12s %-14s %-14s %s\n", "pages", "growing", "fixed", "ratio"
+		      for (i = 1; i <= n; i++) printf "%-12s %-14.4g %-14.4g %.3f\n", o[i], g[o[i]], f[o[i]], g[o[i]] / f[o[i]] }' "$csv"
 	grep -q '^goal_fpr_le_fmax: met' "$log"
 }
 if [ "$part" = pages ]; then

@@ -21,7 +21,8 @@
  * not seen, to measure its false-positive rate.
  *
  * stages reads FILE (its first LINES lines, default all) into memory and
- * times, per URL: finding lines; + normalising; + hashing (XXH3-128); + the
+ * times, per URL: finding lines; + normalising (url_normal_form, as the
+ * command does: a normal URL is not copied); + hashing (XXH3-128); + the
  * filter (a temporary one, tested and added in batches of 8192 as the
  * command does). Times are CPU time. Figures as "name: value unit".
  */
@@ -480,13 +481,15 @@ static int cmd_stages(int argc, char **argv)
 				continue;
 			}
 			size_t n;
-			if (url_normalize(line, len, 0, norm, URL_NORM_CAP(URL_MAX_LEN), &n, NULL))
+			const char *form;
+			if (url_normal_form(line, len, 0, norm, URL_NORM_CAP(URL_MAX_LEN), &form, &n,
+					    NULL))
 				continue;
 			if (stage == 1) {
 				sink += n;
 				continue;
 			}
-			XXH128_hash_t h = XXH3_128bits(norm, n);
+			XXH128_hash_t h = XXH3_128bits(form, n);
 			memcpy(keys + 16 * nb, &h.low64, 8);
 			memcpy(keys + 16 * nb + 8, &h.high64, 8);
 			if (++nb == BATCH) {

@@ -199,6 +199,39 @@ case_killed() {
 	[ "$n" -le 10 ] || fail "$n URLs still new after both runs"
 }
 
+# A regular file is mapped a window (2 MiB) at a time, a pipe is read:
+# both give the same lines, with lines across window boundaries, a line
+# longer than a window, no newline at the end, URLs already normal and
+# URLs that normalising changes, and stdin redirected from a file at an
+# offset.
+case_mapped_files() {
+	local in=$PD_TMP/mapped.txt out1 out2 n
+	{
+		urls 40000 0 a.example
+		head -c 3000000 /dev/zero | tr '\0' 'x'
+		printf '\n'
+		# the same pages spelt otherwise: none of them new
+		urls 40000 0 A.EXAMPLE:443 | sed 's|/p/|/./p/|'
+		urls 30000 40000 b.example
+		printf 'http://last.example/no-newline'
+	} >"$in"
+	[ "$(stat -c %s "$in")" -gt $((3 * 2 * 1048576)) ] || fail "the list spans fewer than 3 windows"
+	out1=$(urlseen --fpr 1e-9 "$in" 2>"$PD_TMP/err1") || fail "file: exit $?"
+	out2=$(cat "$in" | urlseen --fpr 1e-9 2>"$PD_TMP/err2") || fail "pipe: exit $?"
+	n=$(wc -l <<<"$out1")
+	expect_eq "$n" 70001 "URLs printed from the mapped file"
+	[ "$out1" = "$out2" ] || fail "the mapped file and the pipe differ"
+	expect_eq "$(tail -n 1 <<<"$out1")" "http://last.example/no-newline" "the last line"
+	expect_eq "$(sort <<<"$out1" | uniq -d | wc -l)" 0 "a URL printed twice"
+	grep -q "mapped.txt:40001: not a URL (longer than 65536 bytes)" "$PD_TMP/err1" ||
+		fail "the 3 MB line in the file: $(cat "$PD_TMP/err1")"
+	grep -q "stdin:40001: not a URL (longer than 65536 bytes)" "$PD_TMP/err2" ||
+		fail "the 3 MB line in the pipe: $(cat "$PD_TMP/err2")"
+	# stdin is a file of which a line has been read already
+	out1=$( { read -r _; urlseen --fpr 1e-9; } <"$in" 2>/dev/null | head -n 1)
+	expect_eq "$out1" "https://a.example/p/1/item-1.html?id=1" "stdin from a file at an offset"
+}
+
 pd_case basic
 pd_case variants
 pd_case not_urls
@@ -209,4 +242,5 @@ pd_case options
 pd_case growth
 pd_case concurrent
 pd_case killed
+pd_case mapped_files
 pd_finish

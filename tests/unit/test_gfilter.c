@@ -75,6 +75,36 @@ static size_t tree_bytes(struct gfilter *gf, uint8_t **out)
 	return n;
 }
 
+/* The batch lookup answers key for key as the single one does, for the
+ * stored keys k (all "maybe") and as many never stored: whichever way it
+ * routes (through the table, or the long way for a splitting leaf). */
+static void batch_agrees(const struct gfilter *gf, const struct mkey *k, unsigned n)
+{
+	unsigned total = n + 3000;
+	uint8_t *keys = malloc(16 * (size_t)total);
+	bool *res = malloc(total);
+	assert_non_null(keys);
+	assert_non_null(res);
+	for (unsigned i = 0; i < total; i++) {
+		if (i < n)
+			memcpy(keys + 16 * i, k[i].md5, 16);
+		else
+			key_of(1000000 + i, keys + 16 * i);
+	}
+	size_t hits = gf_maybe_contains_batch(gf, keys, total, res), want = 0;
+	for (unsigned i = 0; i < total; i++) {
+		bool one = gf_maybe_contains(gf, keys + 16 * i);
+		assert_int_equal(res[i], one);
+		if (i < n && k[i].live)
+			assert_true(res[i]);
+		want += one;
+	}
+	assert_int_equal(hits, want);
+	assert_true(want < total); /* some answers are "no" */
+	free(keys);
+	free(res);
+}
+
 static void test_memory_split_and_rollback(void **state)
 {
 	(void)state;
@@ -155,6 +185,7 @@ static void test_memory_split_and_rollback(void **state)
 			assert_int_equal(r.leaf, k[i].leaf);
 			assert_true(gf_maybe_contains(gf, k[i].md5));
 		}
+		batch_agrees(gf, k, N);
 	}
 	struct gf_stats st1;
 	gf_stats(gf, false, &st1);
@@ -178,6 +209,66 @@ static void test_memory_split_and_rollback(void **state)
 	free(zero);
 	free(before);
 	free(tree0);
+	free(k);
+	gf_close(gf);
+}
+
+/* Many leaves of one shape (a new store's tree), one of them splitting:
+ * the batch lookup routes through the table for the others and the long
+ * way for that one (keys on both sides of its cursor), then through the
+ * table to its children. */
+static void test_batch_lookup_routes(void **state)
+{
+	(void)state;
+	enum { N = 4000 };
+	struct gf_config c;
+	gf_config_default(&c, 0.01, 2);
+	c.max_leaf_lines = 8;
+	struct gf_tree t;
+	assert_int_equal(gf_tree_initial(&c, 2000, &t), 0);
+	assert_true(t.n >= 4);
+	struct gfilter *gf;
+	assert_int_equal(gf_open(NULL, &t, GF_MEMORY, &gf, NULL), 0);
+	gf_tree_free(&t);
+	struct mkey *k = calloc(N, sizeof *k);
+	assert_non_null(k);
+	for (unsigned i = 0; i < N; i++) {
+		key_of(i, k[i].md5);
+		assert_int_equal(gf_insert(gf, k[i].md5, NULL, NULL, &k[i].leaf, &k[i].pos), 0);
+		k[i].live = true;
+	}
+	assert_true(gf_commit(gf));
+	batch_agrees(gf, k, N);
+
+	struct gf_split s;
+	assert_int_equal(gf_split_next(gf, &s), 0);
+	qsort(k, N, sizeof *k, md5_cmp);
+	unsigned first = N, last = 0;
+	for (unsigned i = 0; i < N; i++) {
+		if (k[i].leaf == s.leaf) {
+			first = i < first ? i : first;
+			last = i;
+		}
+	}
+	assert_true(first < last);
+	unsigned half = first + (last - first) / 2;
+	for (unsigned i = first; i <= half; i++) {
+		struct cbf_pos old = k[i].pos;
+		assert_int_equal(gf_split_move(gf, s.leaf, k[i].md5, &old, NULL, NULL, &k[i].leaf,
+					       &k[i].pos), 0);
+	}
+	gf_split_advance(gf, s.leaf, k[half].md5);
+	gf_commit(gf);
+	batch_agrees(gf, k, N);
+	for (unsigned i = half + 1; i <= last; i++) {
+		struct cbf_pos old = k[i].pos;
+		assert_int_equal(gf_split_move(gf, s.leaf, k[i].md5, &old, NULL, NULL, &k[i].leaf,
+					       &k[i].pos), 0);
+	}
+	assert_int_equal(gf_split_finish(gf, s.leaf), 0);
+	gf_commit(gf);
+	assert_null(gf_leaf(gf, s.leaf));
+	batch_agrees(gf, k, N);
 	free(k);
 	gf_close(gf);
 }
@@ -732,6 +823,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tree_record),
 		cmocka_unit_test(test_memory_split_and_rollback),
+		cmocka_unit_test(test_batch_lookup_routes),
 		cmocka_unit_test(test_split_counts),
 		cmocka_unit_test(test_abort_mid_split),
 		cmocka_unit_test(test_crash_mid_split),

@@ -443,7 +443,8 @@ static void test_alignment(void **state)
 
 /* URLs that are normal or nearly so, of every length up to 300 bytes (the
  * fast path works in blocks of 16 and groups of 64): the fast path and the
- * general path give the same answer, and a normal URL comes back as it is. */
+ * general path give the same answer, and a normal URL comes back as it is
+ * (url_normal_form: without a copy). */
 static void test_fast_path_agrees(void **state)
 {
 	(void)state;
@@ -453,7 +454,7 @@ static void test_fast_path_agrees(void **state)
 	static const char rare[] = "?#%:@A[]\\\"<> \x7f\xc3" "_.";
 	uint64_t seed = 77;
 	char in[512], out[2048], slow[2048];
-	size_t taken_same = 0;
+	size_t taken_same = 0, in_place = 0;
 	for (int iter = 0; iter < 60000; iter++) {
 		size_t n = 0;
 		n += (size_t)snprintf(in, sizeof in, "%s://", rng_next(&seed) % 8 ? "https" : "hTtp");
@@ -478,7 +479,32 @@ static void test_fast_path_agrees(void **state)
 			fail_msg("%s: fast path %d \"%.*s\", general %d \"%.*s\"", in, rc, (int)a, out,
 				 rc2, (int)b, slow);
 		taken_same += rc == 0 && a == n && !memcmp(out, in, n);
+		/* url_normal_form: the same form, from the input itself when
+		 * the URL is normal already (with spaces around it too), else
+		 * from out; the general path always writes out */
+		char padded[520], out2[2048];
+		const char *form = NULL;
+		size_t c = 0;
+		int lead = iter % 3;
+		memcpy(padded, "  \t", (size_t)lead);
+		memcpy(padded + lead, in, n);
+		padded[lead + n] = '\r';
+		int rc3 = url_normal_form(padded, n + (size_t)lead + 1, 0, out2, sizeof out2, &form, &c,
+					  &why);
+		assert_int_equal(rc3, rc);
+		if (rc == 0) {
+			assert_int_equal(c, a);
+			assert_memory_equal(form, out, a);
+			if (form != out2) /* the input, less the white space */
+				assert_ptr_equal(form, padded + lead);
+			in_place += form == padded + lead;
+		}
+		assert_int_equal(url_normal_form(in, n, URL_NO_FAST_PATH, out2, sizeof out2, &form, &c,
+						 &why), rc);
+		if (rc == 0)
+			assert_ptr_equal(form, out2);
 	}
+	assert_true(in_place > 5000);
 	/* many of them were normal already */
 	assert_true(taken_same > 5000);
 }
