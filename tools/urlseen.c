@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -381,6 +382,44 @@ static int refill(struct input *in, const char **line, size_t *len)
 	return refill_read(in);
 }
 
+/* A mapped file cut short under us (truncated by another process) makes a
+ * touch of the lost pages a SIGBUS. The run stops there with a message, as
+ * if killed: every URL recorded was printed first (flush_batch), so nothing
+ * is lost, and the filter file is as a kill leaves it (consistent). */
+static const char *mapped_name = "input";
+
+static void put_stderr(const char *s)
+{
+	size_t n = strlen(s);
+	while (n) {
+		ssize_t w = write(2, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+static void on_sigbus(int sig)
+{
+	(void)sig;
+	put_stderr("pagededup urlseen: ");
+	put_stderr(mapped_name);
+	put_stderr(": the file shrank while it was read (truncated?); stopped. Every URL recorded was printed.\n");
+	_exit(1);
+}
+
+static void catch_sigbus(const char *name)
+{
+	static bool installed;
+	mapped_name = name;
+	if (installed)
+		return;
+	struct sigaction sa = { .sa_handler = on_sigbus };
+	sigemptyset(&sa.sa_mask);
+	installed = sigaction(SIGBUS, &sa, NULL) == 0;
+}
+
 /* Map a regular file rather than read it (from its current offset: stdin
  * may be a file redirected after a part was read). Other files, and a
  * regular one of size 0 (/proc), are read. */
@@ -392,6 +431,7 @@ static void input_choose(struct input *in, char *readbuf)
 	in->cap = READ_BUF;
 	if (fstat(in->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
 	    (at = lseek(in->fd, 0, SEEK_CUR)) >= 0) {
+		catch_sigbus(in->name);
 		in->mapped = true;
 		in->buf = NULL;
 		in->cap = MAP_WINDOW;

@@ -232,6 +232,31 @@ case_mapped_files() {
 	expect_eq "$out1" "https://a.example/p/1/item-1.html?id=1" "stdin from a file at an offset"
 }
 
+# A mapped list truncated while urlseen reads it: a clear message and exit
+# status 1, not a SIGBUS; as after a kill, every URL it recorded was
+# printed, so a run over the whole list afterwards prints the rest.
+case_truncated_input() {
+	local f=$PD_TMP/trunc.filter list=$PD_TMP/trunc.urls pid rc n
+	urls 300000 0 trunc.example >"$list"
+	urlseen --filter "$f" --expected 1000 --batch 500 "$list" >"$PD_TMP/t1" 2>"$PD_TMP/t1.err" &
+	pid=$!
+	for i in $(seq 1 200); do
+		[ "$(wc -l <"$PD_TMP/t1")" -gt 20000 ] && break
+		sleep 0.02
+	done
+	truncate -s 4096 "$list"
+	rc=0
+	wait "$pid" || rc=$?
+	n=$(wc -l <"$PD_TMP/t1")
+	[ "$n" -lt 290000 ] || skip "the run ended before the list was cut"
+	[ "$rc" -eq 1 ] || fail "exit status $rc after the list was cut (1 expected; 135 is a SIGBUS)"
+	grep -q "shrank while it was read" "$PD_TMP/t1.err" || fail "no message: $(cat "$PD_TMP/t1.err")"
+	urls 300000 0 trunc.example >"$list"
+	urlseen --filter "$f" "$list" >"$PD_TMP/t2" || fail "run over the whole list: exit $?"
+	n=$(cat "$PD_TMP/t1" "$PD_TMP/t2" | sort -u | wc -l)
+	[ "$n" -ge 299990 ] || fail "$n of 300000 URLs printed across the two runs"
+}
+
 pd_case basic
 pd_case variants
 pd_case not_urls
@@ -243,4 +268,5 @@ pd_case growth
 pd_case concurrent
 pd_case killed
 pd_case mapped_files
+pd_case truncated_input
 pd_finish
