@@ -374,17 +374,18 @@ struct checker {
 	uint64_t nbad;
 };
 
-static void report(struct checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(struct checker *c, const char *fmt, ...)
+void near_report(near_bad_fn bad, void *ctx, uint64_t *nbad, const char *fmt, ...)
 {
 	char line[256];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	c->nbad++;
-	c->bad(c->ctx, line);
+	(*nbad)++;
+	bad(ctx, line);
 }
+
+#define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
 
 /* The hash of a row, or false (reported) when its key or value has the
  * wrong size for table i. */

@@ -92,6 +92,10 @@ int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near
  * row against the fingerprint it names, and every fingerprint that has a
  * simhash against the rows it needs: O(pages * (K+1)) lookups, no memory. */
 typedef void (*near_bad_fn)(void *ctx, const char *what);
+/* One problem a check found: formatted, counted in *nbad, given to bad
+ * (the checks of near.c and sigq.c). */
+void near_report(near_bad_fn bad, void *ctx, uint64_t *nbad, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad);
 /* Drop every row and index again every fingerprint that has a simhash. */
 int near_rebuild(MDB_txn *txn, struct store *st);

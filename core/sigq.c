@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,17 +446,7 @@ struct checker {
 	uint64_t nbad, npending;
 };
 
-static void report(struct checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(struct checker *c, const char *fmt, ...)
-{
-	char line[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
-	va_end(ap);
-	c->nbad++;
-	c->bad(c->ctx, line);
-}
+#define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
 
 /* A row names a record that is pending. */
 static int check_row(void *ctx, const MDB_val *k, const MDB_val *v)
