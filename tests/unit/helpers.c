@@ -16,6 +16,7 @@
 
 #include "blob.h"
 #include "query.h"
+#include "simhash.h"
 
 const struct pd_cred test_root = { 0, 0, 0, NULL };
 
@@ -130,4 +131,41 @@ size_t th_count_blobs(const char *dir)
 	nblobs = 0;
 	nftw(path, count_one, 16, FTW_PHYS);
 	return nblobs;
+}
+
+/* A page of `words` pseudo-random words (seeded), with `extra` appended to
+ * its text. The words are made of two syllables of a fixed list: 1,024 of
+ * them, so that, as in real text, most words are rare (with a few dozen
+ * words, every page would have the same word counts and so nearly the same
+ * simhash, whose features include single words). */
+char *th_page(uint64_t seed, unsigned words, const char *extra)
+{
+	static const char *const syllable[] = { "ar", "bo", "ce", "di", "fu", "ga", "he", "ki", "lo", "mu", "na",
+		"pe", "qui", "ro", "sa", "te", "vu", "wa", "xo", "ye", "zi", "cha", "sho", "tri", "pla", "gre",
+		"blu", "dro", "fla", "kle", "spo", "vri" };
+	size_t cap = (size_t)words * 8 + strlen(extra) + 64, n = 0;
+	char *p = malloc(cap);
+	assert_non_null(p);
+	n += (size_t)sprintf(p, "<html><body><p>");
+	uint64_t s = seed;
+	for (unsigned i = 0; i < words; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		unsigned w = (unsigned)(s >> 33) % 1024;
+		n += (size_t)sprintf(p + n, "%s%s ", syllable[w / 32], syllable[w % 32]);
+	}
+	sprintf(p + n, "%s</p></body></html>", extra);
+	return p;
+}
+
+uint64_t th_put_page(struct store *st, uint64_t parent, const char *name, const char *page)
+{
+	return th_put(st, parent, name, page, strlen(page));
+}
+
+unsigned th_page_distance(const char *a, const char *b)
+{
+	struct simhash_result x, y;
+	assert_int_equal(simhash_of_page(a, strlen(a), &x), 0);
+	assert_int_equal(simhash_of_page(b, strlen(b), &y), 0);
+	return simhash_distance(x.hash, y.hash);
 }

@@ -24,6 +24,11 @@ struct store *th_store(const char *dir, const struct store_params *p, const stru
 /* Create (or truncate) parent/name and write content through open/write/
  * flush/release; returns the inode. Asserts success. */
 uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void *buf, size_t len);
+/* A page of `words` seeded pseudo-random words (1,024 of them) and `extra`
+ * (free it); put it at parent/name; the simhash distance of two pages. */
+char *th_page(uint64_t seed, unsigned words, const char *extra);
+uint64_t th_put_page(struct store *st, uint64_t parent, const char *name, const char *page);
+unsigned th_page_distance(const char *a, const char *b);
 /* Refcount of ino's blob (0 if none). */
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */

@@ -250,43 +250,6 @@ static void test_blocks(void **state)
 
 /* ---- through the calls the filesystem makes -------------------------------- */
 
-/* A page of `words` pseudo-random words (seeded), with `extra` appended to
- * its text. The words are made of two syllables of a fixed list: 1,024 of
- * them, so that, as in real text, most words are rare (with a few dozen
- * words, every page would have the same word counts and so nearly the same
- * simhash, whose features include single words). */
-static char *make_page(uint64_t seed, unsigned words, const char *extra)
-{
-	static const char *const syllable[] = { "ar", "bo", "ce", "di", "fu", "ga", "he", "ki", "lo", "mu", "na",
-		"pe", "qui", "ro", "sa", "te", "vu", "wa", "xo", "ye", "zi", "cha", "sho", "tri", "pla", "gre",
-		"blu", "dro", "fla", "kle", "spo", "vri" };
-	size_t cap = (size_t)words * 8 + strlen(extra) + 64, n = 0;
-	char *p = malloc(cap);
-	assert_non_null(p);
-	n += (size_t)sprintf(p, "<html><body><p>");
-	uint64_t s = seed;
-	for (unsigned i = 0; i < words; i++) {
-		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		unsigned w = (unsigned)(s >> 33) % 1024;
-		n += (size_t)sprintf(p + n, "%s%s ", syllable[w / 32], syllable[w % 32]);
-	}
-	n += (size_t)sprintf(p + n, "%s</p></body></html>", extra);
-	return p;
-}
-
-static uint64_t put_page(struct store *st, uint64_t parent, const char *name, const char *page)
-{
-	return th_put(st, parent, name, page, strlen(page));
-}
-
-static unsigned page_distance(const char *a, const char *b)
-{
-	struct simhash_result x, y;
-	assert_int_equal(simhash_of_page(a, strlen(a), &x), 0);
-	assert_int_equal(simhash_of_page(b, strlen(b), &y), 0);
-	return simhash_distance(x.hash, y.hash);
-}
-
 static char answer[QUERY_MAX + 1];
 
 static const char *near_of(struct store *st, uint64_t ino, const struct pd_cred *cred)
@@ -306,21 +269,21 @@ static void test_answers(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	char *a = make_page(1, 600, ""), *b = make_page(1, 600, "three more words");
-	char *c = make_page(2, 600, "");
-	unsigned ab = page_distance(a, b);
+	char *a = th_page(1, 600, ""), *b = th_page(1, 600, "three more words");
+	char *c = th_page(2, 600, "");
+	unsigned ab = th_page_distance(a, b);
 	assert_true(ab >= 1 && ab <= SIMHASH_NEAR_DISTANCE); /* the fixture itself */
-	assert_true(page_distance(a, c) > SIMHASH_NEAR_DISTANCE);
+	assert_true(th_page_distance(a, c) > SIMHASH_NEAR_DISTANCE);
 
-	uint64_t ia = put_page(st, PD_ROOT_INO, "a.html", a);
-	uint64_t ib = put_page(st, PD_ROOT_INO, "b.html", b);
-	uint64_t ic = put_page(st, PD_ROOT_INO, "c.html", c);
-	put_page(st, PD_ROOT_INO, "d.html", a);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", c);
+	th_put_page(st, PD_ROOT_INO, "d.html", a);
 	struct inode sub, priv, ln;
 	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "sub", S_IFDIR | 0755, 0, NULL, &test_root, &sub), 0);
 	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "priv", S_IFDIR | 0700, 0, NULL, &alice, &priv), 0);
-	put_page(st, sub.ino, "a2.html", a);
-	put_page(st, priv.ino, "secret.html", b);
+	th_put_page(st, sub.ino, "a2.html", a);
+	th_put_page(st, priv.ino, "secret.html", b);
 
 	char want[512];
 	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n%u\t/priv/secret.html\n", ab, ab);
@@ -342,7 +305,7 @@ static void test_answers(void **state)
 	uint64_t gone_ino;
 	bool gone;
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "d.html", &gone_ino, &gone), 0);
-	put_page(st, sub.ino, "a2.html", c);
+	th_put_page(st, sub.ino, "a2.html", c);
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
 	snprintf(want, sizeof want, "%u\t/priv/secret.html\n%u\t/sub/b-link.html\n", ab, ab);
 	assert_string_equal(near_of(st, ia, &test_root), want);
@@ -361,8 +324,8 @@ static void test_answers(void **state)
 	assert_string_equal(near_of(st, sub.ino, &test_root), "ENODATA"); /* a directory */
 
 	/* too little text: the distance is marked */
-	uint64_t s1 = put_page(st, PD_ROOT_INO, "short1.txt", "a few words of text");
-	put_page(st, PD_ROOT_INO, "short2.txt", "a few words of text!");
+	uint64_t s1 = th_put_page(st, PD_ROOT_INO, "short1.txt", "a few words of text");
+	th_put_page(st, PD_ROOT_INO, "short2.txt", "a few words of text!");
 	assert_int_equal(query_simhash(st, s1, answer, &len), 0);
 	answer[len] = 0;
 	assert_non_null(strstr(answer, " low-confidence"));
@@ -384,12 +347,12 @@ static void test_answer_limit(void **state)
 	enum { FILES = 300 };
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	char *a = make_page(7, 400, "");
+	char *a = th_page(7, 400, "");
 	char name[256];
 	uint64_t first = 0;
 	for (int i = FILES - 1; i >= 0; i--) { /* stored in reverse order */
 		snprintf(name, sizeof name, "%03d-%0240d", i, 0);
-		uint64_t ino = put_page(st, PD_ROOT_INO, name, a);
+		uint64_t ino = th_put_page(st, PD_ROOT_INO, name, a);
 		if (i == 0)
 			first = ino;
 	}
@@ -440,11 +403,11 @@ static void test_confirmation(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	char *a = make_page(11, 800, ""), *b = make_page(11, 800, "one more line of words");
-	unsigned d = page_distance(a, b);
+	char *a = th_page(11, 800, ""), *b = th_page(11, 800, "one more line of words");
+	unsigned d = th_page_distance(a, b);
 	assert_true(d <= SIMHASH_NEAR_DISTANCE);
-	uint64_t ia = put_page(st, PD_ROOT_INO, "a.html", a);
-	uint64_t ib = put_page(st, PD_ROOT_INO, "b.html", b);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	char want[64];
 	snprintf(want, sizeof want, "%u\t/b.html\n", d);
 	assert_string_equal(near_of(st, ia, &test_root), want);
@@ -494,9 +457,9 @@ static void test_fsck_near(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	char *a = make_page(3, 500, ""), *b = make_page(4, 500, "");
-	put_page(st, PD_ROOT_INO, "a", a);
-	put_page(st, PD_ROOT_INO, "b", b);
+	char *a = th_page(3, 500, ""), *b = th_page(4, 500, "");
+	th_put_page(st, PD_ROOT_INO, "a", a);
+	th_put_page(st, PD_ROOT_INO, "b", b);
 	assert_int_equal(sigq_drain(st), 0); /* the rows are there */
 	assert_int_equal(store_write(st, drop_row_cb, NULL), 0);
 	assert_int_equal(store_write(st, stray_row_cb, NULL), 0);
@@ -583,14 +546,14 @@ static struct store *old_store(char *dir, bool unrecorded, uint64_t *ia, uint64_
 {
 	struct store *st = th_store(dir, NULL, NULL);
 	assert_int_equal(stored_version(st), NEAR_SIG_VERSION); /* mkfs records it */
-	char *a = make_page(21, 700, ""), *b = make_page(21, 700, "and a few words more");
-	*d = page_distance(a, b);
+	char *a = th_page(21, 700, ""), *b = th_page(21, 700, "and a few words more");
+	*d = th_page_distance(a, b);
 	assert_true(*d <= SIMHASH_NEAR_DISTANCE);
 	struct simhash_result r;
 	assert_int_equal(simhash_of_page(a, strlen(a), &r), 0);
 	*want_hash = r.hash;
-	*ia = put_page(st, PD_ROOT_INO, "a.html", a);
-	*ib = put_page(st, PD_ROOT_INO, "b.html", b);
+	*ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	*ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_drain(st), 0); /* signed now, so that the old hash stays */
 	struct old_store o = { *ia, unrecorded };
 	assert_int_equal(store_write(st, make_old_cb, &o), 0);

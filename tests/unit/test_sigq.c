@@ -22,38 +22,6 @@
 #include "sigq.h"
 #include "simhash.h"
 
-/* A page of `words` pseudo-random words (seeded), `extra` appended. */
-static char *make_page(uint64_t seed, unsigned words, const char *extra)
-{
-	static const char *const vocab[] = { "archive", "crawler", "page", "store", "filter", "blob", "kernel",
-		"mount", "record", "table", "index", "hash", "answer", "query", "commit", "writer", "reader",
-		"branch", "leaf", "counter", "bucket", "block", "shingle", "feature", "weight", "distance" };
-	size_t cap = (size_t)words * 12 + strlen(extra) + 64, n = 0;
-	char *p = malloc(cap);
-	assert_non_null(p);
-	n += (size_t)sprintf(p, "<html><body><p>");
-	uint64_t s = seed;
-	for (unsigned i = 0; i < words; i++) {
-		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		n += (size_t)sprintf(p + n, "%s ", vocab[(s >> 33) % (sizeof vocab / sizeof vocab[0])]);
-	}
-	sprintf(p + n, "%s</p></body></html>", extra);
-	return p;
-}
-
-static uint64_t put_page(struct store *st, const char *name, const char *page)
-{
-	return th_put(st, PD_ROOT_INO, name, page, strlen(page));
-}
-
-static unsigned page_distance(const char *a, const char *b)
-{
-	struct simhash_result x, y;
-	assert_int_equal(simhash_of_page(a, strlen(a), &x), 0);
-	assert_int_equal(simhash_of_page(b, strlen(b), &y), 0);
-	return simhash_distance(x.hash, y.hash);
-}
-
 /* ---- what the tables hold ------------------------------------------------ */
 
 struct state {
@@ -137,17 +105,17 @@ static void test_pending_then_signed(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, &no_thread);
-	char *a = make_page(1, 500, ""), *b = make_page(1, 500, "two more words");
-	unsigned d = page_distance(a, b);
+	char *a = th_page(1, 500, ""), *b = th_page(1, 500, "two more words");
+	unsigned d = th_page_distance(a, b);
 	assert_true(d <= SIMHASH_NEAR_DISTANCE);
 
-	uint64_t ia = put_page(st, "a.html", a);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
 	struct state s = state_of(st, ia, NULL);
 	assert_true(s.pending && s.row && !s.simhash);
 	assert_int_equal(near0_rows(st), 0);
 	assert_int_equal(sigq_queued(st), 1);
 
-	uint64_t ib = put_page(st, "b.html", b);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_queued(st), 2);
 	char want[64];
 	snprintf(want, sizeof want, "%u\t/b.html\n", d);
@@ -162,9 +130,9 @@ static void test_pending_then_signed(void **state)
 	assert_int_equal(sigq_rows(st), 0);
 
 	/* a simhash query drains too */
-	uint64_t ic = put_page(st, "c.html", a);  /* a duplicate: nothing queued */
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", a);  /* a duplicate: nothing queued */
 	assert_int_equal(sigq_queued(st), 0);
-	uint64_t iz = put_page(st, "z.html", "<html><body><p>a page of its own, with words</p></body></html>");
+	uint64_t iz = th_put_page(st, PD_ROOT_INO, "z.html", "<html><body><p>a page of its own, with words</p></body></html>");
 	assert_true(state_of(st, iz, NULL).pending);
 	size_t len;
 	assert_int_equal(query_simhash(st, iz, answer, &len), 0);
@@ -185,8 +153,8 @@ static void test_thread_signs(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	char *a = make_page(2, 400, "");
-	uint64_t ia = put_page(st, "a.html", a);
+	char *a = th_page(2, 400, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
 	for (int i = 0; i < 3000 && sigq_queued(st); i++)
 		usleep(10000);
 	assert_int_equal(sigq_queued(st), 0);
@@ -206,20 +174,20 @@ static void test_duplicate_not_queued(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, &no_thread);
-	char *a = make_page(3, 300, "");
-	uint64_t i1 = put_page(st, "1.html", a);
-	put_page(st, "2.html", a);
-	put_page(st, "3.html", a);
+	char *a = th_page(3, 300, "");
+	uint64_t i1 = th_put_page(st, PD_ROOT_INO, "1.html", a);
+	th_put_page(st, PD_ROOT_INO, "2.html", a);
+	th_put_page(st, PD_ROOT_INO, "3.html", a);
 	assert_int_equal(sigq_queued(st), 1);
 	assert_int_equal(sigq_rows(st), 1);
 	struct state s = state_of(st, i1, NULL);
 	assert_true(s.pending && s.refcount == 3);
 	assert_int_equal(sigq_drain(st), 0);
-	put_page(st, "4.html", a);
+	th_put_page(st, PD_ROOT_INO, "4.html", a);
 	assert_int_equal(sigq_queued(st), 0);
 	/* overwritten with new bytes: the new blob is queued */
-	char *b = make_page(4, 300, "");
-	put_page(st, "4.html", b);
+	char *b = th_page(4, 300, "");
+	th_put_page(st, PD_ROOT_INO, "4.html", b);
 	assert_int_equal(sigq_queued(st), 1);
 	assert_int_equal(store_close(st), 0);
 
@@ -242,15 +210,15 @@ static void test_freed_while_pending(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, &no_thread);
-	char *a = make_page(5, 300, ""), *b = make_page(6, 300, "");
-	put_page(st, "a.html", a);
-	put_page(st, "b.html", b);
+	char *a = th_page(5, 300, ""), *b = th_page(6, 300, "");
+	th_put_page(st, PD_ROOT_INO, "a.html", a);
+	th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_rows(st), 2);
 	uint64_t gone_ino;
 	bool gone;
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
 	assert_int_equal(sigq_rows(st), 1);
-	put_page(st, "b.html", a); /* b's blob freed by the overwrite; a's key stored again */
+	th_put_page(st, PD_ROOT_INO, "b.html", a); /* b's blob freed by the overwrite; a's key stored again */
 	assert_int_equal(sigq_rows(st), 1);
 	assert_int_equal(sigq_queued(st), 3);
 	assert_int_equal(sigq_drain(st), 0);
@@ -280,9 +248,9 @@ static void test_bound(void **state)
 	uint64_t first = 0;
 	for (int i = 0; i < 20; i++) {
 		char name[32];
-		char *p = make_page(100 + (uint64_t)i, 200, "");
+		char *p = th_page(100 + (uint64_t)i, 200, "");
 		snprintf(name, sizeof name, "%d.html", i);
-		uint64_t ino = put_page(st, name, p);
+		uint64_t ino = th_put_page(st, PD_ROOT_INO, name, p);
 		first = first ? first : ino;
 		free(p);
 		assert_true(sigq_queued(st) <= 4);
@@ -308,12 +276,12 @@ static void test_crash_pending(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, &no_thread);
-	char *a = make_page(7, 500, ""), *b = make_page(7, 500, "and a few words more"), *c = make_page(8, 500, "");
-	unsigned d = page_distance(a, b);
+	char *a = th_page(7, 500, ""), *b = th_page(7, 500, "and a few words more"), *c = th_page(8, 500, "");
+	unsigned d = th_page_distance(a, b);
 	assert_true(d <= SIMHASH_NEAR_DISTANCE);
-	uint64_t ia = put_page(st, "a.html", a);
-	put_page(st, "b.html", b);
-	put_page(st, "c.html", c);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	th_put_page(st, PD_ROOT_INO, "b.html", b);
+	th_put_page(st, PD_ROOT_INO, "c.html", c);
 	assert_int_equal(sigq_rows(st), 3);
 	store_abandon(st); /* killed: nothing drained */
 
@@ -390,10 +358,10 @@ static void test_fsck_sigq(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, &no_thread);
-	char *a = make_page(9, 400, ""), *b = make_page(10, 400, "");
-	uint64_t ia = put_page(st, "a.html", a);
+	char *a = th_page(9, 400, ""), *b = th_page(10, 400, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
 	assert_int_equal(sigq_drain(st), 0);
-	uint64_t ib = put_page(st, "b.html", b);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	struct damage d = { .drop_row_of = ib, .row_for = ia };
 	assert_int_equal(store_write(st, damage_cb, &d), 0);
 	store_abandon(st); /* no close: it would sign b */
