@@ -697,7 +697,7 @@ int ns_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa, stru
 	return rc;
 }
 
-static bool cred_in_group(const struct pd_cred *c, uint32_t gid)
+bool cred_in_group(const struct pd_cred *c, uint32_t gid)
 {
 	if (c->gid == gid)
 		return true;

@@ -26,6 +26,8 @@ struct pd_cred {
 	uint32_t ngroups;
 	const uint32_t *groups;
 };
+/* gid is the caller's group or one of its supplementary groups. */
+bool cred_in_group(const struct pd_cred *c, uint32_t gid);
 
 /* Inside a write transaction (for core modules). */
 int ns_get_inode(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *out);

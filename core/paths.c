@@ -17,12 +17,9 @@ bool path_may(const struct inode *in, const struct pd_cred *cred, int mask)
 	if (cred->uid == 0) /* root: all but execute of a file with no x bit */
 		return !(mask & 1) || S_ISDIR(in->mode) || (in->mode & 0111);
 	unsigned bits;
-	bool in_group = cred->gid == in->gid;
-	for (uint32_t i = 0; !in_group && i < cred->ngroups; i++)
-		in_group = cred->groups[i] == in->gid;
 	if (cred->uid == in->uid)
 		bits = (in->mode >> 6) & 7;
-	else if (in_group)
+	else if (cred_in_group(cred, in->gid))
 		bits = (in->mode >> 3) & 7;
 	else
 		bits = in->mode & 7;
