@@ -653,11 +653,10 @@ static int upgrade_cb(struct wtx *w, void *arg)
 	return rc;
 }
 
-int near_upgrade(struct store *st, bool *upgraded)
+int near_upgrade(struct store *st)
 {
 	MDB_txn *txn;
 	uint32_t version = 0;
-	*upgraded = false;
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
@@ -668,6 +667,5 @@ int near_upgrade(struct store *st, bool *upgraded)
 	struct upgrade u = { { 0 }, false };
 	while (!rc && !u.finished)
 		rc = store_write(st, upgrade_cb, &u);
-	*upgraded = !rc;
 	return rc;
 }

@@ -130,9 +130,8 @@ int near_version_put(MDB_txn *txn, struct store *st);
  * to go on, *finished is set after the last. A record whose blob file
  * cannot be read loses its signature (fsck reports the file). */
 int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch, bool *finished);
-/* Bring a store opened writable to NEAR_SIG_VERSION (see above). *upgraded
- * says whether it had another version. */
-int near_upgrade(struct store *st, bool *upgraded);
+/* Bring a store opened writable to NEAR_SIG_VERSION (see above). */
+int near_upgrade(struct store *st);
 
 /* Block i of K+1 of hash h, and its key bytes. */
 uint64_t near_block(uint64_t h, unsigned i, unsigned ntables);

@@ -694,8 +694,7 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		remove_staging(st);
 		if (!rc && !clean)
 			sweep_orphan_blobs(st);
-		bool upgraded;
-		if (!rc && (rc = near_upgrade(st, &upgraded)) && !*err)
+		if (!rc && (rc = near_upgrade(st)) && !*err)
 			snprintf(err, PD_ERRLEN, "cannot compute the near-duplicate signatures of %s again for this version: %s; run 'pagededup fsck --repair %s'",
 				 dir, strerror(-rc), dir);
 		if (rc && !*err)
