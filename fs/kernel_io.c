@@ -38,7 +38,7 @@ bool kernel_io_kill_suidgid(void)
 	return kill_suidgid;
 }
 
-bool kernel_io_killpriv_v2(void)
+static bool killpriv_v2_offered(void)
 {
 	return __atomic_load_n(&kernel_offers_killpriv_v2, __ATOMIC_ACQUIRE);
 }
@@ -121,7 +121,7 @@ static void amend_init_reply(struct iovec *iov, int count)
 	if (count < 2 || iov[0].iov_len < sizeof h || iov[1].iov_len < offsetof(struct fuse_init_out, flags) + 4)
 		return;
 	memcpy(&h, iov[0].iov_base, sizeof h);
-	if (h.unique != init_unique || h.error != 0 || !kernel_io_killpriv_v2())
+	if (h.unique != init_unique || h.error != 0 || !killpriv_v2_offered())
 		return;
 	struct fuse_init_out *out = iov[1].iov_base;
 	init_unique = 0;

@@ -8,8 +8,6 @@
 
 /* Over the descriptor of a mounted session, before its loop starts. */
 int kernel_io_install(struct fuse_session *se);
-/* The kernel agreed to leave setuid/setgid killing to the daemon. */
-bool kernel_io_killpriv_v2(void);
 /* The request this thread processes asks for setuid/setgid to go
  * (WRITE, OPEN or CREATE with O_TRUNC, SETATTR of the size). */
 bool kernel_io_kill_suidgid(void);
