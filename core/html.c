@@ -1345,6 +1345,18 @@ static bool line_heavy(const struct ex *x, size_t k)
 	return x->heavy[k / 8] & (1u << (k % 8));
 }
 
+/* Line k is in the page's lead (before its first <h1>) or its tail (after
+ * the container of that <h1>). */
+static bool line_in_lead(const struct ex *x, size_t k)
+{
+	return x->seen_h1 && k >= x->lead_from && k < x->h1_line;
+}
+
+static bool line_in_tail(const struct ex *x, size_t k)
+{
+	return x->seen_tail && k >= x->tail_line;
+}
+
 /* Drop the boilerplate lines: those more than half of which is link text,
  * unless that leaves less than HTML_MIN_MAIN_FRACTION percent of the text;
  * the lead (before the first <h1>) and the tail (after the container of
@@ -1359,9 +1371,9 @@ static void drop_lines(struct ex *x)
 		const char *nl = memchr(x->o + r, '\n', x->olen - r);
 		size_t end = nl ? (size_t)(nl - x->o) : x->olen;
 		if (!(links && line_heavy(x, k))) {
-			if (x->seen_h1 && k >= x->lead_from && k < x->h1_line)
+			if (line_in_lead(x, k))
 				lead += end - r;
-			if (x->seen_tail && k >= x->tail_line)
+			if (line_in_tail(x, k))
 				tail += end - r;
 		}
 		r = end + 1;
@@ -1376,9 +1388,8 @@ static void drop_lines(struct ex *x)
 	for (size_t k = 0; k < x->nlines && r < x->olen; k++) {
 		const char *nl = memchr(x->o + r, '\n', x->olen - r);
 		size_t end = nl ? (size_t)(nl - x->o) : x->olen;
-		bool drop = (links && line_heavy(x, k)) ||
-			    (cut_lead && k >= x->lead_from && k < x->h1_line) ||
-			    (cut_tail && k >= x->tail_line);
+		bool drop = (links && line_heavy(x, k)) || (cut_lead && line_in_lead(x, k)) ||
+			    (cut_tail && line_in_tail(x, k));
 		if (!drop) {
 			if (w)
 				x->o[w++] = '\n';
