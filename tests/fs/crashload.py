@@ -1040,7 +1040,7 @@ def cmd_selfcheck(o):
     src = os.path.join(base, "src")
     os.makedirs(src)
     rc, out = run("writer", "--mnt", src, "--journal", base + "/j", "--state", base + "/none.json",
-                  "--ready", base + "/ready", "--wid", "0", "--cycle", "1", "--seed", str(o.seed), "--max-ops", "400")
+                  "--ready", base + "/ready", "--wid", "0", "--cycle", "1", "--seed", str(o.seed), "--max-ops", "1000")
     check_(rc == 0, "writer on a plain directory: %s" % out)
     files = {}
     for dp, _, fs in os.walk(src):
