@@ -787,6 +787,23 @@ out:
 	return rc;
 }
 
+/* Bytes that failed to seal and that no handle can seal later: the file is
+ * again what the store holds, and the log says which page lost them. */
+static void give_up_staged(struct store *st, struct live *li, int rc)
+{
+	fprintf(stderr, "pagededupfs: inode %llu: sealing at close failed: %s; its previous content stays\n",
+		(unsigned long long)li->ino, strerror(-rc));
+	discard_staged(st, li);
+}
+
+static bool only_handle(struct store *st, struct live *li)
+{
+	pthread_mutex_lock(&st->live->mu);
+	bool only = li->pins == 1;
+	pthread_mutex_unlock(&st->live->mu);
+	return only;
+}
+
 int file_flush(struct pd_file *f)
 {
 	struct live *li = f->li;
@@ -794,8 +811,15 @@ int file_flush(struct pd_file *f)
 	 * `>` opens, dup2()s and closes the first descriptor before writing. */
 	if (!f->wrote)
 		return 0;
+	bool only = only_handle(f->st, li);
 	pthread_mutex_lock(&li->mu);
 	int rc = li->dirty ? seal(f->st, li) : 0;
+	/* close() reports the failure; when no other handle is open, the
+	 * bytes go now rather than at the release that follows, which the
+	 * kernel sends without waiting: an open() right after close() must
+	 * read what the store holds, not the refused bytes. */
+	if (rc && only)
+		give_up_staged(f->st, li, rc);
 	pthread_mutex_unlock(&li->mu);
 	return rc;
 }
@@ -814,12 +838,8 @@ int file_release(struct pd_file *f)
 		unstage(st, li); /* no name left: nobody can read these bytes again */
 	if (li->dirty && (last || writer))
 		rc = seal(st, li);
-	if (last && rc) {
-		/* Nothing can seal it later: the last bytes are lost, say so. */
-		fprintf(stderr, "pagededupfs: inode %llu: sealing at close failed: %s; its previous content stays\n",
-			(unsigned long long)li->ino, strerror(-rc));
-		discard_staged(st, li);
-	}
+	if (last && rc)
+		give_up_staged(st, li, rc); /* nothing can seal it later */
 	if (last)
 		close_blob(li);
 	pthread_mutex_unlock(&li->mu);

@@ -27,11 +27,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "uring_io.h"
+
 static _Thread_local bool kill_suidgid;
+
+static struct fuse_session *session;
 
 /* Set by the INIT request, read by its reply: one INIT per session. */
 static uint64_t init_unique;
-static bool kernel_offers_killpriv_v2;
+static bool kernel_offers_killpriv_v2, kernel_offers_uring;
 
 bool kernel_io_kill_suidgid(void)
 {
@@ -72,11 +76,13 @@ static void note_init(const void *buf, ssize_t len, uint64_t unique)
 	init_unique = unique;
 	if (in.major == 7 && in.minor >= 33 && (in.flags & FUSE_HANDLE_KILLPRIV_V2))
 		__atomic_store_n(&kernel_offers_killpriv_v2, true, __ATOMIC_RELEASE);
+	if (in.major == 7 && in.minor >= 42 && (in.flags & FUSE_INIT_EXT) && (in.flags2 & URING_IO_INIT_FLAGS2_BIT))
+		__atomic_store_n(&kernel_offers_uring, true, __ATOMIC_RELEASE);
 }
 
 #define ARG_FLAG(type, field, bit) arg_flag(buf, len, sizeof(struct type), offsetof(struct type, field), bit)
 
-static void note_request(const void *buf, ssize_t len)
+void kernel_io_note_request(const void *buf, ssize_t len)
 {
 	struct fuse_in_header h;
 	kill_suidgid = false;
@@ -109,36 +115,56 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 	ssize_t n = read(fd, buf, len);
 	if (n > 0)
-		note_request(buf, n);
+		kernel_io_note_request(buf, n);
 	return n;
 }
 
 /* The INIT reply: libfuse built it from the capabilities it knows; add
- * KILLPRIV_V2 when the kernel offered it. */
-static void amend_init_reply(struct iovec *iov, int count)
+ * KILLPRIV_V2 and io_uring when the kernel offered them. Returns the
+ * largest request body the kernel may then send when io_uring was asked
+ * for, 0 otherwise. */
+static size_t amend_init_reply(struct iovec *iov, int count)
 {
 	struct fuse_out_header h;
-	if (count < 2 || iov[0].iov_len < sizeof h || iov[1].iov_len < offsetof(struct fuse_init_out, flags) + 4)
-		return;
+	if (count < 2 || iov[0].iov_len < sizeof h || iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + 4)
+		return 0;
 	memcpy(&h, iov[0].iov_base, sizeof h);
-	if (h.unique != init_unique || h.error != 0 || !killpriv_v2_offered())
-		return;
+	if (h.unique != init_unique || h.error != 0)
+		return 0;
 	struct fuse_init_out *out = iov[1].iov_base;
 	init_unique = 0;
-	out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-	out->flags &= ~(uint32_t)FUSE_HANDLE_KILLPRIV;
+	if (killpriv_v2_offered()) {
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+		out->flags &= ~(uint32_t)FUSE_HANDLE_KILLPRIV;
+	}
+	if (!__atomic_load_n(&kernel_offers_uring, __ATOMIC_ACQUIRE) || !uring_io_wanted())
+		return 0;
+	out->flags |= FUSE_INIT_EXT;
+	out->flags2 |= URING_IO_INIT_FLAGS2_BIT;
+	/* The kernel's ring payload: max(8 KiB, max_write, max_pages pages). */
+	size_t pages = (out->flags & FUSE_MAX_PAGES) ? out->max_pages : 32;
+	size_t payload = pages * (size_t)sysconf(_SC_PAGESIZE);
+	if (payload < out->max_write)
+		payload = out->max_write;
+	return payload < 8192 ? 8192 : payload;
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
-	if (init_unique && count >= 2)
-		amend_init_reply(iov, count);
-	return writev(fd, iov, count);
+	ssize_t n;
+	if (uring_io_take_reply(iov, count, &n))
+		return n;
+	size_t ring_payload = init_unique && count >= 2 ? amend_init_reply(iov, count) : 0;
+	n = writev(fd, iov, count);
+	if (n > 0 && ring_payload)
+		uring_io_start(session, fuse_session_fd(session), ring_payload);
+	return n;
 }
 
 int kernel_io_install(struct fuse_session *se)
 {
 	static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+	session = se;
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se)) ? -EIO : 0;
 }

@@ -5,11 +5,15 @@
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* Over the descriptor of a mounted session, before its loop starts. */
 int kernel_io_install(struct fuse_session *se);
 /* The request this thread processes asks for setuid/setgid to go
  * (WRITE, OPEN or CREATE with O_TRUNC, SETATTR of the size). */
 bool kernel_io_kill_suidgid(void);
+/* Notes the per-request bits of a request about to be processed by this
+ * thread (buf: the request as /dev/fuse delivers it). */
+void kernel_io_note_request(const void *buf, ssize_t len);
 
 #endif

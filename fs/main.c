@@ -15,10 +15,12 @@
 #include "kernel_io.h"
 #include "pdfs.h"
 #include "store.h"
+#include "uring_io.h"
 
 struct options {
 	char *store;
-	int nodedup, sync_blobs, no_sign_thread;
+	int nodedup, sync_blobs, no_sign_thread, no_uring;
+	unsigned long uring_threads;
 	unsigned long mapsize_mb, sync_ms, sign_queue;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
@@ -31,6 +33,8 @@ static const struct fuse_opt option_spec[] = {
 	{ "mapsize_mb=%lu", offsetof(struct options, mapsize_mb), 0 },
 	{ "sync_ms=%lu", offsetof(struct options, sync_ms), 0 },
 	OPT("no_sign_thread", no_sign_thread),
+	OPT("no_uring", no_uring),
+	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
 	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
 	{ "attr_timeout=%lf", offsetof(struct options, attr_timeout), 0 },
@@ -69,6 +73,10 @@ static void usage(const char *prog)
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
 	       "    attr_timeout=S         kernel attribute cache timeout in seconds (default 5)\n"
 	       "    negative_timeout=S     kernel cache of absent names (default 1)\n"
+	       "    no_uring               serve requests through /dev/fuse only, even when the\n"
+	       "                           kernel offers FUSE over io_uring (fuse module parameter\n"
+	       "                           enable_uring=Y, Linux 6.14 and later)\n"
+	       "    uring_threads=N        io_uring threads per CPU (default 4)\n"
 	       "    allow_other            let other users in (the kernel checks permissions)\n\n",
 	       prog);
 	fuse_cmdline_help();
@@ -203,6 +211,7 @@ int main(int argc, char *argv[])
 		notify(notify_fd, err);
 		goto out_unmount;
 	}
+	uring_io_configure(!o.no_uring, (unsigned)o.uring_threads);
 	if (!cl.foreground)
 		detach_stdio();
 	notify(notify_fd, NULL);
@@ -222,6 +231,7 @@ int main(int argc, char *argv[])
 	}
 out_unmount:
 	fuse_session_unmount(se);
+	uring_io_stop();
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);

@@ -1183,7 +1183,10 @@ def main(argv):
     v = sub.add_parser("verify")
     v.add_argument("--mnt", required=True)
     v.add_argument("--state", required=True)
-    v.add_argument("--allow-errno", default="ENOTCONN,ECONNABORTED")
+    # How an operation in flight ends when the daemon dies: ENOTCONN or
+    # ECONNABORTED through /dev/fuse; ECANCELED too through io_uring (a
+    # request handed to a ring thread whose task is exiting).
+    v.add_argument("--allow-errno", default="ENOTCONN,ECONNABORTED,ECANCELED")
     v.add_argument("--cut-time", type=float, default=None)
     v.add_argument("--lossy-before", type=float, default=None,
                    help="operations completed at or after this time (monotonic) may be lost")
