@@ -364,6 +364,69 @@ static bool fatal_result(int32_t res)
 	       res == -EINVAL;
 }
 
+/* Once every entry is registered, the kernel sends everything but INIT,
+ * FORGET and INTERRUPT over the rings; the log line says so (and tests
+ * wait for it). */
+static void note_registered(struct ring *r)
+{
+	char name[16];
+	r->registered = true;
+	snprintf(name, sizeof name, "pdfs-ring-%u", r->qid);
+	pthread_setname_np(pthread_self(), name);
+	if (__atomic_add_fetch(&uring.registered, 1, __ATOMIC_ACQ_REL) == uring.nrings)
+		fprintf(stderr, "pagededupfs: serving requests over io_uring: %u CPU queues, %u threads each\n",
+			uring.nrings / uring.threads_per_cpu, uring.threads_per_cpu);
+}
+
+/* Submits what is queued without waiting. */
+static int ring_submit(struct ring *r)
+{
+	while (r->to_submit) {
+		long n = syscall(__NR_io_uring_enter, r->fd, r->to_submit, 0, 0, NULL, 0);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			r->to_submit -= (unsigned)n < r->to_submit ? (unsigned)n : r->to_submit;
+	}
+	return 0;
+}
+
+/* The result of the completion at the head of the queue, if one is there
+ * for the entry; consumed only when it is an error. */
+static bool ring_entry_failed(struct ring *r, int32_t *res)
+{
+	unsigned head = *r->cq_head;
+	if (head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE))
+		return false;
+	struct io_uring_cqe *c = &r->cqes[head & *r->cq_mask];
+	if (c->user_data != TAG_ENTRY || c->res >= 0)
+		return false;
+	*res = c->res;
+	__atomic_store_n(r->cq_head, head + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* A registered command stays queued in the kernel until a request comes:
+ * no completion right after the submission means the entry is in. */
+static int register_entry(struct ring *r)
+{
+	for (int attempt = 0; attempt < 200; attempt++) {
+		queue_fuse_cmd(r, URING_CMD_REGISTER, 0);
+		int32_t res = 0;
+		int rc = ring_submit(r);
+		if (rc)
+			return rc;
+		if (!ring_entry_failed(r, &res)) {
+			note_registered(r);
+			return 0;
+		}
+		if (res != -EAGAIN && res != -EINTR)
+			return res;
+		usleep(5000); /* the kernel has not finished INIT yet */
+	}
+	return -EAGAIN;
+}
+
 static void *ring_thread(void *arg)
 {
 	struct ring *r = arg;
@@ -371,23 +434,23 @@ static void *ring_thread(void *arg)
 	int32_t res = 0;
 	pin_to_cpu(r->qid);
 	queue_stop_poll(r);
-	queue_fuse_cmd(r, URING_CMD_REGISTER, 0);
+	int rc = register_entry(r);
+	if (rc) {
+		if (!fatal_result(rc))
+			fprintf(stderr, "pagededupfs: io_uring queue %u: %s\n", r->qid, strerror(-rc));
+		return NULL;
+	}
 	for (;;) {
 		if (ring_wait(r, &tag, &res) != 0 || tag == TAG_STOP)
 			break;
 		if (res == -EAGAIN || res == -EINTR) {
-			queue_fuse_cmd(r, r->registered ? URING_CMD_COMMIT_AND_FETCH : URING_CMD_REGISTER,
-				       r->registered ? r->unique : 0);
+			queue_fuse_cmd(r, URING_CMD_COMMIT_AND_FETCH, r->unique);
 			continue;
 		}
 		if (res < 0) {
 			if (!fatal_result(res))
 				fprintf(stderr, "pagededupfs: io_uring queue %u: %s\n", r->qid, strerror(-res));
 			break;
-		}
-		if (!r->registered) {
-			r->registered = true;
-			__atomic_add_fetch(&uring.registered, 1, __ATOMIC_ACQ_REL);
 		}
 		serve_request(r);
 		reply_error_if_none(r);

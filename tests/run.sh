@@ -35,25 +35,50 @@ run_unit() {
 }
 
 run_scripts() {
-	local pattern=$1 t out rc p f
+	local pattern=$1 label=${2:-} t out rc p f
 	for t in $pattern; do
 		[ -f "$t" ] || continue
-		echo "== $(basename "$t")"
+		echo "== $(basename "$t")$label"
 		out=$(cd "$top" && timeout 1200 bash "$t" 2>&1); rc=$?
 		printf '%s\n' "$out"
 		p=$(printf '%s\n' "$out" | grep -c '^ok ')
 		f=$(printf '%s\n' "$out" | grep -c '^not ok ')
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 		passed=$((passed + p)) failed=$((failed + f))
-		[ "$f" -gt 0 ] && failures+=("$(basename "$t")")
+		[ "$f" -gt 0 ] && failures+=("$(basename "$t")$label")
 	done
+}
+
+# The mounted-filesystem scripts run on each transport the kernel offers:
+# /dev/fuse, then FUSE over io_uring (fs/uring_io.c) when the fuse module
+# has the enable_uring parameter (Linux 6.14 and later). The parameter is
+# set for each pass and put back as it was.
+uring_param=/sys/module/fuse/parameters/enable_uring
+run_fs() {
+	if [ ! -w "$uring_param" ]; then
+		export PD_EXPECT_URING=0
+		run_scripts "$top/tests/fs/t_*.sh"
+		echo "# FUSE over io_uring: not offered by this kernel; the scripts ran on /dev/fuse only"
+		return
+	fi
+	uring_was=$(cat "$uring_param")
+	trap 'echo "$uring_was" >"$uring_param"' EXIT
+	echo N >"$uring_param"
+	export PD_EXPECT_URING=0
+	run_scripts "$top/tests/fs/t_*.sh"
+	echo Y >"$uring_param"
+	echo "== FUSE over io_uring: the same scripts again"
+	export PD_EXPECT_URING=1
+	run_scripts "$top/tests/fs/t_*.sh" " (io_uring)"
+	echo "$uring_was" >"$uring_param"
+	trap - EXIT
 }
 
 case $what in
 unit) run_unit ;;
-fs) run_scripts "$top/tests/fs/t_*.sh" ;;
+fs) run_fs ;;
 stress) run_scripts "$top/tests/stress/s_*.sh" ;;
-all) run_unit; run_scripts "$top/tests/fs/t_*.sh" ;;
+all) run_unit; run_fs ;;
 *) echo "unknown test set: $what" >&2; exit 2 ;;
 esac
 

@@ -179,7 +179,25 @@ pd_mount() {
 	done
 	PDFS_PID=$(pgrep -P "$PDFS_WPID" | head -1)
 	export STORE MNT
+	pd_check_transport "$opts" || return 1
 	return 0
+}
+
+# When the suite runs with FUSE over io_uring (tests/run.sh sets
+# PD_EXPECT_URING=1 for its second pass), a mount that fell back to
+# /dev/fuse would test the wrong path: wait for the daemon's word that
+# every queue is served by its ring threads.
+pd_check_transport() {
+	local i
+	[ "${PD_EXPECT_URING:-0}" = 1 ] || return 0
+	case ",$1," in *,no_uring,*) return 0 ;; esac
+	for i in $(seq 1 100); do
+		grep -q "serving requests over io_uring" "$PDFS_LOG" && return 0
+		sleep 0.05
+	done
+	note "the daemon did not start serving over io_uring"
+	pd_show_log "$PDFS_LOG"
+	return 1
 }
 
 # pd_register_mount MNT PID [LOG]: a mount made by a daemon that is not our
