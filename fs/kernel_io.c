@@ -13,6 +13,12 @@
  * process (each worker thread reads a request and processes it before it
  * reads the next), and the reply hook adds the flag to the INIT reply when
  * the kernel offered it.
+ *
+ * The same two hooks hand requests over to FUSE over io_uring (uring_io.c):
+ * the INIT reply also asks for it when the kernel offers it, the ring
+ * threads start once the kernel has taken that reply, and a reply written
+ * by a thread serving a ring request goes into its ring entry instead of
+ * down /dev/fuse.
  */
 #define FUSE_USE_VERSION 314
 

@@ -4,6 +4,8 @@
 #   plain    a plain directory on the same disk,
 #   nodedup  the mount with -o nodedup (fresh store),
 #   dedup    the mount, dedup on (fresh store),
+#   devfuse  the mount, dedup on, -o no_uring (only when the kernel offers
+#            FUSE over io_uring: the same mount on /dev/fuse, to compare),
 # and report the speed of each run, the ratios between them, the stored bytes
 # per unique byte and the daemon's peak RSS beside the filter size.
 #
@@ -12,7 +14,11 @@
 # Environment:
 #   PD_CORPUS, PD_PAGES, PD_CORPUS_PKGS   see tests/bench/corpus.sh
 #   PD_BENCH_RUNS    runs to do, default
-#                    "cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup"
+#                    "cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup",
+#                    plus cp_devfuse and tar_devfuse over io_uring
+#   PD_URING         auto (default: FUSE over io_uring when the fuse module
+#                    has the enable_uring parameter, which is switched on for
+#                    the runs and put back), off (/dev/fuse, parameter off)
 #   PD_MKFS_OPTS     extra options for `pagededup mkfs`
 #   PD_MOUNT_OPTS    extra options for pagededupfs (e.g. "-o clone_fd")
 #   PD_WORKDIR       parent of the scratch directory (default /var/tmp)
@@ -30,7 +36,16 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-build/release}" 2>/dev/null && pwd) || { echo "bench-fs: no build directory ${1:-build/release}" >&2; exit 2; }
 PD=$BUILD/pagededup
 PDFS=$BUILD/pagededupfs
-RUNS=${PD_BENCH_RUNS:-cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup}
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+uring_was=""
+if [ -w "$URING_PARAM" ]; then
+	uring_was=$(cat "$URING_PARAM")
+	if [ "${PD_URING:-auto}" = off ]; then echo N >"$URING_PARAM"; else echo Y >"$URING_PARAM"; fi
+fi
+uring_on() { [ -r "$URING_PARAM" ] && [ "$(cat "$URING_PARAM")" = Y ]; }
+default_runs="cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup"
+uring_on && default_runs="$default_runs cp_devfuse tar_devfuse"
+RUNS=${PD_BENCH_RUNS:-$default_runs}
 COPY_TIMEOUT=${PD_COPY_TIMEOUT:-3600}
 RSS_SLACK_MB=64
 STORED_SLACK=1.02
@@ -68,6 +83,7 @@ cleanup() {
 		kill "$daemon_pid" 2>/dev/null
 	fi
 	if [ "${PD_KEEP:-0}" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+	[ -z "$uring_was" ] || echo "$uring_was" >"$URING_PARAM"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -103,6 +119,7 @@ fail() { log "FAIL: $*"; failed=$((failed + 1)); failures+=("$1"); }
 start_daemon() { # store mode
 	local store=$1 mode=$2 opts=() i
 	[ "$mode" = nodedup ] && opts=(-o nodedup)
+	[ "$mode" = devfuse ] && opts=(-o no_uring)
 	# shellcheck disable=SC2206
 	[ -n "${PD_MOUNT_OPTS:-}" ] && opts+=($PD_MOUNT_OPTS)
 	mkdir -p "$MNT"
@@ -175,7 +192,7 @@ run() { # name = METHOD_TARGET
 		dest=$WORK/plain
 		mkdir -p "$dest"
 		;;
-	nodedup|dedup)
+	nodedup|dedup|devfuse)
 		# shellcheck disable=SC2086
 		if ! "$PD" mkfs "$store" ${PD_MKFS_OPTS:-} >"$WORK/mkfs.log" 2>&1; then
 			cat "$WORK/mkfs.log" >&2; fail "$name (mkfs)"; return
@@ -215,6 +232,11 @@ run() { # name = METHOD_TARGET
 	fi
 
 	if [ "$target" != plain ]; then
+		if grep -q "serving requests over io_uring" "$WORK/daemon.log"; then
+			echo "${name}_transport: io_uring"
+		else
+			echo "${name}_transport: /dev/fuse"
+		fi
 		hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon_pid/status" 2>/dev/null)
 		# what the resident set is made of at that moment: anonymous memory,
 		# and file pages mapped in (the filter image, LMDB's map)
@@ -287,6 +309,7 @@ figure corpus_unique_bytes "$unique_bytes" bytes
 echo "corpus_packages: $packages"
 echo "corpus_dir: $CORPUS"
 echo "workdir: $WORK ($(stat -f -c %T "$WORK"))"
+if uring_on; then echo "transport: FUSE over io_uring (devfuse runs: /dev/fuse)"; else echo "transport: /dev/fuse"; fi
 
 for r in $RUNS; do run "$r"; done
 
@@ -294,10 +317,14 @@ for r in $RUNS; do run "$r"; done
 echo
 echo "== ratios (pages/s of dedup over the other target)"
 for m in cp tar; do
-	for other in nodedup plain; do
+	for other in nodedup plain devfuse; do
 		[ -n "${F[${m}_dedup_pages_per_s]:-}" ] && [ -n "${F[${m}_${other}_pages_per_s]:-}" ] || continue
-		goal=0.9; [ "$other" = plain ] && goal=0.5
 		r=$(calc %.3f "$(val "${m}_dedup_pages_per_s") / $(val "${m}_${other}_pages_per_s")")
+		if [ "$other" = devfuse ]; then
+			figure "ratio_${m}_dedup_vs_${other}" "$r" x "io_uring over /dev/fuse"
+			continue
+		fi
+		goal=0.9; [ "$other" = plain ] && goal=0.5
 		figure "ratio_${m}_dedup_vs_${other}" "$r" x "goal >= $goal x: $(met "$r >= $goal")"
 	done
 done
