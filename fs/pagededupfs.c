@@ -2,9 +2,9 @@
  *
  * Low-level (inode-based) libfuse API, multi-threaded; requests arrive
  * through /dev/fuse or, where the kernel offers it, per-CPU io_uring queues
- * (kernel_io.c, uring_io.c), and every operation replies before it returns,
- * which the io_uring path relies on. Node ids are the
- * store's inode numbers (the root is 1), so no translation table is needed;
+ * (kernel_io.c, uring_io.c). Every operation replies before it returns,
+ * which the io_uring path relies on. Node ids are the store's inode
+ * numbers (the root is 1), so no translation table is needed;
  * the kernel's lookup counts are kept in core's live-inode table, which
  * frees nothing the kernel still references. Every operation decodes the
  * request, makes one call into core/, and replies: the dedup logic lives in
