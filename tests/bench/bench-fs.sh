@@ -313,6 +313,38 @@ if uring_on; then echo "transport: FUSE over io_uring (devfuse runs: /dev/fuse)"
 
 for r in $RUNS; do run "$r"; done
 
+# --- round trips -------------------------------------------------------------
+# What one request costs a program, on each transport, with the program
+# pinned to CPU 0 and left to the scheduler (bench_roundtrip: open + close
+# of one file, 20,000 times; the best of 3).
+roundtrip() { # transport label
+	local store=$WORK/rt.$1 opts=() best="" v i cpu
+	[ "$1" = devfuse ] && opts=(-o no_uring)
+	"$PD" mkfs "$store" >/dev/null 2>&1 || { fail "roundtrip $1 (mkfs)"; return; }
+	PD_MOUNT_OPTS="${opts[*]}" start_daemon "$store" dedup || { fail "roundtrip $1 (mount)"; return; }
+	echo x >"$MNT/f"
+	for cpu in pinned free; do
+		best=""
+		for i in 1 2 3; do
+			if [ "$cpu" = pinned ]; then
+				v=$(taskset -c 0 "$BUILD/bench/bench_roundtrip" "$MNT/f" | awk '{ print $2 }')
+			else
+				v=$("$BUILD/bench/bench_roundtrip" "$MNT/f" | awk '{ print $2 }')
+			fi
+			[ -z "$best" ] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a < b) }' && best=$v
+		done
+		figure "roundtrip_${1}_${cpu}_us" "$best" "us per open+close"
+	done
+	stop_daemon || fail "roundtrip $1 (daemon exit)"
+	rm -rf "$store"
+}
+if [ -x "$BUILD/bench/bench_roundtrip" ] && [ "$need_fs" -eq 1 ]; then
+	echo
+	echo "== round trips"
+	if uring_on; then roundtrip uring; fi
+	roundtrip devfuse
+fi
+
 # --- ratios ----------------------------------------------------------------
 echo
 echo "== ratios (pages/s of dedup over the other target)"
