@@ -5,7 +5,8 @@
 #   tests/bench/bench-near-speed.sh BUILD_DIR
 #
 # 1. bench_nearidx: a store with PD_NEAR_ROWS random simhashes in its index
-#    (default 1e6): index bytes per page, in-core query latency;
+#    (default 1e6): index bytes per page, in-core query latency; then the
+#    same with rows made from the corpus pages' own simhashes (clustered);
 # 2. that store mounted: PD_NEAR_PAGES real pages of the benchmark corpus
 #    (default 200; tests/bench/corpus.sh) copied in, each with a variant (a
 #    changed date and one changed word), then getxattr("user.dedup.near")
@@ -34,6 +35,14 @@ echo "## near index in-core at the default K (bench_nearidx: $rows random simhas
 "$build/bench/bench_nearidx" "$work/store" "$rows" 100000
 
 corpus=$(bash "$(dirname "$0")/corpus.sh" | sed -n 's/^corpus_dir: //p')
+echo "## near index in-core at the default K, rows made from the corpus's own simhashes"
+# Real pages are not uniform: pages of one template share most bits. The
+# rows are the corpus pages' simhashes, each repeated with 0..16 bits
+# flipped (bench_nearidx SEEDS), so queries meet families of alike rows.
+find "$corpus/a" -type f -name '*.html' -print0 | xargs -0 -n 500 "$build/pagededup" simhash 2>/dev/null |
+	grep -v none >"$work/seeds" || true
+"$build/bench/bench_nearidx" "$work/store.seeded" "$rows" 100000 "" "$work/seeds"
+rm -rf "$work/store.seeded"
 echo "## near queries through the mount ($pages corpus pages and a variant of each, among the $rows rows)"
 mkdir -p "$mnt"
 "$build/pagededupfs" "$work/store" "$mnt"

@@ -1,6 +1,6 @@
 /* bench_nearidx.c - speed and size of the near-duplicate index (near.h).
  *
- *   bench_nearidx STORE [N] [QUERIES] [K]
+ *   bench_nearidx STORE [N] [QUERIES] [K] [SEEDS]      (K "" for the default)
  *
  * Makes a store in STORE (an empty or new directory; default parameters,
  * near distance K, default the store's default), indexes N random simhashes (default 1,000,000) under blob keys
@@ -16,6 +16,12 @@
  *   - query latency: median, 90th and 99th percentile of near_find in one
  *     read transaction each (begin and end included), in-core (the map is
  *     in the page cache after the inserts), and the hashes read per query.
+ * With SEEDS (a file of simhashes, one hex number at the start of each
+ * line, as `pagededup simhash` prints them), the rows are not uniform: row
+ * i is seed i mod S with 0..16 of its bits flipped, so that the index holds
+ * what real pages look like (pages of one template or site share most
+ * bits, and a query meets families of alike rows rather than a uniform
+ * spread); the queries are made the same way from the rows.
  * The store is left in place: the mounted half of `make bench-near`
  * (tests/bench/bench-near-speed.sh) mounts it and asks through getfattr,
  * with the random rows in place around its own pages.
@@ -106,6 +112,40 @@ static int count_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dis
 	return 0;
 }
 
+/* The seed hashes of a SEEDS file; exits on a file without any. */
+static uint64_t *read_seeds(const char *path, size_t *count)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0, cap = 1024;
+	uint64_t *s = malloc(cap * sizeof *s);
+	char line[8192];
+	while (f && s && fgets(line, sizeof line, f)) {
+		char *end;
+		uint64_t v = strtoull(line, &end, 16);
+		if (end == line)
+			continue;
+		if (n == cap && !(s = realloc(s, (cap *= 2) * sizeof *s)))
+			break;
+		s[n++] = v;
+	}
+	if (f)
+		fclose(f);
+	if (!s || n == 0) {
+		fprintf(stderr, "bench_nearidx: no simhashes in %s\n", path);
+		exit(1);
+	}
+	*count = n;
+	return s;
+}
+
+static uint64_t flip_bits(uint64_t h, unsigned d)
+{
+	uint64_t mask = 0;
+	while ((unsigned)__builtin_popcountll(mask) < d)
+		mask |= 1ull << (rnd() % 64);
+	return h ^ mask;
+}
+
 static int dbl_cmp(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -115,14 +155,14 @@ static int dbl_cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_nearidx STORE [N] [QUERIES] [K]\n");
+		fprintf(stderr, "usage: bench_nearidx STORE [N] [QUERIES] [K] [SEEDS]\n");
 		return 1;
 	}
 	uint64_t n = argc > 2 ? (uint64_t)strtod(argv[2], NULL) : 1000000;
 	size_t queries = argc > 3 ? (size_t)strtod(argv[3], NULL) : 100000;
 	struct store_params p;
 	store_params_default(&p);
-	if (argc > 4)
+	if (argc > 4 && argv[4][0])
 		p.near_distance = (uint32_t)atoi(argv[4]);
 	char err[PD_ERRLEN] = "";
 	struct store *st;
@@ -137,8 +177,13 @@ int main(int argc, char **argv)
 	double *lat = malloc(queries * sizeof *lat);
 	if (!h || !q || !lat)
 		return 1;
+	size_t nseeds = 0;
+	uint64_t *seeds = argc > 5 ? read_seeds(argv[5], &nseeds) : NULL;
 	for (uint64_t i = 0; i < n; i++)
-		h[i] = rnd();
+		h[i] = seeds ? flip_bits(seeds[i % nseeds], (unsigned)(rnd() % 17)) : rnd();
+	if (seeds)
+		printf("near_rows_from: %zu seed simhashes, 0..16 bits flipped\n", nseeds);
+	free(seeds);
 	uint64_t empty = used_bytes(st, argv[1]);
 	double t0 = now();
 	for (uint64_t i = 0; i < n; i += BATCH) {
@@ -158,11 +203,8 @@ int main(int argc, char **argv)
 
 	/* queries: a random hash whose planted neighbour is one of the rows */
 	for (size_t i = 0; i < queries; i++) {
-		uint64_t row = rnd() % n, mask = 0;
-		unsigned d = (unsigned)(rnd() % (K + 1));
-		while ((unsigned)__builtin_popcountll(mask) < d)
-			mask |= 1ull << (rnd() % 64);
-		q[i] = h[row] ^ mask;
+		uint64_t row = rnd() % n;
+		q[i] = flip_bits(h[row], (unsigned)(rnd() % (K + 1)));
 	}
 	uint64_t found = 0;
 	for (size_t i = 0; i < queries; i++) {
@@ -187,7 +229,8 @@ int main(int argc, char **argv)
 	double expect = 0; /* a query reads the rows under one key of each table */
 	for (unsigned i = 0; i <= K; i++)
 		expect += (double)n / (double)(1ull << (64 / (K + 1) + (i < 64 % (K + 1))));
-	printf("near_hashes_read_per_query: %.1f (expected, N / 2^width summed over the tables)\n", expect);
+	printf("near_hashes_read_per_query: %.1f (expected for uniform hashes, N / 2^width summed over the tables)\n",
+	       expect);
 	free(h);
 	free(q);
 	free(lat);
