@@ -148,11 +148,6 @@ bool uring_io_wanted(void)
 	return uring.wanted;
 }
 
-unsigned uring_io_registered(void)
-{
-	return __atomic_load_n(&uring.registered, __ATOMIC_ACQUIRE);
-}
-
 /* ---- the ring itself ---- */
 
 static void *map_ring(int fd, size_t len, off_t off)

@@ -32,7 +32,4 @@ bool uring_io_take_reply(const struct iovec *iov, int count, ssize_t *written);
  * threads, free their rings. */
 void uring_io_stop(void);
 
-/* Ring threads that registered an entry with the kernel (0: not in use). */
-unsigned uring_io_registered(void);
-
 #endif
