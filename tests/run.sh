@@ -56,6 +56,7 @@ run_scripts() {
 # set for each pass and put back as it was.
 uring_param=/sys/module/fuse/parameters/enable_uring
 run_fs() {
+	modprobe fuse 2>/dev/null # its parameters appear once the module is in
 	if [ ! -w "$uring_param" ]; then
 		export PD_EXPECT_URING=0
 		run_scripts "$top/tests/fs/t_*.sh"

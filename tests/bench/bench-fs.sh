@@ -37,6 +37,7 @@ BUILD=$(cd "${1:-build/release}" 2>/dev/null && pwd) || { echo "bench-fs: no bui
 PD=$BUILD/pagededup
 PDFS=$BUILD/pagededupfs
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
+modprobe fuse 2>/dev/null
 uring_was=""
 if [ -w "$URING_PARAM" ]; then
 	uring_was=$(cat "$URING_PARAM")

@@ -12,6 +12,7 @@
 pd_require
 
 uring_param=/sys/module/fuse/parameters/enable_uring
+modprobe fuse 2>/dev/null
 restore_uring_param() { echo "$uring_was" >"$uring_param"; }
 if [ -w "$uring_param" ]; then
 	uring_was=$(cat "$uring_param")
