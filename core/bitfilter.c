@@ -238,8 +238,6 @@ struct leafmap {
 	uint8_t *bits;      /* the leaf's lines, mapped */
 	size_t maplen;
 	uint64_t off, nlines;
-	uint64_t *tail;     /* the last chunk of its log, mapped by writers */
-	uint64_t tail_at;
 };
 
 struct bitfilter {
@@ -268,6 +266,12 @@ struct bitfilter {
 	size_t probes_n, probes_cap;
 	uint64_t probes_gen;      /* the layout they belong to */
 	uint64_t *chunkbuf;       /* CHUNK_BYTES for reading logs */
+	/* recording: the new keys of a call grouped by leaf (stage), how many
+	 * each leaf gets (lcount, zero between calls) and which leaves */
+	uint64_t *stage;
+	size_t stage_cap;
+	uint32_t *lcount;
+	uint32_t *touched;
 };
 
 /* ---- hashing and positions ---- */
@@ -648,19 +652,7 @@ static void unmap_leaf(struct leafmap *m)
 {
 	if (m->bits)
 		munmap(m->bits, m->maplen);
-	if (m->tail)
-		munmap(m->tail, CHUNK_BYTES);
 	memset(m, 0, sizeof *m);
-}
-
-/* Unmap a leaf's bits, keeping its log tail. */
-static void release_bits(struct leafmap *m)
-{
-	if (m->bits)
-		munmap(m->bits, m->maplen);
-	m->bits = NULL;
-	m->maplen = 0;
-	m->off = m->nlines = 0;
 }
 
 static int map_region(struct bitfilter *f, uint64_t off, size_t len, void **out)
@@ -818,7 +810,7 @@ static int mark_and_map(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
 }
 
 /* After another process changed the layout: map what the directory now
- * references, unmap the rest, forget the mapped log tails. */
+ * references, unmap the rest. */
 static int revalidate(struct bitfilter *f)
 {
 	struct stat st;
@@ -833,13 +825,8 @@ static int revalidate(struct bitfilter *f)
 		return rc;
 	for (uint32_t id = 0; id < BITFILTER_MAX_LEAVES; id++) {
 		struct leafmap *m = &f->lm[id];
-		if (!f->ref[id] && (m->bits || m->tail))
+		if (!f->ref[id] && m->bits)
 			unmap_leaf(m);
-		else if (m->tail) {
-			munmap(m->tail, CHUNK_BYTES);
-			m->tail = NULL;
-			m->tail_at = 0;
-		}
 	}
 	f->gen = f->hdr->generation;
 	return 0;
@@ -860,24 +847,6 @@ static int free_entries(struct bitfilter *f, uint32_t *ids, unsigned want)
 }
 
 /* ---- the key logs ---- */
-
-static int tail_map(struct bitfilter *f, struct leafmap *m, uint64_t off)
-{
-	if (m->tail && m->tail_at == off)
-		return 0;
-	if (m->tail) {
-		munmap(m->tail, CHUNK_BYTES);
-		m->tail = NULL;
-		m->tail_at = 0;
-	}
-	void *p = NULL;
-	int rc = map_region(f, off, CHUNK_BYTES, &p);
-	if (rc)
-		return rc;
-	m->tail = p;
-	m->tail_at = off;
-	return 0;
-}
 
 static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
@@ -915,37 +884,50 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Append key x to leaf id's log. Order (for a kill at any point): a new
- * chunk is zeroed and linked before the tail word that counts it is
- * stored; the key is stored before the count that covers it. */
-static int log_append(struct bitfilter *f, uint32_t id, uint64_t x)
+/* Give leaf id's log a new last chunk. Order (for a kill at any point): the
+ * chunk's next pointer is zeroed and the chunk linked before the tail word
+ * that counts it is stored. */
+static int log_new_chunk(struct bitfilter *f, struct bf_leaf *e)
+{
+	uint64_t off, zero = 0;
+	int rc;
+	if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, &off)) != 0)
+		return rc;
+	if ((rc = pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
+		region_free(f, off, CHUNK_BYTES);
+		return rc;
+	}
+	if (tail_chunks(e->tail) == 0)
+		e->chunk_first = off;
+	else if ((rc = pwrite_all(f->fd, &off, sizeof off, tail_off(e->tail))) != 0) {
+		region_free(f, off, CHUNK_BYTES);
+		return rc;
+	}
+	__atomic_store_n(&e->tail, tail_pack(off, tail_chunks(e->tail) + 1), __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Append n keys to leaf id's log: one pwrite per chunk they land in (not
+ * stores through a mapping of the last chunk: each new chunk then cost a
+ * map, an unmap and page faults that zero, fill and mark its pages, about
+ * twice the time of the writes). The keys are written before the count
+ * that covers them is stored. */
+static int log_keys(struct bitfilter *f, uint32_t id, const uint64_t *keys, size_t n)
 {
 	struct bf_leaf *e = &f->leaves[id];
-	struct leafmap *m = &f->lm[id];
-	uint64_t slot = e->count % CHUNK_KEYS;
-	uint64_t need = e->count / CHUNK_KEYS + 1;
 	int rc;
-
-	if (tail_chunks(e->tail) < need) {
-		uint64_t off, zero = 0;
-		if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, &off)) != 0)
+	while (n) {
+		uint64_t slot = e->count % CHUNK_KEYS;
+		if (tail_chunks(e->tail) < e->count / CHUNK_KEYS + 1 &&
+		    (rc = log_new_chunk(f, e)) != 0)
 			return rc;
-		if ((rc = pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
-			region_free(f, off, CHUNK_BYTES);
+		size_t m = CHUNK_KEYS - slot < n ? (size_t)(CHUNK_KEYS - slot) : n;
+		if ((rc = pwrite_all(f->fd, keys, m * 8, tail_off(e->tail) + 8 * (1 + slot))) != 0)
 			return rc;
-		}
-		if (tail_chunks(e->tail) == 0)
-			e->chunk_first = off;
-		else if ((rc = pwrite_all(f->fd, &off, sizeof off, tail_off(e->tail))) != 0) {
-			region_free(f, off, CHUNK_BYTES);
-			return rc;
-		}
-		__atomic_store_n(&e->tail, tail_pack(off, tail_chunks(e->tail) + 1), __ATOMIC_RELEASE);
+		__atomic_store_n(&e->count, e->count + m, __ATOMIC_RELEASE);
+		keys += m;
+		n -= m;
 	}
-	if ((rc = tail_map(f, m, tail_off(e->tail))) != 0)
-		return rc;
-	m->tail[1 + slot] = x;
-	__atomic_store_n(&e->count, e->count + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -1154,7 +1136,7 @@ static int grow_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nlin
 		return rc;
 	/* The old bits are not needed to rebuild (the log is): let them go
 	 * first, so that memory holds one copy of the leaf, not two. */
-	release_bits(&f->lm[id]);
+	unmap_leaf(&f->lm[id]);
 	if ((rc = newleaf_init(f, &nl, nlines)) != 0 ||
 	    (rc = read_log(f, e, grow_keys, &nl, NULL)) != 0) {
 		newleaf_drop(f, &nl, true);
@@ -1176,12 +1158,9 @@ static int grow_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nlin
 
 	/* the old bits are unreachable now */
 	uint64_t old_off = e->bits_off, old_lines = e->nlines;
-	struct leafmap *om = &f->lm[id], *m = &f->lm[nid];
+	struct leafmap *m = &f->lm[nid];
 	unmap_leaf(m);
-	m->tail = om->tail; /* the log stays where it is */
-	m->tail_at = om->tail_at;
-	om->tail = NULL;
-	unmap_leaf(om);
+	unmap_leaf(&f->lm[id]);
 	region_free(f, old_off, bits_len(old_lines));
 	m->bits = nl.bits;
 	m->maplen = bits_len(nlines);
@@ -1206,7 +1185,7 @@ static int split_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nli
 	memset(&s, 0, sizeof s);
 	if ((rc = free_entries(f, nid, 2)) != 0)
 		return rc;
-	release_bits(&f->lm[id]); /* as in grow_leaf */
+	unmap_leaf(&f->lm[id]); /* as in grow_leaf */
 	s.bit = 63 - d;
 	for (unsigned b = 0; b < 2; b++) {
 		if ((rc = newleaf_init(f, &s.child[b], nlines)) != 0)
@@ -1365,7 +1344,9 @@ static int setup(struct bitfilter *f)
 	f->lm = calloc(BITFILTER_MAX_LEAVES, sizeof *f->lm);
 	f->ref = calloc(BITFILTER_MAX_LEAVES, 1);
 	f->chunkbuf = malloc(CHUNK_BYTES);
-	if (!f->lm || !f->ref || !f->chunkbuf)
+	f->lcount = calloc(BITFILTER_MAX_LEAVES, sizeof *f->lcount);
+	f->touched = malloc(BITFILTER_MAX_LEAVES * sizeof *f->touched);
+	if (!f->lm || !f->ref || !f->chunkbuf || !f->lcount || !f->touched)
 		return -ENOMEM;
 	return ftab_init(f);
 }
@@ -1402,6 +1383,9 @@ static void free_filter(struct bitfilter *f)
 	free(f->lm);
 	free(f->ref);
 	free(f->chunkbuf);
+	free(f->lcount);
+	free(f->touched);
+	free(f->stage);
 	free(f->ftab);
 	free(f->set);
 	free(f->probes);
@@ -1714,31 +1698,97 @@ size_t bitfilter_check(struct bitfilter *f, const uint8_t *keys, size_t n, bool 
 	return fresh;
 }
 
-/* Log and set one key whose leaf and lines are known. */
-static int record_one(struct bitfilter *f, const struct probe *p)
+/* Room to stage n keys for recording; false without memory. */
+static bool stage_reserve(struct bitfilter *f, size_t n)
 {
-	/* the log first: a key in the bits is always in the log */
-	int rc = log_append(f, p->leaf, p->x);
-	if (rc == 0)
-		set_bits(f, p->x, p->l0, p->l1);
+	if (n > f->stage_cap) {
+		uint64_t *v = realloc(f->stage, n * sizeof *v);
+		if (!v)
+			return false;
+		f->stage = v;
+		f->stage_cap = n;
+	}
+	return true;
+}
+
+/* Group the keys of p[0..n) that are to be recorded (seen[i] false; seen
+ * NULL: all) by leaf into f->stage, each leaf's keys together, in the
+ * order of f->touched; f->lcount[id] is left at the end of leaf id's run.
+ * Returns the number of leaves. */
+static size_t stage_by_leaf(struct bitfilter *f, const struct probe *p, size_t n, const bool *seen)
+{
+	size_t nt = 0, at = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(seen && seen[i]) && f->lcount[p[i].leaf]++ == 0)
+			f->touched[nt++] = p[i].leaf;
+	for (size_t t = 0; t < nt; t++) {
+		uint32_t *c = &f->lcount[f->touched[t]];
+		size_t cnt = *c;
+		*c = (uint32_t)at;
+		at += cnt;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!(seen && seen[i]))
+			f->stage[f->lcount[p[i].leaf]++] = p[i].x;
+	return nt;
+}
+
+/* Record the keys of p[0..n) that seen does not mark (NULL: all): first
+ * every leaf's new keys go to its log (one write per leaf and chunk), then
+ * the bits are set, so that a key in the bits is always in the log. When a
+ * log cannot be written, the keys of the leaves written before it are
+ * recorded and the error returned. */
+static int record_probes(struct bitfilter *f, const struct probe *p, size_t n, const bool *seen)
+{
+	if (!stage_reserve(f, n))
+		return -ENOMEM;
+	size_t nt = stage_by_leaf(f, p, n, seen), logged = 0;
+	int rc = 0;
+	for (; logged < nt && rc == 0; logged++) {
+		uint32_t id = f->touched[logged];
+		uint32_t start = logged ? f->lcount[f->touched[logged - 1]] : 0;
+		rc = log_keys(f, id, f->stage + start, f->lcount[id] - start);
+	}
+	if (rc)
+		logged--; /* the leaf that failed */
+	/* lcount now marks the leaves whose keys are all logged */
+	for (size_t t = 0; t < nt; t++)
+		f->lcount[f->touched[t]] = t < logged;
+	for (size_t i = 0; i < n; i++) {
+		/* the lines were fetched by the check; the TLB may have let
+		 * them go, so ask again a little ahead */
+		size_t j = i + PREFETCH;
+		if (j < n && !(seen && seen[j])) {
+			prefetch(p[j].l0, 1);
+			prefetch(p[j].l1, 1);
+		}
+		if (!(seen && seen[i]) && f->lcount[p[i].leaf])
+			set_bits(f, p[i].x, p[i].l0, p[i].l1);
+	}
+	for (size_t t = 0; t < nt; t++)
+		f->lcount[f->touched[t]] = 0;
 	return rc;
 }
 
+/* Keys are added this many at a time (the probes and the staging of one
+ * slice stay in the caches). */
+#define ADD_SLICE 4096
+
 int bitfilter_add(struct bitfilter *f, const uint8_t *keys, size_t n)
 {
-	struct probe ring[PREFETCH];
 	int rc = 0;
 
 	if (f->readonly)
 		return -EROFS;
 	if (f->lock != LOCK_EX)
 		return -EPERM;
-	for (size_t i = 0; i < n + PREFETCH && rc == 0; i++) {
-		struct probe *p = &ring[i % PREFETCH];
-		if (i >= PREFETCH)
-			rc = record_one(f, p);
-		if (i < n)
-			probe_key(f, fold(keys + 16 * i), p, 1);
+	if (!probes_reserve(f, n < ADD_SLICE ? n : ADD_SLICE))
+		return -ENOMEM;
+	for (size_t s = 0; s < n && rc == 0; s += ADD_SLICE) {
+		size_t m = n - s < ADD_SLICE ? n - s : ADD_SLICE;
+		for (size_t i = 0; i < m; i++)
+			probe_key(f, fold(keys + 16 * (s + i)), &f->probes[i], 1);
+		rc = record_probes(f, f->probes, m, NULL);
 	}
 	f->probes_n = 0;
 	int rc2 = keep_rate(f);
@@ -1769,17 +1819,7 @@ int bitfilter_record(struct bitfilter *f, const uint8_t *keys, size_t n, const b
 		free(add);
 		return rc;
 	}
-	int rc = 0;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		/* the lines were fetched by the check; the TLB may have let
-		 * them go, so ask again a little ahead */
-		if (i + PREFETCH < n && !seen[i + PREFETCH]) {
-			prefetch(f->probes[i + PREFETCH].l0, 1);
-			prefetch(f->probes[i + PREFETCH].l1, 1);
-		}
-		if (!seen[i])
-			rc = record_one(f, &f->probes[i]);
-	}
+	int rc = record_probes(f, f->probes, n, seen);
 	f->probes_n = 0;
 	int rc2 = keep_rate(f);
 	return rc ? rc : rc2;
