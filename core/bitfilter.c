@@ -558,8 +558,12 @@ static int reserve(struct bitfilter *f, uint64_t off, uint64_t len)
 
 static void region_free(struct bitfilter *f, uint64_t off, uint64_t len);
 
-/* Space for len bytes at a multiple of align (a power of two >= UNIT). */
-static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, uint64_t *off)
+/* Space for len bytes at a multiple of align (a power of two >= UNIT).
+ * mapped: the space is written through a mapping (leaf bits), so its
+ * blocks are reserved now; space written with pwrite (key logs) gets them
+ * as it is written, and a full disk is an error of that write. */
+static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, bool mapped,
+			uint64_t *off)
 {
 	struct bf_header *h = f->hdr;
 	int rc;
@@ -576,7 +580,7 @@ static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, uint6
 		uint64_t end = e->off + e->len, o = (end - len) & ~(align - 1);
 		if (o < e->off)
 			continue;
-		if ((rc = reserve(f, o, len)) != 0)
+		if (mapped && (rc = reserve(f, o, len)) != 0)
 			return rc;
 		e->len = o - e->off;
 		if (o + len < end)
@@ -587,7 +591,7 @@ static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, uint6
 	uint64_t start = h->frontier, o = (start + align - 1) & ~(align - 1);
 	if ((rc = file_extend(f, o + len)) != 0)
 		return rc;
-	if ((rc = reserve(f, o, len)) != 0) {
+	if (mapped && (rc = reserve(f, o, len)) != 0) {
 		if (ftruncate(f->fd, (off_t)start) != 0) {
 			/* the file stays longer than the frontier: harmless */
 		}
@@ -891,7 +895,7 @@ static int log_new_chunk(struct bitfilter *f, struct bf_leaf *e)
 {
 	uint64_t off, zero = 0;
 	int rc;
-	if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, &off)) != 0)
+	if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, false, &off)) != 0)
 		return rc;
 	if ((rc = pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
 		region_free(f, off, CHUNK_BYTES);
@@ -992,7 +996,7 @@ static int logw_put(struct bitfilter *f, struct logw *w, uint64_t x)
 	int rc;
 	if (w->chunks == 0 || w->slot == CHUNK_KEYS) {
 		uint64_t off;
-		if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, &off)) != 0)
+		if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, false, &off)) != 0)
 			return rc;
 		if ((rc = offlist_push(&w->mine, off)) != 0) {
 			region_free(f, off, CHUNK_BYTES);
@@ -1042,7 +1046,7 @@ static int newleaf_init(struct bitfilter *f, struct newleaf *n, uint64_t nlines)
 {
 	memset(n, 0, sizeof *n);
 	n->nlines = nlines;
-	int rc = region_alloc(f, bits_len(nlines), bits_align(nlines), &n->off);
+	int rc = region_alloc(f, bits_len(nlines), bits_align(nlines), true, &n->off);
 	if (rc)
 		return rc;
 	void *p = NULL;
@@ -1457,7 +1461,7 @@ static int init_file(struct bitfilter *f, const struct bitfilter_params *p, uint
 	uint32_t *dir = dir_buf(f, 0);
 	for (uint32_t i = 0; i < (UINT32_C(1) << d); i++) {
 		struct bf_leaf *e = &f->leaves[i];
-		if ((rc = region_alloc(f, bits_len(nlines), bits_align(nlines), &e->bits_off)) != 0)
+		if ((rc = region_alloc(f, bits_len(nlines), bits_align(nlines), true, &e->bits_off)) != 0)
 			return rc;
 		e->nlines = nlines;
 		e->depth = d;
