@@ -39,31 +39,41 @@
  *   F = sum over leaves of 2^-d * f(c / m),
  * computed from exact counts after every batch of adds (a table of f makes
  * that a look-up per leaf). While F exceeds the target (times
- * RATE_MARGIN), the leaf with the highest rate is rebuilt: 1.25 times as
+ * RATE_MARGIN), the leaf with the highest rate is rebuilt: 1.3 times as
  * many lines, or, if that passes the largest leaf size, two children with
  * half each. Tests run against the filter as it was before the batch that
  * they belong to (the caller tests a whole batch, then adds its new keys),
  * so every test meets a rate of at most the target.
  *
- * Memory. Each leaf's load cycles between lambda_max / 1.25 and a bit above
- * lambda_max; because the worst leaf is always the one rebuilt, the leaves
- * stay spread over that cycle, and the bits stay near those of a filter
- * sized in advance whatever the growth so far: 1.09x to 1.13x of an optimal
- * classic Bloom filter for the same keys and rate (1e-4, two lines per key,
- * grown from 1e6 to 6e7 keys; 1.113x at 1e8 in bench-filter), of which 3%
- * is the blocked layout, 1% RATE_MARGIN and the rest the growth. A growth
- * factor of 1.4 would rebuild less (3.0 instead of 4.5 re-insertions per
- * key) but reaches 1.21x. Two lines per key cost 3% more bits than a
- * classic filter at 1e-4, one line 14% (the uneven load of 512-bit
- * blocks): hence two by default; their two cache misses overlap in the
- * batch pipeline.
+ * Memory. Each leaf's load cycles between lambda_max / GROWTH and a bit
+ * above lambda_max; because the worst leaf is always the one rebuilt, the
+ * leaves stay spread over that cycle, and the bits stay near those of a
+ * filter sized in advance whatever the growth so far. With GROWTH 1.25 that
+ * was 1.09x to 1.13x of an optimal classic Bloom filter for the same keys
+ * and rate (1e-4, two lines per key; 1.113x at 1e8 in bench-filter), of
+ * which 3% is the blocked layout, 1% RATE_MARGIN and the rest the growth;
+ * with 1.3, 1.133x at 1e8 (peak RSS of `pagededup urlseen` 1.163x), and
+ * 1.4 reaches 1.21x. The factor trades memory for rebuilding: about 4.5
+ * re-insertions per key at 1.25, 3.0 at 1.4; 1.3 took the 1e8 bench
+ * insert from 43.2 to 41.6 CPU seconds (the two builds run side by side),
+ * within the 1.2x memory goal.
+ * Two lines per key cost 3% more bits than a classic filter at 1e-4, one
+ * line 14% (the uneven load of 512-bit blocks): hence two by default;
+ * their two cache misses overlap in the batch pipeline.
  *
  * Time. A new key costs a test (two lines), a record (the same two lines
- * and 8 bytes of log) and, amortised, 4.5 re-insertions into rebuilt
+ * and 8 bytes of log) and, amortised, the re-insertions into rebuilt
  * leaves; a repeat costs the test. Past the caches all of these are memory
  * accesses, so leaves of 2 MiB and more are mapped with huge pages (below),
  * lookups are pipelined PREFETCH keys deep, and rebuilds
- * REBUILD_PREFETCH deep.
+ * REBUILD_PREFETCH deep. Recording a batch writes each leaf's new keys to
+ * its log with one pwrite per chunk, then sets the bits. The leaves stay
+ * shared file mappings: writeback of the dirty leaves every 30 s makes the
+ * next store to each cleaned page fault to mark it dirty again, but that
+ * (do_page_mkwrite) was 1.1% of the CPU time at 1e8, and ext4 maps the
+ * leaves with huge pages (FilePmdMapped), so keeping them in anonymous
+ * memory between checkpoints would not pay for what it costs the other
+ * processes sharing the file.
  *
  * File layout (little-endian):
  *   0        header (struct bf_header), 4096 bytes
@@ -74,14 +84,14 @@
  *   2 MiB    data: leaf bits regions and key-log chunks, in 4 KiB units
  * A key log is a list of 16 KiB chunks: the offset of the next chunk
  * (0: none), then 2047 keys. Keys are appended at slot count % 2047 of the
- * last chunk, which writers map (one 16 KiB mapping per leaf).
+ * last chunk, with pwrite.
  *
  * Changes and crashes. Lookups never see a half-made change: a rebuilt leaf
  * is built complete in new space, under a new leaf-table entry, in a copy
  * of the directory; a single 8-byte store of dirstate publishes it, and only
- * then is the old space freed. Appends store the key before the count, and
+ * then is the old space freed. Appends write the keys before the count, and
  * a new chunk is linked before the (packed, single-store) tail word that
- * counts it. Free extents shrink from their end and are published by their
+ * counts it; a leaf's bits are set only after its keys are in its log. Free extents shrink from their end and are published by their
  * length, so a process killed between any two stores leaves at worst some
  * space unreachable (never the same space owned twice).
  */
@@ -107,7 +117,7 @@
 /* ---- tunables (see the top comment for why these values) ---- */
 
 /* A leaf grows to this many times its lines when it is rebuilt. */
-#define GROWTH 1.25
+#define GROWTH 1.3
 /* The filter keeps its modelled rate at or below this fraction of the
  * target: room for the model's error and for the sampling error of a
  * measurement, at about 1% more bits. */
