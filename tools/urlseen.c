@@ -11,11 +11,12 @@
  * it did not print; holding the lock across both means several urlseen
  * processes on one filter print each new URL exactly once.
  *
- * Input costs little: a regular file is mapped a window at a time rather
- * than copied by read(), and a line already in normal form (most of a
- * crawl list) is hashed and printed where it lies, so the batch keeps
- * pointers into the input and is sent before the window moves on (a batch
- * may therefore end early, at a window's end).
+ * Input costs little: every input is read 2 MiB at a time into one reused
+ * buffer, a regular file from the page cache where it holds the file and
+ * with O_DIRECT where not (read_window), and a line already in normal form
+ * (most of a crawl list) is hashed and printed where it lies, so the batch
+ * keeps pointers into the buffer and is sent before the next read (a batch
+ * may therefore end early, at a read's end).
  */
 #include "urlseen.h"
 
@@ -326,7 +327,9 @@ static void hand_over_too_long(struct input *in, const char **line, size_t *len)
  * rest). All of them when that cannot be told. */
 static size_t cached_prefix(const struct input *in, size_t len)
 {
-	static unsigned char vec[WINDOW_BYTES / IO_ALIGN];
+	unsigned char vec[WINDOW_BYTES / IO_ALIGN];
+	if (len > WINDOW_BYTES)
+		return len;
 	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, in->fd, (off_t)in->pos);
 	if (p == MAP_FAILED)
 		return len;
