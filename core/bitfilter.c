@@ -39,31 +39,41 @@
  *   F = sum over leaves of 2^-d * f(c / m),
  * computed from exact counts after every batch of adds (a table of f makes
  * that a look-up per leaf). While F exceeds the target (times
- * RATE_MARGIN), the leaf with the highest rate is rebuilt: 1.25 times as
+ * RATE_MARGIN), the leaf with the highest rate is rebuilt: 1.3 times as
  * many lines, or, if that passes the largest leaf size, two children with
  * half each. Tests run against the filter as it was before the batch that
  * they belong to (the caller tests a whole batch, then adds its new keys),
  * so every test meets a rate of at most the target.
  *
- * Memory. Each leaf's load cycles between lambda_max / 1.25 and a bit above
- * lambda_max; because the worst leaf is always the one rebuilt, the leaves
- * stay spread over that cycle, and the bits stay near those of a filter
- * sized in advance whatever the growth so far: 1.09x to 1.13x of an optimal
- * classic Bloom filter for the same keys and rate (1e-4, two lines per key,
- * grown from 1e6 to 6e7 keys; 1.113x at 1e8 in bench-filter), of which 3%
- * is the blocked layout, 1% RATE_MARGIN and the rest the growth. A growth
- * factor of 1.4 would rebuild less (3.0 instead of 4.5 re-insertions per
- * key) but reaches 1.21x. Two lines per key cost 3% more bits than a
- * classic filter at 1e-4, one line 14% (the uneven load of 512-bit
- * blocks): hence two by default; their two cache misses overlap in the
- * batch pipeline.
+ * Memory. Each leaf's load cycles between lambda_max / GROWTH and a bit
+ * above lambda_max; because the worst leaf is always the one rebuilt, the
+ * leaves stay spread over that cycle, and the bits stay near those of a
+ * filter sized in advance whatever the growth so far. With GROWTH 1.25 that
+ * was 1.09x to 1.13x of an optimal classic Bloom filter for the same keys
+ * and rate (1e-4, two lines per key; 1.113x at 1e8 in bench-filter), of
+ * which 3% is the blocked layout, 1% RATE_MARGIN and the rest the growth;
+ * with 1.3, 1.133x at 1e8 (peak RSS of `pagededup urlseen` 1.163x), and
+ * 1.4 reaches 1.21x. The factor trades memory for rebuilding: about 4.5
+ * re-insertions per key at 1.25, 3.0 at 1.4; 1.3 took the 1e8 bench
+ * insert from 43.2 to 41.6 CPU seconds (the two builds run side by side),
+ * within the 1.2x memory goal.
+ * Two lines per key cost 3% more bits than a classic filter at 1e-4, one
+ * line 14% (the uneven load of 512-bit blocks): hence two by default;
+ * their two cache misses overlap in the batch pipeline.
  *
  * Time. A new key costs a test (two lines), a record (the same two lines
- * and 8 bytes of log) and, amortised, 4.5 re-insertions into rebuilt
+ * and 8 bytes of log) and, amortised, the re-insertions into rebuilt
  * leaves; a repeat costs the test. Past the caches all of these are memory
  * accesses, so leaves of 2 MiB and more are mapped with huge pages (below),
  * lookups are pipelined PREFETCH keys deep, and rebuilds
- * REBUILD_PREFETCH deep.
+ * REBUILD_PREFETCH deep. Recording a batch writes each leaf's new keys to
+ * its log with one pwrite per chunk, then sets the bits. The leaves stay
+ * shared file mappings: writeback of the dirty leaves every 30 s makes the
+ * next store to each cleaned page fault to mark it dirty again, but that
+ * (do_page_mkwrite) was 1.1% of the CPU time at 1e8, and ext4 maps the
+ * leaves with huge pages (FilePmdMapped), so keeping them in anonymous
+ * memory between checkpoints would not pay for what it costs the other
+ * processes sharing the file.
  *
  * File layout (little-endian):
  *   0        header (struct bf_header), 4096 bytes
@@ -74,14 +84,14 @@
  *   2 MiB    data: leaf bits regions and key-log chunks, in 4 KiB units
  * A key log is a list of 16 KiB chunks: the offset of the next chunk
  * (0: none), then 2047 keys. Keys are appended at slot count % 2047 of the
- * last chunk, which writers map (one 16 KiB mapping per leaf).
+ * last chunk, with pwrite.
  *
  * Changes and crashes. Lookups never see a half-made change: a rebuilt leaf
  * is built complete in new space, under a new leaf-table entry, in a copy
  * of the directory; a single 8-byte store of dirstate publishes it, and only
- * then is the old space freed. Appends store the key before the count, and
+ * then is the old space freed. Appends write the keys before the count, and
  * a new chunk is linked before the (packed, single-store) tail word that
- * counts it. Free extents shrink from their end and are published by their
+ * counts it; a leaf's bits are set only after its keys are in its log. Free extents shrink from their end and are published by their
  * length, so a process killed between any two stores leaves at worst some
  * space unreachable (never the same space owned twice).
  */
@@ -107,7 +117,7 @@
 /* ---- tunables (see the top comment for why these values) ---- */
 
 /* A leaf grows to this many times its lines when it is rebuilt. */
-#define GROWTH 1.25
+#define GROWTH 1.3
 /* The filter keeps its modelled rate at or below this fraction of the
  * target: room for the model's error and for the sampling error of a
  * measurement, at about 1% more bits. */
@@ -238,8 +248,6 @@ struct leafmap {
 	uint8_t *bits;      /* the leaf's lines, mapped */
 	size_t maplen;
 	uint64_t off, nlines;
-	uint64_t *tail;     /* the last chunk of its log, mapped by writers */
-	uint64_t tail_at;
 };
 
 struct bitfilter {
@@ -268,6 +276,12 @@ struct bitfilter {
 	size_t probes_n, probes_cap;
 	uint64_t probes_gen;      /* the layout they belong to */
 	uint64_t *chunkbuf;       /* CHUNK_BYTES for reading logs */
+	/* recording: the new keys of a call grouped by leaf (stage), how many
+	 * each leaf gets (lcount, zero between calls) and which leaves */
+	uint64_t *stage;
+	size_t stage_cap;
+	uint32_t *lcount;
+	uint32_t *touched;
 };
 
 /* ---- hashing and positions ---- */
@@ -554,8 +568,12 @@ static int reserve(struct bitfilter *f, uint64_t off, uint64_t len)
 
 static void region_free(struct bitfilter *f, uint64_t off, uint64_t len);
 
-/* Space for len bytes at a multiple of align (a power of two >= UNIT). */
-static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, uint64_t *off)
+/* Space for len bytes at a multiple of align (a power of two >= UNIT).
+ * mapped: the space is written through a mapping (leaf bits), so its
+ * blocks are reserved now; space written with pwrite (key logs) gets them
+ * as it is written, and a full disk is an error of that write. */
+static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, bool mapped,
+			uint64_t *off)
 {
 	struct bf_header *h = f->hdr;
 	int rc;
@@ -572,7 +590,7 @@ static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, uint6
 		uint64_t end = e->off + e->len, o = (end - len) & ~(align - 1);
 		if (o < e->off)
 			continue;
-		if ((rc = reserve(f, o, len)) != 0)
+		if (mapped && (rc = reserve(f, o, len)) != 0)
 			return rc;
 		e->len = o - e->off;
 		if (o + len < end)
@@ -583,7 +601,7 @@ static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, uint6
 	uint64_t start = h->frontier, o = (start + align - 1) & ~(align - 1);
 	if ((rc = file_extend(f, o + len)) != 0)
 		return rc;
-	if ((rc = reserve(f, o, len)) != 0) {
+	if (mapped && (rc = reserve(f, o, len)) != 0) {
 		if (ftruncate(f->fd, (off_t)start) != 0) {
 			/* the file stays longer than the frontier: harmless */
 		}
@@ -648,19 +666,7 @@ static void unmap_leaf(struct leafmap *m)
 {
 	if (m->bits)
 		munmap(m->bits, m->maplen);
-	if (m->tail)
-		munmap(m->tail, CHUNK_BYTES);
 	memset(m, 0, sizeof *m);
-}
-
-/* Unmap a leaf's bits, keeping its log tail. */
-static void release_bits(struct leafmap *m)
-{
-	if (m->bits)
-		munmap(m->bits, m->maplen);
-	m->bits = NULL;
-	m->maplen = 0;
-	m->off = m->nlines = 0;
 }
 
 static int map_region(struct bitfilter *f, uint64_t off, size_t len, void **out)
@@ -818,7 +824,7 @@ static int mark_and_map(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
 }
 
 /* After another process changed the layout: map what the directory now
- * references, unmap the rest, forget the mapped log tails. */
+ * references, unmap the rest. */
 static int revalidate(struct bitfilter *f)
 {
 	struct stat st;
@@ -833,13 +839,8 @@ static int revalidate(struct bitfilter *f)
 		return rc;
 	for (uint32_t id = 0; id < BITFILTER_MAX_LEAVES; id++) {
 		struct leafmap *m = &f->lm[id];
-		if (!f->ref[id] && (m->bits || m->tail))
+		if (!f->ref[id] && m->bits)
 			unmap_leaf(m);
-		else if (m->tail) {
-			munmap(m->tail, CHUNK_BYTES);
-			m->tail = NULL;
-			m->tail_at = 0;
-		}
 	}
 	f->gen = f->hdr->generation;
 	return 0;
@@ -860,24 +861,6 @@ static int free_entries(struct bitfilter *f, uint32_t *ids, unsigned want)
 }
 
 /* ---- the key logs ---- */
-
-static int tail_map(struct bitfilter *f, struct leafmap *m, uint64_t off)
-{
-	if (m->tail && m->tail_at == off)
-		return 0;
-	if (m->tail) {
-		munmap(m->tail, CHUNK_BYTES);
-		m->tail = NULL;
-		m->tail_at = 0;
-	}
-	void *p = NULL;
-	int rc = map_region(f, off, CHUNK_BYTES, &p);
-	if (rc)
-		return rc;
-	m->tail = p;
-	m->tail_at = off;
-	return 0;
-}
 
 static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
@@ -915,37 +898,50 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Append key x to leaf id's log. Order (for a kill at any point): a new
- * chunk is zeroed and linked before the tail word that counts it is
- * stored; the key is stored before the count that covers it. */
-static int log_append(struct bitfilter *f, uint32_t id, uint64_t x)
+/* Give leaf id's log a new last chunk. Order (for a kill at any point): the
+ * chunk's next pointer is zeroed and the chunk linked before the tail word
+ * that counts it is stored. */
+static int log_new_chunk(struct bitfilter *f, struct bf_leaf *e)
+{
+	uint64_t off, zero = 0;
+	int rc;
+	if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, false, &off)) != 0)
+		return rc;
+	if ((rc = pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
+		region_free(f, off, CHUNK_BYTES);
+		return rc;
+	}
+	if (tail_chunks(e->tail) == 0)
+		e->chunk_first = off;
+	else if ((rc = pwrite_all(f->fd, &off, sizeof off, tail_off(e->tail))) != 0) {
+		region_free(f, off, CHUNK_BYTES);
+		return rc;
+	}
+	__atomic_store_n(&e->tail, tail_pack(off, tail_chunks(e->tail) + 1), __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Append n keys to leaf id's log: one pwrite per chunk they land in (not
+ * stores through a mapping of the last chunk: each new chunk then cost a
+ * map, an unmap and page faults that zero, fill and mark its pages, about
+ * twice the time of the writes). The keys are written before the count
+ * that covers them is stored. */
+static int log_keys(struct bitfilter *f, uint32_t id, const uint64_t *keys, size_t n)
 {
 	struct bf_leaf *e = &f->leaves[id];
-	struct leafmap *m = &f->lm[id];
-	uint64_t slot = e->count % CHUNK_KEYS;
-	uint64_t need = e->count / CHUNK_KEYS + 1;
 	int rc;
-
-	if (tail_chunks(e->tail) < need) {
-		uint64_t off, zero = 0;
-		if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, &off)) != 0)
+	while (n) {
+		uint64_t slot = e->count % CHUNK_KEYS;
+		if (tail_chunks(e->tail) < e->count / CHUNK_KEYS + 1 &&
+		    (rc = log_new_chunk(f, e)) != 0)
 			return rc;
-		if ((rc = pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
-			region_free(f, off, CHUNK_BYTES);
+		size_t m = CHUNK_KEYS - slot < n ? (size_t)(CHUNK_KEYS - slot) : n;
+		if ((rc = pwrite_all(f->fd, keys, m * 8, tail_off(e->tail) + 8 * (1 + slot))) != 0)
 			return rc;
-		}
-		if (tail_chunks(e->tail) == 0)
-			e->chunk_first = off;
-		else if ((rc = pwrite_all(f->fd, &off, sizeof off, tail_off(e->tail))) != 0) {
-			region_free(f, off, CHUNK_BYTES);
-			return rc;
-		}
-		__atomic_store_n(&e->tail, tail_pack(off, tail_chunks(e->tail) + 1), __ATOMIC_RELEASE);
+		__atomic_store_n(&e->count, e->count + m, __ATOMIC_RELEASE);
+		keys += m;
+		n -= m;
 	}
-	if ((rc = tail_map(f, m, tail_off(e->tail))) != 0)
-		return rc;
-	m->tail[1 + slot] = x;
-	__atomic_store_n(&e->count, e->count + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -1010,7 +1006,7 @@ static int logw_put(struct bitfilter *f, struct logw *w, uint64_t x)
 	int rc;
 	if (w->chunks == 0 || w->slot == CHUNK_KEYS) {
 		uint64_t off;
-		if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, &off)) != 0)
+		if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, false, &off)) != 0)
 			return rc;
 		if ((rc = offlist_push(&w->mine, off)) != 0) {
 			region_free(f, off, CHUNK_BYTES);
@@ -1060,7 +1056,7 @@ static int newleaf_init(struct bitfilter *f, struct newleaf *n, uint64_t nlines)
 {
 	memset(n, 0, sizeof *n);
 	n->nlines = nlines;
-	int rc = region_alloc(f, bits_len(nlines), bits_align(nlines), &n->off);
+	int rc = region_alloc(f, bits_len(nlines), bits_align(nlines), true, &n->off);
 	if (rc)
 		return rc;
 	void *p = NULL;
@@ -1154,7 +1150,7 @@ static int grow_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nlin
 		return rc;
 	/* The old bits are not needed to rebuild (the log is): let them go
 	 * first, so that memory holds one copy of the leaf, not two. */
-	release_bits(&f->lm[id]);
+	unmap_leaf(&f->lm[id]);
 	if ((rc = newleaf_init(f, &nl, nlines)) != 0 ||
 	    (rc = read_log(f, e, grow_keys, &nl, NULL)) != 0) {
 		newleaf_drop(f, &nl, true);
@@ -1176,12 +1172,9 @@ static int grow_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nlin
 
 	/* the old bits are unreachable now */
 	uint64_t old_off = e->bits_off, old_lines = e->nlines;
-	struct leafmap *om = &f->lm[id], *m = &f->lm[nid];
+	struct leafmap *m = &f->lm[nid];
 	unmap_leaf(m);
-	m->tail = om->tail; /* the log stays where it is */
-	m->tail_at = om->tail_at;
-	om->tail = NULL;
-	unmap_leaf(om);
+	unmap_leaf(&f->lm[id]);
 	region_free(f, old_off, bits_len(old_lines));
 	m->bits = nl.bits;
 	m->maplen = bits_len(nlines);
@@ -1206,7 +1199,7 @@ static int split_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nli
 	memset(&s, 0, sizeof s);
 	if ((rc = free_entries(f, nid, 2)) != 0)
 		return rc;
-	release_bits(&f->lm[id]); /* as in grow_leaf */
+	unmap_leaf(&f->lm[id]); /* as in grow_leaf */
 	s.bit = 63 - d;
 	for (unsigned b = 0; b < 2; b++) {
 		if ((rc = newleaf_init(f, &s.child[b], nlines)) != 0)
@@ -1365,7 +1358,9 @@ static int setup(struct bitfilter *f)
 	f->lm = calloc(BITFILTER_MAX_LEAVES, sizeof *f->lm);
 	f->ref = calloc(BITFILTER_MAX_LEAVES, 1);
 	f->chunkbuf = malloc(CHUNK_BYTES);
-	if (!f->lm || !f->ref || !f->chunkbuf)
+	f->lcount = calloc(BITFILTER_MAX_LEAVES, sizeof *f->lcount);
+	f->touched = malloc(BITFILTER_MAX_LEAVES * sizeof *f->touched);
+	if (!f->lm || !f->ref || !f->chunkbuf || !f->lcount || !f->touched)
 		return -ENOMEM;
 	return ftab_init(f);
 }
@@ -1402,6 +1397,9 @@ static void free_filter(struct bitfilter *f)
 	free(f->lm);
 	free(f->ref);
 	free(f->chunkbuf);
+	free(f->lcount);
+	free(f->touched);
+	free(f->stage);
 	free(f->ftab);
 	free(f->set);
 	free(f->probes);
@@ -1473,7 +1471,7 @@ static int init_file(struct bitfilter *f, const struct bitfilter_params *p, uint
 	uint32_t *dir = dir_buf(f, 0);
 	for (uint32_t i = 0; i < (UINT32_C(1) << d); i++) {
 		struct bf_leaf *e = &f->leaves[i];
-		if ((rc = region_alloc(f, bits_len(nlines), bits_align(nlines), &e->bits_off)) != 0)
+		if ((rc = region_alloc(f, bits_len(nlines), bits_align(nlines), true, &e->bits_off)) != 0)
 			return rc;
 		e->nlines = nlines;
 		e->depth = d;
@@ -1714,31 +1712,97 @@ size_t bitfilter_check(struct bitfilter *f, const uint8_t *keys, size_t n, bool 
 	return fresh;
 }
 
-/* Log and set one key whose leaf and lines are known. */
-static int record_one(struct bitfilter *f, const struct probe *p)
+/* Room to stage n keys for recording; false without memory. */
+static bool stage_reserve(struct bitfilter *f, size_t n)
 {
-	/* the log first: a key in the bits is always in the log */
-	int rc = log_append(f, p->leaf, p->x);
-	if (rc == 0)
-		set_bits(f, p->x, p->l0, p->l1);
+	if (n > f->stage_cap) {
+		uint64_t *v = realloc(f->stage, n * sizeof *v);
+		if (!v)
+			return false;
+		f->stage = v;
+		f->stage_cap = n;
+	}
+	return true;
+}
+
+/* Group the keys of p[0..n) that are to be recorded (seen[i] false; seen
+ * NULL: all) by leaf into f->stage, each leaf's keys together, in the
+ * order of f->touched; f->lcount[id] is left at the end of leaf id's run.
+ * Returns the number of leaves. */
+static size_t stage_by_leaf(struct bitfilter *f, const struct probe *p, size_t n, const bool *seen)
+{
+	size_t nt = 0, at = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(seen && seen[i]) && f->lcount[p[i].leaf]++ == 0)
+			f->touched[nt++] = p[i].leaf;
+	for (size_t t = 0; t < nt; t++) {
+		uint32_t *c = &f->lcount[f->touched[t]];
+		size_t cnt = *c;
+		*c = (uint32_t)at;
+		at += cnt;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!(seen && seen[i]))
+			f->stage[f->lcount[p[i].leaf]++] = p[i].x;
+	return nt;
+}
+
+/* Record the keys of p[0..n) that seen does not mark (NULL: all): first
+ * every leaf's new keys go to its log (one write per leaf and chunk), then
+ * the bits are set, so that a key in the bits is always in the log. When a
+ * log cannot be written, the keys of the leaves written before it are
+ * recorded and the error returned. */
+static int record_probes(struct bitfilter *f, const struct probe *p, size_t n, const bool *seen)
+{
+	if (!stage_reserve(f, n))
+		return -ENOMEM;
+	size_t nt = stage_by_leaf(f, p, n, seen), logged = 0;
+	int rc = 0;
+	for (; logged < nt && rc == 0; logged++) {
+		uint32_t id = f->touched[logged];
+		uint32_t start = logged ? f->lcount[f->touched[logged - 1]] : 0;
+		rc = log_keys(f, id, f->stage + start, f->lcount[id] - start);
+	}
+	if (rc)
+		logged--; /* the leaf that failed */
+	/* lcount now marks the leaves whose keys are all logged */
+	for (size_t t = 0; t < nt; t++)
+		f->lcount[f->touched[t]] = t < logged;
+	for (size_t i = 0; i < n; i++) {
+		/* the lines were fetched by the check; the TLB may have let
+		 * them go, so ask again a little ahead */
+		size_t j = i + PREFETCH;
+		if (j < n && !(seen && seen[j])) {
+			prefetch(p[j].l0, 1);
+			prefetch(p[j].l1, 1);
+		}
+		if (!(seen && seen[i]) && f->lcount[p[i].leaf])
+			set_bits(f, p[i].x, p[i].l0, p[i].l1);
+	}
+	for (size_t t = 0; t < nt; t++)
+		f->lcount[f->touched[t]] = 0;
 	return rc;
 }
 
+/* Keys are added this many at a time (the probes and the staging of one
+ * slice stay in the caches). */
+#define ADD_SLICE 4096
+
 int bitfilter_add(struct bitfilter *f, const uint8_t *keys, size_t n)
 {
-	struct probe ring[PREFETCH];
 	int rc = 0;
 
 	if (f->readonly)
 		return -EROFS;
 	if (f->lock != LOCK_EX)
 		return -EPERM;
-	for (size_t i = 0; i < n + PREFETCH && rc == 0; i++) {
-		struct probe *p = &ring[i % PREFETCH];
-		if (i >= PREFETCH)
-			rc = record_one(f, p);
-		if (i < n)
-			probe_key(f, fold(keys + 16 * i), p, 1);
+	if (!probes_reserve(f, n < ADD_SLICE ? n : ADD_SLICE))
+		return -ENOMEM;
+	for (size_t s = 0; s < n && rc == 0; s += ADD_SLICE) {
+		size_t m = n - s < ADD_SLICE ? n - s : ADD_SLICE;
+		for (size_t i = 0; i < m; i++)
+			probe_key(f, fold(keys + 16 * (s + i)), &f->probes[i], 1);
+		rc = record_probes(f, f->probes, m, NULL);
 	}
 	f->probes_n = 0;
 	int rc2 = keep_rate(f);
@@ -1769,17 +1833,7 @@ int bitfilter_record(struct bitfilter *f, const uint8_t *keys, size_t n, const b
 		free(add);
 		return rc;
 	}
-	int rc = 0;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		/* the lines were fetched by the check; the TLB may have let
-		 * them go, so ask again a little ahead */
-		if (i + PREFETCH < n && !seen[i + PREFETCH]) {
-			prefetch(f->probes[i + PREFETCH].l0, 1);
-			prefetch(f->probes[i + PREFETCH].l1, 1);
-		}
-		if (!seen[i])
-			rc = record_one(f, &f->probes[i]);
-	}
+	int rc = record_probes(f, f->probes, n, seen);
 	f->probes_n = 0;
 	int rc2 = keep_rate(f);
 	return rc ? rc : rc2;

@@ -12,7 +12,7 @@
  * also keeps, on disk, the 64-bit keys it holds (a log of 8 bytes per key,
  * read only when the leaf is rebuilt; it is never mapped for lookups). When
  * the filter's overall rate, computed from each leaf's exact key count,
- * would pass the target, the worst leaf is rebuilt from its log 1.25 times
+ * would pass the target, the worst leaf is rebuilt from its log 1.3 times
  * larger, or, past the largest leaf size, split into two children that each
  * take half of its routing range (seed 004's split, with the rehash that it
  * describes). The overall rate is the mean of the leaves' rates weighted by

@@ -362,6 +362,94 @@ static void test_big_batch(void **state)
 
 /* ---- the calls ---- */
 
+/* Every way keys are recorded writes each leaf's log right: bitfilter_add
+ * of more keys than it takes at a time (4096), bitfilter_record of a check
+ * (the keys it found new), bitfilter_record after the lock was let go (it
+ * falls back to adding). The batches cover several leaves and cross log
+ * chunks (2047 keys); the keys must then survive rebuilds of every leaf,
+ * which read them back from the logs only, and a reopen. */
+static void test_record_paths(void **state)
+{
+	(void)state;
+	const size_t n = 30000;
+	char path[512];
+	snprintf(path, sizeof path, "%s", path_of("paths"));
+	struct bitfilter_params p;
+	struct bitfilter *f;
+	bitfilter_params_default(&p);
+	p.expected = 20000;
+	p.max_leaf_lines = 128; /* several leaves, none larger */
+	assert_int_equal(bitfilter_create(path, &p, &f), 0);
+	bool *seen = malloc(n), *rec = malloc(3 * n);
+	assert_non_null(seen);
+	assert_non_null(rec);
+
+	/* add: 30000 keys in one call, no check before it */
+	uint8_t *k = keys_range(21, 0, n);
+	assert_int_equal(bitfilter_lock(f, true), 0);
+	assert_int_equal(bitfilter_add(f, k, n), 0);
+	bitfilter_unlock(f);
+	free(k);
+	for (size_t i = 0; i < n; i++)
+		rec[i] = true;
+	assert_int_equal(stats_of(f).keys, n);
+
+	/* record right after a check of a batch in which every other key was
+	 * added before */
+	k = malloc(n * 16);
+	assert_non_null(k);
+	for (size_t i = 0; i < n; i++)
+		key_of(21, i % 2 ? n + i : i, k + 16 * i);
+	assert_int_equal(bitfilter_lock(f, true), 0);
+	size_t fresh = bitfilter_check(f, k, n, seen);
+	assert_true(fresh <= n / 2 && fresh >= n / 2 - 5);
+	assert_int_equal(bitfilter_record(f, k, n, seen), 0);
+	bitfilter_unlock(f);
+	for (size_t i = 1; i < n; i += 2)
+		rec[n + i] = !seen[i];
+	free(k);
+
+	/* record after the lock was let go and taken again */
+	k = keys_range(21, 2 * n, n);
+	assert_int_equal(bitfilter_lock(f, true), 0);
+	fresh = bitfilter_check(f, k, n, seen);
+	bitfilter_unlock(f);
+	assert_int_equal(bitfilter_lock(f, true), 0);
+	assert_int_equal(bitfilter_record(f, k, n, seen), 0);
+	bitfilter_unlock(f);
+	for (size_t i = 0; i < n; i++)
+		rec[2 * n + i] = !seen[i];
+	free(k);
+
+	struct bitfilter_stats st = stats_of(f);
+	size_t want = n + fresh;
+	for (size_t i = 1; i < n; i += 2)
+		want += rec[n + i];
+	assert_int_equal(st.keys, want);
+	uint64_t splits = st.splits, leaves = st.leaves;
+	assert_true(leaves >= 8);
+	/* 300000 more keys, ten times what the leaves hold at their largest:
+	 * every leaf splits, and its children are built from its log alone */
+	add_range(f, 22, 0, 300000, 4096, NULL);
+	st = stats_of(f);
+	print_message("%llu leaves, %llu splits -> %llu leaves, %llu splits\n",
+		      (unsigned long long)leaves, (unsigned long long)splits,
+		      (unsigned long long)st.leaves, (unsigned long long)st.splits);
+	assert_true(st.splits >= splits + leaves);
+	for (size_t i = 0; i < n; i++)
+		rec[n + i] = rec[n + i] && i % 2;
+	assert_recorded_found(f, 21, 0, 3 * n, rec);
+	assert_verified(f);
+	bitfilter_close(f);
+
+	assert_int_equal(bitfilter_open(path, true, &f), 0);
+	assert_recorded_found(f, 21, 0, 3 * n, rec);
+	bitfilter_close(f);
+	free(seen);
+	free(rec);
+	unlink(path);
+}
+
 static void test_repeats_within_a_call(void **state)
 {
 	(void)state;
@@ -622,6 +710,7 @@ int main(void)
 		cmocka_unit_test(test_growth),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_big_batch),
+		cmocka_unit_test(test_record_paths),
 		cmocka_unit_test(test_repeats_within_a_call),
 		cmocka_unit_test(test_lock_rules),
 		cmocka_unit_test(test_bad_params_and_files),
