@@ -183,14 +183,11 @@ pd_mount() {
 	return 0
 }
 
-# When the suite runs with FUSE over io_uring (tests/run.sh sets
-# PD_EXPECT_URING=1 for its second pass), a mount that fell back to
-# /dev/fuse would test the wrong path: wait for the daemon's word that
-# every queue is served by its ring threads.
-pd_check_transport() {
+# pd_wait_uring: the daemon of the last pd_mount says, within 5 s, that
+# every queue is served by its io_uring threads; otherwise its log is shown
+# and the call fails.
+pd_wait_uring() {
 	local i
-	[ "${PD_EXPECT_URING:-0}" = 1 ] || return 0
-	case ",$1," in *,no_uring,*) return 0 ;; esac
 	for i in $(seq 1 100); do
 		grep -q "serving requests over io_uring" "$PDFS_LOG" && return 0
 		sleep 0.05
@@ -198,6 +195,15 @@ pd_check_transport() {
 	note "the daemon did not start serving over io_uring"
 	pd_show_log "$PDFS_LOG"
 	return 1
+}
+
+# When the suite runs with FUSE over io_uring (tests/run.sh sets
+# PD_EXPECT_URING=1 for its second pass), a mount that fell back to
+# /dev/fuse would test the wrong path.
+pd_check_transport() {
+	[ "${PD_EXPECT_URING:-0}" = 1 ] || return 0
+	case ",$1," in *,no_uring,*) return 0 ;; esac
+	pd_wait_uring
 }
 
 # pd_register_mount MNT PID [LOG]: a mount made by a daemon that is not our

@@ -24,16 +24,6 @@ need_uring() {
 	[ -w "$uring_param" ] || skip "this kernel has no FUSE over io_uring ($uring_param)"
 }
 
-wait_for_rings() {
-	local i
-	for i in $(seq 1 100); do
-		grep -q "serving requests over io_uring" "$PDFS_LOG" && return 0
-		sleep 0.05
-	done
-	pd_show_log "$PDFS_LOG"
-	fail "the daemon did not start serving over io_uring"
-}
-
 # switches NAME: voluntary context switches of the daemon's threads called
 # NAME, summed (a thread that waits for requests switches once per request
 # it serves).
@@ -80,7 +70,7 @@ case_served_on_the_callers_cpu() {
 	local ncpu cpu other r0 o0 d0 r1 o1 d1
 	ncpu=$(nproc)
 	pd_mount || fail mount
-	wait_for_rings
+	pd_wait_uring || fail "no io_uring"
 	pinned_to_their_cpus
 	for cpu in $(seq 0 $((ncpu > 2 ? 1 : ncpu - 1))); do
 		other=$(( (cpu + 1) % ncpu ))
@@ -109,7 +99,7 @@ case_no_uring_option() {
 case_largest_requests() {
 	need_uring
 	pd_mount || fail mount
-	wait_for_rings
+	pd_wait_uring || fail "no io_uring"
 	head -c $((9 << 20)) /dev/urandom >"$PD_TMP/big"
 	dd if="$PD_TMP/big" of="$MNT/big" bs=4M status=none || fail "dd in 4 MiB writes"
 	cmp "$PD_TMP/big" "$MNT/big" || fail "a 9 MiB file read back differs"
