@@ -1,9 +1,10 @@
 /* url.c - syntax-based URL normalisation (RFC 3986 6.2.2 and 6.2.3).
  *
  * Two paths to one result. Most URLs of a crawl list are already in normal
- * form; rest_is_normal() proves that in one SSE2 pass that builds bit masks
+ * form; rest_is_normal() proves that in one vector pass that builds bit masks
  * of the URL (bytes never allowed, capitals, ':' and '@', '/', '.', '?'),
- * and the normal form is then a copy of the input. Every other URL goes
+ * 64 bytes at a time with AVX-512BW where the processor has it, 16 with
+ * SSE2 elsewhere, and the normal form is then a copy of the input. Every other URL goes
  * through the general path: component by component (scheme, userinfo,
  * host, port, path, query; the fragment is dropped), each byte classified
  * through one 256-entry table, runs of plain bytes copied 16 at a time, the
@@ -420,6 +421,71 @@ static inline void fmask16(const uint8_t *x, unsigned n, bool overlap, struct fm
 	m->qmark |= (uint64_t)(q & keep) << shift;
 }
 
+/* The masks of the n <= 64 bytes at p (bit i: byte i), with SSE2. The
+ * overlapping load of a short tail reads only bytes of [p, p + len), the
+ * whole URL after its scheme: len >= 16 lets it. */
+static void fmask64_sse2(const uint8_t *p, unsigned n, bool tail_overlap, struct fmask *m)
+{
+	memset(m, 0, sizeof *m);
+	for (unsigned b = 0; b < n; b += 16) {
+		unsigned k = n - b < 16 ? n - b : 16;
+		fmask16(p + b, k, tail_overlap && b + 16 > n, m, b);
+	}
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define URL_HAVE_AVX512 1
+#include <immintrin.h>
+
+/* The same masks with AVX-512BW: one masked load of up to 64 bytes (bytes
+ * past n are neither read nor faulted on) and one compare per class, each
+ * giving its 64-bit mask directly. About a quarter of the SSE2 version's
+ * instructions for a typical URL. */
+__attribute__((target("avx512bw"))) static void fmask64_avx512(const uint8_t *p, unsigned n,
+							       bool tail_overlap, struct fmask *m)
+{
+	(void)tail_overlap;
+	__mmask64 keep = n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1;
+	__m512i v = _mm512_maskz_loadu_epi8(keep, p);
+#define IN_RANGE(lo, cnt)                                                                     \
+	_mm512_cmplt_epu8_mask(_mm512_sub_epi8(v, _mm512_set1_epi8((char)(lo))),             \
+			       _mm512_set1_epi8((char)(cnt)))
+#define EQ(c) _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(c))
+	/* never allowed: outside '!'..'~', and " # % < > [ \ ] ^ ` { | } */
+	__mmask64 bad = ~IN_RANGE('!', '~' - '!' + 1);
+	bad |= EQ('"') | EQ('#') | EQ('%') | EQ('<') | EQ('>') | EQ('`');
+	bad |= IN_RANGE('[', 4) | IN_RANGE('{', 3);
+	m->bad = bad & keep;
+	m->upper = IN_RANGE('A', 26);
+	m->colat = EQ(':') | EQ('@');
+	m->slash = EQ('/');
+	m->dot = EQ('.');
+	m->qmark = EQ('?');
+#undef IN_RANGE
+#undef EQ
+}
+#endif
+
+typedef void fmask64_fn(const uint8_t *p, unsigned n, bool tail_overlap, struct fmask *m);
+
+/* The widest version this processor runs, chosen on first use (a race
+ * between threads stores the same pointer twice). */
+static fmask64_fn *fmask64_choose(void)
+{
+	static fmask64_fn *chosen;
+	fmask64_fn *f = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
+	if (f)
+		return f;
+	f = fmask64_sse2;
+#ifdef URL_HAVE_AVX512
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512bw"))
+		f = fmask64_avx512;
+#endif
+	__atomic_store_n(&chosen, f, __ATOMIC_RELAXED);
+	return f;
+}
+
 static inline uint64_t below(unsigned n)
 {
 	return n >= 64 ? ~UINT64_C(0) : (UINT64_C(1) << n) - 1;
@@ -427,18 +493,15 @@ static inline uint64_t below(unsigned n)
 
 /* Whether [p, e), the part after "scheme://", is a normal authority, path
  * and query: see above. */
-static bool rest_is_normal(const uint8_t *p, const uint8_t *e)
+static bool rest_is_normal(const uint8_t *p, const uint8_t *e, fmask64_fn *fmask64)
 {
 	size_t len = (size_t)(e - p);
 	bool in_host = true, in_path = false, carry = false;
 	size_t host = 0;
 	for (size_t g = 0; g < len; g += 64) {
-		struct fmask m = { 0, 0, 0, 0, 0, 0 };
+		struct fmask m;
 		size_t n = len - g < 64 ? len - g : 64;
-		for (size_t b = 0; b < n; b += 16) {
-			unsigned k = n - b < 16 ? (unsigned)(n - b) : 16;
-			fmask16(p + g + b, k, g + b + 16 > len && len >= 16, &m, (unsigned)b);
-		}
+		fmask64(p + g, (unsigned)n, len >= 16, &m);
 		if (m.bad)
 			return false;
 		uint64_t all = below((unsigned)n), region = all;
@@ -530,7 +593,7 @@ int url_normal_form(const char *in, size_t len, unsigned flags, char *out, size_
 	p += 3;
 #if defined(__SSE2__)
 	if (!(flags & (URL_SORT_QUERY | URL_NO_FAST_PATH)) && !lower_seen &&
-	    rest_is_normal(p, e)) {
+	    rest_is_normal(p, e, flags & URL_FAST_PATH_SSE2 ? fmask64_sse2 : fmask64_choose())) {
 		/* the scheme had no capitals either: the input is the form */
 		*form = (const char *)s;
 		*formlen = (size_t)(e - s);

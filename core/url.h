@@ -54,6 +54,9 @@
 /* Tests only: always take the general path (url.c proves most URLs already
  * normal in one vectorised pass; the result must not depend on it). */
 #define URL_NO_FAST_PATH 0x80000000u
+/* Tests only: prove a URL normal with the SSE2 masks even where the
+ * processor has AVX-512BW (the two must agree). */
+#define URL_FAST_PATH_SSE2 0x40000000u
 
 /* Normalise the URL in in[0..len) into out (cap bytes, not NUL-terminated)
  * and store its length in *outlen. On -EINVAL, *why (if why is not NULL)

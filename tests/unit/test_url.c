@@ -499,6 +499,18 @@ static void test_fast_path_agrees(void **state)
 				assert_ptr_equal(form, padded + lead);
 			in_place += form == padded + lead;
 		}
+		/* the SSE2 masks, where the default is AVX-512BW: the same
+		 * answer, and the same URLs proved normal in place */
+		const char *form_sse2 = NULL;
+		size_t c2 = 0;
+		assert_int_equal(url_normal_form(padded, n + (size_t)lead + 1, URL_FAST_PATH_SSE2, out2,
+						 sizeof out2, &form_sse2, &c2, &why),
+				 rc);
+		if (rc == 0) {
+			assert_int_equal(c2, a);
+			assert_memory_equal(form_sse2, out, a);
+			assert_true((form_sse2 == padded + lead) == (form == padded + lead));
+		}
 		assert_int_equal(url_normal_form(in, n, URL_NO_FAST_PATH, out2, sizeof out2, &form, &c,
 						 &why), rc);
 		if (rc == 0)
