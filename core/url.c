@@ -537,6 +537,18 @@ static bool rest_is_normal(const uint8_t *p, const uint8_t *e, fmask64_fn *fmask
 }
 #endif
 
+/* The length of the scheme when [p, e) starts with "https://" or "http://",
+ * the schemes of nearly every line of a crawl list, already in lower case:
+ * two compares instead of the loop over the scheme's bytes. Else 0. */
+static inline size_t common_scheme(const uint8_t *p, const uint8_t *e)
+{
+	if (e - p >= 8 && !memcmp(p, "https://", 8))
+		return 5;
+	if (e - p >= 7 && !memcmp(p, "http://", 7))
+		return 4;
+	return 0;
+}
+
 static inline bool is_scheme_char(uint8_t c)
 {
 	return (cls[c] & (C_LOWER | C_UPPER | C_DIGIT)) || c == '+' || c == '-' || c == '.';
@@ -574,7 +586,13 @@ int url_normal_form(const char *in, size_t len, unsigned flags, char *out, size_
 		return -EINVAL;
 	}
 	bool lower_seen = false; /* a capital in the scheme */
-	while (p < e && is_scheme_char(*p)) {
+	size_t known = common_scheme(p, e);
+	if (known) {
+		memcpy(o, p, known);
+		o += known;
+		p += known;
+	}
+	while (!known && p < e && is_scheme_char(*p)) {
 		lower_seen |= (cls[*p] & C_UPPER) != 0;
 		*o++ = lower(*p++);
 	}
