@@ -3,6 +3,9 @@
  *
  *   bench_near [--bases N] [--zh-bases N] [--negatives N] [--threshold T]
  *              [--corpus DIR] [--no-jdk] [--speed-mb N]
+ *              [--confirm sketch|align|both] [--rep tok|chunk] [--hunks H]
+ *              [--kept F] [--align-r R] [--min-tokens N] [--no-rename-check]
+ *              [--chunk C] [--dmax-frac X] [--grid] [--dump FILE]
  *
  * 1. The labelled set, made deterministically (fixed seeds) from the pages
  *    of the benchmark corpus (DIR, default /var/tmp/pagededup-corpus/
@@ -41,6 +44,24 @@
  * 3. The cost: the candidates and index rows a query at K meets over the
  *    corpus pages (index_*), and minhash_of_text over the extracted text of
  *    the corpus, per MB of HTML and of text.
+ *
+ * 4. --confirm align|both (default sketch: none of this, the output as
+ *    before): another confirm, from the structure of the difference. Each
+ *    page's text as tokens (simhash_tokens: words, every number "0", CJK
+ *    characters) or as content-defined chunks of them (--chunk C tokens on
+ *    average, a 16-bit hash each: what a store could keep per page); every
+ *    pair within KMAX aligned (Myers O(ND), at most --dmax-frac of the
+ *    longer text edited). A pair is accepted by its base - both: the sketch
+ *    at T and the alignment's own 5-shingle resemblance estimate at
+ *    --align-r R (0: the sketch alone); align: that estimate at 0.8 - or by
+ *    its structure: both texts of --min-tokens or more, at most --hunks
+ *    changed regions (merged across matched runs shorter than a shingle),
+ *    a share --kept of the longer text kept in order, and (unless
+ *    --no-rename-check) no two changed regions alike. Printed: the cost per
+ *    pair (confirm_cost_*), the per-kind table at K and the K curve 0..8
+ *    with openjdk precision (rule_*), candidates per query and index rows
+ *    at every K (candidates_*); --grid: the rule with one parameter changed
+ *    at a time (rgrid_*); --dump: one line per pair within KMAX.
  *
  * Every figure is a line "name: value".
  */
@@ -273,13 +294,27 @@ static double resemblance(const struct set *a, const struct set *b)
 
 /* ---- a page analysed: text, simhash, sketch, reference shingles ---- */
 
+/* Content-defined chunks of a page's tokens (chunk_seq). */
+struct chunks {
+	uint32_t *h; /* 16-bit hash of the chunk's tokens */
+	uint32_t *w; /* its length in tokens */
+	uint32_t n;
+};
+
 struct page {
 	uint64_t sh;
 	bool none, low;
 	uint32_t features;
 	uint8_t mh[MINHASH_BYTES];
 	struct set ref;
+	uint32_t *tok; /* --confirm align/both: the text's tokens (token_seq) */
+	uint32_t ntok;
+	struct chunks ch; /* and its chunks (chunk_seq) */
 };
+
+static bool g_tokens; /* token sequences wanted (--confirm align or both) */
+static unsigned g_chunk = 8; /* --chunk: average chunk length in tokens */
+static void token_seq(const char *text, size_t len, struct page *p);
 
 /* Analyse page bytes; the text is kept in *text when asked. */
 static void analyse(const char *html, size_t len, struct page *p, bool want_ref, struct html_text *text)
@@ -349,7 +384,13 @@ static struct doc *new_doc(void)
 static void add_doc(const char *html, size_t len, int group, enum kind kind, enum lang lang, int edits)
 {
 	struct doc *d = new_doc();
-	analyse(html, len, &d->pg, true, NULL);
+	struct html_text t;
+	analyse(html, len, &d->pg, true, g_tokens ? &t : NULL);
+	if (g_tokens) {
+		if (!t.binary)
+			token_seq(t.text, t.len, &d->pg);
+		html_text_free(&t);
+	}
 	d->group = group;
 	d->kind = kind;
 	d->lang = lang;
@@ -1357,22 +1398,25 @@ struct score {
 /* Answered and right pairs per row at distance <= k, with estimated
  * resemblance >= t (t < 0: simhash alone). edit_k > 0: only pairs of a base
  * and its edit variant of that many edits count as positives. */
+static void score_pair(size_t p, struct score *s)
+{
+	const struct doc *a = &docs[pairs[p].a], *b = &docs[pairs[p].b];
+	bool right = a->group >= 0 && a->group == b->group;
+	for (int r = 0; r < NROWS; r++) {
+		if (!in_row(a, r) || !in_row(b, r))
+			continue;
+		s[r].answered++;
+		s[r].right += right;
+		s[r].right_judged += right && pairs[p].judged;
+	}
+}
+
 static void score(unsigned k, double t, struct score *s)
 {
 	memset(s, 0, NROWS * sizeof *s);
-	for (size_t p = 0; p < npairs; p++) {
-		if (pairs[p].dist > k || (t >= 0 && pairs[p].est < t))
-			continue;
-		const struct doc *a = &docs[pairs[p].a], *b = &docs[pairs[p].b];
-		bool right = a->group >= 0 && a->group == b->group;
-		for (int r = 0; r < NROWS; r++) {
-			if (!in_row(a, r) || !in_row(b, r))
-				continue;
-			s[r].answered++;
-			s[r].right += right;
-			s[r].right_judged += right && pairs[p].judged;
-		}
-	}
+	for (size_t p = 0; p < npairs; p++)
+		if (pairs[p].dist <= k && (t < 0 || pairs[p].est >= t))
+			score_pair(p, s);
 }
 
 static double ratio(size_t a, size_t b)
@@ -1430,10 +1474,9 @@ static void missed_breakdown(unsigned k, double t)
 	       n[2][0] + n[2][1], n[2][1]);
 }
 
-static void print_rows(unsigned k, double t, const char *label)
+/* One line per row of the table: "LABEL_kK_ROW: precision ... recall ...". */
+static void print_score_rows(const char *label, unsigned k, const struct score *s)
 {
-	struct score s[NROWS];
-	score(k, t, s);
 	for (int r = 0; r < NROWS; r++) {
 		if (!positives[r])
 			continue;
@@ -1448,6 +1491,13 @@ static void print_rows(unsigned k, double t, const char *label)
 		       s[r].answered, s[r].right, positives[r], positives_judged[r], TRUE_RESEMBLANCE,
 		       ratio(s[r].right_judged, positives_judged[r]));
 	}
+}
+
+static void print_rows(unsigned k, double t, const char *label)
+{
+	struct score s[NROWS];
+	score(k, t, s);
+	print_score_rows(label, k, s);
 }
 
 /* ---- the openjdk measurement ---- */
@@ -1475,8 +1525,14 @@ static void jdk_load(const char *dir, struct jdk *j)
 			free(h);
 			continue;
 		}
-		analyse(h, len, &j->pg[j->n], true, NULL);
+		struct html_text t;
+		analyse(h, len, &j->pg[j->n], true, g_tokens ? &t : NULL);
 		free(h);
+		if (g_tokens) {
+			if (!t.binary)
+				token_seq(t.text, t.len, &j->pg[j->n]);
+			html_text_free(&t);
+		}
 		if (!j->pg[j->n].none)
 			j->n++;
 		else
@@ -1534,6 +1590,25 @@ static void jdk_print(const struct jdk *j, unsigned k, double t, const char *lab
 
 /* ---- the cost of the features in the index ---- */
 
+/* The simhashes of the distinct corpus pages under dir that have one;
+ * their number in *n. */
+static uint64_t *corpus_simhashes(const char *dir, size_t *n)
+{
+	list_pages(dir);
+	nseen = 0;
+	uint64_t *h = xmalloc((npaths ? npaths : 1) * sizeof *h);
+	*n = 0;
+	for (size_t i = 0; i < npaths; i++) {
+		size_t len;
+		char *b = slurp(paths[i], &len);
+		struct simhash_result r;
+		if (b && first_time(b, len) && !simhash_of_page(b, len, &r) && !r.none)
+			h[(*n)++] = r.hash;
+		free(b);
+	}
+	return h;
+}
+
 /* Over every distinct page of the corpus: the pages within distance K of
  * each (the candidates a query confirms with the sketch) and the rows an
  * index query at K reads (pages that share one of its K+1 blocks, cut as
@@ -1542,18 +1617,8 @@ static void jdk_print(const struct jdk *j, unsigned k, double t, const char *lab
  * the random hashes of bench_nearidx leave out. */
 static void index_cost(const char *dir, unsigned k)
 {
-	list_pages(dir);
-	nseen = 0;
-	uint64_t *h = xmalloc((npaths ? npaths : 1) * sizeof *h);
-	size_t n = 0;
-	for (size_t i = 0; i < npaths; i++) {
-		size_t len;
-		char *b = slurp(paths[i], &len);
-		struct simhash_result r;
-		if (b && first_time(b, len) && !simhash_of_page(b, len, &r) && !r.none)
-			h[n++] = r.hash;
-		free(b);
-	}
+	size_t n;
+	uint64_t *h = corpus_simhashes(dir, &n);
 	size_t within = 0;
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
@@ -1648,6 +1713,535 @@ static void sketch_speed(const char *dir, size_t max_bytes)
 	free(lens);
 }
 
+/* ---- the structure of the difference (--confirm align|both) ---- */
+
+/* A page's text as a sequence of 32-bit tokens: simhash_tokens' words
+ * (folded, every number "0") and CJK characters, in text order. */
+struct tokbuf {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+static void tok_push(struct tokbuf *b, uint32_t x)
+{
+	if (b->n == b->cap) {
+		b->cap = b->cap ? 2 * b->cap : 256;
+		b->v = xrealloc(b->v, b->cap * sizeof *b->v);
+	}
+	b->v[b->n++] = x;
+}
+
+static void tok_word(void *ctx, uint64_t h)
+{
+	tok_push(ctx, (uint32_t)(h ^ (h >> 32)));
+}
+
+static void tok_cjk(void *ctx, uint32_t c)
+{
+	uint64_t h = XXH3_64bits(&c, sizeof c) ^ UINT64_C(0x636a6b);
+	tok_push(ctx, (uint32_t)(h ^ (h >> 32)));
+}
+
+static void tok_cjk_end(void *ctx)
+{
+	(void)ctx;
+}
+
+static void chunk_seq(const uint32_t *t, size_t n, unsigned avg, struct chunks *c);
+
+static void token_seq(const char *text, size_t len, struct page *p)
+{
+	struct tokbuf b = {NULL, 0, 0};
+	static const struct simhash_token_sink sink = {tok_word, tok_cjk, tok_cjk_end};
+	if (simhash_tokens(text, len, &sink, &b))
+		die("simhash_tokens failed");
+	p->tok = b.v;
+	p->ntok = (uint32_t)b.n;
+	chunk_seq(p->tok, p->ntok, g_chunk, &p->ch);
+}
+
+/* Content-defined chunks of a token sequence: a chunk ends after token i
+ * when a hash of tokens i-1 and i is 0 modulo avg (or at 4 avg tokens), so
+ * an edit changes only the chunks around it. Each chunk: a 16-bit hash of
+ * its tokens (what would be stored) and its length in tokens (weight). */
+static void chunk_seq(const uint32_t *t, size_t n, unsigned avg, struct chunks *c)
+{
+	c->h = xmalloc((n ? n : 1) * sizeof *c->h);
+	c->w = xmalloc((n ? n : 1) * sizeof *c->w);
+	c->n = 0;
+	size_t start = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t prev = i ? t[i - 1] : 0;
+		uint64_t m = ((uint64_t)prev << 32 | t[i]) * UINT64_C(0x9E3779B97F4A7C15);
+		bool end = (m >> 40) % avg == 0 || i + 1 - start >= 4 * avg || i + 1 == n;
+		if (!end)
+			continue;
+		uint64_t h = XXH3_64bits(t + start, (i + 1 - start) * sizeof *t);
+		c->h[c->n] = (uint32_t)(h & 0xFFFF);
+		c->w[c->n++] = (uint32_t)(i + 1 - start);
+		start = i + 1;
+	}
+}
+
+/* Myers' O(ND) shortest edit script of a[0..n) into b[0..m), at most dmax
+ * insertions and deletions; the matched runs (snakes) in text order. */
+struct snake {
+	uint32_t x, y, len;
+};
+
+struct aligner {
+	int32_t *v;
+	size_t vcap;
+	struct snake *sn;
+	size_t nsn, sncap;
+};
+
+/* The furthest x on diagonal k at step d from row prev (step d-1; entry
+ * k at prev[k + d - 1]), or -1; *down says the last move was an insertion. */
+static long myers_step(const int32_t *prev, long d, long k, long n, long m, bool *down)
+{
+	long xd = -1, xr = -1;
+	if (k + 1 <= d - 1 && prev[k + 1 + d - 1] >= 0) {
+		xd = prev[k + 1 + d - 1];
+		if (xd - k > m)
+			xd = -1;
+	}
+	if (k - 1 >= -(d - 1) && prev[k - 1 + d - 1] >= 0) {
+		xr = prev[k - 1 + d - 1] + 1;
+		if (xr > n || xr - k < 0)
+			xr = -1;
+	}
+	*down = xd >= xr;
+	return *down ? xd : xr;
+}
+
+/* D, or -1 when more than dmax edits are needed. */
+static long myers(struct aligner *al, const uint32_t *a, long n, const uint32_t *b, long m, long dmax)
+{
+	if (dmax > n + m)
+		dmax = n + m;
+	size_t need = (size_t)(dmax + 1) * (size_t)(dmax + 1);
+	if (need > al->vcap) {
+		al->vcap = need;
+		al->v = xrealloc(al->v, need * sizeof *al->v);
+	}
+	long D = -1, fx = 0;
+	for (long d = 0; d <= dmax && D < 0; d++) {
+		int32_t *cur = al->v + (size_t)d * (size_t)d;
+		const int32_t *prev = d ? al->v + (size_t)(d - 1) * (size_t)(d - 1) : NULL;
+		for (long k = -d; k <= d; k += 2) {
+			bool down;
+			long x = d ? myers_step(prev, d, k, n, m, &down) : 0;
+			if (x < 0) {
+				cur[k + d] = -1;
+				continue;
+			}
+			long y = x - k;
+			while (x < n && y < m && a[x] == b[y])
+				x++, y++;
+			cur[k + d] = (int32_t)x;
+			if (x == n && y == m) {
+				D = d;
+				fx = x;
+				break;
+			}
+		}
+	}
+	al->nsn = 0;
+	if (D < 0)
+		return -1;
+	/* trace back from (n, m) */
+	long x = fx, y = m;
+	for (long d = D; d >= 0; d--) {
+		long k = x - y, mx = 0, my = 0, px = 0, py = 0;
+		if (d) {
+			bool down;
+			const int32_t *prev = al->v + (size_t)(d - 1) * (size_t)(d - 1);
+			long s = myers_step(prev, d, k, n, m, &down);
+			mx = s;
+			my = s - k;
+			px = down ? s : s - 1;
+			py = down ? my - 1 : my;
+		}
+		if (x > mx) {
+			if (al->nsn == al->sncap) {
+				al->sncap = al->sncap ? 2 * al->sncap : 64;
+				al->sn = xrealloc(al->sn, al->sncap * sizeof *al->sn);
+			}
+			al->sn[al->nsn++] = (struct snake){(uint32_t)mx, (uint32_t)my, (uint32_t)(x - mx)};
+		}
+		x = px;
+		y = py;
+	}
+	for (size_t i = 0; i < al->nsn / 2; i++) { /* into text order */
+		struct snake t = al->sn[i];
+		al->sn[i] = al->sn[al->nsn - 1 - i];
+		al->sn[al->nsn - 1 - i] = t;
+	}
+	return D;
+}
+
+#define SHINGLE_GAP 5 /* matched runs shorter than a shingle do not split a hunk */
+
+/* What the alignment says about a pair. */
+struct diffstat {
+	uint32_t wa, wb;    /* tokens of each text */
+	uint32_t kept;      /* tokens aligned (in a) */
+	uint16_t hunks;     /* changed regions */
+	uint16_t merged;    /* changed regions, runs of < SHINGLE_GAP tokens between them merged */
+	uint16_t distinct;  /* (token level) hunks of distinct content */
+	bool cut;           /* more edits than dmax: no alignment */
+	float rsh;          /* 5-shingle resemblance estimated from the matched runs */
+};
+
+static double kept_share(const struct diffstat *s)
+{
+	uint32_t mx = s->wa > s->wb ? s->wa : s->wb;
+	return s->cut ? 0 : mx ? (double)s->kept / mx : 1.0;
+}
+
+/* Statistics of the alignment in al over sequences of weights wa_v, wb_v
+ * (NULL: every element weighs 1), elements a, b (for hunk contents). */
+static void diff_stats(const struct aligner *al, const uint32_t *a, const uint32_t *wa_v, long n,
+		       const uint32_t *b, const uint32_t *wb_v, long m, long D, struct diffstat *s)
+{
+	memset(s, 0, sizeof *s);
+	for (long i = 0; i < n; i++)
+		s->wa += wa_v ? wa_v[i] : 1;
+	for (long i = 0; i < m; i++)
+		s->wb += wb_v ? wb_v[i] : 1;
+	if (D < 0) {
+		s->cut = true;
+		return;
+	}
+	long pa = 0, pb = 0;
+	bool open = false;
+	double shared = 0;
+	uint64_t seen[256];
+	size_t nseen_h = 0;
+	for (size_t i = 0; i <= al->nsn; i++) {
+		long x = i < al->nsn ? al->sn[i].x : n, y = i < al->nsn ? al->sn[i].y : m;
+		if (x > pa || y > pb) {
+			s->hunks++;
+			if (!open)
+				s->merged++;
+			open = true;
+			uint64_t h = XXH3_64bits(a + pa, (size_t)(x - pa) * sizeof *a) * 31 +
+				     XXH3_64bits(b + pb, (size_t)(y - pb) * sizeof *b);
+			bool dup = false;
+			for (size_t j = 0; j < nseen_h; j++)
+				dup |= seen[j] == h;
+			if (!dup && nseen_h < 256)
+				seen[nseen_h++] = h;
+		}
+		if (i == al->nsn)
+			break;
+		uint32_t w = 0;
+		for (uint32_t j = 0; j < al->sn[i].len; j++)
+			w += wa_v ? wa_v[al->sn[i].x + j] : 1;
+		s->kept += w;
+		if (w >= SHINGLE_GAP)
+			open = false;
+		shared += w >= REF_WORDS ? w - (REF_WORDS - 1) : 0;
+		pa = x + al->sn[i].len;
+		pb = y + al->sn[i].len;
+	}
+	s->distinct = (uint16_t)nseen_h;
+	double sa = s->wa > REF_WORDS ? s->wa - (REF_WORDS - 1) : 1, sb = s->wb > REF_WORDS ? s->wb - (REF_WORDS - 1) : 1;
+	s->rsh = (float)(shared / (sa + sb - shared));
+}
+
+enum { REP_TOK, REP_CHUNK, NREPS };
+static const char *const rep_name[NREPS] = {"tok", "chunk"};
+static long g_dmax_tok = 2000;    /* edits at most, token level */
+static double g_dmax_frac = 1.0;  /* --dmax-frac: and at most this share of the longer text */
+static struct aligner g_al;
+
+static void pair_diff(const struct page *a, const struct page *b, int rep, struct diffstat *s)
+{
+	if (rep == REP_TOK) {
+		long dmax = (long)(g_dmax_frac * (a->ntok > b->ntok ? a->ntok : b->ntok)) + 8;
+		dmax = dmax < g_dmax_tok ? dmax : g_dmax_tok;
+		long D = myers(&g_al, a->tok, a->ntok, b->tok, b->ntok, dmax);
+		diff_stats(&g_al, a->tok, NULL, a->ntok, b->tok, NULL, b->ntok, D, s);
+	} else {
+		const struct chunks *ca = &a->ch, *cb = &b->ch;
+		long D = myers(&g_al, ca->h, ca->n, cb->h, cb->n, (long)ca->n + cb->n);
+		diff_stats(&g_al, ca->h, ca->w, ca->n, cb->h, cb->w, cb->n, D, s);
+	}
+}
+
+/* Per pair within KMAX: the alignment statistics of each representation. */
+struct pdiff {
+	struct diffstat s[NREPS];
+};
+
+static struct pdiff *lab_diff; /* parallel to pairs[] (KMAX and closer) */
+static struct pdiff *jdk_diff; /* parallel to the openjdk pairs */
+static double cost_us[NREPS + 1][2]; /* CPU us per pair: [rep or sketch][labelled, openjdk] */
+
+/* Pages at base + i * stride (the pg of docs[], or an array of pages). */
+#define PAGE_AT(base, stride, i) ((const struct page *)((const char *)(base) + (size_t)(i) * (stride)))
+
+static void diffs_of(const void *pg, size_t stride, const struct pair *pp, size_t np, struct pdiff *out, int set)
+{
+	for (int r = 0; r <= NREPS; r++) {
+		size_t done = 0;
+		double c0 = now(CLOCK_THREAD_CPUTIME_ID), sink = 0;
+		for (size_t p = 0; p < np; p++) {
+			if (pp[p].dist > KMAX)
+				continue;
+			done++;
+			if (r < NREPS) {
+				pair_diff(PAGE_AT(pg, stride, pp[p].a), PAGE_AT(pg, stride, pp[p].b), r, &out[p].s[r]);
+			} else {
+				double e;
+				if (minhash_resemblance(PAGE_AT(pg, stride, pp[p].a)->mh, PAGE_AT(pg, stride, pp[p].b)->mh, &e))
+					die("minhash_resemblance failed");
+				sink += e;
+			}
+		}
+		double c1 = now(CLOCK_THREAD_CPUTIME_ID);
+		cost_us[r][set] = done ? (c1 - c0) * 1e6 / (double)done : 0;
+		if (sink < 0)
+			die("impossible");
+	}
+}
+
+/* The rule of a confirm. The base: the sketch at t (sketch), the sketch
+ * at t and the alignment's own resemblance estimate at R0 (both; R0 0:
+ * the sketch alone), or that estimate at TRUE_RESEMBLANCE alone (align).
+ * Or the difference's structure: both texts of minw tokens or more, at
+ * most H changed regions (merged across matched runs shorter than a
+ * shingle), a share F of the longer text's tokens kept in order, and no
+ * two changed regions alike (a name substituted throughout is a template,
+ * not an edit). */
+enum confirm { C_SKETCH, C_ALIGN, C_BOTH };
+static const char *const confirm_name[] = {"sketch", "align", "both"};
+
+struct rule {
+	enum confirm c;
+	int rep;
+	unsigned H; /* 0: no structural acceptance */
+	double F;
+	double R0;
+	unsigned minw;
+	bool rename;
+};
+
+static bool structural(const struct diffstat *s, const struct rule *r)
+{
+	uint32_t w = s->wa < s->wb ? s->wa : s->wb;
+	return r->H && !s->cut && w >= r->minw && s->merged <= r->H && kept_share(s) >= r->F &&
+	       (!r->rename || s->distinct == s->hunks);
+}
+
+static bool accepted(const struct pair *q, const struct pdiff *d, const struct rule *r, double t)
+{
+	if (q->dist > KMAX)
+		return r->c != C_ALIGN && q->est >= t && (r->c == C_SKETCH || r->R0 <= 0);
+	const struct diffstat *s = &d->s[r->rep];
+	switch (r->c) {
+	case C_SKETCH:
+		return q->est >= t;
+	case C_BOTH:
+		if (q->est >= t && (r->R0 <= 0 || (!s->cut && s->rsh >= r->R0)))
+			return true;
+		break;
+	case C_ALIGN:
+		if (!s->cut && s->rsh >= TRUE_RESEMBLANCE)
+			return true;
+		break;
+	}
+	return structural(s, r);
+}
+
+static void score_rule(unsigned k, const struct rule *ru, double t, struct score *s)
+{
+	memset(s, 0, NROWS * sizeof *s);
+	for (size_t p = 0; p < npairs; p++)
+		if (pairs[p].dist <= k && accepted(&pairs[p], &lab_diff[p], ru, t))
+			score_pair(p, s);
+}
+
+static void jdk_rule(const struct jdk *j, unsigned k, const struct rule *ru, double t, size_t *answered,
+		     size_t *right)
+{
+	*answered = *right = 0;
+	for (size_t p = 0; p < j->npairs; p++) {
+		const struct pair *q = &j->pairs[p];
+		if (q->dist > k || !accepted(q, &jdk_diff[p], ru, t))
+			continue;
+		(*answered)++;
+		*right += j->truth[p] >= TRUE_RESEMBLANCE;
+	}
+}
+
+static void rule_name(const struct rule *r, double t, char *out, size_t n)
+{
+	char base[64];
+	if (r->c == C_SKETCH)
+		snprintf(base, sizeof base, "sketch>=%.2f", t);
+	else if (r->c == C_ALIGN)
+		snprintf(base, sizeof base, "alignR>=%.2f", TRUE_RESEMBLANCE);
+	else if (r->R0 > 0)
+		snprintf(base, sizeof base, "(sketch>=%.2f and alignR>=%.2f)", t, r->R0);
+	else
+		snprintf(base, sizeof base, "sketch>=%.2f", t);
+	if (r->c == C_SKETCH || !r->H)
+		snprintf(out, n, "%s", base);
+	else
+		snprintf(out, n, "%s or (%s level: tokens>=%u, regions<=%u, kept>=%.2f%s)", base, rep_name[r->rep],
+			 r->minw, r->H, r->F, r->rename ? ", no two regions alike" : "");
+}
+
+/* The per-kind table and the K curve of one rule. */
+static void print_rule(const struct jdk *j, const struct rule *ru, double t, unsigned K)
+{
+	char name[128];
+	rule_name(ru, t, name, sizeof name);
+	printf("## confirm %s: %s\n", confirm_name[ru->c], name);
+	struct score s[NROWS];
+	score_rule(K, ru, t, s);
+	print_score_rows("rule", K, s);
+	for (unsigned k = 0; k <= KMAX; k++) {
+		score_rule(k, ru, t, s);
+		size_t ans = 0, right = 0;
+		if (j->n)
+			jdk_rule(j, k, ru, t, &ans, &right);
+		printf("rule_curve_k%u: labelled precision %.4f recall %.4f; en_edit %.4f zh_edit %.4f; openjdk "
+		       "precision %.4f (answered %zu, true %zu)\n",
+		       k, ratio(s[ROW_ALL].right, s[ROW_ALL].answered), ratio(s[ROW_ALL].right, positives[ROW_ALL]),
+		       ratio(s[L_EN * NKINDS + K_EDIT].right, positives[L_EN * NKINDS + K_EDIT]),
+		       ratio(s[L_ZH * NKINDS + K_EDIT].right, positives[L_ZH * NKINDS + K_EDIT]),
+		       ratio(right, ans), ans, right);
+	}
+}
+
+/* The rule with one parameter changed at a time, at K 4..KMAX. */
+static void rule_grid(const struct jdk *j, const struct rule *r0, double t)
+{
+	static const unsigned Hs[] = {0, 1, 2, 3, 4, 5, 6, 8};
+	static const double Fs[] = {0.6, 0.7, 0.75, 0.8, 0.85, 0.9};
+	static const unsigned Ws[] = {0, 32, 64, 96, 128};
+	static const double Rs[] = {0, 0.7, 0.75, 0.8, 0.85};
+	struct rule v[64];
+	size_t nv = 0;
+	for (size_t i = 0; i < sizeof Hs / sizeof Hs[0]; i++)
+		v[nv] = *r0, v[nv++].H = Hs[i];
+	for (size_t i = 0; i < sizeof Fs / sizeof Fs[0]; i++)
+		v[nv] = *r0, v[nv++].F = Fs[i];
+	for (size_t i = 0; i < sizeof Ws / sizeof Ws[0]; i++)
+		v[nv] = *r0, v[nv++].minw = Ws[i];
+	for (size_t i = 0; r0->c == C_BOTH && i < sizeof Rs / sizeof Rs[0]; i++)
+		v[nv] = *r0, v[nv++].R0 = Rs[i];
+	v[nv] = *r0, v[nv++].rename = !r0->rename;
+	for (size_t i = 0; i < nv; i++)
+		for (unsigned k = 4; k <= KMAX; k++) {
+			struct score s[NROWS];
+			score_rule(k, &v[i], t, s);
+			size_t ans = 0, right = 0;
+			if (j->n)
+				jdk_rule(j, k, &v[i], t, &ans, &right);
+			printf("rgrid_%s_%s_k%u_h%u_f%.2f_w%u_r%.2f%s: labelled precision %.4f recall %.4f en_edit %.4f "
+			       "zh_edit %.4f; openjdk precision %.4f (answered %zu)\n",
+			       confirm_name[v[i].c], rep_name[v[i].rep], k, v[i].H, v[i].F, v[i].minw, v[i].R0,
+			       v[i].rename ? "" : "_norename", ratio(s[ROW_ALL].right, s[ROW_ALL].answered),
+			       ratio(s[ROW_ALL].right, positives[ROW_ALL]),
+			       ratio(s[L_EN * NKINDS + K_EDIT].right, positives[L_EN * NKINDS + K_EDIT]),
+			       ratio(s[L_ZH * NKINDS + K_EDIT].right, positives[L_ZH * NKINDS + K_EDIT]), ratio(right, ans),
+			       ans);
+		}
+}
+
+/* Pairs within KMAX, one line each, for analysis outside. */
+static void dump_pairs(const char *path, const struct jdk *j)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		die("cannot write the dump");
+	fprintf(f, "set\tkinda\tkindb\tlang\tpos\tedits\tdist\tref\test");
+	for (int r = 0; r < NREPS; r++)
+		fprintf(f, "\t%s_wa\t%s_wb\t%s_kept\t%s_hunks\t%s_merged\t%s_distinct\t%s_cut\t%s_rsh", rep_name[r],
+			rep_name[r], rep_name[r], rep_name[r], rep_name[r], rep_name[r], rep_name[r], rep_name[r]);
+	fprintf(f, "\n");
+	for (int set = 0; set < 2; set++) {
+		size_t np = set ? j->npairs : npairs;
+		for (size_t p = 0; p < np; p++) {
+			const struct pair *q = set ? &j->pairs[p] : &pairs[p];
+			if (q->dist > KMAX)
+				continue;
+			const struct pdiff *d = set ? &jdk_diff[p] : &lab_diff[p];
+			if (set)
+				fprintf(f, "jdk\t-\t-\ten\t%d\t0\t%u\t%.4f\t%.4f", j->truth[p] >= TRUE_RESEMBLANCE, q->dist,
+					j->truth[p], q->est);
+			else {
+				const struct doc *a = &docs[q->a], *b = &docs[q->b];
+				fprintf(f, "lab\t%s\t%s\t%s\t%d\t%d\t%u\t%.4f\t%.4f", kind_name[a->kind], kind_name[b->kind],
+					lang_name[a->lang], a->group >= 0 && a->group == b->group,
+					a->edits + b->edits, q->dist, resemblance(&a->pg.ref, &b->pg.ref), q->est);
+			}
+			for (int r = 0; r < NREPS; r++) {
+				const struct diffstat *s = &d->s[r];
+				fprintf(f, "\t%u\t%u\t%u\t%u\t%u\t%u\t%d\t%.4f", s->wa, s->wb, s->kept, s->hunks, s->merged,
+					s->distinct, s->cut, s->rsh);
+			}
+			fprintf(f, "\n");
+		}
+	}
+	fclose(f);
+}
+
+/* Candidates per query (pages within k) and index rows per query at every
+ * k up to KMAX, over the distinct corpus pages; the candidates' spread. */
+static void index_curve(const char *dir)
+{
+	size_t n;
+	uint64_t *h = corpus_simhashes(dir, &n);
+	uint32_t *cnt = xmalloc((KMAX + 1) * (n ? n : 1) * sizeof *cnt);
+	memset(cnt, 0, (KMAX + 1) * (n ? n : 1) * sizeof *cnt);
+	for (size_t i = 0; i < n; i++)
+		for (size_t jj = i + 1; jj < n; jj++) {
+			unsigned d = simhash_distance(h[i], h[jj]);
+			for (unsigned k = d; k <= KMAX; k++) {
+				cnt[k * n + i]++;
+				cnt[k * n + jj]++;
+			}
+		}
+	double *v = xmalloc((n ? n : 1) * sizeof *v);
+	uint64_t *blk = xmalloc((n ? n : 1) * sizeof *blk);
+	for (unsigned k = 0; k <= KMAX; k++) {
+		double sum = 0;
+		for (size_t i = 0; i < n; i++)
+			sum += v[i] = cnt[k * n + i];
+		qsort(v, n, sizeof *v, cmp_double);
+		unsigned tables = k + 1, base = 64 / tables, extra = 64 % tables, start = 0;
+		double rows = 0, random = 0;
+		for (unsigned t = 0; t < tables; t++) {
+			unsigned width = base + (t < extra);
+			for (size_t i = 0; i < n; i++)
+				blk[i] = width == 64 ? h[i] : (h[i] << start) >> (64 - width);
+			qsort(blk, n, sizeof *blk, cmp_u64);
+			for (size_t i = 0; i < n;) {
+				size_t jj = i;
+				while (jj < n && blk[jj] == blk[i])
+					jj++;
+				rows += (double)(jj - i) * (double)(jj - i - 1);
+				i = jj;
+			}
+			random += width == 64 ? 0 : (double)(n ? n - 1 : 0) / (double)(UINT64_C(1) << width);
+			start += width;
+		}
+		printf("candidates_k%u: per query mean %.2f p50 %.0f p90 %.0f p99 %.0f max %.0f; index rows per query "
+		       "%.1f (random hashes %.1f)\n",
+		       k, n ? sum / n : 0, v[n / 2], v[n * 9 / 10], v[n * 99 / 100], v[n - 1], n ? rows / n : 0, random);
+	}
+	free(v);
+	free(blk);
+	free(cnt);
+	free(h);
+}
+
 /* ---- main ---- */
 
 static const double thresholds[] = {0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.72, 0.75, 0.78, 0.8, 0.82, 0.85, 0.88, 0.9};
@@ -1660,6 +2254,9 @@ int main(int argc, char **argv)
 	const char *dir = DEFAULT_CORPUS;
 	bool jdk = true;
 	unsigned k_opt = SIMHASH_NEAR_DISTANCE;
+	struct rule ru = {C_SKETCH, REP_TOK, 3, 0.8, 0.8, 64, true};
+	const char *dump = NULL;
+	bool grid = false;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--bases") && i + 1 < argc)
 			nbases = strtoul(argv[++i], NULL, 10);
@@ -1678,13 +2275,45 @@ int main(int argc, char **argv)
 			k_opt = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--no-jdk"))
 			jdk = false;
+		else if (!strcmp(argv[i], "--confirm") && i + 1 < argc && !strcmp(argv[i + 1], "sketch"))
+			ru.c = C_SKETCH, i++;
+		else if (!strcmp(argv[i], "--confirm") && i + 1 < argc && !strcmp(argv[i + 1], "align"))
+			ru.c = C_ALIGN, i++;
+		else if (!strcmp(argv[i], "--confirm") && i + 1 < argc && !strcmp(argv[i + 1], "both"))
+			ru.c = C_BOTH, i++;
+		else if (!strcmp(argv[i], "--rep") && i + 1 < argc && !strcmp(argv[i + 1], "tok"))
+			ru.rep = REP_TOK, i++;
+		else if (!strcmp(argv[i], "--rep") && i + 1 < argc && !strcmp(argv[i + 1], "chunk"))
+			ru.rep = REP_CHUNK, i++;
+		else if (!strcmp(argv[i], "--hunks") && i + 1 < argc)
+			ru.H = (unsigned)strtoul(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--kept") && i + 1 < argc)
+			ru.F = strtod(argv[++i], NULL);
+		else if (!strcmp(argv[i], "--align-r") && i + 1 < argc)
+			ru.R0 = strtod(argv[++i], NULL);
+		else if (!strcmp(argv[i], "--min-tokens") && i + 1 < argc)
+			ru.minw = (unsigned)strtoul(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--no-rename-check"))
+			ru.rename = false;
+		else if (!strcmp(argv[i], "--dmax-frac") && i + 1 < argc)
+			g_dmax_frac = strtod(argv[++i], NULL);
+		else if (!strcmp(argv[i], "--chunk") && i + 1 < argc && atoi(argv[i + 1]) >= 1)
+			g_chunk = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+			dump = argv[++i];
+		else if (!strcmp(argv[i], "--grid"))
+			grid = true;
 		else {
 			fprintf(stderr, "usage: bench_near [--bases N] [--zh-bases N] [--negatives N] "
-					"[--threshold T] [--k K] [--corpus DIR] [--no-jdk] [--speed-mb N]\n");
+					"[--threshold T] [--k K] [--corpus DIR] [--no-jdk] [--speed-mb N]\n"
+					"                  [--confirm sketch|align|both] [--rep tok|chunk] [--hunks H] "
+					"[--kept F]\n                  [--align-r R] [--min-tokens N] [--no-rename-check] "
+					"[--chunk C] [--dmax-frac X] [--grid] [--dump FILE]\n");
 			return 2;
 		}
 	}
 	unsigned K = k_opt;
+	g_tokens = ru.c != C_SKETCH;
 	double t0 = now(CLOCK_MONOTONIC);
 	printf("k: %u (default %u)\n", K, SIMHASH_NEAR_DISTANCE);
 	printf("sketch: %d bins x %d bits = %d bytes, word %d-shingles, CJK %d-grams, threshold %.2f\n",
@@ -1821,6 +2450,36 @@ int main(int argc, char **argv)
 			       ratio(right, truth));
 		}
 
+	/* the structure of the difference */
+	if (ru.c != C_SKETCH) {
+		lab_diff = xmalloc((npairs ? npairs : 1) * sizeof *lab_diff);
+		jdk_diff = xmalloc((j.npairs ? j.npairs : 1) * sizeof *jdk_diff);
+		memset(lab_diff, 0, (npairs ? npairs : 1) * sizeof *lab_diff);
+		memset(jdk_diff, 0, (j.npairs ? j.npairs : 1) * sizeof *jdk_diff);
+		diffs_of(&docs[0].pg, sizeof *docs, pairs, npairs, lab_diff, 0);
+		if (jdk)
+			diffs_of(j.pg, sizeof *j.pg, j.pairs, j.npairs, jdk_diff, 1);
+		printf("## the structure of the difference: chunks of %u tokens on average; cost per pair within %d "
+		       "bits, CPU time\n", g_chunk, KMAX);
+		for (int r = 0; r <= NREPS; r++)
+			printf("confirm_cost_%s: %.2f us per labelled pair, %.2f us per openjdk pair\n",
+			       r < NREPS ? rep_name[r] : "sketch", cost_us[r][0], cost_us[r][1]);
+		size_t nt = 0, nc = 0, np_ = 0;
+		for (size_t i = 0; i < j.n; i++, np_++)
+			nt += j.pg[i].ntok, nc += j.pg[i].ch.n;
+		for (size_t i = 0; i < ndocs; i++, np_++)
+			nt += docs[i].pg.ntok, nc += docs[i].pg.ch.n;
+		printf("confirm_stored: %.1f tokens and %.1f chunks per page (openjdk and labelled pages; %.0f bytes "
+		       "at 2 bytes a chunk, %.0f at 3)\n", np_ ? (double)nt / np_ : 0, np_ ? (double)nc / np_ : 0,
+		       np_ ? 2.0 * nc / np_ : 0, np_ ? 3.0 * nc / np_ : 0);
+		print_rule(&j, &ru, t, K);
+		if (grid)
+			rule_grid(&j, &ru, t);
+		if (dump)
+			dump_pairs(dump, &j);
+		index_curve(dir);
+	}
+
 	/* 3. the cost */
 	index_cost(dir, K);
 	if (speed_mb)
@@ -1838,13 +2497,25 @@ int main(int argc, char **argv)
 	}
 	free(zo);
 	free(zh);
-	for (size_t i = 0; i < j.n; i++)
+	for (size_t i = 0; i < j.n; i++) {
 		free(j.pg[i].ref.v);
+		free(j.pg[i].tok);
+		free(j.pg[i].ch.h);
+		free(j.pg[i].ch.w);
+	}
 	free(j.pg);
 	free(j.pairs);
 	free(j.truth);
-	for (size_t i = 0; i < ndocs; i++)
+	for (size_t i = 0; i < ndocs; i++) {
 		free(docs[i].pg.ref.v);
+		free(docs[i].pg.tok);
+		free(docs[i].pg.ch.h);
+		free(docs[i].pg.ch.w);
+	}
+	free(lab_diff);
+	free(jdk_diff);
+	free(g_al.v);
+	free(g_al.sn);
 	free(docs);
 	free(pairs);
 	free(seen_bytes);
