@@ -80,7 +80,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPERS_OBJ) $(LIB)
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	@$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(CORE_LIBS)
+	@$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(CORE_LIBS) $(BENCH_LIBS)
+
+# bench_nullfs is a FUSE daemon of its own (the floor of bench-fs.sh), with
+# the daemon's transport (/dev/fuse hooks, FUSE over io_uring).
+NULLFS_IO := $(BUILD)/fs/kernel_io.o $(BUILD)/fs/uring_io.o
+$(BUILD)/bench/bench_nullfs: $(NULLFS_IO)
+$(BUILD)/bench/bench_nullfs: BENCH_LIBS = $(NULLFS_IO) $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
 # The README's test command: debug build under the sanitizers, every test.
 check: deps

@@ -6,21 +6,32 @@
 #   dedup    the mount, dedup on (fresh store),
 #   devfuse  the mount, dedup on, -o no_uring (only when the kernel offers
 #            FUSE over io_uring: the same mount on /dev/fuse, to compare),
+#   nullfs   the floor: bench_nullfs (tests/bench/bench_nullfs.c), a FUSE
+#            filesystem that keeps names and attributes in memory and throws
+#            the data away, on libfuse's /dev/fuse loop; what any FUSE
+#            filesystem pays here for the same requests,
+#   nulluring  bench_nullfs -o uring: the floor over FUSE over io_uring (only
+#            when the kernel offers it, as devfuse),
 # and report the speed of each run, the ratios between them, the stored bytes
-# per unique byte and the daemon's peak RSS beside the filter size.
+# per unique byte and the daemon's peak RSS beside the filter size; for the
+# nullfs runs, the requests per page by opcode (counted by bench_nullfs).
 #
 #   bash tests/bench/bench-fs.sh BUILD_DIR        (make bench: build/release)
 #
 # Environment:
 #   PD_CORPUS, PD_PAGES, PD_CORPUS_PKGS   see tests/bench/corpus.sh
-#   PD_BENCH_RUNS    runs to do, default
-#                    "cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup",
-#                    plus cp_devfuse and tar_devfuse over io_uring
+#   PD_BENCH_RUNS    runs to do, default "cp_plain cp_nullfs cp_nodedup
+#                    cp_dedup tar_plain tar_nullfs tar_nodedup tar_dedup",
+#                    plus cp_devfuse, tar_devfuse, cp_nulluring and
+#                    tar_nulluring over io_uring
 #   PD_URING         auto (default: FUSE over io_uring when the fuse module
 #                    has the enable_uring parameter, which is switched on for
 #                    the runs and put back), off (/dev/fuse, parameter off)
 #   PD_MKFS_OPTS     extra options for `pagededup mkfs`
-#   PD_MOUNT_OPTS    extra options for pagededupfs (e.g. "-o clone_fd")
+#   PD_MOUNT_OPTS    extra options for pagededupfs (e.g. "-o clone_fd";
+#                    not given to bench_nullfs)
+#   PD_NULLFS_OPTS   extra options for bench_nullfs (e.g. "-o writeback": not
+#                    the floor of pagededupfs's settings, a what-if beside it)
 #   PD_WORKDIR       parent of the scratch directory (default /var/tmp)
 #   PD_KEEP=1        keep the scratch directory
 #   PD_COPY_TIMEOUT  seconds before a copy or a check counts as hung (3600)
@@ -36,6 +47,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-build/release}" 2>/dev/null && pwd) || { echo "bench-fs: no build directory ${1:-build/release}" >&2; exit 2; }
 PD=$BUILD/pagededup
 PDFS=$BUILD/pagededupfs
+NULLFS=$BUILD/bench/bench_nullfs
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 modprobe fuse 2>/dev/null
 uring_was=""
@@ -44,8 +56,8 @@ if [ -w "$URING_PARAM" ]; then
 	if [ "${PD_URING:-auto}" = off ]; then echo N >"$URING_PARAM"; else echo Y >"$URING_PARAM"; fi
 fi
 uring_on() { [ -r "$URING_PARAM" ] && [ "$(cat "$URING_PARAM")" = Y ]; }
-default_runs="cp_plain cp_nodedup cp_dedup tar_plain tar_nodedup tar_dedup"
-uring_on && default_runs="$default_runs cp_devfuse tar_devfuse"
+default_runs="cp_plain cp_nullfs cp_nodedup cp_dedup tar_plain tar_nullfs tar_nodedup tar_dedup"
+uring_on && default_runs="$default_runs cp_devfuse tar_devfuse cp_nulluring tar_nulluring"
 RUNS=${PD_BENCH_RUNS:-$default_runs}
 COPY_TIMEOUT=${PD_COPY_TIMEOUT:-3600}
 RSS_SLACK_MB=64
@@ -62,12 +74,18 @@ CORPUS=$CACHE/corpus
 TARBALL=$CACHE/corpus.tar
 REFMD5=$CACHE/corpus.md5
 
-need_fs=0
-case " $RUNS " in *_nodedup*|*_dedup*) need_fs=1;; esac
+need_fs=0 need_nullfs=0
+case " $RUNS " in *_nodedup*|*_dedup*|*_devfuse*) need_fs=1;; esac
+case " $RUNS " in *_nullfs*|*_nulluring*) need_nullfs=1;; esac
 if [ "$need_fs" -eq 1 ]; then
 	for b in "$PD" "$PDFS"; do
 		[ -x "$b" ] || { log "missing $b (build it: make build MODE=release)"; exit 2; }
 	done
+fi
+if [ "$need_nullfs" -eq 1 ] && [ ! -x "$NULLFS" ]; then
+	log "missing $NULLFS (build it: make build MODE=release)"; exit 2
+fi
+if [ "$need_fs" -eq 1 ] || [ "$need_nullfs" -eq 1 ]; then
 	command -v fusermount3 >/dev/null || { log "fusermount3 not found (apt-get install fuse3)"; exit 2; }
 fi
 
@@ -117,14 +135,22 @@ failed=0
 failures=()
 fail() { log "FAIL: $*"; failed=$((failed + 1)); failures+=("$1"); }
 
-start_daemon() { # store mode
+start_daemon() { # store mode (nullfs, nulluring: bench_nullfs, no store)
 	local store=$1 mode=$2 opts=() i
 	[ "$mode" = nodedup ] && opts=(-o nodedup)
 	[ "$mode" = devfuse ] && opts=(-o no_uring)
 	# shellcheck disable=SC2206
 	[ -n "${PD_MOUNT_OPTS:-}" ] && opts+=($PD_MOUNT_OPTS)
 	mkdir -p "$MNT"
-	"$PDFS" "$store" "$MNT" -f "${opts[@]}" >"$WORK/daemon.log" 2>&1 &
+	if [ "$mode" = nullfs ] || [ "$mode" = nulluring ]; then
+		opts=()
+		[ "$mode" = nulluring ] && opts=(-o uring)
+		# shellcheck disable=SC2206
+		[ -n "${PD_NULLFS_OPTS:-}" ] && opts+=($PD_NULLFS_OPTS)
+		"$NULLFS" "$MNT" -f "${opts[@]}" >"$WORK/daemon.log" 2>&1 &
+	else
+		"$PDFS" "$store" "$MNT" -f "${opts[@]}" >"$WORK/daemon.log" 2>&1 &
+	fi
 	daemon_pid=$!
 	for ((i = 0; i < 300; i++)); do
 		mountpoint -q "$MNT" && return 0
@@ -177,6 +203,49 @@ verify_tree() { # dir
 	fi
 }
 
+# bench_nullfs keeps no data: check the names and sizes it kept instead,
+# the number of files and their total size against the corpus's.
+verify_count() { # dir
+	local dir=$1 n b extra
+	read -r n b < <(cd "$dir" && find . -type f -printf '%s\n' |
+		awk '{ n++; s += $1 } END { printf "%d %d\n", n, s }')
+	extra=$(cd "$dir" && find . ! -type f ! -type d | head -5)
+	if [ -n "$extra" ]; then
+		log "unexpected entries in $dir:"; echo "$extra" >&2; return 1
+	fi
+	if [ "$n" != "$pages" ] || [ "$b" != "$bytes" ]; then
+		log "$dir holds $n files of $b bytes, the corpus $pages of $bytes"; return 1
+	fi
+}
+
+# bench_nullfs's request counts so far (it prints them on SIGUSR1), as
+# "OP=n" words on one line; empty if it did not answer within 5 s.
+nullfs_counts() {
+	local before i line
+	before=$(grep -c '^nullfs_ops:' "$WORK/daemon.log")
+	kill -USR1 "$daemon_pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		line=$(grep '^nullfs_ops:' "$WORK/daemon.log" | sed -n "$((before + 1))p")
+		[ -n "$line" ] && { echo "${line#nullfs_ops: }"; return 0; }
+		sleep 0.1
+	done
+}
+
+# Requests per page by opcode, and the synchronous ones (all but FORGET,
+# BATCH_FORGET, RELEASE, RELEASEDIR and INTERRUPT, which the kernel sends
+# without waiting for their reply; INIT and the like round to 0.00).
+ops_figures() { # name counts
+	local name=$1 counts=$2
+	echo "${name}_requests: $counts"
+	figure "${name}_requests_per_page" "$(echo "$counts" | tr ' ' '\n' |
+		awk -F= -v p="$pages" '$1 == "total" { printf "%.2f", $2 / p }')" requests/page
+	echo "${name}_requests_per_page_by_op: $(echo "$counts" | tr ' ' '\n' |
+		awk -F= -v p="$pages" '$1 != "total" && $2 / p >= 0.005 { printf "%s%s %.2f", sep, $1, $2 / p; sep = ", " }')"
+	figure "${name}_sync_requests_per_page" "$(echo "$counts" | tr ' ' '\n' |
+		awk -F= -v p="$pages" '$1 != "total" && $1 !~ /^(FORGET|BATCH_FORGET|RELEASE|RELEASEDIR|INTERRUPT)$/ { s += $2 }
+			END { printf "%.2f", s / p }')" "round trips/page" "the caller waits for each"
+}
+
 json_num() { # key file
 	sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\([0-9][0-9]*\).*/\1/p" "$2" | head -1
 }
@@ -201,6 +270,10 @@ run() { # name = METHOD_TARGET
 		start_daemon "$store" "$target" || { fail "$name (mount)"; return; }
 		dest=$MNT
 		;;
+	nullfs|nulluring)
+		start_daemon "" "$target" || { fail "$name (mount)"; return; }
+		dest=$MNT
+		;;
 	*) log "unknown run $name"; fail "$name"; return ;;
 	esac
 
@@ -223,7 +296,18 @@ run() { # name = METHOD_TARGET
 		figure "${name}_pages_per_s" "$(calc %.1f "$pages / $secs")" pages/s
 		figure "${name}_mb_per_s" "$(calc %.1f "$bytes / 1000000 / $secs")" MB/s
 		figure "${name}_sync_seconds" "$(elapsed "$t1" "$t2")" s
-		if verify_tree "$dest"; then
+		if [ "$target" = nullfs ] || [ "$target" = nulluring ]; then
+			# the requests of the copy alone, before the check's (bench_nullfs
+			# counts them on /dev/fuse only)
+			[ "$target" = nullfs ] && ops_figures "$name" "$(nullfs_counts)"
+			if verify_count "$dest"; then
+				echo "${name}_verified: $pages pages, $bytes bytes (names and sizes; the data was discarded)"
+				F[${name}_check]="ok (count)"
+			else
+				F[${name}_check]=DIFFERS
+				fail "$name (tree differs)"
+			fi
+		elif verify_tree "$dest"; then
 			echo "${name}_verified: $pages pages"
 			F[${name}_check]=ok
 		else
@@ -232,12 +316,29 @@ run() { # name = METHOD_TARGET
 		fi
 	fi
 
-	if [ "$target" != plain ]; then
+	if [ "$target" = plain ]; then
+		F[${name}_transport]="-"
+	elif [ "$target" = nullfs ] || [ "$target" = nulluring ]; then
 		if grep -q "serving requests over io_uring" "$WORK/daemon.log"; then
-			echo "${name}_transport: io_uring"
+			F[${name}_transport]=io_uring
+			echo "${name}_transport: io_uring (pagededupfs's transport, fs/uring_io.c)"
 		else
-			echo "${name}_transport: /dev/fuse"
+			F[${name}_transport]="/dev/fuse"
+			echo "${name}_transport: /dev/fuse (libfuse's loop)"
 		fi
+		[ -n "${PD_NULLFS_OPTS:-}" ] && echo "${name}_options: $PD_NULLFS_OPTS (not pagededupfs's settings)"
+		t0=$(now)
+		stop_daemon; rc=$?
+		t1=$(now)
+		figure "${name}_umount_seconds" "$(elapsed "$t0" "$t1")" s
+		[ "$rc" -eq 0 ] || { fail "$name (daemon exited $rc)"; sed 's/^/  /' "$WORK/daemon.log" | tail -20 >&2; }
+	else
+		if grep -q "serving requests over io_uring" "$WORK/daemon.log"; then
+			F[${name}_transport]=io_uring
+		else
+			F[${name}_transport]="/dev/fuse"
+		fi
+		echo "${name}_transport: ${F[${name}_transport]}"
 		hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon_pid/status" 2>/dev/null)
 		# what the resident set is made of at that moment: anonymous memory,
 		# and file pages mapped in (the filter image, LMDB's map)
@@ -310,19 +411,28 @@ figure corpus_unique_bytes "$unique_bytes" bytes
 echo "corpus_packages: $packages"
 echo "corpus_dir: $CORPUS"
 echo "workdir: $WORK ($(stat -f -c %T "$WORK"))"
-if uring_on; then echo "transport: FUSE over io_uring (devfuse runs: /dev/fuse)"; else echo "transport: /dev/fuse"; fi
+if uring_on; then
+	echo "transport: FUSE over io_uring (devfuse and nullfs runs: /dev/fuse)"
+else
+	echo "transport: /dev/fuse"
+fi
 
 for r in $RUNS; do run "$r"; done
 
 # --- round trips -------------------------------------------------------------
 # What one request costs a program, on each transport, with the program
 # pinned to CPU 0 and left to the scheduler (bench_roundtrip: open + close
-# of one file, 20,000 times; the best of 3).
-roundtrip() { # transport label
+# of one file, 20,000 times; the best of 3); nullfs and nulluring:
+# bench_nullfs on each, the floor of a round trip.
+roundtrip() { # transport label: uring, devfuse, nullfs, nulluring
 	local store=$WORK/rt.$1 opts=() best="" v i cpu
 	[ "$1" = devfuse ] && opts=(-o no_uring)
-	"$PD" mkfs "$store" >/dev/null 2>&1 || { fail "roundtrip $1 (mkfs)"; return; }
-	PD_MOUNT_OPTS="${opts[*]}" start_daemon "$store" dedup || { fail "roundtrip $1 (mount)"; return; }
+	if [ "$1" = nullfs ] || [ "$1" = nulluring ]; then
+		start_daemon "" "$1" || { fail "roundtrip $1 (mount)"; return; }
+	else
+		"$PD" mkfs "$store" >/dev/null 2>&1 || { fail "roundtrip $1 (mkfs)"; return; }
+		PD_MOUNT_OPTS="${opts[*]}" start_daemon "$store" dedup || { fail "roundtrip $1 (mount)"; return; }
+	fi
 	echo x >"$MNT/f"
 	for cpu in pinned free; do
 		best=""
@@ -339,11 +449,17 @@ roundtrip() { # transport label
 	stop_daemon || fail "roundtrip $1 (daemon exit)"
 	rm -rf "$store"
 }
-if [ -x "$BUILD/bench/bench_roundtrip" ] && [ "$need_fs" -eq 1 ]; then
+if [ -x "$BUILD/bench/bench_roundtrip" ] && { [ "$need_fs" -eq 1 ] || [ "$need_nullfs" -eq 1 ]; }; then
 	echo
 	echo "== round trips"
-	if uring_on; then roundtrip uring; fi
-	roundtrip devfuse
+	if [ "$need_fs" -eq 1 ]; then
+		if uring_on; then roundtrip uring; fi
+		roundtrip devfuse
+	fi
+	if [ "$need_nullfs" -eq 1 ]; then
+		if uring_on; then roundtrip nulluring; fi
+		roundtrip nullfs
+	fi
 fi
 
 # --- ratios ----------------------------------------------------------------
@@ -362,33 +478,67 @@ for m in cp tar; do
 	done
 done
 
+# The floor: bench_nullfs over the plain directory is the most any FUSE
+# filesystem with pagededupfs's kernel settings could reach here, on each
+# transport; pagededupfs over bench_nullfs is how close it comes, on the
+# same transport.
+ratio_pair() { # method run other note
+	[ -n "${F[${1}_${2}_pages_per_s]:-}" ] && [ -n "${F[${1}_${3}_pages_per_s]:-}" ] || return 0
+	figure "ratio_${1}_${2}_vs_${3}" \
+		"$(calc %.3f "$(val "${1}_${2}_pages_per_s") / $(val "${1}_${3}_pages_per_s")")" x "$4"
+}
+have_nullfs=0
+for m in cp tar; do
+	[ -n "${F[${m}_nullfs_pages_per_s]:-}${F[${m}_nulluring_pages_per_s]:-}" ] && have_nullfs=1
+done
+if [ "$have_nullfs" -eq 1 ]; then
+	echo
+	echo "== the floor (bench_nullfs)"
+	for m in cp tar; do
+		ratio_pair "$m" nullfs plain "the floor on ${F[${m}_nullfs_transport]:-?}: any FUSE filesystem with these kernel settings"
+		ratio_pair "$m" nulluring plain "the floor on ${F[${m}_nulluring_transport]:-?}: any FUSE filesystem with these kernel settings"
+		ratio_pair "$m" devfuse nullfs "pagededupfs on ${F[${m}_devfuse_transport]:-?} over the floor on ${F[${m}_nullfs_transport]:-?}"
+		ratio_pair "$m" dedup nulluring "pagededupfs on ${F[${m}_dedup_transport]:-?} over the floor on ${F[${m}_nulluring_transport]:-?}"
+		ratio_pair "$m" dedup nullfs "pagededupfs on ${F[${m}_dedup_transport]:-?} over the floor on ${F[${m}_nullfs_transport]:-?}"
+		ratio_pair "$m" nodedup nullfs "pagededupfs -o nodedup on ${F[${m}_nodedup_transport]:-?} over the floor on ${F[${m}_nullfs_transport]:-?}"
+	done
+fi
+
 # --- the table ---------------------------------------------------------------
 echo
 echo "== summary ($pages pages, $(calc %.1f "$bytes / 1000000") MB, unique $(calc %.1f "$unique_bytes / 1000000") MB)"
-printf '%-12s %9s %10s %8s %8s %9s %12s %11s  %s\n' run seconds pages/s MB/s sync_s umount_s stored/uniq peakRSS_MiB check
+printf '%-14s %9s %10s %8s %8s %9s %12s %11s %10s  %s\n' run seconds pages/s MB/s sync_s umount_s stored/uniq peakRSS_MiB transport check
 for r in $RUNS; do
-	[ -n "${F[${r}_seconds]:-}" ] || { printf '%-12s %9s\n' "$r" failed; continue; }
-	printf '%-12s %9s %10s %8s %8s %9s %12s %11s  %s\n' "$r" "$(val "${r}_seconds")" \
+	[ -n "${F[${r}_seconds]:-}" ] || { printf '%-14s %9s\n' "$r" failed; continue; }
+	printf '%-14s %9s %10s %8s %8s %9s %12s %11s %10s  %s\n' "$r" "$(val "${r}_seconds")" \
 		"$(val "${r}_pages_per_s")" "$(val "${r}_mb_per_s")" "$(val "${r}_sync_seconds")" \
 		"${F[${r}_umount_seconds]:+$(val "${r}_umount_seconds")}" \
 		"${F[${r}_stored_per_unique_files]:+$(val "${r}_stored_per_unique_files")}" \
-		"${F[${r}_peak_rss_mb]:+$(val "${r}_peak_rss_mb")}" "${F[${r}_check]:-}"
+		"${F[${r}_peak_rss_mb]:+$(val "${r}_peak_rss_mb")}" "${F[${r}_transport]:-}" "${F[${r}_check]:-}"
 done
 echo
-printf '%-34s %10s  %-26s %s\n' goal figure target status
+printf '%-36s %10s  %-26s %s\n' goal figure target status
 for m in cp tar; do
 	r=${F[ratio_${m}_dedup_vs_nodedup]:-}
-	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: dedup vs nodedup" "${r% *}" ">= 0.9 x" "$(met "${r% *} >= 0.9")"
+	[ -n "$r" ] && printf '%-36s %10s  %-26s %s\n' "$m: dedup vs nodedup" "${r% *}" ">= 0.9 x" "$(met "${r% *} >= 0.9")"
 	r=${F[ratio_${m}_dedup_vs_plain]:-}
-	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: dedup vs plain directory" "${r% *}" ">= 0.5 x" "$(met "${r% *} >= 0.5")"
+	[ -n "$r" ] && printf '%-36s %10s  %-26s %s\n' "$m: dedup vs plain directory" "${r% *}" ">= 0.5 x" "$(met "${r% *} >= 0.5")"
+	for t in nullfs nulluring; do
+		r=${F[ratio_${m}_${t}_vs_plain]:-}
+		[ -n "$r" ] || continue
+		tr=${F[${m}_${t}_transport]:-?}
+		reach="0.5 x out of reach on $tr"
+		awk "BEGIN { exit !(${r% *} >= 0.5) }" && reach="0.5 x reachable on $tr"
+		printf '%-36s %10s  %-26s %s\n' "$m: the floor ($t) vs plain" "${r% *}" "(FUSE floor, $tr)" "$reach"
+	done
 	r=${F[${m}_dedup_stored_per_unique_files]:-}
-	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: stored/unique bytes (files)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
+	[ -n "$r" ] && printf '%-36s %10s  %-26s %s\n' "$m: stored/unique bytes (files)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
 	r=${F[${m}_dedup_stored_per_unique_stats]:-}
-	[ -n "$r" ] && printf '%-34s %10s  %-26s %s\n' "$m: stored/unique bytes (stats)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
+	[ -n "$r" ] && printf '%-36s %10s  %-26s %s\n' "$m: stored/unique bytes (stats)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
 	r=${F[${m}_dedup_peak_rss_mb]:-}
 	if [ -n "$r" ]; then
 		lim=$(calc %.2f "$(val "${m}_dedup_filter_mb") + $RSS_SLACK_MB")
-		printf '%-34s %10s  %-26s %s\n' "$m: peak RSS MiB" "${r% *}" "<= filter + $RSS_SLACK_MB = $lim" "$(met "${r% *} <= $lim")"
+		printf '%-36s %10s  %-26s %s\n' "$m: peak RSS MiB" "${r% *}" "<= filter + $RSS_SLACK_MB = $lim" "$(met "${r% *} <= $lim")"
 	fi
 done
 
