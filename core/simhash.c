@@ -27,6 +27,7 @@
 #define XXH_INLINE_ALL /* the features are short: inlined XXH3 is twice as fast */
 #include <xxhash.h>
 
+#include "charset.h"
 #include "html.h"
 
 /* The feature set (see simhash.h; changing it means a new SIMHASH_VERSION). */
@@ -196,30 +197,6 @@ static uint32_t decode_utf8(const uint8_t *s, size_t n, size_t *len)
 	return 0xFFFD;
 }
 
-static size_t encode_utf8(uint8_t *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		o[0] = (uint8_t)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (uint8_t)(0xC0 | (cp >> 6));
-		o[1] = (uint8_t)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (uint8_t)(0xE0 | (cp >> 12));
-		o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (uint8_t)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (uint8_t)(0xF0 | (cp >> 18));
-	o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (uint8_t)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
 static void put_le64(uint8_t *p, uint64_t v)
 {
 	for (int i = 0; i < 8; i++)
@@ -385,7 +362,7 @@ static inline void word_char(struct lexer *k, uint32_t c, enum cclass cl)
 		k->wlong = true;
 		k->wlen = 0;
 	}
-	k->wlen += encode_utf8(k->word + k->wlen, c);
+	k->wlen += charset_utf8_put((char *)k->word + k->wlen, c);
 }
 
 /* The hash of the finished word, or false when no word is open. */
