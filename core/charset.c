@@ -27,69 +27,7 @@ static uint8_t ascii_lower(uint8_t c)
 	return (uint8_t)(c - 'A') < 26 ? (uint8_t)(c | 0x20) : c;
 }
 
-/* ---- UTF-8 helpers ---- */
-
-/* Length of the valid UTF-8 sequence at s[0..avail), 0 if invalid or
- * truncated (RFC 3629: no overlongs, no surrogates, at most U+10FFFF). */
-size_t charset_utf8_seq(const uint8_t *s, size_t avail, uint32_t *cp)
-{
-	uint8_t c = s[0];
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c < 0xC2)
-		return 0;
-	if (c < 0xE0) {
-		if (avail < 2 || (s[1] & 0xC0) != 0x80)
-			return 0;
-		*cp = ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F);
-		return 2;
-	}
-	if (c < 0xF0) {
-		if (avail < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
-			return 0;
-		if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F))
-			return 0;
-		*cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-		return 3;
-	}
-	if (c < 0xF5) {
-		if (avail < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
-		    (s[3] & 0xC0) != 0x80)
-			return 0;
-		if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F))
-			return 0;
-		*cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-		      ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-		return 4;
-	}
-	return 0;
-}
-
-size_t charset_utf8_put(char *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xC0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
+/* ---- UTF-8 ---- */
 
 /* Invalid and non-ASCII byte counts of s as UTF-8. Eight bytes at a time
  * while they are ASCII, which most pages mostly are. */
@@ -132,7 +70,6 @@ static const uint16_t cp1252_c1[32] = {
 	0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
 	0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178,
 };
-
 
 uint32_t charset_cp1252_c1(uint32_t v)
 {
@@ -289,8 +226,7 @@ static int decode(const uint8_t *s, size_t n, const char *cs, uint8_t **out, siz
 			return -ENOMEM;
 		for (size_t i = 0; i < n; i++) {
 			uint32_t cp = s[i];
-			if (cp >= 0x80 && cp < 0xA0)
-				cp = cp1252_c1[cp - 0x80];
+			cp = charset_cp1252_c1(cp);
 			olen += charset_utf8_put((char *)o + olen, cp);
 		}
 		*out = o;

@@ -810,8 +810,7 @@ static size_t put_entity(struct ex *x, size_t i, size_t end)
 		}
 		if (j < end && s[j] == ';')
 			j++;
-		if (v >= 0x80 && v < 0xA0)
-			v = charset_cp1252_c1(v);
+		v = charset_cp1252_c1(v);
 		if (v && v <= 0x10FFFF && !(v >= 0xD800 && v < 0xE000))
 			put_cp(x, v);
 		return j;

@@ -167,34 +167,10 @@ static enum cclass classify(uint32_t c)
  * invalid byte, which decodes as U+FFFD and is a separator). */
 static uint32_t decode_utf8(const uint8_t *s, size_t n, size_t *len)
 {
-	uint8_t c = s[0];
-	if (c < 0x80) {
-		*len = 1;
-		return c;
-	}
-	*len = 1;
-	if (c >= 0xC2 && c < 0xE0 && n >= 2 && (s[1] & 0xC0) == 0x80) {
-		*len = 2;
-		return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F);
-	}
-	if (c >= 0xE0 && c < 0xF0 && n >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
-		uint32_t cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-		if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
-			*len = 3;
-			return cp;
-		}
-		return 0xFFFD;
-	}
-	if (c >= 0xF0 && c < 0xF5 && n >= 4 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
-	    (s[3] & 0xC0) == 0x80) {
-		uint32_t cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-			      ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-		if (cp >= 0x10000 && cp <= 0x10FFFF) {
-			*len = 4;
-			return cp;
-		}
-	}
-	return 0xFFFD;
+	uint32_t cp;
+	size_t k = charset_utf8_seq(s, n, &cp);
+	*len = k ? k : 1;
+	return k ? cp : 0xFFFD;
 }
 
 static void put_le64(uint8_t *p, uint64_t v)
