@@ -4,8 +4,8 @@
  * form; rest_is_normal() proves that in one vector pass that builds bit masks
  * of the URL (bytes never allowed, capitals, ':' and '@', '/', '.', '?'),
  * 64 bytes at a time with AVX-512BW where the processor has it, 16 with
- * SSE2 elsewhere, and the normal form is then a copy of the input. Every other URL goes
- * through the general path: component by component (scheme, userinfo,
+ * SSE2 elsewhere, and the normal form is then a copy of the input. Every
+ * other URL goes through the general path: component by component (scheme, userinfo,
  * host, port, path, query; the fragment is dropped), each byte classified
  * through one 256-entry table, runs of plain bytes copied 16 at a time, the
  * dot-segment pass run only when a segment starts with '.', the query sort
@@ -591,10 +591,11 @@ int url_normal_form(const char *in, size_t len, unsigned flags, char *out, size_
 		memcpy(o, p, known);
 		o += known;
 		p += known;
-	}
-	while (!known && p < e && is_scheme_char(*p)) {
-		lower_seen |= (cls[*p] & C_UPPER) != 0;
-		*o++ = lower(*p++);
+	} else {
+		while (p < e && is_scheme_char(*p)) {
+			lower_seen |= (cls[*p] & C_UPPER) != 0;
+			*o++ = lower(*p++);
+		}
 	}
 	if (p == e || *p != ':') {
 		*why = "no scheme";
