@@ -246,6 +246,16 @@ ops_figures() { # name counts
 			END { printf "%.2f", s / p }')" "round trips/page" "the caller waits for each"
 }
 
+# Unmount, timed; a daemon that exits non-zero fails the run.
+stop_timed() { # name
+	local t0 t1 rc
+	t0=$(now)
+	stop_daemon; rc=$?
+	t1=$(now)
+	figure "$1_umount_seconds" "$(elapsed "$t0" "$t1")" s
+	[ "$rc" -eq 0 ] || { fail "$1 (daemon exited $rc)"; sed 's/^/  /' "$WORK/daemon.log" | tail -20 >&2; }
+}
+
 json_num() { # key file
 	sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\([0-9][0-9]*\).*/\1/p" "$2" | head -1
 }
@@ -318,37 +328,26 @@ run() { # name = METHOD_TARGET
 
 	if [ "$target" = plain ]; then
 		F[${name}_transport]="-"
-	elif [ "$target" = nullfs ] || [ "$target" = nulluring ]; then
-		if grep -q "serving requests over io_uring" "$WORK/daemon.log"; then
-			F[${name}_transport]=io_uring
-			echo "${name}_transport: io_uring (pagededupfs's transport, fs/uring_io.c)"
-		else
-			F[${name}_transport]="/dev/fuse"
-			echo "${name}_transport: /dev/fuse (libfuse's loop)"
-		fi
-		[ -n "${PD_NULLFS_OPTS:-}" ] && echo "${name}_options: $PD_NULLFS_OPTS (not pagededupfs's settings)"
-		t0=$(now)
-		stop_daemon; rc=$?
-		t1=$(now)
-		figure "${name}_umount_seconds" "$(elapsed "$t0" "$t1")" s
-		[ "$rc" -eq 0 ] || { fail "$name (daemon exited $rc)"; sed 's/^/  /' "$WORK/daemon.log" | tail -20 >&2; }
+	elif grep -q "serving requests over io_uring" "$WORK/daemon.log"; then
+		F[${name}_transport]=io_uring
 	else
-		if grep -q "serving requests over io_uring" "$WORK/daemon.log"; then
-			F[${name}_transport]=io_uring
-		else
-			F[${name}_transport]="/dev/fuse"
-		fi
+		F[${name}_transport]="/dev/fuse"
+	fi
+	if [ "$target" = nullfs ] || [ "$target" = nulluring ]; then
+		case ${F[${name}_transport]} in
+		io_uring) echo "${name}_transport: io_uring (pagededupfs's transport, fs/uring_io.c)" ;;
+		*) echo "${name}_transport: /dev/fuse (libfuse's loop)" ;;
+		esac
+		[ -n "${PD_NULLFS_OPTS:-}" ] && echo "${name}_options: $PD_NULLFS_OPTS (not pagededupfs's settings)"
+		stop_timed "$name"
+	elif [ "$target" != plain ]; then
 		echo "${name}_transport: ${F[${name}_transport]}"
 		hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon_pid/status" 2>/dev/null)
 		# what the resident set is made of at that moment: anonymous memory,
 		# and file pages mapped in (the filter image, LMDB's map)
 		rss_parts=$(awk '/^(RssAnon|RssFile|RssShmem):/ { printf "%s %.2f MiB, ", $1, $2 / 1024 }' \
 			"/proc/$daemon_pid/status" 2>/dev/null)
-		t0=$(now)
-		stop_daemon; rc=$?
-		t1=$(now)
-		figure "${name}_umount_seconds" "$(elapsed "$t0" "$t1")" s
-		[ "$rc" -eq 0 ] || { fail "$name (daemon exited $rc)"; sed 's/^/  /' "$WORK/daemon.log" | tail -20 >&2; }
+		stop_timed "$name"
 		local filter_b du_b files_b st_b
 		# the filter: the root file and the leaves of the grown tree
 		filter_b=$(du -scb "$store/filter" "$store/filter.d" 2>/dev/null | tail -1 | cut -f1)
