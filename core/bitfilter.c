@@ -95,14 +95,18 @@
  * of the directory; a single 8-byte store of dirstate publishes it, and only
  * then is the old space freed. Appends write the keys before the count, and
  * a new chunk is linked before the (packed, single-store) tail word that
- * counts it; a leaf's bits are set only after its keys are in its log. Free extents shrink from their end and are published by their
- * length, so a process killed between any two stores leaves at worst some
- * space unreachable (never the same space owned twice).
+ * counts it; a leaf's bits are set only after its keys are in its log.
+ * Free extents shrink from their end and are published by their length,
+ * so a process killed between any two stores leaves at worst some space
+ * unreachable (never the same space owned twice).
+ *
+ * The parts: this file (opening, the directory and mappings, locking,
+ * check and add), bitfilter_space.c (space in the file, key logs),
+ * bitfilter_grow.c (the model, rebuilds and splits), bitfilter_verify.c
+ * (statistics, the structure check); bitfilter_int.h is what they share,
+ * bitpos.h where a key's bits lie.
  */
-#include "bitfilter.h"
-#include "bitpos.h"
-
-#include "cbf.h"
+#include "bitfilter_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -115,189 +119,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "bitfilter.c stores native integers in its file: little-endian hosts only"
-#endif
-
-/* ---- tunables (see the top comment for why these values) ---- */
-
-/* A leaf grows to this many times its lines when it is rebuilt. */
-#define GROWTH 1.3
-/* The filter keeps its modelled rate at or below this fraction of the
- * target: room for the model's error and for the sampling error of a
- * measurement, at about 1% more bits. */
-#define RATE_MARGIN 0.9
-/* A new filter has INIT_LEAVES leaves (fewer if they would be smaller than
- * INIT_LEAF_MIN_LINES, more if larger than half the largest leaf): several,
- * so that their rebuilds are spread out in time, and large, so that large
- * filters are mapped with huge pages. */
-#define INIT_LEAVES 8
-#define INIT_LEAF_MIN_LINES 4096
-/* Leaves hold a multiple of this many lines (4 KiB). A leaf of HUGE_BYTES
- * or more starts at a multiple of HUGE_BYTES in the file and in memory, so
- * that the kernel can map its whole 2 MiB parts with huge pages (file-backed
- * huge pages need a file system with large folios: ext4 and XFS on recent
- * kernels; elsewhere the request is ignored). A lookup then needs one TLB
- * entry per 2 MiB instead of per 4 KiB: under a hypervisor's nested paging a
- * TLB miss is most of a lookup's cost. (Rounding sizes to 2 MiB as well
- * would waste up to half of a mid-sized leaf.) */
-#define LEAF_LINE_UNIT 64
-#define HUGE_BYTES (UINT64_C(2) << 20)
-/* 32 MiB: 13 million keys at 1e-4; rebuilding one takes a fraction of a
- * second under the lock. */
-#define DEFAULT_MAX_LEAF_LINES (UINT32_C(1) << 19)
-/* Lines of any leaf (line numbers are 32-bit range reductions): 128 GiB. */
-#define MAX_LEAF_LINES (UINT64_C(1) << 31)
-#define DEFAULT_FPR 1e-4
-#define DEFAULT_EXPECTED 1000000
-#define DEFAULT_SEED UINT64_C(0x75726c7365656e31)
-/* Keys ahead whose lines are prefetched: in lookups (whose misses compete
- * with the tests' own work), and in rebuilds (pure stores, nothing waits on
- * them: more misses in flight pay). */
-#define PREFETCH 16
-#define REBUILD_PREFETCH 32
-
-/* ---- file layout ---- */
-
-#define HDR_BYTES 4096
-#define DIR_ENTRIES (1u << BITFILTER_MAX_DEPTH)
-#define DIR_BYTES (DIR_ENTRIES * 4u)
-#define DIR_OFF HDR_BYTES
-#define LEAF_OFF (DIR_OFF + 2 * DIR_BYTES)
-#define LEAF_BYTES 64
-#define FREE_OFF (LEAF_OFF + BITFILTER_MAX_LEAVES * LEAF_BYTES)
-#define FREE_MAX 4096
-#define DATA_START (UINT64_C(2) << 20)
-#define UNIT 4096
-#define CHUNK_BYTES 16384
-#define CHUNK_KEYS (CHUNK_BYTES / 8 - 1)
-#define VERSION 1
-
+/* The file's first bytes. */
 static const char magic[8] = { 'P', 'D', 'U', 'R', 'L', 'B', 'F', '1' };
 
-struct bf_header {
-	char magic[8];
-	uint32_t version;
-	uint32_t k;
-	uint32_t lines_per_key;
-	uint32_t max_leaf_lines;
-	double fpr;
-	uint64_t seed;
-	uint64_t generation; /* +1 at every layout change */
-	uint64_t dirstate;   /* bits 0-7: depth D; bit 8: the active directory */
-	uint64_t frontier;   /* end of the space handed out; the file's length */
-	uint32_t free_hw;    /* free-table entries in use are below this */
-	uint32_t reserved;
-	uint64_t lost;       /* bytes freed that the free table had no room for */
-	uint64_t grows;
-	uint64_t splits;
-	uint64_t expected;
-};
-
-struct bf_leaf {
-	uint64_t nlines;
-	uint64_t count;       /* keys in the log */
-	uint64_t bits_off;
-	uint64_t chunk_first; /* 0: no chunk yet */
-	uint64_t tail;        /* (last chunk offset / 4096) | chunks << 40 */
-	uint32_t depth;
-	uint32_t reserved;
-	uint64_t prefix;      /* for people reading the file; routing uses the directory */
-	uint64_t reserved2;
-};
-
-struct bf_extent {
-	uint64_t off;
-	uint64_t len; /* 0: an empty entry */
-};
-
-_Static_assert(sizeof(struct bf_header) <= HDR_BYTES, "header size");
-_Static_assert(sizeof(struct bf_leaf) == LEAF_BYTES, "leaf entry size");
-_Static_assert(sizeof(struct bf_extent) == 16, "extent size");
-_Static_assert(FREE_OFF + FREE_MAX * 16 <= DATA_START, "metadata fits");
-
-#define TAIL_SHIFT 40
-
-static inline uint64_t tail_off(uint64_t t)
-{
-	return (t & ((UINT64_C(1) << TAIL_SHIFT) - 1)) * UNIT;
-}
-
-static inline uint64_t tail_chunks(uint64_t t)
-{
-	return t >> TAIL_SHIFT;
-}
-
-static inline uint64_t tail_pack(uint64_t off, uint64_t chunks)
-{
-	return off / UNIT | chunks << TAIL_SHIFT;
-}
-
-/* ---- this process's state ---- */
-
-/* A key on its way through the pipeline: its leaf and lines. */
-struct probe {
-	uint64_t x;
-	uint8_t *l0, *l1;
-	uint32_t leaf;
-};
-
-/* A slot of the set of keys found new within one check call: valid when
- * its stamp is the call's, so the set is never cleared. */
-struct setslot {
-	uint64_t key;
-	uint64_t stamp;
-};
-
-struct leafmap {
-	uint8_t *bits;      /* the leaf's lines, mapped */
-	size_t maplen;
-	uint64_t off, nlines;
-};
-
-struct bitfilter {
-	int fd;
-	bool readonly;
-	int lock;                 /* 0, LOCK_SH or LOCK_EX */
-	uint8_t *meta;            /* [0, DATA_START) mapped */
-	struct bf_header *hdr;
-	struct bf_leaf *leaves;
-	struct bf_extent *freel;
-	uint32_t *dir;            /* the active directory (under the lock) */
-	unsigned depth;
-	uint64_t gen;             /* generation the maps below match */
-	struct leafmap *lm;       /* BITFILTER_MAX_LEAVES entries */
-	uint8_t *ref;             /* scratch: leaf ids the directory references */
-	uint32_t k, lpk, max_leaf_lines;
-	struct bitpos pos;        /* where a key's bits lie */
-	double fpr, target, lam_cap;
-	double *ftab;             /* f(i * ftab_step) */
-	size_t ftab_n;
-	double ftab_step;
-	struct setslot *set;      /* keys new in the current check call */
-	size_t set_cap;
-	uint64_t stamp;
-	struct probe *probes;     /* the last check call's keys and lines */
-	size_t probes_n, probes_cap;
-	uint64_t probes_gen;      /* the layout they belong to */
-	uint64_t *chunkbuf;       /* CHUNK_BYTES for reading logs */
-	/* recording: the new keys of a call grouped by leaf (stage), how many
-	 * each leaf gets (lcount, zero between calls) and which leaves */
-	uint64_t *stage;
-	size_t stage_cap;
-	uint32_t *lcount;
-	uint32_t *touched;
-};
-
-/* ---- positions (bitpos.h) ---- */
-
-static inline __attribute__((always_inline)) void prefetch(const void *p, int write)
-{
-	if (write)
-		__builtin_prefetch(p, 1, 3);
-	else
-		__builtin_prefetch(p, 0, 3);
-}
+/* ---- a key's leaf and lines ---- */
 
 static inline void probe_key(const struct bitfilter *f, uint64_t x, struct probe *p, int write)
 {
@@ -314,97 +139,6 @@ static inline void probe_key(const struct bitfilter *f, uint64_t x, struct probe
 		prefetch(p->l1, write);
 }
 
-/* ---- the model ---- */
-
-/* Probability that kk given distinct bits of a 512-bit line are all set,
- * when the line holds Poisson(lam) key-halves that each set kk distinct
- * random bits: inclusion-exclusion over which of the kk bits stay clear. A
- * fixed set of j bits escapes one key-half with probability
- * r_j = C(512 - j, kk) / C(512, kk), and all of them with
- * exp(-lam * (1 - r_j)). Alternating terms up to C(16, 8) in size: long
- * double keeps the result exact to many digits for kk <= 16. */
-static double line_fpr(double lam, unsigned kk)
-{
-	return cbf_blocked_line_fpr(lam, kk, BITFILTER_LINE_BITS);
-}
-
-static bool k_valid(uint32_t k, uint32_t lpk)
-{
-	return (lpk == 1 || lpk == 2) && k >= lpk && k % lpk == 0 && k / lpk <= BITPOS_MAX_KK &&
-	       k <= BITFILTER_MAX_K;
-}
-
-double bitfilter_model_fpr(uint32_t k, uint32_t lines_per_key, double keys_per_line)
-{
-	if (!k_valid(k, lines_per_key) || !(keys_per_line >= 0))
-		return 1;
-	if (keys_per_line == 0)
-		return 0;
-	double p = line_fpr(keys_per_line * lines_per_key, k / lines_per_key);
-	return lines_per_key == 2 ? p * p : p;
-}
-
-/* Largest load with rate <= fpr (the rate grows with the load). */
-static double load_for(uint32_t k, uint32_t lpk, double fpr)
-{
-	double lo = 0, hi = BITFILTER_LINE_BITS;
-	for (int i = 0; i < 100; i++) {
-		double mid = (lo + hi) / 2;
-		if (bitfilter_model_fpr(k, lpk, mid) > fpr)
-			hi = mid;
-		else
-			lo = mid;
-	}
-	return lo;
-}
-
-int bitfilter_best_k(double fpr, uint32_t lines_per_key, uint32_t *k, double *keys_per_line)
-{
-	if (!(fpr > 0 && fpr < 0.5) || (lines_per_key != 1 && lines_per_key != 2))
-		return -EINVAL;
-	uint32_t best = 0;
-	double best_load = 0;
-	for (uint32_t kk = lines_per_key; kk <= BITPOS_MAX_KK * lines_per_key && kk <= BITFILTER_MAX_K;
-	     kk += lines_per_key) {
-		double load = load_for(kk, lines_per_key, fpr);
-		if (load > best_load * (1 + 1e-12)) {
-			best = kk;
-			best_load = load;
-		}
-	}
-	if (!best || best_load <= 0)
-		return -EINVAL;
-	*k = best;
-	*keys_per_line = best_load;
-	return 0;
-}
-
-#define FTAB_PER_CAP 256
-#define FTAB_CAPS 16
-
-static int ftab_init(struct bitfilter *f)
-{
-	f->ftab_n = FTAB_PER_CAP * FTAB_CAPS + 2;
-	f->ftab_step = f->lam_cap / FTAB_PER_CAP;
-	f->ftab = malloc(f->ftab_n * sizeof *f->ftab);
-	if (!f->ftab)
-		return -ENOMEM;
-	for (size_t i = 0; i < f->ftab_n; i++)
-		f->ftab[i] = bitfilter_model_fpr(f->k, f->lpk, (double)i * f->ftab_step);
-	return 0;
-}
-
-/* The model at load lam: the table, linearly interpolated (relative error
- * below 1e-5), or the formula past its end. */
-static double rate_at(const struct bitfilter *f, double lam)
-{
-	double x = lam / f->ftab_step;
-	size_t i = (size_t)x;
-	if (i + 1 >= f->ftab_n)
-		return bitfilter_model_fpr(f->k, f->lpk, lam);
-	return f->ftab[i] + (f->ftab[i + 1] - f->ftab[i]) * (x - (double)i);
-}
-
 /* ---- parameters ---- */
 
 void bitfilter_params_default(struct bitfilter_params *p)
@@ -416,144 +150,10 @@ void bitfilter_params_default(struct bitfilter_params *p)
 	p->seed = DEFAULT_SEED;
 }
 
-static uint64_t round_lines(double lines)
-{
-	if (!(lines < 1e15))
-		lines = 1e15;
-	uint64_t n = (uint64_t)ceil(lines);
-	n = (n + LEAF_LINE_UNIT - 1) / LEAF_LINE_UNIT * LEAF_LINE_UNIT;
-	return n ? n : LEAF_LINE_UNIT;
-}
-
-static inline size_t bits_len(uint64_t nlines)
-{
-	return (size_t)(nlines * BITFILTER_LINE_BYTES);
-}
-
-static inline uint64_t bits_align(uint64_t nlines)
-{
-	return bits_len(nlines) >= HUGE_BYTES ? HUGE_BYTES : UNIT;
-}
-
-/* ---- space in the file ---- */
-
-static int file_extend(struct bitfilter *f, uint64_t end)
-{
-	struct stat st;
-	if (fstat(f->fd, &st) != 0)
-		return -errno;
-	if ((uint64_t)st.st_size < end && ftruncate(f->fd, (off_t)end) != 0)
-		return -errno;
-	return 0;
-}
-
-/* Blocks for [off, off+len) now, so that a store through a mapping never
- * meets a full disk (SIGBUS). */
-static int reserve(struct bitfilter *f, uint64_t off, uint64_t len)
-{
-	int err = posix_fallocate(f->fd, (off_t)off, (off_t)len);
-	if (err == EOPNOTSUPP || err == EINVAL || err == 0)
-		return 0;
-	return -err;
-}
-
-static void region_free(struct bitfilter *f, uint64_t off, uint64_t len);
-
-/* Space for len bytes at a multiple of align (a power of two >= UNIT).
- * mapped: the space is written through a mapping (leaf bits), so its
- * blocks are reserved now; space written with pwrite (key logs) gets them
- * as it is written, and a full disk is an error of that write. */
-static int region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, bool mapped,
-			uint64_t *off)
-{
-	struct bf_header *h = f->hdr;
-	int rc;
-
-	len = (len + UNIT - 1) / UNIT * UNIT;
-	/* first fit, taken from the end of the extent: one store (its length)
-	 * hands the space out; space after an aligned piece goes back into
-	 * the table afterwards (a kill in between loses it, never gives it
-	 * out twice) */
-	for (uint32_t i = 0; i < h->free_hw && i < FREE_MAX; i++) {
-		struct bf_extent *e = &f->freel[i];
-		if (e->len < len)
-			continue;
-		uint64_t end = e->off + e->len, o = (end - len) & ~(align - 1);
-		if (o < e->off)
-			continue;
-		if (mapped && (rc = reserve(f, o, len)) != 0)
-			return rc;
-		e->len = o - e->off;
-		if (o + len < end)
-			region_free(f, o + len, end - o - len);
-		*off = o;
-		return 0;
-	}
-	uint64_t start = h->frontier, o = (start + align - 1) & ~(align - 1);
-	if ((rc = file_extend(f, o + len)) != 0)
-		return rc;
-	if (mapped && (rc = reserve(f, o, len)) != 0) {
-		if (ftruncate(f->fd, (off_t)start) != 0) {
-			/* the file stays longer than the frontier: harmless */
-		}
-		return rc;
-	}
-	h->frontier = o + len;
-	if (o > start)
-		region_free(f, start, o - start);
-	*off = o;
-	return 0;
-}
-
-static void region_free(struct bitfilter *f, uint64_t off, uint64_t len)
-{
-	struct bf_header *h = f->hdr;
-
-	len = (len + UNIT - 1) / UNIT * UNIT;
-	if (len == 0)
-		return;
-	/* give the blocks back; a file system without holes keeps them */
-	(void)fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
-	/* merge with free neighbours: drop the neighbour first (a kill in
-	 * between loses it, never hands it out twice) */
-	for (uint32_t i = 0; i < h->free_hw && i < FREE_MAX; i++) {
-		struct bf_extent *e = &f->freel[i];
-		if (!e->len)
-			continue;
-		if (e->off + e->len == off) {
-			uint64_t o = e->off, l = e->len;
-			e->len = 0;
-			off = o;
-			len += l;
-		} else if (off + len == e->off) {
-			uint64_t l = e->len;
-			e->len = 0;
-			len += l;
-		}
-	}
-	if (off + len == h->frontier) {
-		h->frontier = off;
-		if (ftruncate(f->fd, (off_t)off) != 0) {
-			/* longer than the frontier: harmless */
-		}
-		return;
-	}
-	for (uint32_t i = 0; i < FREE_MAX; i++) {
-		struct bf_extent *e = &f->freel[i];
-		if (e->len)
-			continue;
-		e->off = off;
-		__atomic_store_n(&e->len, len, __ATOMIC_RELEASE);
-		if (i >= h->free_hw)
-			h->free_hw = i + 1;
-		return;
-	}
-	h->lost += len;
-}
 
 /* ---- mappings ---- */
 
-static void unmap_leaf(struct leafmap *m)
+void bf_unmap_leaf(struct leafmap *m)
 {
 	if (m->bits)
 		munmap(m->bits, m->maplen);
@@ -573,7 +173,7 @@ static int map_region(struct bitfilter *f, uint64_t off, size_t len, void **out)
 /* A leaf's bits: from HUGE_BYTES on, at an address that is a multiple of
  * it (reserve a larger range, map into it, give back the rest), with a
  * request for huge pages; a refusal only costs speed. */
-static int map_bits(struct bitfilter *f, uint64_t off, size_t len, void **out)
+int bf_map_bits(struct bitfilter *f, uint64_t off, size_t len, void **out)
 {
 	if (len < HUGE_BYTES || off % HUGE_BYTES)
 		return map_region(f, off, len, out);
@@ -597,39 +197,39 @@ static int map_bits(struct bitfilter *f, uint64_t off, size_t len, void **out)
 	return 0;
 }
 
-static bool region_ok(const struct bitfilter *f, uint64_t off, uint64_t len)
+bool bf_region_ok(const struct bitfilter *f, uint64_t off, uint64_t len)
 {
 	return off >= DATA_START && off % UNIT == 0 && len > 0 && off + len >= off &&
 	       off + len <= f->hdr->frontier;
 }
 
-static bool leaf_ok(const struct bitfilter *f, const struct bf_leaf *e)
+bool bf_leaf_ok(const struct bitfilter *f, const struct bf_leaf *e)
 {
 	if (e->nlines < 2 || e->nlines > MAX_LEAF_LINES)
 		return false;
-	if (!region_ok(f, e->bits_off, e->nlines * BITFILTER_LINE_BYTES))
+	if (!bf_region_ok(f, e->bits_off, e->nlines * BITFILTER_LINE_BYTES))
 		return false;
 	uint64_t chunks = tail_chunks(e->tail);
 	if (e->count > chunks * CHUNK_KEYS)
 		return false;
-	if (chunks && (!region_ok(f, e->chunk_first, CHUNK_BYTES) ||
-		       !region_ok(f, tail_off(e->tail), CHUNK_BYTES)))
+	if (chunks && (!bf_region_ok(f, e->chunk_first, CHUNK_BYTES) ||
+		       !bf_region_ok(f, tail_off(e->tail), CHUNK_BYTES)))
 		return false;
 	return true;
 }
 
 /* Map leaf id's bits as the table now describes them. */
-static int map_leaf(struct bitfilter *f, uint32_t id)
+int bf_map_leaf(struct bitfilter *f, uint32_t id)
 {
 	const struct bf_leaf *e = &f->leaves[id];
 	struct leafmap *m = &f->lm[id];
 	if (m->bits && m->off == e->bits_off && m->nlines == e->nlines)
 		return 0;
-	if (!leaf_ok(f, e))
+	if (!bf_leaf_ok(f, e))
 		return -EUCLEAN;
-	unmap_leaf(m);
+	bf_unmap_leaf(m);
 	void *p = NULL;
-	int rc = map_bits(f, e->bits_off, bits_len(e->nlines), &p);
+	int rc = bf_map_bits(f, e->bits_off, bits_len(e->nlines), &p);
 	if (rc)
 		return rc;
 	m->bits = p;
@@ -654,7 +254,7 @@ static void read_dirstate(struct bitfilter *f)
 }
 
 /* Publish the inactive directory (already written) with depth d. */
-static void commit_dir(struct bitfilter *f, unsigned d)
+void bf_commit_dir(struct bitfilter *f, unsigned d)
 {
 	struct bf_header *h = f->hdr;
 	unsigned active = (unsigned)(h->dirstate >> 8) & 1;
@@ -664,7 +264,7 @@ static void commit_dir(struct bitfilter *f, unsigned d)
 	read_dirstate(f);
 }
 
-static uint32_t *inactive_dir(const struct bitfilter *f)
+uint32_t *bf_inactive_dir(const struct bitfilter *f)
 {
 	return dir_buf(f, ((unsigned)(f->hdr->dirstate >> 8) & 1) ^ 1);
 }
@@ -672,9 +272,7 @@ static uint32_t *inactive_dir(const struct bitfilter *f)
 /* Walk the leaves in directory order: fn(ctx, id, first entry, depth). The
  * structure is checked as it goes: -EUCLEAN if an entry names no leaf or a
  * leaf's run of entries is misplaced. */
-typedef int (*leaf_fn)(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j);
-
-static int walk(struct bitfilter *f, leaf_fn fn, void *ctx)
+int bf_walk(struct bitfilter *f, leaf_fn fn, void *ctx)
 {
 	uint32_t n = UINT32_C(1) << f->depth;
 	for (uint32_t j = 0; j < n;) {
@@ -698,7 +296,7 @@ static int walk(struct bitfilter *f, leaf_fn fn, void *ctx)
 	return 0;
 }
 
-static int mark_ref(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
+int bf_mark_ref(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
 {
 	(void)ctx;
 	(void)j;
@@ -710,8 +308,8 @@ static int mark_ref(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
 
 static int mark_and_map(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
 {
-	int rc = mark_ref(f, ctx, id, j);
-	return rc ? rc : map_leaf(f, id);
+	int rc = bf_mark_ref(f, ctx, id, j);
+	return rc ? rc : bf_map_leaf(f, id);
 }
 
 /* After another process changed the layout: map what the directory now
@@ -725,23 +323,23 @@ static int revalidate(struct bitfilter *f)
 	    f->depth > BITFILTER_MAX_DEPTH)
 		return -EUCLEAN;
 	memset(f->ref, 0, BITFILTER_MAX_LEAVES);
-	int rc = walk(f, mark_and_map, NULL);
+	int rc = bf_walk(f, mark_and_map, NULL);
 	if (rc)
 		return rc;
 	for (uint32_t id = 0; id < BITFILTER_MAX_LEAVES; id++) {
 		struct leafmap *m = &f->lm[id];
 		if (!f->ref[id] && m->bits)
-			unmap_leaf(m);
+			bf_unmap_leaf(m);
 	}
 	f->gen = f->hdr->generation;
 	return 0;
 }
 
 /* Unused leaf-table entries: those the directory does not reference. */
-static int free_entries(struct bitfilter *f, uint32_t *ids, unsigned want)
+int bf_free_entries(struct bitfilter *f, uint32_t *ids, unsigned want)
 {
 	memset(f->ref, 0, BITFILTER_MAX_LEAVES);
-	int rc = walk(f, mark_ref, NULL);
+	int rc = bf_walk(f, bf_mark_ref, NULL);
 	if (rc)
 		return rc;
 	unsigned got = 0;
@@ -749,485 +347,6 @@ static int free_entries(struct bitfilter *f, uint32_t *ids, unsigned want)
 		if (!f->ref[id])
 			ids[got++] = id;
 	return got == want ? 0 : -ENOSPC;
-}
-
-/* ---- the key logs ---- */
-
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-static int pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EUCLEAN;
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
-/* Give leaf id's log a new last chunk. Order (for a kill at any point): the
- * chunk's next pointer is zeroed and the chunk linked before the tail word
- * that counts it is stored. */
-static int log_new_chunk(struct bitfilter *f, struct bf_leaf *e)
-{
-	uint64_t off, zero = 0;
-	int rc;
-	if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, false, &off)) != 0)
-		return rc;
-	if ((rc = pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
-		region_free(f, off, CHUNK_BYTES);
-		return rc;
-	}
-	if (tail_chunks(e->tail) == 0)
-		e->chunk_first = off;
-	else if ((rc = pwrite_all(f->fd, &off, sizeof off, tail_off(e->tail))) != 0) {
-		region_free(f, off, CHUNK_BYTES);
-		return rc;
-	}
-	__atomic_store_n(&e->tail, tail_pack(off, tail_chunks(e->tail) + 1), __ATOMIC_RELEASE);
-	return 0;
-}
-
-/* Append n keys to leaf id's log: one pwrite per chunk they land in (not
- * stores through a mapping of the last chunk: each new chunk then cost a
- * map, an unmap and page faults that zero, fill and mark its pages, about
- * twice the time of the writes). The keys are written before the count
- * that covers them is stored. */
-static int log_keys(struct bitfilter *f, uint32_t id, const uint64_t *keys, size_t n)
-{
-	struct bf_leaf *e = &f->leaves[id];
-	int rc;
-	while (n) {
-		uint64_t slot = e->count % CHUNK_KEYS;
-		if (tail_chunks(e->tail) < e->count / CHUNK_KEYS + 1 &&
-		    (rc = log_new_chunk(f, e)) != 0)
-			return rc;
-		size_t m = CHUNK_KEYS - slot < n ? (size_t)(CHUNK_KEYS - slot) : n;
-		if ((rc = pwrite_all(f->fd, keys, m * 8, tail_off(e->tail) + 8 * (1 + slot))) != 0)
-			return rc;
-		__atomic_store_n(&e->count, e->count + m, __ATOMIC_RELEASE);
-		keys += m;
-		n -= m;
-	}
-	return 0;
-}
-
-/* Growable list of file offsets (the chunks a rebuild read or wrote). */
-struct offlist {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int offlist_push(struct offlist *l, uint64_t off)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		uint64_t *v = realloc(l->v, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = off;
-	return 0;
-}
-
-/* Read leaf e's keys chunk by chunk: fn(ctx, keys, n). The chunks' offsets
- * go to chunks (may be NULL). */
-typedef int (*keys_fn)(struct bitfilter *f, void *ctx, const uint64_t *keys, size_t n);
-
-static int read_log(struct bitfilter *f, const struct bf_leaf *e, keys_fn fn, void *ctx,
-		    struct offlist *chunks)
-{
-	uint64_t left = e->count, off = e->chunk_first;
-	uint64_t nchunks = tail_chunks(e->tail);
-	int rc;
-
-	for (uint64_t c = 0; c < nchunks; c++) {
-		if (!region_ok(f, off, CHUNK_BYTES))
-			return -EUCLEAN;
-		if (chunks && (rc = offlist_push(chunks, off)) != 0)
-			return rc;
-		if ((rc = pread_all(f->fd, f->chunkbuf, CHUNK_BYTES, off)) != 0)
-			return rc;
-		size_t n = left < CHUNK_KEYS ? (size_t)left : CHUNK_KEYS;
-		if (n && fn && (rc = fn(f, ctx, f->chunkbuf + 1, n)) != 0)
-			return rc;
-		left -= n;
-		if (c + 1 < nchunks)
-			off = f->chunkbuf[0];
-	}
-	return left ? -EUCLEAN : 0;
-}
-
-/* A key log written whole, for a split's child. */
-struct logw {
-	uint64_t first, cur, chunks, count;
-	uint64_t *buf;
-	size_t slot;
-	struct offlist mine; /* every chunk allocated, to give back on failure */
-};
-
-static int logw_put(struct bitfilter *f, struct logw *w, uint64_t x)
-{
-	int rc;
-	if (w->chunks == 0 || w->slot == CHUNK_KEYS) {
-		uint64_t off;
-		if ((rc = region_alloc(f, CHUNK_BYTES, UNIT, false, &off)) != 0)
-			return rc;
-		if ((rc = offlist_push(&w->mine, off)) != 0) {
-			region_free(f, off, CHUNK_BYTES);
-			return rc;
-		}
-		if (w->chunks) {
-			w->buf[0] = off;
-			if ((rc = pwrite_all(f->fd, w->buf, CHUNK_BYTES, w->cur)) != 0)
-				return rc;
-		} else {
-			w->first = off;
-		}
-		memset(w->buf, 0, CHUNK_BYTES);
-		w->cur = off;
-		w->chunks++;
-		w->slot = 0;
-	}
-	w->buf[1 + w->slot++] = x;
-	w->count++;
-	return 0;
-}
-
-static int logw_finish(struct bitfilter *f, struct logw *w)
-{
-	if (!w->chunks)
-		return 0;
-	w->buf[0] = 0;
-	return pwrite_all(f->fd, w->buf, CHUNK_BYTES, w->cur);
-}
-
-static void logw_abandon(struct bitfilter *f, struct logw *w)
-{
-	for (size_t i = 0; i < w->mine.n; i++)
-		region_free(f, w->mine.v[i], CHUNK_BYTES);
-}
-
-/* ---- rebuilding leaves ---- */
-
-/* A leaf being built: its lines, mapped, and (for a split) its log. */
-struct newleaf {
-	uint64_t nlines, off;
-	uint8_t *bits;
-	struct logw log;
-};
-
-static int newleaf_init(struct bitfilter *f, struct newleaf *n, uint64_t nlines)
-{
-	memset(n, 0, sizeof *n);
-	n->nlines = nlines;
-	int rc = region_alloc(f, bits_len(nlines), bits_align(nlines), true, &n->off);
-	if (rc)
-		return rc;
-	void *p = NULL;
-	if ((rc = map_bits(f, n->off, bits_len(nlines), &p)) != 0) {
-		region_free(f, n->off, bits_len(nlines));
-		n->off = 0;
-		return rc;
-	}
-	n->bits = p;
-	/* reused space reads as zero where holes are punched; not everywhere */
-	memset(n->bits, 0, bits_len(nlines));
-	if (!(n->log.buf = calloc(1, CHUNK_BYTES)))
-		return -ENOMEM;
-	return 0;
-}
-
-static void newleaf_drop(struct bitfilter *f, struct newleaf *n, bool free_space)
-{
-	if (n->bits)
-		munmap(n->bits, bits_len(n->nlines));
-	if (free_space && n->off)
-		region_free(f, n->off, bits_len(n->nlines));
-	if (free_space)
-		logw_abandon(f, &n->log);
-	free(n->log.buf);
-	free(n->log.mine.v);
-	n->bits = NULL;
-	n->log.buf = NULL;
-	n->log.mine.v = NULL;
-}
-
-/* Set the bits of n keys in a leaf of nlines lines, REBUILD_PREFETCH keys
- * ahead. */
-static void insert_keys(const struct bitfilter *f, uint8_t *bits, uint64_t nlines,
-			const uint64_t *keys, size_t n)
-{
-	uint8_t *ring0[REBUILD_PREFETCH], *ring1[REBUILD_PREFETCH];
-	for (size_t i = 0; i < n + REBUILD_PREFETCH; i++) {
-		size_t s = i % REBUILD_PREFETCH;
-		if (i >= REBUILD_PREFETCH)
-			bitpos_set(&f->pos, keys[i - REBUILD_PREFETCH], ring0[s], ring1[s]);
-		if (i < n) {
-			uint64_t l0, l1;
-			bitpos_lines(&f->pos, keys[i], nlines, &l0, &l1);
-			ring0[s] = bits + l0 * BITFILTER_LINE_BYTES;
-			ring1[s] = bits + l1 * BITFILTER_LINE_BYTES;
-			prefetch(ring0[s], 1);
-			prefetch(ring1[s], 1);
-		}
-	}
-}
-
-static int grow_keys(struct bitfilter *f, void *ctx, const uint64_t *keys, size_t n)
-{
-	struct newleaf *nl = ctx;
-	insert_keys(f, nl->bits, nl->nlines, keys, n);
-	return 0;
-}
-
-struct split_ctx {
-	struct newleaf child[2];
-	unsigned bit; /* bit of the key that tells the children apart: 63 - depth */
-	uint64_t *part[2];
-};
-
-static int split_keys(struct bitfilter *f, void *ctx, const uint64_t *keys, size_t n)
-{
-	struct split_ctx *s = ctx;
-	size_t np[2] = { 0, 0 };
-	int rc;
-	for (size_t i = 0; i < n; i++) {
-		unsigned b = (unsigned)(keys[i] >> s->bit) & 1;
-		s->part[b][np[b]++] = keys[i];
-		if ((rc = logw_put(f, &s->child[b].log, keys[i])) != 0)
-			return rc;
-	}
-	for (unsigned b = 0; b < 2; b++)
-		insert_keys(f, s->child[b].bits, s->child[b].nlines, s->part[b], np[b]);
-	return 0;
-}
-
-/* Rebuild leaf id (owning directory entries from j) with nlines lines. */
-static int grow_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nlines)
-{
-	struct bf_leaf *e = &f->leaves[id];
-	uint32_t nid;
-	struct newleaf nl;
-	int rc;
-
-	if ((rc = free_entries(f, &nid, 1)) != 0)
-		return rc;
-	/* The old bits are not needed to rebuild (the log is): let them go
-	 * first, so that memory holds one copy of the leaf, not two. */
-	unmap_leaf(&f->lm[id]);
-	if ((rc = newleaf_init(f, &nl, nlines)) != 0 ||
-	    (rc = read_log(f, e, grow_keys, &nl, NULL)) != 0) {
-		newleaf_drop(f, &nl, true);
-		(void)map_leaf(f, id);
-		return rc;
-	}
-	struct bf_leaf *ne = &f->leaves[nid];
-	*ne = *e;
-	ne->nlines = nlines;
-	ne->bits_off = nl.off;
-
-	uint32_t *nd = inactive_dir(f), n = UINT32_C(1) << f->depth;
-	uint32_t run = UINT32_C(1) << (f->depth - e->depth);
-	memcpy(nd, f->dir, (size_t)n * 4);
-	for (uint32_t i = 0; i < run; i++)
-		nd[j + i] = nid;
-	commit_dir(f, f->depth);
-	f->hdr->grows++;
-
-	/* the old bits are unreachable now */
-	uint64_t old_off = e->bits_off, old_lines = e->nlines;
-	struct leafmap *m = &f->lm[nid];
-	unmap_leaf(m);
-	unmap_leaf(&f->lm[id]);
-	region_free(f, old_off, bits_len(old_lines));
-	m->bits = nl.bits;
-	m->maplen = bits_len(nlines);
-	m->off = nl.off;
-	m->nlines = nlines;
-	nl.bits = NULL;
-	newleaf_drop(f, &nl, false);
-	return 0;
-}
-
-/* Split leaf id (at depth d < D_max, entries from j) into two children of
- * nlines each. */
-static int split_leaf(struct bitfilter *f, uint32_t id, uint32_t j, uint64_t nlines)
-{
-	struct bf_leaf *e = &f->leaves[id];
-	uint32_t nid[2];
-	struct split_ctx s;
-	struct offlist old = { 0 };
-	unsigned d = e->depth;
-	int rc;
-
-	memset(&s, 0, sizeof s);
-	if ((rc = free_entries(f, nid, 2)) != 0)
-		return rc;
-	unmap_leaf(&f->lm[id]); /* as in grow_leaf */
-	s.bit = 63 - d;
-	for (unsigned b = 0; b < 2; b++) {
-		if ((rc = newleaf_init(f, &s.child[b], nlines)) != 0)
-			goto fail;
-		if (!(s.part[b] = malloc(CHUNK_KEYS * sizeof(uint64_t)))) {
-			rc = -ENOMEM;
-			goto fail;
-		}
-	}
-	if ((rc = read_log(f, e, split_keys, &s, &old)) != 0)
-		goto fail;
-	for (unsigned b = 0; b < 2; b++)
-		if ((rc = logw_finish(f, &s.child[b].log)) != 0)
-			goto fail;
-
-	uint64_t prefix = j >> (f->depth - d);
-	for (unsigned b = 0; b < 2; b++) {
-		struct logw *w = &s.child[b].log;
-		struct bf_leaf *c = &f->leaves[nid[b]];
-		memset(c, 0, sizeof *c);
-		c->nlines = nlines;
-		c->count = w->count;
-		c->bits_off = s.child[b].off;
-		c->chunk_first = w->chunks ? w->first : 0;
-		c->tail = w->chunks ? tail_pack(w->cur, w->chunks) : 0;
-		c->depth = d + 1;
-		c->prefix = prefix * 2 + b;
-	}
-
-	uint32_t *nd = inactive_dir(f);
-	unsigned nd_depth = f->depth;
-	if (d == f->depth) {
-		nd_depth++;
-		for (uint32_t i = 0; i < (UINT32_C(1) << nd_depth); i++)
-			nd[i] = f->dir[i >> 1];
-	} else {
-		memcpy(nd, f->dir, ((size_t)1 << f->depth) * 4);
-	}
-	uint32_t start = (uint32_t)(prefix << (nd_depth - d)), half = UINT32_C(1) << (nd_depth - d - 1);
-	for (uint32_t i = 0; i < half; i++) {
-		nd[start + i] = nid[0];
-		nd[start + half + i] = nid[1];
-	}
-	commit_dir(f, nd_depth);
-	f->hdr->splits++;
-
-	uint64_t old_off = e->bits_off, old_lines = e->nlines;
-	unmap_leaf(&f->lm[id]);
-	region_free(f, old_off, bits_len(old_lines));
-	for (size_t i = 0; i < old.n; i++)
-		region_free(f, old.v[i], CHUNK_BYTES);
-	for (unsigned b = 0; b < 2; b++) {
-		struct leafmap *m = &f->lm[nid[b]];
-		unmap_leaf(m);
-		m->bits = s.child[b].bits;
-		m->maplen = bits_len(nlines);
-		m->off = s.child[b].off;
-		m->nlines = nlines;
-		s.child[b].bits = NULL;
-		newleaf_drop(f, &s.child[b], false);
-		free(s.part[b]);
-	}
-	free(old.v);
-	return 0;
-fail:
-	for (unsigned b = 0; b < 2; b++) {
-		newleaf_drop(f, &s.child[b], true);
-		free(s.part[b]);
-	}
-	free(old.v);
-	(void)map_leaf(f, id);
-	return rc;
-}
-
-/* ---- keeping the rate ---- */
-
-struct scan {
-	double mean;      /* the filter's rate */
-	double worst;     /* the highest leaf rate */
-	uint32_t worst_id, worst_j;
-	uint32_t leaves;
-	uint64_t keys, lines, chunks;
-};
-
-static int scan_leaf(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
-{
-	struct scan *s = ctx;
-	const struct bf_leaf *e = &f->leaves[id];
-	double r = rate_at(f, (double)e->count / (double)e->nlines);
-	s->mean += ldexp(r, -(int)e->depth);
-	if (r > s->worst || s->leaves == 0) {
-		s->worst = r;
-		s->worst_id = id;
-		s->worst_j = j;
-	}
-	s->leaves++;
-	s->keys += e->count;
-	s->lines += e->nlines;
-	s->chunks += tail_chunks(e->tail);
-	return 0;
-}
-
-static int scan_all(struct bitfilter *f, struct scan *s)
-{
-	memset(s, 0, sizeof *s);
-	return walk(f, scan_leaf, s);
-}
-
-/* Rebuild the worst leaf until the filter's rate is back under the target. */
-static int keep_rate(struct bitfilter *f)
-{
-	for (;;) {
-		struct scan s;
-		int rc = scan_all(f, &s);
-		if (rc)
-			return rc;
-		if (s.mean <= f->target)
-			return 0;
-		const struct bf_leaf *e = &f->leaves[s.worst_id];
-		double lam = (double)e->count / (double)e->nlines;
-		uint64_t nlines = round_lines((double)e->nlines * GROWTH);
-		if (lam > f->lam_cap) /* far over (a big batch on a small filter): jump */
-			nlines = round_lines(fmax((double)nlines, (double)e->count / f->lam_cap * GROWTH));
-		if (nlines <= e->nlines)
-			nlines = e->nlines + LEAF_LINE_UNIT;
-		bool can_split = e->depth < BITFILTER_MAX_DEPTH &&
-				 s.leaves + 3 <= BITFILTER_MAX_LEAVES;
-		if (nlines > f->max_leaf_lines && can_split)
-			rc = split_leaf(f, s.worst_id, s.worst_j, round_lines((double)nlines / 2));
-		else if (e->nlines >= MAX_LEAF_LINES)
-			rc = -EFBIG; /* no room left to grow: 2^31 lines, 16384 leaves */
-		else
-			rc = grow_leaf(f, s.worst_id, s.worst_j,
-				       nlines < MAX_LEAF_LINES ? nlines : MAX_LEAF_LINES);
-		if (rc)
-			return rc;
-	}
 }
 
 /* ---- life cycle ---- */
@@ -1241,7 +360,7 @@ static int setup(struct bitfilter *f)
 	bitpos_init(&f->pos, h->seed, h->k, h->lines_per_key);
 	f->fpr = h->fpr;
 	f->target = h->fpr * RATE_MARGIN;
-	f->lam_cap = load_for(f->k, f->lpk, f->target);
+	f->lam_cap = bf_load_for(f->k, f->lpk, f->target);
 	f->gen = UINT64_MAX;
 	if (!(f->lam_cap > 0))
 		return -EINVAL;
@@ -1252,13 +371,13 @@ static int setup(struct bitfilter *f)
 	f->touched = malloc(BITFILTER_MAX_LEAVES * sizeof *f->touched);
 	if (!f->lm || !f->ref || !f->chunkbuf || !f->lcount || !f->touched)
 		return -ENOMEM;
-	return ftab_init(f);
+	return bf_ftab_init(f);
 }
 
 static bool header_ok(const struct bf_header *h)
 {
 	return !memcmp(h->magic, magic, sizeof magic) && h->version == VERSION &&
-	       k_valid(h->k, h->lines_per_key) && h->fpr > 0 && h->fpr < 0.5 &&
+	       bf_k_valid(h->k, h->lines_per_key) && h->fpr > 0 && h->fpr < 0.5 &&
 	       h->max_leaf_lines >= LEAF_LINE_UNIT;
 }
 
@@ -1279,7 +398,7 @@ static void free_filter(struct bitfilter *f)
 		return;
 	if (f->lm)
 		for (uint32_t id = 0; id < BITFILTER_MAX_LEAVES; id++)
-			unmap_leaf(&f->lm[id]);
+			bf_unmap_leaf(&f->lm[id]);
 	if (f->meta != MAP_FAILED)
 		munmap(f->meta, DATA_START);
 	if (f->fd >= 0)
@@ -1333,7 +452,7 @@ static int init_file(struct bitfilter *f, const struct bitfilter_params *p, uint
 	int rc;
 	if (ftruncate(f->fd, (off_t)DATA_START) != 0)
 		return -errno;
-	if ((rc = reserve(f, 0, DATA_START)) != 0)
+	if ((rc = bf_reserve(f, 0, DATA_START)) != 0)
 		return rc;
 	if ((rc = map_meta(f)) != 0)
 		return rc;
@@ -1361,7 +480,7 @@ static int init_file(struct bitfilter *f, const struct bitfilter_params *p, uint
 	uint32_t *dir = dir_buf(f, 0);
 	for (uint32_t i = 0; i < (UINT32_C(1) << d); i++) {
 		struct bf_leaf *e = &f->leaves[i];
-		if ((rc = region_alloc(f, bits_len(nlines), bits_align(nlines), true, &e->bits_off)) != 0)
+		if ((rc = bf_region_alloc(f, bits_len(nlines), bits_align(nlines), true, &e->bits_off)) != 0)
 			return rc;
 		e->nlines = nlines;
 		e->depth = d;
@@ -1456,7 +575,7 @@ int bitfilter_open(const char *path, bool readonly, struct bitfilter **out)
 		close(fd);
 		return -EINVAL;
 	}
-	if ((rc = pread_all(fd, &h, sizeof h, 0)) != 0 || !header_ok(&h)) {
+	if ((rc = bf_pread_all(fd, &h, sizeof h, 0)) != 0 || !header_ok(&h)) {
 		close(fd);
 		return rc && rc != -EUCLEAN ? rc : -EINVAL;
 	}
@@ -1651,7 +770,7 @@ static int record_probes(struct bitfilter *f, const struct probe *p, size_t n, c
 	for (; logged < nt && rc == 0; logged++) {
 		uint32_t id = f->touched[logged];
 		uint32_t start = logged ? f->lcount[f->touched[logged - 1]] : 0;
-		rc = log_keys(f, id, f->stage + start, f->lcount[id] - start);
+		rc = bf_log_keys(f, id, f->stage + start, f->lcount[id] - start);
 	}
 	if (rc)
 		logged--; /* the leaf that failed */
@@ -1695,7 +814,7 @@ int bitfilter_add(struct bitfilter *f, const uint8_t *keys, size_t n)
 		rc = record_probes(f, f->probes, m, NULL);
 	}
 	f->probes_n = 0;
-	int rc2 = keep_rate(f);
+	int rc2 = bf_keep_rate(f);
 	return rc ? rc : rc2;
 }
 
@@ -1725,7 +844,7 @@ int bitfilter_record(struct bitfilter *f, const uint8_t *keys, size_t n, const b
 	}
 	int rc = record_probes(f, f->probes, n, seen);
 	f->probes_n = 0;
-	int rc2 = keep_rate(f);
+	int rc2 = bf_keep_rate(f);
 	return rc ? rc : rc2;
 }
 
@@ -1743,147 +862,3 @@ int bitfilter_check_and_add(struct bitfilter *f, const uint8_t *keys, size_t n, 
 	return rc;
 }
 
-/* ---- statistics and checks ---- */
-
-int bitfilter_stats(struct bitfilter *f, struct bitfilter_stats *st)
-{
-	struct scan s;
-	int rc = scan_all(f, &s);
-	if (rc)
-		return rc;
-	memset(st, 0, sizeof *st);
-	st->keys = s.keys;
-	st->leaves = s.leaves;
-	st->depth = f->depth;
-	st->k = f->k;
-	st->lines_per_key = f->lpk;
-	st->max_leaf_lines = f->max_leaf_lines;
-	st->target_fpr = f->fpr;
-	st->model_fpr = s.mean;
-	st->bits_bytes = s.lines * BITFILTER_LINE_BYTES;
-	st->theoretical_bytes = (double)s.keys * -log(f->fpr) / (M_LN2 * M_LN2) / 8;
-	st->log_bytes = s.chunks * CHUNK_BYTES;
-	st->file_bytes = f->hdr->frontier;
-	for (uint32_t i = 0; i < f->hdr->free_hw && i < FREE_MAX; i++)
-		st->free_bytes += f->freel[i].len;
-	st->lost_bytes = f->hdr->lost;
-	st->grows = f->hdr->grows;
-	st->splits = f->hdr->splits;
-	return 0;
-}
-
-struct verify_ctx {
-	struct bf_extent *v; /* every extent in use or free */
-	size_t n, cap;
-	char *msg;
-	size_t msglen;
-	int rc;
-};
-
-static int vpush(struct verify_ctx *c, uint64_t off, uint64_t len)
-{
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 256;
-		struct bf_extent *v = realloc(c->v, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		c->v = v;
-		c->cap = cap;
-	}
-	c->v[c->n++] = (struct bf_extent){ off, len };
-	return 0;
-}
-
-static int vfail(struct verify_ctx *c, const char *what, uint32_t id)
-{
-	if (c->msg && c->msglen)
-		snprintf(c->msg, c->msglen, "leaf %u: %s", id, what);
-	return -EUCLEAN;
-}
-
-static int verify_leaf(struct bitfilter *f, void *ctx, uint32_t id, uint32_t j)
-{
-	struct verify_ctx *c = ctx;
-	const struct bf_leaf *e = &f->leaves[id];
-	int rc;
-	(void)j;
-	if (!leaf_ok(f, e))
-		return vfail(c, "bad geometry or offsets", id);
-	uint64_t chunks = tail_chunks(e->tail);
-	uint64_t need = (e->count + CHUNK_KEYS - 1) / CHUNK_KEYS;
-	/* one more chunk than the count needs: a kill between the two stores
-	 * of an append, harmless */
-	if (chunks != need && !(chunks == e->count / CHUNK_KEYS + 1))
-		return vfail(c, "chunk count does not match key count", id);
-	if ((rc = vpush(c, e->bits_off, (bits_len(e->nlines) + UNIT - 1) / UNIT * UNIT)) != 0)
-		return rc;
-	uint64_t off = e->chunk_first;
-	for (uint64_t i = 0; i < chunks; i++) {
-		if (!region_ok(f, off, CHUNK_BYTES))
-			return vfail(c, "chunk outside the file", id);
-		if ((rc = vpush(c, off, CHUNK_BYTES)) != 0)
-			return rc;
-		uint64_t next;
-		if (i + 1 == chunks) {
-			if (off != tail_off(e->tail))
-				return vfail(c, "last chunk is not the tail", id);
-			break;
-		}
-		if ((rc = pread_all(f->fd, &next, sizeof next, off)) != 0)
-			return rc;
-		off = next;
-	}
-	return 0;
-}
-
-static int ext_cmp(const void *a, const void *b)
-{
-	const struct bf_extent *x = a, *y = b;
-	return x->off < y->off ? -1 : x->off > y->off;
-}
-
-int bitfilter_verify(struct bitfilter *f, char *msg, size_t msglen)
-{
-	struct verify_ctx c = { .msg = msg, .msglen = msglen };
-	int rc;
-
-	if (msg && msglen)
-		msg[0] = 0;
-	if (f->hdr->frontier < DATA_START || f->hdr->frontier % UNIT) {
-		if (msg && msglen)
-			snprintf(msg, msglen, "bad frontier %llu", (unsigned long long)f->hdr->frontier);
-		return -EUCLEAN;
-	}
-	memset(f->ref, 0, BITFILTER_MAX_LEAVES);
-	rc = walk(f, mark_ref, NULL);
-	if (rc == 0)
-		rc = walk(f, verify_leaf, &c);
-	else if (msg && msglen)
-		snprintf(msg, msglen, "directory does not describe a tree of leaves");
-	for (uint32_t i = 0; rc == 0 && i < f->hdr->free_hw && i < FREE_MAX; i++) {
-		const struct bf_extent *e = &f->freel[i];
-		if (!e->len)
-			continue;
-		if (!region_ok(f, e->off, e->len) || e->len % UNIT) {
-			if (msg && msglen)
-				snprintf(msg, msglen, "free extent %u outside the file", i);
-			rc = -EUCLEAN;
-		} else {
-			rc = vpush(&c, e->off, e->len);
-		}
-	}
-	if (rc == 0) {
-		qsort(c.v, c.n, sizeof *c.v, ext_cmp);
-		for (size_t i = 1; i < c.n; i++) {
-			if (c.v[i - 1].off + c.v[i - 1].len > c.v[i].off) {
-				if (msg && msglen)
-					snprintf(msg, msglen, "space at %llu used twice",
-						 (unsigned long long)c.v[i].off);
-				rc = -EUCLEAN;
-				break;
-			}
-		}
-	}
-	free(c.v);
-	return rc;
-}
