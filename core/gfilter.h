@@ -110,6 +110,8 @@ struct gf_tree {
  *   leaf: id u32 | parent u32 | depth u8 | state u8 | child_bits u8 | cursor_set u8 |
  *         prefix u32 | nlines u64 | k u32 | lines_per_key u32 | seed u64 | keys u64 |
  *         cursor [16]  (72 bytes) */
+/* Whether a configuration is one the filter can run with. */
+bool gf_config_valid(const struct gf_config *c);
 size_t gf_tree_size(const struct gf_tree *t);
 void gf_tree_encode(const struct gf_tree *t, uint8_t *out);
 /* -EUCLEAN for a malformed record. Allocates t->leaf. */
