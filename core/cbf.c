@@ -61,6 +61,8 @@
  */
 #include "cbf.h"
 
+#include "byteorder.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -118,36 +120,6 @@ struct cbf {
 	bool readonly;
 	bool anon;             /* no file: map holds the counters only */
 };
-
-/* ---- little-endian fields ---- */
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 static void header_encode(uint8_t *h, const struct cbf_geometry *g, uint64_t generation)
 {

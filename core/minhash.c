@@ -15,6 +15,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "byteorder.h"
 #include "html.h"
 #include "simhash.h"
 
@@ -40,12 +41,6 @@ struct sketcher {
 	size_t ncjk; /* characters in the current CJK run */
 	uint32_t features; /* features hashed (repeats included) */
 };
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
 static void add_feature(struct sketcher *s, uint64_t h)
 {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "byteorder.h"
 #include "cbf.h"
 
 #define PD_ROOT_INO 1
@@ -112,13 +113,5 @@ uint64_t dirent_off(uint64_t hash, unsigned dupidx);
 
 /* links: ino u64 BE (dup-sorted) -> parent u64 BE | name: every name of an inode. */
 #define LINK_VAL_MAX (8 + PD_NAME_MAX)
-
-/* Big-endian / little-endian helpers. */
-void put_be64(uint8_t *p, uint64_t v);
-uint64_t get_be64(const uint8_t *p);
-void put_le64(uint8_t *p, uint64_t v);
-uint64_t get_le64(const uint8_t *p);
-void put_le32(uint8_t *p, uint32_t v);
-uint32_t get_le32(const uint8_t *p);
 
 #endif

@@ -27,6 +27,7 @@
 #define XXH_INLINE_ALL /* the features are short: inlined XXH3 is twice as fast */
 #include <xxhash.h>
 
+#include "byteorder.h"
 #include "charset.h"
 #include "html.h"
 
@@ -171,12 +172,6 @@ static uint32_t decode_utf8(const uint8_t *s, size_t n, size_t *len)
 	size_t k = charset_utf8_seq(s, n, &cp);
 	*len = k ? k : 1;
 	return k ? cp : 0xFFFD;
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* ---- the feature table: hash -> term frequency ---- */
