@@ -17,6 +17,7 @@
 
 #include "bitfilter.h"
 #include "bitpos.h"
+#include "fdio.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the filter stores native integers in its file: little-endian hosts only"
@@ -242,7 +243,6 @@ int bf_region_alloc(struct bitfilter *f, uint64_t len, uint64_t align, bool mapp
 void bf_region_free(struct bitfilter *f, uint64_t off, uint64_t len);
 int bf_reserve(struct bitfilter *f, uint64_t off, uint64_t len);
 int bf_pread_all(int fd, void *buf, size_t len, uint64_t off);
-int bf_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 int bf_log_keys(struct bitfilter *f, uint32_t id, const uint64_t *keys, size_t n);
 /* Read leaf e's keys chunk by chunk: fn(ctx, keys, n). The chunks' offsets
  * go to chunks (may be NULL). */

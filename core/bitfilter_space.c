@@ -125,40 +125,13 @@ void bf_region_free(struct bitfilter *f, uint64_t off, uint64_t len)
 
 /* ---- the key logs ---- */
 
-int bf_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
+/* The whole of len bytes at off: a short read is a damaged file. */
 int bf_pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EUCLEAN;
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
+	ssize_t r = fd_pread_full(fd, buf, len, off);
+	if (r < 0)
+		return (int)r;
+	return (size_t)r == len ? 0 : -EUCLEAN;
 }
 
 /* Give leaf id's log a new last chunk. Order (for a kill at any point): the
@@ -170,13 +143,13 @@ static int log_new_chunk(struct bitfilter *f, struct bf_leaf *e)
 	int rc;
 	if ((rc = bf_region_alloc(f, CHUNK_BYTES, UNIT, false, &off)) != 0)
 		return rc;
-	if ((rc = bf_pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
+	if ((rc = fd_pwrite_all(f->fd, &zero, sizeof zero, off)) != 0) {
 		bf_region_free(f, off, CHUNK_BYTES);
 		return rc;
 	}
 	if (tail_chunks(e->tail) == 0)
 		e->chunk_first = off;
-	else if ((rc = bf_pwrite_all(f->fd, &off, sizeof off, tail_off(e->tail))) != 0) {
+	else if ((rc = fd_pwrite_all(f->fd, &off, sizeof off, tail_off(e->tail))) != 0) {
 		bf_region_free(f, off, CHUNK_BYTES);
 		return rc;
 	}
@@ -199,7 +172,7 @@ int bf_log_keys(struct bitfilter *f, uint32_t id, const uint64_t *keys, size_t n
 		    (rc = log_new_chunk(f, e)) != 0)
 			return rc;
 		size_t m = CHUNK_KEYS - slot < n ? (size_t)(CHUNK_KEYS - slot) : n;
-		if ((rc = bf_pwrite_all(f->fd, keys, m * 8, tail_off(e->tail) + 8 * (1 + slot))) != 0)
+		if ((rc = fd_pwrite_all(f->fd, keys, m * 8, tail_off(e->tail) + 8 * (1 + slot))) != 0)
 			return rc;
 		__atomic_store_n(&e->count, e->count + m, __ATOMIC_RELEASE);
 		keys += m;
@@ -259,7 +232,7 @@ int bf_logw_put(struct bitfilter *f, struct logw *w, uint64_t x)
 		}
 		if (w->chunks) {
 			w->buf[0] = off;
-			if ((rc = bf_pwrite_all(f->fd, w->buf, CHUNK_BYTES, w->cur)) != 0)
+			if ((rc = fd_pwrite_all(f->fd, w->buf, CHUNK_BYTES, w->cur)) != 0)
 				return rc;
 		} else {
 			w->first = off;
@@ -279,7 +252,7 @@ int bf_logw_finish(struct bitfilter *f, struct logw *w)
 	if (!w->chunks)
 		return 0;
 	w->buf[0] = 0;
-	return bf_pwrite_all(f->fd, w->buf, CHUNK_BYTES, w->cur);
+	return fd_pwrite_all(f->fd, w->buf, CHUNK_BYTES, w->cur);
 }
 
 void bf_logw_abandon(struct bitfilter *f, struct logw *w)

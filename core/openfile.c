@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "blob.h"
+#include "fdio.h"
 #include "fp.h"
 #include "ns.h"
 #include "seal.h"
@@ -475,19 +476,6 @@ static int mem_reserve(struct store *st, struct live *li, uint64_t need)
 	return 0;
 }
 
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	for (size_t done = 0; done < len;) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 static int open_staging_file(struct store *st, struct live *li)
 {
 	snprintf(li->staging, sizeof li->staging, "staging/%llu.%llu", (unsigned long long)li->ino,
@@ -512,7 +500,7 @@ static int spill(struct store *st, struct live *li)
 	int rc = open_staging_file(st, li);
 	if (rc)
 		return rc;
-	if ((rc = pwrite_all(li->staging_fd, li->mem, (size_t)li->size, 0))) {
+	if ((rc = fd_pwrite_all(li->staging_fd, li->mem, (size_t)li->size, 0))) {
 		close_staging_file(st, li);
 		return rc;
 	}
@@ -533,7 +521,7 @@ static int staged_write(struct store *st, struct live *li, const void *buf, size
 		if (rc)
 			return rc;
 	}
-	return pwrite_all(li->staging_fd, buf, n, off);
+	return fd_pwrite_all(li->staging_fd, buf, n, off);
 }
 
 static int staged_truncate(struct store *st, struct live *li, uint64_t size)

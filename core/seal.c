@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "blob.h"
+#include "fdio.h"
 #include "ns.h"
 #include "sigq.h"
 
@@ -69,14 +70,7 @@ static int write_blob(struct store *st, const char *path, const void *buf, size_
 	int fd = openat(st->dirfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	int rc = 0;
-	for (size_t done = 0; done < len && !rc;) {
-		ssize_t n = write(fd, (const char *)buf + done, len - done);
-		if (n < 0 && errno != EINTR)
-			rc = -errno;
-		else if (n > 0)
-			done += (size_t)n;
-	}
+	int rc = fd_write_all(fd, buf, len);
 	if (!rc && sync && fdatasync(fd))
 		rc = -errno;
 	close(fd);

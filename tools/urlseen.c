@@ -39,6 +39,7 @@
 #include <xxhash.h>
 
 #include "bitfilter.h"
+#include "fdio.h"
 #include "url.h"
 
 #define PROG "pagededup urlseen"
@@ -164,21 +165,6 @@ static int parse_count(const char *s, uint64_t max, uint64_t *out)
 	if (errno || end == s || *end || !(d >= 1) || d > (double)max)
 		return -1;
 	*out = (uint64_t)d;
-	return 0;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
 	return 0;
 }
 
@@ -343,23 +329,6 @@ static size_t cached_prefix(const struct input *in, size_t len)
 	return i == pages ? len : i * IO_ALIGN;
 }
 
-/* pread until len bytes or the end of the file. */
-static ssize_t pread_full(int fd, char *dst, size_t len, uint64_t at)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t r = pread(fd, dst + got, len - got, (off_t)(at + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
 /* Read a regular file's next len bytes (up to WINDOW_BYTES) into dst:
  * what the page cache holds is copied from it, the rest is read with
  * O_DIRECT straight into dst. Reading uncached data through the page cache
@@ -375,18 +344,18 @@ static ssize_t read_window(struct input *in, char *dst, size_t len)
 	bool direct = in->dfd >= 0 && in->pos % IO_ALIGN == 0 && len % IO_ALIGN == 0 &&
 		      (uintptr_t)dst % IO_ALIGN == 0;
 	size_t cached = direct ? cached_prefix(in, len) : len;
-	ssize_t r = pread_full(in->fd, dst, cached, in->pos);
+	ssize_t r = fd_pread_full(in->fd, dst, cached, in->pos);
 	if (r < 0 || (size_t)r < cached || cached == len) {
 		if (r > 0)
 			in->cached_bytes += (size_t)r;
 		return r;
 	}
 	in->cached_bytes += cached;
-	r = pread_full(in->dfd, dst + cached, len - cached, in->pos + cached);
+	r = fd_pread_full(in->dfd, dst + cached, len - cached, in->pos + cached);
 	if (r == -EINVAL) { /* not for this file system: plain reads */
 		close(in->dfd);
 		in->dfd = -1;
-		r = pread_full(in->fd, dst + cached, len - cached, in->pos + cached);
+		r = fd_pread_full(in->fd, dst + cached, len - cached, in->pos + cached);
 		if (r > 0)
 			in->cached_bytes += (size_t)r;
 	} else if (r > 0) {
@@ -519,7 +488,7 @@ static int flush_batch(struct run *r)
 		w += r->len[i];
 		r->out[w++] = '\n';
 	}
-	rc = write_all(STDOUT_FILENO, r->out, w);
+	rc = fd_write_all(STDOUT_FILENO, r->out, w);
 	if (rc) {
 		fprintf(stderr, PROG ": stdout: %s\n", strerror(-rc));
 	} else if (!r->o.check && (rc = bitfilter_record(r->f, r->keys, r->n, r->seen)) != 0) {
