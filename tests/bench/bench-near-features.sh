@@ -37,6 +37,7 @@ for name in "${names[@]}"; do
 	bin=$build/bench/bench_near-$name
 	# shellcheck disable=SC2086
 	${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$top/core" ${flags[$name]} "$top/core/html.c" \
+		"$top/core/html_markup.c" "$top/core/html_sniff.c" "$top/core/charset.c" \
 		"$top/core/simhash.c" "$top/core/minhash.c" "$top/tests/bench/bench_near.c" -o "$bin" -lxxhash -lm
 	out=$build/bench/near-features-$name.txt
 	"$bin" --corpus "$CACHE/corpus/a" --speed-mb 0 >"$out"
