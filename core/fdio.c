@@ -2,12 +2,15 @@
 #include "fdio.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <unistd.h>
 
-int fd_write_all(int fd, const void *buf, size_t len)
+/* write() at the file offset, or pwrite() at *off. */
+static int write_whole(int fd, const void *buf, size_t len, const uint64_t *off)
 {
 	for (size_t done = 0; done < len;) {
-		ssize_t n = write(fd, (const char *)buf + done, len - done);
+		const char *p = (const char *)buf + done;
+		ssize_t n = off ? pwrite(fd, p, len - done, (off_t)(*off + done)) : write(fd, p, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -17,17 +20,14 @@ int fd_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int fd_write_all(int fd, const void *buf, size_t len)
+{
+	return write_whole(fd, buf, len, NULL);
+}
+
 int fd_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
-	for (size_t done = 0; done < len;) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
+	return write_whole(fd, buf, len, &off);
 }
 
 ssize_t fd_pread_full(int fd, void *buf, size_t len, uint64_t off)
