@@ -20,17 +20,10 @@
  * directory has 2^D entries and x goes to the leaf in entry x >> (64 - D).
  * A leaf at depth d owns the 2^(D-d) consecutive entries that share its
  * d-bit prefix (extendible hashing); a split gives its two halves to two
- * children at depth d + 1, which bit 63 - d of x tells apart. Positions
- * come from the words W_j = mix(x ^ seed ^ j * STEP), j = 1, 2, 3, ...,
- * mix being splitmix64's finaliser and STEP 2^64 / golden ratio. Within a
- * leaf of n lines (n < 2^32), with h and l the high and low halves of W_1:
- *   line 0 = h * n >> 32;  line 1 (two lines per key) = l * (n - 1) >> 32,
- *   plus one if that is >= line 0 (so the two lines differ);
- * then W_2, W_3, ... give 9-bit offsets, seven per word from the low bits
- * up: k / lines_per_key distinct offsets for line 0, then as many for line 1
- * (an offset already taken in the same line is skipped). Bit o of a line is
- * bit o % 8 of its byte o / 8. bitpos.h computes all of this, in two ways
- * that give the same bits.
+ * children at depth d + 1, which bit 63 - d of x tells apart. Within its
+ * leaf, a key sets k / lines_per_key distinct bits in each of its one or
+ * two 512-bit lines, all derived from x and the filter's seed; bitpos.h
+ * gives the exact layout (it is part of the file format) and computes it.
  *
  * The rate and the model. A leaf with m lines and c keys has load
  * lambda = c / m keys per line; its false-positive rate f(lambda) is the
@@ -67,11 +60,12 @@
  * leaves; a repeat costs the test. Past the caches all of these are memory
  * accesses, so leaves of 2 MiB and more are mapped with huge pages (below),
  * lookups are pipelined PREFETCH keys deep, and rebuilds
- * REBUILD_PREFETCH deep. Except in a rebuild, which writes lines that stay
- * cached: there the arithmetic of a key's bits was two thirds of a key's
- * time, hence bitpos.h's wide way (1e8 bench insert: 46.8 to 38.1 CPU
- * seconds, the filter file identical byte for byte). Recording a batch writes each leaf's new keys to
- * its log with one pwrite per chunk, then sets the bits. The leaves stay
+ * REBUILD_PREFETCH deep. A rebuild is the exception: the lines it writes
+ * stay cached, and the arithmetic of a key's bits was two thirds of its
+ * time per key, hence bitpos.h's wide way (1e8 bench insert: 46.8 to 38.1
+ * CPU seconds, the filter file identical byte for byte). Recording a batch
+ * writes each leaf's new keys to its log with one pwrite per chunk, then
+ * sets the bits. The leaves stay
  * shared file mappings: writeback of the dirty leaves every 30 s makes the
  * next store to each cleaned page fault to mark it dirty again, but that
  * (do_page_mkwrite) was 1.1% of the CPU time at 1e8, and ext4 maps the

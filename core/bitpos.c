@@ -12,7 +12,6 @@
 #include "bitpos.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define BITPOS_HAVE_WIDE 1
 #include <immintrin.h>
 
 #define WIDE __attribute__((target("avx512f,avx512vpopcntdq")))

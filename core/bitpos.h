@@ -4,22 +4,25 @@
  * to anything here makes every existing filter file wrong.
  *
  * From the 64-bit key x and the filter's seed come the words
- * W_j = mix64(x ^ seed ^ j * STEP). W_1 chooses the lines (two 32-bit
- * range reductions, the second over the other lines). The bit offsets are
- * 9-bit fields of W_2, W_3, ..., seven per word from the low bits up; line
- * 0 takes the first kk distinct fields, line 1 the next kk distinct ones (a
- * field already in the current line's mask is skipped). Bit o of a line is
- * bit o % 64 of its 64-bit word o / 64, which on a little-endian host is
- * bit o % 8 of byte o / 8.
+ * W_j = mix64(x ^ seed ^ j * STEP), j = 1, 2, ..., mix64 being splitmix64's
+ * finaliser and STEP 2^64 / golden ratio. In a leaf of n lines (n < 2^32),
+ * with h and l the high and low halves of W_1:
+ *   line 0 = h * n >> 32;  line 1 (two lines per key) = l * (n - 1) >> 32,
+ *   plus one if that is >= line 0 (so the two lines differ).
+ * The bit offsets are 9-bit fields of W_2, W_3, ..., seven per word from
+ * the low bits up; line 0 takes the first kk distinct fields, line 1 the
+ * next kk distinct ones (a field already in the current line's mask is
+ * skipped). Bit o of a line is bit o % 64 of its 64-bit word o / 64, which
+ * on a little-endian host is bit o % 8 of byte o / 8.
  *
  * Two ways compute the same bits. The general one, here, walks the fields
  * one at a time. The wide one (bitpos.c) holds a line's mask in one AVX-512
- * register, its fields unrolled for the filter's kk: about a third less
- * time per key to rebuild a leaf, where this arithmetic and not the memory
- * is what a key costs. It assumes the fields distinct, which 95% of keys at
- * kk = 6 are, checks that by counting the mask's bits and hands the rest
- * to the general way. bitpos_init chooses it where the processor has it;
- * tests compare the two.
+ * register, its fields unrolled for the filter's kk: a quarter to a third
+ * less time per key to rebuild a leaf, where this arithmetic and not the
+ * memory is what a key costs. It assumes the fields distinct, which 95% of
+ * keys at kk = 6 are, checks that by counting the mask's bits and hands
+ * the rest to the general way. bitpos_init chooses it where the processor
+ * has it; tests compare the two.
  */
 #ifndef PD_BITPOS_H
 #define PD_BITPOS_H
