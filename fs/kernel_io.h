@@ -9,6 +9,10 @@
 
 /* Over the descriptor of a mounted session, before its loop starts. */
 int kernel_io_install(struct fuse_session *se);
+/* Serve the session until it ends, with the loop cl asks for: one thread,
+ * or libfuse's threads each with a /dev/fuse descriptor of its own
+ * (clone_fd) and cl's thread limits. Returns the loop's result. */
+int kernel_io_serve(struct fuse_session *se, const struct fuse_cmdline_opts *cl);
 /* The request this thread processes asks for setuid/setgid to go
  * (WRITE, OPEN or CREATE with O_TRUNC, SETATTR of the size). */
 bool kernel_io_kill_suidgid(void);

@@ -215,20 +215,7 @@ int main(int argc, char *argv[])
 	if (!cl.foreground)
 		detach_stdio();
 	notify(notify_fd, NULL);
-	if (cl.singlethread) {
-		ret = fuse_session_loop(se);
-	} else {
-		struct fuse_loop_config *lc = fuse_loop_cfg_create();
-		/* A /dev/fuse descriptor per worker thread: measured 33 us per
-		 * round trip against 40 us with one shared descriptor. */
-		fuse_loop_cfg_set_clone_fd(lc, 1);
-		if (cl.max_threads > 0 && cl.max_threads <= 100000)
-			fuse_loop_cfg_set_max_threads(lc, cl.max_threads);
-		if (cl.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
-		ret = fuse_session_loop_mt(se, lc);
-		fuse_loop_cfg_destroy(lc);
-	}
+	ret = kernel_io_serve(se, &cl);
 out_unmount:
 	fuse_session_unmount(se);
 	uring_io_stop();

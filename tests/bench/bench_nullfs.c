@@ -899,18 +899,7 @@ int main(int argc, char *argv[])
 	if (pthread_create(&dumper, NULL, count_dumper, &usr1))
 		goto out_unmount;
 	pthread_detach(dumper);
-	if (cl.singlethread) {
-		ret = fuse_session_loop(se);
-	} else {
-		struct fuse_loop_config *lc = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(lc, 1); /* as pagededupfs */
-		if (cl.max_threads > 0 && cl.max_threads <= 100000)
-			fuse_loop_cfg_set_max_threads(lc, cl.max_threads);
-		if (cl.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
-		ret = fuse_session_loop_mt(se, lc);
-		fuse_loop_cfg_destroy(lc);
-	}
+	ret = kernel_io_serve(se, &cl); /* the loop pagededupfs runs */
 	if (!opts.uring)
 		print_counts();
 out_unmount:
