@@ -92,7 +92,16 @@ uint32_t html_entity_cp(const uint8_t *p, size_t n);
 
 /* Flags of a lowercase tag name, 0 for tags we do not know. */
 unsigned html_tag_flags(const char *name);
-bool html_str_eq(const char *a, const char *b);
+/* a and b are the same string. Inline, not strcmp(): a library call per
+ * probe of the tag table slowed extraction by 5-15% (bench_simhash). */
+static inline bool html_str_eq(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
 /* Whether a tag's class, id or role marks boilerplate. */
 bool html_attrs_are_boiler(const struct attrs *a);
 

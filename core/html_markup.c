@@ -312,15 +312,6 @@ static const uint8_t tag_first[27] = {
 	79, 80, 80, 80,
 };
 
-bool html_str_eq(const char *a, const char *b)
-{
-	while (*a && *a == *b) {
-		a++;
-		b++;
-	}
-	return *a == *b;
-}
-
 unsigned html_tag_flags(const char *name)
 {
 	unsigned c = (uint8_t)name[0] - 'a';

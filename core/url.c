@@ -5,11 +5,12 @@
  * of the URL (bytes never allowed, capitals, ':' and '@', '/', '.', '?'),
  * 64 bytes at a time with AVX-512BW where the processor has it, 16 with
  * SSE2 elsewhere, and the normal form is then a copy of the input. Every
- * other URL goes through the general path: component by component (scheme, userinfo,
- * host, port, path, query; the fragment is dropped), each byte classified
- * through one 256-entry table, runs of plain bytes copied 16 at a time, the
- * dot-segment pass run only when a segment starts with '.', the query sort
- * only on request. URL_NO_FAST_PATH lets the tests check that both paths
+ * other URL goes through the general path: component by component
+ * (scheme, userinfo, host, port, path, query; the fragment is dropped),
+ * each byte classified through one 256-entry table, runs of plain bytes
+ * copied 16 at a time, the dot-segment pass run only when a segment starts
+ * with '.', the query sort only on request. URL_NO_FAST_PATH and
+ * URL_FAST_PATH_SSE2 let the tests check that the paths and mask versions
  * agree. The caller's buffer is at least URL_NORM_CAP(len) bytes, checked
  * once, so the loops never test for room.
  *
