@@ -25,15 +25,17 @@ CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -pthread -MMD -MP $(W
 	$(CFLAGS_$(MODE)) -Icore $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(LDFLAGS_$(MODE))
 
-CORE_SRC := $(wildcard core/*.c)
+CORE_SRC := $(wildcard core/*/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 FS_SRC := $(wildcard fs/*.c)
 FS_OBJ := $(FS_SRC:%.c=$(BUILD)/%.o)
 TOOLS_SRC := $(wildcard tools/*.c)
 TOOLS_OBJ := $(TOOLS_SRC:%.c=$(BUILD)/%.o)
-UNIT_SRC := $(wildcard tests/unit/test_*.c)
-UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-UNIT_HELPERS := $(filter-out tests/unit/test_%,$(wildcard tests/unit/*.c))
+# Unit tests sit in tests/unit/<subsystem>/ as core/ does; each builds to
+# $(BUILD)/tests/test_<name>, shared helpers in tests/unit/*.c.
+UNIT_SRC := $(wildcard tests/unit/*/test_*.c)
+UNIT_BIN := $(foreach s,$(UNIT_SRC),$(BUILD)/tests/$(basename $(notdir $(s))))
+UNIT_HELPERS := $(wildcard tests/unit/*.c)
 UNIT_HELPERS_OBJ := $(UNIT_HELPERS:%.c=$(BUILD)/%.o)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
@@ -72,10 +74,15 @@ $(BUILD)/pagededupfs: $(FS_OBJ) $(LIB)
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $(FS_OBJ) $(LIB) $(PKG_LIBS) $(CORE_LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPERS_OBJ) $(LIB)
-	@mkdir -p $(dir $@)
-	@echo "  LD      $@"
-	@$(CC) $(LDFLAGS) -o $@ $< $(UNIT_HELPERS_OBJ) $(LIB) $(CORE_LIBS) $(TEST_LIBS)
+$(BUILD)/tests/unit/%.o: CFLAGS += -Itests/unit
+
+define unit_test_rule
+$(BUILD)/tests/$(basename $(notdir $(1))): $(BUILD)/$(1:.c=.o) $(UNIT_HELPERS_OBJ) $(LIB)
+	@mkdir -p $$(dir $$@)
+	@echo "  LD      $$@"
+	@$$(CC) $$(LDFLAGS) -o $$@ $$< $(UNIT_HELPERS_OBJ) $(LIB) $$(CORE_LIBS) $$(TEST_LIBS)
+endef
+$(foreach s,$(UNIT_SRC),$(eval $(call unit_test_rule,$(s))))
 
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
@@ -134,4 +141,4 @@ mount: install
 clean:
 	rm -rf build
 
--include $(wildcard build/*/core/*.d build/*/fs/*.d build/*/tools/*.d build/*/tests/*/*.d)
+-include $(wildcard build/*/core/*/*.d build/*/fs/*.d build/*/tools/*.d build/*/tests/*/*.d build/*/tests/*/*/*.d)

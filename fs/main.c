@@ -14,7 +14,7 @@
 
 #include "kernel_io.h"
 #include "pdfs.h"
-#include "store.h"
+#include "store/store.h"
 #include "uring_io.h"
 
 struct options {

@@ -32,12 +32,12 @@
 #include <unistd.h>
 
 #include "kernel_io.h"
-#include "ns.h"
-#include "openfile.h"
+#include "archive/ns.h"
+#include "archive/openfile.h"
 #include "pdfs.h"
-#include "query.h"
-#include "store.h"
-#include "xattr.h"
+#include "archive/query.h"
+#include "store/store.h"
+#include "archive/xattr.h"
 
 static struct pdfs *fs_of(fuse_req_t req)
 {

@@ -7,7 +7,7 @@
 
 #include <fuse_lowlevel.h>
 
-#include "store.h"
+#include "store/store.h"
 
 struct pdfs {
 	struct store *st;

@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "near.h"
-#include "query.h"
-#include "store.h"
+#include "near/near.h"
+#include "archive/query.h"
+#include "store/store.h"
 
 static int file_sig(const char *path, struct near_sig *sig)
 {

@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fsck.h"
+#include "fsck/fsck.h"
 #include "nearcmd.h"
-#include "stats.h"
-#include "store.h"
+#include "archive/stats.h"
+#include "store/store.h"
 #include "urlseen.h"
 
 static void usage(FILE *out)

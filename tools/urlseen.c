@@ -38,9 +38,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "bitfilter.h"
-#include "fdio.h"
-#include "url.h"
+#include "urlseen/bitfilter.h"
+#include "base/fdio.h"
+#include "urlseen/url.h"
 
 #define PROG "pagededup urlseen"
 /* Bytes read at a time into the input buffer (it counts in the resident

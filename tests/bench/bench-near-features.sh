@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The measurement that chose the simhash features (simhash.h): bench_near
-# built once per candidate feature set (the constants of core/simhash.c,
+# built once per candidate feature set (the constants of core/near/simhash.c,
 # given with -D), each run on the same labelled set and openjdk pages.
 #
 #   tests/bench/bench-near-features.sh BUILD_DIR [NAME ...]
@@ -36,9 +36,9 @@ for name in "${names[@]}"; do
 	[ -n "${flags[$name]+x}" ] || { echo "bench-near-features: unknown candidate $name" >&2; exit 2; }
 	bin=$build/bench/bench_near-$name
 	# shellcheck disable=SC2086
-	${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$top/core" ${flags[$name]} "$top/core/html.c" \
-		"$top/core/html_markup.c" "$top/core/html_sniff.c" "$top/core/charset.c" \
-		"$top/core/simhash.c" "$top/core/minhash.c" "$top/tests/bench/bench_near.c" -o "$bin" -lxxhash -lm
+	${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$top/core" ${flags[$name]} "$top/core/text/html.c" \
+		"$top/core/text/html_markup.c" "$top/core/text/html_sniff.c" "$top/core/text/charset.c" \
+		"$top/core/near/simhash.c" "$top/core/near/minhash.c" "$top/tests/bench/bench_near.c" -o "$bin" -lxxhash -lm
 	out=$build/bench/near-features-$name.txt
 	"$bin" --corpus "$CACHE/corpus/a" --speed-mb 0 >"$out"
 	t=$(sed -n 's/^sketch: .*threshold \([0-9.]*\)$/\1/p' "$out")

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cbf.h"
+#include "filter/cbf.h"
 
 #define CHUNK 4096
 #define REPEAT 3

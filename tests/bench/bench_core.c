@@ -26,10 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fp.h"
-#include "ns.h"
-#include "openfile.h"
-#include "store.h"
+#include "base/fp.h"
+#include "archive/ns.h"
+#include "archive/openfile.h"
+#include "store/store.h"
 
 enum { PAGE = 30 * 1024 };
 

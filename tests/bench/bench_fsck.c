@@ -37,13 +37,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "blob.h"
-#include "fp.h"
-#include "fsck.h"
-#include "near.h"
-#include "ns.h"
-#include "rec.h"
-#include "store.h"
+#include "blob/blob.h"
+#include "base/fp.h"
+#include "fsck/fsck.h"
+#include "near/near.h"
+#include "archive/ns.h"
+#include "store/rec.h"
+#include "store/store.h"
 
 enum { BATCH = 10000, NDIRS = 1000, PAGE_MAX = 512 };
 

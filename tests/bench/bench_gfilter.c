@@ -46,8 +46,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cbf.h"
-#include "gfilter.h"
+#include "filter/cbf.h"
+#include "filter/gfilter.h"
 
 #define BATCH 1024
 

@@ -80,9 +80,9 @@
 #include <time.h>
 #include <xxhash.h>
 
-#include "html.h"
-#include "minhash.h"
-#include "simhash.h"
+#include "text/html.h"
+#include "near/minhash.h"
+#include "near/simhash.h"
 
 #define DEFAULT_CORPUS "/var/tmp/pagededup-corpus/corpus/a"
 #define KMAX 8          /* the curve asked for */

@@ -34,9 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "near.h"
-#include "simhash.h"
-#include "store.h"
+#include "near/near.h"
+#include "near/simhash.h"
+#include "store/store.h"
 
 #define BATCH 20000
 

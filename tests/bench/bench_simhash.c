@@ -44,8 +44,8 @@
 #include <time.h>
 #include <xxhash.h>
 
-#include "html.h"
-#include "simhash.h"
+#include "text/html.h"
+#include "near/simhash.h"
 
 #define DEFAULT_CORPUS "/var/tmp/pagededup-corpus/corpus/a"
 #define FALLBACK_DIR "/usr/share/doc"

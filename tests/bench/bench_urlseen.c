@@ -42,8 +42,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "bitfilter.h"
-#include "url.h"
+#include "urlseen/bitfilter.h"
+#include "urlseen/url.h"
 
 /* CPU time of this process: the machine may be running other work, and
  * the goals are per core. */

@@ -127,7 +127,7 @@ case_near_permissions() {
 	pd_umount || fail umount
 }
 
-# Signatures are computed after close() returns (core/sigq.h). Without the
+# Signatures are computed after close() returns (core/near/sigq.h). Without the
 # background signer nothing signs a page until it is asked for, so these
 # answers hold only because a query signs what is pending first.
 case_near_right_after_close() {

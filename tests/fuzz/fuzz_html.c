@@ -11,7 +11,7 @@
  * extracted text. The sanitizers catch the rest; libFuzzer's -timeout
  * catches stalls.
  *
- * Built and run by tests/fuzz/run.sh. tests/unit/test_simhash.c includes
+ * Built and run by tests/fuzz/run.sh. tests/unit/near/test_simhash.c includes
  * this file (with FUZZ_FAIL defined as a cmocka failure) and replays the
  * committed corpus, tests/fuzz/corpus/, through fuzz_check().
  */
@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "html.h"
-#include "simhash.h"
+#include "text/html.h"
+#include "near/simhash.h"
 
 #ifndef FUZZ_FAIL
 #define FUZZ_FAIL(what)                                                         \

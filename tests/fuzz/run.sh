@@ -4,7 +4,7 @@
 #   tests/fuzz/run.sh [SECONDS [JOBS]]      (default 60 seconds, 1 job)
 #
 # Builds build/fuzz/fuzz_html with clang (-fsanitize=fuzzer,address,undefined)
-# from core/html*.c, core/charset.c and core/simhash.c, then runs it for SECONDS on the
+# from core/text/html*.c, core/text/charset.c and core/near/simhash.c, then runs it for SECONDS on the
 # committed seeds (tests/fuzz/corpus, read only) plus a scratch corpus that
 # it grows (build/fuzz/corpus), with the markup dictionary html.dict. Inputs
 # are at most 64 KiB (enough to show anything worse than linear time within
@@ -30,7 +30,7 @@ fi
 mkdir -p "$out/corpus"
 "$CC_FUZZ" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wall -Wextra -Werror \
-	-I"$top/core" "$top/tests/fuzz/fuzz_html.c" "$top/core/html.c" "$top/core/html_markup.c" "$top/core/html_sniff.c" "$top/core/charset.c" "$top/core/simhash.c" \
+	-I"$top/core" "$top/tests/fuzz/fuzz_html.c" "$top/core/text/html.c" "$top/core/text/html_markup.c" "$top/core/text/html_sniff.c" "$top/core/text/charset.c" "$top/core/near/simhash.c" \
 	-lxxhash -lm -o "$out/fuzz_html"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -14,9 +14,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "blob.h"
-#include "query.h"
-#include "simhash.h"
+#include "blob/blob.h"
+#include "archive/query.h"
+#include "near/simhash.h"
 
 const struct pd_cred test_root = { 0, 0, 0, NULL };
 

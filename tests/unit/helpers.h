@@ -6,10 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fsck.h"
-#include "ns.h"
-#include "openfile.h"
-#include "store.h"
+#include "fsck/fsck.h"
+#include "archive/ns.h"
+#include "archive/openfile.h"
+#include "store/store.h"
 
 extern const struct pd_cred test_root;
 

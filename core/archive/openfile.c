@@ -1,0 +1,931 @@
+/* openfile.c - live inodes and open files. The design is in openfile.h. */
+#include "openfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "base/fdio.h"
+#include "base/fp.h"
+#include "ns.h"
+#include "seal.h"
+#include "store/store.h"
+
+struct live {
+	uint64_t ino;
+	struct live *next;     /* hash chain */
+	/* guarded by the table mutex */
+	uint64_t nlookup;      /* kernel references */
+	uint32_t pins;         /* open handles and calls in progress */
+	bool orphan;           /* no name left: delete when no handle is open */
+	bool deleted;          /* the orphan is gone from the store */
+	/* guarded by mu */
+	pthread_mutex_t mu;
+	bool loaded;           /* has_blob/blob/size below are read from the inode */
+	bool has_blob;
+	struct blobkey blob;
+	uint64_t size;         /* current size (staged or sealed) */
+	/* Staged bytes live in memory (in_mem) or in a staging file. */
+	bool in_mem;
+	char *mem;
+	size_t mem_cap;
+	int staging_fd;        /* -1: no staging file */
+	char staging[48];
+	bool dirty;            /* staged bytes not sealed yet */
+	struct pd_time mtime;  /* mtime and ctime of the staged bytes */
+	struct pd_time ctime;
+	struct fp_ctx hash;    /* stream over bytes [0, hash_next) */
+	bool hash_ok;
+	uint64_t hash_next;
+	int blob_fd;           /* -1: not open */
+	bool blob_verified;
+	bool kcache;           /* the kernel's page cache holds kcache_key's bytes */
+	struct blobkey kcache_key;
+};
+
+struct live_table {
+	pthread_mutex_t mu;
+	struct live **buckets;
+	size_t nbuckets, count;
+};
+
+struct pd_file {
+	struct store *st;
+	struct live *li;
+	int flags;
+	bool wrote;
+};
+
+/* ---- the table ------------------------------------------------------- */
+
+struct live_table *live_table_new(void)
+{
+	struct live_table *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->nbuckets = 1024;
+	t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
+	if (!t->buckets) {
+		free(t);
+		return NULL;
+	}
+	pthread_mutex_init(&t->mu, NULL);
+	return t;
+}
+
+static void live_free(struct live *li)
+{
+	if (li->staging_fd >= 0)
+		close(li->staging_fd);
+	if (li->blob_fd >= 0)
+		close(li->blob_fd);
+	if (li->hash.md5)
+		fp_free(&li->hash);
+	free(li->mem);
+	pthread_mutex_destroy(&li->mu);
+	free(li);
+}
+
+void live_table_free(struct live_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct live *li = t->buckets[i], *next; li; li = next) {
+			next = li->next;
+			live_free(li);
+		}
+	free(t->buckets);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+static size_t bucket_of(const struct live_table *t, uint64_t ino)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (t->nbuckets - 1);
+}
+
+static void table_grow(struct live_table *t)
+{
+	size_t n = t->nbuckets * 2;
+	struct live **b = calloc(n, sizeof *b);
+	if (!b)
+		return; /* longer chains, still correct */
+	struct live_table nt = { .buckets = b, .nbuckets = n };
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct live *li = t->buckets[i], *next; li; li = next) {
+			next = li->next;
+			size_t j = bucket_of(&nt, li->ino);
+			li->next = b[j];
+			b[j] = li;
+		}
+	free(t->buckets);
+	t->buckets = b;
+	t->nbuckets = n;
+}
+
+static struct live **find_slot(struct live_table *t, uint64_t ino)
+{
+	struct live **p = &t->buckets[bucket_of(t, ino)];
+	while (*p && (*p)->ino != ino)
+		p = &(*p)->next;
+	return p;
+}
+
+/* Find or make the entry of ino; table mutex held. */
+static struct live *get_locked(struct live_table *t, uint64_t ino)
+{
+	struct live **p = find_slot(t, ino);
+	if (*p)
+		return *p;
+	struct live *li = calloc(1, sizeof *li);
+	if (!li)
+		return NULL;
+	li->ino = ino;
+	li->staging_fd = li->blob_fd = -1;
+	pthread_mutex_init(&li->mu, NULL);
+	li->next = t->buckets[bucket_of(t, ino)];
+	t->buckets[bucket_of(t, ino)] = li;
+	if (++t->count > 2 * t->nbuckets)
+		table_grow(t);
+	return li;
+}
+
+static bool unused(const struct live *li)
+{
+	return li->nlookup == 0 && li->pins == 0;
+}
+
+/* Unlink li from the table; table mutex held. */
+static void remove_locked(struct live_table *t, struct live *li)
+{
+	struct live **p = find_slot(t, li->ino);
+	if (*p == li) {
+		*p = li->next;
+		t->count--;
+	}
+}
+
+static void unstage(struct store *st, struct live *li);
+
+static int delete_orphan_cb(struct wtx *w, void *arg)
+{
+	return ns_delete_inode(w, *(uint64_t *)arg);
+}
+
+static int delete_orphan(struct store *st, uint64_t ino)
+{
+	return store_write(st, delete_orphan_cb, &ino);
+}
+
+/* Drop a pin or lookups. An orphan goes from the store as soon as no
+ * handle holds it: without a name and an open file nothing can reach its
+ * bytes again, so its blob reference must not wait for the kernel's FORGET,
+ * which comes whenever the kernel evicts its inode. The entry itself is
+ * freed once the kernel holds no reference either. */
+static int settle(struct store *st, struct live *li, uint32_t unpin, uint64_t forget)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	li->pins -= unpin;
+	li->nlookup = forget > li->nlookup ? 0 : li->nlookup - forget;
+	bool delete = li->orphan && !li->deleted && li->pins == 0;
+	if (delete)
+		li->deleted = true;
+	bool gone = unused(li);
+	if (gone)
+		remove_locked(t, li);
+	pthread_mutex_unlock(&t->mu);
+	uint64_t ino = li->ino;
+	if (gone) {
+		unstage(st, li);
+		live_free(li);
+	}
+	return delete ? delete_orphan(st, ino) : 0;
+}
+
+/* Pin the entry of ino if it exists (NULL: the inode is not in use). */
+static struct live *pin_existing(struct store *st, uint64_t ino)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = *find_slot(t, ino);
+	if (li)
+		li->pins++;
+	pthread_mutex_unlock(&t->mu);
+	return li;
+}
+
+static struct live *pin(struct store *st, uint64_t ino)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = get_locked(t, ino);
+	if (li)
+		li->pins++;
+	pthread_mutex_unlock(&t->mu);
+	return li;
+}
+
+void live_ref(struct store *st, uint64_t ino, uint64_t n)
+{
+	struct live_table *t = st->live;
+	pthread_mutex_lock(&t->mu);
+	struct live *li = get_locked(t, ino);
+	if (li)
+		li->nlookup += n;
+	pthread_mutex_unlock(&t->mu);
+}
+
+int live_pin(struct store *st, uint64_t ino)
+{
+	return pin(st, ino) ? 0 : -ENOMEM;
+}
+
+int live_unpin(struct store *st, uint64_t ino)
+{
+	struct live *li = pin_existing(st, ino); /* held while settling */
+	return li ? settle(st, li, 2, 0) : 0;
+}
+
+int live_forget(struct store *st, uint64_t ino, uint64_t n)
+{
+	struct live *li = pin_existing(st, ino); /* held while settling */
+	return li ? settle(st, li, 1, n) : 0;
+}
+
+int live_orphaned(struct store *st, uint64_t ino)
+{
+	struct live_table *t = st->live;
+	if (!t)
+		return delete_orphan(st, ino);
+	pthread_mutex_lock(&t->mu);
+	struct live *li = *find_slot(t, ino);
+	bool held = li && li->pins > 0;
+	if (li) {
+		li->orphan = true;
+		li->deleted = !held;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return held ? 0 : delete_orphan(st, ino);
+}
+
+static int drop_orphans_cb(struct wtx *w, void *arg)
+{
+	(void)arg;
+	struct store *st = w->st;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(w->txn, st->db_orphans, &c));
+	if (rc)
+		return rc;
+	uint64_t *inos = NULL;
+	size_t n = 0, cap = 0;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			uint64_t *p = realloc(inos, cap * sizeof *p);
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			inos = p;
+		}
+		inos[n++] = get_be64(k.mv_data);
+	}
+	mdb_cursor_close(c);
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct live_table *t = st->live;
+		bool in_use = false;
+		if (t) {
+			pthread_mutex_lock(&t->mu);
+			struct live *li = *find_slot(t, inos[i]);
+			in_use = li && li->pins > 0;
+			pthread_mutex_unlock(&t->mu);
+		}
+		if (!in_use)
+			rc = ns_delete_inode(w, inos[i]);
+	}
+	free(inos);
+	return rc;
+}
+
+int live_drop_orphans(struct store *st)
+{
+	return store_write(st, drop_orphans_cb, NULL);
+}
+
+/* ---- file state (entry mutex held) ----------------------------------- */
+
+static int load(struct store *st, struct live *li)
+{
+	if (li->loaded)
+		return 0;
+	struct inode in;
+	int rc = ns_getattr(st, li->ino, &in);
+	if (rc)
+		return rc;
+	if (!S_ISREG(in.mode))
+		return S_ISDIR(in.mode) ? -EISDIR : -EINVAL;
+	li->has_blob = in.flags & INODE_HAS_BLOB;
+	li->blob = in.blob;
+	li->size = in.size;
+	li->mtime = in.mtime;
+	li->loaded = true;
+	return 0;
+}
+
+static int open_blob(struct store *st, struct live *li)
+{
+	if (li->blob_fd >= 0 && li->blob_verified)
+		return 0;
+	if (!li->has_blob)
+		return -ENODATA;
+	if (li->blob_fd < 0) {
+		int fd = blob_open(st, &li->blob);
+		if (fd < 0)
+			return fd;
+		li->blob_fd = fd;
+	}
+	/* Never return bytes that are not the stored ones. */
+	struct fprec r;
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_get(txn, st, &li->blob, &r);
+	store_read_end(st, txn);
+	if (!rc)
+		rc = blob_verify(li->blob_fd, &r);
+	if (rc == -ENOENT || rc == -EUCLEAN)
+		rc = -EIO;
+	li->blob_verified = rc == 0;
+	return rc;
+}
+
+static void close_blob(struct live *li)
+{
+	if (li->blob_fd >= 0)
+		close(li->blob_fd);
+	li->blob_fd = -1;
+	li->blob_verified = false;
+}
+
+static int copy_range(int from, int to, uint64_t len)
+{
+	enum { CHUNK = 1 << 18 };
+	loff_t in = 0, out = 0;
+	while ((uint64_t)in < len) {
+		ssize_t n = copy_file_range(from, &in, to, &out, (size_t)(len - (uint64_t)in), 0);
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return -EIO; /* the blob is shorter than its record */
+		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+			return -errno;
+		break; /* fall back to plain copies */
+	}
+	char *buf = (uint64_t)in < len ? malloc(CHUNK) : NULL;
+	if ((uint64_t)in < len && !buf)
+		return -ENOMEM;
+	while ((uint64_t)in < len) {
+		ssize_t n = pread(from, buf, CHUNK, in);
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO;
+		}
+		if (pwrite(to, buf, (size_t)n, in) != n) {
+			free(buf);
+			return -errno;
+		}
+		in += n;
+	}
+	free(buf);
+	return 0;
+}
+
+static int reset_hash(struct live *li)
+{
+	int rc = li->hash.md5 ? fp_reset(&li->hash) : fp_init(&li->hash);
+	li->hash_ok = rc == 0;
+	li->hash_next = 0;
+	return rc;
+}
+
+/* ---- staged bytes: in memory up to a budget, else in a staging file ---
+ *
+ * Most pages are tens of kilobytes and half of a crawl is duplicates: held
+ * in memory until the seal, a duplicate never touches the disk and a new
+ * page is written once, straight to its blob file. A file past
+ * STAGE_MEM_FILE_MAX, a sparse write far out, or a full budget moves the
+ * bytes to a staging file (spill). */
+
+#define STAGE_MEM_FILE_MAX (1u << 20)
+
+static bool staged(const struct live *li)
+{
+	return li->in_mem || li->staging_fd >= 0;
+}
+
+static bool mem_charge(struct store *st, size_t n)
+{
+	uint64_t budget = (uint64_t)(st->opts.stage_mem_mb ? st->opts.stage_mem_mb : 32) << 20;
+	if (__atomic_add_fetch(&st->mem_staged, n, __ATOMIC_RELAXED) <= budget)
+		return true;
+	__atomic_sub_fetch(&st->mem_staged, n, __ATOMIC_RELAXED);
+	return false;
+}
+
+static void drop_mem(struct store *st, struct live *li)
+{
+	__atomic_sub_fetch(&st->mem_staged, li->mem_cap, __ATOMIC_RELAXED);
+	free(li->mem);
+	li->mem = NULL;
+	li->mem_cap = 0;
+	li->in_mem = false;
+}
+
+/* Room for `need` bytes in memory; -EFBIG/-ENOMEM: use a file instead. */
+static int mem_reserve(struct store *st, struct live *li, uint64_t need)
+{
+	if (need <= li->mem_cap)
+		return 0;
+	if (need > STAGE_MEM_FILE_MAX)
+		return -EFBIG;
+	size_t cap = li->mem_cap ? li->mem_cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	if (cap > STAGE_MEM_FILE_MAX)
+		cap = STAGE_MEM_FILE_MAX;
+	if (!mem_charge(st, cap - li->mem_cap))
+		return -ENOMEM;
+	char *p = realloc(li->mem, cap);
+	if (!p) {
+		__atomic_sub_fetch(&st->mem_staged, cap - li->mem_cap, __ATOMIC_RELAXED);
+		return -ENOMEM;
+	}
+	li->mem = p;
+	li->mem_cap = cap;
+	return 0;
+}
+
+static int open_staging_file(struct store *st, struct live *li)
+{
+	snprintf(li->staging, sizeof li->staging, "staging/%llu.%llu", (unsigned long long)li->ino,
+		 (unsigned long long)__atomic_add_fetch(&st->staging_seq, 1, __ATOMIC_RELAXED));
+	int fd = openat(st->dirfd, li->staging, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	li->staging_fd = fd;
+	return 0;
+}
+
+static void close_staging_file(struct store *st, struct live *li)
+{
+	close(li->staging_fd);
+	unlinkat(st->dirfd, li->staging, 0);
+	li->staging_fd = -1;
+}
+
+/* Move the staged bytes from memory to a staging file. */
+static int spill(struct store *st, struct live *li)
+{
+	int rc = open_staging_file(st, li);
+	if (rc)
+		return rc;
+	if ((rc = fd_pwrite_all(li->staging_fd, li->mem, (size_t)li->size, 0))) {
+		close_staging_file(st, li);
+		return rc;
+	}
+	drop_mem(st, li);
+	return 0;
+}
+
+static int staged_write(struct store *st, struct live *li, const void *buf, size_t n, uint64_t off)
+{
+	if (li->in_mem) {
+		if (off + n <= STAGE_MEM_FILE_MAX && mem_reserve(st, li, off + n) == 0) {
+			if (off > li->size)
+				memset(li->mem + li->size, 0, (size_t)(off - li->size));
+			memcpy(li->mem + off, buf, n);
+			return 0;
+		}
+		int rc = spill(st, li);
+		if (rc)
+			return rc;
+	}
+	return fd_pwrite_all(li->staging_fd, buf, n, off);
+}
+
+static int staged_truncate(struct store *st, struct live *li, uint64_t size)
+{
+	if (li->in_mem) {
+		if (size <= li->size || (size <= STAGE_MEM_FILE_MAX && mem_reserve(st, li, size) == 0)) {
+			if (size > li->size)
+				memset(li->mem + li->size, 0, (size_t)(size - li->size));
+			return 0;
+		}
+		int rc = spill(st, li);
+		if (rc)
+			return rc;
+	}
+	return ftruncate(li->staging_fd, (off_t)size) ? -errno : 0;
+}
+
+/* Give li staged bytes holding its current content (or none, when the
+ * caller is about to truncate to zero). */
+static int stage(struct store *st, struct live *li, bool keep_content)
+{
+	if (staged(li))
+		return 0;
+	if (!(keep_content && li->has_blob && li->size > 0)) {
+		li->in_mem = true;
+		li->size = 0;
+		return reset_hash(li);
+	}
+	int rc = open_blob(st, li);
+	if (rc)
+		return rc;
+	li->hash_ok = false;
+	if (mem_reserve(st, li, li->size) == 0) {
+		li->in_mem = true;
+		size_t got = 0;
+		while (got < li->size) {
+			ssize_t n = pread(li->blob_fd, li->mem + got, (size_t)li->size - got, (off_t)got);
+			if (n <= 0) {
+				drop_mem(st, li);
+				return n < 0 ? -errno : -EIO;
+			}
+			got += (size_t)n;
+		}
+		return 0;
+	}
+	if ((rc = open_staging_file(st, li)))
+		return rc;
+	if ((rc = copy_range(li->blob_fd, li->staging_fd, li->size)))
+		close_staging_file(st, li);
+	return rc;
+}
+
+static void unstage(struct store *st, struct live *li)
+{
+	if (li->in_mem)
+		drop_mem(st, li);
+	if (li->staging_fd >= 0)
+		close_staging_file(st, li);
+	li->dirty = false;
+}
+
+static int fingerprint(struct live *li, struct fp *fp)
+{
+	if (li->hash_ok && li->hash_next == li->size)
+		return fp_final(&li->hash, fp);
+	if (li->in_mem)
+		return fp_of_buf(li->mem, (size_t)li->size, fp);
+	return fp_of_fd(li->staging_fd, fp);
+}
+
+/* Drop staged bytes that could not be sealed: the file is again what the
+ * store holds. Its size, blob and mtime are read anew from the inode (a
+ * handle opened meanwhile reads with them; if that read fails, the next
+ * open tries again), and the kernel's cached pages, which hold the dropped
+ * bytes, are not kept at the next open. */
+static void discard_staged(struct store *st, struct live *li)
+{
+	unstage(st, li);
+	li->kcache = false;
+	li->loaded = false;
+	(void)load(st, li);
+}
+
+/* Seal the staged bytes: they become a (new or shared) blob. */
+static int seal(struct store *st, struct live *li)
+{
+	struct fp fp;
+	int rc = fingerprint(li, &fp);
+	li->hash_ok = false;
+	/* The hash state (about 1 KB with OpenSSL's) is needed only while the
+	 * file is written; live entries of closed files stay for as long as
+	 * the kernel caches their inodes. */
+	if (li->hash.md5)
+		fp_free(&li->hash);
+	if (rc)
+		return rc;
+	struct seal_result res;
+	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->staging, li->staging_fd };
+	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, li->ctime, &res)))
+		return rc;
+	close_blob(li);
+	if (li->in_mem) {
+		drop_mem(st, li);
+	} else if (res.dup) {
+		close(li->staging_fd);
+	} else {
+		li->blob_fd = li->staging_fd; /* the staged file is the blob now */
+		li->blob_verified = true;
+	}
+	li->staging_fd = -1;
+	li->dirty = false;
+	li->has_blob = true;
+	li->blob = res.key;
+	li->size = fp.size;
+	/* Every byte reached the kernel's page cache through its writes. */
+	li->kcache = true;
+	li->kcache_key = res.key;
+	return 0;
+}
+
+/* ---- the file operations --------------------------------------------- */
+
+uint64_t file_ino(const struct pd_file *f)
+{
+	return f->li->ino;
+}
+
+int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, bool *keep_cache)
+{
+	struct pd_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	struct live *li = pin(st, ino);
+	if (!li) {
+		free(f);
+		return -ENOMEM;
+	}
+	bool writer = (flags & O_ACCMODE) != O_RDONLY;
+	pthread_mutex_lock(&li->mu);
+	int rc = load(st, li);
+	if (!rc && writer && (flags & O_TRUNC)) {
+		if (!(rc = stage(st, li, false)))
+			rc = staged_truncate(st, li, 0);
+		if (!rc) {
+			li->size = 0;
+			reset_hash(li);
+			li->dirty = true;
+			li->mtime = li->ctime = pd_now();
+		}
+	}
+	/* open(O_TRUNC) changed the file: its close seals (and, under
+	 * sync_blobs, makes the empty page durable before close returns). */
+	bool truncated = !rc && writer && (flags & O_TRUNC);
+	*keep_cache = li->kcache && !staged(li) && li->has_blob && blobkey_equal(&li->kcache_key, &li->blob);
+	if (!rc && li->has_blob && !staged(li)) {
+		li->kcache = true;
+		li->kcache_key = li->blob;
+	}
+	pthread_mutex_unlock(&li->mu);
+	if (rc) {
+		settle(st, li, 1, 0);
+		free(f);
+		return rc;
+	}
+	f->st = st;
+	f->li = li;
+	f->flags = flags;
+	f->wrote = truncated;
+	*out = f;
+	return 0;
+}
+
+int file_read(struct pd_file *f, void *buf, size_t size, uint64_t off, size_t *got)
+{
+	struct live *li = f->li;
+	int rc = 0;
+	*got = 0;
+	pthread_mutex_lock(&li->mu);
+	if (off >= li->size || size == 0)
+		goto out;
+	if (size > li->size - off)
+		size = (size_t)(li->size - off);
+	if (li->in_mem) {
+		memcpy(buf, li->mem + off, size);
+		*got = size;
+		goto out;
+	}
+	int fd = li->staging_fd;
+	if (fd < 0) {
+		if ((rc = open_blob(f->st, li)))
+			goto out;
+		fd = li->blob_fd;
+	}
+	while (*got < size) {
+		ssize_t n = pread(fd, (char *)buf + *got, size - *got, (off_t)(off + *got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0) {
+			/* A file shorter than its size: sparse tail of a staged file
+			 * reads as zeros; a short blob is damage. */
+			if (fd == li->blob_fd) {
+				rc = -EIO;
+				break;
+			}
+			memset((char *)buf + *got, 0, size - *got);
+			*got = size;
+			break;
+		}
+		*got += (size_t)n;
+	}
+out:
+	pthread_mutex_unlock(&li->mu);
+	return rc;
+}
+
+static void hash_written(struct live *li, const void *buf, size_t n, uint64_t off)
+{
+	if (!li->hash_ok)
+		return;
+	if (off == li->hash_next) {
+		fp_update(&li->hash, buf, n);
+		li->hash_next += n;
+	} else {
+		li->hash_ok = false; /* not sequential: hash the file at seal */
+	}
+}
+
+int file_write(struct pd_file *f, const void *buf, size_t size, uint64_t off, size_t *done)
+{
+	struct live *li = f->li;
+	int rc;
+	*done = 0;
+	pthread_mutex_lock(&li->mu);
+	if ((rc = stage(f->st, li, true)) || (rc = staged_write(f->st, li, buf, size, off)))
+		goto out;
+	hash_written(li, buf, size, off);
+	*done = size;
+	if (*done) {
+		if (off + *done > li->size)
+			li->size = off + *done;
+		li->dirty = true;
+		li->mtime = li->ctime = pd_now();
+		f->wrote = true;
+	}
+out:
+	pthread_mutex_unlock(&li->mu);
+	return rc;
+}
+
+/* Bytes that failed to seal and that no handle can seal later: the file is
+ * again what the store holds, and the log says which page lost them. */
+static void give_up_staged(struct store *st, struct live *li, int rc)
+{
+	fprintf(stderr, "pagededupfs: inode %llu: sealing at close failed: %s; its previous content stays\n",
+		(unsigned long long)li->ino, strerror(-rc));
+	discard_staged(st, li);
+}
+
+static bool only_handle(struct store *st, struct live *li)
+{
+	pthread_mutex_lock(&st->live->mu);
+	bool only = li->pins == 1;
+	pthread_mutex_unlock(&st->live->mu);
+	return only;
+}
+
+int file_flush(struct pd_file *f)
+{
+	struct live *li = f->li;
+	/* Only a handle that changed the file seals at close(): a shell's
+	 * `>` opens, dup2()s and closes the first descriptor before writing. */
+	if (!f->wrote)
+		return 0;
+	bool only = only_handle(f->st, li);
+	pthread_mutex_lock(&li->mu);
+	int rc = li->dirty ? seal(f->st, li) : 0;
+	/* close() reports the failure; when no other handle is open, the
+	 * bytes go now rather than at the release that follows, which the
+	 * kernel sends without waiting: an open() right after close() must
+	 * read what the store holds, not the refused bytes. */
+	if (rc && only)
+		give_up_staged(f->st, li, rc);
+	pthread_mutex_unlock(&li->mu);
+	return rc;
+}
+
+int file_release(struct pd_file *f)
+{
+	struct store *st = f->st;
+	struct live *li = f->li;
+	bool writer = (f->flags & O_ACCMODE) != O_RDONLY;
+	pthread_mutex_lock(&st->live->mu);
+	bool last = li->pins == 1, orphan = li->orphan;
+	pthread_mutex_unlock(&st->live->mu);
+	int rc = 0;
+	pthread_mutex_lock(&li->mu);
+	if (last && orphan)
+		unstage(st, li); /* no name left: nobody can read these bytes again */
+	if (li->dirty && (last || writer))
+		rc = seal(st, li);
+	if (last && rc)
+		give_up_staged(st, li, rc); /* nothing can seal it later */
+	if (last)
+		close_blob(li);
+	pthread_mutex_unlock(&li->mu);
+	free(f);
+	int src = settle(st, li, 1, 0);
+	return rc ? rc : src;
+}
+
+int file_fsync(struct pd_file *f, bool datasync)
+{
+	(void)datasync; /* sealed bytes are immutable: data and metadata go together */
+	struct live *li = f->li;
+	int rc = 0;
+	pthread_mutex_lock(&li->mu);
+	/* Staged bytes do not survive a restart: make them a blob first. */
+	if (li->dirty)
+		rc = seal(f->st, li);
+	if (!rc && li->has_blob)
+		rc = seal_sync_blob(f->st, &li->blob);
+	pthread_mutex_unlock(&li->mu);
+	return rc ? rc : store_sync(f->st);
+}
+
+int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file *f)
+{
+	struct live *li = f ? f->li : pin(st, ino);
+	if (!li)
+		return -ENOMEM;
+	pthread_mutex_lock(&li->mu);
+	int rc = load(st, li);
+	if (!rc && !(size == li->size && !staged(li))) {
+		rc = stage(st, li, size > 0);
+		if (!rc)
+			rc = staged_truncate(st, li, size);
+		if (!rc) {
+			if (size == 0)
+				reset_hash(li);
+			else if (size < li->hash_next || size > li->size)
+				li->hash_ok = false;
+			li->size = size;
+			li->dirty = true;
+			li->mtime = li->ctime = pd_now();
+		}
+	}
+	if (!rc && f)
+		f->wrote = true;
+	/* truncate(2) has no close to seal it: seal now, even if a writer
+	 * has the file open (its next write stages the file again). */
+	if (!rc && !f && li->dirty)
+		rc = seal(st, li);
+	pthread_mutex_unlock(&li->mu);
+	if (!f)
+		settle(st, li, 1, 0);
+	return rc;
+}
+
+void file_merge_attr(struct store *st, struct inode *in)
+{
+	if (!S_ISREG(in->mode))
+		return;
+	struct live *li = pin_existing(st, in->ino);
+	if (!li)
+		return;
+	/* Read again under the entry's lock: a seal may have committed since
+	 * *in was read, and a seal runs under this lock, so what is read now
+	 * and the staged state agree. */
+	pthread_mutex_lock(&li->mu);
+	struct inode fresh;
+	if (ns_getattr(st, in->ino, &fresh) == 0)
+		*in = fresh;
+	if (staged(li)) {
+		in->size = li->size;
+		in->mtime = li->mtime;
+		if (pd_time_cmp(li->ctime, in->ctime) > 0)
+			in->ctime = li->ctime;
+	}
+	pthread_mutex_unlock(&li->mu);
+	settle(st, li, 1, 0);
+}
+
+int file_getattr(struct store *st, uint64_t ino, struct inode *out)
+{
+	int rc = ns_getattr(st, ino, out);
+	if (!rc)
+		file_merge_attr(st, out);
+	return rc;
+}
+
+void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
+{
+	struct live *li = pin_existing(st, ino);
+	if (!li)
+		return;
+	pthread_mutex_lock(&li->mu);
+	if (staged(li)) {
+		li->mtime = mtime;
+		li->ctime = pd_now();
+	}
+	pthread_mutex_unlock(&li->mu);
+	settle(st, li, 1, 0);
+}

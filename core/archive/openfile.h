@@ -1,0 +1,76 @@
+/* openfile.h - live inodes and open files.
+ *
+ * The live-inode table holds what exists only while an inode is in use: the
+ * kernel's lookup count (FUSE's nlookup; nothing is freed while the kernel
+ * still holds a reference), the handles open on it, and for a file being
+ * written its staged bytes: a staging file, its size and mtime, and the
+ * MD5/XXH3 stream fed as sequential writes arrive, so sealing a sequentially
+ * written page reads nothing back.
+ *
+ * A sealed file opened for writing without O_TRUNC is copied to staging on
+ * its first write (blobs are immutable). The flush of a handle that wrote
+ * or truncated seals the file when it is dirty, and so does the release of
+ * the last handle; a truncate with no writer open seals at once.
+ *
+ * Locking: the table mutex guards the table and each entry's counts; an
+ * entry's own mutex guards its file state. Order: table, then entry; an
+ * entry's mutex may be held across store_write (a seal), never the table's.
+ */
+#ifndef PD_OPENFILE_H
+#define PD_OPENFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/rec.h"
+
+struct store;
+struct live_table;
+
+struct live_table *live_table_new(void);
+void live_table_free(struct live_table *t);
+
+/* The kernel took n more references on ino (a lookup, create, mkdir...). */
+void live_ref(struct store *st, uint64_t ino, uint64_t n);
+/* The kernel dropped n references (the entry is freed at zero). */
+int live_forget(struct store *st, uint64_t ino, uint64_t n);
+/* ino lost its last name: delete it (and release its blob) now, or when the
+ * last open handle on it closes. */
+int live_orphaned(struct store *st, uint64_t ino);
+/* An open directory handle (opendir/releasedir): a directory removed while
+ * open stays, empty and with no link, until its last handle goes, as on
+ * ext4 (fstat and readdir on the descriptor still work). */
+int live_pin(struct store *st, uint64_t ino);
+int live_unpin(struct store *st, uint64_t ino);
+/* Delete every orphan that nothing in this process uses (at open and
+ * clean close of a store: after a crash or unmount none is in use). */
+int live_drop_orphans(struct store *st);
+
+struct pd_file;
+
+/* Open ino with open(2) flags (O_ACCMODE, O_TRUNC, O_APPEND). keep_cache:
+ * the kernel's cached pages of this file are still its content. */
+int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, bool *keep_cache);
+int file_read(struct pd_file *f, void *buf, size_t size, uint64_t off, size_t *got);
+int file_write(struct pd_file *f, const void *buf, size_t size, uint64_t off, size_t *done);
+/* close(2) of one descriptor: seals a dirty file written through f. */
+int file_flush(struct pd_file *f);
+/* The last close of the handle: seals if still dirty, frees f. */
+int file_release(struct pd_file *f);
+int file_fsync(struct pd_file *f, bool datasync);
+/* Set the size of ino (truncate/ftruncate; f is the handle if any). */
+int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file *f);
+/* The inode's attributes with the staged size and mtime of a file being
+ * written. */
+int file_getattr(struct store *st, uint64_t ino, struct inode *out);
+/* The same for attributes already read from the store: merge the staged
+ * size and times into *in. */
+void file_merge_attr(struct store *st, struct inode *in);
+/* Set mtime of a file being written, so the seal keeps it (utimens while
+ * open for writing, as `wget -N` does). No-op if not staged. */
+void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime);
+/* The inode of an open file. */
+uint64_t file_ino(const struct pd_file *f);
+
+#endif

@@ -1,0 +1,119 @@
+/* query.c - computed dedup attributes. See query.h. */
+#include "query.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "blob/blob.h"
+#include "base/fp.h"
+#include "paths.h"
+#include "stats.h"
+
+int query_is_dedup_attr(const char *name)
+{
+	return strncmp(name, "user.dedup.", 11) == 0;
+}
+
+int query_sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobkey *k)
+{
+	struct inode in;
+	int rc = ns_get_inode(txn, st, ino, &in);
+	if (rc)
+		return rc;
+	if (!S_ISREG(in.mode) || !(in.flags & INODE_HAS_BLOB))
+		return -ENODATA;
+	*k = in.blob;
+	return 0;
+}
+
+int query_md5(struct store *st, uint64_t ino, char *buf, size_t *len)
+{
+	MDB_txn *txn;
+	struct blobkey k;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = query_sealed_blob(txn, st, ino, &k);
+	store_read_end(st, txn);
+	if (rc)
+		return rc;
+	fp_hex(k.md5, buf);
+	*len = 32;
+	return 0;
+}
+
+int query_refcount(struct store *st, uint64_t ino, char *buf, size_t *len)
+{
+	MDB_txn *txn;
+	struct blobkey k;
+	struct fprec r;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = query_sealed_blob(txn, st, ino, &k);
+	if (!rc)
+		rc = blob_get(txn, st, &k, &r);
+	store_read_end(st, txn);
+	if (rc)
+		return rc == -ENOENT ? -EUCLEAN : rc;
+	*len = (size_t)snprintf(buf, QUERY_MAX, "%" PRIu64, r.refcount);
+	return 0;
+}
+
+struct lines {
+	char *buf;
+	size_t len, more;
+	bool full;
+};
+
+static int add_line(void *ctx, const char *path, size_t plen)
+{
+	struct lines *l = ctx;
+	/* Keep room for the "... N more" line. */
+	if (l->full || l->len + plen + 1 > QUERY_MAX - 32) {
+		l->full = true;
+		l->more++;
+		return 0;
+	}
+	memcpy(l->buf + l->len, path, plen);
+	l->len += plen;
+	l->buf[l->len++] = '\n';
+	return 0;
+}
+
+int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len)
+{
+	MDB_txn *txn;
+	struct blobkey k;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	struct lines l = { buf, 0, 0, false };
+	if (!(rc = query_sealed_blob(txn, st, ino, &k)))
+		rc = path_names_of_blob(txn, st, &k, ino, cred, add_line, &l);
+	store_read_end(st, txn);
+	if (rc)
+		return rc;
+	if (l.more)
+		l.len += (size_t)snprintf(buf + l.len, 32, "... %zu more\n", l.more);
+	*len = l.len;
+	return 0;
+}
+
+int query_stats(struct store *st, char *buf, size_t *len)
+{
+	struct pd_stats s;
+	int rc = stats_collect(st, &s);
+	if (rc)
+		return rc;
+	size_t n = stats_json(&s, buf, QUERY_MAX);
+	if (n >= QUERY_MAX)
+		return -E2BIG;
+	buf[n++] = '\n';
+	*len = n;
+	return 0;
+}

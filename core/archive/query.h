@@ -1,0 +1,59 @@
+/* query.h - the answers behind the dedup attributes (user.dedup.*):
+ * fingerprint, refcount, twins and store statistics of a file, computed from
+ * the tables. Answers that name paths list only the paths the caller may
+ * reach (search permission on every directory, read on the file).
+ */
+#ifndef PD_QUERY_H
+#define PD_QUERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ns.h"
+#include "store/store.h"
+
+/* Largest answer, as the kernel allows for an xattr value. */
+#define QUERY_MAX 65536
+
+/* Each writes its text answer into buf (at most QUERY_MAX bytes) and sets
+ * *len. -ENODATA when the file has no such value (not a regular file, or
+ * not sealed yet). */
+int query_md5(struct store *st, uint64_t ino, char *buf, size_t *len);
+int query_refcount(struct store *st, uint64_t ino, char *buf, size_t *len);
+/* Other files with the same bytes, one "/path" per line, nearest to the
+ * root first; a last line "... N more" when the answer would not fit. */
+int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
+int query_stats(struct store *st, char *buf, size_t *len);
+
+/* Near-duplicates (query_near.c): the other files whose simhash is within
+ * the store's distance K of this file's, one "D<TAB>/path" line each, D the
+ * Hamming distance followed by '?' when either page has too little text for
+ * the distance to mean much (low-confidence); nearest first, then by path
+ * (bytes); a last line "... N more" for the lines that did not fit. Every
+ * name of a neighbour that the caller may reach is listed; the file's own
+ * names are not. -ENODATA: binary or textless content, or not sealed;
+ * -ESTALE: a store opened read-only whose signatures are of another
+ * version (near.h). Pages whose signature is pending (sigq.h) are signed
+ * first (a writable store drains its queue; what is left is signed in
+ * memory), so the answer is the one synchronous signing would give. The
+ * same holds for query_near_sig and query_simhash. */
+int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
+/* The same answer for a page given by its signature (a page that need not
+ * be in the store); names of inode `exclude` (0: none) are left out. */
+struct near_sig;
+int query_near_sig(struct store *st, const struct near_sig *sig, uint64_t exclude, const struct pd_cred *cred,
+		   char *buf, size_t *len);
+/* "<16 hex digits>", with " low-confidence" after it when the page has
+ * little text, or "none" (binary or textless). */
+int query_simhash(struct store *st, uint64_t ino, char *buf, size_t *len);
+/* That text for a signature, into buf (at least 40 bytes); its length. */
+size_t query_format_simhash(const struct near_sig *sig, char *buf);
+
+/* The blob of a sealed regular file (in a read transaction); -ENODATA for
+ * anything else. */
+int query_sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobkey *k);
+
+/* Is name one of the computed, read-only attributes? */
+int query_is_dedup_attr(const char *name);
+
+#endif

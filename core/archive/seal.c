@@ -1,0 +1,183 @@
+/* seal.c - the seal pipeline. The order of its steps and why a crash at
+ * any point leaves the store consistent are in seal.h. */
+#include "seal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "base/fdio.h"
+#include "ns.h"
+#include "near/sigq.h"
+
+struct seal_arg {
+	uint64_t ino;
+	const struct seal_src *src;
+	const struct fp *fp;
+	struct pd_time mtime, ctime;
+	bool sync_dirs;
+	bool renamed;            /* the bytes sit at `renamed_to` */
+	char renamed_to[BLOBKEY_PATH_MAX];
+	struct seal_result out;
+};
+
+/* Choose the blob for the content: an existing one, or a new key. */
+static int choose_blob(struct wtx *w, const struct fp *fp, struct blobkey *k, bool *found)
+{
+	struct store *st = w->st;
+	*found = false;
+	if (st->opts.nodedup)
+		return blob_next_variant(w->txn, st, fp->md5, k);
+	if (!gf_maybe_contains(st->gf, fp->md5)) {
+		w->delta.probes_skipped++;
+		memcpy(k->md5, fp->md5, 16);
+		k->variant = 0;
+		return 0;
+	}
+	w->delta.probes++;
+	bool collision;
+	int rc = blob_find(w->txn, st, fp, k, found, &collision);
+	if (rc)
+		return rc;
+	if (collision)
+		w->delta.collisions++;
+	else if (!*found)
+		w->delta.false_positives++;
+	return 0;
+}
+
+static int sync_dir_of(struct store *st, const char *path)
+{
+	char dir[BLOBKEY_PATH_MAX];
+	memcpy(dir, path, sizeof dir);
+	*strrchr(dir, '/') = 0;
+	int dfd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	int rc = fsync(dfd) ? -errno : 0;
+	close(dfd);
+	return rc;
+}
+
+/* Write bytes held in memory straight to the blob's file. A file left there
+ * by a crash before its commit is an orphan: overwriting it is safe, no
+ * record refers to it (otherwise the probe would have found it). */
+static int write_blob(struct store *st, const char *path, const void *buf, size_t len, bool sync)
+{
+	int fd = openat(st->dirfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = fd_write_all(fd, buf, len);
+	if (!rc && sync && fdatasync(fd))
+		rc = -errno;
+	close(fd);
+	if (rc)
+		unlinkat(st->dirfd, path, 0);
+	return rc;
+}
+
+/* Put the staged bytes at the blob's place (once, even if the callback runs
+ * again after a map resize). */
+static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
+{
+	struct store *st = w->st;
+	char path[BLOBKEY_PATH_MAX];
+	blobkey_path(k, path);
+	if (a->renamed && strcmp(path, a->renamed_to) == 0)
+		return 0;
+	int rc = blob_mkdirs(st, k);
+	if (rc)
+		return rc;
+	if (a->src->mem) {
+		if (a->renamed)
+			unlinkat(st->dirfd, a->renamed_to, 0);
+		a->renamed = false;
+		rc = write_blob(st, path, a->src->mem, a->fp->size, a->sync_dirs);
+	} else {
+		const char *from = a->renamed ? a->renamed_to : a->src->staging;
+		rc = renameat(st->dirfd, from, st->dirfd, path) ? -errno : 0;
+	}
+	if (rc)
+		return rc;
+	a->renamed = true;
+	memcpy(a->renamed_to, path, sizeof path);
+	/* The new name is durable only once its directory is. */
+	return a->sync_dirs ? sync_dir_of(st, path) : 0;
+}
+
+int seal_sync_blob(struct store *st, const struct blobkey *k)
+{
+	char path[BLOBKEY_PATH_MAX];
+	blobkey_path(k, path);
+	int fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) ? -errno : 0;
+	close(fd);
+	return rc ? rc : sync_dir_of(st, path);
+}
+
+static int seal_cb(struct wtx *w, void *p)
+{
+	struct seal_arg *a = p;
+	struct store *st = w->st;
+	struct inode in;
+	struct blobkey k;
+	bool found;
+	int rc = ns_get_inode(w->txn, st, a->ino, &in);
+	if (rc || (rc = choose_blob(w, a->fp, &k, &found)))
+		return rc;
+	bool had = in.flags & INODE_HAS_BLOB;
+	bool same = had && found && blobkey_equal(&in.blob, &k);
+	if (found && !same)
+		rc = blob_ref(w, &k, a->ino);
+	if (!found && !rc) {
+		/* signed after the commit (sigq.h) */
+		struct fprec r = { .size = a->fp->size, .flags = FPREC_SIG_PENDING };
+		memcpy(r.xxh128, a->fp->xxh128, 16);
+		if (!(rc = place_blob(w, a, &k)))
+			rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
+	}
+	if (!rc && had && !same)
+		rc = blob_unref(w, &in.blob, a->ino);
+	if (rc)
+		return rc;
+	w->delta.logical_bytes += (int64_t)a->fp->size - (int64_t)in.size;
+	w->delta.seals++;
+	w->delta.dup_seals += found;
+	in.size = a->fp->size;
+	in.blob = k;
+	in.flags |= INODE_HAS_BLOB;
+	in.mtime = a->mtime;
+	if (pd_time_cmp(a->ctime, in.ctime) > 0) /* a chmod while staged may be newer */
+		in.ctime = a->ctime;
+	a->out = (struct seal_result){ k, found };
+	return ns_put_inode(w->txn, st, &in);
+}
+
+int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
+		struct pd_time mtime, struct pd_time ctime, struct seal_result *out)
+{
+	struct seal_arg a = { .ino = ino, .src = src, .fp = fp, .mtime = mtime, .ctime = ctime,
+			      .sync_dirs = st->opts.sync_blobs };
+	if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
+		return -errno;
+	int rc = store_write(st, seal_cb, &a);
+	if (rc) {
+		/* The commit failed: the bytes go back where the file expects them. */
+		if (a.renamed && src->mem)
+			unlinkat(st->dirfd, a.renamed_to, 0);
+		else if (a.renamed)
+			renameat(st->dirfd, a.renamed_to, st->dirfd, src->staging);
+		return rc;
+	}
+	if (!src->mem && (a.out.dup || !a.renamed))
+		unlinkat(st->dirfd, src->staging, 0);
+	if (!a.out.dup)
+		sigq_push(st, &a.out.key);
+	*out = a.out;
+	return 0;
+}

@@ -1,0 +1,207 @@
+/* fsck_int.h - what the parts of fsck share (private to core/fsck*.c):
+ * the struct fsck that every pass reads and fills, the kinds of report
+ * lines, the repairs recorded by the check, and the functions one part
+ * calls in another. The public API is fsck.h; the design is in fsck.c. */
+#ifndef PD_FSCK_INT_H
+#define PD_FSCK_INT_H
+
+#include "fsck.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "blob/blob.h"
+#include "base/fp.h"
+#include "archive/ns.h"
+#include "archive/paths.h"
+#include "store/rec.h"
+#include "near/sigq.h"
+#include "store/store.h"
+
+#define REPORT_LINES 50        /* lines per kind of problem, then a count */
+#define PROGRESS_EVERY 16384   /* items between progress calls */
+#define MAX_THREADS 16
+
+/* ---- growable arrays and a byte arena -------------------------------- */
+
+struct vec {
+	char *v;
+	size_t n, cap, el;
+};
+
+#define VEC(type) { NULL, 0, 0, sizeof(type) }
+#define AT(vec, type, i) (((type *)(vec).v)[i])
+
+/* ---- what the check keeps -------------------------------------------- */
+
+/* Kinds of report lines: each kind shows REPORT_LINES lines, then counts. */
+enum kind {
+	K_NOTE, K_REPAIR, K_INODE, K_NAME, K_LINK, K_NLINK, K_TREE, K_ORPHAN, K_BLOBREF,
+	K_REFCOUNT, K_BLOB, K_FILE, K_FILTER, K_NEAR, K_TOTAL, K_LEFT, K_N
+};
+
+struct dnode {
+	uint64_t ino, parent; /* parent: of its first link record, 0 if none */
+	uint32_t nlink, names, subdirs;
+	uint8_t state;        /* tree walk: 0 unknown, 1 on the path, 2 connected, 3 not */
+	bool orphan;
+};
+
+/* A (blob, ino) reference. */
+struct bref {
+	uint8_t key[BLOBKEY_BYTES];
+	uint64_t ino;
+};
+
+/* Name repairs. */
+enum nfix_kind {
+	NF_DANGLING,      /* dirent whose inode does not exist: remove */
+	NF_STRAY_LINK,    /* link record of an inode that does not exist: remove */
+	NF_ADD_LINK,      /* dirent without its link record: add it */
+	NF_ADD_DIRENT,    /* link record without its dirent: restore it, or drop the link */
+	NF_LINK_MISMATCH, /* link record whose name is another inode: remove */
+	NF_TYPE,          /* dirent with the wrong type: rewrite */
+	NF_REHASH,        /* dirent under the wrong hash: refile */
+	NF_BAD_PARENT,    /* dirent in something that is not a directory: to lost+found */
+	NF_BAD_NAME,      /* dirent with an impossible name: to lost+found */
+	NF_RAW_DIRENT,    /* undecodable dirent: remove (key, value in the arena) */
+	NF_RAW_LINK,      /* malformed link record: remove */
+	NF_RAW_BLOBREF,   /* malformed blob_inodes entry: remove */
+	NF_RAW_FP,        /* fingerprint record with a malformed key: remove */
+};
+struct nfix {
+	uint8_t kind;
+	uint32_t type;          /* S_IFMT of the dirent */
+	uint64_t parent, child, hash;
+	size_t off;             /* name (or raw key then value) in the arena */
+	uint32_t len, vlen;     /* name length (raw: key length, value length) */
+};
+
+/* Per-blob repairs. */
+enum kfix_kind { KF_REFCOUNT, KF_UNREFERENCED, KF_LOST, KF_RECREATE, KF_REPOS };
+struct kfix {
+	uint8_t key[BLOBKEY_BYTES];
+	uint8_t kind;
+	bool file;      /* its file is in objects/ */
+	bool damaged;   /* KF_LOST: the file holds other bytes (moved to damaged/) */
+	bool bad_record; /* the record is undecodable */
+	uint64_t refs;
+};
+
+/* A file to remove after the commit (offset of its path in the arena). */
+struct pathref {
+	size_t off;
+	uint32_t len;
+};
+
+struct fsck {
+	const struct fsck_opts *o;
+	struct fsck_result *res;
+	const char *dir;
+	int lockfd;
+	struct store sh;        /* environment, tables, dir fd, filter */
+	MDB_txn *txn;
+	bool writable, clean, filter_trusted;
+	uint64_t generation;
+	struct pd_counters stored; /* the totals in meta */
+	struct pd_counters computed;
+	struct pd_time now;
+	uint64_t shown[K_N];
+	/* namespace */
+	struct vec dirs;        /* struct dnode, by ino */
+	XXH128_hash_t s_dirent, s_link, s_iblob, s_bi;
+	uint64_t n_dirent, n_link, n_iblob, n_bi;
+	uint64_t bad_inodes;
+	/* filter: the tree, and each leaf's first index in tally (by leaf id;
+	 * UINT64_MAX for ids the tree does not hold) */
+	struct gf_tree tree;
+	uint64_t *leaf_base;
+	uint64_t ncounters;
+	uint8_t *tally;         /* stored positions per counter, up to 255 */
+	struct vec tally_over;  /* struct { idx, count } for counters at 255 and more */
+	struct gfilter *anon;   /* positions when the filter files are unusable */
+	/* what repair does */
+	struct vec nfix, arena, stale, missing, kfix, rm_files;
+	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_any;
+	uint64_t lf_ino;        /* repair: the lost+found directory */
+	unsigned threads;
+};
+
+/* A damaged blob file moved out of objects/ (from) to damaged/ (to). */
+struct moved {
+	char from[BLOBKEY_PATH_MAX], to[128];
+};
+
+/* ---- fsck.c: arrays, report and progress lines, opening the store, recording repairs */
+
+void *fsck_vec_push(struct vec *a);
+void fsck_vec_free(struct vec *a);
+size_t fsck_arena_add(struct vec *a, const void *p, size_t len);
+void fsck_say(struct fsck *f, enum kind k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void fsck_prog(struct fsck *f, const char *phase, uint64_t done, uint64_t total);
+void fsck_tick(struct fsck *f, const char *phase, uint64_t *done, uint64_t total);
+uint64_t entries(struct fsck *f, MDB_dbi db);
+void fsck_blob_name(const uint8_t key[BLOBKEY_BYTES], char out[48]);
+const char *fsck_type_name(uint32_t mode);
+bool fsck_name_valid(const char *name, size_t len);
+int fsck_counters_write(struct fsck *f, struct pd_counters *c);
+const struct gfilter *fsck_geometry_filter(struct fsck *f);
+/* The tally index of counter idx of leaf; UINT64_MAX if out of the tree. */
+uint64_t fsck_tally_index(const struct fsck *f, uint32_t leaf, uint64_t idx);
+int fsck_add_nfix(struct fsck *f, enum nfix_kind kind, uint64_t parent, uint64_t child, uint64_t hash,
+	     uint32_t type, const void *name, size_t len, const void *val, size_t vlen);
+int fsck_add_raw(struct fsck *f, enum nfix_kind kind, const MDB_val *k, const MDB_val *v);
+int fsck_add_kfix(struct fsck *f, const uint8_t *key, enum kfix_kind kind, bool file, bool damaged,
+	     uint64_t refs);
+int fsck_add_rm_file(struct fsck *f, const char *rel);
+
+/* ---- fsck_ns.c: facts and sums, passes 1 and 2, the directory tree */
+
+void fsck_blob_fact(XXH128_hash_t *s, const uint8_t key[BLOBKEY_BYTES], uint64_t ino);
+bool fsck_sums_equal(XXH128_hash_t a, XXH128_hash_t b);
+int fsck_pass_inodes(struct fsck *f);
+int fsck_tree_walk(struct vec *dirs, void (*fn)(void *ctx, struct dnode *top, bool cycle), void *ctx,
+	      uint64_t *cut_off);
+int fsck_check_dirs(struct fsck *f);
+int fsck_pass_dirents(struct fsck *f);
+int fsck_dirent_lookup(MDB_cursor *c, uint64_t parent, const char *name, size_t len, uint64_t *child,
+		  uint32_t *type);
+int fsck_diagnose_names(struct fsck *f);
+
+/* ---- fsck_blobs.c: passes 3 and 4, the near-duplicate tables, staging */
+
+int fsck_pass_blob_index(struct fsck *f);
+int fsck_pass_blobs(struct fsck *f);
+int fsck_check_near(struct fsck *f);
+int fsck_walk_staging(struct fsck *f);
+
+/* ---- fsck_filter.c: pass 5 and the totals */
+
+int fsck_pass_filter(struct fsck *f);
+void fsck_check_totals(struct fsck *f);
+int fsck_repair_totals(struct fsck *f);
+
+/* ---- fsck_repair.c: the repair steps */
+
+int fsck_repair_names(struct fsck *f);
+int fsck_repair_blob_index(struct fsck *f);
+int fsck_move_damaged(struct fsck *f, const uint8_t *key, struct moved *m);
+int fsck_repair_blobs(struct fsck *f, struct vec *moves);
+int fsck_repair_nameless(struct fsck *f);
+int fsck_repair_tree(struct fsck *f);
+int fsck_repair_counts(struct fsck *f);
+void fsck_remove_files(struct fsck *f);
+
+#endif

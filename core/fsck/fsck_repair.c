@@ -1,0 +1,820 @@
+/* fsck_repair.c - fsck's repair steps (see fsck.c for the whole design and
+ * for their order, in repair()). Names: dirents and link records fixed,
+ * names that cannot stay moved to lost+found. Blobs: blob_inodes entries,
+ * refcounts, unreferenced records, records rebuilt from their files, lost
+ * pages to lost+found, damaged files moved to damaged/. Then nameless
+ * inodes to lost+found, the directory tree (extra names, directories cut
+ * off from the root), link counts and orphan marks; and after the commit,
+ * the removal of files no record refers to. */
+#include "fsck_int.h"
+#include "near/near.h"
+
+/* ---- repair: names -------------------------------------------------------- */
+
+static int r_dirent_add(struct fsck *f, uint64_t parent, const char *name, size_t len, uint64_t child,
+			uint32_t mode)
+{
+	uint8_t kb[16], vb[DIRENT_VAL_MAX];
+	put_be64(kb, parent);
+	put_be64(kb + 8, dirent_hash(name, len));
+	MDB_val k = { 16, kb }, v = { dirent_val_encode(name, len, child, mode, vb), vb };
+	int rc = mdb_put(f->txn, f->sh.db_dirents, &k, &v, MDB_NODUPDATA);
+	return rc == MDB_KEYEXIST ? 0 : pd_mdb_err(rc);
+}
+
+/* Remove the dirent (parent, name) if it names child (any child if 0). */
+static int r_dirent_del(struct fsck *f, uint64_t parent, const char *name, size_t len, uint64_t child)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_dirents, &c));
+	if (rc)
+		return rc;
+	uint64_t got;
+	uint32_t type;
+	if (fsck_dirent_lookup(c, parent, name, len, &got, &type) == 0 && (!child || got == child))
+		rc = pd_mdb_err(mdb_cursor_del(c, 0));
+	mdb_cursor_close(c);
+	return rc;
+}
+
+static int r_lookup(struct fsck *f, uint64_t parent, const char *name, size_t len, uint64_t *child,
+		    uint32_t *type)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_dirents, &c));
+	if (rc)
+		return rc;
+	rc = fsck_dirent_lookup(c, parent, name, len, child, type);
+	mdb_cursor_close(c);
+	return rc;
+}
+
+static int r_link(struct fsck *f, bool add, uint64_t ino, uint64_t parent, const char *name, size_t len)
+{
+	uint8_t kb[8], vb[LINK_VAL_MAX];
+	put_be64(kb, ino);
+	put_be64(vb, parent);
+	memcpy(vb + 8, name, len);
+	MDB_val k = { 8, kb }, v = { 8 + len, vb };
+	int rc = add ? mdb_put(f->txn, f->sh.db_links, &k, &v, MDB_NODUPDATA) : mdb_del(f->txn, f->sh.db_links, &k, &v);
+	return rc == MDB_KEYEXIST || rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+}
+
+static int r_raw_del(struct fsck *f, MDB_dbi db, const struct nfix *x)
+{
+	MDB_val k = { x->len, f->arena.v + x->off }, v = { x->vlen, f->arena.v + x->off + x->len };
+	int rc = mdb_del(f->txn, db, &k, x->vlen ? &v : NULL);
+	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+}
+
+static int r_xattr(struct fsck *f, uint64_t ino, const char *name, const void *val, size_t len)
+{
+	uint8_t kb[8 + PD_XATTR_NAME_MAX];
+	size_t nl = strlen(name);
+	put_be64(kb, ino);
+	memcpy(kb + 8, name, nl);
+	MDB_val k = { 8 + nl, kb }, v = { len, (void *)val };
+	return pd_mdb_err(mdb_put(f->txn, f->sh.db_xattrs, &k, &v, 0));
+}
+
+/* The lost+found directory, made at the root when first needed. */
+static int lf_dir(struct fsck *f, uint64_t *out)
+{
+	if (f->lf_ino) {
+		*out = f->lf_ino;
+		return 0;
+	}
+	char name[32];
+	for (unsigned n = 0; n < 1000; n++) {
+		if (n)
+			snprintf(name, sizeof name, "%s.%u", FSCK_LOST_FOUND, n);
+		else
+			snprintf(name, sizeof name, "%s", FSCK_LOST_FOUND);
+		size_t len = strlen(name);
+		uint64_t child;
+		uint32_t type;
+		struct inode in;
+		int rc = r_lookup(f, PD_ROOT_INO, name, len, &child, &type);
+		if (rc == 0) {
+			if (S_ISDIR(type) && ns_get_inode(f->txn, &f->sh, child, &in) == 0 && S_ISDIR(in.mode)) {
+				*out = f->lf_ino = child;
+				return 0;
+			}
+			continue;
+		}
+		if (rc != -ENOENT)
+			return rc;
+		struct wtx w = { .st = &f->sh, .txn = f->txn, .now = f->now };
+		struct inode d = { .mode = S_IFDIR | 0700, .uid = getuid(), .gid = getgid(), .nlink = 2 };
+		d.atime = d.mtime = d.ctime = f->now;
+		if ((rc = wtx_next_ino(&w, &d.ino)) || (rc = ns_put_inode(f->txn, &f->sh, &d)) ||
+		    (rc = r_dirent_add(f, PD_ROOT_INO, name, len, d.ino, d.mode)) ||
+		    (rc = r_link(f, true, d.ino, PD_ROOT_INO, name, len)))
+			return rc;
+		struct inode root;
+		if (ns_get_inode(f->txn, &f->sh, PD_ROOT_INO, &root) == 0) {
+			root.nlink++;
+			root.mtime = root.ctime = f->now;
+			if ((rc = ns_put_inode(f->txn, &f->sh, &root)))
+				return rc;
+		}
+		fsck_say(f, K_REPAIR, "repaired: made /%s (inode %llu), mode 0700", name, (unsigned long long)d.ino);
+		*out = f->lf_ino = d.ino;
+		return 0;
+	}
+	return -EEXIST;
+}
+
+/* Give ino a name in lost+found: "<ino>-<name>", or "<ino>" with no name. */
+static int lf_link(struct fsck *f, uint64_t ino, uint32_t mode, const char *name, size_t len)
+{
+	uint64_t lf;
+	int rc = lf_dir(f, &lf);
+	if (rc)
+		return rc;
+	char buf[PD_NAME_MAX + 1];
+	for (unsigned n = 1; n < 100000; n++) {
+		int l = n == 1 ? snprintf(buf, sizeof buf, "%llu%s", (unsigned long long)ino, len ? "-" : "")
+			       : snprintf(buf, sizeof buf, "%llu.%u%s", (unsigned long long)ino, n, len ? "-" : "");
+		size_t take = len < (size_t)(PD_NAME_MAX - l) ? len : (size_t)(PD_NAME_MAX - l);
+		for (size_t i = 0; i < take; i++)
+			buf[l + i] = name[i] == '/' || name[i] == 0 ? '_' : name[i];
+		size_t total = (size_t)l + take;
+		uint64_t child;
+		uint32_t type;
+		if ((rc = r_lookup(f, lf, buf, total, &child, &type)) == -ENOENT) {
+			if ((rc = r_dirent_add(f, lf, buf, total, ino, mode)) ||
+			    (rc = r_link(f, true, ino, lf, buf, total)))
+				return rc;
+			fsck_say(f, K_REPAIR, "repaired: inode %llu is now /%s/%.*s", (unsigned long long)ino, FSCK_LOST_FOUND,
+			    (int)total, buf);
+			return 0;
+		}
+		if (rc)
+			return rc;
+	}
+	return -EEXIST;
+}
+
+struct linkname {
+	uint64_t parent;
+	uint32_t len;
+	char name[PD_NAME_MAX];
+};
+
+static int links_of(struct fsck *f, uint64_t ino, struct vec *out)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_links, &c));
+	if (rc)
+		return rc;
+	uint8_t kb[8];
+	put_be64(kb, ino);
+	MDB_val k = { 8, kb }, v;
+	out->n = 0;
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		if (v.mv_size < 9 || v.mv_size > LINK_VAL_MAX)
+			continue;
+		struct linkname *l = fsck_vec_push(out);
+		if (!l) {
+			rc = -ENOMEM;
+			break;
+		}
+		l->parent = get_be64(v.mv_data);
+		l->len = (uint32_t)(v.mv_size - 8);
+		memcpy(l->name, (char *)v.mv_data + 8, l->len);
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+static int add_path(void *ctx, const char *path, size_t len)
+{
+	struct vec *a = ctx;
+	if (a->n + len + 1 > 65536)
+		return 1;
+	if ((a->n && fsck_arena_add(a, "\n", 1) == SIZE_MAX) || fsck_arena_add(a, path, len) == SIZE_MAX)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Move every name of ino into lost+found (give it one if it has none).
+ * lost: its bytes are gone; it no longer refers to a blob, and the xattrs
+ * of fsck.h say what it held. The caller fixes blob_inodes and the record. */
+static int lf_adopt(struct fsck *f, uint64_t ino, const uint8_t *lost)
+{
+	struct inode in;
+	int rc = ns_get_inode(f->txn, &f->sh, ino, &in);
+	if (rc)
+		return rc;
+	struct vec links = VEC(struct linkname), paths = VEC(char);
+	uint64_t lf = 0;
+	if ((rc = links_of(f, ino, &links)))
+		goto out;
+	if (lost) {
+		char hex[33], size[24];
+		struct blobkey k;
+		blobkey_decode(lost, &k);
+		fp_hex(k.md5, hex);
+		snprintf(size, sizeof size, "%llu", (unsigned long long)in.size);
+		if ((rc = path_names(f->txn, &f->sh, ino, NULL, add_path, &paths)) < 0 && rc != -ENOMEM)
+			rc = 0; /* a path through damage: the xattr holds what was found */
+		if (rc < 0)
+			goto out;
+		rc = 0;
+		if ((rc = r_xattr(f, ino, FSCK_XATTR_LOST_MD5, hex, 32)) ||
+		    (rc = r_xattr(f, ino, FSCK_XATTR_LOST_SIZE, size, strlen(size))) ||
+		    (paths.n && (rc = r_xattr(f, ino, FSCK_XATTR_LOST_PATH, paths.v, paths.n))))
+			goto out;
+		f->computed.logical_bytes -= (int64_t)in.size;
+		in.flags &= ~INODE_HAS_BLOB;
+		in.size = 0;
+		memset(&in.blob, 0, sizeof in.blob);
+		f->res->lost++;
+	} else {
+		f->res->adopted++;
+	}
+	in.ctime = f->now;
+	if ((rc = ns_put_inode(f->txn, &f->sh, &in)))
+		goto out;
+	if (!links.n && in.nlink == 0)
+		goto out; /* an orphan: deleted at the next open */
+	if ((rc = lf_dir(f, &lf)))
+		goto out;
+	for (size_t i = 0; i < links.n && !rc; i++) {
+		struct linkname *l = &AT(links, struct linkname, i);
+		if (l->parent == lf)
+			continue;
+		if (!(rc = r_dirent_del(f, l->parent, l->name, l->len, ino)) &&
+		    !(rc = r_link(f, false, ino, l->parent, l->name, l->len)))
+			rc = lf_link(f, ino, in.mode, l->name, l->len);
+	}
+	if (!rc && !links.n)
+		rc = lf_link(f, ino, in.mode, "", 0);
+out:
+	fsck_vec_free(&links);
+	fsck_vec_free(&paths);
+	return rc;
+}
+
+int fsck_repair_names(struct fsck *f)
+{
+	int rc = 0;
+	for (size_t i = 0; i < f->nfix.n && !rc; i++) {
+		struct nfix *x = &AT(f->nfix, struct nfix, i);
+		const char *name = f->arena.v + x->off;
+		size_t len = x->len;
+		struct inode in;
+		uint64_t got;
+		uint32_t type;
+		switch (x->kind) {
+		case NF_DANGLING:
+			if (!(rc = r_dirent_del(f, x->parent, name, len, x->child)))
+				rc = r_link(f, false, x->child, x->parent, name, len);
+			break;
+		case NF_STRAY_LINK:
+		case NF_LINK_MISMATCH:
+			rc = r_link(f, false, x->child, x->parent, name, len);
+			break;
+		case NF_ADD_LINK: {
+			struct vec ls = VEC(struct linkname);
+			if ((rc = ns_get_inode(f->txn, &f->sh, x->child, &in)) || (rc = links_of(f, x->child, &ls))) {
+				fsck_vec_free(&ls);
+				break;
+			}
+			if (S_ISDIR(in.mode) && ls.n) {
+				rc = r_dirent_del(f, x->parent, name, len, x->child);
+				fsck_say(f, K_REPAIR, "repaired: removed '%.*s' in %llu, a second name of directory %llu",
+				    (int)len, name, (unsigned long long)x->parent, (unsigned long long)x->child);
+			} else {
+				rc = r_link(f, true, x->child, x->parent, name, len);
+			}
+			fsck_vec_free(&ls);
+			break;
+		}
+		case NF_ADD_DIRENT: {
+			struct inode p;
+			bool parent_ok = ns_get_inode(f->txn, &f->sh, x->parent, &p) == 0 && S_ISDIR(p.mode) &&
+					 p.nlink > 0 && fsck_name_valid(name, len);
+			if ((rc = ns_get_inode(f->txn, &f->sh, x->child, &in)))
+				break;
+			int lrc = parent_ok ? r_lookup(f, x->parent, name, len, &got, &type) : -ENOENT;
+			if (parent_ok && lrc == -ENOENT)
+				rc = r_dirent_add(f, x->parent, name, len, x->child, in.mode);
+			else if (parent_ok && lrc == 0 && got == x->child)
+				rc = 0; /* back already (a misfiled dirent, refiled above) */
+			else /* its name is taken or its parent gone: the inode may go to lost+found */
+				rc = r_link(f, false, x->child, x->parent, name, len);
+			break;
+		}
+		case NF_TYPE:
+			if ((rc = ns_get_inode(f->txn, &f->sh, x->child, &in)))
+				break;
+			if (!(rc = r_dirent_del(f, x->parent, name, len, x->child)))
+				rc = r_dirent_add(f, x->parent, name, len, x->child, in.mode);
+			break;
+		case NF_REHASH: {
+			uint8_t kb[16], vb[DIRENT_VAL_MAX];
+			put_be64(kb, x->parent);
+			put_be64(kb + 8, x->hash);
+			MDB_val k = { 16, kb }, v = { dirent_val_encode(name, len, x->child, x->type, vb), vb };
+			rc = mdb_del(f->txn, f->sh.db_dirents, &k, &v);
+			rc = rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+			if (!rc && r_lookup(f, x->parent, name, len, &got, &type) == -ENOENT)
+				rc = r_dirent_add(f, x->parent, name, len, x->child, x->type);
+			else if (!rc)
+				rc = r_link(f, false, x->child, x->parent, name, len);
+			break;
+		}
+		case NF_BAD_PARENT:
+		case NF_BAD_NAME: {
+			uint8_t kb[16], vb[DIRENT_VAL_MAX];
+			put_be64(kb, x->parent);
+			put_be64(kb + 8, x->hash);
+			MDB_val k = { 16, kb }, v = { dirent_val_encode(name, len, x->child, x->type, vb), vb };
+			rc = mdb_del(f->txn, f->sh.db_dirents, &k, &v);
+			rc = rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+			if (!rc)
+				rc = r_link(f, false, x->child, x->parent, name, len);
+			if (!rc && ns_get_inode(f->txn, &f->sh, x->child, &in) == 0)
+				rc = lf_link(f, x->child, in.mode, name, len);
+			break;
+		}
+		case NF_RAW_DIRENT:
+			rc = r_raw_del(f, f->sh.db_dirents, x);
+			break;
+		case NF_RAW_LINK:
+			rc = r_raw_del(f, f->sh.db_links, x);
+			break;
+		case NF_RAW_BLOBREF:
+			rc = r_raw_del(f, f->sh.db_blob_inodes, x);
+			break;
+		case NF_RAW_FP:
+			rc = r_raw_del(f, f->sh.db_fp, x);
+			break;
+		}
+	}
+	if (!rc && f->nfix.n)
+		fsck_say(f, K_REPAIR, "repaired: %zu dirents, link records and malformed entries fixed", f->nfix.n);
+	return rc;
+}
+
+/* ---- repair: blobs -------------------------------------------------------- */
+
+int fsck_repair_blob_index(struct fsck *f)
+{
+	int rc = 0;
+	for (size_t i = 0; i < f->stale.n && !rc; i++) {
+		struct bref *b = &AT(f->stale, struct bref, i);
+		uint8_t vb[8];
+		put_be64(vb, b->ino);
+		MDB_val k = { BLOBKEY_BYTES, b->key }, v = { 8, vb };
+		rc = mdb_del(f->txn, f->sh.db_blob_inodes, &k, &v);
+		rc = rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+	}
+	for (size_t i = 0; i < f->missing.n && !rc; i++) {
+		struct bref *b = &AT(f->missing, struct bref, i);
+		uint8_t vb[8];
+		put_be64(vb, b->ino);
+		MDB_val k = { BLOBKEY_BYTES, b->key }, v = { 8, vb };
+		rc = mdb_put(f->txn, f->sh.db_blob_inodes, &k, &v, MDB_NODUPDATA);
+		rc = rc == MDB_KEYEXIST ? 0 : pd_mdb_err(rc);
+	}
+	if (!rc && (f->stale.n || f->missing.n))
+		fsck_say(f, K_REPAIR, "repaired: blob_inodes: %zu entries removed, %zu added", f->stale.n, f->missing.n);
+	return rc;
+}
+
+/* The inodes on blob key (blob_inodes, as repaired). */
+static int inodes_on(struct fsck *f, const uint8_t *key, struct vec *out)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_blob_inodes, &c));
+	if (rc)
+		return rc;
+	MDB_val k = { BLOBKEY_BYTES, (void *)key }, v;
+	out->n = 0;
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		uint64_t *p = fsck_vec_push(out);
+		if (!p)
+			rc = -ENOMEM;
+		else
+			*p = get_be64(v.mv_data);
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+static int drop_record(struct fsck *f, const uint8_t *key)
+{
+	MDB_val k = { BLOBKEY_BYTES, (void *)key };
+	int rc = mdb_del(f->txn, f->sh.db_blob_inodes, &k, NULL);
+	if (rc == 0 || rc == MDB_NOTFOUND)
+		rc = mdb_del(f->txn, f->sh.db_fp, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+}
+
+/* Move a damaged blob file to damaged/, keeping its bytes. This happens
+ * before the commit that drops its record: a crash in between leaves a
+ * record without its file (the next fsck reports its pages as lost, as
+ * they are), never a damaged file in objects/ that a repair would remove
+ * as an orphan. */
+int fsck_move_damaged(struct fsck *f, const uint8_t *key, struct moved *m)
+{
+	struct blobkey k;
+	blobkey_decode(key, &k);
+	blobkey_path(&k, m->from);
+	if (mkdirat(f->sh.dirfd, FSCK_DAMAGED_DIR, 0700) && errno != EEXIST)
+		return -errno;
+	const char *base = strrchr(m->from, '/') + 1;
+	for (unsigned n = 0; n < 1000; n++) {
+		if (n)
+			snprintf(m->to, sizeof m->to, "%s/%s~%u", FSCK_DAMAGED_DIR, base, n);
+		else
+			snprintf(m->to, sizeof m->to, "%s/%s", FSCK_DAMAGED_DIR, base);
+		if (faccessat(f->sh.dirfd, m->to, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		return renameat(f->sh.dirfd, m->from, f->sh.dirfd, m->to) ? -errno : 0;
+	}
+	return -EEXIST;
+}
+
+/* Rebuild a record from its file: 0 done, 1 the file is not that blob. */
+static int recreate_record(struct fsck *f, const struct kfix *x, struct vec *inos)
+{
+	struct blobkey k;
+	char path[BLOBKEY_PATH_MAX];
+	blobkey_decode(x->key, &k);
+	blobkey_path(&k, path);
+	int fd = openat(f->sh.dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct fp fp;
+	struct near_sig sig;
+	bool ok = fd >= 0 && fp_of_fd(fd, &fp) == 0 && memcmp(fp.md5, k.md5, 16) == 0 &&
+		  near_sig_of_fd(fd, fp.size, &sig) == 0;
+	if (fd >= 0)
+		close(fd);
+	const struct gfilter *g = fsck_geometry_filter(f);
+	if (!ok || !g)
+		return 1;
+	struct fprec r = { .refcount = inos->n, .size = fp.size, .flags = FPREC_IN_FILTER };
+	memcpy(r.xxh128, fp.xxh128, 16);
+	near_sig_to_rec(&sig, &r);
+	gf_positions(g, k.md5, &r.leaf, &r.pos);
+	int rc = blob_put(f->txn, &f->sh, &k, &r);
+	for (size_t i = 0; i < inos->n && !rc; i++) {
+		struct inode in;
+		if ((rc = ns_get_inode(f->txn, &f->sh, AT(*inos, uint64_t, i), &in)))
+			break;
+		if (in.size != fp.size) {
+			in.size = fp.size;
+			rc = ns_put_inode(f->txn, &f->sh, &in);
+		}
+	}
+	return rc;
+}
+
+int fsck_repair_blobs(struct fsck *f, struct vec *moves)
+{
+	struct vec inos = VEC(uint64_t);
+	int rc = 0;
+	char hex[48];
+	for (size_t i = 0; i < f->kfix.n && !rc; i++) {
+		struct kfix *x = &AT(f->kfix, struct kfix, i);
+		struct blobkey k;
+		struct fprec r;
+		blobkey_decode(x->key, &k);
+		fsck_blob_name(x->key, hex);
+		if ((rc = inodes_on(f, x->key, &inos)))
+			break;
+		switch (x->kind) {
+		case KF_REFCOUNT:
+			if (!(rc = blob_get(f->txn, &f->sh, &k, &r))) {
+				r.refcount = inos.n;
+				rc = blob_put(f->txn, &f->sh, &k, &r);
+			}
+			break;
+		case KF_REPOS: {
+			const struct gfilter *g = fsck_geometry_filter(f);
+			if (g && !(rc = blob_get(f->txn, &f->sh, &k, &r))) {
+				gf_positions(g, k.md5, &r.leaf, &r.pos);
+				r.flags |= FPREC_IN_FILTER;
+				rc = blob_put(f->txn, &f->sh, &k, &r);
+			}
+			break;
+		}
+		case KF_UNREFERENCED:
+			if (inos.n)
+				break; /* not so after all (cannot happen: blob_inodes was repaired first) */
+			rc = drop_record(f, x->key);
+			if (!rc && x->file) {
+				char path[BLOBKEY_PATH_MAX];
+				blobkey_path(&k, path);
+				rc = fsck_add_rm_file(f, path);
+			}
+			if (!rc)
+				fsck_say(f, K_REPAIR, "repaired: blob %s, which no inode refers to, removed", hex);
+			break;
+		case KF_RECREATE:
+			if (x->bad_record) {
+				MDB_val kk = { BLOBKEY_BYTES, x->key };
+				int d = mdb_del(f->txn, f->sh.db_fp, &kk, NULL);
+				if (d && d != MDB_NOTFOUND) {
+					rc = pd_mdb_err(d);
+					break;
+				}
+			}
+			rc = recreate_record(f, x, &inos);
+			if (rc == 0) {
+				fsck_say(f, K_REPAIR, "repaired: the record of blob %s rebuilt from its file (%zu inodes)", hex,
+				    inos.n);
+				break;
+			}
+			if (rc < 0)
+				break;
+			fsck_say(f, K_LEFT, "blob %s: its file does not hold the bytes of that MD5: damaged", hex);
+			x->damaged = true;
+			rc = 0;
+			__attribute__((fallthrough)); /* its pages are lost */
+		case KF_LOST:
+			for (size_t j = 0; j < inos.n && !rc; j++)
+				rc = lf_adopt(f, AT(inos, uint64_t, j), x->key);
+			if (!rc)
+				rc = drop_record(f, x->key);
+			if (!rc && x->damaged) {
+				uint8_t *p = fsck_vec_push(moves);
+				if (!p)
+					rc = -ENOMEM;
+				else
+					memcpy(p, x->key, BLOBKEY_BYTES);
+			}
+			if (!rc)
+				fsck_say(f, K_REPAIR, "repaired: the %zu page%s on blob %s moved to /%s (empty, with %s)", inos.n,
+				    inos.n == 1 ? "" : "s", hex, FSCK_LOST_FOUND, FSCK_XATTR_LOST_MD5);
+			break;
+		}
+	}
+	fsck_vec_free(&inos);
+	return rc;
+}
+
+/* ---- repair: nameless inodes, the tree, link counts ----------------------- */
+
+/* One pass over inodes, links and orphans as they are now: for each inode,
+ * its names; fn gets each inode (its decoded record), names and the parent
+ * of its first name. */
+static int scan_names(struct fsck *f, int (*fn)(struct fsck *f, const struct inode *in, uint64_t names,
+						 uint64_t parent, bool orphan, void *ctx),
+		      void *ctx)
+{
+	MDB_cursor *ci = NULL, *cl = NULL, *co = NULL;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_inodes, &ci));
+	if (!rc)
+		rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_links, &cl));
+	if (!rc)
+		rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_orphans, &co));
+	MDB_val ik, iv, lk, lv, ok, ov;
+	int lrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cl, &lk, &lv, MDB_FIRST);
+	int orc = rc ? MDB_NOTFOUND : mdb_cursor_get(co, &ok, &ov, MDB_FIRST);
+	int irc;
+	for (irc = rc ? MDB_NOTFOUND : mdb_cursor_get(ci, &ik, &iv, MDB_FIRST); irc == 0 && !rc;
+	     irc = mdb_cursor_get(ci, &ik, &iv, MDB_NEXT)) {
+		struct inode in;
+		if (ik.mv_size != 8 || inode_decode(iv.mv_data, iv.mv_size, &in, NULL, NULL))
+			continue;
+		in.ino = get_be64(ik.mv_data);
+		while (lrc == 0 && (lk.mv_size != 8 || get_be64(lk.mv_data) < in.ino))
+			lrc = mdb_cursor_get(cl, &lk, &lv, MDB_NEXT);
+		uint64_t names = 0, parent = 0;
+		for (; lrc == 0 && lk.mv_size == 8 && get_be64(lk.mv_data) == in.ino;
+		     lrc = mdb_cursor_get(cl, &lk, &lv, MDB_NEXT))
+			if (lv.mv_size >= 9 && !names++)
+				parent = get_be64(lv.mv_data);
+		while (orc == 0 && (ok.mv_size != 8 || get_be64(ok.mv_data) < in.ino))
+			orc = mdb_cursor_get(co, &ok, &ov, MDB_NEXT);
+		bool orphan = orc == 0 && ok.mv_size == 8 && get_be64(ok.mv_data) == in.ino;
+		rc = fn(f, &in, names, parent, orphan, ctx);
+	}
+	if (ci)
+		mdb_cursor_close(ci);
+	if (cl)
+		mdb_cursor_close(cl);
+	if (co)
+		mdb_cursor_close(co);
+	return rc;
+}
+
+static int find_nameless(struct fsck *f, const struct inode *in, uint64_t names, uint64_t parent, bool orphan,
+			 void *ctx)
+{
+	(void)f;
+	(void)parent;
+	(void)orphan;
+	if (names || in->nlink == 0 || in->ino == PD_ROOT_INO)
+		return 0;
+	uint64_t *p = fsck_vec_push(ctx);
+	if (!p)
+		return -ENOMEM;
+	*p = in->ino;
+	return 0;
+}
+
+int fsck_repair_nameless(struct fsck *f)
+{
+	struct vec v = VEC(uint64_t);
+	int rc = scan_names(f, find_nameless, &v);
+	for (size_t i = 0; i < v.n && !rc; i++)
+		rc = lf_adopt(f, AT(v, uint64_t, i), NULL);
+	fsck_vec_free(&v);
+	return rc;
+}
+
+static int collect_dirs(struct fsck *f, const struct inode *in, uint64_t names, uint64_t parent, bool orphan,
+			void *ctx)
+{
+	(void)f;
+	if (!S_ISDIR(in->mode))
+		return 0;
+	struct dnode *d = fsck_vec_push(ctx);
+	if (!d)
+		return -ENOMEM;
+	*d = (struct dnode){ in->ino, parent, in->nlink, (uint32_t)names, 0, 0, orphan };
+	return 0;
+}
+
+static void adopt_top(void *ctx, struct dnode *top, bool cycle)
+{
+	(void)cycle;
+	struct vec *tops = ctx;
+	uint64_t *p = fsck_vec_push(tops);
+	if (p)
+		*p = top->ino;
+}
+
+int fsck_repair_tree(struct fsck *f)
+{
+	struct vec dirs = VEC(struct dnode), tops = VEC(uint64_t), links = VEC(struct linkname);
+	int rc = 0;
+	for (int round = 0; round < 8 && !rc; round++) {
+		dirs.n = tops.n = 0;
+		if ((rc = scan_names(f, collect_dirs, &dirs)))
+			break;
+		/* extra names: a directory keeps its first, the root has none */
+		bool changed = false;
+		for (size_t i = 0; i < dirs.n && !rc; i++) {
+			struct dnode *d = &AT(dirs, struct dnode, i);
+			if (d->names <= (d->ino == PD_ROOT_INO ? 0u : 1u))
+				continue;
+			if ((rc = links_of(f, d->ino, &links)))
+				break;
+			for (size_t j = d->ino == PD_ROOT_INO ? 0 : 1; j < links.n && !rc; j++) {
+				struct linkname *l = &AT(links, struct linkname, j);
+				if (!(rc = r_dirent_del(f, l->parent, l->name, l->len, d->ino)))
+					rc = r_link(f, false, d->ino, l->parent, l->name, l->len);
+				fsck_say(f, K_REPAIR, "repaired: removed '%.*s' in %llu, an extra name of directory %llu",
+				    (int)l->len, l->name, (unsigned long long)l->parent, (unsigned long long)d->ino);
+			}
+			changed = true;
+		}
+		if (rc || changed)
+			continue;
+		uint64_t cut_off;
+		if ((rc = fsck_tree_walk(&dirs, adopt_top, &tops, &cut_off)) || !tops.n)
+			break;
+		for (size_t i = 0; i < tops.n && !rc; i++)
+			rc = lf_adopt(f, AT(tops, uint64_t, i), NULL);
+	}
+	fsck_vec_free(&dirs);
+	fsck_vec_free(&tops);
+	fsck_vec_free(&links);
+	return rc;
+}
+
+struct ncount {
+	uint64_t ino, parent;
+	uint32_t nlink, names, subdirs, mode;
+	bool orphan;
+};
+
+static int count_links(struct fsck *f, const struct inode *in, uint64_t names, uint64_t parent, bool orphan,
+		       void *ctx)
+{
+	(void)f;
+	struct ncount *c = fsck_vec_push(ctx);
+	if (!c)
+		return -ENOMEM;
+	*c = (struct ncount){ in->ino, parent, in->nlink, (uint32_t)names, 0, in->mode, orphan };
+	return 0;
+}
+
+static struct ncount *ncount_find(struct vec *v, uint64_t ino)
+{
+	struct ncount *c = (struct ncount *)v->v;
+	size_t lo = 0, hi = v->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c[mid].ino < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < v->n && c[lo].ino == ino ? &c[lo] : NULL;
+}
+
+/* Set every nlink from the names, and the orphan marks from nlink. */
+int fsck_repair_counts(struct fsck *f)
+{
+	struct vec v = VEC(struct ncount);
+	int rc = scan_names(f, count_links, &v);
+	struct ncount *c = (struct ncount *)v.v;
+	for (size_t i = 0; i < v.n && !rc; i++) {
+		if (!S_ISDIR(c[i].mode) || !c[i].names || c[i].ino == PD_ROOT_INO)
+			continue;
+		struct ncount *p = ncount_find(&v, c[i].parent);
+		if (p && S_ISDIR(p->mode))
+			p->subdirs++;
+	}
+	for (size_t i = 0; i < v.n && !rc; i++) {
+		bool named = c[i].names || c[i].ino == PD_ROOT_INO;
+		uint64_t want = !named ? 0 : S_ISDIR(c[i].mode) ? 2 + (uint64_t)c[i].subdirs : c[i].names;
+		if (!named && c[i].nlink) {
+			fsck_say(f, K_LEFT, "inode %llu still has no name: nlink left at %u", (unsigned long long)c[i].ino,
+			    c[i].nlink);
+			continue;
+		}
+		if (want != c[i].nlink) {
+			struct inode in;
+			if ((rc = ns_get_inode(f->txn, &f->sh, c[i].ino, &in)))
+				break;
+			in.nlink = (uint32_t)want;
+			if ((rc = ns_put_inode(f->txn, &f->sh, &in)))
+				break;
+			fsck_say(f, K_REPAIR, "repaired: nlink of %s %llu set from %u to %llu", fsck_type_name(c[i].mode),
+			    (unsigned long long)c[i].ino, c[i].nlink, (unsigned long long)want);
+		}
+		if ((want == 0) != c[i].orphan) {
+			uint8_t kb[8];
+			put_be64(kb, c[i].ino);
+			MDB_val k = { 8, kb }, e = { 0, NULL };
+			rc = pd_mdb_err(want == 0 ? mdb_put(f->txn, f->sh.db_orphans, &k, &e, 0)
+						  : mdb_del(f->txn, f->sh.db_orphans, &k, NULL));
+			if (!rc)
+				fsck_say(f, K_REPAIR, "repaired: orphan mark of inode %llu %s", (unsigned long long)c[i].ino,
+				    want ? "removed" : "set");
+		}
+	}
+	/* orphan marks of inodes that do not exist */
+	MDB_cursor *co;
+	if (!rc && !(rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_orphans, &co)))) {
+		MDB_val k, e;
+		for (int mrc = mdb_cursor_get(co, &k, &e, MDB_FIRST); mrc == 0 && !rc;
+		     mrc = mdb_cursor_get(co, &k, &e, MDB_NEXT)) {
+			if (k.mv_size == 8 && ncount_find(&v, get_be64(k.mv_data)))
+				continue;
+			rc = pd_mdb_err(mdb_cursor_del(co, 0));
+			fsck_say(f, K_REPAIR, "repaired: removed the orphan mark of a missing inode");
+		}
+		mdb_cursor_close(co);
+	}
+	fsck_vec_free(&v);
+	return rc;
+}
+
+/* Is rel a blob file that a record or an inode refers to? (The last check
+ * before a file in objects/ is removed: no page may lose its bytes.) */
+static bool blob_in_use(struct fsck *f, MDB_txn *txn, const char *rel)
+{
+	const char *base = strrchr(rel, '/');
+	struct blobkey k;
+	if (strncmp(rel, "objects/", 8) || !base || !blobkey_parse(base + 1, &k))
+		return false;
+	uint8_t key[BLOBKEY_BYTES];
+	blobkey_encode(&k, key);
+	MDB_val kk = { BLOBKEY_BYTES, key }, v;
+	return f->bad_inodes || mdb_get(txn, f->sh.db_fp, &kk, &v) == 0 ||
+	       mdb_get(txn, f->sh.db_blob_inodes, &kk, &v) == 0;
+}
+
+void fsck_remove_files(struct fsck *f)
+{
+	uint64_t n = 0;
+	char rel[512];
+	MDB_txn *txn;
+	if (mdb_txn_begin(f->sh.env, NULL, MDB_RDONLY, &txn))
+		return;
+	for (size_t i = 0; i < f->rm_files.n; i++) {
+		struct pathref *p = &AT(f->rm_files, struct pathref, i);
+		snprintf(rel, sizeof rel, "%.*s", (int)p->len, f->arena.v + p->off);
+		if (blob_in_use(f, txn, rel))
+			fsck_say(f, K_LEFT, "%s: left in place (a record or an inode refers to its name)", rel);
+		else if (unlinkat(f->sh.dirfd, rel, 0) == 0 || errno == ENOENT)
+			n++;
+		else
+			fsck_say(f, K_LEFT, "cannot remove %s: %s", rel, strerror(errno));
+	}
+	mdb_txn_abort(txn);
+	if (n)
+		fsck_say(f, K_REPAIR, "repaired: removed %llu file%s that no record refers to", (unsigned long long)n,
+		    n == 1 ? "" : "s");
+}

@@ -1,0 +1,671 @@
+/* near.c - the permuted-table index of simhashes. See near.h. */
+#include "near.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "text/html.h"
+#include "minhash.h"
+#include "simhash.h"
+
+#define ROW_MAX (8 + BLOBKEY_BYTES)
+
+_Static_assert(MINHASH_BYTES == FPREC_SKETCH_BYTES, "a fingerprint record holds one sketch");
+
+/* ---- signatures --------------------------------------------------------- */
+
+int near_sig_of_page(const void *buf, size_t len, struct near_sig *out)
+{
+	memset(out, 0, sizeof *out);
+	struct html_text t;
+	int rc = html_extract(len ? buf : "", len, 0, &t);
+	if (rc || t.binary)
+		return rc;
+	/* One extraction serves both signals. */
+	struct simhash_result r;
+	struct minhash_sketch m;
+	if (!(rc = simhash_of_text(t.text, t.len, &r)) && !r.none)
+		rc = minhash_of_text(t.text, t.len, &m);
+	html_text_free(&t);
+	if (rc || r.none)
+		return rc;
+	*out = (struct near_sig){ r.hash, true, r.low_confidence, true, { 0 } };
+	memcpy(out->sketch, m.bytes, MINHASH_BYTES);
+	return 0;
+}
+
+int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out)
+{
+	/* html_extract reads no further than this anyway. */
+	size_t len = size < HTML_MAX_INPUT ? (size_t)size : HTML_MAX_INPUT;
+	if (!len)
+		return near_sig_of_page("", 0, out);
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	int rc = near_sig_of_page(p, len, out);
+	munmap(p, len);
+	return rc;
+}
+
+void near_sig_to_rec(const struct near_sig *s, struct fprec *r)
+{
+	r->flags &= (uint8_t) ~(FPREC_HAS_SIMHASH | FPREC_SIMHASH_LOW | FPREC_HAS_SKETCH);
+	r->simhash = 0;
+	if (!s->has)
+		return;
+	r->simhash = s->simhash;
+	r->flags |= FPREC_HAS_SIMHASH | (s->low_confidence ? FPREC_SIMHASH_LOW : 0);
+	if (s->has_sketch) {
+		r->flags |= FPREC_HAS_SKETCH;
+		memcpy(r->sketch, s->sketch, MINHASH_BYTES);
+	}
+}
+
+void near_sig_of_rec(const struct fprec *r, struct near_sig *s)
+{
+	memset(s, 0, sizeof *s);
+	s->has = (r->flags & FPREC_HAS_SIMHASH) != 0;
+	if (!s->has)
+		return;
+	s->simhash = r->simhash;
+	s->low_confidence = (r->flags & FPREC_SIMHASH_LOW) != 0;
+	s->has_sketch = (r->flags & FPREC_HAS_SKETCH) != 0;
+	if (s->has_sketch)
+		memcpy(s->sketch, r->sketch, MINHASH_BYTES);
+}
+
+bool near_confirm(const struct near_sig *a, const struct near_sig *b)
+{
+	return !a->has_sketch || !b->has_sketch || minhash_near(a->sketch, b->sketch);
+}
+
+/* ---- blocks and rows ---------------------------------------------------- */
+
+/* Widths differ by at most one bit; the wider blocks come first. */
+static void block_span(unsigned i, unsigned ntables, unsigned *start, unsigned *width)
+{
+	unsigned base = 64 / ntables, extra = 64 % ntables;
+	*width = base + (i < extra);
+	*start = i * base + (i < extra ? i : extra);
+}
+
+uint64_t near_block(uint64_t h, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	return width == 64 ? h : (h << start) >> (64 - width);
+}
+
+/* Big-endian n-byte integers (n <= 8). */
+static void put_be(uint8_t *p, uint64_t v, size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		p[j] = (uint8_t)(v >> (8 * (n - 1 - j)));
+}
+
+static uint64_t get_be(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+	for (size_t j = 0; j < n; j++)
+		v = v << 8 | p[j];
+	return v;
+}
+
+static uint64_t low_bits(uint64_t v, unsigned bits)
+{
+	return bits >= 64 ? v : v & ((1ull << bits) - 1);
+}
+
+/* The key of block i of h: big-endian, as few bytes as the width needs. */
+static MDB_val block_key(uint8_t kb[8], uint64_t h, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	size_t n = (width + 7) / 8;
+	put_be(kb, near_block(h, i, ntables), n);
+	return (MDB_val){ n, kb };
+}
+
+/* A row keeps the bits of the hash that its key does not: the 48 others
+ * for 16-bit blocks, in 6 bytes instead of 8 (a tenth of the index). */
+static size_t rest_bytes(unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	return (64 - width + 7) / 8;
+}
+
+static uint64_t rest_of(uint64_t h, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	unsigned below = 64 - start - width;
+	uint64_t above = start ? h >> (64 - start) : 0;
+	return (below ? above << below : above) | low_bits(h, below);
+}
+
+/* The hash of a row: its key's block and the rest bits of its value. */
+static uint64_t join(uint64_t block, uint64_t rest, unsigned i, unsigned ntables)
+{
+	unsigned start, width;
+	block_span(i, ntables, &start, &width);
+	unsigned below = 64 - start - width;
+	uint64_t above = below < 64 ? rest >> below : 0;
+	uint64_t h = start ? above << (64 - start) : 0;
+	h |= width < 64 ? block << below : block;
+	return h | low_bits(rest, below);
+}
+
+/* Bytes of a row's value: the rest, and in near0 the blob key after it. */
+static size_t row_bytes(unsigned i, unsigned ntables)
+{
+	return rest_bytes(i, ntables) + (i ? 0 : BLOBKEY_BYTES);
+}
+
+/* The value of h's row in table i (k: the blob, near0 only; NULL gives
+ * the smallest row of h, for a range lookup). */
+static MDB_val row_val(uint8_t vb[ROW_MAX], uint64_t h, unsigned i, unsigned ntables, const struct blobkey *k)
+{
+	size_t r = rest_bytes(i, ntables);
+	put_be(vb, rest_of(h, i, ntables), r);
+	if (!i && k)
+		blobkey_encode(k, vb + r);
+	else if (!i)
+		memset(vb + r, 0, BLOBKEY_BYTES);
+	return (MDB_val){ row_bytes(i, ntables), vb };
+}
+
+/* The hash of a row of table i, whose key's block is `block`. */
+static uint64_t row_hash(uint64_t block, const uint8_t *val, unsigned i, unsigned ntables)
+{
+	return join(block, get_be(val, rest_bytes(i, ntables)), i, ntables);
+}
+
+int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
+{
+	unsigned n = st->params.near_distance + 1;
+	if (n > PD_NEAR_MAX_TABLES)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "near%u", i);
+		int rc = mdb_dbi_open(txn, name, MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_near[i]);
+		if (rc == MDB_NOTFOUND && !create) {
+			/* A store from before the index, opened read-only:
+			 * it answers no neighbours until mounted once. */
+			st->near_tables = 0;
+			return 0;
+		}
+		if (rc)
+			return pd_mdb_err(rc);
+	}
+	st->near_tables = n;
+	return 0;
+}
+
+/* ---- changes -------------------------------------------------------------- */
+
+/* Is any blob still indexed under hash h (a row of near0)? */
+static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_near[0], &c));
+	if (rc)
+		return rc;
+	unsigned n = st->near_tables;
+	uint8_t kb[8], vb[ROW_MAX];
+	MDB_val key = block_key(kb, h, 0, n), v = row_val(vb, h, 0, n, NULL);
+	int mrc = mdb_cursor_get(c, &key, &v, MDB_GET_BOTH_RANGE);
+	*yes = mrc == 0 && memcmp(v.mv_data, vb, rest_bytes(0, n)) == 0;
+	mdb_cursor_close(c);
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+}
+
+int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h)
+{
+	unsigned n = st->near_tables;
+	uint8_t kb[8], vb[ROW_MAX];
+	for (unsigned i = 0; i < n; i++) {
+		MDB_val key = block_key(kb, h, i, n), v = row_val(vb, h, i, n, k);
+		int rc = mdb_put(txn, st->db_near[i], &key, &v, MDB_NODUPDATA);
+		/* Another blob of the same hash is in the tables already. */
+		if (rc && rc != MDB_KEYEXIST)
+			return pd_mdb_err(rc);
+	}
+	return 0;
+}
+
+int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h)
+{
+	unsigned n = st->near_tables;
+	if (!n)
+		return 0;
+	uint8_t kb[8], vb[ROW_MAX];
+	MDB_val key = block_key(kb, h, 0, n), v = row_val(vb, h, 0, n, k);
+	/* A row already missing is fsck's to report; the page still goes. */
+	int rc = mdb_del(txn, st->db_near[0], &key, &v);
+	if (rc && rc != MDB_NOTFOUND)
+		return pd_mdb_err(rc);
+	bool shared;
+	if ((rc = hash_indexed(txn, st, h, &shared)) || shared)
+		return rc;
+	for (unsigned i = 1; i < n; i++) {
+		key = block_key(kb, h, i, n);
+		v = row_val(vb, h, i, n, NULL);
+		rc = mdb_del(txn, st->db_near[i], &key, &v);
+		if (rc && rc != MDB_NOTFOUND)
+			return pd_mdb_err(rc);
+	}
+	return 0;
+}
+
+/* ---- queries -------------------------------------------------------------- */
+
+struct finder {
+	MDB_txn *txn;
+	struct store *st;
+	uint64_t q;
+	unsigned maxdist, n;
+	near_hit_fn cb;
+	void *ctx;
+	MDB_cursor *c0; /* near0, to resolve a hash found in another table */
+};
+
+/* A hash found in table i was found already in an earlier table if it
+ * agrees with the query on an earlier block: report it only there. */
+static bool seen_before(const struct finder *f, uint64_t h, unsigned i)
+{
+	for (unsigned j = 0; j < i; j++)
+		if (near_block(h, j, f->n) == near_block(f->q, j, f->n))
+			return true;
+	return false;
+}
+
+/* Every blob of hash h, through its rows in near0. */
+static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
+{
+	uint8_t kb[8], vb[ROW_MAX];
+	size_t r = rest_bytes(0, f->n);
+	MDB_val key = block_key(kb, h, 0, f->n), v = row_val(vb, h, 0, f->n, NULL);
+	int rc = 0, mrc;
+	for (mrc = mdb_cursor_get(f->c0, &key, &v, MDB_GET_BOTH_RANGE); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(f->c0, &key, &v, MDB_NEXT_DUP)) {
+		if (memcmp(v.mv_data, vb, r))
+			break;
+		struct blobkey k;
+		blobkey_decode((const uint8_t *)v.mv_data + r, &k);
+		rc = f->cb(f->ctx, &k, h, dist);
+	}
+	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* One page of packed values of table i under the query's block. */
+static int scan_values(struct finder *f, unsigned i, const uint8_t *p, size_t bytes)
+{
+	size_t width = row_bytes(i, f->n);
+	uint64_t block = near_block(f->q, i, f->n);
+	int rc = 0;
+	for (size_t off = 0; off + width <= bytes && !rc; off += width) {
+		uint64_t h = row_hash(block, p + off, i, f->n);
+		unsigned d = simhash_distance(h, f->q);
+		if (d > f->maxdist || seen_before(f, h, i))
+			continue;
+		if (i == 0) {
+			struct blobkey k;
+			blobkey_decode(p + off + rest_bytes(0, f->n), &k);
+			rc = f->cb(f->ctx, &k, h, d);
+		} else {
+			rc = resolve_hash(f, h, d);
+		}
+	}
+	return rc;
+}
+
+static int scan_table(struct finder *f, unsigned i)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->st->db_near[i], &c));
+	if (rc)
+		return rc;
+	uint8_t kb[8];
+	MDB_val key = block_key(kb, f->q, i, f->n), v;
+	int mrc = mdb_cursor_get(c, &key, &v, MDB_SET);
+	if (mrc == 0)
+		mrc = mdb_cursor_get(c, &key, &v, MDB_GET_MULTIPLE);
+	while (mrc == 0 && !rc) {
+		rc = scan_values(f, i, v.mv_data, v.mv_size);
+		mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_MULTIPLE);
+	}
+	mdb_cursor_close(c);
+	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near_hit_fn cb, void *ctx)
+{
+	struct finder f = { txn, st, q, maxdist, st->near_tables, cb, ctx, NULL };
+	if (!f.n)
+		return 0;
+	/* Beyond K the pigeonhole argument fails: some neighbours would be
+	 * missed, so the index never answers past it. */
+	if (maxdist > f.n - 1)
+		return -EINVAL;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_near[0], &f.c0));
+	for (unsigned i = 0; i < f.n && !rc; i++)
+		rc = scan_table(&f, i);
+	mdb_cursor_close(f.c0);
+	return rc > 0 ? 0 : rc;
+}
+
+/* ---- fsck ----------------------------------------------------------------- */
+
+struct checker {
+	MDB_txn *txn;
+	struct store *st;
+	near_bad_fn bad;
+	void *ctx;
+	uint64_t nbad;
+};
+
+void near_report(near_bad_fn bad, void *ctx, uint64_t *nbad, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	(*nbad)++;
+	bad(ctx, line);
+}
+
+#define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
+
+/* The hash of a row, or false (reported) when its key or value has the
+ * wrong size for table i. */
+static bool decode_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v, uint64_t *h)
+{
+	unsigned n = c->st->near_tables, start, width;
+	uint8_t kb[8];
+	block_span(i, n, &start, &width);
+	size_t ks = block_key(kb, 0, i, n).mv_size;
+	if (key->mv_size != ks || v->mv_size != row_bytes(i, n)) {
+		report(c, "near%u: a row with a key of %zu bytes and a value of %zu (want %zu and %zu)", i,
+		       key->mv_size, v->mv_size, ks, row_bytes(i, n));
+		return false;
+	}
+	uint64_t block = get_be(key->mv_data, ks);
+	if (width < 64 && block >> width) {
+		report(c, "near%u: a key wider than its block", i);
+		return false;
+	}
+	*h = row_hash(block, v->mv_data, i, n);
+	return true;
+}
+
+/* A row of near0: its blob has a record with that simhash. */
+static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
+{
+	char name[BLOBKEY_NAME_MAX];
+	uint64_t h;
+	if (!decode_row(c, 0, key, v, &h))
+		return;
+	struct blobkey k;
+	blobkey_decode((const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables), &k);
+	blobkey_name(&k, name);
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(&k, kb);
+	MDB_val fk = { BLOBKEY_BYTES, kb }, fv;
+	struct fprec r;
+	if (mdb_get(c->txn, c->st->db_fp, &fk, &fv) || fprec_decode(fv.mv_data, fv.mv_size, &r))
+		report(c, "near0: a row names blob %s, which has no fingerprint record", name);
+	else if (!(r.flags & FPREC_HAS_SIMHASH) || r.simhash != h)
+		report(c, "near0: the row of blob %s has simhash %016llx, its record %s", name,
+		       (unsigned long long)h, (r.flags & FPREC_HAS_SIMHASH) ? "another" : "none");
+}
+
+/* A row of table i >= 1: near0 has a blob of that hash. */
+static int check_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v)
+{
+	uint64_t h;
+	if (!decode_row(c, i, key, v, &h))
+		return 0;
+	bool yes;
+	int rc = hash_indexed(c->txn, c->st, h, &yes);
+	if (!rc && !yes)
+		report(c, "near%u: simhash %016llx belongs to no blob in near0", i, (unsigned long long)h);
+	return rc;
+}
+
+static int check_table(struct checker *c, unsigned i)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
+	if (rc)
+		return rc;
+	MDB_val key, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+		if (i == 0)
+			check_row0(c, &key, &v);
+		else
+			rc = check_row(c, i, &key, &v);
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* Every row a fingerprint with a simhash needs is there. */
+static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
+{
+	unsigned n = c->st->near_tables;
+	uint8_t kb[8], vb[ROW_MAX];
+	char name[BLOBKEY_NAME_MAX];
+	for (unsigned i = 0; i < n; i++) {
+		MDB_cursor *cur;
+		int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
+		if (rc)
+			return rc;
+		MDB_val key = block_key(kb, h, i, n), v = row_val(vb, h, i, n, k);
+		int mrc = mdb_cursor_get(cur, &key, &v, MDB_GET_BOTH);
+		mdb_cursor_close(cur);
+		if (mrc && mrc != MDB_NOTFOUND)
+			return pd_mdb_err(mrc);
+		if (mrc) {
+			blobkey_name(k, name);
+			report(c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)h, i);
+		}
+	}
+	return 0;
+}
+
+/* Walk the fingerprints that have a simhash. */
+static int each_simhash(MDB_txn *txn, struct store *st,
+			int (*fn)(void *ctx, const struct blobkey *k, uint64_t h), void *ctx)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &cur));
+	if (rc)
+		return rc;
+	MDB_val key, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (key.mv_size != BLOBKEY_BYTES || fprec_decode(v.mv_data, v.mv_size, &r) ||
+		    !(r.flags & FPREC_HAS_SIMHASH))
+			continue; /* a damaged record is the blob pass's to report */
+		struct blobkey k;
+		blobkey_decode(key.mv_data, &k);
+		rc = fn(ctx, &k, r.simhash);
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+static int check_record_cb(void *ctx, const struct blobkey *k, uint64_t h)
+{
+	return check_record(ctx, k, h);
+}
+
+int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
+{
+	struct checker c = { txn, st, bad, ctx, 0 };
+	int rc = 0;
+	for (unsigned i = 0; i < st->near_tables && !rc; i++)
+		rc = check_table(&c, i);
+	if (!rc && st->near_tables)
+		rc = each_simhash(txn, st, check_record_cb, &c);
+	*nbad = c.nbad;
+	return rc;
+}
+
+struct rebuilder {
+	MDB_txn *txn;
+	struct store *st;
+};
+
+static int rebuild_cb(void *ctx, const struct blobkey *k, uint64_t h)
+{
+	struct rebuilder *r = ctx;
+	return near_add(r->txn, r->st, k, h);
+}
+
+int near_rebuild(MDB_txn *txn, struct store *st)
+{
+	for (unsigned i = 0; i < st->near_tables; i++) {
+		int rc = pd_mdb_err(mdb_drop(txn, st->db_near[i], 0));
+		if (rc)
+			return rc;
+	}
+	struct rebuilder r = { txn, st };
+	return st->near_tables ? each_simhash(txn, st, rebuild_cb, &r) : 0;
+}
+
+/* ---- the version of the signatures -------------------------------------- */
+
+int near_version_get(MDB_txn *txn, struct store *st, uint32_t *version)
+{
+	MDB_val k = { 12, "near_version" }, v;
+	int rc = mdb_get(txn, st->db_meta, &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		*version = NEAR_SIG_VERSION_FIRST;
+		return 0;
+	}
+	if (rc)
+		return pd_mdb_err(rc);
+	/* a damaged value is no version this build knows: computed again */
+	*version = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
+	return 0;
+}
+
+int near_version_put(MDB_txn *txn, struct store *st)
+{
+	uint8_t b[4];
+	put_le32(b, NEAR_SIG_VERSION);
+	MDB_val k = { 12, "near_version" }, v = { 4, b };
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+/* The signature of blob k as this version computes it (none when its file
+ * cannot be read). */
+static void sig_of_blob(struct store *st, const struct blobkey *k, struct near_sig *sig)
+{
+	memset(sig, 0, sizeof *sig);
+	int fd = blob_open(st, k);
+	if (fd < 0)
+		return;
+	struct stat sb;
+	if (fstat(fd, &sb) || near_sig_of_fd(fd, (uint64_t)sb.st_size, sig))
+		memset(sig, 0, sizeof *sig);
+	close(fd);
+}
+
+static int resign_one(MDB_txn *txn, struct store *st, const struct blobkey *k)
+{
+	struct fprec r;
+	int rc = blob_get(txn, st, k, &r);
+	if (rc || !(r.flags & FPREC_HAS_SIMHASH))
+		return rc;
+	struct near_sig sig;
+	sig_of_blob(st, k, &sig);
+	if (st->near_tables && (rc = near_remove(txn, st, k, r.simhash)))
+		return rc;
+	near_sig_to_rec(&sig, &r);
+	if ((rc = blob_put(txn, st, k, &r)))
+		return rc;
+	return st->near_tables && sig.has ? near_add(txn, st, k, sig.simhash) : 0;
+}
+
+int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch, bool *finished)
+{
+	/* The batch's keys first, then the changes: no cursor over a table
+	 * that is being written. */
+	struct blobkey *keys = calloc(batch ? batch : 1, sizeof *keys);
+	if (!keys)
+		return -ENOMEM;
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &cur));
+	size_t n = 0;
+	*finished = false;
+	if (!rc) {
+		MDB_val key = { BLOBKEY_BYTES, next }, v;
+		int mrc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
+		while (mrc == 0 && n < batch) {
+			struct fprec r;
+			if (key.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) &&
+			    (r.flags & FPREC_HAS_SIMHASH))
+				blobkey_decode(key.mv_data, &keys[n++]);
+			mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+		}
+		if (mrc == MDB_NOTFOUND)
+			*finished = true;
+		else if (mrc)
+			rc = pd_mdb_err(mrc);
+		else
+			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
+		mdb_cursor_close(cur);
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = resign_one(txn, st, &keys[i]);
+	free(keys);
+	return rc;
+}
+
+struct upgrade {
+	uint8_t next[BLOBKEY_BYTES];
+	bool finished;
+};
+
+static int upgrade_cb(struct wtx *w, void *arg)
+{
+	struct upgrade *u = arg;
+	int rc = near_resign(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
+	if (!rc && u->finished)
+		rc = near_version_put(w->txn, w->st);
+	return rc;
+}
+
+int near_upgrade(struct store *st)
+{
+	MDB_txn *txn;
+	uint32_t version = 0;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = near_version_get(txn, st, &version);
+	store_read_end(st, txn);
+	if (rc || version == NEAR_SIG_VERSION)
+		return rc;
+	struct upgrade u = { { 0 }, false };
+	while (!rc && !u.finished)
+		rc = store_write(st, upgrade_cb, &u);
+	return rc;
+}

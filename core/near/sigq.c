@@ -1,0 +1,540 @@
+/* sigq.c - the pending signatures: their table, the queue and the signing
+ * thread, signatures computed in memory for answers, and the fsck check.
+ * The design is in sigq.h.
+ *
+ * The queue is a ring of keys, each with a sequence number (its position
+ * in the order of pushes). Whoever signs (the thread, a drain, a seal past
+ * the bound) takes a batch from the head and registers it as in flight
+ * until its write has committed: a drain that must see every key pushed
+ * before it began waits for the batches in flight that hold such keys, not
+ * for keys pushed later, so a steady stream of seals cannot hold it up.
+ */
+#include "sigq.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+
+/* A batch being signed: its first sequence number, while in flight. */
+struct inflight {
+	uint64_t first_seq;
+	size_t n;
+	struct inflight *next;
+};
+
+struct sigq {
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv; /* keys queued, or stop */
+	pthread_cond_t done_cv; /* a batch in flight finished */
+	struct blobkey *ring;
+	size_t cap, head, n;    /* cap: a power of two */
+	uint64_t seq_head;      /* sequence number of ring[head] */
+	size_t max;             /* the bound (sigq.h) */
+	struct inflight *inflight;
+	size_t inflight_pages;
+	pthread_t thread;
+	bool running, stop;
+};
+
+/* ---- the table ---------------------------------------------------------- */
+
+static MDB_val key_val(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
+{
+	blobkey_encode(k, kb);
+	return (MDB_val){ BLOBKEY_BYTES, kb };
+}
+
+int sigq_open_table(MDB_txn *txn, struct store *st, unsigned create)
+{
+	int rc = mdb_dbi_open(txn, "sigq", create, &st->db_sigq);
+	st->has_sigq = rc == 0;
+	return rc == MDB_NOTFOUND && !create ? 0 : pd_mdb_err(rc);
+}
+
+int sigq_row_put(MDB_txn *txn, struct store *st, const struct blobkey *k)
+{
+	uint8_t kb[BLOBKEY_BYTES];
+	MDB_val key = key_val(kb, k), v = { 0, kb };
+	return pd_mdb_err(mdb_put(txn, st->db_sigq, &key, &v, 0));
+}
+
+int sigq_row_del(MDB_txn *txn, struct store *st, const struct blobkey *k)
+{
+	uint8_t kb[BLOBKEY_BYTES];
+	MDB_val key = key_val(kb, k);
+	int rc = pd_mdb_err(mdb_del(txn, st->db_sigq, &key, NULL));
+	return rc == -ENOENT ? 0 : rc; /* fsck reports a missing row; no reason to fail a write */
+}
+
+/* Walk every row (raw key and value). */
+static int each_row(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v),
+		    void *ctx)
+{
+	if (!st->has_sigq)
+		return 0;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_sigq, &c));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		rc = fn(ctx, &k, &v);
+	mdb_cursor_close(c);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	return mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(mrc);
+}
+
+struct each_ctx {
+	int (*fn)(void *ctx, const struct blobkey *k);
+	void *ctx;
+};
+
+static int each_key(void *p, const MDB_val *k, const MDB_val *v)
+{
+	struct each_ctx *e = p;
+	(void)v;
+	if (k->mv_size != BLOBKEY_BYTES)
+		return 0; /* fsck's to report */
+	struct blobkey bk;
+	blobkey_decode(k->mv_data, &bk);
+	return e->fn(e->ctx, &bk);
+}
+
+int sigq_each(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct blobkey *k), void *ctx)
+{
+	struct each_ctx e = { fn, ctx };
+	return each_row(txn, st, each_key, &e);
+}
+
+/* ---- signing one page ------------------------------------------------------ */
+
+/* Open blob k's file and sign it; the file stays open (*fd) so that the
+ * commit can tell it is still the file of the record (same inode). */
+static int sign_file(struct store *st, const struct blobkey *k, int *fd, struct stat *sb, struct near_sig *sig)
+{
+	char path[BLOBKEY_PATH_MAX];
+	blobkey_path(k, path);
+	*fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return -errno;
+	int rc = fstat(*fd, sb) ? -errno : near_sig_of_fd(*fd, (uint64_t)sb->st_size, sig);
+	if (rc) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *sig)
+{
+	int fd;
+	struct stat sb;
+	int rc = sign_file(st, k, &fd, &sb, sig);
+	if (!rc)
+		close(fd);
+	return rc;
+}
+
+/* ---- a batch ------------------------------------------------------------------ */
+
+struct page {
+	struct blobkey k;
+	int fd; /* -1: nothing to store (file gone, or signing failed) */
+	struct stat sb;
+	struct near_sig sig;
+};
+
+struct batch {
+	struct page p[SIGQ_BATCH];
+	size_t n;
+};
+
+/* Is the file at k's path the one that was signed? A blob freed and stored
+ * again under the same key (a -o nodedup copy, a collision variant) has a
+ * new file. */
+static bool same_file(struct store *st, const struct page *p)
+{
+	char path[BLOBKEY_PATH_MAX];
+	struct stat now;
+	blobkey_path(&p->k, path);
+	return fstatat(st->dirfd, path, &now, 0) == 0 && now.st_ino == p->sb.st_ino && now.st_dev == p->sb.st_dev;
+}
+
+static int store_sig(struct wtx *w, const struct page *p)
+{
+	struct store *st = w->st;
+	struct fprec r;
+	int rc = blob_get(w->txn, st, &p->k, &r);
+	if (rc == -ENOENT)
+		return 0; /* freed since: its row went with it */
+	if (rc || !(r.flags & FPREC_SIG_PENDING) || !same_file(st, p))
+		return rc;
+	near_sig_to_rec(&p->sig, &r);
+	r.flags &= (uint8_t)~FPREC_SIG_PENDING;
+	if ((rc = blob_put(w->txn, st, &p->k, &r)) || (rc = sigq_row_del(w->txn, st, &p->k)))
+		return rc;
+	return (r.flags & FPREC_HAS_SIMHASH) ? near_add(w->txn, st, &p->k, r.simhash) : 0;
+}
+
+static int store_batch_cb(struct wtx *w, void *arg)
+{
+	struct batch *b = arg;
+	int rc = 0;
+	for (size_t i = 0; i < b->n && !rc; i++)
+		if (b->p[i].fd >= 0)
+			rc = store_sig(w, &b->p[i]);
+	return rc;
+}
+
+/* Sign the batch's pages outside any transaction, store the signatures in
+ * one write. A page that cannot be signed keeps its row (sigq.h). */
+static int sign_batch(struct store *st, struct batch *b)
+{
+	bool any = false;
+	for (size_t i = 0; i < b->n; i++) {
+		struct page *p = &b->p[i];
+		any |= sign_file(st, &p->k, &p->fd, &p->sb, &p->sig) == 0;
+	}
+	int rc = any ? store_write(st, store_batch_cb, b) : 0;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->p[i].fd >= 0)
+			close(b->p[i].fd);
+	return rc;
+}
+
+/* ---- the queue ------------------------------------------------------------- */
+
+static int ring_push(struct sigq *q, const struct blobkey *k)
+{
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? 2 * q->cap : 64;
+		struct blobkey *v = malloc(cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < q->n; i++)
+			v[i] = q->ring[(q->head + i) & (q->cap - 1)];
+		free(q->ring);
+		q->ring = v;
+		q->cap = cap;
+		q->head = 0;
+	}
+	q->ring[(q->head + q->n) & (q->cap - 1)] = *k;
+	q->n++;
+	return 0;
+}
+
+/* Take up to SIGQ_BATCH keys pushed before sequence number `limit` from
+ * the head, and register them in flight (under q->mu). */
+static void take_batch(struct sigq *q, uint64_t limit, struct batch *b, struct inflight *f)
+{
+	b->n = 0;
+	while (b->n < SIGQ_BATCH && q->n && q->seq_head < limit) {
+		b->p[b->n++] = (struct page){ .k = q->ring[q->head], .fd = -1 };
+		q->head = (q->head + 1) & (q->cap - 1);
+		q->n--;
+		q->seq_head++;
+	}
+	*f = (struct inflight){ q->seq_head - b->n, b->n, q->inflight };
+	q->inflight = f;
+	q->inflight_pages += b->n;
+}
+
+static void finish_batch(struct sigq *q, struct inflight *f)
+{
+	struct inflight **pp = &q->inflight;
+	while (*pp != f)
+		pp = &(*pp)->next;
+	*pp = f->next;
+	q->inflight_pages -= f->n;
+	pthread_cond_broadcast(&q->done_cv);
+}
+
+/* Sign one batch of the keys pushed before `limit`. Called without q->mu;
+ * *idle when there were none. */
+static int work_batch(struct store *st, uint64_t limit, bool *idle)
+{
+	struct sigq *q = st->sigq;
+	struct batch *b = malloc(sizeof *b);
+	struct inflight f;
+	if (!b)
+		return -ENOMEM;
+	pthread_mutex_lock(&q->mu);
+	take_batch(q, limit, b, &f);
+	pthread_mutex_unlock(&q->mu);
+	*idle = b->n == 0;
+	int rc = b->n ? sign_batch(st, b) : 0;
+	pthread_mutex_lock(&q->mu);
+	finish_batch(q, &f);
+	pthread_mutex_unlock(&q->mu);
+	free(b);
+	return rc;
+}
+
+/* Wait on cv for at most ms milliseconds (under q->mu). */
+static void wait_ms(struct sigq *q, pthread_cond_t *cv, unsigned ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)ms * 1000000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_cond_timedwait(cv, &q->mu, &ts);
+}
+
+/* The thread takes whole batches where it can: a batch of one page per
+ * seal would double the commits that the writers queue behind. Nobody
+ * waits for the pages meanwhile (a query signs them itself). */
+static void *signer_main(void *arg)
+{
+	struct store *st = arg;
+	struct sigq *q = st->sigq;
+	bool waited = false;
+	pthread_mutex_lock(&q->mu);
+	while (!q->stop) {
+		if (!q->n) {
+			pthread_cond_wait(&q->work_cv, &q->mu);
+			continue;
+		}
+		if (q->n < SIGQ_BATCH && !waited) {
+			wait_ms(q, &q->work_cv, SIGQ_GATHER_MS);
+			waited = true;
+			continue;
+		}
+		waited = false;
+		pthread_mutex_unlock(&q->mu);
+		bool idle;
+		work_batch(st, UINT64_MAX, &idle); /* a failed page keeps its row */
+		pthread_mutex_lock(&q->mu);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+static int queue_row(void *ctx, const struct blobkey *k)
+{
+	return ring_push(ctx, k);
+}
+
+int sigq_start(struct store *st)
+{
+	struct sigq *q = calloc(1, sizeof *q);
+	if (!q)
+		return -ENOMEM;
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->work_cv, NULL);
+	pthread_cond_init(&q->done_cv, NULL);
+	q->max = st->opts.sign_queue ? st->opts.sign_queue : SIGQ_DEFAULT_MAX;
+	st->sigq = q;
+	/* Rows left by a crash (or by pages that could not be signed). */
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (!rc) {
+		rc = sigq_each(txn, st, queue_row, q);
+		store_read_end(st, txn);
+	}
+	if (!rc && !st->opts.no_sign_thread)
+		q->running = pthread_create(&q->thread, NULL, signer_main, st) == 0;
+	if (rc)
+		sigq_stop(st);
+	return rc;
+}
+
+void sigq_stop(struct store *st)
+{
+	struct sigq *q = st->sigq;
+	if (!q)
+		return;
+	if (q->running) {
+		pthread_mutex_lock(&q->mu);
+		q->stop = true;
+		pthread_cond_signal(&q->work_cv);
+		pthread_mutex_unlock(&q->mu);
+		pthread_join(q->thread, NULL);
+	}
+	st->sigq = NULL;
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->work_cv);
+	pthread_cond_destroy(&q->done_cv);
+	free(q->ring);
+	free(q);
+}
+
+void sigq_push(struct store *st, const struct blobkey *k)
+{
+	struct sigq *q = st->sigq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	/* Out of memory: the row stays, the next open queues it. The thread
+	 * is woken by the first key (it then gathers a batch) and by a full
+	 * batch. */
+	if (!ring_push(q, k) && (q->n == 1 || q->n == SIGQ_BATCH))
+		pthread_cond_signal(&q->work_cv);
+	bool over = q->n > q->max;
+	pthread_mutex_unlock(&q->mu);
+	while (over) {
+		bool idle;
+		work_batch(st, UINT64_MAX, &idle);
+		pthread_mutex_lock(&q->mu);
+		over = q->n > q->max && !idle;
+		pthread_mutex_unlock(&q->mu);
+	}
+}
+
+/* Is a batch holding keys pushed before `limit` in flight? */
+static bool inflight_before(const struct sigq *q, uint64_t limit)
+{
+	for (const struct inflight *f = q->inflight; f; f = f->next)
+		if (f->n && f->first_seq < limit)
+			return true;
+	return false;
+}
+
+int sigq_drain(struct store *st)
+{
+	struct sigq *q = st->sigq;
+	if (!q)
+		return 0;
+	int rc = 0;
+	pthread_mutex_lock(&q->mu);
+	uint64_t limit = q->seq_head + q->n;
+	for (;;) {
+		if (q->n && q->seq_head < limit) {
+			pthread_mutex_unlock(&q->mu);
+			bool idle;
+			int brc = work_batch(st, limit, &idle);
+			rc = rc ? rc : brc;
+			pthread_mutex_lock(&q->mu);
+		} else if (inflight_before(q, limit)) {
+			pthread_cond_wait(&q->done_cv, &q->mu);
+		} else {
+			break;
+		}
+	}
+	pthread_mutex_unlock(&q->mu);
+	return rc;
+}
+
+size_t sigq_queued(struct store *st)
+{
+	struct sigq *q = st->sigq;
+	if (!q)
+		return 0;
+	pthread_mutex_lock(&q->mu);
+	size_t n = q->n + q->inflight_pages;
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
+
+/* ---- fsck ------------------------------------------------------------------ */
+
+struct checker {
+	MDB_txn *txn;
+	struct store *st;
+	near_bad_fn bad;
+	void *ctx;
+	uint64_t nbad, npending;
+};
+
+#define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
+
+/* A row names a record that is pending. */
+static int check_row(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+	struct checker *c = ctx;
+	if (k->mv_size != BLOBKEY_BYTES || v->mv_size != 0) {
+		report(c, "sigq: a row with a key of %zu bytes and a value of %zu (want %d and 0)", k->mv_size,
+		       v->mv_size, BLOBKEY_BYTES);
+		return 0;
+	}
+	struct blobkey bk;
+	struct fprec r;
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_decode(k->mv_data, &bk);
+	blobkey_name(&bk, name);
+	int rc = blob_get(c->txn, c->st, &bk, &r);
+	if (rc == -ENOENT || rc == -EUCLEAN)
+		report(c, "sigq: a row names blob %s, which has no fingerprint record", name);
+	else if (!rc && !(r.flags & FPREC_SIG_PENDING))
+		report(c, "sigq: a row names blob %s, whose record is not waiting for its signature", name);
+	return rc == -ENOENT || rc == -EUCLEAN ? 0 : rc;
+}
+
+/* A pending record has its row and no signature. */
+static int check_record(struct checker *c, const MDB_val *k, const struct fprec *r)
+{
+	struct blobkey bk;
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_decode(k->mv_data, &bk);
+	blobkey_name(&bk, name);
+	c->npending++;
+	if (r->flags & FPREC_HAS_SIMHASH)
+		report(c, "blob %s: waiting for its signature, yet it has a simhash", name);
+	MDB_val v;
+	int mrc = c->st->has_sigq ? mdb_get(c->txn, c->st->db_sigq, (MDB_val *)k, &v) : MDB_NOTFOUND;
+	if (mrc == MDB_NOTFOUND)
+		report(c, "blob %s: waiting for its signature, without its row in sigq", name);
+	return mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(mrc);
+}
+
+/* Walk the pending fingerprint records (a damaged record is the blob
+ * pass's to report). */
+static int each_pending(MDB_txn *txn, struct store *st, int (*fn)(struct checker *c, const MDB_val *k, const struct fprec *r),
+			struct checker *c)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &cur));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (k.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) &&
+		    (r.flags & FPREC_SIG_PENDING))
+			rc = fn(c, &k, &r);
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+int sigq_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad, uint64_t *npending)
+{
+	struct checker c = { txn, st, bad, ctx, 0, 0 };
+	int rc = each_row(txn, st, check_row, &c);
+	if (!rc)
+		rc = each_pending(txn, st, check_record, &c);
+	*nbad = c.nbad;
+	*npending = c.npending;
+	return rc;
+}
+
+/* A record both pending and signed keeps its signature; every other
+ * pending record gets its row. */
+static int rebuild_record(struct checker *c, const MDB_val *k, const struct fprec *r)
+{
+	struct blobkey bk;
+	blobkey_decode(k->mv_data, &bk);
+	if (!(r->flags & FPREC_HAS_SIMHASH))
+		return sigq_row_put(c->txn, c->st, &bk);
+	struct fprec fixed = *r;
+	fixed.flags &= (uint8_t)~FPREC_SIG_PENDING;
+	return blob_put(c->txn, c->st, &bk, &fixed);
+}
+
+int sigq_rebuild(MDB_txn *txn, struct store *st)
+{
+	int rc = st->has_sigq ? pd_mdb_err(mdb_drop(txn, st->db_sigq, 0)) : sigq_open_table(txn, st, MDB_CREATE);
+	struct checker c = { txn, st, NULL, NULL, 0, 0 };
+	return rc ? rc : each_pending(txn, st, rebuild_record, &c);
+}

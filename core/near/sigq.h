@@ -1,0 +1,106 @@
+/* sigq.h - near-duplicate signatures computed after the commit, off the
+ * close() path.
+ *
+ * Extracting a page's text and hashing it (near_sig_of_fd: simhash and
+ * MinHash sketch) costs about as much as the rest of a seal together, and
+ * nothing in the seal needs it: only the near-duplicate answers do. So a
+ * seal stores a new blob with its record marked FPREC_SIG_PENDING (no
+ * simhash, no near rows) and a row in the table
+ *
+ *   sigq: blobkey [20] -> (empty)
+ *
+ * in the same transaction; a duplicate never needs a signature, its record
+ * has one or is pending already. After the commit the key joins an
+ * in-memory queue, and a signing thread takes keys from it in batches:
+ * reads each blob file (immutable; gone if its last reference went: then
+ * there is nothing to do), signs it outside any transaction, and in one
+ * store_write per batch sets each record's simhash and sketch, clears the
+ * flag, deletes the sigq row and adds the near rows - for a record that
+ * still exists, is still pending, and still has the file that was read (the
+ * key of a freed blob can be stored again: a new file then).
+ *
+ * The table makes the pending set survive a crash without a scan of
+ * `fingerprints`: a writable open queues its rows again. A clean close
+ * drains the queue, so a store that is not mounted has no pending rows
+ * unless its daemon was killed.
+ *
+ * The answers stay as if signing were synchronous:
+ *  - a near or simhash query on a writable store first drains the queue
+ *    (sigq_drain: everything queued before the query is signed, the caller
+ *    signing batches itself beside the thread), so a getfattr right after
+ *    close() sees the page and its neighbours;
+ *  - what is pending all the same (a read-only open after a crash, a
+ *    `pagededup near` while the store is mounted, a page whose signing
+ *    failed) is signed in memory for the answer (sigq_sign_blob) and
+ *    compared with the query directly; nothing is written.
+ *
+ * Bound: when more than opts.sign_queue pages (default SIGQ_DEFAULT_MAX)
+ * wait, the sealing thread signs the oldest ones itself before its close()
+ * returns, so a fast writer cannot run ahead of the signer without limit,
+ * and a drain (a query, the close) has at most about that many pages to
+ * sign.
+ *
+ * Errors: a page that cannot be read or signed (memory, I/O) keeps its row
+ * and leaves the queue until the next open; its answers are computed in
+ * memory meanwhile. Errors are negative errno values.
+ */
+#ifndef PD_SIGQ_H
+#define PD_SIGQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "near.h"
+#include "store/rec.h"
+#include "store/store.h"
+
+#define SIGQ_DEFAULT_MAX 256
+#define SIGQ_BATCH 16 /* pages signed per write transaction */
+#define SIGQ_GATHER_MS 20 /* the thread waits this long for a batch to fill */
+
+/* ---- the table ---------------------------------------------------------- */
+
+/* Open (create: make) the table; a read-only store from before it has
+ * none (st->has_sigq false: nothing is pending). */
+int sigq_open_table(MDB_txn *txn, struct store *st, unsigned create);
+/* Add / delete blob k's row (inside the write transaction that stores /
+ * frees the blob or signs it). A row already missing is not an error. */
+int sigq_row_put(MDB_txn *txn, struct store *st, const struct blobkey *k);
+int sigq_row_del(MDB_txn *txn, struct store *st, const struct blobkey *k);
+/* Every row's key; fn returning non-zero stops the walk with that value
+ * (a positive value is returned as 0). */
+int sigq_each(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct blobkey *k), void *ctx);
+
+/* ---- the queue and its thread (writable stores) -------------------------- */
+
+/* Queue the table's rows and start the thread (unless opts.no_sign_thread). */
+int sigq_start(struct store *st);
+/* Stop the thread and free the queue; what is left pending keeps its rows. */
+void sigq_stop(struct store *st);
+/* Blob k was committed pending: queue it. Beyond the bound, the caller
+ * signs the oldest pages until the queue is back under it. */
+void sigq_push(struct store *st, const struct blobkey *k);
+/* Sign every page queued before the call (the caller helps). 0, or the
+ * first error of a batch the caller signed. No-op on read-only stores. */
+int sigq_drain(struct store *st);
+/* Pages in the queue and being signed (tests, benchmarks). */
+size_t sigq_queued(struct store *st);
+
+/* ---- answers ------------------------------------------------------------- */
+
+/* The signature of blob k computed from its file, in memory. -ENOENT when
+ * the file is gone. */
+int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *sig);
+
+/* ---- fsck ------------------------------------------------------------------ */
+
+/* Every row names an existing record that is pending; every pending record
+ * has its row and no simhash. Problems go to bad, counted in *nbad;
+ * *npending: the pending records. */
+int sigq_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad, uint64_t *npending);
+/* Make the table again from the records: one row per pending record (a
+ * record both pending and signed keeps its signature and is not pending). */
+int sigq_rebuild(MDB_txn *txn, struct store *st);
+
+#endif

@@ -1,0 +1,212 @@
+/* rec.c - record codecs. See rec.h for every layout. */
+#include "rec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "base/fp.h"
+
+void blobkey_encode(const struct blobkey *k, uint8_t out[BLOBKEY_BYTES])
+{
+	memcpy(out, k->md5, 16);
+	out[16] = (uint8_t)(k->variant >> 24);
+	out[17] = (uint8_t)(k->variant >> 16);
+	out[18] = (uint8_t)(k->variant >> 8);
+	out[19] = (uint8_t)k->variant;
+}
+
+void blobkey_decode(const uint8_t in[BLOBKEY_BYTES], struct blobkey *k)
+{
+	memcpy(k->md5, in, 16);
+	k->variant = (uint32_t)in[16] << 24 | (uint32_t)in[17] << 16 | (uint32_t)in[18] << 8 | in[19];
+}
+
+bool blobkey_equal(const struct blobkey *a, const struct blobkey *b)
+{
+	return a->variant == b->variant && memcmp(a->md5, b->md5, 16) == 0;
+}
+
+void blobkey_name(const struct blobkey *k, char out[BLOBKEY_NAME_MAX])
+{
+	fp_hex(k->md5, out);
+	if (k->variant)
+		snprintf(out + 32, BLOBKEY_NAME_MAX - 32, ".%u", k->variant);
+}
+
+void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX])
+{
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_name(k, name);
+	snprintf(out, BLOBKEY_PATH_MAX, "objects/%.3s/%s", name, name);
+}
+
+bool blobkey_parse(const char *name, struct blobkey *k)
+{
+	size_t len = strlen(name);
+	k->variant = 0;
+	if (len < 32)
+		return false;
+	for (int i = 0; i < 32; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+			return false;
+	if (len > 32) {
+		if (name[32] != '.' || len > 43 || name[33] < '1' || name[33] > '9')
+			return false;
+		uint64_t v = 0;
+		for (size_t i = 33; i < len; i++) {
+			if (name[i] < '0' || name[i] > '9')
+				return false;
+			v = v * 10 + (uint64_t)(name[i] - '0');
+		}
+		if (v > UINT32_MAX)
+			return false;
+		k->variant = (uint32_t)v;
+	}
+	return fp_unhex(name, k->md5) == 0;
+}
+
+size_t fprec_encode(const struct fprec *r, uint8_t *out)
+{
+	put_le64(out, r->refcount);
+	put_le64(out + 8, r->size);
+	memcpy(out + 16, r->xxh128, 16);
+	put_le64(out + 32, r->simhash);
+	out[40] = (uint8_t)(r->leaf ? r->flags | FPREC_LEAF : r->flags & ~FPREC_LEAF);
+	out[41] = r->pos.nlines;
+	out[42] = r->pos.k;
+	out[43] = 0;
+	size_t n = 44;
+	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
+		put_le32(out + n, r->pos.line[i]);
+	memcpy(out + n, r->pos.off, r->pos.k);
+	n += r->pos.k;
+	if (r->leaf) {
+		put_le32(out + n, r->leaf);
+		n += 4;
+	}
+	if (r->flags & FPREC_HAS_SKETCH) {
+		memcpy(out + n, r->sketch, FPREC_SKETCH_BYTES);
+		n += FPREC_SKETCH_BYTES;
+	}
+	return n;
+}
+
+int fprec_decode(const void *in, size_t len, struct fprec *r)
+{
+	const uint8_t *p = in;
+	if (len < 44)
+		return -EUCLEAN;
+	r->refcount = get_le64(p);
+	r->size = get_le64(p + 8);
+	memcpy(r->xxh128, p + 16, 16);
+	r->simhash = get_le64(p + 32);
+	r->flags = p[40];
+	memset(&r->pos, 0, sizeof r->pos);
+	r->pos.nlines = p[41];
+	r->pos.k = p[42];
+	size_t leaf_bytes = (r->flags & FPREC_LEAF) ? 4 : 0;
+	size_t sketch_bytes = (r->flags & FPREC_HAS_SKETCH) ? FPREC_SKETCH_BYTES : 0;
+	if (r->pos.nlines > CBF_MAX_LINES || r->pos.k > CBF_MAX_K ||
+	    len != 44 + 4u * r->pos.nlines + r->pos.k + leaf_bytes + sketch_bytes)
+		return -EUCLEAN;
+	size_t n = 44;
+	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
+		r->pos.line[i] = get_le32(p + n);
+	memcpy(r->pos.off, p + n, r->pos.k);
+	n += r->pos.k;
+	r->leaf = leaf_bytes ? get_le32(p + n) : 0;
+	r->flags &= (uint8_t)~FPREC_LEAF;
+	n += leaf_bytes;
+	if (sketch_bytes)
+		memcpy(r->sketch, p + n, FPREC_SKETCH_BYTES);
+	return 0;
+}
+
+size_t inode_encode(const struct inode *in, const char *target, size_t tlen, uint8_t *out)
+{
+	put_le32(out, in->mode);
+	put_le32(out + 4, in->uid);
+	put_le32(out + 8, in->gid);
+	put_le32(out + 12, in->nlink);
+	put_le64(out + 16, in->size);
+	put_le64(out + 24, (uint64_t)in->atime.sec);
+	put_le64(out + 32, (uint64_t)in->mtime.sec);
+	put_le64(out + 40, (uint64_t)in->ctime.sec);
+	put_le32(out + 48, in->atime.nsec);
+	put_le32(out + 52, in->mtime.nsec);
+	put_le32(out + 56, in->ctime.nsec);
+	put_le32(out + 60, in->flags);
+	put_le64(out + 64, in->rdev);
+	if (in->flags & INODE_HAS_BLOB)
+		blobkey_encode(&in->blob, out + 72);
+	else
+		memset(out + 72, 0, BLOBKEY_BYTES);
+	memset(out + 92, 0, 4);
+	if (tlen)
+		memcpy(out + INODE_FIXED_BYTES, target, tlen);
+	return INODE_FIXED_BYTES + tlen;
+}
+
+int inode_decode(const void *buf, size_t len, struct inode *in, const char **target, size_t *tlen)
+{
+	const uint8_t *p = buf;
+	if (len < INODE_FIXED_BYTES)
+		return -EUCLEAN;
+	in->mode = get_le32(p);
+	in->uid = get_le32(p + 4);
+	in->gid = get_le32(p + 8);
+	in->nlink = get_le32(p + 12);
+	in->size = get_le64(p + 16);
+	in->atime.sec = (int64_t)get_le64(p + 24);
+	in->mtime.sec = (int64_t)get_le64(p + 32);
+	in->ctime.sec = (int64_t)get_le64(p + 40);
+	in->atime.nsec = get_le32(p + 48);
+	in->mtime.nsec = get_le32(p + 52);
+	in->ctime.nsec = get_le32(p + 56);
+	in->flags = get_le32(p + 60);
+	in->rdev = get_le64(p + 64);
+	blobkey_decode(p + 72, &in->blob);
+	if (target)
+		*target = (const char *)p + INODE_FIXED_BYTES;
+	if (tlen)
+		*tlen = len - INODE_FIXED_BYTES;
+	return 0;
+}
+
+uint64_t dirent_hash(const char *name, size_t len)
+{
+	/* 53 bits with the top one set: offsets stay above 2 ("." and "..")
+	 * and below 2^62 (positive in a signed off_t). */
+	return (XXH3_64bits(name, len) >> 11) | (1ull << 53);
+}
+
+uint64_t dirent_off(uint64_t hash, unsigned dupidx)
+{
+	return hash << 8 | (dupidx + 1);
+}
+
+size_t dirent_val_encode(const char *name, size_t len, uint64_t child, uint32_t mode, uint8_t *out)
+{
+	memcpy(out, name, len);
+	out[len] = 0;
+	put_le64(out + len + 1, child);
+	out[len + 9] = (uint8_t)((mode & S_IFMT) >> 12);
+	return len + 10;
+}
+
+int dirent_val_decode(const void *buf, size_t blen, const char **name, size_t *len, uint64_t *child,
+		      uint32_t *type)
+{
+	const uint8_t *p = buf;
+	const uint8_t *nul = memchr(p, 0, blen);
+	if (!nul || (size_t)(nul - p) + 10 != blen)
+		return -EUCLEAN;
+	*name = buf;
+	*len = (size_t)(nul - p);
+	*child = get_le64(nul + 1);
+	*type = (uint32_t)nul[9] << 12;
+	return 0;
+}

@@ -1,0 +1,117 @@
+/* rec.h - the on-disk records of the LMDB tables and their codecs.
+ *
+ * Every integer on disk has a fixed width. Keys are big-endian so that
+ * LMDB's memcmp order is numeric order (a cursor walks one directory, one
+ * inode's xattrs or one MD5's variants as a contiguous range); values are
+ * little-endian. The layouts are written next to each struct.
+ */
+#ifndef PD_REC_H
+#define PD_REC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/byteorder.h"
+#include "filter/cbf.h"
+
+#define PD_ROOT_INO 1
+#define PD_NAME_MAX 255
+#define PD_XATTR_NAME_MAX 255
+#define PD_XATTR_VALUE_MAX 65536
+#define PD_SYMLINK_MAX 4095
+
+/* A blob's identity: the MD5 of its bytes and a variant number, 0 unless
+ * another content with the same MD5 (a collision) or a -o nodedup copy came
+ * first. Key layout: md5[16] then variant u32 big-endian (20 bytes). */
+struct blobkey {
+	uint8_t md5[16];
+	uint32_t variant;
+};
+#define BLOBKEY_BYTES 20
+void blobkey_encode(const struct blobkey *k, uint8_t out[BLOBKEY_BYTES]);
+void blobkey_decode(const uint8_t in[BLOBKEY_BYTES], struct blobkey *k);
+bool blobkey_equal(const struct blobkey *a, const struct blobkey *b);
+/* Relative path of the blob file under the store: "objects/abc/<hex>[.N]".
+ * One level of 4096 directories: a directory is made once per 4096 blobs
+ * early on (two levels would make one per blob until 65536 exist), and a
+ * billion blobs put about 250,000 names in each, which ext4's and xfs's
+ * hashed directories handle. */
+#define BLOBKEY_PATH_MAX 64
+void blobkey_path(const struct blobkey *k, char out[BLOBKEY_PATH_MAX]);
+/* The blob's file name: "<32 lowercase hex digits>" or that and
+ * ".<variant>" (variant 1..2^32-1). */
+#define BLOBKEY_NAME_MAX 48
+void blobkey_name(const struct blobkey *k, char out[BLOBKEY_NAME_MAX]);
+/* The inverse of blobkey_name: "<32 lowercase hex digits>" or
+ * that and ".<variant>" (1..2^32-1, decimal, no leading zero). false for
+ * any other name. */
+bool blobkey_parse(const char *name, struct blobkey *k);
+
+/* fingerprints: blobkey -> struct fprec.
+ * Value (little-endian): refcount u64 | size u64 | xxh128 [16] | simhash u64 |
+ *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k |
+ *   leaf u32 (present only with FPREC_LEAF) |
+ *   sketch [64] (present only with FPREC_HAS_SKETCH)
+ * The positions are on the filter leaf `leaf` (gfilter.h). Leaf 0 is not
+ * written: records of the fixed filter, which had no leaf field, are on
+ * leaf 0, the fixed filter's file. */
+#define FPREC_HAS_SIMHASH 1u
+#define FPREC_IN_FILTER 2u /* the positions were added to the filter */
+#define FPREC_SIMHASH_LOW 4u /* the simhash is low-confidence (too little text) */
+#define FPREC_LEAF 8u      /* a leaf id follows the offsets */
+#define FPREC_HAS_SKETCH 16u /* a MinHash sketch follows (minhash.h) */
+#define FPREC_SIG_PENDING 32u /* the near-duplicate signature is not computed
+				* yet: the blob has a row in `sigq` (sigq.h) */
+#define FPREC_SKETCH_BYTES 64
+struct fprec {
+	uint64_t refcount;
+	uint64_t size;
+	uint8_t xxh128[16];
+	uint64_t simhash;
+	uint8_t flags;
+	struct cbf_pos pos;
+	uint32_t leaf;      /* filter leaf of pos */
+	uint8_t sketch[FPREC_SKETCH_BYTES]; /* with FPREC_HAS_SKETCH */
+};
+#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4 + FPREC_SKETCH_BYTES)
+size_t fprec_encode(const struct fprec *r, uint8_t *out);
+int fprec_decode(const void *in, size_t len, struct fprec *r);
+
+/* inodes: ino (u64 BE) -> struct inode.
+ * Value (little-endian): mode u32 | uid u32 | gid u32 | nlink u32 | size u64 |
+ *   atime s i64 | mtime s i64 | ctime s i64 | atime ns u32 | mtime ns u32 |
+ *   ctime ns u32 | flags u32 | rdev u64 | blobkey [20] | symlink target (rest) */
+#define INODE_HAS_BLOB 1u
+struct pd_time { int64_t sec; uint32_t nsec; };
+struct inode {
+	uint64_t ino;
+	uint32_t mode, uid, gid, nlink;
+	uint64_t size;
+	struct pd_time atime, mtime, ctime;
+	uint32_t flags;
+	uint64_t rdev;
+	struct blobkey blob; /* valid when flags & INODE_HAS_BLOB */
+};
+#define INODE_FIXED_BYTES 96
+size_t inode_encode(const struct inode *in, const char *target, size_t tlen, uint8_t *out);
+/* Decodes the fixed part; *target / *tlen point into `buf` (may be NULL). */
+int inode_decode(const void *buf, size_t len, struct inode *in, const char **target, size_t *tlen);
+
+/* dirents: parent u64 BE | name hash u64 BE  (dup-sorted)
+ *   -> name bytes | 0 | child ino u64 LE | type u8 (S_IFMT >> 12).
+ * The hash gives readdir an offset that survives inserts and deletes
+ * (as ext4's htree does); names that share a hash sit in one dup list. */
+uint64_t dirent_hash(const char *name, size_t len);
+#define DIRENT_VAL_MAX (PD_NAME_MAX + 1 + 8 + 1)
+size_t dirent_val_encode(const char *name, size_t len, uint64_t child, uint32_t mode, uint8_t *out);
+int dirent_val_decode(const void *buf, size_t blen, const char **name, size_t *len, uint64_t *child,
+		      uint32_t *type);
+/* readdir offsets: hash << 8 | (index within the hash's dup list + 1); 1 and 2
+ * are "." and "..". */
+uint64_t dirent_off(uint64_t hash, unsigned dupidx);
+
+/* links: ino u64 BE (dup-sorted) -> parent u64 BE | name: every name of an inode. */
+#define LINK_VAL_MAX (8 + PD_NAME_MAX)
+
+#endif

@@ -1,0 +1,241 @@
+/* store.h - the store: a backing directory, its LMDB environment, its
+ * counting filter, and the write path every change goes through.
+ *
+ *   STORE/meta/      LMDB environment (every table but page bytes)
+ *   STORE/objects/   one immutable blob per distinct content
+ *   STORE/staging/   bytes of files open for writing, not yet sealed
+ *   STORE/filter     leaf 0 of the page filter (the whole filter until it
+ *                    first splits), rebuildable from LMDB
+ *   STORE/filter.d/  the other leaves of the page filter, leaf-<id>
+ *   STORE/lock       held (flock) by the one process that writes the store
+ *
+ * The page filter (gfilter.h) grows with the store: a tree of counting
+ * filters routed by MD5 prefix, described by the meta record "filter_tree"
+ * (leaves, their geometry, a split in progress and its cursor), which
+ * commits with the fingerprint records whose stored positions name their
+ * leaf. A background thread (store_filter.c) moves a splitting leaf's keys
+ * to its children in chunks of a few thousand records, each chunk one
+ * store_write callback, so seals go on between them.
+ *
+ * Near-duplicate signatures are computed after the seal's commit by a
+ * signing thread (sigq.c), started at a writable open and drained by a
+ * clean close.
+ *
+ * Writes: store_write() runs a callback inside a write transaction. Callers
+ * on many threads are grouped: one of them (the leader) runs every queued
+ * callback in one LMDB transaction and commits once; one commit, and in
+ * durable mode one fsync, serves the whole group (group commit). A callback
+ * that fails takes the transaction down with it, and the others run again
+ * without it (cheaper than a nested transaction per callback, since
+ * failures are rare). A callback may therefore run more than once
+ * (also when LMDB's map is full: the batch is aborted, the map doubled and
+ * the batch run again): it keeps no state across runs except through its
+ * argument, and must not call store_write itself.
+ *
+ * Errors are negative errno values; messages for people go to the `err`
+ * buffers that open and mkfs take.
+ */
+#ifndef PD_STORE_H
+#define PD_STORE_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "filter/cbf.h"
+#include "filter/gfilter.h"
+#include "rec.h"
+
+#define PD_FORMAT_VERSION 1
+/* Near-duplicate tables: K+1 for distance K (near.h). */
+#define PD_NEAR_MAX_TABLES 17
+#define PD_ERRLEN 512
+
+struct store_params {
+	uint64_t expected_pages;   /* filter design load (default 1,000,000) */
+	double filter_fpr;         /* target false-positive rate (default 1e-4) */
+	uint32_t filter_lines;     /* cache lines per key, 1 or 2 (default 2) */
+	uint32_t near_distance;    /* near-duplicate Hamming distance (default SIMHASH_NEAR_DISTANCE) */
+	double filter_fmax;        /* bound on a filter leaf's rate (0: 2 x filter_fpr) */
+	uint64_t filter_leaf_lines;/* largest leaf before it splits in two (0: 2^18 lines, 16 MiB) */
+};
+void store_params_default(struct store_params *p);
+
+struct store_opts {
+	bool readonly;        /* tools that only read: no lock, no writes */
+	bool nodedup;         /* every sealed file gets a blob of its own */
+	bool sync_blobs;      /* fsync blobs and commit durably before a seal returns */
+	uint64_t mapsize;     /* initial LMDB map size, 0 = automatic */
+	unsigned sync_ms;     /* background LMDB sync period when not durable, 0 = 1000 */
+	bool create;          /* create a store (default params) if dir is empty or missing */
+	unsigned stage_mem_mb; /* memory for pages being written, 0 = 32 MiB (beyond: staging files) */
+	bool no_split_thread; /* filter splits only through store_filter_step (tests) */
+	unsigned split_chunk; /* records moved per split step, 0 = 2048 */
+	bool no_sign_thread;  /* signatures only through sigq_drain and over-bound seals (tests) */
+	unsigned sign_queue;  /* pages waiting for their signature before a seal signs
+			       * the oldest itself, 0 = SIGQ_DEFAULT_MAX (sigq.h) */
+};
+
+/* Running totals, kept in the meta table and updated in the transactions
+ * that change them. */
+#define PD_HIST_BUCKETS 24 /* refcount histogram: bucket b holds 2^b .. 2^(b+1)-1 */
+struct pd_counters {
+	int64_t pages;          /* regular files */
+	int64_t logical_bytes;  /* sum of regular file sizes */
+	int64_t blobs;          /* fingerprint records (distinct stored contents) */
+	int64_t stored_bytes;   /* sum of blob sizes */
+	int64_t collisions;     /* MD5 matches whose size or XXH3-128 differed */
+	int64_t seals;          /* files sealed */
+	int64_t dup_seals;      /* seals that found an existing blob */
+	int64_t probes;         /* fingerprint-table lookups the filter could not skip */
+	int64_t probes_skipped; /* lookups the filter answered "certainly new" */
+	int64_t false_positives;/* probes that found no record */
+	int64_t hist[PD_HIST_BUCKETS];
+};
+#define PD_COUNTERS_N (10 + PD_HIST_BUCKETS)
+
+struct store {
+	char *dir;
+	int dirfd;
+	int lockfd;
+	bool readonly;
+	struct store_opts opts;
+	struct store_params params;
+	MDB_env *env;
+	MDB_dbi db_meta, db_inodes, db_dirents, db_links, db_fp, db_blob_inodes, db_xattrs,
+		db_saturated, db_orphans;
+	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
+	unsigned near_tables; /* K+1; 0 when a read-only store has none */
+	bool near_stale;      /* read-only, signatures of another version (near.h) */
+	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
+	bool has_sigq;        /* false when a read-only store from before it has none */
+	struct gfilter *gf;   /* the page filter */
+	uint64_t generation;
+	uint64_t mapsize;
+
+	/* Readers hold this shared; growing the map takes it exclusively. */
+	pthread_rwlock_t map_lock;
+
+	/* Group commit. */
+	pthread_mutex_t gc_mu;
+	pthread_cond_t gc_cv;
+	bool gc_leader;
+	struct store_wreq *gc_head, **gc_tail;
+
+	/* Totals as of the last commit (guarded by gc_mu for writers). */
+	struct pd_counters counters;
+
+	/* Background sync of LMDB when commits are not durable. */
+	pthread_t sync_thread;
+	bool sync_running;
+	pthread_mutex_t sync_mu;
+	pthread_cond_t sync_cv;
+	bool sync_stop;
+
+	/* The filter's split thread (store_filter.c). */
+	pthread_t split_thread;
+	bool split_running, split_stop, split_kick;
+	pthread_mutex_t split_mu;
+	pthread_cond_t split_cv;
+	uint64_t split_chunks;       /* split steps committed (under split_mu) */
+	uint64_t split_chunk_max_ns; /* the longest chunk callback: what a seal may wait */
+
+	/* The signer: its queue and thread (sigq.c); NULL when read-only. */
+	struct sigq *sigq;
+
+	/* The live-inode table (openfile.c). */
+	struct live_table *live;
+	uint64_t staging_seq;
+	uint64_t mem_staged;  /* bytes of pages being written held in memory */
+	uint64_t commits;     /* batches committed (leader only) */
+	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
+	uint64_t objdirs[4096 / 64]; /* objects/ subdirectories known to exist */
+};
+
+/* A write transaction as a callback sees it. */
+struct wtx {
+	struct store *st;
+	MDB_txn *txn;
+	struct pd_counters delta; /* this callback's changes to the totals */
+	/* Files to remove after the commit succeeds (relative to the store). */
+	char **unlink_after;
+	size_t n_unlink, cap_unlink;
+	struct pd_time now;
+};
+
+typedef int (*store_write_fn)(struct wtx *w, void *arg);
+
+/* Make a new store in dir (created 0700 if missing; must be empty). */
+int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN]);
+/* Open a store. -ENOENT/-EINVAL/-EPROTO/-EBUSY with a message in err. */
+int store_open(const char *dir, const struct store_opts *o, struct store **out, char err[PD_ERRLEN]);
+/* Close: persist the filter, mark the store clean, release the lock. */
+int store_close(struct store *st);
+/* Mark unclean and close without saving the filter (tests: a simulated crash). */
+void store_abandon(struct store *st);
+
+/* Run fn in a write transaction (group commit). Returns fn's result, or the
+ * commit's error. */
+int store_write(struct store *st, store_write_fn fn, void *arg);
+
+/* Read transactions. */
+int store_read_begin(struct store *st, MDB_txn **txn);
+void store_read_end(struct store *st, MDB_txn *txn);
+
+/* Make everything committed so far durable (fsync of LMDB). */
+int store_sync(struct store *st);
+
+/* After commit, remove the file at path (relative to the store dir). */
+int wtx_unlink_after(struct wtx *w, const char *relpath);
+/* Forget a pending removal of relpath (it was re-created in this batch). */
+void wtx_keep(struct wtx *w, const char *relpath);
+
+/* Allocate the next inode number. */
+int wtx_next_ino(struct wtx *w, uint64_t *ino);
+
+/* Exact-count callbacks for the filter over the `saturated` table of txn
+ * (ctx: the struct wtx). Keys are GF_EXACT_INDEX(leaf, counter). */
+extern const struct cbf_exact_ops store_saturated_ops;
+
+/* store_filter.c: the page filter's life in the store. */
+/* The filter parameters a store's parameters ask for. */
+void store_filter_config(const struct store_params *p, struct gf_config *c);
+/* The tree record of the store (or, for a store of the fixed filter that
+ * has none, a tree of its one filter file; *legacy then). */
+int store_filter_tree_read(MDB_txn *txn, MDB_dbi meta, const char *dir,
+			   const struct store_params *p, struct gf_tree *t, bool *legacy);
+int store_filter_tree_put(MDB_txn *txn, MDB_dbi meta, const struct gf_tree *t);
+/* Open the filter (rebuilt from the stored positions unless the store was
+ * closed cleanly with every leaf of its generation). */
+int store_filter_load(struct store *st, bool clean, uint64_t gen);
+/* Write the tree record (with the leaves' key counts) in w's transaction. */
+int store_filter_save(struct wtx *w);
+/* One chunk of split work as one write: *idle when none was wanted. */
+int store_filter_step(struct store *st, bool *idle);
+/* Run split steps until no split is wanted. */
+int store_filter_settle(struct store *st);
+void store_filter_thread_start(struct store *st);
+void store_filter_thread_stop(struct store *st);
+void store_filter_kick(struct store *st);
+
+/* LMDB result to a negative errno. */
+int pd_mdb_err(int rc);
+
+/* Counters: a snapshot of the committed totals. */
+void store_counters(struct store *st, struct pd_counters *out);
+/* Histogram bucket of a refcount (>= 1). */
+unsigned pd_hist_bucket(uint64_t refcount);
+
+/* Key of an inode-keyed table (u64 big-endian). */
+static inline MDB_val store_ino_key(uint8_t kb[8], uint64_t ino)
+{
+	put_be64(kb, ino);
+	return (MDB_val){ 8, kb };
+}
+
+/* Current time; comparison (<0, 0, >0). */
+struct pd_time pd_now(void);
+int pd_time_cmp(struct pd_time a, struct pd_time b);
+
+#endif

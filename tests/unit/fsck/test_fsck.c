@@ -1,0 +1,1113 @@
+/* test_fsck.c - the checker against planted damage. Each case builds a
+ * small store through the real write path, closes it, damages it directly
+ * in LMDB or on disk, and requires that fsck finds the damage (problems > 0
+ * and a report line naming it), that repair fixes it (a second, deep check
+ * is clean), and that no blob file a page refers to was deleted. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "blob/blob.h"
+#include "base/fp.h"
+#include "helpers.h"
+#include "archive/xattr.h"
+
+/* ---- the store every case starts from ----------------------------------
+ *
+ *   /a.html            "page A"   blob A (refcount 2, with /sub/a2.html)
+ *   /b.html, /b2.html  "page B"   one inode, two names; blob B (refcount 1)
+ *   /sub/              directory
+ *   /sub/a2.html       "page A"
+ *   /sub/deeper/       directory
+ *   /sub/deeper/c.html "page C"   blob C
+ *   /link              symlink to a.html
+ */
+struct base {
+	char *tmp;
+	char store[4096];
+	uint64_t a, b, sub, a2, deeper, c, link;
+	char hex_a[33], hex_b[33], hex_c[33];
+	size_t files; /* blob files */
+};
+
+static void hex_of(const char *s, char out[33])
+{
+	struct fp fp;
+	assert_int_equal(fp_of_buf(s, strlen(s), &fp), 0);
+	fp_hex(fp.md5, out);
+}
+
+static uint64_t mkdir_in(struct store *st, uint64_t parent, const char *name)
+{
+	struct inode in;
+	assert_int_equal(ns_mknode(st, parent, name, S_IFDIR | 0755, 0, NULL, &test_root, &in), 0);
+	return in.ino;
+}
+
+static struct store *open_rw(struct base *b)
+{
+	struct store *st;
+	struct store_opts o = { 0 };
+	char err[PD_ERRLEN];
+	assert_int_equal(store_open(b->store, &o, &st, err), 0);
+	return st;
+}
+
+static void base_make(struct base *b, const struct store_params *p)
+{
+	memset(b, 0, sizeof *b);
+	b->tmp = th_tmpdir();
+	snprintf(b->store, sizeof b->store, "%s/store", b->tmp);
+	struct store *st = th_store(b->tmp, p, NULL);
+	struct inode in;
+	b->a = th_put(st, PD_ROOT_INO, "a.html", "page A", 6);
+	b->b = th_put(st, PD_ROOT_INO, "b.html", "page B", 6);
+	assert_int_equal(ns_link(st, b->b, PD_ROOT_INO, "b2.html", &in), 0);
+	b->sub = mkdir_in(st, PD_ROOT_INO, "sub");
+	b->a2 = th_put(st, b->sub, "a2.html", "page A", 6);
+	b->deeper = mkdir_in(st, b->sub, "deeper");
+	b->c = th_put(st, b->deeper, "c.html", "page C", 6);
+	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "link", S_IFLNK | 0777, 0, "a.html", &test_root, &in), 0);
+	b->link = in.ino;
+	assert_int_equal(store_close(st), 0);
+	hex_of("page A", b->hex_a);
+	hex_of("page B", b->hex_b);
+	hex_of("page C", b->hex_c);
+	b->files = th_count_blobs(b->store);
+	assert_int_equal(b->files, 3);
+}
+
+static void base_free(struct base *b)
+{
+	th_rmdir(b->tmp);
+}
+
+static void blob_path_of(struct base *b, const char *hex, char *out, size_t n)
+{
+	snprintf(out, n, "%s/objects/%.3s/%s", b->store, hex, hex);
+}
+
+/* ---- running fsck -------------------------------------------------------- */
+
+struct out {
+	char text[65536];
+	size_t len;
+};
+
+static void collect(void *ctx, const char *line)
+{
+	struct out *o = ctx;
+	int n = snprintf(o->text + o->len, sizeof o->text - o->len, "%s\n", line);
+	if (n > 0 && o->len + (size_t)n < sizeof o->text)
+		o->len += (size_t)n;
+	if (getenv("PD_TEST_VERBOSE")) /* see what fsck says */
+		fprintf(stderr, "  fsck: %s\n", line);
+}
+
+static int run_fsck(const char *store, bool deep, bool repair, struct fsck_result *r, struct out *out)
+{
+	out->len = 0;
+	out->text[0] = 0;
+	struct fsck_opts o = { .deep = deep, .repair = repair, .report = collect, .ctx = out };
+	char err[512];
+	int rc = fsck_run(store, &o, r, err);
+	if (rc)
+		fprintf(stderr, "fsck: %s\n", err);
+	return rc;
+}
+
+/* fsck finds damage named by `what` (a report line contains it). */
+static void assert_found(const char *store, bool deep, const char *what)
+{
+	struct fsck_result r;
+	struct out *out = calloc(1, sizeof *out);
+	assert_int_equal(run_fsck(store, deep, false, &r, out), 0);
+	if (r.problems == 0 || !strstr(out->text, what))
+		fail_msg("fsck should have reported '%s' (problems %llu):\n%s", what,
+			 (unsigned long long)r.problems, out->text);
+	free(out);
+}
+
+static void assert_clean(const char *store, bool deep)
+{
+	struct fsck_result r;
+	struct out *out = calloc(1, sizeof *out);
+	assert_int_equal(run_fsck(store, deep, false, &r, out), 0);
+	if (r.problems)
+		fail_msg("fsck should be clean, found %llu problems:\n%s", (unsigned long long)r.problems, out->text);
+	free(out);
+}
+
+/* Repair, then a second deep check must be clean. */
+static struct fsck_result repair_ok(const char *store, bool deep)
+{
+	struct fsck_result r;
+	struct out *out = calloc(1, sizeof *out);
+	assert_int_equal(run_fsck(store, deep, true, &r, out), 0);
+	if (r.problems == 0 || r.repaired == 0)
+		fail_msg("repair should have found and fixed something (problems %llu, repaired %llu):\n%s",
+			 (unsigned long long)r.problems, (unsigned long long)r.repaired, out->text);
+	free(out);
+	assert_clean(store, true);
+	return r;
+}
+
+/* Every blob file of a page still in the store is on disk: the deep check
+ * says so; and the files of the pages we know are there. */
+static void assert_blobs_present(struct base *b, bool a, bool bb, bool c)
+{
+	char path[4200];
+	const char *hex[3] = { b->hex_a, b->hex_b, b->hex_c };
+	bool want[3] = { a, bb, c };
+	for (int i = 0; i < 3; i++) {
+		blob_path_of(b, hex[i], path, sizeof path);
+		if (want[i] && access(path, F_OK))
+			fail_msg("blob file %s was deleted", path);
+	}
+}
+
+/* ---- planting damage: LMDB opened directly -------------------------------- */
+
+struct raw {
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi meta, inodes, dirents, links, fp, bi, xattrs, sat, orphans;
+};
+
+static void raw_open(struct raw *r, const char *store)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/meta", store);
+	assert_int_equal(mdb_env_create(&r->env), 0);
+	mdb_env_set_maxdbs(r->env, 16);
+	mdb_env_set_mapsize(r->env, 1ull << 30);
+	assert_int_equal(mdb_env_open(r->env, path, MDB_NOTLS, 0600), 0);
+	assert_int_equal(mdb_txn_begin(r->env, NULL, 0, &r->txn), 0);
+	struct { const char *name; MDB_dbi *dbi; unsigned flags; } t[] = {
+		{ "meta", &r->meta, 0 }, { "inodes", &r->inodes, 0 }, { "dirents", &r->dirents, MDB_DUPSORT },
+		{ "links", &r->links, MDB_DUPSORT }, { "fingerprints", &r->fp, 0 },
+		{ "blob_inodes", &r->bi, MDB_DUPSORT | MDB_DUPFIXED }, { "xattrs", &r->xattrs, 0 },
+		{ "saturated", &r->sat, 0 }, { "orphans", &r->orphans, 0 },
+	};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		assert_int_equal(mdb_dbi_open(r->txn, t[i].name, t[i].flags, t[i].dbi), 0);
+}
+
+static void raw_commit(struct raw *r)
+{
+	assert_int_equal(mdb_txn_commit(r->txn), 0);
+	mdb_env_close(r->env);
+}
+
+static void raw_get_inode(struct raw *r, uint64_t ino, struct inode *in)
+{
+	uint8_t kb[8];
+	put_be64(kb, ino);
+	MDB_val k = { 8, kb }, v;
+	assert_int_equal(mdb_get(r->txn, r->inodes, &k, &v), 0);
+	assert_int_equal(inode_decode(v.mv_data, v.mv_size, in, NULL, NULL), 0);
+	in->ino = ino;
+}
+
+static void raw_put_inode(struct raw *r, const struct inode *in)
+{
+	uint8_t kb[8], vb[INODE_FIXED_BYTES];
+	put_be64(kb, in->ino);
+	MDB_val k = { 8, kb }, v = { inode_encode(in, NULL, 0, vb), vb };
+	assert_int_equal(mdb_put(r->txn, r->inodes, &k, &v, 0), 0);
+}
+
+static void raw_dirent(struct raw *r, bool add, uint64_t parent, const char *name, uint64_t child, uint32_t mode)
+{
+	size_t len = strlen(name);
+	uint8_t kb[16], vb[DIRENT_VAL_MAX];
+	put_be64(kb, parent);
+	put_be64(kb + 8, dirent_hash(name, len));
+	MDB_val k = { 16, kb }, v = { dirent_val_encode(name, len, child, mode, vb), vb };
+	assert_int_equal(add ? mdb_put(r->txn, r->dirents, &k, &v, MDB_NODUPDATA) : mdb_del(r->txn, r->dirents, &k, &v),
+			 0);
+}
+
+static void raw_link(struct raw *r, bool add, uint64_t ino, uint64_t parent, const char *name)
+{
+	size_t len = strlen(name);
+	uint8_t kb[8], vb[LINK_VAL_MAX];
+	put_be64(kb, ino);
+	put_be64(vb, parent);
+	memcpy(vb + 8, name, len);
+	MDB_val k = { 8, kb }, v = { 8 + len, vb };
+	assert_int_equal(add ? mdb_put(r->txn, r->links, &k, &v, MDB_NODUPDATA) : mdb_del(r->txn, r->links, &k, &v), 0);
+}
+
+static void key_of(const char *content, uint8_t key[BLOBKEY_BYTES])
+{
+	struct fp fp;
+	struct blobkey k = { .variant = 0 };
+	assert_int_equal(fp_of_buf(content, strlen(content), &fp), 0);
+	memcpy(k.md5, fp.md5, 16);
+	blobkey_encode(&k, key);
+}
+
+static void raw_get_fprec(struct raw *r, const char *content, struct fprec *out)
+{
+	uint8_t key[BLOBKEY_BYTES];
+	key_of(content, key);
+	MDB_val k = { BLOBKEY_BYTES, key }, v;
+	assert_int_equal(mdb_get(r->txn, r->fp, &k, &v), 0);
+	assert_int_equal(fprec_decode(v.mv_data, v.mv_size, out), 0);
+}
+
+static void raw_put_fprec(struct raw *r, const char *content, const struct fprec *rec)
+{
+	uint8_t key[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
+	key_of(content, key);
+	MDB_val k = { BLOBKEY_BYTES, key }, v = { fprec_encode(rec, vb), vb };
+	assert_int_equal(mdb_put(r->txn, r->fp, &k, &v, 0), 0);
+}
+
+/* ---- reading the store back ------------------------------------------------ */
+
+static int lookup(struct store *st, uint64_t parent, const char *name, struct inode *in)
+{
+	return ns_lookup(st, parent, name, in);
+}
+
+static void read_content(struct store *st, uint64_t ino, char *buf, size_t size, size_t *got)
+{
+	struct pd_file *f;
+	bool keep;
+	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
+	assert_int_equal(file_read(f, buf, size, 0, got), 0);
+	assert_int_equal(file_release(f), 0);
+}
+
+static uint64_t lost_found(struct store *st)
+{
+	struct inode lf;
+	assert_int_equal(lookup(st, PD_ROOT_INO, FSCK_LOST_FOUND, &lf), 0);
+	assert_true(S_ISDIR(lf.mode));
+	assert_int_equal(lf.mode & 07777, 0700);
+	return lf.ino;
+}
+
+/* ---- the cases ---------------------------------------------------------------- */
+
+static void test_clean_store(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct fsck_result r;
+	struct out *out = calloc(1, sizeof *out);
+	assert_int_equal(run_fsck(b.store, true, false, &r, out), 0);
+	assert_int_equal(r.problems, 0);
+	assert_int_equal(r.inodes, 8); /* root, a, b, sub, a2, deeper, c, link */
+	assert_int_equal(r.dirs, 3);
+	assert_int_equal(r.pages, 4);
+	assert_int_equal(r.blobs, 3);
+	assert_int_equal(r.blob_files, 3);
+	assert_int_equal(r.bytes_hashed, 18);
+	/* repair on a clean store changes nothing */
+	assert_int_equal(run_fsck(b.store, false, true, &r, out), 0);
+	assert_int_equal(r.problems, 0);
+	assert_int_equal(r.repaired, 0);
+	free(out);
+	/* a mounted (locked) store is refused */
+	struct store *st = open_rw(&b);
+	struct fsck_opts o = { 0 };
+	char err[512];
+	assert_int_equal(fsck_run(b.store, &o, &r, err), -EBUSY);
+	assert_int_equal(store_close(st), 0);
+	base_free(&b);
+}
+
+static void test_refcount_off_by_one(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	struct fprec rec;
+	raw_open(&r, b.store);
+	raw_get_fprec(&r, "page A", &rec);
+	assert_int_equal(rec.refcount, 2);
+	rec.refcount = 3;
+	raw_put_fprec(&r, "page A", &rec);
+	raw_commit(&r);
+	assert_found(b.store, false, "refcount 3, but 2 inodes refer to it");
+	repair_ok(b.store, false);
+	raw_open(&r, b.store);
+	raw_get_fprec(&r, "page A", &rec);
+	assert_int_equal(rec.refcount, 2);
+	raw_commit(&r);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+static void test_blob_inodes_entry_missing(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	uint8_t key[BLOBKEY_BYTES], vb[8];
+	key_of("page A", key);
+	put_be64(vb, b.a2);
+	MDB_val k = { BLOBKEY_BYTES, key }, v = { 8, vb };
+	assert_int_equal(mdb_del(r.txn, r.bi, &k, &v), 0);
+	raw_commit(&r);
+	assert_found(b.store, false, "blob_inodes does not list it");
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b);
+	assert_int_equal(th_refcount(st, b.a2), 2);
+	assert_int_equal(store_close(st), 0);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+static void test_blob_file_deleted(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	char path[4200];
+	blob_path_of(&b, b.hex_b, path, sizeof path);
+	assert_int_equal(unlink(path), 0);
+	assert_found(b.store, false, "is missing");
+	struct fsck_result res = repair_ok(b.store, false);
+	assert_int_equal(res.lost, 1);
+	assert_int_equal(th_count_blobs(b.store), 2);
+	assert_blobs_present(&b, true, false, true);
+	/* both names of the page are in lost+found, and no longer at the root */
+	struct store *st = open_rw(&b);
+	uint64_t lf = lost_found(st);
+	struct inode in;
+	char name[64];
+	assert_int_equal(lookup(st, PD_ROOT_INO, "b.html", &in), -ENOENT);
+	assert_int_equal(lookup(st, PD_ROOT_INO, "b2.html", &in), -ENOENT);
+	snprintf(name, sizeof name, "%llu-b2.html", (unsigned long long)b.b);
+	assert_int_equal(lookup(st, lf, name, &in), 0);
+	snprintf(name, sizeof name, "%llu-b.html", (unsigned long long)b.b);
+	assert_int_equal(lookup(st, lf, name, &in), 0);
+	assert_int_equal(in.ino, b.b);
+	assert_int_equal(in.nlink, 2);
+	assert_int_equal(in.size, 0);
+	assert_false(in.flags & INODE_HAS_BLOB);
+	char buf[256];
+	size_t len;
+	assert_int_equal(xattr_get(st, b.b, FSCK_XATTR_LOST_MD5, buf, sizeof buf, &len), 0);
+	assert_int_equal(len, 32);
+	assert_memory_equal(buf, b.hex_b, 32);
+	assert_int_equal(xattr_get(st, b.b, FSCK_XATTR_LOST_SIZE, buf, sizeof buf, &len), 0);
+	assert_memory_equal(buf, "6", 1);
+	assert_int_equal(xattr_get(st, b.b, FSCK_XATTR_LOST_PATH, buf, sizeof buf, &len), 0);
+	buf[len] = 0;
+	assert_non_null(strstr(buf, "/b.html"));
+	assert_non_null(strstr(buf, "/b2.html"));
+	/* the other pages read as before */
+	read_content(st, b.a, buf, sizeof buf, &len);
+	assert_int_equal(len, 6);
+	assert_memory_equal(buf, "page A", 6);
+	/* a refetch makes it an ordinary page again */
+	th_put(st, lf, name, "page B", 6);
+	assert_int_equal(store_close(st), 0);
+	assert_clean(b.store, true);
+	base_free(&b);
+}
+
+static void test_blob_byte_changed(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	char path[4200];
+	blob_path_of(&b, b.hex_a, path, sizeof path);
+	int fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "q", 1, 2), 1); /* "page A" -> "paqe A" */
+	close(fd);
+	assert_clean(b.store, false); /* same size: only --deep can tell */
+	assert_found(b.store, true, "is damaged");
+	struct fsck_result res = repair_ok(b.store, true);
+	assert_int_equal(res.lost, 2);
+	assert_blobs_present(&b, false, true, true);
+	/* the damaged bytes are kept aside */
+	char kept[4200], buf[16] = "";
+	snprintf(kept, sizeof kept, "%s/%s/%s", b.store, FSCK_DAMAGED_DIR, b.hex_a);
+	fd = open(kept, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof buf), 6);
+	close(fd);
+	assert_memory_equal(buf, "paqe A", 6);
+	struct store *st = open_rw(&b);
+	uint64_t lf = lost_found(st);
+	struct inode in;
+	char name[64];
+	snprintf(name, sizeof name, "%llu-a.html", (unsigned long long)b.a);
+	assert_int_equal(lookup(st, lf, name, &in), 0);
+	snprintf(name, sizeof name, "%llu-a2.html", (unsigned long long)b.a2);
+	assert_int_equal(lookup(st, lf, name, &in), 0);
+	assert_int_equal(lookup(st, b.sub, "a2.html", &in), -ENOENT);
+	assert_int_equal(store_close(st), 0);
+	base_free(&b);
+}
+
+static void test_stray_files(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	char path[4200];
+	/* a blob-named file no record knows, a junk name, a staged leftover */
+	char hex[33];
+	hex_of("never stored", hex);
+	snprintf(path, sizeof path, "%s/objects/%.3s", b.store, hex);
+	mkdir(path, 0700);
+	snprintf(path, sizeof path, "%s/objects/%.3s/%s", b.store, hex, hex);
+	int fd = open(path, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof path, "%s/objects/%.3s/junk", b.store, b.hex_a);
+	assert_true((fd = open(path, O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	snprintf(path, sizeof path, "%s/staging/s123", b.store);
+	assert_true((fd = open(path, O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	assert_found(b.store, false, "objects/");
+	assert_found(b.store, false, "/junk: file unknown to the store");
+	assert_found(b.store, false, "staging/s123: file unknown to the store");
+	repair_ok(b.store, false);
+	assert_int_equal(th_count_blobs(b.store), 3);
+	assert_blobs_present(&b, true, true, true);
+	assert_int_equal(access(path, F_OK), -1);
+	base_free(&b);
+}
+
+/* The filter: a counter of page A's positions off by one. */
+static void test_filter_counter_changed(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	struct fprec rec;
+	raw_open(&r, b.store);
+	raw_get_fprec(&r, "page A", &rec);
+	raw_commit(&r);
+	uint64_t idx = cbf_pos_counter(&rec.pos, 0);
+	char path[4200], leaf[GF_LEAF_PATH_MAX];
+	gf_leaf_path(rec.leaf, leaf); /* the leaf file that holds page A */
+	snprintf(path, sizeof path, "%s/%s", b.store, leaf);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t byte;
+	off_t off = CBF_HEADER_BYTES + (off_t)(idx / 2);
+	assert_int_equal(pread(fd, &byte, 1, off), 1);
+	unsigned shift = (idx & 1) * 4, ctr = (byte >> shift) & 15;
+	assert_true(ctr >= 1 && ctr < 15);
+	byte = (uint8_t)((byte & ~(15u << shift)) | (ctr + 1) << shift);
+	assert_int_equal(pwrite(fd, &byte, 1, off), 1);
+	close(fd);
+	assert_found(b.store, false, "filter counter");
+	repair_ok(b.store, false);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+/* Saturated counters: a tiny filter with many pages. */
+static void test_saturated_count_wrong(void **state)
+{
+	(void)state;
+	struct base b;
+	struct store_params p;
+	store_params_default(&p);
+	p.expected_pages = 16;
+	p.filter_fpr = 0.01;
+	base_make(&b, &p);
+	/* the filter kept from growing, so that counters saturate */
+	struct store *st;
+	struct store_opts o = { .no_split_thread = true };
+	char err[PD_ERRLEN];
+	assert_int_equal(store_open(b.store, &o, &st, err), 0);
+	char name[32], body[32];
+	for (int i = 0; i < 400; i++) {
+		snprintf(name, sizeof name, "p%d", i);
+		snprintf(body, sizeof body, "body %d", i);
+		th_put(st, PD_ROOT_INO, name, body, strlen(body));
+	}
+	assert_int_equal(store_close(st), 0);
+	assert_clean(b.store, false);
+	struct raw r;
+	raw_open(&r, b.store);
+	MDB_cursor *c;
+	MDB_val k, v;
+	assert_int_equal(mdb_cursor_open(r.txn, r.sat, &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0); /* the test needs a saturated counter */
+	uint8_t vb[8];
+	put_le64(vb, get_le64(v.mv_data) + 1);
+	MDB_val nv = { 8, vb };
+	assert_int_equal(mdb_cursor_put(c, &k, &nv, MDB_CURRENT), 0);
+	mdb_cursor_close(c);
+	raw_commit(&r);
+	assert_found(b.store, false, "saturated exact count of filter counter");
+	repair_ok(b.store, false);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+static void test_dirent_child_missing(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_dirent(&r, true, b.sub, "ghost.html", 999999, S_IFREG);
+	raw_commit(&r);
+	assert_found(b.store, false, "dirent 'ghost.html'");
+	assert_found(b.store, false, "inode 999999 does not exist");
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b);
+	struct inode in;
+	assert_int_equal(lookup(st, b.sub, "ghost.html", &in), -ENOENT);
+	assert_int_equal(lookup(st, b.sub, "a2.html", &in), 0);
+	assert_int_equal(store_close(st), 0);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+/* A page that lost its only name (dirent and link record) but not its
+ * link count: not an orphan, so it must not be deleted. */
+static void test_inode_without_name(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_dirent(&r, false, b.deeper, "c.html", b.c, S_IFREG);
+	raw_link(&r, false, b.c, b.deeper, "c.html");
+	raw_commit(&r);
+	assert_found(b.store, false, "has no name (nlink 1) and is not an orphan");
+	struct fsck_result res = repair_ok(b.store, false);
+	assert_int_equal(res.adopted, 1);
+	assert_blobs_present(&b, true, true, true);
+	struct store *st = open_rw(&b);
+	uint64_t lf = lost_found(st);
+	struct inode in;
+	char name[32], buf[16];
+	size_t len;
+	snprintf(name, sizeof name, "%llu", (unsigned long long)b.c);
+	assert_int_equal(lookup(st, lf, name, &in), 0);
+	assert_int_equal(in.ino, b.c);
+	read_content(st, b.c, buf, sizeof buf, &len);
+	assert_int_equal(len, 6);
+	assert_memory_equal(buf, "page C", 6);
+	assert_int_equal(store_close(st), 0);
+	base_free(&b);
+}
+
+static void set_nlink(struct base *b, uint64_t ino, uint32_t nlink)
+{
+	struct raw r;
+	struct inode in;
+	raw_open(&r, b->store);
+	raw_get_inode(&r, ino, &in);
+	in.nlink = nlink;
+	raw_put_inode(&r, &in);
+	raw_commit(&r);
+}
+
+static uint32_t nlink_of(struct base *b, uint64_t ino)
+{
+	struct raw r;
+	struct inode in;
+	raw_open(&r, b->store);
+	raw_get_inode(&r, ino, &in);
+	raw_commit(&r);
+	return in.nlink;
+}
+
+static void test_wrong_nlink_file(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	set_nlink(&b, b.b, 5);
+	char what[64];
+	snprintf(what, sizeof what, "inode %llu: nlink 5 but 2 names", (unsigned long long)b.b);
+	assert_found(b.store, false, what);
+	repair_ok(b.store, false);
+	assert_int_equal(nlink_of(&b, b.b), 2);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+static void test_wrong_nlink_dir(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	set_nlink(&b, b.sub, 7);
+	char what[64];
+	snprintf(what, sizeof what, "directory %llu: nlink 7, should be 3", (unsigned long long)b.sub);
+	assert_found(b.store, false, what);
+	repair_ok(b.store, false);
+	assert_int_equal(nlink_of(&b, b.sub), 3);
+	base_free(&b);
+}
+
+/* /sub is moved into its own subdirectory /sub/deeper: a cycle, cut off
+ * from the root. */
+static void test_directory_cycle(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_dirent(&r, false, PD_ROOT_INO, "sub", b.sub, S_IFDIR);
+	raw_link(&r, false, b.sub, PD_ROOT_INO, "sub");
+	raw_dirent(&r, true, b.deeper, "sub", b.sub, S_IFDIR);
+	raw_link(&r, true, b.sub, b.deeper, "sub");
+	raw_commit(&r);
+	assert_found(b.store, false, "in a cycle of directories");
+	struct fsck_result res = repair_ok(b.store, false);
+	assert_true(res.adopted >= 1);
+	struct store *st = open_rw(&b);
+	uint64_t lf = lost_found(st);
+	struct inode in;
+	char name[32], buf[16];
+	size_t len;
+	/* one of the two is now in lost+found, the other below it */
+	snprintf(name, sizeof name, "%llu-sub", (unsigned long long)b.sub);
+	if (lookup(st, lf, name, &in) == 0) {
+		assert_int_equal(lookup(st, b.sub, "deeper", &in), 0);
+	} else {
+		snprintf(name, sizeof name, "%llu-deeper", (unsigned long long)b.deeper);
+		assert_int_equal(lookup(st, lf, name, &in), 0);
+		assert_int_equal(lookup(st, b.deeper, "sub", &in), 0);
+	}
+	read_content(st, b.a2, buf, sizeof buf, &len);
+	assert_memory_equal(buf, "page A", 6);
+	assert_int_equal(store_close(st), 0);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+/* /sub/deeper is filed under a parent that does not exist. */
+static void test_directory_disconnected(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_dirent(&r, false, b.sub, "deeper", b.deeper, S_IFDIR);
+	raw_link(&r, false, b.deeper, b.sub, "deeper");
+	raw_dirent(&r, true, 777777, "deeper", b.deeper, S_IFDIR);
+	raw_link(&r, true, b.deeper, 777777, "deeper");
+	raw_commit(&r);
+	assert_found(b.store, false, "not connected to the root");
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b);
+	uint64_t lf = lost_found(st);
+	struct inode in;
+	char name[32];
+	snprintf(name, sizeof name, "%llu-deeper", (unsigned long long)b.deeper);
+	assert_int_equal(lookup(st, lf, name, &in), 0);
+	assert_int_equal(lookup(st, b.deeper, "c.html", &in), 0);
+	assert_int_equal(store_close(st), 0);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+/* A directory with no name at all. */
+static void test_directory_nameless(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_dirent(&r, false, b.sub, "deeper", b.deeper, S_IFDIR);
+	raw_link(&r, false, b.deeper, b.sub, "deeper");
+	raw_commit(&r);
+	char what[80];
+	snprintf(what, sizeof what, "directory %llu has no name", (unsigned long long)b.deeper);
+	assert_found(b.store, false, what);
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b);
+	uint64_t lf = lost_found(st);
+	struct inode in;
+	char name[32];
+	snprintf(name, sizeof name, "%llu", (unsigned long long)b.deeper);
+	assert_int_equal(lookup(st, lf, name, &in), 0);
+	assert_int_equal(lookup(st, b.deeper, "c.html", &in), 0);
+	assert_int_equal(store_close(st), 0);
+	assert_int_equal(nlink_of(&b, b.sub), 2);
+	base_free(&b);
+}
+
+static void test_wrong_totals(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	MDB_val k = { 8, "counters" }, v;
+	assert_int_equal(mdb_get(r.txn, r.meta, &k, &v), 0);
+	uint8_t *buf = malloc(v.mv_size);
+	memcpy(buf, v.mv_data, v.mv_size);
+	put_le64(buf, get_le64(buf) + 1);           /* pages */
+	put_le64(buf + 24, get_le64(buf + 24) + 5); /* stored_bytes */
+	MDB_val nv = { v.mv_size, buf };
+	assert_int_equal(mdb_put(r.txn, r.meta, &k, &nv, 0), 0);
+	raw_commit(&r);
+	free(buf);
+	assert_found(b.store, false, "total pages is 5, the tables hold 4");
+	assert_found(b.store, false, "total stored_bytes is 23, the tables hold 18");
+	repair_ok(b.store, false);
+	base_free(&b);
+}
+
+static void test_link_record_without_dirent(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_dirent(&r, false, b.sub, "a2.html", b.a2, S_IFREG);
+	raw_commit(&r);
+	assert_found(b.store, false, "link record 'a2.html'");
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b);
+	struct inode in;
+	assert_int_equal(lookup(st, b.sub, "a2.html", &in), 0);
+	assert_int_equal(in.ino, b.a2);
+	assert_int_equal(store_close(st), 0);
+	base_free(&b);
+}
+
+static void test_dirent_without_link_record(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_link(&r, false, b.b, PD_ROOT_INO, "b2.html");
+	raw_commit(&r);
+	assert_found(b.store, false, "has no link record");
+	repair_ok(b.store, false);
+	assert_int_equal(nlink_of(&b, b.b), 2);
+	base_free(&b);
+}
+
+/* The record of a shared blob is gone, its file is not: the record is
+ * rebuilt from the file and no page is lost. */
+static void test_record_missing_rebuilt(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	uint8_t key[BLOBKEY_BYTES];
+	key_of("page A", key);
+	MDB_val k = { BLOBKEY_BYTES, key };
+	assert_int_equal(mdb_del(r.txn, r.fp, &k, NULL), 0);
+	raw_commit(&r);
+	assert_found(b.store, false, "has no fingerprint record");
+	struct fsck_result res = repair_ok(b.store, false);
+	assert_int_equal(res.lost, 0);
+	assert_blobs_present(&b, true, true, true);
+	struct store *st = open_rw(&b);
+	char buf[16];
+	size_t len;
+	read_content(st, b.a2, buf, sizeof buf, &len);
+	assert_int_equal(len, 6);
+	assert_memory_equal(buf, "page A", 6);
+	assert_int_equal(th_refcount(st, b.a), 2);
+	assert_int_equal(store_close(st), 0);
+	base_free(&b);
+}
+
+/* A record no inode refers to goes, with its file; the others stay. */
+static void test_unreferenced_record(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	struct fprec rec;
+	raw_open(&r, b.store);
+	raw_get_fprec(&r, "page C", &rec);
+	uint8_t key[BLOBKEY_BYTES], vb[8];
+	key_of("page C", key);
+	put_be64(vb, b.c);
+	MDB_val k = { BLOBKEY_BYTES, key }, v = { 8, vb };
+	assert_int_equal(mdb_del(r.txn, r.bi, &k, &v), 0);
+	/* c now points at blob B, as if it had been rewritten */
+	struct inode in;
+	raw_get_inode(&r, b.c, &in);
+	struct fp fp;
+	fp_of_buf("page B", 6, &fp);
+	memcpy(in.blob.md5, fp.md5, 16);
+	raw_put_inode(&r, &in);
+	key_of("page B", key);
+	assert_int_equal(mdb_put(r.txn, r.bi, &k, &v, 0), 0);
+	raw_get_fprec(&r, "page B", &rec);
+	rec.refcount = 2;
+	raw_put_fprec(&r, "page B", &rec);
+	raw_commit(&r);
+	assert_found(b.store, false, "no inode refers to it");
+	repair_ok(b.store, false);
+	assert_blobs_present(&b, true, true, false);
+	assert_int_equal(th_count_blobs(b.store), 2);
+	base_free(&b);
+}
+
+static void test_orphan_marks(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	uint8_t kb[8];
+	put_be64(kb, b.a);
+	MDB_val k = { 8, kb }, e = { 0, NULL };
+	assert_int_equal(mdb_put(r.txn, r.orphans, &k, &e, 0), 0);
+	raw_commit(&r);
+	assert_found(b.store, false, "has a name but an orphan mark");
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b); /* the page was not deleted as an orphan */
+	struct inode in;
+	assert_int_equal(lookup(st, PD_ROOT_INO, "a.html", &in), 0);
+	assert_int_equal(store_close(st), 0);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+/* A store a crash left: not closed cleanly, an unlinked file still open
+ * (an orphan), bytes in staging. None of it is damage; the next open
+ * deletes the orphan and empties staging. */
+static void test_unclean_store_is_not_damage(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct store *st = open_rw(&b);
+	struct pd_file *fh;
+	bool keep;
+	uint64_t ino;
+	bool gone;
+	assert_int_equal(file_open(st, b.c, O_RDONLY, &fh, &keep), 0);
+	assert_int_equal(ns_unlink(st, b.deeper, "c.html", &ino, &gone), 0);
+	assert_true(gone);
+	char path[4200];
+	snprintf(path, sizeof path, "%s/staging/s999", b.store);
+	int fd = open(path, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	store_abandon(st); /* as if the daemon were killed, the file still open */
+	free(fh); /* (its handle died with the daemon) */
+	struct fsck_result r;
+	struct out *out = calloc(1, sizeof *out);
+	assert_int_equal(run_fsck(b.store, true, false, &r, out), 0);
+	if (r.problems)
+		fail_msg("an unclean store is not damage:\n%s", out->text);
+	assert_true(r.notes >= 2); /* the filter is not checked; staging */
+	assert_non_null(strstr(out->text, "not closed cleanly"));
+	free(out);
+	/* the next open deletes the orphan and its blob */
+	st = open_rw(&b);
+	assert_int_equal(store_close(st), 0);
+	assert_clean(b.store, true);
+	assert_blobs_present(&b, true, true, false);
+	assert_int_equal(th_count_blobs(b.store), 2);
+	base_free(&b);
+}
+
+struct phases {
+	char seen[16][32];
+	bool started[16], ended[16];
+	int n;
+};
+
+static void note_progress(void *ctx, const char *phase, uint64_t done, uint64_t total)
+{
+	struct phases *p = ctx;
+	int i = 0;
+	while (i < p->n && strcmp(p->seen[i], phase))
+		i++;
+	if (i == p->n && p->n < 16)
+		snprintf(p->seen[p->n++], 32, "%s", phase);
+	if (i >= 16)
+		return;
+	if (done == 0 && !p->ended[i])
+		p->started[i] = true;
+	if (done == total)
+		p->ended[i] = true;
+	assert_true(total == 0 || done <= total);
+}
+
+static void test_progress(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct phases ph = { .n = 0 };
+	struct fsck_opts o = { .progress = note_progress, .ctx = &ph };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(b.store, &o, &r, err), 0);
+	const char *want[] = { "inodes", "names", "blob index", "blobs", "filter", "staging" };
+	for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+		int i = 0;
+		while (i < ph.n && strcmp(ph.seen[i], want[w]))
+			i++;
+		if (i == ph.n)
+			fail_msg("no progress for phase %s", want[w]);
+		assert_true(ph.started[i]);
+		assert_true(ph.ended[i]);
+	}
+	base_free(&b);
+}
+
+static void test_dirent_wrong_type_and_hash(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	/* a2.html says it is a directory; c.html sits under another name's hash */
+	raw_dirent(&r, false, b.sub, "a2.html", b.a2, S_IFREG);
+	raw_dirent(&r, true, b.sub, "a2.html", b.a2, S_IFDIR);
+	raw_dirent(&r, false, b.deeper, "c.html", b.c, S_IFREG);
+	uint8_t kb[16], vb[DIRENT_VAL_MAX];
+	put_be64(kb, b.deeper);
+	put_be64(kb + 8, dirent_hash("x", 1));
+	MDB_val k = { 16, kb }, v = { dirent_val_encode("c.html", 6, b.c, S_IFREG, vb), vb };
+	assert_int_equal(mdb_put(r.txn, r.dirents, &k, &v, 0), 0);
+	raw_commit(&r);
+	assert_found(b.store, false, "says directory, but inode");
+	assert_found(b.store, false, "filed under the wrong hash");
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b);
+	struct inode in;
+	assert_int_equal(lookup(st, b.deeper, "c.html", &in), 0);
+	assert_int_equal(in.ino, b.c);
+	assert_int_equal(store_close(st), 0);
+	base_free(&b);
+}
+
+static void test_directory_two_names(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_dirent(&r, true, PD_ROOT_INO, "alias", b.deeper, S_IFDIR);
+	raw_link(&r, true, b.deeper, PD_ROOT_INO, "alias");
+	raw_commit(&r);
+	char what[64];
+	snprintf(what, sizeof what, "directory %llu has 2 names", (unsigned long long)b.deeper);
+	assert_found(b.store, false, what);
+	repair_ok(b.store, false);
+	base_free(&b);
+}
+
+/* No record, and the file under its name holds other bytes: the pages are
+ * lost, the bytes kept aside. */
+static void test_record_missing_file_damaged(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	uint8_t key[BLOBKEY_BYTES];
+	key_of("page C", key);
+	MDB_val k = { BLOBKEY_BYTES, key };
+	assert_int_equal(mdb_del(r.txn, r.fp, &k, NULL), 0);
+	raw_commit(&r);
+	char path[4200];
+	blob_path_of(&b, b.hex_c, path, sizeof path);
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "other", 5), 5);
+	close(fd);
+	assert_found(b.store, false, "has no fingerprint record");
+	struct fsck_result res = repair_ok(b.store, false);
+	assert_int_equal(res.lost, 1);
+	snprintf(path, sizeof path, "%s/%s/%s", b.store, FSCK_DAMAGED_DIR, b.hex_c);
+	assert_int_equal(access(path, F_OK), 0);
+	assert_blobs_present(&b, true, true, false);
+	base_free(&b);
+}
+
+static void test_filter_file_missing(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	char path[4200];
+	snprintf(path, sizeof path, "%s/filter", b.store);
+	assert_int_equal(truncate(path, 100), 0); /* not a filter any more */
+	assert_found(b.store, false, "filter: the file is missing or is not a filter");
+	repair_ok(b.store, false);
+	assert_int_equal(unlink(path), 0);
+	assert_found(b.store, false, "filter: the file is missing or is not a filter");
+	repair_ok(b.store, false);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_clean_store),
+		cmocka_unit_test(test_refcount_off_by_one),
+		cmocka_unit_test(test_blob_inodes_entry_missing),
+		cmocka_unit_test(test_blob_file_deleted),
+		cmocka_unit_test(test_blob_byte_changed),
+		cmocka_unit_test(test_stray_files),
+		cmocka_unit_test(test_filter_counter_changed),
+		cmocka_unit_test(test_saturated_count_wrong),
+		cmocka_unit_test(test_dirent_child_missing),
+		cmocka_unit_test(test_inode_without_name),
+		cmocka_unit_test(test_wrong_nlink_file),
+		cmocka_unit_test(test_wrong_nlink_dir),
+		cmocka_unit_test(test_directory_cycle),
+		cmocka_unit_test(test_directory_disconnected),
+		cmocka_unit_test(test_directory_nameless),
+		cmocka_unit_test(test_wrong_totals),
+		cmocka_unit_test(test_link_record_without_dirent),
+		cmocka_unit_test(test_dirent_without_link_record),
+		cmocka_unit_test(test_record_missing_rebuilt),
+		cmocka_unit_test(test_unreferenced_record),
+		cmocka_unit_test(test_orphan_marks),
+		cmocka_unit_test(test_unclean_store_is_not_damage),
+		cmocka_unit_test(test_progress),
+		cmocka_unit_test(test_dirent_wrong_type_and_hash),
+		cmocka_unit_test(test_directory_two_names),
+		cmocka_unit_test(test_record_missing_file_damaged),
+		cmocka_unit_test(test_filter_file_missing),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

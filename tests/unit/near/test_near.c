@@ -1,0 +1,645 @@
+/* test_near.c - the near-duplicate index (near.h) against brute force, its
+ * upkeep through seals, overwrites and unlinks, the answers of
+ * user.dedup.near / user.dedup.simhash (query.h), and its fsck check. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "blob/blob.h"
+#include "helpers.h"
+#include "near/near.h"
+#include "archive/query.h"
+#include "near/sigq.h"
+#include "near/simhash.h"
+
+/* ---- a deterministic generator ------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	/* splitmix64 */
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* h with exactly d distinct bits flipped; `within` >= 0 keeps the flips in
+ * that block (so the other blocks all still match), -1 spreads them over
+ * as many blocks as possible (the case the pigeonhole argument is tight
+ * for: one block left intact). */
+static uint64_t flip_bits(uint64_t h, unsigned d, int within, unsigned ntables)
+{
+	uint64_t mask = 0;
+	while ((unsigned)__builtin_popcountll(mask) < d) {
+		unsigned bit = (unsigned)(rnd() % 64);
+		if (within >= 0) {
+			uint64_t one = 1ull << (63 - bit);
+			if (near_block(one, (unsigned)within, ntables) == 0)
+				continue;
+		}
+		mask |= 1ull << bit;
+	}
+	if (within < 0 && d <= ntables) {
+		/* one flip in each of d different blocks */
+		mask = 0;
+		for (unsigned b = 0; b < d; b++)
+			for (;;) {
+				unsigned bit = (unsigned)(rnd() % 64);
+				uint64_t one = 1ull << (63 - bit);
+				if (near_block(one, b, ntables) && !(mask & one)) {
+					mask |= one;
+					break;
+				}
+			}
+	}
+	return h ^ mask;
+}
+
+/* ---- rows written straight into the tables -------------------------------- */
+
+struct rows {
+	const uint64_t *h;
+	size_t from, to;
+	bool add;
+};
+
+static struct blobkey key_of(size_t i)
+{
+	struct blobkey k = { .variant = (uint32_t)(i % 3) };
+	memset(k.md5, 0, 16);
+	for (int b = 0; b < 8; b++)
+		k.md5[b] = (uint8_t)(i >> (8 * b));
+	return k;
+}
+
+static int rows_cb(struct wtx *w, void *p)
+{
+	struct rows *r = p;
+	for (size_t i = r->from; i < r->to; i++) {
+		struct blobkey k = key_of(i);
+		int rc = r->add ? near_add(w->txn, w->st, &k, r->h[i]) : near_remove(w->txn, w->st, &k, r->h[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void put_rows(struct store *st, const uint64_t *h, size_t from, size_t to, bool add)
+{
+	for (size_t i = from; i < to; i += 20000) {
+		struct rows r = { h, i, i + 20000 < to ? i + 20000 : to, add };
+		assert_int_equal(store_write(st, rows_cb, &r), 0);
+	}
+}
+
+/* What near_find answers for q, as a sorted list of row numbers. */
+struct found {
+	size_t *v;
+	size_t n, cap;
+	const uint64_t *h;
+	uint64_t q;
+	bool bad_dist;
+};
+
+static int found_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
+{
+	struct found *f = ctx;
+	size_t i = 0;
+	for (int b = 0; b < 8; b++)
+		i |= (size_t)k->md5[b] << (8 * b);
+	if (h != f->h[i] || dist != simhash_distance(h, f->q))
+		f->bad_dist = true;
+	if (f->n == f->cap) {
+		f->cap = f->cap ? 2 * f->cap : 16;
+		f->v = realloc(f->v, f->cap * sizeof *f->v);
+		assert_non_null(f->v);
+	}
+	f->v[f->n++] = i;
+	return 0;
+}
+
+static int size_cmp(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* near_find(q, maxdist) must name exactly the live rows within maxdist,
+ * each once. Returns how many it named. */
+static size_t check_query(struct store *st, const uint64_t *h, const bool *live, size_t n, uint64_t q,
+			  unsigned maxdist)
+{
+	struct found f = { .h = h, .q = q };
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_find(txn, st, q, maxdist, found_cb, &f), 0);
+	store_read_end(st, txn);
+	assert_false(f.bad_dist);
+	qsort(f.v, f.n, sizeof *f.v, size_cmp);
+	size_t j = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!live[i] || simhash_distance(h[i], q) > maxdist)
+			continue;
+		if (j >= f.n || f.v[j] != i)
+			fail_msg("row %zu (distance %u) missed for query %016llx at K=%u", i,
+				 simhash_distance(h[i], q), (unsigned long long)q, maxdist);
+		j++;
+	}
+	if (j != f.n)
+		fail_msg("%zu rows named that are not within %u (or named twice)", f.n - j, maxdist);
+	free(f.v);
+	return j;
+}
+
+/* 100,000 random fingerprints, with neighbours planted around query points
+ * at every distance 0..K+1, flips inside one block and spread over blocks;
+ * every query must give what brute force gives. Then half the rows go and
+ * the answers must follow at once. */
+static void brute_force_at(unsigned K)
+{
+	enum { N = 100000, QUERIES = 150 };
+	char *dir = th_tmpdir();
+	struct store_params p;
+	store_params_default(&p);
+	p.near_distance = K;
+	struct store *st = th_store(dir, &p, NULL);
+	unsigned nt = K + 1;
+	uint64_t *h = malloc(N * sizeof *h), q[QUERIES];
+	bool *live = malloc(N);
+	assert_non_null(h);
+	assert_non_null(live);
+	size_t n = 0;
+	for (size_t i = 0; i < QUERIES; i++) {
+		q[i] = rnd();
+		for (unsigned d = 0; d <= K + 1; d++) {
+			h[n++] = flip_bits(q[i], d, -1, nt);
+			h[n++] = flip_bits(q[i], d, (int)(rnd() % nt), nt);
+		}
+		uint64_t dup = h[n - 3]; /* at distance K */
+		h[n++] = dup;            /* two blobs with one hash */
+	}
+	while (n < N)
+		h[n++] = rnd();
+	memset(live, 1, N);
+	put_rows(st, h, 0, N, true);
+	size_t named = 0;
+	for (size_t i = 0; i < QUERIES; i++) {
+		named += check_query(st, h, live, N, q[i], K);
+		if (K)
+			check_query(st, h, live, N, q[i], K - 1);
+	}
+	/* every planted neighbour within K was found: 2 per distance + 1 */
+	assert_true(named >= (size_t)QUERIES * (2 * (K + 1) + 1));
+	/* beyond K the index cannot promise: it refuses */
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_find(txn, st, q[0], K + 1, found_cb, &(struct found){ .h = h }), -EINVAL);
+	store_read_end(st, txn);
+	/* remove every other row, and the first of each shared pair */
+	for (size_t i = 0; i < N; i += 2) {
+		struct rows r = { h, i, i + 1, false };
+		assert_int_equal(store_write(st, rows_cb, &r), 0);
+		live[i] = false;
+	}
+	for (size_t i = 0; i < QUERIES; i++)
+		check_query(st, h, live, N, q[i], K);
+	free(h);
+	free(live);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
+static void test_brute_force_k3(void **state)
+{
+	(void)state;
+	brute_force_at(3);
+}
+
+static void test_brute_force_other_k(void **state)
+{
+	(void)state;
+	brute_force_at(0);
+	brute_force_at(5); /* 64 = 6 blocks of 11 and 10 bits */
+}
+
+static void test_blocks(void **state)
+{
+	(void)state;
+	uint64_t h = 0x0123456789abcdefull;
+	assert_int_equal(near_block(h, 0, 4), 0x0123);
+	assert_int_equal(near_block(h, 3, 4), 0xcdef);
+	assert_true(near_block(h, 0, 1) == h);
+	/* the blocks of any K cover the 64 bits once */
+	for (unsigned nt = 1; nt <= NEAR_MAX_DISTANCE + 1; nt++) {
+		unsigned bits = 0;
+		for (unsigned i = 0; i < nt; i++)
+			bits += (unsigned)__builtin_popcountll(near_block(~0ull, i, nt));
+		assert_int_equal(bits, 64);
+	}
+}
+
+/* ---- through the calls the filesystem makes -------------------------------- */
+
+static char answer[QUERY_MAX + 1];
+
+static const char *near_of(struct store *st, uint64_t ino, const struct pd_cred *cred)
+{
+	size_t len = 0;
+	int rc = query_near(st, ino, cred, answer, &len);
+	if (rc)
+		return rc == -ENODATA ? "ENODATA" : "error";
+	answer[len] = 0;
+	return answer;
+}
+
+static const struct pd_cred alice = { 1000, 1000, 0, NULL }, bob = { 2000, 2000, 0, NULL };
+
+static void test_answers(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(1, 600, ""), *b = th_page(1, 600, "three more words");
+	char *c = th_page(2, 600, "");
+	unsigned ab = th_page_distance(a, b);
+	assert_true(ab >= 1 && ab <= SIMHASH_NEAR_DISTANCE); /* the fixture itself */
+	assert_true(th_page_distance(a, c) > SIMHASH_NEAR_DISTANCE);
+
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", c);
+	th_put_page(st, PD_ROOT_INO, "d.html", a);
+	struct inode sub, priv, ln;
+	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "sub", S_IFDIR | 0755, 0, NULL, &test_root, &sub), 0);
+	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "priv", S_IFDIR | 0700, 0, NULL, &alice, &priv), 0);
+	th_put_page(st, sub.ino, "a2.html", a);
+	th_put_page(st, priv.ino, "secret.html", b);
+
+	char want[512];
+	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n%u\t/priv/secret.html\n", ab, ab);
+	assert_string_equal(near_of(st, ia, &test_root), want);
+	/* bob may not search alice's directory: her page is not named */
+	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n", ab);
+	assert_string_equal(near_of(st, ia, &bob), want);
+	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n%u\t/priv/secret.html\n", ab, ab);
+	assert_string_equal(near_of(st, ia, &alice), want);
+	assert_string_equal(near_of(st, ic, &test_root), "");
+
+	/* every hard link of a neighbour appears */
+	assert_int_equal(ns_link(st, ib, sub.ino, "b-link.html", &ln), 0);
+	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n%u\t/priv/secret.html\n%u\t/sub/b-link.html\n",
+		 ab, ab, ab);
+	assert_string_equal(near_of(st, ia, &test_root), want);
+
+	/* a page unlinked or overwritten leaves the answers at once */
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "d.html", &gone_ino, &gone), 0);
+	th_put_page(st, sub.ino, "a2.html", c);
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
+	snprintf(want, sizeof want, "%u\t/priv/secret.html\n%u\t/sub/b-link.html\n", ab, ab);
+	assert_string_equal(near_of(st, ia, &test_root), want);
+	snprintf(want, sizeof want, "0\t/sub/a2.html\n");
+	assert_string_equal(near_of(st, ic, &test_root), want);
+
+	/* simhash answers */
+	size_t len;
+	assert_int_equal(query_simhash(st, ia, answer, &len), 0);
+	assert_int_equal(len, 16);
+	uint64_t bin = th_put(st, PD_ROOT_INO, "bin", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
+	assert_int_equal(query_simhash(st, bin, answer, &len), 0);
+	answer[len] = 0;
+	assert_string_equal(answer, "none");
+	assert_string_equal(near_of(st, bin, &test_root), "ENODATA");
+	assert_string_equal(near_of(st, sub.ino, &test_root), "ENODATA"); /* a directory */
+
+	/* too little text: the distance is marked */
+	uint64_t s1 = th_put_page(st, PD_ROOT_INO, "short1.txt", "a few words of text");
+	th_put_page(st, PD_ROOT_INO, "short2.txt", "a few words of text!");
+	assert_int_equal(query_simhash(st, s1, answer, &len), 0);
+	answer[len] = 0;
+	assert_non_null(strstr(answer, " low-confidence"));
+	assert_string_equal(near_of(st, s1, &test_root), "0?\t/short2.txt\n");
+
+	free(a);
+	free(b);
+	free(c);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* More neighbours than 64 KiB holds: the nearest, by path, that fit, and a
+ * count of the rest. */
+static void test_answer_limit(void **state)
+{
+	(void)state;
+	enum { FILES = 300 };
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(7, 400, "");
+	char name[256];
+	uint64_t first = 0;
+	for (int i = FILES - 1; i >= 0; i--) { /* stored in reverse order */
+		snprintf(name, sizeof name, "%03d-%0240d", i, 0);
+		uint64_t ino = th_put_page(st, PD_ROOT_INO, name, a);
+		if (i == 0)
+			first = ino;
+	}
+	size_t len;
+	assert_int_equal(query_near(st, first, &test_root, answer, &len), 0);
+	assert_true(len <= QUERY_MAX);
+	answer[len] = 0;
+	/* each line is "0\t/NNN-000...\n": 2 + 1 + 244 + 1 bytes */
+	size_t line = 248, kept = (QUERY_MAX - 32) / line;
+	char want[64];
+	for (size_t i = 0; i < kept; i++) {
+		snprintf(want, sizeof want, "0\t/%03zu-", i + 1);
+		assert_memory_equal(answer + i * line, want, strlen(want));
+	}
+	snprintf(want, sizeof want, "... %zu more\n", (size_t)FILES - 1 - kept);
+	assert_string_equal(answer + kept * line, want);
+	free(a);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
+/* A candidate within K whose sketch says the texts differ is not answered;
+ * a record without a sketch is taken on its simhash. */
+struct sketch_edit {
+	uint64_t ino;
+	int mode; /* 0: scramble the sketch, 1: drop it */
+};
+
+static int sketch_edit_cb(struct wtx *w, void *p)
+{
+	struct sketch_edit *e = p;
+	struct inode in;
+	struct fprec r;
+	int rc = ns_get_inode(w->txn, w->st, e->ino, &in);
+	if (rc || (rc = blob_get(w->txn, w->st, &in.blob, &r)))
+		return rc;
+	assert_true(r.flags & FPREC_HAS_SKETCH);
+	if (e->mode == 0)
+		for (size_t i = 0; i < FPREC_SKETCH_BYTES; i++)
+			r.sketch[i] = (uint8_t)(r.sketch[i] ^ (0x5a + 7 * i));
+	else
+		r.flags &= (uint8_t)~FPREC_HAS_SKETCH;
+	return blob_put(w->txn, w->st, &in.blob, &r);
+}
+
+static void test_confirmation(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(11, 800, ""), *b = th_page(11, 800, "one more line of words");
+	unsigned d = th_page_distance(a, b);
+	assert_true(d <= SIMHASH_NEAR_DISTANCE);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	char want[64];
+	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia, &test_root), want);
+	struct sketch_edit e = { ib, 0 };
+	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
+	assert_string_equal(near_of(st, ia, &test_root), "");
+	e.mode = 1;
+	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
+	assert_string_equal(near_of(st, ia, &test_root), want);
+	free(a);
+	free(b);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
+/* ---- fsck ------------------------------------------------------------------ */
+
+static int drop_row_cb(struct wtx *w, void *p)
+{
+	/* remove the first row of the last table */
+	struct store *st = w->st;
+	(void)p;
+	MDB_cursor *c;
+	MDB_val k, v;
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_near[st->near_tables - 1], &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+	assert_int_equal(mdb_cursor_del(c, 0), 0);
+	mdb_cursor_close(c);
+	return 0;
+}
+
+static int stray_row_cb(struct wtx *w, void *p)
+{
+	(void)p;
+	struct blobkey k = key_of(12345);
+	return near_add(w->txn, w->st, &k, 0x1234567812345678ull);
+}
+
+static void count_line(void *ctx, const char *line)
+{
+	(void)line;
+	(*(int *)ctx)++;
+}
+
+static void test_fsck_near(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(3, 500, ""), *b = th_page(4, 500, "");
+	th_put_page(st, PD_ROOT_INO, "a", a);
+	th_put_page(st, PD_ROOT_INO, "b", b);
+	assert_int_equal(sigq_drain(st), 0); /* the rows are there */
+	assert_int_equal(store_write(st, drop_row_cb, NULL), 0);
+	assert_int_equal(store_write(st, stray_row_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+
+	int lines = 0;
+	struct fsck_opts o = { .report = count_line, .ctx = &lines };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	/* a missing row, and a stray row of near0 naming a blob that has no
+	 * record (its rows in the other tables are explained by that row) */
+	assert_int_equal(r.problems, 2);
+	assert_int_equal(lines, 2);
+	o.repair = true;
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+/* ---- stores of an older signature version ---------------------------------- */
+
+/* What the code of an older version left: its version in meta (or none at
+ * all, as before versions were recorded) and a hash of its own features
+ * on the page, indexed as such, with the sketch it computed. */
+struct old_store {
+	uint64_t ino;
+	bool unrecorded; /* delete the version instead of writing the first one */
+};
+
+#define OLD_HASH UINT64_C(0x0123456789abcdef)
+
+static int make_old_cb(struct wtx *w, void *p)
+{
+	struct old_store *o = p;
+	struct inode in;
+	struct fprec r;
+	int rc = ns_get_inode(w->txn, w->st, o->ino, &in);
+	if (rc || (rc = blob_get(w->txn, w->st, &in.blob, &r)))
+		return rc;
+	if ((rc = near_remove(w->txn, w->st, &in.blob, r.simhash)))
+		return rc;
+	r.simhash = OLD_HASH;
+	memset(r.sketch, 0x5a, FPREC_SKETCH_BYTES);
+	if ((rc = blob_put(w->txn, w->st, &in.blob, &r)) || (rc = near_add(w->txn, w->st, &in.blob, OLD_HASH)))
+		return rc;
+	MDB_val k = { 12, "near_version" };
+	if (o->unrecorded)
+		return mdb_del(w->txn, w->st->db_meta, &k, NULL);
+	uint8_t b[4];
+	put_le32(b, NEAR_SIG_VERSION_FIRST);
+	MDB_val v = { 4, b };
+	return mdb_put(w->txn, w->st->db_meta, &k, &v, 0);
+}
+
+static uint64_t stored_simhash(struct store *st, uint64_t ino)
+{
+	MDB_txn *txn;
+	struct inode in;
+	struct fprec r;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	assert_int_equal(blob_get(txn, st, &in.blob, &r), 0);
+	store_read_end(st, txn);
+	return r.simhash;
+}
+
+static uint32_t stored_version(struct store *st)
+{
+	MDB_txn *txn;
+	uint32_t v = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_version_get(txn, st, &v), 0);
+	store_read_end(st, txn);
+	return v;
+}
+
+/* A store of pages a and b (neighbours), a's signature made old. */
+static struct store *old_store(char *dir, bool unrecorded, uint64_t *ia, uint64_t *ib, unsigned *d,
+			       uint64_t *want_hash)
+{
+	struct store *st = th_store(dir, NULL, NULL);
+	assert_int_equal(stored_version(st), NEAR_SIG_VERSION); /* mkfs records it */
+	char *a = th_page(21, 700, ""), *b = th_page(21, 700, "and a few words more");
+	*d = th_page_distance(a, b);
+	assert_true(*d <= SIMHASH_NEAR_DISTANCE);
+	struct simhash_result r;
+	assert_int_equal(simhash_of_page(a, strlen(a), &r), 0);
+	*want_hash = r.hash;
+	*ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	*ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0); /* signed now, so that the old hash stays */
+	struct old_store o = { *ia, unrecorded };
+	assert_int_equal(store_write(st, make_old_cb, &o), 0);
+	assert_string_equal(near_of(st, *ia, &test_root), ""); /* the old hash is far from b's */
+	free(a);
+	free(b);
+	return st;
+}
+
+static void test_old_version_upgraded_at_open(void **state)
+{
+	(void)state;
+	for (int unrecorded = 0; unrecorded <= 1; unrecorded++) {
+		char *dir = th_tmpdir();
+		uint64_t ia, ib, want;
+		unsigned d;
+		struct store *st = old_store(dir, unrecorded, &ia, &ib, &d, &want);
+		assert_int_equal(store_close(st), 0);
+
+		/* fsck names the old version (and nothing else) */
+		struct fsck_opts fo = { 0 };
+		struct fsck_result fr;
+		char err[512];
+		assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+		assert_int_equal(fr.problems, 1);
+
+		/* read-only: no answers mixing the versions */
+		struct store_opts ro = { .readonly = true };
+		assert_int_equal(store_open(th_store_dir(dir), &ro, &st, err), 0);
+		assert_true(st->near_stale);
+		assert_string_equal(near_of(st, ia, &test_root), "error");
+		size_t len;
+		assert_int_equal(query_near(st, ia, &test_root, answer, &len), -ESTALE);
+		assert_int_equal(store_close(st), 0);
+
+		/* writable: every signature computed again, the version recorded */
+		assert_int_equal(store_open(th_store_dir(dir), NULL, &st, err), 0);
+		assert_false(st->near_stale);
+		assert_int_equal(stored_version(st), NEAR_SIG_VERSION);
+		assert_true(stored_simhash(st, ia) == want);
+		char line[64];
+		snprintf(line, sizeof line, "%u\t/b.html\n", d);
+		assert_string_equal(near_of(st, ia, &test_root), line);
+		assert_int_equal(store_close(st), 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		th_rmdir(dir);
+	}
+}
+
+static void test_old_version_fsck_repair(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	uint64_t ia, ib, want;
+	unsigned d;
+	struct store *st = old_store(dir, false, &ia, &ib, &d, &want);
+	assert_int_equal(store_close(st), 0);
+	struct fsck_opts fo = { .repair = true };
+	struct fsck_result fr;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+	assert_true(fr.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(store_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_false(st->near_stale);
+	assert_true(stored_simhash(st, ia) == want);
+	char line[64];
+	snprintf(line, sizeof line, "%u\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia, &test_root), line);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_blocks),
+		cmocka_unit_test(test_brute_force_k3),
+		cmocka_unit_test(test_brute_force_other_k),
+		cmocka_unit_test(test_answers),
+		cmocka_unit_test(test_answer_limit),
+		cmocka_unit_test(test_confirmation),
+		cmocka_unit_test(test_fsck_near),
+		cmocka_unit_test(test_old_version_upgraded_at_open),
+		cmocka_unit_test(test_old_version_fsck_repair),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

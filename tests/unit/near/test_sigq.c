@@ -1,0 +1,406 @@
+/* test_sigq.c - near-duplicate signatures computed after the commit
+ * (sigq.h): a new blob is stored pending with its sigq row, the queue is
+ * drained by the thread, a query or the close; a duplicate is never queued;
+ * a blob freed while pending; pending rows left by a crash (answered in
+ * memory by a read-only open, signed by the next writable one); the bound;
+ * fsck's check and repair of the table. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "blob/blob.h"
+#include "helpers.h"
+#include "near/near.h"
+#include "archive/query.h"
+#include "near/sigq.h"
+#include "near/simhash.h"
+
+/* ---- what the tables hold ------------------------------------------------ */
+
+struct state {
+	bool pending, simhash, row;
+	uint64_t refcount;
+};
+
+/* The record of ino's blob, and whether the blob has its sigq row. */
+static struct state state_of(struct store *st, uint64_t ino, struct blobkey *k)
+{
+	MDB_txn *txn;
+	struct inode in;
+	struct fprec r;
+	struct state s;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	assert_true(in.flags & INODE_HAS_BLOB);
+	assert_int_equal(blob_get(txn, st, &in.blob, &r), 0);
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(&in.blob, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	s.row = st->has_sigq && mdb_get(txn, st->db_sigq, &key, &v) == 0;
+	store_read_end(st, txn);
+	s.pending = r.flags & FPREC_SIG_PENDING;
+	s.simhash = r.flags & FPREC_HAS_SIMHASH;
+	s.refcount = r.refcount;
+	if (k)
+		*k = in.blob;
+	return s;
+}
+
+static size_t entries_of(struct store *st, MDB_dbi db)
+{
+	MDB_txn *txn;
+	MDB_stat ms;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_stat(txn, db, &ms), 0);
+	store_read_end(st, txn);
+	return ms.ms_entries;
+}
+
+static size_t sigq_rows(struct store *st)
+{
+	return st->has_sigq ? entries_of(st, st->db_sigq) : 0;
+}
+
+static size_t near0_rows(struct store *st)
+{
+	return entries_of(st, st->db_near[0]);
+}
+
+static char answer[QUERY_MAX + 1];
+
+static const char *near_of(struct store *st, uint64_t ino)
+{
+	size_t len = 0;
+	int rc = query_near(st, ino, &test_root, answer, &len);
+	if (rc)
+		return rc == -ENODATA ? "ENODATA" : "error";
+	answer[len] = 0;
+	return answer;
+}
+
+static const struct store_opts no_thread = { .no_sign_thread = true };
+
+static struct store *reopen(const char *dir, const struct store_opts *o)
+{
+	struct store *st;
+	char err[PD_ERRLEN];
+	if (store_open(th_store_dir(dir), o, &st, err))
+		fail_msg("open: %s", err);
+	return st;
+}
+
+/* ---- the life of a pending page --------------------------------------------- */
+
+/* Sealed pending with its row and no near rows; a query drains the queue
+ * first, so its answer lists a neighbour sealed just before. */
+static void test_pending_then_signed(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &no_thread);
+	char *a = th_page(1, 500, ""), *b = th_page(1, 500, "two more words");
+	unsigned d = th_page_distance(a, b);
+	assert_true(d <= SIMHASH_NEAR_DISTANCE);
+
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	struct state s = state_of(st, ia, NULL);
+	assert_true(s.pending && s.row && !s.simhash);
+	assert_int_equal(near0_rows(st), 0);
+	assert_int_equal(sigq_queued(st), 1);
+
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_queued(st), 2);
+	char want[64];
+	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia), want);
+	/* the query signed both, for good */
+	assert_int_equal(sigq_queued(st), 0);
+	s = state_of(st, ia, NULL);
+	assert_true(!s.pending && !s.row && s.simhash);
+	s = state_of(st, ib, NULL);
+	assert_true(!s.pending && !s.row && s.simhash);
+	assert_int_equal(near0_rows(st), 2);
+	assert_int_equal(sigq_rows(st), 0);
+
+	/* a simhash query drains too */
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", a);  /* a duplicate: nothing queued */
+	assert_int_equal(sigq_queued(st), 0);
+	uint64_t iz = th_put_page(st, PD_ROOT_INO, "z.html", "<html><body><p>a page of its own, with words</p></body></html>");
+	assert_true(state_of(st, iz, NULL).pending);
+	size_t len;
+	assert_int_equal(query_simhash(st, iz, answer, &len), 0);
+	assert_int_equal(len, 16 + strlen(" low-confidence"));
+	assert_false(state_of(st, iz, NULL).pending);
+	(void)ic;
+
+	free(a);
+	free(b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* The thread signs without being asked. */
+static void test_thread_signs(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(2, 400, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	for (int i = 0; i < 3000 && sigq_queued(st); i++)
+		usleep(10000);
+	assert_int_equal(sigq_queued(st), 0);
+	struct state s = state_of(st, ia, NULL);
+	assert_true(!s.pending && !s.row && s.simhash);
+	assert_int_equal(near0_rows(st), 1);
+	free(a);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* A duplicate is never queued: neither of a signed blob nor of a pending
+ * one. A clean close signs what is queued. */
+static void test_duplicate_not_queued(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &no_thread);
+	char *a = th_page(3, 300, "");
+	uint64_t i1 = th_put_page(st, PD_ROOT_INO, "1.html", a);
+	th_put_page(st, PD_ROOT_INO, "2.html", a);
+	th_put_page(st, PD_ROOT_INO, "3.html", a);
+	assert_int_equal(sigq_queued(st), 1);
+	assert_int_equal(sigq_rows(st), 1);
+	struct state s = state_of(st, i1, NULL);
+	assert_true(s.pending && s.refcount == 3);
+	assert_int_equal(sigq_drain(st), 0);
+	th_put_page(st, PD_ROOT_INO, "4.html", a);
+	assert_int_equal(sigq_queued(st), 0);
+	/* overwritten with new bytes: the new blob is queued */
+	char *b = th_page(4, 300, "");
+	th_put_page(st, PD_ROOT_INO, "4.html", b);
+	assert_int_equal(sigq_queued(st), 1);
+	assert_int_equal(store_close(st), 0);
+
+	st = reopen(dir, &no_thread);
+	assert_int_equal(sigq_queued(st), 0);
+	assert_int_equal(sigq_rows(st), 0);
+	assert_int_equal(near0_rows(st), 2);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+/* A blob whose last reference goes while it waits: its row goes with its
+ * record, and signing its key later finds nothing to do. Stored again
+ * under the same key before the queue reaches it: signed once. */
+static void test_freed_while_pending(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &no_thread);
+	char *a = th_page(5, 300, ""), *b = th_page(6, 300, "");
+	th_put_page(st, PD_ROOT_INO, "a.html", a);
+	th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_rows(st), 2);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	assert_int_equal(sigq_rows(st), 1);
+	th_put_page(st, PD_ROOT_INO, "b.html", a); /* b's blob freed by the overwrite; a's key stored again */
+	assert_int_equal(sigq_rows(st), 1);
+	assert_int_equal(sigq_queued(st), 3);
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(sigq_queued(st), 0);
+	assert_int_equal(sigq_rows(st), 0);
+	assert_int_equal(near0_rows(st), 1);
+	uint64_t ib = 0;
+	struct inode in;
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, "b.html", &in), 0);
+	ib = in.ino;
+	struct state s = state_of(st, ib, NULL);
+	assert_true(!s.pending && s.simhash);
+	free(a);
+	free(b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* Beyond the bound, the sealing thread signs the oldest pages itself. */
+static void test_bound(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .no_sign_thread = true, .sign_queue = 4 };
+	struct store *st = th_store(dir, NULL, &o);
+	uint64_t first = 0;
+	for (int i = 0; i < 20; i++) {
+		char name[32];
+		char *p = th_page(100 + (uint64_t)i, 200, "");
+		snprintf(name, sizeof name, "%d.html", i);
+		uint64_t ino = th_put_page(st, PD_ROOT_INO, name, p);
+		first = first ? first : ino;
+		free(p);
+		assert_true(sigq_queued(st) <= 4);
+	}
+	assert_true(sigq_rows(st) <= 4);
+	assert_true(near0_rows(st) >= 16);
+	assert_false(state_of(st, first, NULL).pending);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* ---- a crash with pages pending ------------------------------------------------ */
+
+static void count_line(void *ctx, const char *line)
+{
+	(void)line;
+	(*(int *)ctx)++;
+}
+
+static void test_crash_pending(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &no_thread);
+	char *a = th_page(7, 500, ""), *b = th_page(7, 500, "and a few words more"), *c = th_page(8, 500, "");
+	unsigned d = th_page_distance(a, b);
+	assert_true(d <= SIMHASH_NEAR_DISTANCE);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	th_put_page(st, PD_ROOT_INO, "b.html", b);
+	th_put_page(st, PD_ROOT_INO, "c.html", c);
+	assert_int_equal(sigq_rows(st), 3);
+	store_abandon(st); /* killed: nothing drained */
+
+	/* valid as it is: a note, no problem */
+	int lines = 0;
+	struct fsck_opts fo = { .report = count_line, .ctx = &lines };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &r, err), 0);
+	assert_int_equal(r.problems, 0);
+	assert_true(r.notes >= 1);
+
+	/* read-only: the pending pages are signed in memory for the answer */
+	struct store_opts ro = { .readonly = true };
+	st = reopen(dir, &ro);
+	char want[64];
+	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia), want);
+	struct near_sig sig;
+	assert_int_equal(near_sig_of_page(a, strlen(a), &sig), 0);
+	size_t len;
+	assert_int_equal(query_near_sig(st, &sig, 0, NULL, answer, &len), 0);
+	answer[len] = 0;
+	snprintf(want, sizeof want, "0\t/a.html\n%u\t/b.html\n", d);
+	assert_string_equal(answer, want);
+	assert_int_equal(sigq_rows(st), 3); /* nothing written */
+	assert_int_equal(store_close(st), 0);
+
+	/* writable: the rows are queued again and the thread signs them */
+	st = reopen(dir, NULL);
+	for (int i = 0; i < 3000 && sigq_queued(st); i++)
+		usleep(10000);
+	assert_int_equal(sigq_queued(st), 0);
+	assert_int_equal(sigq_rows(st), 0);
+	assert_int_equal(near0_rows(st), 3);
+	assert_false(state_of(st, ia, NULL).pending);
+	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia), want);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(c);
+	th_rmdir(dir);
+}
+
+/* ---- fsck ---------------------------------------------------------------------- */
+
+struct damage {
+	uint64_t drop_row_of;  /* the pending blob of this inode loses its row */
+	uint64_t row_for;      /* this inode's signed blob gets a row */
+};
+
+static int damage_cb(struct wtx *w, void *p)
+{
+	struct damage *d = p;
+	struct inode in;
+	struct blobkey stray = { .variant = 7 };
+	memset(stray.md5, 0xab, 16);
+	int rc = sigq_row_put(w->txn, w->st, &stray); /* names no record */
+	if (!rc && !(rc = ns_get_inode(w->txn, w->st, d->drop_row_of, &in))) {
+		uint8_t kb[BLOBKEY_BYTES];
+		blobkey_encode(&in.blob, kb);
+		MDB_val key = { BLOBKEY_BYTES, kb };
+		rc = pd_mdb_err(mdb_del(w->txn, w->st->db_sigq, &key, NULL));
+	}
+	if (!rc && !(rc = ns_get_inode(w->txn, w->st, d->row_for, &in)))
+		rc = sigq_row_put(w->txn, w->st, &in.blob);
+	return rc;
+}
+
+static void test_fsck_sigq(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &no_thread);
+	char *a = th_page(9, 400, ""), *b = th_page(10, 400, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	assert_int_equal(sigq_drain(st), 0);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	struct damage d = { .drop_row_of = ib, .row_for = ia };
+	assert_int_equal(store_write(st, damage_cb, &d), 0);
+	store_abandon(st); /* no close: it would sign b */
+
+	int lines = 0;
+	struct fsck_opts o = { .report = count_line, .ctx = &lines };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	/* a stray row, a row of a signed record, a pending record without
+	 * its row */
+	assert_int_equal(r.problems, 3);
+	o.repair = true;
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	/* the repair's open and close signed b */
+	st = reopen(dir, &no_thread);
+	assert_int_equal(sigq_queued(st), 0);
+	assert_int_equal(sigq_rows(st), 0);
+	struct state s = state_of(st, ib, NULL);
+	assert_true(!s.pending && s.simhash);
+	assert_int_equal(near0_rows(st), 2);
+	assert_int_equal(store_close(st), 0);
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pending_then_signed),
+		cmocka_unit_test(test_thread_signs),
+		cmocka_unit_test(test_duplicate_not_queued),
+		cmocka_unit_test(test_freed_while_pending),
+		cmocka_unit_test(test_bound),
+		cmocka_unit_test(test_crash_pending),
+		cmocka_unit_test(test_fsck_sigq),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

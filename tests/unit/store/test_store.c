@@ -1,0 +1,431 @@
+/* test_store.c - the store engine through the calls the filesystem makes:
+ * refcounts, MD5 collisions, saturated counters, filter rebuild after an
+ * unclean stop, concurrent seals, map growth, store identity. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "blob/blob.h"
+#include "base/fp.h"
+#include "helpers.h"
+#include "archive/query.h"
+
+static void unlink_name(struct store *st, const char *name)
+{
+	uint64_t ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &ino, &gone), 0);
+	assert_true(gone);
+}
+
+static void read_all(struct store *st, uint64_t ino, char *buf, size_t size, size_t *got)
+{
+	struct pd_file *f;
+	bool keep;
+	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
+	assert_int_equal(file_read(f, buf, size, 0, got), 0);
+	assert_int_equal(file_release(f), 0);
+}
+
+static void test_refcount_sequence(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	uint64_t a = th_put(st, PD_ROOT_INO, "a", "X page", 6);
+	uint64_t b = th_put(st, PD_ROOT_INO, "b", "X page", 6);
+	assert_int_equal(th_refcount(st, a), 2);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 1);
+	uint64_t c = th_put(st, PD_ROOT_INO, "c", "Y page", 6);
+	assert_int_equal(th_refcount(st, c), 1);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 2);
+	/* overwrite b with c's bytes: X loses one, Y gains one */
+	th_put(st, PD_ROOT_INO, "b", "Y page", 6);
+	assert_int_equal(th_refcount(st, a), 1);
+	assert_int_equal(th_refcount(st, c), 2);
+	/* the same bytes again (a recrawl): nothing moves */
+	th_put(st, PD_ROOT_INO, "b", "Y page", 6);
+	assert_int_equal(th_refcount(st, c), 2);
+	/* unlink the last X: its blob goes */
+	unlink_name(st, "a");
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 1);
+	/* truncate b to zero: an empty blob, Y down to one */
+	assert_int_equal(file_truncate(st, b, 0, NULL), 0);
+	assert_int_equal(th_refcount(st, c), 1);
+	assert_int_equal(th_refcount(st, b), 1);
+	struct pd_counters k;
+	store_counters(st, &k);
+	assert_int_equal(k.pages, 2);
+	assert_int_equal(k.blobs, 2);
+	assert_int_equal(k.logical_bytes, 6);
+	assert_int_equal(k.stored_bytes, 6);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+static size_t load_file(const char *name, char *buf, size_t size)
+{
+	char path[4096];
+	const char *data = getenv("PD_DATA");
+	snprintf(path, sizeof path, "%s/%s", data ? data : "tests/data", name);
+	FILE *fp = fopen(path, "rb");
+	assert_non_null(fp);
+	size_t n = fread(buf, 1, size, fp);
+	fclose(fp);
+	return n;
+}
+
+static void test_md5_collision(void **state)
+{
+	(void)state;
+	char a[512], b[512];
+	size_t na = load_file("md5-collision-a.bin", a, 128), nb = load_file("md5-collision-b.bin", b, 128);
+	assert_int_equal(na, 128);
+	assert_int_equal(nb, 128);
+	assert_memory_not_equal(a, b, 128);
+	/* a common suffix keeps the collision */
+	const char *suffix = "<html><body>a crawled page</body></html>\n";
+	memcpy(a + na, suffix, strlen(suffix));
+	memcpy(b + nb, suffix, strlen(suffix));
+	size_t len = na + strlen(suffix);
+	struct fp fa, fb;
+	assert_int_equal(fp_of_buf(a, len, &fa), 0);
+	assert_int_equal(fp_of_buf(b, len, &fb), 0);
+	assert_memory_equal(fa.md5, fb.md5, 16);
+	assert_memory_not_equal(fa.xxh128, fb.xxh128, 16);
+
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	uint64_t ia = th_put(st, PD_ROOT_INO, "a.html", a, len);
+	uint64_t ib = th_put(st, PD_ROOT_INO, "b.html", b, len);
+	assert_int_equal(th_refcount(st, ia), 1);
+	assert_int_equal(th_refcount(st, ib), 1);
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), 2);
+	char got[512];
+	size_t n;
+	read_all(st, ia, got, sizeof got, &n);
+	assert_int_equal(n, len);
+	assert_memory_equal(got, a, len);
+	read_all(st, ib, got, sizeof got, &n);
+	assert_int_equal(n, len);
+	assert_memory_equal(got, b, len);
+	/* a third copy of b is a true duplicate of b */
+	uint64_t ic = th_put(st, PD_ROOT_INO, "c.html", b, len);
+	assert_int_equal(th_refcount(st, ic), 2);
+	assert_int_equal(th_refcount(st, ia), 1);
+	struct pd_counters k;
+	store_counters(st, &k);
+	assert_int_equal(k.collisions, 1);
+	assert_int_equal(k.blobs, 2);
+	/* the second content got variant 1 of the key */
+	char path[4096], hex[33];
+	fp_hex(fa.md5, hex);
+	snprintf(path, sizeof path, "%s/objects/%.3s/%s.1", th_store_dir(dir), hex, hex);
+	assert_int_equal(access(path, F_OK), 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+static int read_exact(struct store *st, uint64_t idx, uint64_t *count)
+{
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	uint8_t kb[8];
+	put_be64(kb, idx);
+	MDB_val k = { 8, kb }, v;
+	int rc = mdb_get(txn, st->db_saturated, &k, &v);
+	if (!rc)
+		*count = get_le64(v.mv_data);
+	store_read_end(st, txn);
+	return rc;
+}
+
+static uint64_t saturated_entries(struct store *st)
+{
+	MDB_txn *txn;
+	MDB_stat ms;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	mdb_stat(txn, st->db_saturated, &ms);
+	store_read_end(st, txn);
+	return ms.ms_entries;
+}
+
+/* The filter of a store opened without its split thread: one leaf. */
+static const struct cbf *leaf0(struct store *st)
+{
+	const struct cbf *f = gf_leaf(st->gf, 0);
+	assert_non_null(f);
+	return f;
+}
+
+static uint8_t *snapshot(struct store *st, uint64_t *n)
+{
+	*n = cbf_geometry(leaf0(st))->nlines * CBF_LINE_COUNTERS;
+	uint8_t *s = malloc(*n);
+	assert_non_null(s);
+	for (uint64_t i = 0; i < *n; i++)
+		s[i] = (uint8_t)cbf_get(leaf0(st), i);
+	return s;
+}
+
+/* These tests look at the counters of one fixed leaf. */
+static const struct store_opts no_splits = { .no_split_thread = true };
+
+/* 20 pages whose positions share one counter: it saturates at 15 with an
+ * exact count of 20, and deleting them all brings every counter back. */
+static void test_saturated_counter(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_params p;
+	store_params_default(&p);
+	p.expected_pages = 16; /* a tiny filter, so counters are shared */
+	p.filter_fpr = 0.1;
+	struct store *st = th_store(dir, &p, &no_splits);
+	uint64_t ncounters;
+	uint8_t *before = snapshot(st, &ncounters);
+	uint32_t *hits = calloc(ncounters, sizeof *hits);
+	char (*pages)[32] = calloc(200000, 32);
+	assert_non_null(hits);
+	assert_non_null(pages);
+	/* find the counter that 20 distinct pages reach first */
+	uint64_t target = UINT64_MAX;
+	int npages = 0;
+	for (int i = 0; i < 200000 && target == UINT64_MAX; i++) {
+		snprintf(pages[i], 32, "page number %d", i);
+		struct fp fp;
+		struct cbf_pos pos;
+		fp_of_buf(pages[i], strlen(pages[i]), &fp);
+		cbf_positions(leaf0(st), fp.md5, &pos);
+		for (unsigned j = 0; j < pos.k; j++) {
+			uint64_t idx = cbf_pos_counter(&pos, j);
+			bool dup = false;
+			for (unsigned m = 0; m < j; m++)
+				dup |= cbf_pos_counter(&pos, m) == idx;
+			if (!dup && ++hits[idx] == 20)
+				target = idx;
+		}
+		npages = i + 1;
+	}
+	assert_true(target != UINT64_MAX);
+	/* store the 20 pages on the target counter */
+	int chosen[20], nchosen = 0;
+	for (int i = 0; i < npages && nchosen < 20; i++) {
+		struct fp fp;
+		struct cbf_pos pos;
+		fp_of_buf(pages[i], strlen(pages[i]), &fp);
+		cbf_positions(leaf0(st), fp.md5, &pos);
+		bool on = false;
+		for (unsigned j = 0; j < pos.k; j++)
+			on |= cbf_pos_counter(&pos, j) == target;
+		if (on)
+			chosen[nchosen++] = i;
+	}
+	assert_int_equal(nchosen, 20);
+	for (int i = 0; i < 20; i++)
+		th_put(st, PD_ROOT_INO, pages[chosen[i]], pages[chosen[i]], strlen(pages[chosen[i]]));
+	assert_int_equal(cbf_get(leaf0(st), target), 15);
+	uint64_t exact = 0;
+	assert_int_equal(read_exact(st, target, &exact), 0);
+	assert_true(exact >= 20);
+	for (int i = 0; i < 20; i++)
+		unlink_name(st, pages[chosen[i]]);
+	uint64_t n2;
+	uint8_t *after = snapshot(st, &n2);
+	assert_int_equal(n2, ncounters);
+	assert_memory_equal(before, after, ncounters);
+	assert_int_equal(cbf_get(leaf0(st), target), 0);
+	assert_int_equal(saturated_entries(st), 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(before);
+	free(after);
+	free(hits);
+	free(pages);
+	th_rmdir(dir);
+}
+
+/* A store that was not closed cleanly rebuilds a filter identical to the
+ * one it had, saturated exact counts included. */
+static void test_unclean_rebuild(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_params p;
+	store_params_default(&p);
+	p.expected_pages = 16; /* a few lines for 1000 contents: counters saturate */
+	p.filter_fpr = 0.01;
+	struct store *st = th_store(dir, &p, &no_splits);
+	char name[32], body[64];
+	for (int i = 0; i < 1500; i++) {
+		snprintf(name, sizeof name, "p%d", i);
+		snprintf(body, sizeof body, "body %d", i % 1000);
+		th_put(st, PD_ROOT_INO, name, body, strlen(body));
+	}
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof name, "p%d", i * 3);
+		unlink_name(st, name);
+	}
+	uint64_t n;
+	uint8_t *before = snapshot(st, &n);
+	uint64_t sat_before = saturated_entries(st);
+	assert_true(sat_before > 0); /* the test must exercise saturated counters */
+	store_abandon(st); /* as if the daemon were killed */
+	/* garble the filter file: the rebuild must not trust it */
+	char path[4096];
+	snprintf(path, sizeof path, "%s/filter", th_store_dir(dir));
+	int fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	char junk[256];
+	memset(junk, 0x5a, sizeof junk);
+	assert_int_equal(pwrite(fd, junk, sizeof junk, CBF_HEADER_BYTES), (ssize_t)sizeof junk);
+	close(fd);
+	char err[PD_ERRLEN];
+	assert_int_equal(store_open(th_store_dir(dir), &no_splits, &st, err), 0);
+	uint64_t n2;
+	uint8_t *after = snapshot(st, &n2);
+	assert_int_equal(n, n2);
+	assert_memory_equal(before, after, n);
+	assert_int_equal(saturated_entries(st), sat_before);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(before);
+	free(after);
+	th_rmdir(dir);
+}
+
+struct writer_arg {
+	struct store *st;
+	int id, nthreads, npages;
+};
+
+static void *writer_main(void *p)
+{
+	struct writer_arg *a = p;
+	char name[32], body[4096];
+	for (int i = a->id; i < a->npages; i += a->nthreads) {
+		snprintf(name, sizeof name, "page-%05d", i);
+		int content = i / 2; /* every content twice: half the pages are duplicates */
+		int len = snprintf(body, sizeof body, "<html><body>content %d</body></html>", content);
+		memset(body + len, 'a' + content % 26, 1024); /* a bit of size */
+		th_put(a->st, PD_ROOT_INO, name, body, (size_t)len + 1024);
+	}
+	return NULL;
+}
+
+static void test_concurrent_seals(void **state)
+{
+	(void)state;
+	enum { THREADS = 8, PAGES = 10000 };
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	pthread_t t[THREADS];
+	struct writer_arg a[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		a[i] = (struct writer_arg){ st, i, THREADS, PAGES };
+		assert_int_equal(pthread_create(&t[i], NULL, writer_main, &a[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	struct pd_counters k;
+	store_counters(st, &k);
+	assert_int_equal(k.pages, PAGES);
+	assert_int_equal(k.blobs, PAGES / 2);
+	assert_int_equal(k.hist[1], PAGES / 2); /* every blob has refcount 2 */
+	char name[32];
+	struct inode in;
+	for (int i = 0; i < PAGES; i += 97) {
+		snprintf(name, sizeof name, "page-%05d", i);
+		assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &in), 0);
+		assert_int_equal(th_refcount(st, in.ino), 2);
+	}
+	assert_int_equal(th_count_blobs(th_store_dir(dir)), PAGES / 2);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+static void test_map_grows(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .mapsize = 256 * 1024 };
+	struct store *st = th_store(dir, NULL, &o);
+	uint64_t first = st->mapsize;
+	char name[64], body[128];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(name, sizeof name, "a-rather-long-file-name-to-fill-the-map-%d.html", i);
+		snprintf(body, sizeof body, "page %d", i);
+		th_put(st, PD_ROOT_INO, name, body, strlen(body));
+	}
+	assert_true(st->mapsize > first);
+	struct pd_counters k;
+	store_counters(st, &k);
+	assert_int_equal(k.pages, 3000);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+static int put_format(struct wtx *w, void *arg)
+{
+	(void)arg;
+	uint8_t v[4] = { 99, 0, 0, 0 };
+	MDB_val k = { 6, "format" }, d = { 4, v };
+	return pd_mdb_err(mdb_put(w->txn, w->st->db_meta, &k, &d, 0));
+}
+
+static void test_store_identity(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	char err[PD_ERRLEN];
+	struct store *st;
+	struct store_opts o = { 0 };
+	/* a directory that is not a store */
+	assert_int_equal(store_open(dir, &o, &st, err), -EINVAL);
+	assert_non_null(strstr(err, "not a pagededup store"));
+	assert_non_null(strstr(err, "mkfs"));
+	/* a new store is private */
+	st = th_store(dir, NULL, NULL);
+	struct stat sb;
+	assert_int_equal(stat(th_store_dir(dir), &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	/* a second writer is refused */
+	struct store *st2;
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st2, err), -EBUSY);
+	assert_non_null(strstr(err, "in use"));
+	/* a format from the future is refused with what to do */
+	assert_int_equal(store_write(st, put_format, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), -EPROTO);
+	assert_non_null(strstr(err, "format version 99"));
+	/* mkfs refuses a directory with files in it */
+	assert_int_equal(store_mkfs(th_store_dir(dir), NULL, err), -ENOTEMPTY);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refcount_sequence),
+		cmocka_unit_test(test_md5_collision),
+		cmocka_unit_test(test_saturated_counter),
+		cmocka_unit_test(test_unclean_rebuild),
+		cmocka_unit_test(test_concurrent_seals),
+		cmocka_unit_test(test_map_grows),
+		cmocka_unit_test(test_store_identity),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
