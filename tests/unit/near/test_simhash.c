@@ -29,7 +29,7 @@
 
 /* The fuzz target, its failures reported through cmocka. */
 #define FUZZ_FAIL(what) fail_msg("fuzz invariant broken: %s", what)
-#include "../fuzz/fuzz_html.c"
+#include "../../fuzz/fuzz_html.c"
 
 /* ---- helpers ---- */
 
