@@ -33,12 +33,14 @@
 struct hit {
 	struct blobkey k;
 	unsigned dist;
-	bool low;
+	bool low, copy;
+	double r; /* the confirm's resemblance; < 0: none known */
 };
 
 struct line {
 	unsigned dist;
-	bool low;
+	bool low, copy;
+	double r;
 	size_t len;  /* path bytes */
 	char *path;
 };
@@ -100,11 +102,66 @@ static const struct near_sig *pending_find(const struct pending_set *ps, const s
 	return NULL;
 }
 
+/* The blobs met as candidates, each checked once (the simhash tables and
+ * the LSH bands find the same pages): open addressing on the MD5. */
+struct seen {
+	struct blobkey *v;
+	size_t cap, n;
+};
+
+static uint64_t seen_slot(const struct blobkey *k, size_t cap)
+{
+	uint64_t h;
+	memcpy(&h, k->md5, 8);
+	return (h ^ k->variant) & (cap - 1);
+}
+
+static bool seen_empty(const struct blobkey *k)
+{
+	static const struct blobkey zero;
+	return blobkey_equal(k, &zero);
+}
+
+/* 1: first meeting (recorded), 0: met before, or -ENOMEM. */
+static int seen_add(struct seen *s, const struct blobkey *k)
+{
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		struct blobkey *v = calloc(cap, sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->cap; i++) {
+			if (seen_empty(&s->v[i]))
+				continue;
+			size_t j = seen_slot(&s->v[i], cap);
+			while (!seen_empty(&v[j]))
+				j = (j + 1) & (cap - 1);
+			v[j] = s->v[i];
+		}
+		free(s->v);
+		s->v = v;
+		s->cap = cap;
+	}
+	size_t j = seen_slot(k, s->cap);
+	/* The all-zero key marks an empty slot; a blob of MD5 0 (not a
+	 * practical one) is simply checked again. */
+	while (!seen_empty(&s->v[j])) {
+		if (blobkey_equal(&s->v[j], k))
+			return 0;
+		j = (j + 1) & (s->cap - 1);
+	}
+	s->v[j] = *k;
+	s->n++;
+	return 1;
+}
+
 struct answer {
 	MDB_txn *txn;
 	struct store *st;
 	const struct pd_cred *cred;
 	const struct near_sig *query; /* the asking page's signature */
+	const struct near_self *self; /* its bytes' fingerprint (copies), or NULL */
+	struct seen seen;
 	struct hit *hits;
 	size_t nhits, cap;
 	struct line *heap;   /* max-heap of the lines kept, by line_cmp */
@@ -112,20 +169,30 @@ struct answer {
 	bool cut_set;        /* a line that did not fit: none after it fits */
 	struct line cut;
 	uint64_t more;
-	unsigned cur_dist;   /* of the blob whose names are being added */
-	bool cur_low;
+	const struct hit *cur; /* the blob whose names are being added */
 	int err;
 };
 
-static size_t line_bytes(const struct line *l)
+/* One line: "D[?]<TAB>R<TAB>copy|near<TAB>/path" (query.h). */
+static size_t line_head(const struct line *l, char *out, size_t n)
 {
-	char d[16];
-	return (size_t)snprintf(d, sizeof d, "%u", l->dist) + l->low + 1 + l->len + 1;
+	char r[8] = "-";
+	if (l->r >= 0)
+		snprintf(r, sizeof r, "%.3f", l->r);
+	return (size_t)snprintf(out, n, "%u%s\t%s\t%s\t", l->dist, l->low ? "?" : "", r, l->copy ? "copy" : "near");
 }
 
-/* Nearest first, then by path (bytes). */
+static size_t line_bytes(const struct line *l)
+{
+	char h[64];
+	return line_head(l, h, sizeof h) + l->len + 1;
+}
+
+/* Copies first, then nearest, then by path (bytes). */
 static int line_cmp(const struct line *a, const struct line *b)
 {
+	if (a->copy != b->copy)
+		return a->copy ? -1 : 1;
 	if (a->dist != b->dist)
 		return a->dist < b->dist ? -1 : 1;
 	size_t n = a->len < b->len ? a->len : b->len;
@@ -187,7 +254,8 @@ static void evict_max(struct answer *a)
  * past that run, and nothing after it can enter any more. */
 static int offer(struct answer *a, const char *path, size_t len)
 {
-	struct line l = { a->cur_dist, a->cur_low, len, (char *)path };
+	const struct hit *c = a->cur;
+	struct line l = { c->dist, c->low || a->query->low_confidence, c->copy, c->r, len, (char *)path };
 	size_t limit = QUERY_MAX - MORE_LINE_MAX;
 	if ((a->cut_set && line_cmp(&l, &a->cut) >= 0) || line_bytes(&l) > limit) {
 		a->more++;
@@ -217,9 +285,17 @@ static int offer_cb(void *ctx, const char *path, size_t len)
 	return offer(ctx, path, len);
 }
 
-static int add_hit(struct answer *a, const struct blobkey *k, unsigned dist, const struct near_sig *sig)
+/* Is the blob of record r byte for byte the asking page? */
+static bool is_copy(const struct answer *a, const struct blobkey *k, const struct fprec *r)
 {
-	if (!near_confirm(a->query, sig))
+	const struct near_self *s = a->self;
+	return s && s->has && !memcmp(k->md5, s->md5, 16) && !memcmp(r->xxh128, s->xxh128, 16) && r->size == s->size;
+}
+
+static int add_hit(struct answer *a, const struct blobkey *k, unsigned dist, const struct near_sig *sig, bool copy)
+{
+	double r = 1;
+	if (!copy && !near_confirm_r(a->query, sig, &r))
 		return 0; /* close in bits, not in text */
 	if (a->nhits == a->cap) {
 		size_t cap = a->cap ? 2 * a->cap : 64;
@@ -229,21 +305,37 @@ static int add_hit(struct answer *a, const struct blobkey *k, unsigned dist, con
 		a->hits = v;
 		a->cap = cap;
 	}
-	a->hits[a->nhits++] = (struct hit){ *k, dist, sig->low_confidence };
+	a->hits[a->nhits++] = (struct hit){ *k, dist, sig->low_confidence, copy, r };
 	return 0;
+}
+
+/* A candidate from either generator: its record, its set, the confirm. */
+static int candidate(struct answer *a, const struct blobkey *k)
+{
+	int rc = seen_add(&a->seen, k);
+	if (rc <= 0)
+		return rc;
+	struct fprec r;
+	struct near_sig *sig = malloc(sizeof *sig);
+	if (!sig)
+		return -ENOMEM;
+	rc = blob_get(a->txn, a->st, k, &r);
+	if (rc) {
+		rc = rc == -ENOENT ? -EUCLEAN : rc;
+	} else if (r.flags & FPREC_HAS_SIMHASH) { /* pending ones: pending_hits */
+		near_sig_of_rec(&r, sig);
+		if (!(rc = near_set_get(a->txn, a->st, k, sig)))
+			rc = add_hit(a, k, simhash_distance(sig->simhash, a->query->simhash), sig, is_copy(a, k, &r));
+	}
+	free(sig);
+	return rc;
 }
 
 static int hit_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
 {
-	struct answer *a = ctx;
 	(void)h;
-	struct fprec r;
-	struct near_sig sig;
-	int rc = blob_get(a->txn, a->st, k, &r);
-	if (rc)
-		return rc == -ENOENT ? -EUCLEAN : rc;
-	near_sig_of_rec(&r, &sig);
-	return add_hit(a, k, dist, &sig);
+	(void)dist;
+	return candidate(ctx, k);
 }
 
 /* The pending blobs within distance maxdist; one signed since it was
@@ -257,8 +349,10 @@ static int pending_hits(struct answer *a, const struct pending_set *ps, unsigned
 		if (rc == -ENOENT || (!rc && !(r.flags & FPREC_SIG_PENDING)))
 			continue;
 		unsigned dist = simhash_distance(p->sig.simhash, a->query->simhash);
-		if (!rc && p->sig.has && dist <= maxdist)
-			rc = add_hit(a, &p->k, dist, &p->sig);
+		bool copy = !rc && is_copy(a, &p->k, &r);
+		/* within K, or a set that the bands would have found */
+		if (!rc && p->sig.has && (dist <= maxdist || (p->sig.has_set && a->query->has_set)))
+			rc = add_hit(a, &p->k, dist, &p->sig, copy);
 		if (rc)
 			return rc;
 	}
@@ -268,6 +362,8 @@ static int pending_hits(struct answer *a, const struct pending_set *ps, unsigned
 static int hit_dist_cmp(const void *x, const void *y)
 {
 	const struct hit *a = x, *b = y;
+	if (a->copy != b->copy)
+		return a->copy ? -1 : 1;
 	return (a->dist > b->dist) - (a->dist < b->dist);
 }
 
@@ -278,7 +374,7 @@ static size_t write_answer(struct answer *a, char *buf)
 	size_t n = 0;
 	for (size_t i = 0; i < a->nheap; i++) {
 		const struct line *l = &a->heap[i];
-		n += (size_t)sprintf(buf + n, "%u%s\t", l->dist, l->low ? "?" : "");
+		n += line_head(l, buf + n, QUERY_MAX - n);
 		memcpy(buf + n, l->path, l->len);
 		n += l->len;
 		buf[n++] = '\n';
@@ -296,25 +392,28 @@ static void answer_free(struct answer *a)
 		free(a->cut.path);
 	free(a->heap);
 	free(a->hits);
+	free(a->seen.v);
 }
 
-static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *sig, uint64_t exclude,
-		       const struct pd_cred *cred, const struct pending_set *ps, char *buf, size_t *len)
+static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *sig, const struct near_self *self,
+		       uint64_t exclude, const struct pd_cred *cred, const struct pending_set *ps, char *buf,
+		       size_t *len)
 {
 	if (!sig->has)
 		return -ENODATA;
 	if (st->near_stale)
 		return -ESTALE; /* stored signatures of another version (near.h) */
-	struct answer a = { .txn = txn, .st = st, .cred = cred, .query = sig };
+	struct answer a = { .txn = txn, .st = st, .cred = cred, .query = sig, .self = self };
 	unsigned k = st->near_tables ? st->near_tables - 1 : 0;
 	int rc = near_find(txn, st, sig->simhash, k, hit_cb, &a);
+	if (!rc && sig->has_set)
+		rc = near_lsh_find(txn, st, &sig->set, hit_cb, &a);
 	if (!rc)
 		rc = pending_hits(&a, ps, k);
 	if (!rc && a.nhits)
 		qsort(a.hits, a.nhits, sizeof *a.hits, hit_dist_cmp);
 	for (size_t i = 0; i < a.nhits && !rc; i++) {
-		a.cur_dist = a.hits[i].dist;
-		a.cur_low = a.hits[i].low || sig->low_confidence;
+		a.cur = &a.hits[i];
 		rc = path_names_of_blob(txn, st, &a.hits[i].k, exclude, cred, offer_cb, &a);
 	}
 	if (!rc)
@@ -323,14 +422,14 @@ static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *si
 	return rc;
 }
 
-int query_near_sig(struct store *st, const struct near_sig *sig, uint64_t exclude, const struct pd_cred *cred,
-		   char *buf, size_t *len)
+int query_near_sig(struct store *st, const struct near_sig *sig, const struct near_self *self, uint64_t exclude,
+		   const struct pd_cred *cred, char *buf, size_t *len)
 {
 	struct pending_set ps = { 0 };
 	MDB_txn *txn;
 	int rc = pending_sigs(st, &ps);
 	if (!rc && !(rc = store_read_begin(st, &txn))) {
-		rc = near_answer(txn, st, sig, exclude, cred, &ps, buf, len);
+		rc = near_answer(txn, st, sig, self, exclude, cred, &ps, buf, len);
 		store_read_end(st, txn);
 	}
 	free(ps.v);
@@ -340,7 +439,7 @@ int query_near_sig(struct store *st, const struct near_sig *sig, uint64_t exclud
 /* The signature of a sealed file: its record's, or for a pending record
  * the one computed from its file (in ps, or now). */
 static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, const struct pending_set *ps,
-		    struct near_sig *sig)
+		    struct near_sig *sig, struct near_self *self)
 {
 	struct blobkey k;
 	struct fprec r;
@@ -349,9 +448,14 @@ static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, const struct p
 		return rc;
 	if ((rc = blob_get(txn, st, &k, &r)))
 		return rc == -ENOENT ? -EUCLEAN : rc;
+	if (self) {
+		*self = (struct near_self){ .has = true, .size = r.size };
+		memcpy(self->md5, k.md5, 16);
+		memcpy(self->xxh128, r.xxh128, 16);
+	}
 	if (!(r.flags & FPREC_SIG_PENDING)) {
 		near_sig_of_rec(&r, sig);
-		return 0;
+		return near_set_get(txn, st, &k, sig);
 	}
 	const struct near_sig *known = ps ? pending_find(ps, &k) : NULL;
 	if (known) {
@@ -366,14 +470,16 @@ int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char 
 {
 	struct pending_set ps = { 0 };
 	MDB_txn *txn;
-	struct near_sig sig;
-	int rc = pending_sigs(st, &ps);
+	struct near_sig *sig = malloc(sizeof *sig);
+	struct near_self self;
+	int rc = sig ? pending_sigs(st, &ps) : -ENOMEM;
 	if (!rc && !(rc = store_read_begin(st, &txn))) {
-		if (!(rc = file_sig(txn, st, ino, &ps, &sig)))
-			rc = near_answer(txn, st, &sig, ino, cred, &ps, buf, len);
+		if (!(rc = file_sig(txn, st, ino, &ps, sig, &self)))
+			rc = near_answer(txn, st, sig, &self, ino, cred, &ps, buf, len);
 		store_read_end(st, txn);
 	}
 	free(ps.v);
+	free(sig);
 	return rc;
 }
 
@@ -392,7 +498,7 @@ int query_simhash(struct store *st, uint64_t ino, char *buf, size_t *len)
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	rc = file_sig(txn, st, ino, NULL, &sig);
+	rc = file_sig(txn, st, ino, NULL, &sig, NULL);
 	store_read_end(st, txn);
 	if (!rc)
 		*len = query_format_simhash(&sig, buf);

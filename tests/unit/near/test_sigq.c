@@ -303,7 +303,7 @@ static void test_crash_pending(void **state)
 	struct near_sig sig;
 	assert_int_equal(near_sig_of_page(a, strlen(a), &sig), 0);
 	size_t len;
-	assert_int_equal(query_near_sig(st, &sig, 0, NULL, answer, &len), 0);
+	assert_int_equal(query_near_sig(st, &sig, NULL, 0, NULL, answer, &len), 0);
 	answer[len] = 0;
 	snprintf(want, sizeof want, "0\t/a.html\n%u\t/b.html\n", d);
 	assert_string_equal(answer, want);
