@@ -39,7 +39,7 @@ static int file_sig(const char *path, struct near_sig *sig, struct near_self *se
 		rc = near_sig_of_fd(fd, (uint64_t)sb.st_size, sig);
 	struct fp fp;
 	if (!rc && self && !(rc = fp_of_fd(fd, &fp))) {
-		*self = (struct near_self){ .has = true, .size = fp.size };
+		*self = (struct near_self){ .has = true, .size = fp.size, .path = path };
 		memcpy(self->md5, fp.md5, 16);
 		memcpy(self->xxh128, fp.xxh128, 16);
 	}

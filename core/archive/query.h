@@ -56,11 +56,16 @@ int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char 
  * be in the store); names of inode `exclude` (0: none) are left out. */
 struct near_sig;
 /* The asking page's bytes, to tell copies (a blob with the same MD5,
- * XXH128 and size); has false: none are told. */
+ * XXH128 and size; has false: none are told), and where to read it back
+ * for a pair too close to call by the estimate (nearset.h): its blob
+ * (has_key), else the file at path, else the estimate decides. */
 struct near_self {
 	bool has;
 	uint8_t md5[16], xxh128[16];
 	uint64_t size;
+	bool has_key;
+	struct blobkey key;
+	const char *path;
 };
 int query_near_sig(struct store *st, const struct near_sig *sig, const struct near_self *self, uint64_t exclude,
 		   const struct pd_cred *cred, char *buf, size_t *len);

@@ -15,10 +15,13 @@
  * compared with the query one by one.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "blob/blob.h"
 #include "near/near.h"
@@ -162,6 +165,9 @@ struct answer {
 	const struct near_sig *query; /* the asking page's signature */
 	const struct near_self *self; /* its bytes' fingerprint (copies), or NULL */
 	struct seen seen;
+	uint32_t *qfull;     /* the asking page read back (nearset_full_of_text) */
+	size_t nqfull;
+	int qfull_state;     /* 0: not yet, 1: in qfull, < 0: cannot be read */
 	struct hit *hits;
 	size_t nhits, cap;
 	struct line *heap;   /* max-heap of the lines kept, by line_cmp */
@@ -292,11 +298,59 @@ static bool is_copy(const struct answer *a, const struct blobkey *k, const struc
 	return s && s->has && !memcmp(k->md5, s->md5, 16) && !memcmp(r->xxh128, s->xxh128, 16) && r->size == s->size;
 }
 
+/* The asking page's every shingle, read back once per answer. */
+static int query_full(struct answer *a)
+{
+	const struct near_self *s = a->self;
+	if (a->qfull_state)
+		return a->qfull_state < 0 ? a->qfull_state : 0;
+	int rc = -ENOENT;
+	if (s && s->has_key) {
+		rc = near_full_of_blob(a->st, &s->key, &a->qfull, &a->nqfull);
+	} else if (s && s->path) {
+		int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+		struct stat sb;
+		rc = fd < 0 ? -errno : fstat(fd, &sb) ? -errno : near_full_of_fd(fd, (uint64_t)sb.st_size, &a->qfull, &a->nqfull);
+		if (fd >= 0)
+			close(fd);
+	}
+	a->qfull_state = rc ? rc : 1;
+	return rc;
+}
+
+/* The confirm (near.h), with a pair too close to call by the estimate
+ * decided on both pages read back (nearset.h); a page that cannot be read
+ * keeps the estimate. */
+static int confirm(struct answer *a, const struct blobkey *k, const struct near_sig *sig, bool *yes, double *r)
+{
+	const struct near_sig *q = a->query;
+	if (!q->has_set || !sig->has_set) {
+		*yes = near_confirm_r(q, sig, r);
+		return 0;
+	}
+	bool exact;
+	*r = nearset_resemblance(&q->set, &sig->set, &exact);
+	if (nearset_borderline(exact, *r) && !query_full(a)) {
+		uint32_t *h;
+		size_t n;
+		int rc = near_full_of_blob(a->st, k, &h, &n);
+		if (!rc)
+			*r = nearset_full_resemblance(a->qfull, a->nqfull, h, n);
+		free(h);
+		if (rc && rc != -ENOENT && rc != -EIO && rc != -ENOMEM)
+			return rc;
+	}
+	*yes = *r >= NEARSET_NEAR;
+	return 0;
+}
+
 static int add_hit(struct answer *a, const struct blobkey *k, unsigned dist, const struct near_sig *sig, bool copy)
 {
 	double r = 1;
-	if (!copy && !near_confirm_r(a->query, sig, &r))
-		return 0; /* close in bits, not in text */
+	bool yes = true;
+	int rc = copy ? 0 : confirm(a, k, sig, &yes, &r);
+	if (rc || !yes)
+		return rc; /* close in bits, not in text */
 	if (a->nhits == a->cap) {
 		size_t cap = a->cap ? 2 * a->cap : 64;
 		struct hit *v = realloc(a->hits, cap * sizeof *v);
@@ -393,6 +447,7 @@ static void answer_free(struct answer *a)
 	free(a->heap);
 	free(a->hits);
 	free(a->seen.v);
+	free(a->qfull);
 }
 
 static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *sig, const struct near_self *self,
@@ -449,7 +504,7 @@ static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, const struct p
 	if ((rc = blob_get(txn, st, &k, &r)))
 		return rc == -ENOENT ? -EUCLEAN : rc;
 	if (self) {
-		*self = (struct near_self){ .has = true, .size = r.size };
+		*self = (struct near_self){ .has = true, .size = r.size, .has_key = true, .key = k };
 		memcpy(self->md5, k.md5, 16);
 		memcpy(self->xxh128, r.xxh128, 16);
 	}

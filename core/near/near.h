@@ -115,6 +115,11 @@ int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct
  * given once per band (the caller keeps the first). cb as near_find's
  * (h and dist are 0). */
 int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_hit_fn cb, void *ctx);
+/* Every shingle hash of a page read back (nearset_full_of_text), for the
+ * exact resemblance of a pair too close to call (nearset_borderline):
+ * from the first `size` bytes of an open file, or from blob k's file. */
+int near_full_of_fd(int fd, uint64_t size, uint32_t **h, size_t *n);
+int near_full_of_blob(struct store *st, const struct blobkey *k, uint32_t **h, size_t *n);
 
 /* Consistency with the fingerprints (fsck): each problem is described to
  * `bad` (one line, no newline) and counted in *nbad. Checks every table

@@ -3,10 +3,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/byteorder.h"
 #include "blob/blob.h"
 #include "near_int.h"
+#include "text/html.h"
 
 static MDB_val fp_key(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
 {
@@ -221,5 +225,40 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 	struct lsh_ctx c = { txn, st, bad, ctx, 0 };
 	int rc = each_set(txn, st, check_one, &c);
 	*nbad += c.nbad;
+	return rc;
+}
+
+/* ---- the exact resemblance, pages read back ---- */
+
+int near_full_of_fd(int fd, uint64_t size, uint32_t **h, size_t *n)
+{
+	*h = NULL;
+	*n = 0;
+	size_t len = size < HTML_MAX_INPUT ? (size_t)size : HTML_MAX_INPUT;
+	void *p = len ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+	if (p == MAP_FAILED)
+		return -errno;
+	struct html_text t;
+	int rc = html_extract(len ? p : "", len, 0, &t);
+	if (p)
+		munmap(p, len);
+	if (rc)
+		return rc;
+	if (!t.binary)
+		rc = nearset_full_of_text(t.text, t.len, h, n);
+	html_text_free(&t);
+	return rc;
+}
+
+int near_full_of_blob(struct store *st, const struct blobkey *k, uint32_t **h, size_t *n)
+{
+	*h = NULL;
+	*n = 0;
+	int fd = blob_open(st, k);
+	if (fd < 0)
+		return fd;
+	struct stat sb;
+	int rc = fstat(fd, &sb) ? -errno : near_full_of_fd(fd, (uint64_t)sb.st_size, h, n);
+	close(fd);
 	return rc;
 }

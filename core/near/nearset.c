@@ -119,25 +119,75 @@ static void make_bands(const struct shingler *s, uint32_t band[NEARSET_BANDS])
 	}
 }
 
+/* Every shingle of the text into s (s->h sorted, distinct, s->n of them). */
+static int shingle_all(const char *text, size_t len, struct shingler *s)
+{
+	memset(s, 0, sizeof *s);
+	for (size_t j = 0; j < NEARSET_BINS; j++)
+		s->min[j] = EMPTY;
+	words_of(s, (const unsigned char *)text, len);
+	if (s->err || !s->n)
+		return s->err;
+	qsort(s->h, s->n, sizeof *s->h, cmp_u32);
+	size_t u = 0;
+	for (size_t i = 0; i < s->n; i++)
+		if (!u || s->h[u - 1] != s->h[i])
+			s->h[u++] = s->h[i];
+	s->n = u;
+	return 0;
+}
+
+int nearset_full_of_text(const char *text, size_t len, uint32_t **h, size_t *n)
+{
+	if (!h || !n || (!text && len))
+		return -EINVAL;
+	struct shingler *s = malloc(sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	int rc = shingle_all(text, len, s);
+	*h = rc ? NULL : s->h;
+	*n = rc ? 0 : s->n;
+	if (rc)
+		free(s->h);
+	free(s);
+	return rc;
+}
+
+double nearset_full_resemblance(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
+{
+	size_t i = 0, j = 0, both = 0;
+	while (i < na && j < nb) {
+		if (a[i] == b[j]) {
+			both++;
+			i++;
+			j++;
+		} else if (a[i] < b[j]) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+	size_t all = na + nb - both;
+	return all ? (double)both / (double)all : 0;
+}
+
+bool nearset_borderline(bool exact, double r)
+{
+	return !exact && r > NEARSET_NEAR - NEARSET_MARGIN && r < NEARSET_NEAR + NEARSET_MARGIN;
+}
+
 int nearset_of_text_k(const char *text, size_t len, unsigned k, struct nearset *out)
 {
 	if (!out || (!text && len) || k > NEARSET_K)
 		return -EINVAL;
 	memset(out, 0, sizeof *out);
 	struct shingler s;
-	memset(&s, 0, sizeof s);
-	for (size_t j = 0; j < NEARSET_BINS; j++)
-		s.min[j] = EMPTY;
-	words_of(&s, (const unsigned char *)text, len);
-	if (s.err || !s.n) {
+	int rc = shingle_all(text, len, &s);
+	if (rc || !s.n) {
 		free(s.h);
-		return s.err;
+		return rc;
 	}
-	qsort(s.h, s.n, sizeof *s.h, cmp_u32);
-	size_t u = 0;
-	for (size_t i = 0; i < s.n; i++)
-		if (!u || s.h[u - 1] != s.h[i])
-			s.h[u++] = s.h[i];
+	size_t u = s.n;
 	out->has = true;
 	out->shingles = (uint32_t)u;
 	out->n = (uint32_t)(u < k ? u : k);

@@ -59,6 +59,12 @@
 #define NEARSET_MAX_BYTES (NEARSET_HEAD + 4 * NEARSET_BANDS + 4 * NEARSET_K)
 /* Resemblance at or above which a candidate is answered: the judge's. */
 #define NEARSET_NEAR 0.8
+/* An estimate (a page of more than NEARSET_K shingles) this close to
+ * NEARSET_NEAR is decided by the exact resemblance, both pages read back
+ * (two standard errors at k = 256; bench_near confirm_*: at 0.05, precision
+ * 1.000 on libstdc++ and rust API pages, where the estimate alone gives
+ * 0.937 and 0.984, with a read-back for about one page in twelve). */
+#define NEARSET_MARGIN 0.05
 
 struct nearset {
 	bool has;              /* false: no text */
@@ -81,6 +87,15 @@ static inline int nearset_of_text(const char *utf8, size_t len, struct nearset *
  * the smaller of the two sets' k (NEARSET_K for stored ones). *exact tells
  * whether it is exact (both complete), may be NULL. */
 double nearset_resemblance(const struct nearset *a, const struct nearset *b, bool *exact);
+
+/* Is the decision on r (an estimate unless exact) too close to call? */
+bool nearset_borderline(bool exact, double r);
+/* Every kept hash of the text, sorted and distinct, into a malloc'd *h (*n
+ * of them; NULL and 0 for a text without words): what a page read back
+ * gives for the exact resemblance. */
+int nearset_full_of_text(const char *utf8, size_t len, uint32_t **h, size_t *n);
+/* Exact resemblance of two such lists (0 when both are empty). */
+double nearset_full_resemblance(const uint32_t *a, size_t na, const uint32_t *b, size_t nb);
 
 /* Stored form: bytes written (at most NEARSET_MAX_BYTES) / 0 or -EINVAL
  * (a size or version that does not fit). */

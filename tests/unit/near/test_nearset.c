@@ -22,6 +22,8 @@
 #include "near/sigq.h"
 #include "near/simhash.h"
 
+static char answer[QUERY_MAX + 1];
+
 static struct nearset *set_of(const char *text, unsigned k)
 {
 	struct nearset *s = malloc(sizeof *s);
@@ -204,8 +206,6 @@ static int far_move_cb(struct wtx *w, void *p)
 	return rc;
 }
 
-static char answer[QUERY_MAX + 1];
-
 static void test_found_by_bands(void **state)
 {
 	(void)state;
@@ -233,6 +233,58 @@ static void test_found_by_bands(void **state)
 	th_rmdir(dir);
 }
 
+/* Long pages (beyond NEARSET_K shingles) whose estimate is too close to
+ * the line to call: the answer shows, and decides on, the exact
+ * resemblance of both pages read back. */
+static void test_read_back(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *base = words(0, 2000, 0);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "base.html", base);
+	struct nearset *x = set_of(base, NEARSET_K);
+	int tried = 0;
+	/* m changed words: exact (1996 - 5m) / (1996 + 5m), 0.86 down to 0.74 */
+	for (unsigned m = 30; m <= 60; m++) {
+		char *v = words(0, 2000, 0);
+		/* change m words, 40 apart from word 20: "w" -> "x" */
+		for (unsigned c = 0, pos = 0, w = 0; c < m; w++) {
+			char *p = v + pos;
+			char *sp = strchr(p, ' ');
+			if (w % 40 == 20) {
+				*p = 'x';
+				c++;
+			}
+			pos = (unsigned)((sp ? sp : p + strlen(p)) - v) + 1;
+		}
+		struct nearset *y = set_of(v, NEARSET_K);
+		bool exact;
+		double est = nearset_resemblance(x, y, &exact), want = (1996.0 - 5 * m) / (1996.0 + 5 * m);
+		assert_false(exact);
+		if (nearset_borderline(exact, est)) {
+			char name[32], line[64];
+			snprintf(name, sizeof name, "v%u.html", m);
+			th_put_page(st, PD_ROOT_INO, name, v);
+			size_t len;
+			assert_int_equal(query_near(st, ib, &test_root, answer, &len), 0);
+			answer[len] = 0;
+			snprintf(line, sizeof line, "\t%.3f\tnear\t/%s\n", want, name);
+			/* listed exactly when the exact value reaches the line */
+			assert_true((strstr(answer, line) != NULL) == (want >= NEARSET_NEAR));
+			assert_true((strstr(answer, name) != NULL) == (want >= NEARSET_NEAR));
+			tried++;
+		}
+		free(y);
+		free(v);
+	}
+	assert_true(tried >= 3);
+	free(x);
+	free(base);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +293,7 @@ int main(void)
 		cmocka_unit_test(test_stored_form),
 		cmocka_unit_test(test_bands),
 		cmocka_unit_test(test_found_by_bands),
+		cmocka_unit_test(test_read_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
