@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fsck/fsck.h"
+#include "clusters_cmd.h"
 #include "nearcmd.h"
 #include "archive/stats.h"
 #include "store/store.h"
@@ -53,10 +54,12 @@ static void usage(FILE *out)
 	      "        the 64-bit simhash of each file's text (hex), 'low-confidence' after it\n"
 	      "        when the text is too short to judge, 'none' for binary content.\n"
 	      "  near STORE FILE\n"
-	      "        the stored pages whose simhash is within the store's distance (mkfs\n"
-	      "        --near-distance, default 4) of FILE's, which need not be stored:\n"
-	      "        'D<TAB>/path' lines as getfattr -n user.dedup.near gives them, D followed\n"
-	      "        by '?' when a page has little text. Exit 0 some found, 1 none, 2 error.\n"
+	      "        the stored copies and near-duplicates of FILE, which need not be stored:\n"
+	      "        'D<TAB>R<TAB>copy|near<TAB>/path' lines as getfattr -n user.dedup.near\n"
+	      "        gives them (D simhash distance, '?' when a page has little text; R\n"
+	      "        resemblance). Exit 0 some found, 1 none, 2 error.\n"
+	      "  dups|clusters STORE|MOUNTPOINT [--json|--csv] [--min-size N]\n"
+	      "        groups of files with the same bytes / of near-duplicate pages.\n"
 	      "  urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]\n"
 	      "        print the URLs (one a line, from INPUT or stdin) not seen before, in\n"
 	      "        normal form, and record them in FILE, a filter that keeps between runs\n"
@@ -377,6 +380,10 @@ int main(int argc, char **argv)
 		return cmd_simhash(argc, argv);
 	if (!strcmp(cmd, "near"))
 		return cmd_near(argc, argv);
+	if (!strcmp(cmd, "dups"))
+		return cmd_dups(argc, argv);
+	if (!strcmp(cmd, "clusters"))
+		return cmd_clusters(argc, argv);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -120,6 +120,11 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
  * from the first `size` bytes of an open file, or from blob k's file. */
 int near_full_of_fd(int fd, uint64_t size, uint32_t **h, size_t *n);
 int near_full_of_blob(struct store *st, const struct blobkey *k, uint32_t **h, size_t *n);
+/* The answers' confirm for two stored pages: near_confirm_r, a pair of
+ * sets too close to call decided on both blobs read back (a blob that
+ * cannot be read keeps the estimate). */
+int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct near_sig *a, const struct blobkey *kb,
+		      const struct near_sig *b, bool *yes, double *r);
 
 /* Consistency with the fingerprints (fsck): each problem is described to
  * `bad` (one line, no newline) and counted in *nbad. Checks every table

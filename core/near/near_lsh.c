@@ -262,3 +262,29 @@ int near_full_of_blob(struct store *st, const struct blobkey *k, uint32_t **h, s
 	close(fd);
 	return rc;
 }
+
+int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct near_sig *a, const struct blobkey *kb,
+		      const struct near_sig *b, bool *yes, double *r)
+{
+	if (!a->has_set || !b->has_set) {
+		*yes = near_confirm_r(a, b, r);
+		return 0;
+	}
+	bool exact;
+	*r = nearset_resemblance(&a->set, &b->set, &exact);
+	if (nearset_borderline(exact, *r)) {
+		uint32_t *ha = NULL, *hb = NULL;
+		size_t na, nb;
+		int rc = near_full_of_blob(st, ka, &ha, &na);
+		if (!rc)
+			rc = near_full_of_blob(st, kb, &hb, &nb);
+		if (!rc)
+			*r = nearset_full_resemblance(ha, na, hb, nb);
+		free(ha);
+		free(hb);
+		if (rc && rc != -ENOENT && rc != -EIO && rc != -ENOMEM)
+			return rc; /* those keep the estimate */
+	}
+	*yes = *r >= NEARSET_NEAR;
+	return 0;
+}

@@ -3,8 +3,9 @@
  * and time per method, on the labelled set and on API-reference packages
  * of different generators (--pkg DIR, one per package).
  *
- * Methods (each lists pairs of pages; "confirm": the store's shingle-set
- * resemblance >= 0.8, nearset.h):
+ * Methods (each lists pairs of pages; "confirm": the store's, shingle-set
+ * resemblance >= 0.8, an estimate within NEARSET_MARGIN of it decided on
+ * the pages read back, nearset.h):
  *   md5          byte-identical pages (the MD5 of the bytes);
  *   multi-md5    seed 003's multiple fingerprints: the MD5 of every block
  *                (line) of the extracted text, ranked by block size; two
@@ -188,9 +189,9 @@ static bool listed(int m, const struct page *a, const struct page *b, unsigned d
 	switch (m) {
 	case M_SIMHASH: return d <= g_mk;
 	case M_SKETCH: return d <= g_mk && estimate(a, b) >= MINHASH_NEAR_RESEMBLANCE;
-	case M_CONFIRM: return d <= g_mk && confirm_k(a, b, C_K256);
-	case M_LSH: return band && confirm_k(a, b, C_K256);
-	default: return (d <= g_mk || band) && confirm_k(a, b, C_K256);
+	case M_CONFIRM: return d <= g_mk && confirm_k(a, b, C_B05);
+	case M_LSH: return band && confirm_k(a, b, C_B05);
+	default: return (d <= g_mk || band) && confirm_k(a, b, C_B05);
 	}
 }
 
