@@ -19,9 +19,11 @@ if [ ! -d /usr/share/locale/zh_CN/LC_MESSAGES ]; then
 	echo "bench-near: no zh_CN message catalogues; the Chinese subset will be empty" >&2
 fi
 # API references of four generators, for the per-package precision
-# (near_methods.h): Javadoc, Sphinx, rustdoc (corpus.sh unpacks these) and
-# Doxygen (unpacked here, the same way). PD_NEAR_PKGS overrides the list.
-PKGS=${PD_NEAR_PKGS:-openjdk-17-doc python3.11-doc rust-doc libstdc++-12-doc}
+# (near_methods.h): Javadoc, Sphinx (the Python manual, and SciPy's
+# reference: a page per function), rustdoc (corpus.sh unpacks openjdk,
+# python and rust) and Doxygen (libstdc++; these unpacked here, the same
+# way). PD_NEAR_PKGS overrides the list.
+PKGS=${PD_NEAR_PKGS:-openjdk-17-doc python3.11-doc python-scipy-doc rust-doc libstdc++-12-doc}
 pkg_args=()
 for p in $PKGS; do
 	if [ ! -d "$CACHE/extract/$p" ]; then

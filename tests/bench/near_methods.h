@@ -140,6 +140,7 @@ enum { C_K64, C_K128, C_K256, C_EXACT, C_B05, C_B10, NCONFIRMS };
 static const char *const cf_name[NCONFIRMS] = {"bottom-64", "bottom-128", "bottom-256", "exact",
 					       "bottom-256+readback(0.05)", "bottom-256+readback(0.10)"};
 static size_t g_readbacks[NCONFIRMS]; /* pairs read back, per confirm */
+static bool g_count_rb;               /* in the comparison of the confirms */
 
 static unsigned g_mk = 4; /* K of the methods (the store's default) */
 
@@ -173,7 +174,7 @@ static bool confirm_k(const struct page *a, const struct page *b, int c)
 		double m = c == C_B05 ? 0.05 : 0.10;
 		if (exact || r <= NEARSET_NEAR - m || r >= NEARSET_NEAR + m)
 			return r >= NEARSET_NEAR;
-		g_readbacks[c]++;
+		g_readbacks[c] += g_count_rb;
 		return resemblance(&a->ref, &b->ref) >= NEARSET_NEAR;
 	}
 	static struct nearset x, y;
@@ -377,22 +378,25 @@ static void run_index_methods(const struct coll *c, struct tally *t, struct tall
 					tally_pair(c, &t[m], i, mates[q]);
 				isband[mates[q]] = 0;
 			}
-			/* the confirms compared, on the store's candidates */
-			if (m != M_STORE)
-				continue;
-			for (size_t j = i + 1; j < c->n; j++) {
-				const struct page *b = c->pg(j);
-				bool cand = !a->none && !b->none && simhash_distance(a->sh, b->sh) <= g_mk;
-				cand = cand || (a->ns->has && b->ns->has && share_band(a->ns, b->ns));
-				for (int k = 0; cand && k < NCONFIRMS; k++)
-					if (confirm_k(a, b, k))
-						tally_pair(c, &conf[k], i, j);
-			}
 		}
 		t[m].cpu = now(CLOCK_THREAD_CPUTIME_ID) - m0 + (use_band ? band_cpu : 0) + t_extract +
 			   (m == M_SKETCH ? t_simhash + t_sketch : m == M_SIMHASH ? t_simhash
 			    : m == M_LSH ? t_nearset : t_simhash + t_nearset);
 	}
+	/* the confirms compared, on the store's candidates (read-backs counted here only) */
+	g_count_rb = true;
+	for (size_t i = 0; i < c->n; i++) {
+		const struct page *a = c->pg(i);
+		for (size_t j = i + 1; j < c->n; j++) {
+			const struct page *b = c->pg(j);
+			bool cand = !a->none && !b->none && simhash_distance(a->sh, b->sh) <= g_mk;
+			cand = cand || (a->ns->has && b->ns->has && share_band(a->ns, b->ns));
+			for (int k = 0; cand && k < NCONFIRMS; k++)
+				if (confirm_k(a, b, k))
+					tally_pair(c, &conf[k], i, j);
+		}
+	}
+	g_count_rb = false;
 	buckets_free(&bands);
 	free(stamp);
 	free(mates);
