@@ -194,7 +194,9 @@ int main(int argc, char *argv[])
 		notify(notify_fd, err);
 		goto out_args;
 	}
-	struct pdfs fs = { st, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL };
+	char mnt_abs[PATH_MAX];
+	struct pdfs fs = { st, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL,
+			   realpath(cl.mountpoint, mnt_abs) ? mnt_abs : cl.mountpoint };
 	se = fuse_session_new(&args, &pd_ops, sizeof pd_ops, &fs);
 	fs.se = se;
 	if (!se) {

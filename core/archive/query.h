@@ -52,6 +52,12 @@ int query_stats(struct store *st, char *buf, size_t *len);
  * memory), so the answer is the one synchronous signing would give. The
  * same holds for query_near_sig and query_simhash. */
 int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
+/* The same with prefix (NULL: none) before every path: the mountpoint, for
+ * user.dedup.near.abs (absolute paths, as tools that open them want). A
+ * path that the prefix makes too long for an answer is counted in the
+ * "... N more" line. */
+int query_near_prefixed(struct store *st, uint64_t ino, const struct pd_cred *cred, const char *prefix, char *buf,
+			size_t *len);
 /* The same answer for a page given by its signature (a page that need not
  * be in the store); names of inode `exclude` (0: none) are left out. */
 struct near_sig;

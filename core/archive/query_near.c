@@ -176,6 +176,8 @@ struct answer {
 	struct line cut;
 	uint64_t more;
 	const struct hit *cur; /* the blob whose names are being added */
+	const char *prefix;    /* before every path (the mountpoint), or "" */
+	size_t prefix_len;
 	int err;
 };
 
@@ -188,10 +190,10 @@ static size_t line_head(const struct line *l, char *out, size_t n)
 	return (size_t)snprintf(out, n, "%u%s\t%s\t%s\t", l->dist, l->low ? "?" : "", r, l->copy ? "copy" : "near");
 }
 
-static size_t line_bytes(const struct line *l)
+static size_t line_bytes(const struct answer *a, const struct line *l)
 {
 	char h[64];
-	return line_head(l, h, sizeof h) + l->len + 1;
+	return line_head(l, h, sizeof h) + a->prefix_len + l->len + 1;
 }
 
 /* Copies first, then nearest, then by path (bytes). */
@@ -247,7 +249,7 @@ static void evict_max(struct answer *a)
 	struct line top = a->heap[0];
 	a->heap[0] = a->heap[--a->nheap];
 	heap_down(a->heap, a->nheap, 0);
-	a->bytes -= line_bytes(&top);
+	a->bytes -= line_bytes(a, &top);
 	a->more++;
 	if (a->cut_set)
 		free(a->cut.path);
@@ -263,7 +265,7 @@ static int offer(struct answer *a, const char *path, size_t len)
 	const struct hit *c = a->cur;
 	struct line l = { c->dist, c->low || a->query->low_confidence, c->copy, c->r, len, (char *)path };
 	size_t limit = QUERY_MAX - MORE_LINE_MAX;
-	if ((a->cut_set && line_cmp(&l, &a->cut) >= 0) || line_bytes(&l) > limit) {
+	if ((a->cut_set && line_cmp(&l, &a->cut) >= 0) || line_bytes(a, &l) > limit) {
 		a->more++;
 		return 0;
 	}
@@ -280,7 +282,7 @@ static int offer(struct answer *a, const char *path, size_t len)
 	memcpy(l.path, path, len);
 	a->heap[a->nheap++] = l;
 	heap_up(a->heap, a->nheap - 1);
-	a->bytes += line_bytes(&l);
+	a->bytes += line_bytes(a, &l);
 	while (a->bytes > limit)
 		evict_max(a);
 	return 0;
@@ -429,6 +431,8 @@ static size_t write_answer(struct answer *a, char *buf)
 	for (size_t i = 0; i < a->nheap; i++) {
 		const struct line *l = &a->heap[i];
 		n += line_head(l, buf + n, QUERY_MAX - n);
+		memcpy(buf + n, a->prefix, a->prefix_len);
+		n += a->prefix_len;
 		memcpy(buf + n, l->path, l->len);
 		n += l->len;
 		buf[n++] = '\n';
@@ -451,14 +455,16 @@ static void answer_free(struct answer *a)
 }
 
 static int near_answer(MDB_txn *txn, struct store *st, const struct near_sig *sig, const struct near_self *self,
-		       uint64_t exclude, const struct pd_cred *cred, const struct pending_set *ps, char *buf,
-		       size_t *len)
+		       uint64_t exclude, const struct pd_cred *cred, const char *prefix, const struct pending_set *ps,
+		       char *buf, size_t *len)
 {
 	if (!sig->has)
 		return -ENODATA;
 	if (st->near_stale)
 		return -ESTALE; /* stored signatures of another version (near.h) */
 	struct answer a = { .txn = txn, .st = st, .cred = cred, .query = sig, .self = self };
+	a.prefix = prefix ? prefix : "";
+	a.prefix_len = strlen(a.prefix);
 	unsigned k = st->near_tables ? st->near_tables - 1 : 0;
 	int rc = near_find(txn, st, sig->simhash, k, hit_cb, &a);
 	if (!rc && sig->has_set)
@@ -484,7 +490,7 @@ int query_near_sig(struct store *st, const struct near_sig *sig, const struct ne
 	MDB_txn *txn;
 	int rc = pending_sigs(st, &ps);
 	if (!rc && !(rc = store_read_begin(st, &txn))) {
-		rc = near_answer(txn, st, sig, self, exclude, cred, &ps, buf, len);
+		rc = near_answer(txn, st, sig, self, exclude, cred, NULL, &ps, buf, len);
 		store_read_end(st, txn);
 	}
 	free(ps.v);
@@ -523,6 +529,12 @@ static int file_sig(MDB_txn *txn, struct store *st, uint64_t ino, const struct p
 
 int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len)
 {
+	return query_near_prefixed(st, ino, cred, NULL, buf, len);
+}
+
+int query_near_prefixed(struct store *st, uint64_t ino, const struct pd_cred *cred, const char *prefix, char *buf,
+			size_t *len)
+{
 	struct pending_set ps = { 0 };
 	MDB_txn *txn;
 	struct near_sig *sig = malloc(sizeof *sig);
@@ -530,7 +542,7 @@ int query_near(struct store *st, uint64_t ino, const struct pd_cred *cred, char 
 	int rc = sig ? pending_sigs(st, &ps) : -ENOMEM;
 	if (!rc && !(rc = store_read_begin(st, &txn))) {
 		if (!(rc = file_sig(txn, st, ino, &ps, sig, &self)))
-			rc = near_answer(txn, st, sig, &self, ino, cred, &ps, buf, len);
+			rc = near_answer(txn, st, sig, &self, ino, cred, prefix, &ps, buf, len);
 		store_read_end(st, txn);
 	}
 	free(ps.v);

@@ -77,6 +77,10 @@ case_near_answers() {
 	cp "$src"/* "$MNT/site/" || fail cp
 	cp "$src/base.html" "$MNT/mirror/copy.html" || fail cp
 	expect_eq "$(near "$MNT/site/base.html")" "$(printf '0\tcopy\t/mirror/copy.html\n%s\tnear\t/site/near.html\n%s\tnear\t/site/gbk.html' "$d" "$g")" "near of base"
+	# absolute paths on request: the mountpoint before each path, the rest the same
+	expect_eq "$(getfattr --absolute-names --only-values -n user.dedup.near.abs "$MNT/site/base.html")" \
+		"$(getfattr --absolute-names --only-values -n user.dedup.near "$MNT/site/base.html" |
+			awk -F'\t' -v m="$MNT" '{ print $1 "\t" $2 "\t" $3 "\t" m $4 }')" "near.abs of base"
 	expect_eq "$(near "$MNT/site/far.html")" "" "near of far"
 	expect_eq "$(simhash "$MNT/site/base.html")" "$("$PD_BIN" simhash "$src/base.html" | cut -f1)" "simhash attribute = pagededup simhash"
 	# a hard link and a rename: every name, at its new place
