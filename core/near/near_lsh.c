@@ -158,16 +158,39 @@ struct lsh_ctx {
 	near_bad_fn bad;
 	void *ctx;
 	uint64_t nbad;
+	uint8_t (*drop)[BLOBKEY_BYTES]; /* rebuild: rows to delete after the walk */
+	size_t ndrop, capdrop;
 };
+
+/* A set whose row is damaged or whose blob has no signature any more. */
+static int drop_later(struct lsh_ctx *c, const MDB_val *key)
+{
+	if (key->mv_size != BLOBKEY_BYTES)
+		return 0; /* cannot be named for deletion; fsck reports it */
+	if (c->ndrop == c->capdrop) {
+		size_t cap = c->capdrop ? 2 * c->capdrop : 16;
+		uint8_t(*v)[BLOBKEY_BYTES] = realloc(c->drop, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		c->drop = v;
+		c->capdrop = cap;
+	}
+	memcpy(c->drop[c->ndrop++], key->mv_data, BLOBKEY_BYTES);
+	return 0;
+}
 
 static int rebuild_one(void *ctx, const MDB_val *key, const struct nearset *s)
 {
 	struct lsh_ctx *c = ctx;
 	if (!s)
-		return 0; /* a damaged set gives no rows; the sketch confirms */
+		return drop_later(c, key); /* its record is confirmed by the sketch */
 	struct blobkey k;
+	struct fprec r;
 	blobkey_decode(key->mv_data, &k);
-	return put_bands(c->txn, c->st, &k, s);
+	int rc = blob_get(c->txn, c->st, &k, &r);
+	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH)))
+		return drop_later(c, key);
+	return rc ? rc : put_bands(c->txn, c->st, &k, s);
 }
 
 int near_lsh_rebuild(MDB_txn *txn, struct store *st)
@@ -175,8 +198,15 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 	if (!st->has_nearset)
 		return 0;
 	int rc = pd_mdb_err(mdb_drop(txn, st->db_nearlsh, 0));
-	struct lsh_ctx c = { txn, st, NULL, NULL, 0 };
-	return rc ? rc : each_set(txn, st, rebuild_one, &c);
+	struct lsh_ctx c = { txn, st, NULL, NULL, 0, NULL, 0, 0 };
+	if (!rc)
+		rc = each_set(txn, st, rebuild_one, &c);
+	for (size_t i = 0; i < c.ndrop && !rc; i++) {
+		MDB_val key = { BLOBKEY_BYTES, c.drop[i] };
+		rc = pd_mdb_err(mdb_del(txn, st->db_nearfeat, &key, NULL));
+	}
+	free(c.drop);
+	return rc;
 }
 
 static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
@@ -222,7 +252,7 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 {
 	if (!st->has_nearset)
 		return 0;
-	struct lsh_ctx c = { txn, st, bad, ctx, 0 };
+	struct lsh_ctx c = { txn, st, bad, ctx, 0, NULL, 0, 0 };
 	int rc = each_set(txn, st, check_one, &c);
 	*nbad += c.nbad;
 	return rc;

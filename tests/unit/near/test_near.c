@@ -504,6 +504,75 @@ static void test_fsck_near(void **state)
 	th_rmdir(dir);
 }
 
+/* Shingle sets and bands: a band row lost, a set that does not decode, a
+ * set of a blob that has no record; fsck names each, --repair mends. */
+static int damage_sets_cb(struct wtx *w, void *p)
+{
+	struct store *st = w->st;
+	(void)p;
+	MDB_cursor *c;
+	MDB_val k, v;
+	/* the first set's blob loses its row of band 0 */
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+	struct nearset *first = malloc(sizeof *first);
+	assert_non_null(first);
+	assert_int_equal(nearset_decode(v.mv_data, v.mv_size, first), 0);
+	uint8_t bk[4], fk[BLOBKEY_BYTES];
+	memcpy(fk, k.mv_data, BLOBKEY_BYTES);
+	mdb_cursor_close(c);
+	put_le32(bk, first->band[0]);
+	free(first);
+	assert_int_equal(mdb_del(w->txn, st->db_nearlsh, &(MDB_val){ 4, bk }, &(MDB_val){ BLOBKEY_BYTES, fk }), 0);
+	/* the last set does not decode */
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
+	uint8_t key[BLOBKEY_BYTES], junk[10] = { 9, 9, 9 };
+	memcpy(key, k.mv_data, BLOBKEY_BYTES);
+	mdb_cursor_close(c);
+	MDB_val jv = { sizeof junk, junk };
+	assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &(MDB_val){ BLOBKEY_BYTES, key }, &jv, 0), 0);
+	memset(key, 0xee, sizeof key); /* no such blob */
+	struct nearset *s = calloc(1, sizeof *s);
+	assert_non_null(s);
+	s->has = s->complete = true;
+	s->shingles = s->n = 1;
+	s->h[0] = 7;
+	uint8_t buf[NEARSET_MAX_BYTES];
+	MDB_val sv = { nearset_encode(s, buf), buf };
+	free(s);
+	assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &(MDB_val){ BLOBKEY_BYTES, key }, &sv, 0), 0);
+	return 0;
+}
+
+static void test_fsck_sets(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(3, 500, ""), *b = th_page(4, 500, ""), *c = th_page(5, 500, "");
+	th_put_page(st, PD_ROOT_INO, "a", a);
+	th_put_page(st, PD_ROOT_INO, "b", b);
+	th_put_page(st, PD_ROOT_INO, "c", c);
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(store_write(st, damage_sets_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	int lines = 0;
+	struct fsck_opts o = { .report = count_line, .ctx = &lines };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_int_equal(r.problems, 3);
+	o.repair = true;
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(c);
+	th_rmdir(dir);
+}
+
 /* ---- stores of an older signature version ---------------------------------- */
 
 /* What the code of an older version left: its version in meta (or none at
@@ -670,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_answer_limit),
 		cmocka_unit_test(test_confirmation),
 		cmocka_unit_test(test_fsck_near),
+		cmocka_unit_test(test_fsck_sets),
 		cmocka_unit_test(test_old_version_upgraded_at_open),
 		cmocka_unit_test(test_old_version_fsck_repair),
 	};
