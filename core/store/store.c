@@ -33,10 +33,6 @@
 #include <unistd.h>
 
 #include "base/fp.h"
-#include "near/near.h"
-#include "archive/openfile.h"
-#include "near/sigq.h"
-#include "near/simhash.h"
 
 #define PD_EMAPFULL (-ECHRNG)
 
@@ -92,7 +88,7 @@ void store_params_default(struct store_params *p)
 	p->expected_pages = 1000000;
 	p->filter_fpr = 1e-4;
 	p->filter_lines = 2;
-	p->near_distance = SIMHASH_NEAR_DISTANCE;
+	p->near_distance = STORE_PARAM_UNSET;
 	p->filter_fmax = 0;
 	p->filter_leaf_lines = 0;
 }
@@ -330,6 +326,16 @@ static struct store *store_alloc(const char *dir)
 	return st;
 }
 
+static int set_parts(struct store *st, const struct store_part *const *parts)
+{
+	for (st->n_parts = 0; parts && parts[st->n_parts]; st->n_parts++) {
+		if (st->n_parts == STORE_MAX_PARTS)
+			return -E2BIG;
+		st->parts[st->n_parts] = parts[st->n_parts];
+	}
+	return 0;
+}
+
 static void store_free(struct store *st)
 {
 	gf_close(st->gf);
@@ -339,7 +345,9 @@ static void store_free(struct store *st)
 		close(st->dirfd);
 	if (st->lockfd >= 0)
 		close(st->lockfd);
-	live_table_free(st->live);
+	for (unsigned i = st->n_parts; i-- > 0;)
+		if (st->parts[i]->release)
+			st->parts[i]->release(st);
 	pthread_rwlock_destroy(&st->map_lock);
 	pthread_mutex_destroy(&st->gc_mu);
 	pthread_cond_destroy(&st->gc_cv);
@@ -401,7 +409,17 @@ static int mkfs_filter(struct store *st, MDB_txn *txn, const struct store_params
 	return rc;
 }
 
-int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN])
+static int parts_create(struct store *st, MDB_txn *txn)
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < st->n_parts; i++)
+		if (st->parts[i]->create)
+			rc = st->parts[i]->create(txn, st);
+	return rc;
+}
+
+int store_mkfs(const char *dir, const struct store_params *p, const struct store_part *const *parts,
+	       char err[PD_ERRLEN])
 {
 	struct store_params def;
 	if (!p) {
@@ -438,28 +456,29 @@ int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN
 	st->params = *p;
 	MDB_txn *txn = NULL;
 	struct pd_counters zero = { 0 };
-	rc = env_open(st, dir, false, true, 0);
+	rc = set_parts(st, parts);
+	if (!rc)
+		rc = env_open(st, dir, false, true, 0);
 	if (!rc)
 		rc = pd_mdb_err(mdb_txn_begin(st->env, NULL, 0, &txn));
 	if (!rc)
 		rc = open_dbis(st, txn, MDB_CREATE);
 	if (!rc)
-		rc = near_open_tables(txn, st, MDB_CREATE);
+		rc = parts_create(st, txn);
 	if (!rc) {
 		uint32_t fmt = PD_FORMAT_VERSION;
 		uint8_t one = 1, fb[4];
 		put_le32(fb, fmt);
 		rc = meta_put(txn, st->db_meta, "format", fb, 4);
-		if (!rc) rc = params_put(txn, st->db_meta, p);
+		if (!rc) rc = params_put(txn, st->db_meta, &st->params);
 		if (!rc) rc = meta_put_u64(txn, st->db_meta, "generation", 1);
 		if (!rc) rc = meta_put(txn, st->db_meta, "clean", &one, 1);
 		if (!rc) rc = meta_put_u64(txn, st->db_meta, "next_ino", PD_ROOT_INO + 1);
 		if (!rc) rc = counters_put(txn, st->db_meta, &zero);
-		if (!rc) rc = near_version_put(txn, st);
 		if (!rc) rc = make_root(st, txn);
 	}
 	if (!rc)
-		rc = mkfs_filter(st, txn, p);
+		rc = mkfs_filter(st, txn, &st->params);
 	if (txn)
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	if (rc)
@@ -526,45 +545,6 @@ static void remove_staging(struct store *st)
 	closedir(d);
 }
 
-/* After an unclean stop, remove the blob files no record names: a page
- * whose blob was put in place but whose commit never happened, or a blob
- * whose removal after its last reference was lost with a power cut. Safe
- * because nothing writes the store yet, and a referenced blob always has
- * its record. One pass over objects/, in the order of the 4096 directories. */
-static unsigned sweep_orphan_blobs(struct store *st)
-{
-	MDB_txn *txn;
-	unsigned failed = 0;
-	if (store_read_begin(st, &txn))
-		return 1;
-	for (unsigned d = 0; d < 4096; d++) {
-		char dir[32];
-		snprintf(dir, sizeof dir, "objects/%03x", d);
-		int fd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
-		if (!dp) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		struct dirent *e;
-		while ((e = readdir(dp))) {
-			struct blobkey k;
-			if (!blobkey_parse(e->d_name, &k))
-				continue;
-			uint8_t kb[BLOBKEY_BYTES];
-			blobkey_encode(&k, kb);
-			MDB_val key = { BLOBKEY_BYTES, kb }, v;
-			if (mdb_get(txn, st->db_fp, &key, &v) == MDB_NOTFOUND &&
-			    unlinkat(dirfd(dp), e->d_name, 0) && errno != ENOENT)
-				failed++;
-		}
-		closedir(dp);
-	}
-	store_read_end(st, txn);
-	return failed;
-}
-
 static void *sync_main(void *arg)
 {
 	struct store *st = arg;
@@ -618,7 +598,41 @@ static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen,
 	return rc;
 }
 
-int store_open(const char *dir, const struct store_opts *o, struct store **out, char err[PD_ERRLEN])
+static int parts_open(struct store *st, MDB_txn *txn, char err[PD_ERRLEN])
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < st->n_parts; i++)
+		if (st->parts[i]->open)
+			rc = st->parts[i]->open(txn, st, err);
+	return rc;
+}
+
+static int parts_start(struct store *st, bool clean, char err[PD_ERRLEN])
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < st->n_parts; i++)
+		if (st->parts[i]->start && (rc = st->parts[i]->start(st, clean, err)) && !*err)
+			snprintf(err, PD_ERRLEN, "cannot start the %s of %s: %s", st->parts[i]->name, st->dir,
+				 strerror(-rc));
+	return rc;
+}
+
+/* 0, 1 when a part asks that the store stay unclean, or the first error. */
+static int parts_stop(struct store *st)
+{
+	int rc = 0;
+	for (unsigned i = st->n_parts; i-- > 0;) {
+		int r = st->parts[i]->stop ? st->parts[i]->stop(st) : 0;
+		if (r < 0 && rc >= 0)
+			rc = r;
+		else if (r > 0 && rc == 0)
+			rc = 1;
+	}
+	return rc;
+}
+
+int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,
+	       struct store **out, char err[PD_ERRLEN])
 {
 	struct store_opts defaults = { 0 };
 	if (!o)
@@ -626,7 +640,7 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 	*err = 0;
 	struct stat sb;
 	if (o->create && !o->readonly && (stat(dir, &sb) || (S_ISDIR(sb.st_mode) && dir_is_empty(dir)))) {
-		int rc = store_mkfs(dir, NULL, err);
+		int rc = store_mkfs(dir, NULL, parts, err);
 		if (rc)
 			return rc;
 	}
@@ -644,14 +658,12 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		return -ENOMEM;
 	st->opts = *o;
 	st->readonly = o->readonly;
-	int rc = 0;
-	if (!st->readonly)
+	int rc = set_parts(st, parts);
+	if (!rc && !st->readonly)
 		rc = take_lock(st, err);
 	st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!rc && st->dirfd < 0)
 		rc = -errno;
-	if (!rc && !st->readonly && !(st->live = live_table_new()))
-		rc = -ENOMEM;
 	if (!rc && (rc = env_open(st, dir, st->readonly, o->sync_blobs, o->mapsize)))
 		snprintf(err, PD_ERRLEN, "cannot open the LMDB environment in %s/meta: %s", dir,
 			 rc == PD_EMAPFULL ? "map full" : strerror(-rc));
@@ -665,19 +677,8 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 				 dir);
 		if (!rc)
 			rc = read_meta(st, txn, &clean, &gen, err);
-		/* A writable open makes the near-duplicate tables a store from
-		 * before them lacks; its pages join the index as they are sealed
-		 * again (or at once with fsck --repair). */
 		if (!rc)
-			rc = near_open_tables(txn, st, st->readonly ? 0 : MDB_CREATE);
-		uint32_t sigv = NEAR_SIG_VERSION;
-		if (!rc && (rc = near_version_get(txn, st, &sigv)))
-			snprintf(err, PD_ERRLEN, "store %s: cannot read the signature version: %s", dir, strerror(-rc));
-		/* read-only: no answers from hashes of another version; writable:
-		 * upgraded below */
-		st->near_stale = st->readonly && sigv != NEAR_SIG_VERSION;
-		if (!rc)
-			rc = sigq_open_table(txn, st, st->readonly ? 0 : MDB_CREATE);
+			rc = parts_open(st, txn, err);
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
 	if (!rc && (rc = store_filter_load(st, clean, gen)) && !*err)
@@ -689,14 +690,7 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		rc = store_write(st, mark_open_cb, &st->generation);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
-		if (!rc)
-			rc = live_drop_orphans(st);
 		remove_staging(st);
-		if (!rc && !clean)
-			sweep_orphan_blobs(st);
-		if (!rc && (rc = near_upgrade(st)) && !*err)
-			snprintf(err, PD_ERRLEN, "cannot compute the near-duplicate signatures of %s again for this version: %s; run 'pagededup fsck --repair %s'",
-				 dir, strerror(-rc), dir);
 		if (rc && !*err)
 			snprintf(err, PD_ERRLEN, "cannot open %s for writing: %s", dir, strerror(-rc));
 	}
@@ -707,9 +701,8 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 	}
 	if (!rc && !st->readonly && !o->no_split_thread)
 		store_filter_thread_start(st);
-	/* Pages a crash left without their signature are signed first. */
-	if (!rc && !st->readonly && (rc = sigq_start(st)))
-		snprintf(err, PD_ERRLEN, "cannot start the signer of %s: %s", dir, strerror(-rc));
+	if (!rc && !st->readonly)
+		rc = parts_start(st, clean, err);
 	if (rc) {
 		store_filter_thread_stop(st);
 		stop_sync_thread(st);
@@ -749,25 +742,19 @@ int store_close(struct store *st)
 	if (!st)
 		return 0;
 	if (!st->readonly) {
-		/* Every page signed, so that the store answers near queries
-		 * fully once unmounted; what fails keeps its row for the next
-		 * open. */
-		sigq_drain(st);
-		sigq_stop(st);
+		/* The parts finish their work first (the signer drains, open
+		 * but unlinked inodes go); one that leaves something for the
+		 * next open keeps the store unclean. */
+		int parts_rc = parts_stop(st);
+		rc = parts_rc < 0 ? parts_rc : 0;
 		store_filter_thread_stop(st);
 		stop_sync_thread(st);
-		rc = live_drop_orphans(st);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		/* The filter must be on disk before the flag that vouches for it. */
 		if (!rc)
 			rc = gf_sync(st->gf, st->generation);
-		/* A blob whose file could not be removed after its last reference
-		 * went (objects/ read-only for a while): try again now; if it still
-		 * cannot go, the store stays unclean and the next open sweeps. */
-		bool orphans_left = __atomic_load_n(&st->unlinks_failed, __ATOMIC_RELAXED) &&
-				    sweep_orphan_blobs(st) > 0;
-		if (!rc && !orphans_left)
+		if (!rc && parts_rc == 0)
 			rc = store_write(st, mark_clean_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
@@ -780,10 +767,9 @@ void store_abandon(struct store *st)
 {
 	if (!st)
 		return;
-	sigq_stop(st);
 	store_filter_thread_stop(st);
 	stop_sync_thread(st);
-	store_free(st);
+	store_free(st); /* the parts' release hooks stop their threads */
 }
 
 int store_sync(struct store *st)
