@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "archive/clusters.h"
 #include "store/store.h"
 
@@ -235,7 +236,7 @@ static int run(int argc, char **argv, bool near)
 	struct store *st;
 	struct store_opts so = { .readonly = true };
 	char err[PD_ERRLEN] = "";
-	if (store_open(dir, &so, &st, err)) {
+	if (archive_open(dir, &so, &st, err)) {
 		fprintf(stderr, "pagededup %s: %s\n", cmd, err);
 		return 2;
 	}

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "near/near.h"
 #include "near/nearset.h"
@@ -244,7 +245,7 @@ int main(int argc, char **argv)
 	char err[PD_ERRLEN] = "";
 	struct store *st;
 	struct store_opts o = { .sync_ms = 60000 };
-	if (store_mkfs(argv[1], &p, err) || store_open(argv[1], &o, &st, err)) {
+	if (archive_mkfs(argv[1], &p, err) || archive_open(argv[1], &o, &st, err)) {
 		fprintf(stderr, "bench_nearidx: %s\n", err);
 		return 1;
 	}
