@@ -28,8 +28,9 @@
  * user.dedup.near does before it names paths: near_find and near_lsh_find
  * (the planted neighbour shares the set of its row), each candidate's set
  * read and compared (nearset_resemblance). Printed besides: the bytes per
- * page of the simhash tables, of the sets and of the bands (mdb_stat of
- * each table, pages times page size).
+ * page of the sets and of the bands (mdb_stat of each table, pages times
+ * page size; mdb_stat counts a dup-sorted table's main tree only, which
+ * for the bands, one row per key nearly always, is nearly all of it).
  * PD_NEARIDX_RECORDS=1 also writes a fingerprint record per row (no blob
  * file, no name): a store for timing `pagededup clusters` over N pages,
  * not one to mount.
@@ -280,10 +281,6 @@ int main(int argc, char **argv)
 	printf("near_distance: %u bits (%u tables)\n", K, K + 1);
 	printf("near_index_bytes_per_page: %.1f bytes, everything (a compacted copy; goal <= %d at K=3 was for the "
 	       "simhash tables alone)\n", (double)bytes / (double)n, 4 * 24);
-	double simb = 0;
-	for (unsigned i = 0; i <= K; i++)
-		simb += table_bytes(st, st->db_near[i]);
-	printf("near_simhash_tables_bytes_per_page: %.1f bytes\n", simb / (double)n);
 	printf("near_sets_bytes_per_page: %.1f bytes (nearfeat: %u to %u shingles a row, at most %d kept)\n",
 	       table_bytes(st, st->db_nearfeat) / (double)n, 64, 575, NEARSET_K);
 	printf("near_bands_bytes_per_page: %.1f bytes (nearlsh: %d bands)\n", table_bytes(st, st->db_nearlsh) / (double)n,
