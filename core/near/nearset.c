@@ -9,28 +9,20 @@
 
 #include "base/byteorder.h"
 
-#define BIN_SHIFT (64 - __builtin_ctz(NEARSET_BINS))
-#define EMPTY UINT64_MAX
 #define SEED_BAND UINT64_C(0x4E45415242414E44)
 
-_Static_assert((NEARSET_BINS & (NEARSET_BINS - 1)) == 0, "NEARSET_BINS must be a power of two");
 
 struct shingler {
 	uint64_t win[NEARSET_WORDS];
 	size_t nwords;
 	uint32_t *h;  /* top 32 bits of every shingle */
 	size_t n, cap;
-	uint64_t min[NEARSET_BINS];
 	int err;
 };
 
 static void add_shingle(struct shingler *s, size_t words)
 {
 	uint64_t x = XXH3_64bits(s->win + NEARSET_WORDS - words, words * sizeof s->win[0]);
-	size_t bin = (size_t)(x >> BIN_SHIFT);
-	uint64_t v = x << (64 - BIN_SHIFT) >> (64 - BIN_SHIFT);
-	if (v < s->min[bin])
-		s->min[bin] = v;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 256;
 		uint32_t *h = realloc(s->h, cap * sizeof *h);
@@ -100,21 +92,35 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Empty bins take the next filled bin's value (rotation), marked by the
- * steps taken so that they do not agree with that bin by accident. */
-static void make_bands(const struct shingler *s, uint32_t band[NEARSET_BANDS])
+/* Bin j's hash of a kept shingle hash: a multiply-shift function of its
+ * own (odd multiplier, an added constant), over the 32 bits twice. */
+static uint64_t bin_hash(uint32_t x, size_t j)
 {
-	uint64_t full[NEARSET_BINS];
+	uint64_t a = (UINT64_C(0x9E3779B97F4A7C15) * (2 * j + 1)) | 1, c = UINT64_C(0xD6E8FEB86659FD93) * (j + 1);
+	return (((uint64_t)x << 32 | x) ^ c) * a;
+}
+
+/* Each bin keeps the kept hash whose bin hash is smallest (independent
+ * MinHash over the bottom-k sample: no empty bins, so short pages get
+ * bands as honest as long ones); a band's key hashes its bins. */
+static void make_bands(const uint32_t *h, size_t n, uint32_t band[NEARSET_BANDS])
+{
+	uint32_t arg[NEARSET_BINS];
 	for (size_t j = 0; j < NEARSET_BINS; j++) {
-		size_t t = 0;
-		while (s->min[(j + t) % NEARSET_BINS] == EMPTY)
-			t++; /* ends: some bin is filled */
-		full[j] = s->min[(j + t) % NEARSET_BINS] + (uint64_t)t * UINT64_C(0x9E3779B97F4A7C15);
+		uint64_t best = UINT64_MAX;
+		arg[j] = 0;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t v = bin_hash(h[i], j);
+			if (v < best) {
+				best = v;
+				arg[j] = h[i];
+			}
+		}
 	}
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		uint64_t key[NEARSET_ROWS + 1];
-		key[0] = b;
-		memcpy(key + 1, full + b * NEARSET_ROWS, NEARSET_ROWS * sizeof key[0]);
+		uint32_t key[NEARSET_ROWS + 1];
+		key[0] = (uint32_t)b;
+		memcpy(key + 1, arg + b * NEARSET_ROWS, NEARSET_ROWS * sizeof key[0]);
 		band[b] = (uint32_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_BAND) >> 32);
 	}
 }
@@ -123,8 +129,6 @@ static void make_bands(const struct shingler *s, uint32_t band[NEARSET_BANDS])
 static int shingle_all(const char *text, size_t len, struct shingler *s)
 {
 	memset(s, 0, sizeof *s);
-	for (size_t j = 0; j < NEARSET_BINS; j++)
-		s->min[j] = EMPTY;
 	words_of(s, (const unsigned char *)text, len);
 	if (s->err || !s->n)
 		return s->err;
@@ -193,7 +197,7 @@ int nearset_of_text_k(const char *text, size_t len, unsigned k, struct nearset *
 	out->n = (uint32_t)(u < k ? u : k);
 	out->complete = u <= k;
 	memcpy(out->h, s.h, out->n * sizeof *s.h);
-	make_bands(&s, out->band);
+	make_bands(out->h, out->n, out->band);
 	free(s.h);
 	return 0;
 }

@@ -22,13 +22,17 @@
  *     otherwise the bottom-k estimator (Broder): of the k smallest hashes
  *     of the union, the share held by both; standard error
  *     sqrt(R(1-R)/k), 0.025 at R = 0.8 and k = 256;
- *   - bands: NEARSET_BANDS bands of NEARSET_ROWS one-permutation MinHash
- *     bins over the full 64-bit shingle hashes (empty bins filled by
- *     rotation from the next filled bin, Shrivastava and Li 2014); a band's
- *     key is a 32-bit hash of its index and its bins. Two pages of
- *     resemblance R share at least one band with probability about
- *     1 - (1 - R^r)^b: 0.9998 at R = 0.8, 0.89 at 0.6, 0.34 at 0.4 for
- *     r = 4, b = 16.
+ *   - bands: NEARSET_BANDS bands of NEARSET_ROWS MinHash bins, each bin
+ *     the kept hash that minimises a multiply-shift function of its own,
+ *     over the kept hashes (the whole set for a short page, the bottom-k
+ *     sample for a long one); a band's key is a 32-bit hash of its index
+ *     and its bins. Two pages of resemblance R share at least one band
+ *     with probability about 1 - (1 - R^r)^b: 0.9998 at R = 0.8, 0.89 at
+ *     0.6, 0.12 at 0.3 for r = 4, b = 16. (One-permutation bins with
+ *     rotation for the empty ones were tried first: pages of a few
+ *     shingles then share bands far more often than R^r, openjdk and
+ *     rust-doc queries met 140-200 candidates on average, and more rows
+ *     a band made it worse.)
  *
  * The stored form (table `nearfeat`, near.h), NEARSET_VERSION 1,
  * little-endian:
@@ -52,8 +56,12 @@
 #ifndef NEARSET_K
 #define NEARSET_K 256   /* hashes kept: 1 KiB at most */
 #endif
+#ifndef NEARSET_BANDS
 #define NEARSET_BANDS 16
+#endif
+#ifndef NEARSET_ROWS
 #define NEARSET_ROWS 4
+#endif
 #define NEARSET_BINS (NEARSET_BANDS * NEARSET_ROWS)
 #define NEARSET_HEAD 8
 #define NEARSET_MAX_BYTES (NEARSET_HEAD + 4 * NEARSET_BANDS + 4 * NEARSET_K)

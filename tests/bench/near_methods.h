@@ -225,6 +225,12 @@ static void tally_pair(const struct coll *c, struct tally *t, size_t i, size_t j
 	t->right += resemblance(&c->pg(i)->ref, &c->pg(j)->ref) >= TRUE_RESEMBLANCE;
 }
 
+static int u32_cmp(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return (a > b) - (a < b);
+}
+
 /* Bucket lists: (key, page) sorted by key. */
 struct kv {
 	uint64_t key;
@@ -383,20 +389,34 @@ static void run_index_methods(const struct coll *c, struct tally *t, struct tall
 			   (m == M_SKETCH ? t_simhash + t_sketch : m == M_SIMHASH ? t_simhash
 			    : m == M_LSH ? t_nearset : t_simhash + t_nearset);
 	}
-	/* the confirms compared, on the store's candidates (read-backs counted here only) */
+	/* the confirms compared, on the store's candidates (read-backs counted
+	 * here only), and the candidates a query of each page meets */
 	g_count_rb = true;
+	uint32_t *ncand = xmalloc((c->n + 1) * sizeof *ncand);
+	memset(ncand, 0, (c->n + 1) * sizeof *ncand);
 	for (size_t i = 0; i < c->n; i++) {
 		const struct page *a = c->pg(i);
 		for (size_t j = i + 1; j < c->n; j++) {
 			const struct page *b = c->pg(j);
 			bool cand = !a->none && !b->none && simhash_distance(a->sh, b->sh) <= g_mk;
 			cand = cand || (a->ns->has && b->ns->has && share_band(a->ns, b->ns));
+			ncand[i] += cand;
+			ncand[j] += cand;
 			for (int k = 0; cand && k < NCONFIRMS; k++)
 				if (confirm_k(a, b, k))
 					tally_pair(c, &conf[k], i, j);
 		}
 	}
 	g_count_rb = false;
+	double sum = 0;
+	for (size_t i = 0; i < c->n; i++)
+		sum += ncand[i];
+	qsort(ncand, c->n, sizeof *ncand, u32_cmp);
+	if (c->n)
+		printf("candidates_per_query: mean %.1f, median %u, p99 %u, max %u (simhash within %u or a shared "
+		       "band, over %zu pages)\n", sum / (double)c->n, ncand[c->n / 2], ncand[c->n * 99 / 100],
+		       ncand[c->n - 1], g_mk, c->n);
+	free(ncand);
 	buckets_free(&bands);
 	free(stamp);
 	free(mates);
