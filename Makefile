@@ -8,6 +8,8 @@
 #   make install    install the release binaries under $(PREFIX)
 
 MODE ?= release
+# The version (core/base/version.h): the file VERSION, tagged vX.Y.Z in git.
+PD_VERSION := $(shell cat VERSION)
 BUILD := build/$(MODE)
 PREFIX ?= /usr/local
 
@@ -61,6 +63,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
+
+# Only this object sees the version: a new number rebuilds one file.
+$(BUILD)/core/base/version.o: CFLAGS += -DPD_VERSION='"$(PD_VERSION)"'
+$(BUILD)/core/base/version.o: VERSION
 
 $(LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -36,6 +36,7 @@
 #include "archive/openfile.h"
 #include "pdfs.h"
 #include "archive/query.h"
+#include "archive/stats.h"
 #include "store/store.h"
 #include "archive/xattr.h"
 
@@ -599,8 +600,12 @@ static int dedup_attr(fuse_req_t req, fuse_ino_t ino, const char *name, char *bu
 		return query_near(st, ino, caller(req, &cb, true), buf, len);
 	if (!strcmp(name, "user.dedup.simhash"))
 		return query_simhash(st, ino, buf, len);
-	if (!strcmp(name, "user.dedup.stats"))
-		return query_stats(st, buf, len);
+	if (!strcmp(name, QUERY_ATTR_STATS))
+		return query_stats(st, ino, STATS_JSON, buf, len);
+	if (!strcmp(name, QUERY_ATTR_STATS_TEXT))
+		return query_stats(st, ino, STATS_TEXT, buf, len);
+	if (!strcmp(name, QUERY_ATTR_STATS_HUMAN))
+		return query_stats(st, ino, STATS_HUMAN, buf, len);
 	return -ENODATA;
 }
 

@@ -651,6 +651,14 @@ static void print_stats(struct run *r, double seconds)
 	fprintf(stderr, "filter_splits: %llu\n", (unsigned long long)st.splits);
 }
 
+/* A usage error: the line saying what is wrong is printed already; then
+ * the pointer to --help and the usage status (tools/cli.h). */
+static int usage_error(void)
+{
+	fputs("Try 'pagededup urlseen --help' for more information.\n", stderr);
+	return 2;
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lopts[] = {
@@ -682,20 +690,20 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->fpr = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !(o->fpr > 0 && o->fpr < 0.5)) {
 				fprintf(stderr, PROG ": --fpr wants a rate between 0 and 0.5\n");
-				return 1;
+				return usage_error();
 			}
 			o->fpr_given = true;
 			break;
 		case 'n':
 			if (parse_count(optarg, UINT64_C(1) << 50, &o->expected)) {
 				fprintf(stderr, PROG ": --expected wants a number >= 1\n");
-				return 1;
+				return usage_error();
 			}
 			break;
 		case 'l':
 			if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
 				fprintf(stderr, PROG ": --lines is 1 or 2\n");
-				return 1;
+				return usage_error();
 			}
 			o->lines = (uint32_t)(optarg[0] - '0');
 			break;
@@ -712,7 +720,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (parse_count(optarg, MAX_BATCH, &v)) {
 				fprintf(stderr, PROG ": --batch wants a number from 1 to %u\n",
 					MAX_BATCH);
-				return 1;
+				return usage_error();
 			}
 			o->batch = (size_t)v;
 			break;
@@ -726,8 +734,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			urlseen_usage(stdout);
 			return -1;
 		default:
-			urlseen_usage(stderr);
-			return 1;
+			return usage_error();
 		}
 	}
 	return 0;
