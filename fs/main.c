@@ -26,13 +26,14 @@
 
 struct options {
 	char *store;
-	int nodedup, sync_blobs, no_sign_thread, no_uring;
+	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount;
 	unsigned long uring_threads;
 	unsigned long mapsize_mb, sync_ms, sign_queue;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
 };
 
+#define KEY_AUTO_UNMOUNT 1
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
 static const struct fuse_opt option_spec[] = {
 	OPT("nodedup", nodedup),
@@ -46,6 +47,7 @@ static const struct fuse_opt option_spec[] = {
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
 	{ "attr_timeout=%lf", offsetof(struct options, attr_timeout), 0 },
 	{ "negative_timeout=%lf", offsetof(struct options, negative_timeout), 0 },
+	FUSE_OPT_KEY("auto_unmount", KEY_AUTO_UNMOUNT), /* seen, and passed on to libfuse */
 	FUSE_OPT_END
 };
 
@@ -53,6 +55,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 {
 	(void)outargs;
 	struct options *o = data;
+	if (key == KEY_AUTO_UNMOUNT)
+		o->auto_unmount = 1;
 	if (key == FUSE_OPT_KEY_NONOPT && !o->store) {
 		o->store = realpath(arg, NULL);
 		if (!o->store)
@@ -86,7 +90,8 @@ static void usage(const char *prog)
 	       "                           enable_uring=Y, Linux 6.14 and later)\n"
 	       "    uring_threads=N        io_uring threads per CPU (default 4)\n"
 	       "    allow_other            let other users in (the kernel checks permissions)\n"
-	       "    auto_unmount           unmount when the daemon ends, even if killed\n\n",
+	       "    auto_unmount           unmount when the daemon ends, even if killed (serves\n"
+	       "                           through /dev/fuse, not io_uring)\n\n",
 	       prog);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
@@ -327,7 +332,11 @@ int main(int argc, char *argv[])
 		start_failed(notify_fd, "pagededupfs: cannot use the FUSE device of %s", cl.mountpoint);
 		goto out_unmount;
 	}
-	uring_io_configure(!o.no_uring, (unsigned)o.uring_threads);
+	/* fusermount3's auto_unmount watches for the daemon's end and then
+	 * unmounts; after a kill the io_uring queues outlive the process a
+	 * while and it gives up (Linux 6.14), so auto_unmount keeps to
+	 * /dev/fuse. */
+	uring_io_configure(!o.no_uring && !o.auto_unmount, (unsigned)o.uring_threads);
 	if (!cl.foreground) {
 		detach_stdio();
 		log_to_syslog();
@@ -352,7 +361,7 @@ out_args:
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
 usage_error:
-	fprintf(stderr, "Try '%s --help' for more information.\n", argv[0]);
+	fprintf(stderr, "Try 'pagededupfs --help' for more information.\n");
 	ret = 1;
 	goto out_session;
 }

@@ -118,6 +118,19 @@ static int first_path(void *ctx, const char *path, size_t len)
 	return 0;
 }
 
+int query_path(struct store *st, uint64_t ino, char *buf, size_t size)
+{
+	char path[PATH_MAX] = "";
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = path_names(txn, st, ino, NULL, first_path, path);
+	store_read_end(st, txn);
+	snprintf(buf, size, "%s", path);
+	return rc;
+}
+
 static int subtree_stats(struct store *st, uint64_t ino, enum stats_format f, char *buf, size_t *len)
 {
 	MDB_txn *txn;

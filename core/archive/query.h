@@ -63,6 +63,10 @@ size_t query_format_simhash(const struct near_sig *sig, char *buf);
  * anything else. */
 int query_sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobkey *k);
 
+/* The first path of ino from the root ("/a/b"), for messages; "" when it
+ * has no name left. */
+int query_path(struct store *st, uint64_t ino, char *buf, size_t size);
+
 /* Is name one of the computed, read-only attributes? */
 int query_is_dedup_attr(const char *name);
 
