@@ -167,8 +167,11 @@ static void log_flush_line(void)
 	if (!log_len)
 		return;
 	log_line[log_len] = 0;
+	const char *msg = log_line;
+	if (!strncmp(msg, "pagededupfs: ", 13))
+		msg += 13; /* syslog names the program already */
 	bool error = strstr(log_line, "fail") || strstr(log_line, "error") || strstr(log_line, "cannot");
-	syslog(error ? LOG_ERR : LOG_NOTICE, "%s", log_line);
+	syslog(error ? LOG_ERR : LOG_NOTICE, "%s", msg);
 	log_len = 0;
 }
 

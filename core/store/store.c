@@ -664,8 +664,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		return -ENOENT;
 	}
 	if (!is_store(dir)) {
-		snprintf(err, PD_ERRLEN, "%s is not a pagededup store (no meta/data.mdb); run 'pagededup mkfs %s' to make one, or mount an empty directory",
-			 dir, dir);
+		snprintf(err, PD_ERRLEN, "%s is not a pagededup store (no meta/data.mdb); 'pagededup mkfs' makes one in an empty or new directory",
+			 dir);
 		return -EINVAL;
 	}
 	struct store *st = store_alloc(dir);
