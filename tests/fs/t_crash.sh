@@ -111,7 +111,7 @@ crash_fsck_unclean() {
 	local c=$1 s=$2 work=$3 out bad new ms m
 	out=$("$PD_BIN" fsck "$s" 2>"$work/fsck.err")
 	bad=$(printf '%s\n' "$out" | grep -v -E -e '^note: ' -e 'file unknown to the store' \
-		-e '^\.\.\. and [0-9]+ more (orphan files|notes) ' -e '^fsck[ :]' -e '^(DAMAGED|clean)' -e '^$')
+		-e '^\.\.\. and [0-9]+ more (orphan files|notes|crash leftovers) ' -e '^fsck[ :]' -e '^(DAMAGED|clean)' -e '^$')
 	if [ -n "$bad" ]; then
 		note "cycle $c: fsck of the crashed store:"
 		printf '%s\n' "$out" | head -30
@@ -124,7 +124,7 @@ crash_fsck_unclean() {
 	if [ -n "$new" ]; then
 		note "cycle $c: fsck before the remount: orphan file(s) the crash left:"
 		printf '%s\n' "$new"
-		ms=$(printf '%s\n' "$new" | sed -n 's|^objects/[0-9a-f]*/\([0-9a-f]\{32\}\)[:.].*|\1|p')
+		ms=$(printf '%s\n' "$new" | sed -n 's|^\(leftover: \)\{0,1\}objects/[0-9a-f]*/\([0-9a-f]\{32\}\)[:.].*|\2|p')
 		[ -n "$ms" ] && python3 "$CL" whois $(for m in $ms; do printf -- '--md5 %s ' "$m"; done) "$work"/j."$c".*
 	fi
 	return 0
