@@ -1,9 +1,27 @@
 #!/bin/sh
-# Install the Debian packages pagededupfs needs to build, test and benchmark,
-# only those that are missing. Run as root on Debian 12 (or with sudo).
+# Install the Debian packages pagededupfs needs, only those that are
+# missing. Run as root on Debian 12 (or with sudo).
+#
+#   tools/install-deps.sh [build|test|bench|package|all]   (default all)
+#
+#   build    build and run the programs (make install, make mount)
+#   test     + what make check uses (cmocka, the tools the tests drive)
+#   bench    + what the benchmarks use
+#   package  + what builds and checks the Debian package (debian/)
+#   all      everything above
 set -e
-PKGS="build-essential pkg-config libfuse3-dev fuse3 libssl-dev liblmdb-dev libxxhash-dev
-libcmocka-dev attr wget python3 tar coreutils findutils procps gnuplot-nox lmdb-utils"
+BUILD="build-essential pkg-config libfuse3-dev fuse3 libssl-dev liblmdb-dev libxxhash-dev"
+TEST="libcmocka-dev attr wget python3 tar coreutils findutils procps lmdb-utils util-linux bash-completion"
+BENCH="gnuplot-nox"
+PACKAGE="debhelper dpkg-dev lintian fakeroot"
+case ${1:-all} in
+build) PKGS="$BUILD" ;;
+test) PKGS="$BUILD $TEST" ;;
+bench) PKGS="$BUILD $TEST $BENCH" ;;
+package) PKGS="$BUILD $PACKAGE" ;;
+all) PKGS="$BUILD $TEST $BENCH $PACKAGE" ;;
+*) echo "usage: $0 [build|test|bench|package|all]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
