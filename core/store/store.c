@@ -326,6 +326,10 @@ static int set_parts(struct store *st, const struct store_part *const *parts)
 
 static void store_free(struct store *st)
 {
+	/* The parts first: their threads use the environment. */
+	for (unsigned i = st->n_parts; i-- > 0;)
+		if (st->parts[i]->release)
+			st->parts[i]->release(st);
 	gf_close(st->gf);
 	if (st->env)
 		mdb_env_close(st->env);
@@ -333,9 +337,6 @@ static void store_free(struct store *st)
 		close(st->dirfd);
 	if (st->lockfd >= 0)
 		close(st->lockfd);
-	for (unsigned i = st->n_parts; i-- > 0;)
-		if (st->parts[i]->release)
-			st->parts[i]->release(st);
 	pthread_rwlock_destroy(&st->map_lock);
 	pthread_mutex_destroy(&st->gc_mu);
 	pthread_cond_destroy(&st->gc_cv);
