@@ -54,7 +54,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build programs deps deps-build install-files uninstall check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features install mount clean
+.PHONY: all build programs deps deps-build install-files uninstall check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -144,6 +144,12 @@ bench-filter: all
 bench-near: all
 	@bash tests/bench/bench-near.sh build/release
 	@bash tests/bench/bench-near-speed.sh build/release
+
+# What a store takes on disk against a plain copy (pagededup stats' figures),
+# for each of DISK_INPUTS.
+DISK_INPUTS ?= /usr/share/doc
+bench-disk: all
+	@bash tests/bench/bench-diskuse.sh build/release $(DISK_INPUTS)
 
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release

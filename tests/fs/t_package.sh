@@ -16,22 +16,39 @@ copy_tree() {
 }
 
 case_make_install_uninstall() {
-	local src=$PD_TMP/inst/pagededup root=$PD_TMP/inst/root f
+	local src=$PD_TMP/inst/pagededup root=$PD_TMP/inst/root f s=$PD_TMP/inst/store m=$PD_TMP/inst/mnt pid i
 	copy_tree "$src" || fail "copy the tree"
-	nice make -C "$src" install DESTDIR="$root" PREFIX=/usr/local -j2 >"$PD_TMP/install.log" 2>&1 ||
+	nice make -C "$src" install PREFIX="$root" -j2 >"$PD_TMP/install.log" 2>&1 ||
 		{ tail -30 "$PD_TMP/install.log"; fail "make install"; }
 	for f in bin/pagededup bin/pagededupfs share/man/man1/pagededup.1.gz share/man/man8/pagededupfs.8.gz \
 		share/bash-completion/completions/pagededup share/bash-completion/completions/pagededupfs \
 		share/doc/pagededup/examples/srv-pages.mount; do
-		[ -s "$root/usr/local/$f" ] || fail "make install did not install $f"
+		[ -s "$root/$f" ] || fail "make install did not install $f"
 	done
-	expect_eq "$("$root/usr/local/bin/pagededup" --version)" "pagededup $VERSION (store format 1)" "installed version"
-	zcat "$root/usr/local/share/man/man8/pagededupfs.8.gz" | grep -q "pagededup $VERSION" || fail "man page version"
+	expect_eq "$("$root/bin/pagededup" --version)" "pagededup $VERSION (store format 1)" "installed version"
+	zcat "$root/share/man/man8/pagededupfs.8.gz" | grep -q "pagededup $VERSION" || fail "man page version"
 	# the programs only: neither the unit tests nor the benchmarks were built
 	[ -e "$src/build/release/tests" ] && fail "make install built the tests"
 	[ -e "$src/build/release/bench" ] && fail "make install built the benchmarks"
 	grep -q 'cmocka\|gnuplot' "$PD_TMP/install.log" && fail "make install asked for test or benchmark packages"
-	make -C "$src" uninstall DESTDIR="$root" PREFIX=/usr/local >/dev/null || fail "make uninstall"
+	# the README's first command: make mount makes the store and mounts it
+	make -C "$src" mount PREFIX="$root" STORE="$s" MOUNTPOINT="$m" >"$PD_TMP/mount.log" 2>&1 ||
+		{ cat "$PD_TMP/mount.log"; fail "make mount"; }
+	pid=$(pgrep -f -- "pagededupfs $s" | head -1)
+	pd_register_mount "$m" "$pid"
+	mountpoint -q "$m" || fail "make mount: $m not mounted"
+	echo page >"$m/a" && echo page >"$m/b" || fail write
+	expect_eq "$(pd_xattr "$m/b" user.dedup.refcount)" 2 "refcount in the archive make mount made"
+	fusermount3 -u "$m" || fail umount
+	# again: the store is there now, make mount only mounts it
+	make -C "$src" mount PREFIX="$root" STORE="$s" MOUNTPOINT="$m" >"$PD_TMP/mount2.log" 2>&1 ||
+		{ cat "$PD_TMP/mount2.log"; fail "make mount (the store exists)"; }
+	pid=$(pgrep -f -- "pagededupfs $s" | head -1)
+	pd_register_mount "$m" "$pid"
+	expect_eq "$(cat "$m/a")" page "the page after make mount of the existing store"
+	fusermount3 -u "$m" || fail umount
+	"$root/bin/pagededup" fsck "$s" >/dev/null 2>&1 || fail "fsck of the store make mount made"
+	make -C "$src" uninstall PREFIX="$root" >/dev/null || fail "make uninstall"
 	expect_eq "$(find "$root" -type f | wc -l)" 0 "files left after make uninstall"
 }
 
