@@ -102,15 +102,15 @@ crash_daemon_gone() {
 }
 
 # crash_fsck_unclean CYCLE STORE WORK: fsck of the store as the crash left
-# it, before any remount: nothing but notes and orphan files (which a crash
-# may leave, and the next mount must collect) is allowed; otherwise
+# it, before any remount: nothing but notes and crash leftovers (orphan
+# blob files and staged bytes, which the next mount must collect) is allowed; otherwise
 # CRASH_UNCLEAN_BAD says so, and the cycle fails after the tree was checked
 # (which tells what the damage cost). New orphan blobs
 # are shown with the operations of the cycle that wrote their content.
 crash_fsck_unclean() {
 	local c=$1 s=$2 work=$3 out bad new ms m
 	out=$("$PD_BIN" fsck "$s" 2>"$work/fsck.err")
-	bad=$(printf '%s\n' "$out" | grep -v -E -e '^note: ' -e 'file unknown to the store' \
+	bad=$(printf '%s\n' "$out" | grep -v -E -e '^note: ' -e '^leftover: ' -e 'file unknown to the store' \
 		-e '^\.\.\. and [0-9]+ more (orphan files|notes|crash leftovers) ' -e '^fsck[ :]' -e '^(DAMAGED|clean)' -e '^$')
 	if [ -n "$bad" ]; then
 		note "cycle $c: fsck of the crashed store:"
