@@ -205,10 +205,13 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	emit(&o, "on disk:          %s: blob files %s, lmdb %s, filter %s, staging %s, other %s\n",
 	     size_str(d->total, human, b1), size_str(d->blobs, human, b2), size_str(d->lmdb, human, b3),
 	     size_str(d->filter, human, b4), size_str(d->staging, human, b5), size_str(d->other, human, b6));
-	if (c->logical_bytes > 0)
+	if (c->logical_bytes > 0 && s->disk_ratio < 10)
 		emit(&o, "disk vs logical:  %.1f%% (%s)\n", 100 * s->disk_ratio,
 		     s->disk_ratio <= 1 ? "the store takes less than the pages' bytes"
 					: "the store takes more than the pages' bytes: blocks of small files, indexes");
+	else if (c->logical_bytes > 0) /* a young store: its indexes and reserve outweigh the pages */
+		emit(&o, "disk vs logical:  %.0f times (LMDB's reserve and the filter, sized at mkfs, outweigh the pages)\n",
+		     s->disk_ratio);
 	emit(&o, "seals:            %lld (%lld duplicates)\n", (long long)c->seals, (long long)c->dup_seals);
 	emit(&o, "md5 collisions:   %lld\n", (long long)c->collisions);
 	emit(&o, "probes skipped:   %lld of %lld lookups (filter said certainly new)\n",
