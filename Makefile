@@ -54,7 +54,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build programs deps deps-build install-files uninstall check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk install mount clean
+.PHONY: all build programs deps deps-build install-files uninstall check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk bench-scale install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -153,6 +153,10 @@ bench-disk: all
 
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release
+
+# Millions of pages through the mount (PD_SCALE_PAGES, default 5,000,000).
+bench-scale: all
+	@bash tests/bench/bench-scale.sh build/release
 
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 MANDIR = $(DESTDIR)$(PREFIX)/share/man
