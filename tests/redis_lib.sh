@@ -101,7 +101,25 @@ rd_cluster() {
 	done
 	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
 		>"$dir/create.log" 2>&1 || { cat "$dir/create.log" >&2; return 1; }
-	rd_wait_ok "$@"
+	rd_wait_ok "$@" && rd_wait_replicas "$@"
+}
+
+# rd_wait_replicas PORT...: every replica among them has its link to its
+# primary up (a replica that never synced cannot be promoted)
+rd_wait_replicas() {
+	local i p ok
+	for i in $(seq 1 200); do
+		ok=1
+		for p in "$@"; do
+			if rd_cli "$p" info replication | grep -q '^role:slave'; then
+				rd_cli "$p" info replication | grep -q '^master_link_status:up' || { ok=0; break; }
+			fi
+		done
+		[ $ok = 1 ] && return 0
+		sleep 0.1
+	done
+	echo "replicas of $* not in sync" >&2
+	return 1
 }
 
 # rd_primaries PORT: the ports of the cluster's primaries, as PORT sees them

@@ -71,7 +71,7 @@ run_fs() {
 	echo Y >"$uring_param"
 	echo "== FUSE over io_uring: the same scripts again"
 	export PD_EXPECT_URING=1
-	run_scripts "$top/tests/fs/t_*.sh" " (io_uring)" '^t_urlseen\.sh$' # mounts nothing
+	run_scripts "$top/tests/fs/t_*.sh" " (io_uring)" '^t_urlseen(_redis)?\.sh$' # mount nothing
 	echo "$uring_was" >"$uring_param"
 	trap - EXIT
 }

@@ -112,6 +112,8 @@ static void urlseen_usage(FILE *out)
 	      "  --redis-timeout MS  a node that owes answers and sends nothing for this\n"
 	      "                   long is taken as dead (default 5000)\n"
 	      "  --leaf-kib K     largest leaf of a new filter on Redis (default 1024)\n"
+	      "  --redis-leaves N  first leaves of a new filter on Redis, at least (default\n"
+	      "                   64, so that they spread over the cluster's nodes)\n"
 	      "\n"
 	      "Several processes (crawlers on one machine) may share one filter file. Each\n"
 	      "batch is tested, printed and recorded under an exclusive flock(2) on FILE\n"
@@ -782,6 +784,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "redis-wait", required_argument, 0, 'W' },
 		{ "redis-timeout", required_argument, 0, 'T' },
 		{ "leaf-kib", required_argument, 0, 'K' },
+		{ "redis-leaves", required_argument, 0, 'L' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 } };
 	int c;
@@ -862,6 +865,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return 1;
 			}
 			o->redis.leaf_kib = (uint32_t)v;
+			break;
+		case 'L':
+			if (parse_count(optarg, 1u << 20, &v)) {
+				fprintf(stderr, PROG ": --redis-leaves wants a number from 1 to %u\n", 1u << 20);
+				return 1;
+			}
+			o->redis.min_leaves = (uint32_t)v;
 			break;
 		case 'h':
 			urlseen_usage(stdout);

@@ -72,6 +72,8 @@ int urlseen_redis_open(const struct urlseen_redis_opts *o, struct urlseen_redis 
 		p.lines_per_key = o->lines;
 	if (o->leaf_kib)
 		p.max_leaf_kib = o->leaf_kib;
+	if (o->min_leaves)
+		p.min_leaves = o->min_leaves;
 	rc = rfilter_open(u->c, o->name, &p, o->fpr_given, !o->check, &u->f, err, sizeof err);
 	if (rc) {
 		fprintf(stderr, PROG ": Redis %s: %s\n", o->seeds, err);

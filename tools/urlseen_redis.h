@@ -20,6 +20,7 @@ struct urlseen_redis_opts {
 	uint64_t expected;   /* 0: default */
 	uint32_t lines;      /* 0: default */
 	uint32_t leaf_kib;   /* 0: default */
+	uint32_t min_leaves; /* 0: default */
 	int wait_ms;         /* how long to wait for an unreachable cluster; 0: default */
 	int timeout_ms;      /* a node's answer; 0: default */
 	bool check;
