@@ -8,9 +8,9 @@
  * reply read from a node answers the i-th command queued on it. A refusal
  * (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN) sends the
  * command to the next round; so does a node that cannot be reached, for the
- * commands whose bytes never left this process (hiredis drops the written
- * bytes from the front of its output buffer, so what was written is the
- * bytes queued less those still in the buffer). Between rounds the map is
+ * commands whose bytes never left this process (a round's bytes for a node
+ * are written from a buffer of its own, so how far the writes got is
+ * known exactly; hiredis is used to connect and to parse replies). Between rounds the map is
  * asked for again when a redirection or a dead node said it changed, and
  * the call waits (doubling backoff) when the cluster asked it to. A command
  * that may have run and has no reply gets -ETIMEDOUT or -ECONNRESET and is
@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <hiredis/sds.h>
 
 #define NO_NODE 0xFFFF
 #define MAX_NODES 1024
@@ -48,12 +48,27 @@ struct node {
 	/* this round */
 	struct qent *q;
 	size_t nq, qcap, got;
-	size_t queued;    /* bytes appended this round */
+	/* this round's bytes for the node, written from woff on (written
+	 * here, not through hiredis's output buffer, which moves what is left
+	 * to its front after every write: quadratic in a large pipeline) */
+	char *w;
+	size_t wlen, wcap, woff;
 	double last;      /* time of the last progress */
+};
+
+/* Replies of a call are parsed into this arena (hiredis's own functions
+ * make an allocation per element: a BITFIELD answer of 15 integers was a
+ * quarter of a client's time) and live until the next call. */
+struct ablock {
+	struct ablock *next;
+	size_t used, cap;
+	char data[];
 };
 
 struct cluster {
 	struct cluster_opts o;
+	struct ablock *arena;
+	redisReplyObjectFunctions arena_fn;
 	struct node *nodes;
 	size_t nnodes;
 	size_t nseeds;    /* the first nseeds nodes are the seeds */
@@ -110,16 +125,27 @@ void cluster_get_stats(const struct cluster *c, struct cluster_stats *st)
 	*st = c->st;
 }
 
-/* CRC16-CCITT (XMODEM), the cluster's key hash, bit by bit: keys are short
- * and a call hashes each key once. */
-static uint16_t crc16(const char *s, size_t len)
+/* CRC16-CCITT (XMODEM), the cluster's key hash, a byte at a time through
+ * a table made on first use (every command of a batch hashes its key). */
+static uint16_t crc_table[256];
+
+static void crc_table_init(void)
 {
-	uint16_t crc = 0;
-	for (size_t i = 0; i < len; i++) {
-		crc ^= (uint16_t)((unsigned char)s[i] << 8);
+	for (unsigned i = 0; i < 256; i++) {
+		uint16_t crc = (uint16_t)(i << 8);
 		for (int b = 0; b < 8; b++)
 			crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+		crc_table[i] = crc;
 	}
+}
+
+static uint16_t crc16(const char *s, size_t len)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, crc_table_init);
+	uint16_t crc = 0;
+	for (size_t i = 0; i < len; i++)
+		crc = (uint16_t)((crc << 8) ^ crc_table[((crc >> 8) ^ (unsigned char)s[i]) & 0xFF]);
 	return crc;
 }
 
@@ -137,10 +163,10 @@ uint16_t cluster_slot(const char *key, size_t len)
 
 /* ---- RESP formatting ---- */
 
-static void buf_put(struct cluster_buf *b, const void *s, size_t len)
+bool cluster_buf_room(struct cluster_buf *b, size_t len)
 {
 	if (b->oom)
-		return;
+		return false;
 	if (b->len + len > b->cap) {
 		size_t cap = b->cap ? b->cap : 4096;
 		while (cap < b->len + len)
@@ -148,11 +174,18 @@ static void buf_put(struct cluster_buf *b, const void *s, size_t len)
 		char *p = realloc(b->p, cap);
 		if (!p) {
 			b->oom = true;
-			return;
+			return false;
 		}
 		b->p = p;
 		b->cap = cap;
 	}
+	return true;
+}
+
+static void buf_put(struct cluster_buf *b, const void *s, size_t len)
+{
+	if (!cluster_buf_room(b, len))
+		return;
 	memcpy(b->p + b->len, s, len);
 	b->len += len;
 }
@@ -210,6 +243,106 @@ void cluster_buf_arg_u64(struct cluster_buf *b, uint64_t v)
 		v /= 10;
 	} while (v);
 	cluster_buf_arg(b, t + i, sizeof t - (size_t)i);
+}
+
+/* ---- the reply arena ---- */
+
+static void *arena_alloc(struct cluster *c, size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	struct ablock *b = c->arena;
+	if (!b || b->used + n > b->cap) {
+		size_t cap = n > (256u << 10) ? n : (256u << 10);
+		struct ablock *nb = malloc(sizeof *nb + cap);
+		if (!nb)
+			return NULL;
+		nb->next = b;
+		nb->used = 0;
+		nb->cap = cap;
+		c->arena = b = nb;
+	}
+	void *p = b->data + b->used;
+	b->used += n;
+	return p;
+}
+
+/* Keep one block (the newest), empty. */
+static void arena_reset(struct cluster *c)
+{
+	struct ablock *b = c->arena;
+	if (!b)
+		return;
+	struct ablock *rest = b->next;
+	while (rest) {
+		struct ablock *n = rest->next;
+		free(rest);
+		rest = n;
+	}
+	b->next = NULL;
+	b->used = 0;
+}
+
+static redisReply *arena_reply(const redisReadTask *t, int type)
+{
+	struct cluster *c = t->privdata;
+	redisReply *r = arena_alloc(c, sizeof *r);
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof *r);
+	r->type = type;
+	if (t->parent) {
+		redisReply *parent = t->parent->obj;
+		parent->element[t->idx] = r;
+	}
+	return r;
+}
+
+static void *arena_string(const redisReadTask *t, char *str, size_t len)
+{
+	redisReply *r = arena_reply(t, t->type);
+	if (!r)
+		return NULL;
+	char *s = arena_alloc(t->privdata, len + 1);
+	if (!s)
+		return NULL;
+	memcpy(s, str, len);
+	s[len] = 0;
+	r->str = s;
+	r->len = len;
+	return r;
+}
+
+static void *arena_array(const redisReadTask *t, int elements)
+{
+	redisReply *r = arena_reply(t, REDIS_REPLY_ARRAY);
+	if (!r)
+		return NULL;
+	if (elements > 0) {
+		r->element = arena_alloc(t->privdata, (size_t)elements * sizeof *r->element);
+		if (!r->element)
+			return NULL;
+		memset(r->element, 0, (size_t)elements * sizeof *r->element);
+	}
+	r->elements = (size_t)(elements > 0 ? elements : 0);
+	return r;
+}
+
+static void *arena_integer(const redisReadTask *t, long long v)
+{
+	redisReply *r = arena_reply(t, REDIS_REPLY_INTEGER);
+	if (r)
+		r->integer = v;
+	return r;
+}
+
+static void *arena_nil(const redisReadTask *t)
+{
+	return arena_reply(t, REDIS_REPLY_NIL);
+}
+
+static void arena_free_object(void *r)
+{
+	(void)r; /* the arena goes as a whole */
 }
 
 /* ---- nodes ---- */
@@ -296,6 +429,8 @@ static int node_connect(struct cluster *c, struct node *nd)
 		return -EHOSTUNREACH;
 	}
 	ctx->flags |= REDIS_CONNECTED;
+	ctx->reader->fn = &c->arena_fn;
+	ctx->reader->privdata = c;
 	nd->ctx = ctx;
 	c->st.reconnects++;
 	return 0;
@@ -304,6 +439,16 @@ static int node_connect(struct cluster *c, struct node *nd)
 /* Queue n bytes on a node's connection. */
 static int node_append(struct node *nd, const char *s, size_t len, size_t cmd, bool asking)
 {
+	if (nd->wlen + len > nd->wcap) {
+		size_t cap = nd->wcap ? nd->wcap : 65536;
+		while (cap < nd->wlen + len)
+			cap *= 2;
+		char *w = realloc(nd->w, cap);
+		if (!w)
+			return -ENOMEM;
+		nd->w = w;
+		nd->wcap = cap;
+	}
 	if (nd->nq == nd->qcap) {
 		size_t cap = nd->qcap ? 2 * nd->qcap : 256;
 		struct qent *q = realloc(nd->q, cap * sizeof *q);
@@ -312,10 +457,26 @@ static int node_append(struct node *nd, const char *s, size_t len, size_t cmd, b
 		nd->q = q;
 		nd->qcap = cap;
 	}
-	if (redisAppendFormattedCommand(nd->ctx, s, len) != REDIS_OK)
-		return -ENOMEM;
-	nd->queued += len;
-	nd->q[nd->nq++] = (struct qent){ .cmd = cmd, .end = nd->queued, .asking = asking };
+	memcpy(nd->w + nd->wlen, s, len);
+	nd->wlen += len;
+	nd->q[nd->nq++] = (struct qent){ .cmd = cmd, .end = nd->wlen, .asking = asking };
+	return 0;
+}
+
+/* Write what the socket takes of the node's bytes: 0, or -errno. */
+static int node_write(struct node *nd)
+{
+	while (nd->woff < nd->wlen) {
+		ssize_t w = write(nd->ctx->fd, nd->w + nd->woff, nd->wlen - nd->woff);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		nd->woff += (size_t)w;
+	}
 	return 0;
 }
 
@@ -407,14 +568,12 @@ static int map_refresh(struct cluster *c)
 			c->plain = true;
 			for (size_t s = 0; s < CLUSTER_SLOTS; s++)
 				c->slot_node[s] = (uint16_t)i;
-			freeReplyObject(r);
 			return 0;
 		}
 		bool ok = map_from_reply(c, &c->nodes[i], r);
 		if (!ok)
 			set_err(c, "%s:%d: CLUSTER SLOTS: %s", c->nodes[i].host, c->nodes[i].port,
 				r->type == REDIS_REPLY_ERROR ? r->str : "an answer that is not a slot map");
-		freeReplyObject(r);
 		if (ok)
 			return 0;
 	}
@@ -429,6 +588,8 @@ int cluster_connect(const char *seeds, const struct cluster_opts *o, struct clus
 	*out = NULL;
 	if (!c)
 		return -ENOMEM;
+	c->arena_fn = (redisReplyObjectFunctions){ arena_string, arena_array, arena_integer, arena_nil,
+						   arena_free_object };
 	if (o)
 		c->o = *o;
 	else
@@ -489,7 +650,10 @@ void cluster_close(struct cluster *c)
 		if (c->nodes[i].ctx)
 			redisFree(c->nodes[i].ctx);
 		free(c->nodes[i].q);
+		free(c->nodes[i].w);
 	}
+	arena_reset(c);
+	free(c->arena);
 	free(c->nodes);
 	free(c);
 }
@@ -563,11 +727,9 @@ static void handle_reply(struct cluster *c, struct cluster_cmd *cmd, redisReply 
 			if (++cmd->redirects > c->o.max_redirects) {
 				set_err(c, "slot %u: redirected more than %d times (%s)", cmd->slot,
 					c->o.max_redirects, r->str);
-				freeReplyObject(r);
 				cmd_final(c, cmd, -EHOSTUNREACH, NULL);
 				return;
 			}
-			freeReplyObject(r);
 			rd->retry++;
 			return;
 		}
@@ -580,7 +742,6 @@ static void handle_reply(struct cluster *c, struct cluster_cmd *cmd, redisReply 
 				rd->refresh = true;
 			}
 			set_err(c, "slot %u: %s", cmd->slot, r->str);
-			freeReplyObject(r);
 			rd->backoff = true;
 			rd->retry++;
 			return;
@@ -595,8 +756,7 @@ static void handle_reply(struct cluster *c, struct cluster_cmd *cmd, redisReply 
 static void node_fail(struct cluster *c, struct node *nd, struct cluster_cmd *cmds, int status,
 		      struct round *rd, const char *why)
 {
-	size_t unsent = nd->ctx && nd->ctx->obuf ? sdslen(nd->ctx->obuf) : 0;
-	size_t written = nd->queued - unsent;
+	size_t written = nd->woff;
 	size_t start = nd->got ? nd->q[nd->got - 1].end : 0;
 	for (size_t i = nd->got; i < nd->nq; i++) {
 		const struct qent *e = &nd->q[i];
@@ -618,6 +778,7 @@ static void node_fail(struct cluster *c, struct node *nd, struct cluster_cmd *cm
 /* Read what a node has for us. */
 static void node_read(struct cluster *c, struct node *nd, struct cluster_cmd *cmds, struct round *rd)
 {
+	nd->last = now_s();
 	if (redisBufferRead(nd->ctx) != REDIS_OK) {
 		node_fail(c, nd, cmds, -ECONNRESET, rd, nd->ctx->errstr);
 		return;
@@ -630,16 +791,12 @@ static void node_read(struct cluster *c, struct node *nd, struct cluster_cmd *cm
 		}
 		if (!reply)
 			return;
-		nd->last = now_s();
 		if (nd->got >= nd->nq) { /* more replies than commands: out of step */
-			freeReplyObject(reply);
 			node_fail(c, nd, cmds, -ECONNRESET, rd, "a reply nothing asked for");
 			return;
 		}
 		const struct qent *e = &nd->q[nd->got++];
-		if (e->asking)
-			freeReplyObject(reply); /* +OK; a refusal shows in the command's own reply */
-		else
+		if (!e->asking) /* ASKING's +OK: a refusal shows in the command's own reply */
 			handle_reply(c, &cmds[e->cmd], reply, rd);
 	}
 }
@@ -672,13 +829,12 @@ static int flush_nodes(struct cluster *c, struct cluster_cmd *cmds, struct round
 			}
 			if (wait < 0 || left < wait)
 				wait = left;
-			int done = 1;
-			if (sdslen(nd->ctx->obuf) > 0) {
-				if (redisBufferWrite(nd->ctx, &done) != REDIS_OK) {
-					node_fail(c, nd, cmds, -ECONNRESET, rd, nd->ctx->errstr);
-					continue;
-				}
+			int wrc = node_write(nd);
+			if (wrc) {
+				node_fail(c, nd, cmds, -ECONNRESET, rd, strerror(-wrc));
+				continue;
 			}
+			bool done = nd->woff == nd->wlen;
 			pf[np] = (struct pollfd){ .fd = nd->ctx->fd,
 						  .events = (short)(POLLIN | (done ? 0 : POLLOUT)) };
 			which[np++] = i;
@@ -707,6 +863,7 @@ static int flush_nodes(struct cluster *c, struct cluster_cmd *cmds, struct round
 int cluster_exec(struct cluster *c, const char *buf, struct cluster_cmd *cmds, size_t n)
 {
 	double deadline = now_s() + c->o.retry_ms / 1000.0;
+	arena_reset(c);
 	int backoff = c->o.backoff_min_ms;
 	for (size_t i = 0; i < n; i++) {
 		cmds[i].done = false;
@@ -719,7 +876,7 @@ int cluster_exec(struct cluster *c, const char *buf, struct cluster_cmd *cmds, s
 		struct round rd = { false, false, 0 };
 		for (size_t i = 0; i < c->nnodes; i++) {
 			c->nodes[i].nq = c->nodes[i].got = 0;
-			c->nodes[i].queued = 0;
+			c->nodes[i].wlen = c->nodes[i].woff = 0;
 		}
 		/* queue every open command on its node */
 		for (size_t i = 0; i < n; i++) {
@@ -777,10 +934,7 @@ int cluster_exec(struct cluster *c, const char *buf, struct cluster_cmd *cmds, s
 void cluster_cmd_free(struct cluster_cmd *cmds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (cmds[i].reply) {
-			freeReplyObject(cmds[i].reply);
-			cmds[i].reply = NULL;
-		}
+		cmds[i].reply = NULL; /* the arena goes at the next call */
 }
 
 redisReply *cluster_command(struct cluster *c, const char *key, int *status, unsigned argc,

@@ -93,12 +93,18 @@ void cluster_buf_cmd(struct cluster_buf *b, unsigned argc);
 void cluster_buf_arg(struct cluster_buf *b, const void *s, size_t len);
 void cluster_buf_arg_str(struct cluster_buf *b, const char *s);
 void cluster_buf_arg_u64(struct cluster_buf *b, uint64_t v);
+/* Make room for n more bytes at b->p + b->len (for callers that write
+ * their arguments themselves, then advance b->len); false when out of
+ * memory (b->oom is set). */
+bool cluster_buf_room(struct cluster_buf *b, size_t n);
 
 struct cluster_cmd {
 	size_t off, len;    /* its bytes in the buffer passed to cluster_exec */
 	uint16_t slot;      /* the slot of its key */
 	int status;         /* out: see the top of this file */
-	redisReply *reply;  /* out: the reply when status is 0 (free with cluster_cmd_free) */
+	redisReply *reply;  /* out: the reply when status is 0; it belongs to the cluster
+			     * and stays valid until the next cluster_exec or
+			     * cluster_command on it (never freeReplyObject it) */
 	/* private */
 	int ask_node;
 	uint8_t redirects;
@@ -111,11 +117,13 @@ struct cluster_cmd {
  * or -ENOMEM (no command was sent then). Commands on one node run in the
  * order given; across nodes nothing is ordered. */
 int cluster_exec(struct cluster *c, const char *buf, struct cluster_cmd *cmds, size_t n);
-/* Free the replies of n commands (and set them NULL). */
+/* Forget the replies of n commands (set them NULL; their memory goes with
+ * the next call). */
 void cluster_cmd_free(struct cluster_cmd *cmds, size_t n);
 
 /* One command (argc arguments, as strings) on the slot of key: status as
- * above in *status, the reply returned (NULL unless status is 0). */
+ * above in *status, the reply returned (NULL unless status is 0; valid
+ * until the next call, as for cluster_exec). */
 redisReply *cluster_command(struct cluster *c, const char *key, int *status, unsigned argc,
 			    const char *const *argv);
 

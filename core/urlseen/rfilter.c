@@ -69,6 +69,8 @@ struct rfilter {
 	uint64_t leaf_bytes, data_lines, seed, expected;
 	struct level lv[RFILTER_MAX_LEVELS];
 	struct lmap frozen;  /* leaves known frozen (value 1) */
+	char (*key0)[RFILTER_NAME_MAX + 24]; /* level 0's key names and slots, made once */
+	uint16_t *slot0;
 	struct lmap counts;  /* keys recorded and not yet counted in Redis */
 	struct cluster_buf buf;
 	struct cluster_cmd *cmds;
@@ -286,26 +288,66 @@ static int cmds_room(struct rfilter *f, size_t n)
 	return 0;
 }
 
+/* "$<digits>\r\n<v>\r\n" at p; returns the end. */
+static char *put_bulk_u64(char *p, uint64_t v)
+{
+	char t[20];
+	int n = 0;
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	*p++ = '$';
+	if (n >= 10)
+		*p++ = (char)('0' + n / 10);
+	*p++ = (char)('0' + n % 10);
+	*p++ = '\r';
+	*p++ = '\n';
+	while (n)
+		*p++ = t[--n];
+	*p++ = '\r';
+	*p++ = '\n';
+	return p;
+}
+
 /* Append "BITFIELD leaf GET u8 0 (SET u1 OFF 1 | GET u1 OFF)..." for key s
  * at level d as command i. */
 static void put_bits_cmd(struct rfilter *f, struct kstate *s, unsigned d, bool set, size_t i)
 {
 	const struct level *l = &f->lv[d];
 	uint64_t id = leaf_id(f, s, d);
-	char key[RFILTER_NAME_MAX + 48];
-	size_t kl = leaf_key(f, d, id, key, sizeof key);
+	char kbuf[RFILTER_NAME_MAX + 48];
+	const char *key = kbuf;
+	size_t kl;
+	uint16_t slot;
+	if (d == 0) {
+		key = f->key0[id];
+		kl = strlen(key);
+		slot = f->slot0[id];
+	} else {
+		kl = leaf_key(f, d, id, kbuf, sizeof kbuf);
+		slot = cluster_slot(key, kl);
+	}
 	uint64_t l0, l1;
 	struct bitpos_masks m;
 	bitpos_lines(&l->bp, s->x, f->data_lines, &l0, &l1);
 	bitpos_masks(&l->bp, s->x, &m);
 	struct cluster_buf *b = &f->buf;
 	size_t off = b->len;
+	/* the fixed parts as whole strings (this is most of a client's work
+	 * per URL): "SET u1 <offset> 1" per bit */
+	static const char get_state[] = "$3\r\nGET\r\n$2\r\nu8\r\n$1\r\n0\r\n";
+	static const char set_op[] = "$3\r\nSET\r\n$2\r\nu1\r\n";
+	static const char get_op[] = "$3\r\nGET\r\n$2\r\nu1\r\n";
+	static const char one[] = "$1\r\n1\r\n";
 	cluster_buf_cmd(b, 2 + 3 + (set ? 4 : 3) * l->k);
 	cluster_buf_arg(b, "BITFIELD", 8);
 	cluster_buf_arg(b, key, kl);
-	cluster_buf_arg(b, "GET", 3);
-	cluster_buf_arg(b, "u8", 2);
-	cluster_buf_arg(b, "0", 1);
+	if (!cluster_buf_room(b, sizeof get_state + (size_t)l->k * (sizeof set_op + 16 + sizeof one)))
+		return;
+	char *p = b->p + b->len;
+	memcpy(p, get_state, sizeof get_state - 1);
+	p += sizeof get_state - 1;
 	for (unsigned ln = 0; ln < f->lpk; ln++) {
 		uint64_t base = ((ln ? l1 : l0) + 1) * LINE_BITS; /* line 0 is the header */
 		for (unsigned w = 0; w < 8; w++) {
@@ -313,21 +355,18 @@ static void put_bits_cmd(struct rfilter *f, struct kstate *s, unsigned d, bool s
 			while (bits) {
 				unsigned bit = (unsigned)__builtin_ctzll(bits);
 				bits &= bits - 1;
+				memcpy(p, set ? set_op : get_op, sizeof set_op - 1);
+				p += sizeof set_op - 1;
+				p = put_bulk_u64(p, base + w * 64 + bit);
 				if (set) {
-					cluster_buf_arg(b, "SET", 3);
-					cluster_buf_arg(b, "u1", 2);
-					cluster_buf_arg_u64(b, base + w * 64 + bit);
-					cluster_buf_arg(b, "1", 1);
-				} else {
-					cluster_buf_arg(b, "GET", 3);
-					cluster_buf_arg(b, "u1", 2);
-					cluster_buf_arg_u64(b, base + w * 64 + bit);
+					memcpy(p, one, sizeof one - 1);
+					p += sizeof one - 1;
 				}
 			}
 		}
 	}
-	f->cmds[i] = (struct cluster_cmd){ .off = off, .len = b->len - off,
-					   .slot = cluster_slot(key, kl) };
+	b->len = (size_t)(p - b->p);
+	f->cmds[i] = (struct cluster_cmd){ .off = off, .len = b->len - off, .slot = slot };
 }
 
 /* A BITFIELD answer: the state and whether every bit was set. false: not
@@ -401,9 +440,7 @@ static int split(struct rfilter *f, unsigned level, uint64_t id)
 	const char *argv[] = { "BITFIELD", key, "SET", "u8", "0", "1" };
 	leaf_key(f, level, id, key, sizeof key);
 	int status;
-	redisReply *r = cluster_command(f->c, key, &status, 6, argv);
-	if (r)
-		freeReplyObject(r);
+	(void)cluster_command(f->c, key, &status, 6, argv);
 	if (status)
 		return status;
 	set_frozen(f, level, id, true);
@@ -699,7 +736,6 @@ int rfilter_open(struct cluster *c, const char *name, const struct rfilter_param
 		uint64_t bytes;
 		if ((rc = rfilter_plan(p, &c0, &bytes, &k0)) != 0) {
 			snprintf(err, errlen, "cannot size a filter for these parameters");
-			freeReplyObject(r);
 			goto fail;
 		}
 		char meta[256];
@@ -711,16 +747,13 @@ int rfilter_open(struct cluster *c, const char *name, const struct rfilter_param
 		redisReply *s = cluster_command(c, mkey, &status, 4, set);
 		if (!s)
 			goto unreachable_r;
-		freeReplyObject(s);
 		/* whoever won the SET NX, read what is there */
-		freeReplyObject(r);
 		if (!(r = cluster_command(c, mkey, &status, 2, get)))
 			goto unreachable;
 	}
 	if (r->type == REDIS_REPLY_NIL) {
 		snprintf(err, errlen, "no filter '%s' on this cluster (--check does not make one)", name);
 		rc = -ENOENT;
-		freeReplyObject(r);
 		goto fail;
 	}
 	rc = r->type == REDIS_REPLY_STRING ? parse_meta(f, r->str) : -EINVAL;
@@ -729,16 +762,25 @@ int rfilter_open(struct cluster *c, const char *name, const struct rfilter_param
 			 r->type == REDIS_REPLY_ERROR ? r->str
 			 : rc == -EPROTONOSUPPORT ? "a filter of a newer format"
 						  : "not a URL filter's description");
-		freeReplyObject(r);
 		goto fail;
 	}
-	freeReplyObject(r);
 	if (fpr_given && f->fpr != p->fpr) {
 		snprintf(err, errlen,
 			 "filter '%s' was made for a false-positive rate of %g, not %g; leave out --fpr, or use another --redis-name",
 			 name, f->fpr, p->fpr);
 		rc = -EINVAL;
 		goto fail;
+	}
+	f->key0 = calloc(f->c0, sizeof *f->key0);
+	f->slot0 = calloc(f->c0, sizeof *f->slot0);
+	if (!f->key0 || !f->slot0) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < f->c0; i++) {
+		size_t kl = leaf_key(f, 0, i, f->key0[i], sizeof f->key0[i]);
+		f->slot0[i] = cluster_slot(f->key0[i], kl);
 	}
 	if (!plan_levels(f)) {
 		snprintf(err, errlen, "filter '%s': cannot size its leaves", name);
@@ -760,7 +802,6 @@ int rfilter_open(struct cluster *c, const char *name, const struct rfilter_param
 	*out = f;
 	return 0;
 unreachable_r:
-	freeReplyObject(r);
 unreachable:
 	rc = status ? status : -EHOSTUNREACH;
 	snprintf(err, errlen, "reading %s: %s", mkey, cluster_error(c));
@@ -775,6 +816,8 @@ void rfilter_close(struct rfilter *f)
 		return;
 	lmap_free(&f->frozen);
 	lmap_free(&f->counts);
+	free(f->key0);
+	free(f->slot0);
 	cluster_buf_free(&f->buf);
 	free(f->cmds);
 	free(f->ks);
