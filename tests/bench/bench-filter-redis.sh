@@ -11,14 +11,17 @@
 #      same order, so they race on it), filter presized (--expected);
 #      URLs/s in total (lines of the three / wall time of the three) and per
 #      client; every URL printed by exactly one client (less false
-#      positives); Redis memory (used_memory of the primaries, after less
-#      before) against a classic Bloom filter's optimum for the URLs;
+#      positives); Redis memory (MEMORY USAGE of the filter's keys, summed;
+#      also used_memory of the primaries, after less before, which counts
+#      the servers' own growth: scripts, buffers) against a classic Bloom
+#      filter's optimum for the URLs;
 #   2. false positives on three inputs of different origin, each inserted
 #      then probed with URLs it does not hold: fresh URLs of the generated
 #      kind; this machine's file paths as URLs; the URLs quoted in Debian's
 #      documentation (/usr/share/doc), split in halves;
 #   3. growing: the race again into a filter first sized for 1/16 of the
-#      URLs (it splits on the way): speed, memory, false positives;
+#      URLs (its 64 first leaves of the smallest size, 16 KiB, may hold
+#      more; it splits on the way): speed, memory, false positives;
 #   4. the limit: redis-benchmark --cluster, three clients pipelined
 #      (PD_RB_PIPELINE, default 256), sending the per-URL command (BITFIELD
 #      GET u8 0 + one SET u1 per bit, the filter's k) to leaf-sized keys of
@@ -68,6 +71,17 @@ fi
 seeds=127.0.0.1:$P0
 primaries() { rd_primaries "$P0"; }
 memory() { local s=0 p; for p in $(primaries); do s=$((s + $(rd_used_memory "$p"))); done; echo $s; }
+# keys_memory NAME: MEMORY USAGE of the filter's keys (its leaves and its
+# description), summed over the primaries
+keys_memory() {
+	local p k s=0
+	for p in $(primaries); do
+		for k in $(rd_cli "$p" --scan --pattern "$1:*"); do
+			s=$((s + $(rd_cli "$p" memory usage "$k" samples 0)))
+		done
+	done
+	echo $s
+}
 theory() { calc "$1 * log(1 / $FPR) / log(2)^2 / 8"; }
 
 echo "## lists: $N distinct URLs (bench_urlseen gen), $M fresh"
@@ -102,9 +116,13 @@ race() {
 	twice=$(( $(cat "$run/$name".out? | wc -l) - printed ))
 	fig "${name}_printed_twice" "$twice" urls
 	fig "${name}_lost_inserting" "$((N - printed))" urls
-	fig "${name}_redis_memory" "$(( $(memory) - m0 ))" bytes
+	local km
+	km=$(keys_memory "$name")
+	fig "${name}_keys_memory" "$km" bytes
+	fig "${name}_used_memory_delta" "$(( $(memory) - m0 ))" bytes
 	fig "${name}_theory" "$(theory "$N")" bytes
-	fig "${name}_memory_vs_theory" "$(calc "($(memory) - $m0) / $(theory "$N")")" x
+	fig "${name}_memory_vs_theory" "$(calc "$km / $(theory "$N")")" x
+	fig "${name}_used_memory_delta_vs_theory" "$(calc "($(memory) - $m0) / $(theory "$N")")" x
 	"$PD" urlseen --redis "$seeds" --redis-name "$name" --check --stats "$run/fresh" \
 		>/dev/null 2>"$run/$name.fresh"
 	fig "${name}_fpr" "$(calc "($M - $(val urls_new "$run/$name.fresh")) / $M")"
@@ -145,7 +163,7 @@ grep -rhoaE 'https?://[A-Za-z0-9./?=&%_~+:#-]+' /usr/share/doc /usr/share/common
 fpr_input docs "$run/docurls" | tee -a "$run/fpr.figs"
 
 echo "## growing: three clients, first sized for $((N / 16))"
-race grow --expected "$((N / 16))" --redis-leaves 6 | tee "$run/grow.figs"
+race grow --expected "$((N / 16))" | tee "$run/grow.figs"
 
 echo "## limit: redis-benchmark --cluster -c 3 -P ${PD_RB_PIPELINE:-256}, BITFIELD GET u8 0 + $k x SET u1"
 cmd=(BITFIELD "rbench:{tag}:__rand_int__" GET u8 0)
