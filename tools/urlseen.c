@@ -111,6 +111,11 @@ static void urlseen_usage(FILE *out)
 	      "                   a restart) before giving up (default 30000)\n"
 	      "  --redis-timeout MS  a node that owes answers and sends nothing for this\n"
 	      "                   long is taken as dead (default 5000)\n"
+	      "  --journal FILE   with --redis: each batch's URLs are written to FILE before\n"
+	      "                   they are sent, and FILE emptied once the new ones are\n"
+	      "                   printed; a urlseen that finds FILE not empty (an earlier\n"
+	      "                   one was killed mid-batch) prints its URLs first, so no\n"
+	      "                   URL recorded is left unprinted (some may come twice)\n"
 	      "  --leaf-kib K     largest leaf of a new filter on Redis (default 1024)\n"
 	      "  --redis-leaves N  first leaves of a new filter on Redis, at least (default\n"
 	      "                   64, so that they spread over the cluster's nodes)\n"
@@ -128,7 +133,10 @@ static void urlseen_usage(FILE *out)
 	      "URL was sent) is printed as new, and counted and reported on stderr: another\n"
 	      "crawler may print it too. After a failover, URLs the dead primary had\n"
 	      "recorded and not yet passed to its replica may be printed again (Redis\n"
-	      "replicates asynchronously). See core/urlseen/rfilter.h.\n"
+	      "replicates asynchronously). A URL is tested and recorded in one command, so\n"
+	      "a urlseen killed between a batch's answer and its output has recorded URLs\n"
+	      "it did not print, unless --journal keeps the batch to print on the next\n"
+	      "start. See core/urlseen/rfilter.h.\n"
 	      "\n"
 	      "Exit status: 0 (also when some lines were not URLs), 1 on errors, 3 when the\n"
 	      "Redis cluster cannot be reached (at the start, or for longer than\n"
@@ -146,6 +154,7 @@ struct opts {
 	bool check, sort_query, original, sync, stats;
 	size_t batch;
 	struct urlseen_redis_opts redis; /* redis.seeds NULL: a filter file */
+	const char *journal;             /* --journal FILE (with --redis) */
 };
 
 /* An input. Every input is read into one reused buffer: a HEAD_BYTES area
@@ -175,6 +184,7 @@ struct run {
 	const struct input *in;   /* the input of the current batch */
 	uint64_t batch_first;     /* its first line */
 	int exit_status;          /* a status other than 1 to end with */
+	int journal;              /* --journal's descriptor, or -1 */
 	/* the current batch */
 	size_t n;
 	uint8_t *keys;      /* 16 bytes each */
@@ -521,10 +531,77 @@ static int print_new(struct run *r)
 	return rc;
 }
 
+/* --journal: the batch's URLs, all of them, to the journal before the batch
+ * is sent (they may be recorded from then on). */
+static int journal_batch(struct run *r)
+{
+	size_t need = 0;
+	for (size_t i = 0; i < r->n; i++)
+		need += r->len[i] + 1;
+	if (need > r->ocap) {
+		char *o = realloc(r->out, need);
+		if (!o)
+			return -ENOMEM;
+		r->out = o;
+		r->ocap = need;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		memcpy(r->out + w, r->text[i] ? r->text[i] : r->arena + r->off[i], r->len[i]);
+		w += r->len[i];
+		r->out[w++] = '\n';
+	}
+	int rc = fd_pwrite_all(r->journal, r->out, w, 0);
+	if (rc == 0 && ftruncate(r->journal, (off_t)w) != 0)
+		rc = -errno;
+	return rc;
+}
+
+/* --journal at the start: what an earlier urlseen left in it (a batch it
+ * sent and may not have printed) is printed, then the journal emptied. */
+static int journal_open(struct run *r)
+{
+	r->journal = open(r->o.journal, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (r->journal < 0) {
+		fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(errno));
+		return -errno;
+	}
+	struct stat st;
+	if (fstat(r->journal, &st) != 0)
+		return -errno;
+	if (st.st_size > 0) {
+		char *b = malloc((size_t)st.st_size);
+		if (!b)
+			return -ENOMEM;
+		ssize_t got = fd_pread_full(r->journal, b, (size_t)st.st_size, 0);
+		int rc = got < 0 ? (int)got : fd_write_all(STDOUT_FILENO, b, (size_t)got);
+		size_t lines = 0;
+		for (ssize_t i = 0; i < got; i++)
+			lines += b[i] == '\n';
+		free(b);
+		if (rc) {
+			fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(-rc));
+			return rc;
+		}
+		fprintf(stderr,
+			PROG ": %s held %zu URLs of a batch an earlier urlseen sent and may not have "
+			"printed; printed them first (some may have been printed already)\n",
+			r->o.journal, lines);
+	}
+	if (ftruncate(r->journal, 0) != 0)
+		return -errno;
+	return 0;
+}
+
 /* The batch on the filter on Redis: tested and recorded in one call, then
  * its new URLs printed (urlseen_redis.c). */
 static int flush_batch_redis(struct run *r)
 {
+	int rc;
+	if (r->journal >= 0 && (rc = journal_batch(r)) != 0) {
+		fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(-rc));
+		return rc;
+	}
 	int st = urlseen_redis_batch(r->rs, r->keys, r->n, r->seen, r->in ? r->in->name : "input",
 				     r->batch_first, r->in ? r->in->lineno : 0);
 	if (st == 1)
@@ -532,12 +609,17 @@ static int flush_batch_redis(struct run *r)
 	size_t fresh = 0;
 	for (size_t i = 0; i < r->n; i++)
 		fresh += !r->seen[i];
-	int rc = print_new(r);
+	rc = print_new(r);
 	r->printed += fresh;
 	r->n = 0;
 	r->used = 0;
 	if (rc)
 		return rc;
+	if (r->journal >= 0 && ftruncate(r->journal, 0) != 0) {
+		rc = -errno;
+		fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(-rc));
+		return rc;
+	}
 	if (st) {
 		r->exit_status = st;
 		return -EHOSTUNREACH;
@@ -633,6 +715,10 @@ static int open_filter(struct run *r)
 	struct bitfilter_params p;
 	int rc;
 
+	if (o->journal && !o->redis.seeds) {
+		fprintf(stderr, PROG ": --journal is for --redis (a filter file records after printing)\n");
+		return -EINVAL;
+	}
 	if (o->redis.seeds) {
 		struct urlseen_redis_opts ro = o->redis;
 		ro.fpr = o->fpr;
@@ -648,6 +734,8 @@ static int open_filter(struct run *r)
 		rc = urlseen_redis_open(&ro, &r->rs);
 		if (rc > 1)
 			r->exit_status = rc;
+		if (rc == 0 && o->journal && !o->check && journal_open(r) != 0)
+			rc = 1;
 		return rc ? -EIO : 0;
 	}
 	bitfilter_params_default(&p);
@@ -784,6 +872,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "redis-wait", required_argument, 0, 'W' },
 		{ "redis-timeout", required_argument, 0, 'T' },
 		{ "leaf-kib", required_argument, 0, 'K' },
+		{ "journal", required_argument, 0, 'J' },
 		{ "redis-leaves", required_argument, 0, 'L' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 } };
@@ -847,6 +936,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'R':
 			o->redis.seeds = optarg;
 			break;
+		case 'J':
+			o->journal = optarg;
+			break;
 		case 'N':
 			o->redis.name = optarg;
 			break;
@@ -896,6 +988,8 @@ static void free_run(struct run *r)
 	if (r->f)
 		bitfilter_close(r->f);
 	urlseen_redis_close(r->rs);
+	if (r->journal >= 0)
+		close(r->journal);
 }
 
 /* The input buffer: its data area starts at a multiple of 2 MiB and may
@@ -922,6 +1016,7 @@ int cmd_urlseen(int argc, char **argv)
 	int rc;
 
 	memset(&r, 0, sizeof r);
+	r.journal = -1;
 	rc = parse_opts(argc, argv, &r.o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
