@@ -192,11 +192,30 @@ static uint64_t size_class(unsigned n)
 	return (UINT64_C(1) << lg) + (uint64_t)(n % 4) * (UINT64_C(1) << (lg - 2));
 }
 
+/* Level d's rate: fpr * 3/4 * (1/4)^d, so that a path's rates add up to
+ * fpr at most. Level 0, where a filter sized well keeps every URL, gets
+ * most of it (3% more bits per key than fpr itself would take at 1e-4);
+ * deeper levels, for growth past --expected, pay more bits per key. */
+static double level_rate(double fpr, unsigned d)
+{
+	return fpr * 0.75 / (double)(UINT64_C(1) << (2 * d));
+}
+
+/* Keys a leaf must hold for its mean share: routing is random, so leaves
+ * differ by about the square root of the mean (four of those), and hosts
+ * add their counts in bunches (a few per cent). Without this room, half
+ * the leaves of a filter sized for exactly its URLs would split near the
+ * end. */
+static double leaf_room(double mean)
+{
+	return mean * (1 + 3.0 / BUNCH_DIV) + 4 * sqrt(mean) + 16;
+}
+
 int rfilter_plan(const struct rfilter_params *p, uint32_t *c0, uint64_t *leaf_bytes, uint32_t *k0)
 {
 	uint32_t k;
 	double kpl;
-	int rc = bitfilter_best_k(p->fpr / 2, p->lines_per_key, &k, &kpl);
+	int rc = bitfilter_best_k(level_rate(p->fpr, 0), p->lines_per_key, &k, &kpl);
 	if (rc)
 		return rc;
 	uint64_t max_bytes = (uint64_t)p->max_leaf_kib << 10;
@@ -205,18 +224,18 @@ int rfilter_plan(const struct rfilter_params *p, uint32_t *c0, uint64_t *leaf_by
 	unsigned nmax = 0;
 	while (size_class(nmax + 1) <= max_bytes)
 		nmax++;
-	double lines_needed = ceil((double)p->expected / kpl);
 	double max_data = (double)(size_class(nmax) / 64 - 2);
-	uint64_t cmin = (uint64_t)ceil(lines_needed / max_data);
-	if (cmin < p->min_leaves)
-		cmin = p->min_leaves;
+	uint64_t cmin = p->min_leaves;
+	while (leaf_room((double)p->expected / (double)cmin) / kpl > max_data)
+		cmin++;
 	if (cmin > (UINT64_C(1) << 24))
 		return -EINVAL;
 	uint64_t best_total = UINT64_MAX, best_c = cmin, best_bytes = size_class(nmax);
 	for (uint64_t c = cmin; c <= cmin + cmin / 4 + 1; c++) {
+		double lines = ceil(leaf_room((double)p->expected / (double)c) / kpl);
 		for (unsigned n = 0; n <= nmax; n++) {
 			uint64_t cls = size_class(n);
-			if ((double)c * (double)(cls / 64 - 2) < lines_needed)
+			if ((double)(cls / 64 - 2) < lines)
 				continue;
 			if (c * cls < best_total || (c * cls == best_total && c > best_c)) {
 				best_total = c * cls;
@@ -239,7 +258,7 @@ static bool plan_levels(struct rfilter *f)
 		struct level *l = &f->lv[d];
 		uint32_t k;
 		double kpl;
-		if (bitfilter_best_k(f->fpr / (double)(UINT64_C(2) << d), f->lpk, &k, &kpl) != 0) {
+		if (bitfilter_best_k(level_rate(f->fpr, d), f->lpk, &k, &kpl) != 0) {
 			if (d == 0)
 				return false;
 			*l = f->lv[d - 1]; /* too tight to say: as the level above */

@@ -20,8 +20,12 @@
  * read-only, and new URLs of its range go to its children at the next
  * level. A URL is new if it is in no leaf of its path. Levels get tighter
  * rates so that a path's rates add up to at most the rate asked for: level
- * d is made for fpr / 2^(d+1) (more bits per key the deeper it is; the
- * price of growing without the keys, which a good --expected avoids).
+ * d is made for fpr * 3/4 * 4^-d (level 0, where a filter sized well keeps
+ * every URL, gets most of the rate; deeper levels take more bits per key:
+ * the price of growing without the keys, which a good --expected avoids).
+ * Level 0's leaves have room for their mean share of --expected and for
+ * the spread between leaves (routing is random), so that a filter sized
+ * for its URLs does not split at the end.
  *
  * A leaf's state lives in the leaf (no separate leaf table to keep in
  * step): line 0 is its header, the bits are lines 1.. . Header, version 1
