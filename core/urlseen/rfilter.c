@@ -40,6 +40,13 @@
  * BUNCH_DIV keys past the capacity before the split. */
 #define BUNCH_DIV 256
 #define LINE_BITS 512
+/* A leaf is frozen at this share of the load its rate allows: a path's
+ * rates add up to the rate asked for only if no leaf is past its load, and
+ * leaves go a little past the count that splits them (the hosts' counts
+ * come in bunches, and hosts that have not yet seen a split write one
+ * batch more into the frozen leaf). Measured: without it, a filter grown
+ * eight-fold from its first size gave 1.12e-4 at 1e-4. */
+#define FREEZE_AT 0.95
 /* Smallest leaf: 16 KiB, the first of jemalloc's large classes. */
 #define MIN_CLASS_LG 14
 
@@ -226,13 +233,13 @@ int rfilter_plan(const struct rfilter_params *p, uint32_t *c0, uint64_t *leaf_by
 		nmax++;
 	double max_data = (double)(size_class(nmax) / 64 - 2);
 	uint64_t cmin = p->min_leaves;
-	while (leaf_room((double)p->expected / (double)cmin) / kpl > max_data)
+	while (leaf_room((double)p->expected / (double)cmin) / (kpl * FREEZE_AT) > max_data)
 		cmin++;
 	if (cmin > (UINT64_C(1) << 24))
 		return -EINVAL;
 	uint64_t best_total = UINT64_MAX, best_c = cmin, best_bytes = size_class(nmax);
 	for (uint64_t c = cmin; c <= cmin + cmin / 4 + 1; c++) {
-		double lines = ceil(leaf_room((double)p->expected / (double)c) / kpl);
+		double lines = ceil(leaf_room((double)p->expected / (double)c) / (kpl * FREEZE_AT));
 		for (unsigned n = 0; n <= nmax; n++) {
 			uint64_t cls = size_class(n);
 			if ((double)(cls / 64 - 2) < lines)
@@ -266,7 +273,7 @@ static bool plan_levels(struct rfilter *f)
 		}
 		bitpos_init(&l->bp, f->seed + d * BITPOS_STEP, k, f->lpk);
 		l->k = k;
-		l->cap = (uint64_t)(kpl * (double)f->data_lines);
+		l->cap = (uint64_t)(kpl * FREEZE_AT * (double)f->data_lines);
 		l->bunch = (uint32_t)(l->cap / BUNCH_DIV ? l->cap / BUNCH_DIV : 1);
 	}
 	return true;

@@ -15,19 +15,21 @@
 #      also used_memory of the primaries, after less before, which counts
 #      the servers' own growth: scripts, buffers) against a classic Bloom
 #      filter's optimum for the URLs;
-#   2. false positives on three inputs of different origin, each inserted
+#   2. the limit, right after step 1 (the machine may be shared: the two
+#      figures are taken as close together as they can be):
+#      redis-benchmark --cluster, three clients pipelined (PD_RB_PIPELINE,
+#      default 256), sending the per-URL command (BITFIELD GET u8 0 + one
+#      SET u1 per bit, the filter's k) to leaf-sized keys of the same
+#      cluster; the ratio of step 1's total to it;
+#   3. false positives on three inputs of different origin, each inserted
 #      then probed with URLs it does not hold: fresh URLs of the generated
 #      kind; this machine's file paths as URLs; the URLs quoted in Debian's
 #      documentation (/usr/share/doc), split in halves (these two are small,
 #      some 10^4 URLs: also at rates 1e-3 and 1e-2, where their counts of
 #      false positives say something);
-#   3. growing: the race again into a filter first sized for 1/16 of the
+#   4. growing: the race again into a filter first sized for 1/16 of the
 #      URLs (its 64 first leaves of the smallest size, 16 KiB, may hold
 #      more; it splits on the way): speed, memory, false positives;
-#   4. the limit: redis-benchmark --cluster, three clients pipelined
-#      (PD_RB_PIPELINE, default 256), sending the per-URL command (BITFIELD
-#      GET u8 0 + one SET u1 per bit, the filter's k) to leaf-sized keys of
-#      the same cluster; the ratio of step 1's total to it.
 #
 # Environment: PD_REDIS_URLS (default 3e6), PD_FPR (1e-4), PD_REDIS_PORT
 # (26600), PD_REDIS_REPLICAS=1 (a replica per primary, 6 servers),
@@ -137,6 +139,21 @@ cat "$run/race.figs"
 k=$(sed -n 's/^race_filter_k: \([0-9]*\).*/\1/p' "$run/race.figs" | head -1)
 leafbytes=$(sed -n 's/^race_filter_leaves0: [0-9]* leaves of \([0-9]*\) bytes.*/\1/p' "$run/race.figs" | head -1)
 
+echo "## limit: redis-benchmark --cluster -c 3 -P ${PD_RB_PIPELINE:-256}, BITFIELD GET u8 0 + $k x SET u1"
+cmd=(BITFIELD "rbench:{tag}:__rand_int__" GET u8 0)
+lines=$((leafbytes / 64 - 1))
+for i in $(seq 1 "$k"); do
+	cmd+=(SET u1 $(( (1 + (i * 7919) % (lines - 1)) * 512 + (i * 131) % 512 )) 1)
+done
+redis-benchmark -h 127.0.0.1 -p "$P0" --cluster -c 3 -P "${PD_RB_PIPELINE:-256}" -n "$((2 * N))" \
+	-r 64 --csv "${cmd[@]}" >"$run/rb.csv" 2>"$run/rb.err" || { cat "$run/rb.err" >&2; exit 1; }
+rb=$(grep '^"BITFIELD' "$run/rb.csv" | awk -F'"' '{ print $4 }')
+[ -n "$rb" ] || { echo "bench-filter: no figure from redis-benchmark:" >&2; cat "$run/rb.csv" "$run/rb.err" >&2; exit 1; }
+fig redis_benchmark_rps "$rb" commands/s
+total=$(sed -n 's/^race_total_urls_per_s: \([^ ]*\).*/\1/p' "$run/race.figs")
+ratio=$(calc "$total / $rb")
+fig race_vs_redis_benchmark "$ratio" x
+
 # fpr_input NAME FILE RATE: the file's URLs in normal form, each once (spellings
 # of one URL are one URL: a local urlseen with its own temporary filter
 # prints each normal form once, and the lines that are not URLs are
@@ -168,21 +185,6 @@ for rate in "$FPR" 1e-3 1e-2; do fpr_input docs "$run/docurls" "$rate"; done | t
 
 echo "## growing: three clients, first sized for $((N / 16))"
 race grow --expected "$((N / 16))" | tee "$run/grow.figs"
-
-echo "## limit: redis-benchmark --cluster -c 3 -P ${PD_RB_PIPELINE:-256}, BITFIELD GET u8 0 + $k x SET u1"
-cmd=(BITFIELD "rbench:{tag}:__rand_int__" GET u8 0)
-lines=$((leafbytes / 64 - 1))
-for i in $(seq 1 "$k"); do
-	cmd+=(SET u1 $(( (1 + (i * 7919) % (lines - 1)) * 512 + (i * 131) % 512 )) 1)
-done
-redis-benchmark -h 127.0.0.1 -p "$P0" --cluster -c 3 -P "${PD_RB_PIPELINE:-256}" -n "$((2 * N))" \
-	-r 64 --csv "${cmd[@]}" >"$run/rb.csv" 2>"$run/rb.err" || { cat "$run/rb.err" >&2; exit 1; }
-rb=$(grep '^"BITFIELD' "$run/rb.csv" | awk -F'"' '{ print $4 }')
-[ -n "$rb" ] || { echo "bench-filter: no figure from redis-benchmark:" >&2; cat "$run/rb.csv" "$run/rb.err" >&2; exit 1; }
-fig redis_benchmark_rps "$rb" commands/s
-total=$(sed -n 's/^race_total_urls_per_s: \([^ ]*\).*/\1/p' "$run/race.figs")
-ratio=$(calc "$total / $rb")
-fig race_vs_redis_benchmark "$ratio" x
 
 mem=$(sed -n 's/^race_memory_vs_theory: \([^ ]*\).*/\1/p' "$run/race.figs")
 fpr=$(sed -n 's/^race_fpr: \([^ ]*\).*/\1/p' "$run/race.figs")
