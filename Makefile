@@ -11,10 +11,10 @@ MODE ?= release
 BUILD := build/$(MODE)
 PREFIX ?= /usr/local
 
-PKGS := fuse3 lmdb libxxhash openssl
+PKGS := fuse3 lmdb libxxhash openssl zlib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CORE_LIBS = -llmdb -lxxhash -lcrypto -lpthread -lm
+CORE_LIBS = -llmdb -lxxhash -lcrypto -lz -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-format-truncation
