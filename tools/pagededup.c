@@ -23,6 +23,7 @@
 #include "archive/stats.h"
 #include "store/store.h"
 #include "urlseen.h"
+#include "warccmd.h"
 
 static void usage(FILE *out)
 {
@@ -61,7 +62,11 @@ static void usage(FILE *out)
 	      "        print the URLs (one a line, from INPUT or stdin) not seen before, in\n"
 	      "        normal form, and record them in FILE, a filter that keeps between runs\n"
 	      "        and grows with them (default rate 1e-4). --check tests only. Several\n"
-	      "        processes may share FILE (flock per batch). `urlseen --help` for more.\n",
+	      "        processes may share FILE (flock per batch). `urlseen --help` for more.\n"
+	      "  export SRC [PATH...] -o OUT.warc.gz [--max-size BYTES] [--cdxj]\n"
+	      "        the pages as WARC/1.1 files, later copies as revisit records.\n"
+	      "  import WARC... -C DIR\n"
+	      "        the pages of WARC files into DIR, as a wget mirror. `import --help`.\n",
 	      out);
 }
 
@@ -377,6 +382,10 @@ int main(int argc, char **argv)
 		return cmd_simhash(argc, argv);
 	if (!strcmp(cmd, "near"))
 		return cmd_near(argc, argv);
+	if (!strcmp(cmd, "export"))
+		return cmd_export(argc, argv);
+	if (!strcmp(cmd, "import"))
+		return cmd_import(argc, argv);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;
