@@ -870,7 +870,7 @@ struct importer {
 	unsigned tmp_seq;
 	struct seen *tab;
 	size_t tab_cap, tab_n;
-	uint64_t records, pages, revisits, skipped_type, skipped_status, unresolved, malformed, renamed;
+	uint64_t records, pages, revisits, skipped_type, skipped_status, unresolved, malformed, renamed, same;
 	uint64_t bytes;
 };
 
@@ -997,16 +997,23 @@ static int put_segment(char *out, size_t size, size_t n, const char *s, size_t l
 /* The mirror path of a URI, as wget lays out a mirror: HOST[:PORT]/PATH,
  * the host lower-cased, "index.html" for an empty path or one ending in
  * '/', the query kept after '?' in the last name with any '/' in it as
- * %2F, the fragment dropped; "." and ".." never climb. Only http and https
- * URIs; -EINVAL for others. */
+ * %2F, the fragment dropped; "." and ".." never climb. http and https
+ * URIs, and file:///PATH (what export names a page outside a host
+ * directory) as PATH; -EINVAL for others. */
 static int import_path(const char *uri, char *out, size_t size)
 {
 	const char *p;
+	int n = 0;
 	if (!strncasecmp(uri, "http://", 7))
 		p = uri + 7;
 	else if (!strncasecmp(uri, "https://", 8))
 		p = uri + 8;
-	else
+	else if (!strncasecmp(uri, "file:///", 8)) {
+		/* what export names a page outside a host directory */
+		out[0] = 0;
+		p = uri + 7;
+		goto path;
+	} else
 		return -EINVAL;
 	size_t hl = strcspn(p, "/?#");
 	const char *at = memchr(p, '@', hl);
@@ -1031,10 +1038,12 @@ static int import_path(const char *uri, char *out, size_t size)
 		host[strcspn(host, ":")] = 0;
 	if (!strcmp(host, ".") || !strcmp(host, ".."))
 		return -EINVAL;
-	int n = put_segment(out, size, 0, host, strlen(host), false);
+	n = put_segment(out, size, 0, host, strlen(host), false);
 	if (n <= 0)
 		return -EINVAL;
-	const char *path = p + hl;
+	p += hl;
+path:;
+	const char *path = p;
 	size_t plen = strcspn(path, "?#");
 	const char *q = path[plen] == '?' ? path + plen + 1 : NULL;
 	size_t qlen = q ? strcspn(q, "#") : 0;
@@ -1051,7 +1060,7 @@ static int import_path(const char *uri, char *out, size_t size)
 		i = j;
 	}
 	/* a path of only "." and ".." names the host's root */
-	if (dir || !strchr(out, '/')) {
+	if (dir || (p != uri + 7 && !strchr(out, '/')) || !out[0]) {
 		if ((n = put_segment(out, size, (size_t)n, "index.html", 10, false)) < 0)
 			return n;
 	}
@@ -1242,6 +1251,19 @@ static int import_record(struct importer *im, struct warc_reader *r, const struc
 	if (!uri || !*uri) {
 		import_report(im, h->offset, "a record without WARC-Target-URI: skipped");
 		im->malformed++;
+		return 0;
+	}
+	char rel[8192];
+	if (import_path(uri, rel, sizeof rel) == -EINVAL) {
+		im->skipped_type++; /* metadata:, dns:, urn: ... name no page */
+		return 0;
+	}
+	/* The same bytes already under this name (wget's layout gives
+	 * http://h/ and http://h/index.html one name): nothing to add. */
+	const char *pd = warc_field(h, "WARC-Payload-Digest");
+	const char *there = seen_get(im, pd);
+	if (there && !strcmp(there, rel)) {
+		im->same++;
 		return 0;
 	}
 	const char *ct = warc_field(h, "Content-Type");
@@ -1436,10 +1458,11 @@ int cmd_import(int argc, char **argv)
 	fprintf(stderr,
 		"pagededup import: %llu records: %llu pages written (%llu from revisits), %.1f MB; skipped: "
 		"%llu of other types, %llu of non-2xx status, %llu unresolved revisits, %llu malformed; "
-		"%llu names taken got a .N suffix; %.2f s\n",
+		"%llu already there (same name, same bytes); %llu names taken got a .N suffix; %.2f s\n",
 		(unsigned long long)im.records, (unsigned long long)im.pages, (unsigned long long)im.revisits,
 		(double)im.bytes / 1e6, (unsigned long long)im.skipped_type, (unsigned long long)im.skipped_status,
-		(unsigned long long)im.unresolved, (unsigned long long)im.malformed, (unsigned long long)im.renamed, dt);
+		(unsigned long long)im.unresolved, (unsigned long long)im.malformed, (unsigned long long)im.same,
+		(unsigned long long)im.renamed, dt);
 	for (size_t i = 0; i < im.tab_cap; i++) {
 		free(im.tab[i].key);
 		free(im.tab[i].path);

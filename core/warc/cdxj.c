@@ -3,7 +3,9 @@
  *
  * A line is "SURT TIMESTAMP JSON": the URI in SURT form (the key replay
  * tools sort and binary-search), the 14-digit WARC-Date, and a JSON object
- * with url, mime, status, digest, length, offset and filename. The SURT
+ * with url, mime, status, digest (its base32 value without "sha1:"),
+ * length, offset and filename: field for field what warcio's cdx-index
+ * writes (tests/fs/t_warc.sh compares the two). The SURT
  * form follows warcio's and pywb's: for http and https, "www." (and wwwN.)
  * dropped, everything lower-cased, host labels reversed and joined by ',',
  * a non-default port kept after ':', then ')' and the path, then the query
@@ -183,7 +185,9 @@ int cdxj_line(FILE *out, const struct warc_rec *r, const char *filename)
 	}
 	if (r->payload_digest) {
 		fputs(",\"digest\":", out);
-		json_str(out, r->payload_digest);
+		/* without the "sha1:" label, as pywb and warcio index it */
+		const char *d = strchr(r->payload_digest, ':');
+		json_str(out, d ? d + 1 : r->payload_digest);
 	}
 	fprintf(out, ",\"length\":\"%llu\",\"offset\":\"%llu\",\"filename\":", (unsigned long long)r->length,
 		(unsigned long long)r->offset);
