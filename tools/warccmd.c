@@ -577,9 +577,9 @@ static int store_tree(struct exporter *e, struct store *st, uint64_t dir, const 
 			break;
 		}
 		snprintf(r, rl, "%s%s%s", rel, *rel ? "/" : "", c.v[i].name);
-		if (c.v[i].type == (S_IFDIR >> 12))
+		if (S_ISDIR(c.v[i].type))
 			rc = store_tree(e, st, c.v[i].ino, r);
-		else if (c.v[i].type == (S_IFREG >> 12)) {
+		else if (S_ISREG(c.v[i].type)) {
 			int prc = store_page(e, st, c.v[i].ino, r);
 			if (prc == -ENOMEM || prc == -ENOSPC || prc == -EDQUOT)
 				rc = prc;

@@ -9,13 +9,16 @@
 //     files with the same payload digest.
 // Prints one JSON line of counts; exits 1 on the first mismatch (printed).
 //
-//   node warc_check.mjs NODE_MODULES_DIR FILE...
+//   node warc_check.mjs NODE_MODULES_DIR [--list] FILE...
+// --list also prints "TYPE URI PAYLOAD-DIGEST" for each record but warcinfo.
 import { createRequire } from "node:module";
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-const [modules, ...files] = process.argv.slice(2);
+let [modules, ...files] = process.argv.slice(2);
+const list = files[0] === "--list";
+if (list) files = files.slice(1);
 const require = createRequire(path.resolve(modules) + "/");
 const { WARCParser } = require("warcio");
 
@@ -47,6 +50,7 @@ for (const file of files) {
     first = false;
     const block = await rec.readFully(false);
     if (block.length !== rec.warcContentLength) die(`${file}: ${rec.warcHeader("WARC-Record-ID")}: block of ${block.length} bytes, Content-Length ${rec.warcContentLength}`);
+    if (list && type !== "warcinfo") console.log(`${type} ${rec.warcTargetURI} ${rec.warcPayloadDigest}`);
     const bd = rec.warcBlockDigest;
     if (!bd) die(`${file}: ${type} record without WARC-Block-Digest`);
     if (sha1(block) !== bd) die(`${file}: ${rec.warcTargetURI}: block digest ${bd}, computed ${sha1(block)}`);
