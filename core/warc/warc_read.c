@@ -249,6 +249,7 @@ static int resync(struct warc_reader *r)
 	}
 	if (r->gz) {
 		r->member_done = true; /* read_head starts the member here */
+		r->out_pos = r->out_len = 0;
 	} else {
 		r->rec_off = in_cur(r);
 	}
@@ -321,7 +322,7 @@ static int read_head(struct warc_reader *r)
 {
 	int rc, c;
 	for (;;) {
-		if (r->gz && r->member_done) {
+		if (r->gz && r->member_done && r->out_pos == r->out_len) {
 			rc = start_member(r);
 			if (rc == -EBADMSG) {
 				r->rec_off = in_cur(r);
