@@ -48,7 +48,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features install mount clean
+.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-warc install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -122,6 +122,9 @@ bench-filter: all
 bench-near: all
 	@bash tests/bench/bench-near.sh build/release
 	@bash tests/bench/bench-near-speed.sh build/release
+
+bench-warc: all
+	@nice bash tests/bench/bench-warc.sh build/release
 
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release
