@@ -35,7 +35,10 @@
  * as received in user.warc.http (at most 64 KiB, the attribute limit);
  * its mtime is the WARC-Date. A file is written under a temporary name and
  * renamed in place once its record has been read whole and checked, so a
- * damaged record leaves nothing behind. Records of other types (warcinfo,
+ * damaged record leaves nothing behind. A response in chunked transfer
+ * coding (as Heritrix and warcprox keep it) is undone into the page, and
+ * the Transfer-Encoding line left out of the kept header; a
+ * Content-Encoding (gzip, br) is kept as sent, with its header line. Records of other types (warcinfo,
  * request, metadata, conversion, continuation) and responses of other
  * statuses (redirects, errors) are skipped and counted.
  */
@@ -1125,7 +1128,110 @@ struct capture {
 	int64_t sec;
 	uint32_t nsec;
 	bool have_date;
+	bool chunked;       /* the payload is in HTTP/1.1 chunked framing */
 };
+
+/* HTTP/1.1 chunked transfer coding (RFC 9112 section 7.1), undone as the
+ * bytes stream by: the page is the data of the chunks. Chunk extensions
+ * and trailer fields are dropped. */
+enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LINE, CH_DONE };
+struct dechunk {
+	int state;
+	uint64_t left;
+	unsigned digits;
+};
+
+/* Feed n bytes; the data goes to fd. -EBADMSG on bad framing. */
+static int dechunk_feed(struct dechunk *d, const uint8_t *in, size_t n, int fd, uint64_t *total)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint8_t c = in[i];
+		switch (d->state) {
+		case CH_SIZE: {
+			int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+				: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+			if (v >= 0) {
+				if (++d->digits > 15)
+					return -EPROTO;
+				d->left = d->left * 16 + (uint64_t)v;
+			} else if (!d->digits) {
+				return -EPROTO;
+			} else if (c == ';' || c == ' ' || c == '\t') {
+				d->state = CH_EXT;
+			} else if (c == '\r') {
+				d->state = CH_SIZE_LF;
+			} else if (c == '\n') {
+				d->state = d->left ? CH_DATA : CH_TRAILER;
+			} else
+				return -EPROTO;
+			i++;
+			break;
+		}
+		case CH_EXT:
+			if (c == '\n')
+				d->state = d->left ? CH_DATA : CH_TRAILER;
+			i++;
+			break;
+		case CH_SIZE_LF:
+			if (c != '\n')
+				return -EPROTO;
+			d->state = d->left ? CH_DATA : CH_TRAILER;
+			i++;
+			break;
+		case CH_DATA: {
+			size_t k = n - i < d->left ? n - i : (size_t)d->left;
+			int rc = fd_write_all(fd, in + i, k);
+			if (rc)
+				return rc;
+			*total += k;
+			d->left -= k;
+			i += k;
+			if (!d->left)
+				d->state = CH_DATA_CR;
+			break;
+		}
+		case CH_DATA_CR:
+			if (c == '\n') {
+				d->state = CH_SIZE;
+				d->digits = 0;
+			} else if (c == '\r')
+				d->state = CH_DATA_LF;
+			else
+				return -EPROTO;
+			i++;
+			break;
+		case CH_DATA_LF:
+			if (c != '\n')
+				return -EPROTO;
+			d->state = CH_SIZE;
+			d->digits = 0;
+			i++;
+			break;
+		case CH_TRAILER: /* at the start of a trailer line */
+			if (c == '\n')
+				d->state = CH_DONE;
+			else if (c != '\r')
+				d->state = CH_TRAILER_LINE;
+			i++;
+			break;
+		case CH_TRAILER_LINE:
+			if (c == '\n')
+				d->state = CH_TRAILER;
+			i++;
+			break;
+		default: /* CH_DONE: bytes after the last chunk are not the page's */
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* The body ended: complete if the last chunk was seen. */
+static int dechunk_end(const struct dechunk *d)
+{
+	return d->state == CH_DONE || d->state == CH_TRAILER ? 0 : -EPROTO;
+}
 
 /* Write a file for one capture: bytes from the reader (r != NULL, `pre`
  * already read from it) or from a file imported before (copy_from). The
@@ -1146,9 +1252,14 @@ static int write_capture(struct importer *im, struct warc_reader *r, const uint8
 	if (fd < 0)
 		return -errno;
 	int sfd = -1;
-	if (pre_len)
+	struct dechunk dc = { 0 };
+	uint64_t total = 0;
+	if (pre_len && cap->chunked)
+		rc = dechunk_feed(&dc, pre, pre_len, fd, &total);
+	else if (pre_len) {
 		rc = fd_write_all(fd, pre, pre_len);
-	uint64_t total = pre_len;
+		total = pre_len;
+	}
 	if (!rc && r) {
 		for (;;) {
 			ssize_t n = warc_read(r, im->buf, IO_CHUNK);
@@ -1158,12 +1269,17 @@ static int write_capture(struct importer *im, struct warc_reader *r, const uint8
 			}
 			if (n == 0)
 				break;
-			if ((rc = fd_write_all(fd, im->buf, (size_t)n)))
+			if (cap->chunked)
+				rc = dechunk_feed(&dc, im->buf, (size_t)n, fd, &total);
+			else if (!(rc = fd_write_all(fd, im->buf, (size_t)n)))
+				total += (uint64_t)n;
+			if (rc)
 				break;
-			total += (uint64_t)n;
 		}
 		if (!rc)
 			rc = warc_check_end(r);
+		if (!rc && cap->chunked)
+			rc = dechunk_end(&dc);
 	} else if (!rc && copy_from) {
 		sfd = openat(im->dirfd, copy_from, O_RDONLY | O_CLOEXEC);
 		if (sfd < 0)
@@ -1201,6 +1317,27 @@ static int write_capture(struct importer *im, struct warc_reader *r, const uint8
 	}
 	im->bytes += total;
 	return 0;
+}
+
+/* A header that says "Transfer-Encoding: chunked": that line is taken
+ * out (the file holds the page, not the framing) and true returned. */
+static bool http_unchunk_head(uint8_t *h, size_t *len)
+{
+	uint8_t *p = h, *end = h + *len;
+	while (p < end) {
+		uint8_t *eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			break;
+		size_t l = (size_t)(eol + 1 - p);
+		if (l > 18 && !strncasecmp((char *)p, "transfer-encoding:", 18) &&
+		    memmem(p, l, "chunked", 7)) {
+			memmove(p, eol + 1, (size_t)(end - eol - 1));
+			*len -= l;
+			return true;
+		}
+		p = eol + 1;
+	}
+	return false;
 }
 
 /* Read the HTTP header at the start of a response block (at most
@@ -1298,6 +1435,7 @@ static int import_record(struct importer *im, struct warc_reader *r, const struc
 		}
 		cap.http = (const char *)im->buf;
 		cap.http_len = head_len;
+		cap.chunked = http_unchunk_head(im->buf, &cap.http_len);
 	}
 	if (revisit) {
 		const char *from = seen_get(im, warc_field(h, "WARC-Refers-To"));
@@ -1362,7 +1500,10 @@ failed:
 	{
 		char msg[URI_MAX + 160];
 		snprintf(msg, sizeof msg, "%s: %s: record skipped", uri,
-			 rc == -EINVAL ? "not an http(s) URI that names a file" : rc == -ENOTDIR ? "a file is in the way of a directory it needs" : strerror(-rc));
+			 rc == -EINVAL    ? "not an http(s) URI that names a file"
+			 : rc == -ENOTDIR ? "a file is in the way of a directory it needs"
+			 : rc == -EPROTO  ? "its chunked transfer coding is broken"
+					  : strerror(-rc));
 		import_report(im, h->offset, msg);
 	}
 	im->malformed++;

@@ -14,6 +14,8 @@
 #   malformed_*       a truncated gzip member, a wrong Content-Length (gzip
 #                     and plain), a record without WARC-Type: reported with
 #                     the record's offset, skipped, the rest imported
+#   chunked           responses in chunked transfer coding: the page without
+#                     its framing; broken framing reported, no file
 #   big_record        a 2 GiB record made on the fly and piped in: imported
 #                     whole while the importer's memory stays small
 . "$(dirname "$0")/lib.sh"
@@ -267,6 +269,40 @@ case_malformed_content_length() { malformed length; }
 case_malformed_plain_content_length() { malformed plainlength; }
 case_malformed_no_type() { malformed notype; }
 
+# Responses in chunked transfer coding (as Heritrix and warcprox keep
+# them): the page is the chunks' data, the kept header has no
+# Transfer-Encoding; broken framing is reported and leaves no file.
+case_chunked() {
+	pd_cdwd
+	python3 - "$PD_TMP/chunked.warc" <<'EOF2'
+import sys, hashlib, base64
+def rec(uri, http, body, rid):
+    block = http + body
+    d = "sha1:" + base64.b32encode(hashlib.sha1(block).digest()).decode()
+    return (("WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:%s>\r\n"
+             "WARC-Date: 2021-05-06T07:08:09Z\r\nWARC-Target-URI: %s\r\nWARC-Block-Digest: %s\r\n"
+             "Content-Type: application/http;msgtype=response\r\nContent-Length: %d\r\n\r\n")
+            % (rid, uri, d, len(block))).encode() + block + b"\r\n\r\n"
+h = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n"
+good = b"5;ext=1\r\n<html\r\n1A\r\n><body>chunked page</body>\r\n0\r\nX-Trailer: t\r\n\r\n"
+bad = b"5\r\n<html\r\nZZ\r\nnot hex\r\n0\r\n\r\n"
+open(sys.argv[1], "wb").write(
+    rec("http://c.example/good.html", h, good, "00000000-0000-4000-8000-000000000001") +
+    rec("http://c.example/bad.html", h, bad, "00000000-0000-4000-8000-000000000002"))
+EOF2
+	rc=0
+	"$PD_BIN" import "$PD_TMP/chunked.warc" -C "$W" 2>"$PD_TMP/chunked.log" || rc=$?
+	cat "$PD_TMP/chunked.log"
+	expect_eq "$rc" 2 "exit status (one record skipped)"
+	expect_eq "$(cat "$W/c.example/good.html")" "<html><body>chunked page</body>" "the page without its framing"
+	pd_xattr "$W/c.example/good.html" user.warc.http | grep -qi transfer-encoding && fail "Transfer-Encoding kept"
+	pd_xattr "$W/c.example/good.html" user.warc.http | grep -q '^Content-Type: text/html' || fail "header lines lost"
+	[ ! -e "$W/c.example/bad.html" ] || fail "a file from broken framing"
+	grep -q "bad.html: its chunked transfer coding is broken" "$PD_TMP/chunked.log" || fail "not reported"
+	find "$W" -name '.pagededup-import*' | grep -q . && fail "a temporary file was left"
+	return 0
+}
+
 # A 2 GiB + 12345 byte resource record in one gzip member, made by a
 # generator and piped in: the file in the mount must have its size and
 # MD5, and the importer must stay far below the record's size in memory
@@ -325,6 +361,7 @@ pd_case malformed_truncated_gzip
 pd_case malformed_content_length
 pd_case malformed_plain_content_length
 pd_case malformed_no_type
+pd_case chunked
 pd_case big_record
 pd_umount_shared
 pd_finish
