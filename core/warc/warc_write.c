@@ -24,7 +24,7 @@ struct warc_writer {
 	char *prefix;
 	int fd;
 	unsigned file_no;      /* the open file's number */
-	uint64_t file_bytes;   /* written to the open file */
+	uint64_t file_bytes;   /* made for the open file (written or buffered) */
 	uint64_t total_bytes;  /* all files, finished ones included */
 	bool in_record;
 	bool z_ready;
@@ -48,7 +48,7 @@ unsigned warc_writer_files(const struct warc_writer *w)
 
 uint64_t warc_writer_bytes(const struct warc_writer *w)
 {
-	return w->total_bytes + w->out_len;
+	return w->total_bytes; /* counts the buffered bytes too */
 }
 
 static int flush_out(struct warc_writer *w)
@@ -247,7 +247,7 @@ int warc_begin(struct warc_writer *w, struct warc_rec *r)
 	if (w->in_record)
 		return -EINVAL;
 	int rc;
-	if (w->file_bytes + w->out_len >= w->o.max_bytes) {
+	if (w->file_bytes >= w->o.max_bytes) {
 		if ((rc = close_file(w)))
 			return rc;
 		w->file_no++;
