@@ -1491,10 +1491,8 @@ static int import_record(struct importer *im, struct warc_reader *r, const struc
 		return rc;
 	return 0;
 failed:
-	if (rc == -EBADMSG) {
-		im->malformed++;
-		return 0; /* reported by the reader; nothing was kept */
-	}
+	if (rc == -EBADMSG)
+		return 0; /* reported and counted by the reader; nothing was kept */
 	if (rc == -ENOSPC || rc == -EDQUOT || rc == -ENOMEM || rc == -EROFS || rc == -EIO)
 		return rc;
 	{

@@ -43,7 +43,8 @@
  * started in. Malformed input never stops it: a record without WARC-Type
  * or Content-Length, a Content-Length that does not land on the CRLF CRLF
  * that ends a record, a damaged or truncated gzip member, a block whose
- * sha1 WARC-Block-Digest does not match are reported through the report
+ * WARC-Block-Digest (sha1 or sha256, base32 or base16) does not match are
+ * reported through the report
  * callback with the record's offset, and the reader moves on to the next
  * record it can find (the next gzip member, or the next "WARC/" line).
  * Blocks are streamed: nothing holds more than a header (WARC_HEAD_MAX)
@@ -200,7 +201,7 @@ int warc_next(struct warc_reader *r, const struct warc_head **h);
  * cut short (reported; the next warc_next looks for the next record). */
 ssize_t warc_read(struct warc_reader *r, void *buf, size_t len);
 /* After the block: 0 if the record ended as it should (CRLF CRLF after
- * Content-Length bytes, the sha1 block digest matching when given),
+ * Content-Length bytes, the block digest matching when given),
  * -EBADMSG otherwise (reported). Reads the rest of the block first. */
 int warc_check_end(struct warc_reader *r);
 /* Records seen and malformed spots reported so far. */

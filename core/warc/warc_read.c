@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 #include <zlib.h>
 
 #define RD_IN (256 * 1024)
@@ -52,13 +53,19 @@ struct warc_reader {
 	bool in_block;
 	uint64_t left;         /* block bytes not yet read */
 	bool check_digest;
-	uint8_t want[20];
-	struct warc_sha1 sha;
+	uint8_t want[32];      /* the block digest the header gives */
+	unsigned want_len;     /* 20 (sha1) or 32 (sha256) */
+	void *md;              /* EVP_MD_CTX of that algorithm */
 
 	char *hbuf;
 	struct warc_head head;
 	uint64_t records, errors;
 };
+
+static int hexdig(int c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
 
 static void say(struct warc_reader *r, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(struct warc_reader *r, uint64_t off, const char *fmt, ...)
@@ -258,6 +265,51 @@ static int resync(struct warc_reader *r)
 
 /* --- records --------------------------------------------------------- */
 
+/* "sha1:" or "sha256:" and the digest in base32 (upper or lower case,
+ * padding allowed) or base16, as writers give them (wget and Heritrix sha1
+ * base32, warcio.js sha256 hex). 0, or -EINVAL for another algorithm or a
+ * malformed value: such a block is not checked. */
+static int digest_parse(const char *d, uint8_t *out, unsigned *len)
+{
+	unsigned want;
+	if (!strncasecmp(d, "sha1:", 5))
+		want = 20, d += 5;
+	else if (!strncasecmp(d, "sha256:", 7))
+		want = 32, d += 7;
+	else
+		return -EINVAL;
+	size_t n = strcspn(d, " \t=");
+	if (n == 2 * want) {
+		for (unsigned i = 0; i < want; i++) {
+			int hi = hexdig(d[2 * i]), lo = hexdig(d[2 * i + 1]);
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			out[i] = (uint8_t)(hi << 4 | lo);
+		}
+	} else if (n == (want * 8 + 4) / 5) {
+		uint64_t acc = 0;
+		unsigned bits = 0, k = 0;
+		for (size_t i = 0; i < n; i++) {
+			int c = d[i], v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a'
+					  : c >= '2' && c <= '7' ? c - '2' + 26 : -1;
+			if (v < 0)
+				return -EINVAL;
+			acc = acc << 5 | (uint64_t)v;
+			bits += 5;
+			if (bits >= 8) {
+				bits -= 8;
+				if (k < want)
+					out[k++] = (uint8_t)(acc >> bits);
+			}
+		}
+		if (k != want)
+			return -EINVAL;
+	} else
+		return -EINVAL;
+	*len = want;
+	return 0;
+}
+
 const char *warc_field(const struct warc_head *h, const char *name)
 {
 	for (size_t i = 0; i < h->nfields; i++)
@@ -388,11 +440,8 @@ static int read_head(struct warc_reader *r)
 	r->left = hd->length;
 	r->check_digest = false;
 	const char *bd = warc_field(hd, "WARC-Block-Digest");
-	if (bd && !warc_sha1_parse(bd, r->want)) {
-		r->check_digest = true;
-		char d[WARC_DIGEST_MAX];
-		warc_sha1_final(&r->sha, d); /* a fresh start for this block */
-	}
+	if (bd && digest_parse(bd, r->want, &r->want_len) == 0)
+		r->check_digest = EVP_DigestInit_ex(r->md, r->want_len == 20 ? EVP_sha1() : EVP_sha256(), NULL) == 1;
 	if (r->searching) {
 		r->searching = false;
 		if (r->report) {
@@ -428,7 +477,7 @@ static int skip_block(struct warc_reader *r, bool hash)
 		if (n > r->left)
 			n = (size_t)r->left;
 		if (hash && r->check_digest)
-			warc_sha1_update(&r->sha, p, n);
+			EVP_DigestUpdate(r->md, p, n);
 		consume(r, n);
 		r->left -= n;
 	}
@@ -454,7 +503,7 @@ ssize_t warc_read(struct warc_reader *r, void *buf, size_t len)
 		n = (size_t)r->left;
 	memcpy(buf, p, n);
 	if (r->check_digest)
-		warc_sha1_update(&r->sha, p, n);
+		EVP_DigestUpdate(r->md, p, n);
 	consume(r, n);
 	r->left -= n;
 	return (ssize_t)n;
@@ -489,12 +538,13 @@ int warc_check_end(struct warc_reader *r)
 		return -EBADMSG;
 	}
 	if (r->check_digest) {
-		char got[WARC_DIGEST_MAX], want[WARC_DIGEST_MAX];
-		warc_sha1_final(&r->sha, got);
-		warc_sha1_format(r->want, want);
+		uint8_t got[EVP_MAX_MD_SIZE];
+		unsigned glen = 0;
+		EVP_DigestFinal_ex(r->md, got, &glen);
 		r->check_digest = false;
-		if (strcmp(got, want)) {
-			say(r, r->rec_off, "WARC-Block-Digest %s does not match the block (%s)", want, got);
+		if (glen != r->want_len || memcmp(got, r->want, glen)) {
+			say(r, r->rec_off, "WARC-Block-Digest %s does not match the block",
+			    warc_field(&r->head, "WARC-Block-Digest"));
 			return -EBADMSG;
 		}
 	}
@@ -555,7 +605,8 @@ int warc_reader_open(int fd, warc_report_fn report, void *ctx, struct warc_reade
 	r->in_off = cur > 0 ? (uint64_t)cur : 0;
 	r->in = malloc(RD_IN);
 	r->hbuf = malloc(WARC_HEAD_MAX);
-	int rc = (!r->in || !r->hbuf) ? -ENOMEM : warc_sha1_init(&r->sha);
+	r->md = EVP_MD_CTX_new();
+	int rc = (!r->in || !r->hbuf || !r->md) ? -ENOMEM : 0;
 	if (!rc) {
 		rc = in_fill(r);
 		if (rc > 0) {
@@ -588,8 +639,7 @@ void warc_reader_close(struct warc_reader *r)
 		return;
 	if (r->z_ready)
 		inflateEnd(&r->z);
-	if (r->sha.ctx)
-		warc_sha1_free(&r->sha);
+	EVP_MD_CTX_free(r->md);
 	free(r->in);
 	free(r->out);
 	free(r->hbuf);

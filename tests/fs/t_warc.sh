@@ -11,6 +11,7 @@
 #   wget_import       a WARC written by wget --warc-file of a site served on
 #                     127.0.0.1 imported: the tree wget itself saved, with
 #                     URLs and HTTP headers
+#   warcio_import     a WARC written by warcio (response, resource, revisit)
 #   malformed_*       a truncated gzip member, a wrong Content-Length (gzip
 #                     and plain), a record without WARC-Type: reported with
 #                     the record's offset, skipped, the rest imported
@@ -197,6 +198,40 @@ case_wget_import() {
 	[ "$rc2" -ge 2 ] || fail "same.html and docs/index.html share one blob (refcount $rc2)"
 }
 
+# A WARC written by warcio (response, resource, and a revisit naming the
+# response by its record ID) imported: the revisit becomes a copy.
+case_warcio_import() {
+	pd_cdwd
+	len=$(node "$PD_FSDIR/warc_write.mjs" "$NODE_MODULES" "$PD_TMP/byw.warc.gz") || fail "warcio could not write"
+	expect "$PD_BIN" import "$PD_TMP/byw.warc.gz" -C "$W"
+	expect_eq "$(stat -c %s "$W/w.example/dir/index.html")" "$len" "page size"
+	cmp "$W/w.example/dir/index.html" "$W/w.example/dir/again.html" || fail "the revisit's copy"
+	expect_eq "$(cat "$W/w.example/notes.txt")" "plain notes" "resource"
+	expect_eq "$(pd_xattr "$W/w.example/dir/again.html" user.xdg.origin.url)" "http://w.example/dir/again.html" "URL of the revisit"
+	expect_eq "$(stat -c %Y "$W/w.example/dir/index.html")" 1646370367 "mtime from WARC-Date"
+	expect_eq "$(pd_xattr "$W/w.example/dir/again.html" user.dedup.refcount)" 2 "the copy shares the page's blob"
+	# warcio's sha256 block digest is checked: one byte changed, the
+	# response is reported at its offset (0) and not written
+	python3 - "$PD_TMP/byw.warc.gz" "$PD_TMP/byw-bad.warc.gz" <<'EOF2'
+import sys, zlib
+d = open(sys.argv[1], "rb").read()
+ms, p = [], 0
+while p < len(d):
+    o = zlib.decompressobj(31); o.decompress(d[p:]); e = len(d) - len(o.unused_data); ms.append(d[p:e]); p = e
+r = zlib.decompress(ms[0], 31).replace(b"warcio</p></body>", b"warciO</p></body>")
+c = zlib.compressobj(6, zlib.DEFLATED, 31); ms[0] = c.compress(r) + c.flush()
+open(sys.argv[2], "wb").write(b"".join(ms))
+EOF2
+	mkdir "$W/bad"
+	rc=0
+	"$PD_BIN" import "$PD_TMP/byw-bad.warc.gz" -C "$W/bad" 2>"$PD_TMP/byw-bad.log" || rc=$?
+	cat "$PD_TMP/byw-bad.log"
+	expect_eq "$rc" 2 "exit status"
+	grep -q "offset 0: WARC-Block-Digest sha256:.* does not match" "$PD_TMP/byw-bad.log" || fail "not reported"
+	[ ! -e "$W/bad/w.example/dir/index.html" ] || fail "a page whose digest does not match was kept"
+	[ -e "$W/bad/w.example/notes.txt" ] || fail "the next record was not imported"
+}
+
 # damage KIND IN OUT: write a damaged copy of the export IN; prints the
 # offset of the damaged record and how many pages it held.
 damage() {
@@ -357,6 +392,7 @@ pd_case store_export
 pd_case cdxj
 pd_case split
 pd_case wget_import
+pd_case warcio_import
 pd_case malformed_truncated_gzip
 pd_case malformed_content_length
 pd_case malformed_plain_content_length
