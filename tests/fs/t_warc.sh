@@ -28,7 +28,8 @@ WARCIO_CLI=$NODE_MODULES/warcio/dist/cli.js
 warcio_check() { node "$PD_FSDIR/warc_check.mjs" "$NODE_MODULES" "$@"; }
 
 # The source tree: pages under two hosts, some with origin URLs, copies of
-# the same bytes under other names, a binary, an empty page, odd names.
+# the same bytes under other names, a binary, an empty page, odd names, two
+# different pages with the same MD5.
 make_tree() {
 	py "$1" <<'EOF'
 import os, sys
@@ -52,6 +53,9 @@ urls = {
     "example.com/index.html": "http://example.com/",
     "example.org/mirror/story.html": "https://www.example.org/mirror/story.html",
 }
+# two different pages with one MD5: never a revisit of each other
+for ab in "ab":
+    pages["example.com/collide/%s.bin" % ab] = open(os.path.join(os.environ["PD_DATA"], "md5-collision-%s.bin" % ab), "rb").read()
 t = 1600000000
 for rel, data in sorted(pages.items()):
     p = os.path.join(root, rel)
@@ -67,15 +71,16 @@ EOF
 case_roundtrip() {
 	pd_cdwd
 	make_tree "$W/src" || fail "make the tree"
-	pd_wait_blobs "$(find "$W/src" -type f -exec md5sum {} + | awk '{print $1}' | sort -u | wc -l)" || fail blobs
+	pd_wait_blobs "$(find "$W/src" -type f -exec sha1sum {} + | awk '{print $1}' | sort -u | wc -l)" || fail blobs
 	local before after
 	before=$(pd_nblobs)
 	expect "$PD_BIN" export "$W/src" -o "$PD_TMP/rt.warc.gz"
 	[ -f "$PD_TMP/rt-00000.warc.gz" ] || fail "no file $PD_TMP/rt-00000.warc.gz"
 	counts=$(warcio_check "$PD_TMP"/rt-*.warc.gz) || fail "warcio: $counts"
 	echo "$counts"
-	# 10 pages; story has 3 copies, logo 2: 3 revisits
-	expect_eq "$counts" '{"files":1,"records":11,"warcinfo":1,"response":0,"resource":7,"revisit":3,"other":0}' "record counts"
+	# 12 pages; story has 3 copies, logo 2: 3 revisits; the two pages
+	# that share an MD5 are two resources
+	expect_eq "$counts" '{"files":1,"records":13,"warcinfo":1,"response":0,"resource":9,"revisit":3,"other":0}' "record counts"
 	mkdir "$W/back"
 	expect "$PD_BIN" import "$PD_TMP/rt-00000.warc.gz" -C "$W/back"
 	after=$(pd_nblobs)
@@ -107,8 +112,8 @@ for d, _, fs in os.walk(src):
             eq(md5x(q), md5x(p), "stored copy of " + rel)
             check(refcount(q) >= 2, "the imported %s shares its blob" % rel)
         n += 1
-eq(n, 10, "pages compared")
-eq(sum(len(fs) for _, _, fs in os.walk(back)), 10, "files imported")
+eq(n, 12, "pages compared")
+eq(sum(len(fs) for _, _, fs in os.walk(back)), 12, "files imported")
 EOF
 }
 
@@ -131,7 +136,7 @@ case_cdxj() {
 	expect "$PD_BIN" export "$W/src" -o "$PD_TMP/ix.warc.gz" --cdxj
 	[ -s "$PD_TMP/ix.cdxj" ] || fail "no index"
 	(cd "$PD_TMP" && node "$WARCIO_CLI" cdx-index ix-00000.warc.gz) | LC_ALL=C sort >"$PD_TMP/ix.warcio.cdxj" || fail "warcio cdx-index"
-	[ "$(wc -l <"$PD_TMP/ix.cdxj")" = 10 ] || fail "index lines: $(wc -l <"$PD_TMP/ix.cdxj")"
+	[ "$(wc -l <"$PD_TMP/ix.cdxj")" = 12 ] || fail "index lines: $(wc -l <"$PD_TMP/ix.cdxj")"
 	diff "$PD_TMP/ix.warcio.cdxj" "$PD_TMP/ix.cdxj" || fail "our CDXJ differs from warcio's"
 }
 
