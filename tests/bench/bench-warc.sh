@@ -11,7 +11,9 @@
 #   gunzip       gzip -d of the tar.gz
 #   import       pagededup import of the export into the mount
 # Speeds are MB/s of page bytes (the corpus's logical size, duplicates
-# counted), so every line divides the same number. The page cache is left
+# counted), so every line divides the same number; beside each, MB per CPU
+# second (user + system of the command, not of the daemon), the figure a
+# loaded machine disturbs least. The ratios are of wall-clock times. The page cache is left
 # warm (the machine is shared: no cache drop); every run reads a tree or a
 # file that the previous steps have just read or written.
 #
@@ -49,15 +51,17 @@ trap 'exit 130' INT TERM
 now() { date +%s.%N; }
 declare -A T
 failed=0
-step() { # name command...: time it
-	local name=$1 t0 t1
+declare -A C
+step() { # name command...: its wall-clock and CPU (user + system) seconds
+	local name=$1
 	shift
-	t0=$(now)
-	if ! "$@"; then log "FAIL: $name: $*"; failed=1; fi
-	t1=$(now)
-	T[$name]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	if ! /usr/bin/time -f "%e %U %S" -o "$WORK/time.$name" "$@"; then log "FAIL: $name: $*"; failed=1; fi
+	read -r wall user sys <"$WORK/time.$name"
+	T[$name]=$wall
+	C[$name]=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
 }
 mbs() { awk -v b="$bytes" -v t="${T[$1]}" 'BEGIN { printf "%.1f", b / 1e6 / t }'; }
+mbs_cpu() { awk -v b="$bytes" -v t="${C[$1]}" 'BEGIN { printf "%.1f", b / 1e6 / t }'; }
 size_mb() { du -cb "$@" | tail -1 | awk '{ printf "%.1f", $1 / 1e6 }'; }
 
 "$PD" mkfs "$STORE" >/dev/null || exit 2
@@ -90,7 +94,7 @@ fi
 
 echo "corpus: $pages pages, $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }') MB ($unique_pages distinct, $(awk -v b="$unique_bytes" 'BEGIN { printf "%.1f", b / 1e6 }') MB)"
 for s in tar_c gzip export_mnt export_store tar_x gunzip import; do
-	echo "$s: $(mbs "$s") MB/s (${T[$s]} s)"
+	echo "$s: $(mbs "$s") MB/s (${T[$s]} s), $(mbs_cpu "$s") MB per CPU second (${C[$s]} s of CPU)"
 done
 echo "export_mnt / tar_c: $(awk -v a="${T[tar_c]}" -v b="${T[export_mnt]}" 'BEGIN { printf "%.2f", a / b }')"
 echo "export_mnt / gzip: $(awk -v a="${T[gzip]}" -v b="${T[export_mnt]}" 'BEGIN { printf "%.2f", a / b }')"
