@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "kernel_io.h"
 #include "pdfs.h"
 #include "store/store.h"
@@ -189,7 +190,7 @@ int main(int argc, char *argv[])
 				 .mapsize = (uint64_t)o.mapsize_mb << 20, .sync_ms = (unsigned)o.sync_ms,
 				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue,
 				 .create = true };
-	if (store_open(o.store, &so, &st, err)) {
+	if (archive_open(o.store, &so, &st, err)) {
 		fprintf(stderr, "pagededupfs: %s\n", err);
 		notify(notify_fd, err);
 		goto out_args;

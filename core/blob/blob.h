@@ -8,6 +8,10 @@
  * to it, and removed after the commit that drops its last reference.
  *
  * The functions taking a struct wtx run inside a write transaction.
+ *
+ * Blob storage knows nothing of what is built on blobs (the near-duplicate
+ * index, the signer): those register a blob_listener and hear, inside the
+ * transaction, of every blob added and every blob whose last reference went.
  */
 #ifndef PD_BLOB_H
 #define PD_BLOB_H
@@ -18,6 +22,24 @@
 #include "base/fp.h"
 #include "store/rec.h"
 #include "store/store.h"
+
+/* Called in the write transaction that adds or releases a blob; an error
+ * takes the transaction down. */
+struct blob_listener {
+	/* A new record r (refcount 1) was stored under k. */
+	int (*added)(struct wtx *w, const struct blobkey *k, const struct fprec *r);
+	/* The last reference to k went; r is its record, now deleted. */
+	int (*released)(struct wtx *w, const struct blobkey *k, const struct fprec *r);
+};
+
+/* Register l on st (at open, before any write): -E2BIG past
+ * STORE_MAX_PARTS listeners. */
+int blob_listen(struct store *st, const struct blob_listener *l);
+
+/* Blob storage as a part of the store (store.h): after an unclean stop, and
+ * at a close where a removal failed, the blob files no record names are
+ * removed (blob_part.c). */
+extern const struct store_part blob_part;
 
 int blob_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *out);
 int blob_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r);
