@@ -58,6 +58,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "archive/archive.h"
 #include "archive/ns.h"
 #include "archive/xattr.h"
 #include "base/fdio.h"
@@ -768,7 +769,7 @@ int cmd_export(int argc, char **argv)
 	char err[PD_ERRLEN] = "";
 	if (!rc && from_store) {
 		struct store_opts so = { .readonly = true };
-		if ((rc = store_open(src, &so, &st, err)))
+		if ((rc = archive_open(src, &so, &st, err)))
 			fprintf(stderr, "pagededup export: %s\n", err);
 	} else if (!rc) {
 		struct stat sb;
