@@ -872,6 +872,7 @@ struct importer {
 	const char *src;      /* the WARC being read, for reports */
 	uint8_t *buf;
 	unsigned tmp_seq;
+	char last_dir[8192];  /* the directory the last page went to */
 	struct seen *tab;
 	size_t tab_cap, tab_n;
 	uint64_t records, pages, revisits, skipped_type, skipped_status, unresolved, malformed, renamed, same;
@@ -1088,6 +1089,13 @@ path:;
 static int make_dirs(struct importer *im, const char *rel)
 {
 	char tmp[8192];
+	/* Pages of one directory come together in a crawl: the directory of
+	 * the last page needs no look-up again (each is a round trip through
+	 * the mount). */
+	const char *slash = strrchr(rel, '/');
+	size_t dl = slash ? (size_t)(slash - rel) : 0;
+	if (dl && dl == strlen(im->last_dir) && !memcmp(rel, im->last_dir, dl))
+		return 0;
 	snprintf(tmp, sizeof tmp, "%s", rel);
 	for (char *s = strchr(tmp, '/'); s; s = strchr(s + 1, '/')) {
 		*s = 0;
@@ -1099,6 +1107,10 @@ static int make_dirs(struct importer *im, const char *rel)
 		if (!S_ISDIR(sb.st_mode))
 			return -ENOTDIR;
 		*s = '/';
+	}
+	if (dl < sizeof im->last_dir) {
+		memcpy(im->last_dir, rel, dl);
+		im->last_dir[dl] = 0;
 	}
 	return 0;
 }
