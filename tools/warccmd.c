@@ -101,7 +101,20 @@ struct exporter {
 	uint8_t *buf;
 	uint64_t pages, responses, resources, revisits, skipped, errors;
 	uint64_t bytes_in;
+	/* The directory the export is written to and the files' base name:
+	 * an export written inside the tree it walks leaves itself out. */
+	dev_t out_dev;
+	ino_t out_ino;
+	const char *out_base;
 };
+
+static bool is_own_output(const struct exporter *e, const struct stat *dir, const char *name)
+{
+	if (!e->out_base || dir->st_dev != e->out_dev || dir->st_ino != e->out_ino)
+		return false;
+	size_t n = strlen(e->out_base);
+	return !strncmp(name, e->out_base, n) && (name[n] == '-' || name[n] == '.');
+}
 
 /* One page as a source gives it. */
 struct page {
@@ -442,6 +455,8 @@ static int export_tree(struct exporter *e, const char *full, const char *rel)
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		if (is_own_output(e, &sb, de->d_name))
+			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 64;
 			char **t = realloc(names, cap * sizeof *t);
@@ -779,6 +794,20 @@ int cmd_export(int argc, char **argv)
 		}
 	}
 	struct exporter e = { 0 };
+	{
+		char *slash = strrchr(prefix, '/');
+		struct stat ob;
+		e.out_base = slash ? slash + 1 : prefix;
+		if (slash)
+			*slash = 0;
+		if (!stat(slash ? (*prefix ? prefix : "/") : ".", &ob)) {
+			e.out_dev = ob.st_dev;
+			e.out_ino = ob.st_ino;
+		} else
+			e.out_base = NULL;
+		if (slash)
+			*slash = '/';
+	}
 	char info[256];
 	snprintf(info, sizeof info, "description: pages of %s\r\n", src);
 	struct warc_writer_opts wo = { .prefix = prefix, .gzip = gzip, .level = level, .max_bytes = max_bytes,
@@ -813,10 +842,10 @@ int cmd_export(int argc, char **argv)
 			}
 			snprintf(full, l, "%s%s%s", src, *rel ? "/" : "", rel);
 			rc = export_tree(&e, full, rel);
+			if (rc)
+				fprintf(stderr, "pagededup export: %s: %s\n", full, strerror(-rc));
 			free(full);
 		}
-		if (rc && rc != -ENOENT)
-			fprintf(stderr, "pagededup export: %s\n", strerror(-rc));
 	}
 	unsigned files = e.w ? warc_writer_files(e.w) : 0;
 	uint64_t out_bytes = e.w ? warc_writer_bytes(e.w) : 0;

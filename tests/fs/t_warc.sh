@@ -138,6 +138,11 @@ case_cdxj() {
 	(cd "$PD_TMP" && node "$WARCIO_CLI" cdx-index ix-00000.warc.gz) | LC_ALL=C sort >"$PD_TMP/ix.warcio.cdxj" || fail "warcio cdx-index"
 	[ "$(wc -l <"$PD_TMP/ix.cdxj")" = 12 ] || fail "index lines: $(wc -l <"$PD_TMP/ix.cdxj")"
 	diff "$PD_TMP/ix.warcio.cdxj" "$PD_TMP/ix.cdxj" || fail "our CDXJ differs from warcio's"
+	# an export written into the tree it walks leaves itself out
+	for i in 1 2; do
+		"$PD_BIN" export "$W/src" -o "$W/src/self.warc.gz" --cdxj 2>"$PD_TMP/self.log" || fail "export into the tree"
+		grep -q "^pagededup export: 12 pages" "$PD_TMP/self.log" || fail "run $i: $(cat "$PD_TMP/self.log")"
+	done
 }
 
 case_split() {
