@@ -892,7 +892,6 @@ int cmd_export(int argc, char **argv)
 struct seen {
 	char *key;
 	char *path;
-	char *http; /* unused for lookups: the original's header */
 };
 
 struct importer {
@@ -1113,8 +1112,35 @@ path:;
 	return 0;
 }
 
-/* Make the directories of rel under DIR; -ENOTDIR if a name on the way is
- * a file. */
+/* Make the directories of rel under DIR; a page in the way moves into the
+ * directory made in its place (file_to_index); -ENOTDIR for anything else
+ * in the way. */
+/* A page at NAME when NAME must become a directory (http://h/a, then
+ * http://h/a/b): the page moves to NAME/index.html, as a mirror of
+ * http://h/a/ would have it, its origin URL kept with it. */
+static int file_to_index(struct importer *im, const char *name)
+{
+	char moved[8300], dst[8300];
+	snprintf(moved, sizeof moved, "%s.pagededup-move.%d", name, (int)getpid());
+	snprintf(dst, sizeof dst, "%s/index.html", name);
+	if (renameat(im->dirfd, name, im->dirfd, moved))
+		return -errno;
+	if (mkdirat(im->dirfd, name, 0755) || renameat(im->dirfd, moved, im->dirfd, dst)) {
+		int e = -errno;
+		renameat(im->dirfd, moved, im->dirfd, name);
+		return e;
+	}
+	for (size_t i = 0; i < im->tab_cap; i++) /* revisits may name it */
+		if (im->tab[i].path && !strcmp(im->tab[i].path, name)) {
+			char *p = strdup(dst);
+			if (!p)
+				return -ENOMEM;
+			free(im->tab[i].path);
+			im->tab[i].path = p;
+		}
+	return 0;
+}
+
 static int make_dirs(struct importer *im, const char *rel)
 {
 	char tmp[8192];
@@ -1133,7 +1159,11 @@ static int make_dirs(struct importer *im, const char *rel)
 		struct stat sb;
 		if (fstatat(im->dirfd, tmp, &sb, AT_SYMLINK_NOFOLLOW))
 			return -errno;
-		if (!S_ISDIR(sb.st_mode))
+		if (S_ISREG(sb.st_mode)) {
+			int rc = file_to_index(im, tmp);
+			if (rc)
+				return rc;
+		} else if (!S_ISDIR(sb.st_mode))
 			return -ENOTDIR;
 		*s = '/';
 	}

@@ -17,6 +17,7 @@
 #                     the record's offset, skipped, the rest imported
 #   chunked           responses in chunked transfer coding: the page without
 #                     its framing; broken framing reported, no file
+#   file_then_dir     http://h/a then http://h/a/b: nothing lost
 #   big_record        a 2 GiB record made on the fly and piped in: imported
 #                     whole while the importer's memory stays small
 . "$(dirname "$0")/lib.sh"
@@ -348,6 +349,27 @@ EOF2
 	return 0
 }
 
+# http://h/a then http://h/a/b: the first page moves to a/index.html, as a
+# mirror of http://h/a/ has it, and a revisit naming it still finds it.
+case_file_then_dir() {
+	pd_cdwd
+	python3 - "$PD_TMP/fd.warc" <<'EOF2'
+import sys
+def rec(t, uri, body, extra=""):
+    return (("WARC/1.1\r\nWARC-Type: %s\r\nWARC-Date: 2021-01-01T00:00:00Z\r\nWARC-Target-URI: %s\r\n%s"
+             "Content-Length: %d\r\n\r\n") % (t, uri, extra, len(body))).encode() + body + b"\r\n\r\n"
+open(sys.argv[1], "wb").write(
+    rec("resource", "http://d.example/a", b"page a\n") +
+    rec("resource", "http://d.example/a/b", b"page b\n") +
+    rec("revisit", "http://d.example/copy-of-a", b"", "WARC-Refers-To-Target-URI: http://d.example/a\r\n"))
+EOF2
+	expect "$PD_BIN" import "$PD_TMP/fd.warc" -C "$W"
+	expect_eq "$(cat "$W/d.example/a/index.html")" "page a" "the page moved into the directory"
+	expect_eq "$(pd_xattr "$W/d.example/a/index.html" user.xdg.origin.url)" "http://d.example/a" "its URL"
+	expect_eq "$(cat "$W/d.example/a/b")" "page b" "the page below"
+	expect_eq "$(cat "$W/d.example/copy-of-a")" "page a" "the revisit"
+}
+
 # A 2 GiB + 12345 byte resource record in one gzip member, made by a
 # generator and piped in: the file in the mount must have its size and
 # MD5, and the importer must stay far below the record's size in memory
@@ -408,6 +430,7 @@ pd_case malformed_content_length
 pd_case malformed_plain_content_length
 pd_case malformed_no_type
 pd_case chunked
+pd_case file_then_dir
 pd_case big_record
 pd_umount_shared
 pd_finish
