@@ -17,10 +17,10 @@ PD_VERSION := $(shell cat VERSION)
 BUILD := build/$(MODE)
 PREFIX ?= /usr/local
 
-PKGS := fuse3 lmdb libxxhash openssl
+PKGS := fuse3 lmdb libxxhash openssl zlib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CORE_LIBS = -llmdb -lxxhash -lhiredis -lcrypto -lpthread -lm
+CORE_LIBS = -llmdb -lxxhash -lhiredis -lcrypto -lz -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-format-truncation
@@ -54,7 +54,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build programs deps deps-build install-files uninstall check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk bench-scale install mount clean
+.PHONY: all build programs deps deps-build install-files uninstall check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk bench-scale bench-warc install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -150,6 +150,9 @@ bench-near: all
 DISK_INPUTS ?= /usr/share/doc
 bench-disk: all
 	@bash tests/bench/bench-diskuse.sh build/release $(DISK_INPUTS)
+
+bench-warc: all
+	@nice bash tests/bench/bench-warc.sh build/release
 
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release

@@ -26,6 +26,7 @@
 #include "nearcmd.h"
 #include "store/store.h"
 #include "urlseen.h"
+#include "warccmd.h"
 
 static int parse_u64(const char *s, uint64_t *out)
 {
@@ -476,6 +477,14 @@ static const struct cli_cmd commands[] = {
 	{ "urlseen", cmd_urlseen, "[--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]",
 	  "print the URLs not seen before and remember them",
 	  NULL, /* `pagededup urlseen --help` prints its own */
+	  CLI_USAGE },
+	{ "export", cmd_export, "STORE|MOUNTPOINT [PATH...] -o OUT.warc.gz [--max-size BYTES] [--cdxj]",
+	  "the pages as WARC/1.1 files, later copies as revisit records",
+	  NULL, /* `pagededup export --help` prints its own */
+	  CLI_USAGE },
+	{ "import", cmd_import, "WARC... -C DIR",
+	  "the pages of WARC files into DIR (inside the mount), as a wget mirror",
+	  NULL, /* `pagededup import --help` prints its own */
 	  CLI_USAGE },
 	{ "version", cmd_version, "", "the version of pagededup (also --version, -V)",
 	  "Exit 0.", CLI_USAGE },
