@@ -302,7 +302,9 @@ int main(int argc, char *argv[])
 	fuse_opt_add_arg(&args, fsname);
 	/* Every option is checked (libfuse names an unknown one) before the
 	 * store is touched. */
-	struct pdfs fs = { NULL, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL };
+	char mnt_abs[PATH_MAX];
+	struct pdfs fs = { NULL, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL,
+			   realpath(cl.mountpoint, mnt_abs) ? mnt_abs : cl.mountpoint };
 	se = fuse_session_new(&args, &pd_ops, sizeof pd_ops, &fs);
 	fs.se = se;
 	if (!se)

@@ -22,6 +22,7 @@
 #include "archive/stats.h"
 #include "base/version.h"
 #include "cli.h"
+#include "clusters_cmd.h"
 #include "fsck/fsck.h"
 #include "nearcmd.h"
 #include "store/store.h"
@@ -477,6 +478,21 @@ static const struct cli_cmd commands[] = {
 	{ "urlseen", cmd_urlseen, "[--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]",
 	  "print the URLs not seen before and remember them",
 	  NULL, /* `pagededup urlseen --help` prints its own */
+	  CLI_USAGE },
+	{ "dups", cmd_dups, "STORE|MOUNTPOINT [--json|--csv] [--min-size N]",
+	  "every group of files with the same bytes",
+	  "One group a block (text), an object (--json) or rows (--csv), largest first;\n"
+	  "--min-size N: only groups of N files or more (default 2). Only paths the\n"
+	  "caller may reach are listed; given the mount point, paths are absolute.\n"
+	  "A progress bar on a terminal. Exit 0, 1 failed, 2 usage error.",
+	  CLI_USAGE },
+	{ "clusters", cmd_clusters, "STORE|MOUNTPOINT [--json|--csv] [--min-size N]",
+	  "every group of near-duplicate pages, joined by the rule of user.dedup.near",
+	  "Pages joined when user.dedup.near lists one beside the other (its confirm\n"
+	  "and threshold), one group a block (text), an object (--json) or rows\n"
+	  "(--csv); --min-size N: only groups of N pages or more (default 2). Only\n"
+	  "paths the caller may reach are listed. A progress bar on a terminal.\n"
+	  "Exit 0, 1 failed, 2 usage error.",
 	  CLI_USAGE },
 	{ "export", cmd_export, "STORE|MOUNTPOINT [PATH...] -o OUT.warc.gz [--max-size BYTES] [--cdxj]",
 	  "the pages as WARC/1.1 files, later copies as revisit records",

@@ -144,6 +144,8 @@ struct store {
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
 	bool near_stale;      /* read-only, signatures of another version (near.h) */
+	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands (nearset.h) */
+	bool has_nearset;     /* false: a read-only store from before them */
 	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
