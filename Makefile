@@ -14,7 +14,7 @@ PREFIX ?= /usr/local
 PKGS := fuse3 lmdb libxxhash openssl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CORE_LIBS = -llmdb -lxxhash -lcrypto -lpthread -lm
+CORE_LIBS = -llmdb -lxxhash -lzstd -lcrypto -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-format-truncation

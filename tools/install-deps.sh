@@ -3,7 +3,7 @@
 # only those that are missing. Run as root on Debian 12 (or with sudo).
 set -e
 PKGS="build-essential pkg-config libfuse3-dev fuse3 libssl-dev liblmdb-dev libxxhash-dev
-libcmocka-dev attr wget python3 tar coreutils findutils procps gnuplot-nox lmdb-utils"
+libcmocka-dev libzstd-dev zstd attr wget python3 tar coreutils findutils procps gnuplot-nox lmdb-utils"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
