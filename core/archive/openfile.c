@@ -14,6 +14,7 @@
 #include "base/fdio.h"
 #include "base/fp.h"
 #include "ns.h"
+#include "paths.h"
 #include "seal.h"
 #include "store/store.h"
 
@@ -342,18 +343,34 @@ static int load(struct store *st, struct live *li)
 	return 0;
 }
 
+static int first_path(void *ctx, const char *path, size_t len)
+{
+	snprintf(ctx, 512, "%.*s", (int)len, path);
+	return 1; /* one is enough for the log */
+}
+
+/* A read found blob k damaged: say so with a path and the blob, and mark
+ * the record, so that the next write of these bytes heals it (blob.h). */
+static void report_damage(struct store *st, uint64_t ino, const struct blobkey *k, int rc)
+{
+	char path[512] = "(no name left)", name[BLOBKEY_NAME_MAX];
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn) == 0) {
+		path_names(txn, st, ino, NULL, first_path, path);
+		store_read_end(st, txn);
+	}
+	blobkey_name(k, name);
+	fprintf(stderr, "pagededupfs: %s (inode %llu): blob %s cannot be read intact (%s); reads give EIO until the same bytes are written again or 'pagededup fsck --deep' is run\n",
+		path, (unsigned long long)ino, name, strerror(-rc));
+	blob_mark_bad(st, k);
+}
+
 static int open_blob(struct store *st, struct live *li)
 {
 	if (li->blob_fd >= 0 && li->blob_verified)
 		return 0;
 	if (!li->has_blob)
 		return -ENODATA;
-	if (li->blob_fd < 0) {
-		int fd = blob_open(st, &li->blob);
-		if (fd < 0)
-			return fd;
-		li->blob_fd = fd;
-	}
 	/* Never return bytes that are not the stored ones. */
 	struct fprec r;
 	MDB_txn *txn;
@@ -362,10 +379,20 @@ static int open_blob(struct store *st, struct live *li)
 		return rc;
 	rc = blob_get(txn, st, &li->blob, &r);
 	store_read_end(st, txn);
-	if (!rc)
+	if (!rc && li->blob_fd < 0) {
+		/* a packed page is decoded (and checked) here, once per open */
+		int fd = blob_open_rec(st, &li->blob, &r);
+		if (fd < 0)
+			rc = fd;
+		else
+			li->blob_fd = fd;
+	}
+	if (!rc && !(r.flags & FPREC_PACKED))
 		rc = blob_verify(li->blob_fd, &r);
 	if (rc == -ENOENT || rc == -EUCLEAN)
 		rc = -EIO;
+	if (rc == -EIO)
+		report_damage(st, li->ino, &li->blob, rc);
 	li->blob_verified = rc == 0;
 	return rc;
 }

@@ -89,6 +89,8 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 		return rc;
 	w->delta.blobs--;
 	w->delta.stored_bytes -= (int64_t)r.size;
+	if (r.flags & FPREC_PACKED)
+		return blob_pack_account(w->txn, st, &r, -1); /* dead bytes now */
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
 	return wtx_unlink_after(w, path);
@@ -114,9 +116,14 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 		return rc;
 	if ((r->flags & FPREC_SIG_PENDING) && (rc = sigq_row_put(w->txn, st, k)))
 		return rc;
-	char path[BLOBKEY_PATH_MAX];
-	blobkey_path(k, path);
-	wtx_keep(w, path); /* freed and stored again in one batch: keep the file */
+	if (r->flags & FPREC_PACKED) {
+		if ((rc = blob_pack_account(w->txn, st, r, +1)))
+			return rc;
+	} else {
+		char path[BLOBKEY_PATH_MAX];
+		blobkey_path(k, path);
+		wtx_keep(w, path); /* freed and stored again in one batch: keep the file */
+	}
 	w->delta.blobs++;
 	w->delta.stored_bytes += (int64_t)r->size;
 	hist_move(w, 0, 1);
@@ -207,10 +214,16 @@ int blob_next_variant(MDB_txn *txn, struct store *st, const uint8_t md5[16], str
 
 int blob_open(struct store *st, const struct blobkey *k)
 {
-	char path[BLOBKEY_PATH_MAX];
-	blobkey_path(k, path);
-	int fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? (errno == ENOENT ? -EIO : -errno) : fd;
+	struct fprec r;
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_get(txn, st, k, &r);
+	store_read_end(st, txn);
+	if (rc)
+		return rc == -ENOENT ? -EIO : rc;
+	return blob_open_rec(st, k, &r);
 }
 
 int blob_verify(int fd, const struct fprec *r)

@@ -1,11 +1,14 @@
 /* blob.h - blobs and their fingerprint records.
  *
- * A blob is an immutable file under objects/, named by its blobkey, holding
- * one distinct content. Its record in `fingerprints` carries the reference
- * count (the number of inodes on it), size, XXH3-128, the filter positions
- * and the simhash slot; `blob_inodes` lists the inodes on it. The blob file
- * is written in staging/ and renamed in before the commit that first refers
- * to it, and removed after the commit that drops its last reference.
+ * A blob is one distinct content, named by its blobkey. Its bytes are a
+ * record in a pack (format 2, FPREC_PACKED: pack.h; appended, and synced
+ * under sync_blobs, before the commit that first refers to it), or, in a
+ * store made by format 1 and not converted yet, an immutable file under
+ * objects/ (written in staging/ and renamed in before that commit, removed
+ * after the commit that drops its last reference). Its record in
+ * `fingerprints` carries the reference count (the number of inodes on
+ * it), size, XXH3-128, the filter positions, the simhash slot and the
+ * place of its pack record; `blob_inodes` lists the inodes on it.
  *
  * The functions taking a struct wtx run inside a write transaction.
  */
@@ -41,8 +44,49 @@ int blob_find(MDB_txn *txn, struct store *st, const struct fp *fp, struct blobke
 /* The key a new, never-shared copy of fp gets (-o nodedup). */
 int blob_next_variant(MDB_txn *txn, struct store *st, const uint8_t md5[16], struct blobkey *k);
 
-/* Open a blob file read-only. */
+/* A descriptor holding blob k's bytes, read-only: its file (format 1), or
+ * an anonymous memory file its pack record was decoded into (checked
+ * against its XXH3-128). -EIO when the bytes cannot be had intact. */
 int blob_open(struct store *st, const struct blobkey *k);
+/* The same with the record in hand (no transaction of its own). */
+int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec *r);
+
+/* ---- packed blobs (blob_pack.c) ---------------------------------------- */
+
+/* Deltas are taken against a base at most this many deltas deep: a read
+ * decodes at most BLOB_DELTA_DEPTH + 1 records. */
+#define BLOB_DELTA_DEPTH 4
+
+/* Live bytes and records of a pack, as of the transaction's snapshot. */
+struct blob_pack_live {
+	uint64_t bytes, records;
+};
+int blob_pack_live_get(MDB_txn *txn, struct store *st, uint32_t id, struct blob_pack_live *out);
+int blob_pack_live_put(MDB_txn *txn, struct store *st, uint32_t id, const struct blob_pack_live *l);
+/* Count record r in (sign > 0) or out of its pack's live totals. */
+int blob_pack_account(MDB_txn *txn, struct store *st, const struct fprec *r, int sign);
+void blob_rec_loc(const struct fprec *r, struct pack_loc *loc);
+void blob_rec_set_loc(struct fprec *r, const struct pack_loc *loc);
+/* Decode packed blob k (record r) into out (r->size bytes). -EIO: damaged. */
+int blob_read_packed(struct store *st, const struct blobkey *k, const struct fprec *r, void *out);
+/* Decode only the chunks covering [off, off+len). */
+int blob_read_range(struct store *st, const struct blobkey *k, const struct fprec *r, uint64_t off, size_t len,
+		    void *out);
+/* Encode content fp (its bytes in mem, or in fd when mem is NULL) as a
+ * page record with the store's codec settings; outside any transaction. */
+int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
+/* Give rec the identity k and append it (synced under sync_blobs). */
+int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc);
+/* A write of the content of a record marked bad: the record now points at
+ * the fresh copy at loc (every inode on it reads the good bytes again); the
+ * damaged bytes are dead. */
+int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc);
+/* Mark k's record bad (a read found it damaged), in a write of its own. */
+int blob_mark_bad(struct store *st, const struct blobkey *k);
+
+/* The bytes of zstd dictionary id (blob_dict.c), cached for the store's
+ * life; NULL if there is no such dictionary. */
+const void *blob_dict_bytes(struct store *st, uint32_t id, size_t *len);
 /* Check an open blob against its record (size and XXH3-128): -EIO if the
  * bytes on disk are not the bytes stored. */
 int blob_verify(int fd, const struct fprec *r);

@@ -333,7 +333,7 @@ static int open_store(struct fsck *f, char err[512])
 						  (MDB_dbi *)((char *)s + t[i].off)))))
 			snprintf(err, 512, "%s is not a pagededup store (no table '%s')", f->dir, t[i].name);
 	uint8_t fb[4], cl = 0, pb[24], gb[8];
-	if (!rc && (meta_get(f, "format", fb, 4) || get_le32(fb) != PD_FORMAT_VERSION)) {
+	if (!rc && (meta_get(f, "format", fb, 4) || get_le32(fb) < PD_FORMAT_OLDEST || get_le32(fb) > PD_FORMAT_VERSION)) {
 		snprintf(err, 512, "%s: no format record, or a format this fsck does not know", f->dir);
 		rc = -EPROTO;
 	}
@@ -371,6 +371,10 @@ static int open_store(struct fsck *f, char err[512])
 		return rc;
 	if (gf_open(f->dir, &f->tree, GF_READONLY, &s->gf, NULL))
 		s->gf = NULL;
+	if ((rc = pack_set_open(s->dirfd, true, 0, &s->packs))) {
+		snprintf(err, 512, "cannot open the packs of %s: %s", f->dir, strerror(-rc));
+		return rc;
+	}
 	return leaf_bases(f);
 }
 
@@ -381,6 +385,8 @@ static void close_store(struct fsck *f)
 	f->txn = NULL;
 	gf_close(f->sh.gf);
 	f->sh.gf = NULL;
+	pack_set_close(f->sh.packs);
+	f->sh.packs = NULL;
 	if (f->sh.env)
 		mdb_env_close(f->sh.env);
 	f->sh.env = NULL;
@@ -477,6 +483,8 @@ static int check_all(struct fsck *f)
 	if (!rc)
 		rc = fsck_check_near(f);
 	if (!rc)
+		rc = fsck_check_packs(f);
+	if (!rc)
 		rc = fsck_pass_filter(f);
 	if (!rc)
 		fsck_check_totals(f);
@@ -507,6 +515,8 @@ static int repair(struct fsck *f, char err[512])
 		rc = fsck_repair_counts(f);
 	if (!rc)
 		rc = fsck_repair_totals(f);
+	if (!rc)
+		rc = fsck_repair_pack_totals(f);
 	/* Signatures of another version: all computed again, then indexed
 	 * again with the rest below. */
 	bool sigs_done = false;
@@ -600,6 +610,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	f.missing = (struct vec)VEC(struct bref);
 	f.kfix = (struct vec)VEC(struct kfix);
 	f.rm_files = (struct vec)VEC(struct pathref);
+	f.pack_index = (struct vec)VEC(struct { uint8_t k[BLOBKEY_BYTES]; struct pack_loc l; });
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	f.threads = o->threads ? o->threads : ncpu > 0 ? (unsigned)ncpu : 1;
 	if (f.threads > MAX_THREADS)
@@ -628,6 +639,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	fsck_vec_free(&f.missing);
 	fsck_vec_free(&f.kfix);
 	fsck_vec_free(&f.rm_files);
+	fsck_vec_free(&f.pack_index);
 	if (rc && !*err)
 		snprintf(err, 512, "%s: %s", dir, strerror(-rc));
 	res->seconds = now_s() - t0;

@@ -2,7 +2,9 @@
  * counting filter, and the write path every change goes through.
  *
  *   STORE/meta/      LMDB environment (every table but page bytes)
- *   STORE/objects/   one immutable blob per distinct content
+ *   STORE/packs/     page bytes: append-only pack files of records (pack.h)
+ *   STORE/objects/   format 1: one immutable file per distinct content
+ *                    (read as before; fsck --repair moves them into packs)
  *   STORE/staging/   bytes of files open for writing, not yet sealed
  *   STORE/filter     leaf 0 of the page filter (the whole filter until it
  *                    first splits), rebuildable from LMDB
@@ -45,9 +47,15 @@
 
 #include "filter/cbf.h"
 #include "filter/gfilter.h"
+#include "pack/pack.h"
 #include "rec.h"
 
-#define PD_FORMAT_VERSION 1
+/* Format 2: page bytes in packs (pack.h); records say where (FPREC_PACKED).
+ * A format 1 store (a file per blob under objects/) opens too: a writable
+ * open marks it format 2 (new pages go to packs at once), and
+ * `pagededup fsck --repair` moves its remaining files into packs. */
+#define PD_FORMAT_VERSION 2
+#define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17
 #define PD_ERRLEN 512
@@ -75,6 +83,11 @@ struct store_opts {
 	bool no_sign_thread;  /* signatures only through sigq_drain and over-bound seals (tests) */
 	unsigned sign_queue;  /* pages waiting for their signature before a seal signs
 			       * the oldest itself, 0 = SIGQ_DEFAULT_MAX (sigq.h) */
+	int pack_level;       /* zstd level of new records, 0 = PACK_DEFAULT_LEVEL,
+			       * < 0 = stored raw */
+	uint64_t pack_max_bytes; /* a pack is closed past this, 0 = PACK_DEFAULT_MAX_BYTES */
+	bool blob_files;      /* new blobs as files under objects/, format 1's layout
+			       * (tests of format 1 stores); the store stays format 1 */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -111,6 +124,8 @@ struct store {
 	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
+	struct pack_set *packs; /* page bytes (pack.h) */
+	uint32_t format;      /* as opened: 1 or 2 (PD_FORMAT_VERSION) */
 	uint64_t generation;
 	uint64_t mapsize;
 
