@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blobscmd.h"
 #include "fsck/fsck.h"
 #include "nearcmd.h"
 #include "archive/stats.h"
@@ -57,6 +58,9 @@ static void usage(FILE *out)
 	      "        --near-distance, default 4) of FILE's, which need not be stored:\n"
 	      "        'D<TAB>/path' lines as getfattr -n user.dedup.near gives them, D followed\n"
 	      "        by '?' when a page has little text. Exit 0 some found, 1 none, 2 error.\n"
+	      "  blobs STORE [--cat KEY]\n"
+	      "        where each distinct page is kept (KEY, size, refcount, pack record or\n"
+	      "        file, encoding), or the stored bytes of blob KEY, decoded and checked.\n"
 	      "  urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]\n"
 	      "        print the URLs (one a line, from INPUT or stdin) not seen before, in\n"
 	      "        normal form, and record them in FILE, a filter that keeps between runs\n"
@@ -377,6 +381,8 @@ int main(int argc, char **argv)
 		return cmd_simhash(argc, argv);
 	if (!strcmp(cmd, "near"))
 		return cmd_near(argc, argv);
+	if (!strcmp(cmd, "blobs"))
+		return cmd_blobs(argc, argv);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -274,6 +274,8 @@ int blob_mkdirs(struct store *st, const struct blobkey *k)
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
 	*strrchr(path, '/') = 0; /* "objects/abc" */
+	if (mkdirat(st->dirfd, "objects", 0700) && errno != EEXIST) /* format 2 stores start without */
+		return -errno;
 	if (mkdirat(st->dirfd, path, 0700) && errno != EEXIST)
 		return -errno;
 	__atomic_or_fetch(&st->objdirs[dir / 64], bit, __ATOMIC_RELAXED);

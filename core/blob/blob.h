@@ -84,6 +84,13 @@ int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc
 /* Mark k's record bad (a read found it damaged), in a write of its own. */
 int blob_mark_bad(struct store *st, const struct blobkey *k);
 
+/* Format 1 to 2: move every blob file into the packs (checked against its
+ * record first; a file that does not match stays, for fsck to report),
+ * each batch appended and synced before the commit that points its records
+ * at the packs; the files go after that commit. *moved: blobs moved,
+ * *left: files that could not be (missing or damaged). */
+int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left);
+
 /* The bytes of zstd dictionary id (blob_dict.c), cached for the store's
  * life; NULL if there is no such dictionary. */
 const void *blob_dict_bytes(struct store *st, uint32_t id, size_t *len);

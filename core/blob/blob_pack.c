@@ -255,3 +255,133 @@ int blob_mark_bad(struct store *st, const struct blobkey *k)
 	struct blobkey copy = *k;
 	return store_write(st, mark_bad_cb, &copy);
 }
+
+/* ---- format 1 files into packs ------------------------------------------ */
+
+#define CONVERT_BATCH 256
+
+struct conv_item {
+	struct blobkey k;
+	uint64_t size;
+	uint8_t xxh128[16];
+	struct pack_loc loc;
+};
+
+struct conv_batch {
+	struct conv_item *v;
+	size_t n;
+	uint64_t moved;
+};
+
+static int convert_cb(struct wtx *w, void *arg)
+{
+	struct conv_batch *b = arg;
+	b->moved = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		struct conv_item *c = &b->v[i];
+		struct fprec r;
+		int rc = blob_get(w->txn, w->st, &c->k, &r);
+		if (rc == -ENOENT)
+			continue; /* freed meanwhile: its new record is dead bytes */
+		if (rc)
+			return rc;
+		if ((r.flags & FPREC_PACKED) || r.size != c->size || memcmp(r.xxh128, c->xxh128, 16))
+			continue;
+		if ((rc = blob_heal(w, &c->k, &c->loc)))
+			return rc;
+		b->moved++;
+	}
+	return 0;
+}
+
+/* The next keys (after *from) of records that are files. */
+static int next_files(struct store *st, uint8_t from[BLOBKEY_BYTES], bool *started, struct conv_item *v, size_t *n,
+		      bool *done)
+{
+	MDB_txn *txn;
+	MDB_cursor *c;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c)))) {
+		store_read_end(st, txn);
+		return rc;
+	}
+	MDB_val key = { BLOBKEY_BYTES, from }, val;
+	int mrc = *started ? mdb_cursor_get(c, &key, &val, MDB_SET_RANGE) : mdb_cursor_get(c, &key, &val, MDB_FIRST);
+	if (mrc == 0 && *started && key.mv_size == BLOBKEY_BYTES && !memcmp(key.mv_data, from, BLOBKEY_BYTES))
+		mrc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
+	*n = 0;
+	for (; mrc == 0 && *n < CONVERT_BATCH; mrc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+		struct fprec r;
+		if (key.mv_size != BLOBKEY_BYTES)
+			continue;
+		memcpy(from, key.mv_data, BLOBKEY_BYTES);
+		*started = true;
+		if (fprec_decode(val.mv_data, val.mv_size, &r) || (r.flags & (FPREC_PACKED | FPREC_BAD)))
+			continue;
+		struct conv_item *it = &v[(*n)++];
+		blobkey_decode(key.mv_data, &it->k);
+		it->size = r.size;
+		memcpy(it->xxh128, r.xxh128, 16);
+	}
+	*done = mrc != 0;
+	mdb_cursor_close(c);
+	store_read_end(st, txn);
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+}
+
+/* Encode and append the file of item c, checked against its record. */
+static int pack_file(struct store *st, struct conv_item *c)
+{
+	char path[BLOBKEY_PATH_MAX];
+	blobkey_path(&c->k, path);
+	int fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	struct fp fp;
+	int rc = fp_of_fd(fd, &fp);
+	if (!rc && (fp.size != c->size || memcmp(fp.xxh128, c->xxh128, 16) || memcmp(fp.md5, c->k.md5, 16)))
+		rc = 1; /* damaged: fsck reports it, it stays a file */
+	struct pack_rec rec = { 0 };
+	if (!rc)
+		rc = blob_encode(st, &fp, NULL, fd, &rec);
+	close(fd);
+	if (!rc)
+		rc = blob_append(st, &rec, &c->k, &c->loc);
+	pack_rec_free(&rec);
+	return rc;
+}
+
+int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left)
+{
+	*moved = *left = 0;
+	struct conv_item *v = calloc(CONVERT_BATCH, sizeof *v), *ok = calloc(CONVERT_BATCH, sizeof *ok);
+	uint8_t from[BLOBKEY_BYTES] = { 0 };
+	bool started = false, done = false;
+	int rc = v && ok ? 0 : -ENOMEM;
+	while (!rc && !done) {
+		size_t n, nok = 0;
+		if ((rc = next_files(st, from, &started, v, &n, &done)))
+			break;
+		for (size_t i = 0; i < n && !rc; i++) {
+			int prc = pack_file(st, &v[i]);
+			if (prc == 0)
+				ok[nok++] = v[i];
+			else if (prc > 0)
+				(*left)++;
+			else
+				rc = prc;
+		}
+		/* the records are on disk before the commit that names them */
+		if (!rc && nok && !st->opts.sync_blobs)
+			rc = pack_sync(st->packs);
+		struct conv_batch b = { ok, nok, 0 };
+		if (!rc && nok)
+			rc = store_write(st, convert_cb, &b);
+		*moved += b.moved;
+	}
+	free(v);
+	free(ok);
+	return rc;
+}

@@ -586,6 +586,35 @@ static int repair(struct fsck *f, char err[512])
 	return 0;
 }
 
+/* Format 1 to 2: the blob files move into packs (blob_convert_files),
+ * through a store opened for writing, after the check and any repair. */
+static int convert_files(struct fsck *f, char err[512])
+{
+	close_store(f);
+	if (f->lockfd >= 0)
+		close(f->lockfd);
+	f->lockfd = -1;
+	struct store *st;
+	struct store_opts so = { .sync_blobs = true };
+	int rc = store_open(f->dir, &so, &st, err);
+	if (rc)
+		return rc;
+	uint64_t moved = 0, left = 0;
+	fsck_prog(f, "blob files into packs", 0, 0);
+	rc = blob_convert_files(st, &moved, &left);
+	int crc = store_close(st);
+	rc = rc ? rc : crc;
+	if (moved)
+		fsck_say(f, K_REPAIR, "repaired: %llu blob files of format 1 moved into packs", (unsigned long long)moved);
+	if (left)
+		fsck_say(f, K_LEFT, "%llu blob files could not be moved into packs (missing or damaged: see above)",
+			 (unsigned long long)left);
+	fsck_prog(f, "blob files into packs", moved, moved);
+	if (rc)
+		snprintf(err, 512, "moving the blob files of %s into packs: %s", f->dir, strerror(-rc));
+	return rc;
+}
+
 /* ---- driver ---------------------------------------------------------------- */
 
 static double now_s(void)
@@ -621,8 +650,14 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (!rc)
 		rc = check_all(&f);
 	say_more(&f);
+	bool files = !rc && res->blob_files > 0;
+	if (files && !o->repair)
+		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
+			 (unsigned long long)res->blob_files, dir);
 	if (!rc && o->repair && f.fix_any && res->problems)
 		rc = repair(&f, err);
+	if (!rc && o->repair && files)
+		rc = convert_files(&f, err);
 	say_more(&f);
 	close_store(&f);
 	if (f.lockfd >= 0)

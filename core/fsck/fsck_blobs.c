@@ -543,6 +543,8 @@ static int read_objects_top(struct fsck *f, uint8_t present[4096])
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
+		else if (errno == ENOENT)
+			return 0; /* a format 2 store: no blob files */
 		fsck_say(f, K_FILE, "objects/: cannot read the directory: %s (cannot be repaired)", strerror(errno));
 		return 0;
 	}

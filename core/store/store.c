@@ -419,7 +419,7 @@ int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN
 	}
 	chmod(dir, 0700);
 	char path[4096];
-	const char *subdirs[] = { "meta", "objects", "staging" };
+	const char *subdirs[] = { "meta", PACK_DIR, "staging" };
 	for (int i = 0; i < 3; i++) {
 		if (path_join(path, sizeof path, dir, subdirs[i]) || mkdir(path, 0700)) {
 			snprintf(err, PD_ERRLEN, "cannot create %s/%s: %s", dir, subdirs[i], strerror(errno));
