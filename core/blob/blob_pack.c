@@ -220,7 +220,9 @@ int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc
 	if (rc)
 		return rc;
 	if (r.flags & FPREC_PACKED) {
-		if ((rc = blob_pack_account(w->txn, st, &r, -1)))
+		struct pack_loc old;
+		blob_rec_loc(&r, &old);
+		if ((rc = blob_pack_account(w->txn, st, &r, -1)) || (rc = wtx_punch_after(w, &old)))
 			return rc;
 	} else {
 		char path[BLOBKEY_PATH_MAX];

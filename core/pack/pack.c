@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -528,5 +529,19 @@ int pack_remove(struct pack_set *ps, uint32_t id)
 	}
 	int rc = id == ps->cur && ps->cur_fd >= 0 ? -EBUSY : unlinkat(ps->dirfd, name, 0) ? -errno : 0;
 	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+int pack_punch(struct pack_set *ps, const struct pack_loc *loc)
+{
+	if (ps->readonly)
+		return -EROFS;
+	char name[PACK_NAME_MAX];
+	pack_name(loc->pack, name);
+	int fd = openat(ps->dirfd, name, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)loc->off, (off_t)loc->len) ? -errno : 0;
+	close(fd);
 	return rc;
 }

@@ -218,6 +218,10 @@ int pack_scan(struct pack_set *ps, uint32_t id,
 int pack_list(struct pack_set *ps, uint32_t **ids, size_t *n);
 /* Bytes of pack id on disk (its length), or -errno. */
 int64_t pack_file_bytes(struct pack_set *ps, uint32_t id);
+/* Give the disk blocks of the (dead) record at loc back to the filesystem
+ * (fallocate PUNCH_HOLE; the file keeps its length and its other records).
+ * -EOPNOTSUPP where the filesystem cannot. */
+int pack_punch(struct pack_set *ps, const struct pack_loc *loc);
 /* Remove pack id (after the commit that moved its last live record). */
 int pack_remove(struct pack_set *ps, uint32_t id);
 /* The pack appends go to now (0 before the first). */

@@ -176,6 +176,9 @@ struct wtx {
 	/* Files to remove after the commit succeeds (relative to the store). */
 	char **unlink_after;
 	size_t n_unlink, cap_unlink;
+	/* Pack records to give back to the filesystem after the commit. */
+	struct pack_loc *punch_after;
+	size_t n_punch, cap_punch;
 	struct pd_time now;
 };
 
@@ -205,6 +208,9 @@ int store_sync(struct store *st);
 int wtx_unlink_after(struct wtx *w, const char *relpath);
 /* Forget a pending removal of relpath (it was re-created in this batch). */
 void wtx_keep(struct wtx *w, const char *relpath);
+/* After commit, free the disk blocks of the pack record at loc (its last
+ * reference went): pack_punch. */
+int wtx_punch_after(struct wtx *w, const struct pack_loc *loc);
 
 /* Allocate the next inode number. */
 int wtx_next_ino(struct wtx *w, uint64_t *ino);
