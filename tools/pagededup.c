@@ -49,7 +49,8 @@ static void usage(FILE *out)
 	      "        --repair fixes what can be fixed and never deletes a blob a page refers\n"
 	      "        to; a page whose bytes are lost moves to /lost+found (empty, with its\n"
 	      "        MD5 in the xattr user.pagededup.lost_md5). Exit 0 clean, 1 repaired,\n"
-	      "        2 damage left (or the check could not run).\n"
+	      "        2 damage left (or the check could not run). --repair also moves the\n"
+	      "        blob files of a store made by format 1 (objects/) into packs.\n"
 	      "  simhash FILE...\n"
 	      "        the 64-bit simhash of each file's text (hex), 'low-confidence' after it\n"
 	      "        when the text is too short to judge, 'none' for binary content.\n"
@@ -302,7 +303,7 @@ static int cmd_fsck(int argc, char **argv)
 		if (c == 'd')
 			o.deep = true;
 		else if (c == 'r')
-			o.repair = true;
+			o.repair = o.convert = true;
 		else if (c == 'h') {
 			usage(stdout);
 			return 0;

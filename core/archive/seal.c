@@ -189,7 +189,7 @@ static int seal_cb(struct wtx *w, void *p)
 		/* A record known to be damaged: these bytes heal it (blob.h). */
 		struct fprec old;
 		if (!(rc = blob_get(w->txn, st, &k, &old)) && (old.flags & FPREC_BAD) && !(rc = pack_blob(w, a, &k)))
-			rc = blob_heal(w, &k, &a->loc);
+			rc = blob_heal(w, &k, &a->loc, a->rec.hdr.dict);
 	}
 	if (found && !same && !rc)
 		rc = blob_ref(w, &k, a->ino);
@@ -201,7 +201,7 @@ static int seal_cb(struct wtx *w, void *p)
 			if (!(rc = place_blob(w, a, &k)))
 				rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
 		} else if (!(rc = pack_blob(w, a, &k))) {
-			blob_rec_set_loc(&r, &a->loc);
+			blob_rec_set_loc(&r, &a->loc, a->rec.hdr.dict);
 			rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
 		}
 	}

@@ -92,7 +92,7 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 	if (r.flags & FPREC_PACKED) {
 		struct pack_loc loc;
 		blob_rec_loc(&r, &loc);
-		int prc = blob_pack_account(w->txn, st, &r, -1); /* dead bytes now */
+		int prc = blob_pack_account(w, &r, -1); /* dead bytes now */
 		return prc ? prc : wtx_punch_after(w, &loc);
 	}
 	char path[BLOBKEY_PATH_MAX];
@@ -121,7 +121,7 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 	if ((r->flags & FPREC_SIG_PENDING) && (rc = sigq_row_put(w->txn, st, k)))
 		return rc;
 	if (r->flags & FPREC_PACKED) {
-		if ((rc = blob_pack_account(w->txn, st, r, +1)))
+		if ((rc = blob_pack_account(w, r, +1)))
 			return rc;
 	} else {
 		char path[BLOBKEY_PATH_MAX];

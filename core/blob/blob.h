@@ -63,10 +63,11 @@ struct blob_pack_live {
 };
 int blob_pack_live_get(MDB_txn *txn, struct store *st, uint32_t id, struct blob_pack_live *out);
 int blob_pack_live_put(MDB_txn *txn, struct store *st, uint32_t id, const struct blob_pack_live *l);
-/* Count record r in (sign > 0) or out of its pack's live totals. */
-int blob_pack_account(MDB_txn *txn, struct store *st, const struct fprec *r, int sign);
+/* Count record r in (sign > 0) or out of its pack's live totals and its
+ * dictionary's live records. */
+int blob_pack_account(struct wtx *w, const struct fprec *r, int sign);
 void blob_rec_loc(const struct fprec *r, struct pack_loc *loc);
-void blob_rec_set_loc(struct fprec *r, const struct pack_loc *loc);
+void blob_rec_set_loc(struct fprec *r, const struct pack_loc *loc, uint32_t dict);
 /* Decode packed blob k (record r) into out (r->size bytes). -EIO: damaged. */
 int blob_read_packed(struct store *st, const struct blobkey *k, const struct fprec *r, void *out);
 /* Decode only the chunks covering [off, off+len). */
@@ -80,7 +81,7 @@ int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k,
 /* A write of the content of a record marked bad: the record now points at
  * the fresh copy at loc (every inode on it reads the good bytes again); the
  * damaged bytes are dead. */
-int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc);
+int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc, uint32_t dict);
 /* Mark k's record bad (a read found it damaged), in a write of its own. */
 int blob_mark_bad(struct store *st, const struct blobkey *k);
 
@@ -91,9 +92,39 @@ int blob_mark_bad(struct store *st, const struct blobkey *k);
  * *left: files that could not be (missing or damaged). */
 int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left);
 
-/* The bytes of zstd dictionary id (blob_dict.c), cached for the store's
- * life; NULL if there is no such dictionary. */
-const void *blob_dict_bytes(struct store *st, uint32_t id, size_t *len);
+/* ---- dictionaries (blob_dict.c) ------------------------------------------
+ *
+ * zstd dictionaries trained from the store's own pages. The first is
+ * trained once BLOB_DICT_SAMPLES new pages were seen, the next ones when
+ * the pages stored since the last training reach 3 times those before it
+ * (geometric: a bounded number of dictionaries) or when the pages drift
+ * (new pages compress 20% worse than those right after the training). A
+ * dictionary is a pack record of its own, appended and synced, then named
+ * by its meta row, before any page record that needs it is encoded:
+ *   "dict" | id u32 BE -> pack u32 | offset u64 | length u64 | records u64
+ * (little-endian). records counts the live page records that need it
+ * (changed with them). A dictionary lives at least as long as a record
+ * needs it: one no record needs any more is kept too (a page encoded with
+ * it outside a transaction may still be on its way in; the geometric rule
+ * keeps them few). Training runs on a thread of its own, off close(). */
+#define BLOB_DICT_BYTES (110 * 1024) /* the size trained (measured: issue-15 note) */
+#define BLOB_DICT_SAMPLES 512         /* pages in the training sample */
+#define BLOB_DICT_SAMPLE_MAX (16 * 1024) /* bytes of a page in the sample */
+
+/* Dictionary id, loaded once and kept for the store's life; NULL if there
+ * is no such dictionary or it cannot be read. */
+const struct pack_dict *blob_dict_get(struct store *st, uint32_t id);
+/* The dictionary new records are encoded with (NULL: none yet). */
+const struct pack_dict *blob_dict_current(struct store *st);
+/* A page was encoded (len raw bytes in mem, or in fd; enc_len encoded):
+ * it joins the training sample, and may start a training. */
+void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, uint64_t enc_len);
+/* One live record more (sign > 0) or fewer that needs dictionary id. */
+int blob_dict_account(struct wtx *w, uint32_t id, int sign);
+/* The meta row of dictionary id (its record's place and live records). */
+int blob_dict_row(MDB_txn *txn, struct store *st, uint32_t id, struct pack_loc *loc, uint64_t *records);
+/* Wait for a training in progress (tests; store close does it too). */
+void blob_dict_settle(struct store *st);
 /* Check an open blob against its record (size and XXH3-128): -EIO if the
  * bytes on disk are not the bytes stored. */
 int blob_verify(int fd, const struct fprec *r);

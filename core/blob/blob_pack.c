@@ -64,7 +64,7 @@ int blob_pack_live_put(MDB_txn *txn, struct store *st, uint32_t id, const struct
 	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
 }
 
-int blob_pack_account(MDB_txn *txn, struct store *st, const struct fprec *r, int sign)
+static int pack_account(MDB_txn *txn, struct store *st, const struct fprec *r, int sign)
 {
 	struct blob_pack_live l;
 	int rc = blob_pack_live_get(txn, st, r->pack, &l);
@@ -80,17 +80,24 @@ int blob_pack_account(MDB_txn *txn, struct store *st, const struct fprec *r, int
 	return blob_pack_live_put(txn, st, r->pack, &l);
 }
 
+int blob_pack_account(struct wtx *w, const struct fprec *r, int sign)
+{
+	int rc = pack_account(w->txn, w->st, r, sign);
+	return rc ? rc : blob_dict_account(w, r->pack_dict, sign);
+}
+
 void blob_rec_loc(const struct fprec *r, struct pack_loc *loc)
 {
 	*loc = (struct pack_loc){ r->pack, r->pack_off, r->pack_len };
 }
 
-void blob_rec_set_loc(struct fprec *r, const struct pack_loc *loc)
+void blob_rec_set_loc(struct fprec *r, const struct pack_loc *loc, uint32_t dict)
 {
 	r->flags |= FPREC_PACKED;
 	r->pack = loc->pack;
 	r->pack_off = loc->off;
 	r->pack_len = loc->len;
+	r->pack_dict = dict;
 }
 
 /* ---- decoding with dependencies ---------------------------------------- */
@@ -102,10 +109,10 @@ struct deps_ctx {
 
 static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len);
 
-static const void *dep_dict(void *ctx, uint32_t id, size_t *len)
+static const struct pack_dict *dep_dict(void *ctx, uint32_t id)
 {
 	struct deps_ctx *c = ctx;
-	return blob_dict_bytes(c->st, id, len);
+	return blob_dict_get(c->st, id);
 }
 
 static void deps_init(struct pack_deps *d, struct deps_ctx *c)
@@ -203,7 +210,12 @@ int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, 
 {
 	int level = st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL;
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
-	return pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
+	if (level > 0)
+		o.dict = blob_dict_current(st);
+	int rc = pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
+	if (!rc && level > 0)
+		blob_dict_observe(st, mem, fd, fp->size, out->len);
+	return rc;
 }
 
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
@@ -212,7 +224,7 @@ int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k,
 	return pack_append(st->packs, rec, st->opts.sync_blobs, loc);
 }
 
-int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc)
+int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc, uint32_t dict)
 {
 	struct store *st = w->st;
 	struct fprec r;
@@ -222,7 +234,7 @@ int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc
 	if (r.flags & FPREC_PACKED) {
 		struct pack_loc old;
 		blob_rec_loc(&r, &old);
-		if ((rc = blob_pack_account(w->txn, st, &r, -1)) || (rc = wtx_punch_after(w, &old)))
+		if ((rc = blob_pack_account(w, &r, -1)) || (rc = wtx_punch_after(w, &old)))
 			return rc;
 	} else {
 		char path[BLOBKEY_PATH_MAX];
@@ -230,9 +242,9 @@ int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc
 		if ((rc = wtx_unlink_after(w, path)))
 			return rc;
 	}
-	blob_rec_set_loc(&r, loc);
+	blob_rec_set_loc(&r, loc, dict);
 	r.flags &= (uint8_t)~FPREC_BAD;
-	if ((rc = blob_pack_account(w->txn, st, &r, +1)))
+	if ((rc = blob_pack_account(w, &r, +1)))
 		return rc;
 	return blob_put(w->txn, st, k, &r);
 }
@@ -267,6 +279,7 @@ struct conv_item {
 	uint64_t size;
 	uint8_t xxh128[16];
 	struct pack_loc loc;
+	uint32_t dict;
 };
 
 struct conv_batch {
@@ -289,7 +302,7 @@ static int convert_cb(struct wtx *w, void *arg)
 			return rc;
 		if ((r.flags & FPREC_PACKED) || r.size != c->size || memcmp(r.xxh128, c->xxh128, 16))
 			continue;
-		if ((rc = blob_heal(w, &c->k, &c->loc)))
+		if ((rc = blob_heal(w, &c->k, &c->loc, c->dict)))
 			return rc;
 		b->moved++;
 	}
@@ -351,6 +364,7 @@ static int pack_file(struct store *st, struct conv_item *c)
 	close(fd);
 	if (!rc)
 		rc = blob_append(st, &rec, &c->k, &c->loc);
+	c->dict = rec.hdr.dict;
 	pack_rec_free(&rec);
 	return rc;
 }

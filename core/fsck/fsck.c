@@ -385,6 +385,13 @@ static void close_store(struct fsck *f)
 	f->txn = NULL;
 	gf_close(f->sh.gf);
 	f->sh.gf = NULL;
+	if (f->sh.blob_priv_stop)
+		f->sh.blob_priv_stop(&f->sh);
+	if (f->sh.blob_priv_free)
+		f->sh.blob_priv_free(f->sh.blob_priv);
+	f->sh.blob_priv = NULL;
+	f->sh.blob_priv_stop = NULL;
+	f->sh.blob_priv_free = NULL;
 	pack_set_close(f->sh.packs);
 	f->sh.packs = NULL;
 	if (f->sh.env)
@@ -651,12 +658,12 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 		rc = check_all(&f);
 	say_more(&f);
 	bool files = !rc && res->blob_files > 0;
-	if (files && !o->repair)
+	if (files && !(o->repair && o->convert))
 		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
 			 (unsigned long long)res->blob_files, dir);
 	if (!rc && o->repair && f.fix_any && res->problems)
 		rc = repair(&f, err);
-	if (!rc && o->repair && files)
+	if (!rc && o->repair && o->convert && files)
 		rc = convert_files(&f, err);
 	say_more(&f);
 	close_store(&f);

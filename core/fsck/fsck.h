@@ -86,6 +86,9 @@
 struct fsck_opts {
 	bool deep;      /* re-hash every blob file (MD5 and XXH3-128) */
 	bool repair;    /* fix what can be fixed (see above) */
+	bool convert;   /* with repair: move the blob files of a format 1 store
+			 * into packs (blob_convert_files); `pagededup fsck
+			 * --repair` asks for it */
 	unsigned threads; /* threads that hash blob files with deep; 0 = one per CPU */
 	/* One line per problem found or repair made (the first 50 of each
 	 * kind; then one line with how many more). */

@@ -237,7 +237,7 @@ int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct ve
 		return 1;
 	struct fprec r = { .refcount = inos->n, .size = h.size, .flags = FPREC_IN_FILTER };
 	memcpy(r.xxh128, h.xxh128, 16);
-	blob_rec_set_loc(&r, &x->loc);
+	blob_rec_set_loc(&r, &x->loc, h.encoding == PACK_ENC_ZSTD_DICT ? h.dict : 0);
 	void *buf = malloc(h.size ? (size_t)h.size : 1);
 	if (!buf)
 		return -ENOMEM;

@@ -38,6 +38,8 @@
  *                                          raw bytes of page `base` as
  *                                          reference prefix (a delta), 4 a
  *                                          delta as 3 that also uses `dict`
+ *                                          (reserved: zstd takes a prefix
+ *                                          or a dictionary, not both)
  *    6  chunk shift u8                     chunks hold 2^shift raw bytes
  *                                          (0 when nchunks is 1)
  *    7  reserved u8                        0
@@ -63,7 +65,7 @@
  * its raw bytes is raw). With one chunk the payload is the frame alone.
  *
  * A dictionary record (kind 2) holds the raw dictionary bytes (encoding 0,
- * one chunk); md5 is the dictionary's MD5, variant its id.
+ * one chunk); md5 holds its id (u32) then zeros, variant its id.
  *
  * A reader trusts a record only if its header check matches, its identity
  * matches what LMDB expects, every chunk decodes to its length and the
@@ -124,16 +126,26 @@ struct pack_rec_hdr {
 	uint32_t base_variant;
 };
 
-/* How to encode a page. dict/dict_id: a zstd dictionary (its bytes) or
- * NULL; base/base_len: the raw bytes of the page a delta is taken against
- * (with base_md5/base_variant naming it), or NULL. level: zstd level, 0 for
- * raw records. */
+/* A zstd dictionary ready for use: its bytes and zstd's digested forms
+ * for compression (at the level given) and decompression. */
+struct pack_dict;
+struct pack_dict *pack_dict_new(uint32_t id, const void *bytes, size_t len, int level);
+void pack_dict_free(struct pack_dict *d);
+uint32_t pack_dict_id(const struct pack_dict *d);
+const void *pack_dict_bytes(const struct pack_dict *d, size_t *len);
+/* Train a dictionary of at most cap bytes on n samples laid end to end
+ * (ZDICT_trainFromBuffer); *out malloc'd. -EINVAL when zstd cannot (too
+ * few or too alike samples). */
+int pack_dict_train(const void *samples, const size_t *sizes, unsigned n, size_t cap, void **out, size_t *len);
+
+/* How to encode a page. dict: a dictionary, or NULL; base/base_len: the raw
+ * bytes of the page a delta is taken against (with base_md5/base_variant
+ * naming it), or NULL (a delta uses no dictionary). level: zstd level, 0
+ * for raw records. */
 struct pack_encode_opts {
 	int level;
 	unsigned chunk_shift;
-	const void *dict;
-	size_t dict_len;
-	uint32_t dict_id;
+	const struct pack_dict *dict;
 	const void *base;
 	size_t base_len;
 	uint8_t base_md5[16];
@@ -184,9 +196,9 @@ int pack_read_hdr(struct pack_set *ps, const struct pack_loc *loc, struct pack_r
 
 /* Dictionaries a decode needs: the caller resolves an id to its bytes. */
 struct pack_deps {
-	/* Bytes of dictionary id (owned by the caller, valid until the
-	 * decode returns), or NULL. */
-	const void *(*dict)(void *ctx, uint32_t id, size_t *len);
+	/* Dictionary id (owned by the caller, valid until the decode
+	 * returns), or NULL. */
+	const struct pack_dict *(*dict)(void *ctx, uint32_t id);
 	/* Raw bytes of the base page (malloc'd; the decoder frees), or NULL. */
 	void *(*base)(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len);
 	void *ctx;

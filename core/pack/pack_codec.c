@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zdict.h>
 #include <zstd.h>
 
 #include "base/byteorder.h"
@@ -57,6 +58,71 @@ static struct zctx *zctx_get(void)
 		return NULL;
 	}
 	return z;
+}
+
+/* ---- dictionaries ------------------------------------------------------ */
+
+struct pack_dict {
+	uint32_t id;
+	void *bytes;
+	size_t len;
+	ZSTD_CDict *c;
+	ZSTD_DDict *d;
+};
+
+struct pack_dict *pack_dict_new(uint32_t id, const void *bytes, size_t len, int level)
+{
+	struct pack_dict *d = calloc(1, sizeof *d);
+	if (!d || !(d->bytes = malloc(len ? len : 1))) {
+		free(d);
+		return NULL;
+	}
+	memcpy(d->bytes, bytes, len);
+	d->id = id;
+	d->len = len;
+	d->c = ZSTD_createCDict(d->bytes, len, level > 0 ? level : PACK_DEFAULT_LEVEL);
+	d->d = ZSTD_createDDict(d->bytes, len);
+	if (!d->c || !d->d) {
+		pack_dict_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void pack_dict_free(struct pack_dict *d)
+{
+	if (!d)
+		return;
+	ZSTD_freeCDict(d->c);
+	ZSTD_freeDDict(d->d);
+	free(d->bytes);
+	free(d);
+}
+
+uint32_t pack_dict_id(const struct pack_dict *d)
+{
+	return d->id;
+}
+
+const void *pack_dict_bytes(const struct pack_dict *d, size_t *len)
+{
+	*len = d->len;
+	return d->bytes;
+}
+
+int pack_dict_train(const void *samples, const size_t *sizes, unsigned n, size_t cap, void **out, size_t *len)
+{
+	void *b = malloc(cap);
+	if (!b)
+		return -ENOMEM;
+	size_t r = ZDICT_trainFromBuffer(b, cap, samples, sizes, n);
+	if (ZDICT_isError(r)) {
+		free(b);
+		return -EINVAL;
+	}
+	*out = b;
+	*len = r;
+	return 0;
 }
 
 /* ---- headers ---------------------------------------------------------- */
@@ -137,10 +203,12 @@ static int cctx_setup(ZSTD_CCtx *c, const struct pack_encode_opts *o)
 	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 0)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1)))
 		return -EINVAL;
-	if (o->dict && ZSTD_isError(ZSTD_CCtx_loadDictionary(c, o->dict, o->dict_len)))
+	if (o->base) {
+		if (ZSTD_isError(ZSTD_CCtx_refPrefix(c, o->base, o->base_len)))
+			return -ENOMEM;
+	} else if (o->dict && ZSTD_isError(ZSTD_CCtx_refCDict(c, o->dict->c))) {
 		return -ENOMEM;
-	if (o->base && ZSTD_isError(ZSTD_CCtx_refPrefix(c, o->base, o->base_len)))
-		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -226,14 +294,14 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 	if (!any_packed && !chunked) {
 		h->encoding = PACK_ENC_RAW; /* nothing gained: no dependency either */
 	} else if (o->base) {
-		h->encoding = o->dict ? PACK_ENC_DELTA_DICT : PACK_ENC_DELTA;
+		h->encoding = PACK_ENC_DELTA;
 		memcpy(h->base_md5, o->base_md5, 16);
 		h->base_variant = o->base_variant;
 	} else {
 		h->encoding = o->level <= 0 ? PACK_ENC_RAW : o->dict ? PACK_ENC_ZSTD_DICT : PACK_ENC_ZSTD;
 	}
-	if (h->encoding == PACK_ENC_ZSTD_DICT || h->encoding == PACK_ENC_DELTA_DICT)
-		h->dict = o->dict_id;
+	if (h->encoding == PACK_ENC_ZSTD_DICT)
+		h->dict = o->dict->id;
 	out->buf = rec;
 	out->len = pos;
 	pack_rec_set_id(out, md5, variant);
@@ -263,8 +331,7 @@ int pack_encode_dict(uint32_t id, const void *dict, size_t len, struct pack_rec 
 /* ---- decoding --------------------------------------------------------- */
 
 struct dec_refs {
-	const void *dict;
-	size_t dict_len;
+	const struct pack_dict *dict;
 	void *base;
 	uint64_t base_len;
 };
@@ -275,7 +342,7 @@ static int refs_get(const struct pack_rec_hdr *h, const struct pack_deps *deps, 
 	bool want_dict = h->encoding == PACK_ENC_ZSTD_DICT || h->encoding == PACK_ENC_DELTA_DICT;
 	bool want_base = h->encoding == PACK_ENC_DELTA || h->encoding == PACK_ENC_DELTA_DICT;
 	if (want_dict) {
-		r->dict = deps && deps->dict ? deps->dict(deps->ctx, h->dict, &r->dict_len) : NULL;
+		r->dict = deps && deps->dict ? deps->dict(deps->ctx, h->dict) : NULL;
 		if (!r->dict)
 			return -EIO;
 	}
@@ -301,7 +368,7 @@ static int decode_chunk(const struct pack_rec_hdr *h, const struct dec_refs *r, 
 	if (!z)
 		return -ENOMEM;
 	ZSTD_DCtx_reset(z->d, ZSTD_reset_session_and_parameters);
-	if (r->dict && ZSTD_isError(ZSTD_DCtx_loadDictionary(z->d, r->dict, r->dict_len)))
+	if (r->dict && ZSTD_isError(ZSTD_DCtx_refDDict(z->d, r->dict->d)))
 		return -ENOMEM;
 	if (r->base && ZSTD_isError(ZSTD_DCtx_refPrefix(z->d, r->base, (size_t)r->base_len)))
 		return -ENOMEM;

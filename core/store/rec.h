@@ -53,7 +53,8 @@ bool blobkey_parse(const char *name, struct blobkey *k);
  *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k |
  *   leaf u32 (present only with FPREC_LEAF) |
  *   sketch [64] (present only with FPREC_HAS_SKETCH) |
- *   pack u32 | offset u64 | length u64 (present only with FPREC_PACKED)
+ *   pack u32 | offset u64 | length u64 | dictionary u32 (present only with
+ *   FPREC_PACKED; dictionary: the id the record's encoding needs, 0 none)
  * The positions are on the filter leaf `leaf` (gfilter.h). Leaf 0 is not
  * written: records of the fixed filter, which had no leaf field, are on
  * leaf 0, the fixed filter's file. */
@@ -81,8 +82,9 @@ struct fprec {
 	uint8_t sketch[FPREC_SKETCH_BYTES]; /* with FPREC_HAS_SKETCH */
 	uint32_t pack;      /* with FPREC_PACKED: where the record is */
 	uint64_t pack_off, pack_len;
+	uint32_t pack_dict; /* and the dictionary it needs (0: none) */
 };
-#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4 + FPREC_SKETCH_BYTES + 20)
+#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4 + FPREC_SKETCH_BYTES + 24)
 size_t fprec_encode(const struct fprec *r, uint8_t *out);
 int fprec_decode(const void *in, size_t len, struct fprec *r);
 

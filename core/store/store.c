@@ -332,6 +332,10 @@ static struct store *store_alloc(const char *dir)
 
 static void store_free(struct store *st)
 {
+	if (st->blob_priv_stop)
+		st->blob_priv_stop(st);
+	if (st->blob_priv_free)
+		st->blob_priv_free(st->blob_priv);
 	gf_close(st->gf);
 	pack_set_close(st->packs);
 	if (st->env)
@@ -774,6 +778,8 @@ int store_close(struct store *st)
 		 * open. */
 		sigq_drain(st);
 		sigq_stop(st);
+		if (st->blob_priv_stop)
+			st->blob_priv_stop(st);
 		store_filter_thread_stop(st);
 		stop_sync_thread(st);
 		rc = live_drop_orphans(st);
@@ -801,6 +807,8 @@ void store_abandon(struct store *st)
 	if (!st)
 		return;
 	sigq_stop(st);
+	if (st->blob_priv_stop)
+		st->blob_priv_stop(st);
 	store_filter_thread_stop(st);
 	stop_sync_thread(st);
 	store_free(st);

@@ -125,6 +125,11 @@ struct store {
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
 	struct pack_set *packs; /* page bytes (pack.h) */
+	/* State of the blob layer (its zstd dictionaries: blob_dict.c), with
+	 * its hooks: stop (threads, before a close's last writes) and free. */
+	void *blob_priv;
+	void (*blob_priv_stop)(struct store *st);
+	void (*blob_priv_free)(void *priv);
 	uint32_t format;      /* as opened: 1 or 2 (PD_FORMAT_VERSION) */
 	uint64_t generation;
 	uint64_t mapsize;

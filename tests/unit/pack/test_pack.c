@@ -170,19 +170,15 @@ static void test_chunks(void **state)
 }
 
 struct deps_ctx {
-	const char *dict;
-	size_t dict_len;
+	const struct pack_dict *dict;
 	const char *base;
 	size_t base_len;
 };
 
-static const void *dep_dict(void *ctx, uint32_t id, size_t *len)
+static const struct pack_dict *dep_dict(void *ctx, uint32_t id)
 {
 	struct deps_ctx *d = ctx;
-	if (id != 5)
-		return NULL;
-	*len = d->dict_len;
-	return d->dict;
+	return id == pack_dict_id(d->dict) ? d->dict : NULL;
 }
 
 static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len)
@@ -205,8 +201,23 @@ static void test_dict_and_delta(void **state)
 	char *base = text(7, 20000), *near = malloc(20000);
 	memcpy(near, base, 20000);
 	memcpy(near + 9000, "a changed sentence, and a date 2026-11-25", 41);
-	char *dict = text(99, 8000);
-	struct deps_ctx dc = { dict, 8000, base, 20000 };
+	/* a dictionary trained on pages like these */
+	enum { NS = 200, SL = 2000 };
+	char *samples = malloc(NS * SL);
+	size_t sizes[NS];
+	for (int i = 0; i < NS; i++) {
+		char *t = text(1000 + (uint64_t)i, SL);
+		memcpy(samples + i * SL, t, SL);
+		sizes[i] = SL;
+		free(t);
+	}
+	void *dict;
+	size_t dlen;
+	assert_int_equal(pack_dict_train(samples, sizes, NS, 16384, &dict, &dlen), 0);
+	free(samples);
+	struct pack_dict *pd = pack_dict_new(5, dict, dlen, 3);
+	assert_non_null(pd);
+	struct deps_ctx dc = { pd, base, 20000 };
 	struct pack_deps deps = { dep_dict, dep_base, &dc };
 	struct pack_loc lplain, ldelta, ldict;
 	struct pack_encode_opts plain = { .level = 3 };
@@ -216,8 +227,10 @@ static void test_dict_and_delta(void **state)
 	/* a delta against a near copy is a small fraction of the page alone */
 	assert_true(ldelta.len * 4 < lplain.len);
 	check(&f, near, 20000, 2, &ldelta, &deps);
-	struct pack_encode_opts withdict = { .level = 3, .dict = dict, .dict_len = 8000, .dict_id = 5 };
+	struct pack_encode_opts withdict = { .level = 3, .dict = pd };
 	put(&f, near, 20000, 2, &withdict, &ldict);
+	/* a trained dictionary saves bytes on a page of its kind */
+	assert_true(ldict.len < lplain.len);
 	check(&f, near, 20000, 2, &ldict, &deps);
 	struct pack_rec_hdr h;
 	assert_int_equal(pack_read_hdr(f.ps, &ldict, &h), 0);
@@ -230,15 +243,16 @@ static void test_dict_and_delta(void **state)
 	/* a dictionary record */
 	struct pack_rec dr;
 	struct pack_loc dl;
-	assert_int_equal(pack_encode_dict(5, dict, 8000, &dr), 0);
+	assert_int_equal(pack_encode_dict(5, dict, dlen, &dr), 0);
 	assert_int_equal(pack_append(f.ps, &dr, true, &dl), 0);
 	pack_rec_free(&dr);
 	void *d2;
 	size_t d2len;
 	assert_int_equal(pack_read_dict(f.ps, &dl, 5, &d2, &d2len), 0);
-	assert_int_equal(d2len, 8000);
-	assert_memory_equal(d2, dict, 8000);
+	assert_int_equal(d2len, dlen);
+	assert_memory_equal(d2, dict, dlen);
 	free(d2);
+	pack_dict_free(pd);
 	free(base);
 	free(near);
 	free(dict);
