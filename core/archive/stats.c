@@ -35,6 +35,7 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	mdb_env_stat(st->env, &mst);
 	s->lmdb_bytes = (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize;
 	s->lmdb_mapsize = info.me_mapsize;
+	blob_pack_usage(st, &s->packs);
 	return 0;
 }
 
@@ -75,7 +76,7 @@ size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 		 "\"leaves\":%llu,\"depth\":%u,\"keys\":%llu,\"splitting\":%s,"
 		 "\"nonzero\":%llu,\"saturated\":%llu,\"fill\":%.6f,\"fpr_estimate\":%.3g,"
 		 "\"fpr_design\":%.3g,\"fpr_worst_leaf\":%.3g,\"fpr_target\":%.3g,\"fmax\":%.3g},"
-		 "\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu}",
+		 "\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu,",
 	     (unsigned long long)s->filter_bytes, (unsigned long long)s->filter_counters,
 	     s->filter_lines, (unsigned long long)s->filter_leaves, s->filter_depth,
 	     (unsigned long long)s->filter_keys, s->filter_splitting ? "true" : "false",
@@ -83,6 +84,12 @@ size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	     (unsigned long long)s->filter_saturated, s->filter_fill, s->filter_fpr_estimate,
 	     s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target, s->filter_fmax,
 	     (unsigned long long)s->lmdb_bytes, (unsigned long long)s->lmdb_mapsize);
+	const struct blob_pack_usage *p = &s->packs;
+	emit(&o, "\"packs\":{\"files\":%llu,\"bytes\":%llu,\"allocated\":%llu,\"live_bytes\":%llu,"
+		 "\"live_records\":%llu,\"dead_bytes\":%llu,\"dictionaries\":%llu,\"dictionary_bytes\":%llu}}",
+	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
+	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
+	     (unsigned long long)p->dicts, (unsigned long long)p->dict_bytes);
 	return o.len;
 }
 
@@ -113,5 +120,10 @@ size_t stats_text(const struct pd_stats *s, char *buf, size_t size)
 	     s->filter_fmax);
 	emit(&o, "lmdb:             %llu bytes used, map %llu\n", (unsigned long long)s->lmdb_bytes,
 	     (unsigned long long)s->lmdb_mapsize);
+	const struct blob_pack_usage *p = &s->packs;
+	emit(&o, "packs:            %llu files, %llu bytes (%llu allocated): %llu live in %llu records, %llu dead, %llu in %llu dictionaries\n",
+	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
+	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
+	     (unsigned long long)p->dict_bytes, (unsigned long long)p->dicts);
 	return o.len;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blob/blob.h"
 #include "store/store.h"
 
 struct pd_stats {
@@ -28,6 +29,7 @@ struct pd_stats {
 	bool filter_splitting;
 	uint64_t lmdb_bytes;       /* pages in use times page size */
 	uint64_t lmdb_mapsize;
+	struct blob_pack_usage packs; /* the page bytes on disk (blob_pack_usage) */
 };
 
 int stats_collect(struct store *st, struct pd_stats *out);

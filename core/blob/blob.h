@@ -85,6 +85,15 @@ int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc
 /* Mark k's record bad (a read found it damaged), in a write of its own. */
 int blob_mark_bad(struct store *st, const struct blobkey *k);
 
+/* What the packs take: files, their length and allocated bytes, the live
+ * records' bytes, the dead bytes (length less live records, dictionaries
+ * and headers: freed records, and records whose commit never came), and
+ * the dictionaries. */
+struct blob_pack_usage {
+	uint64_t packs, length, allocated, live, live_records, dead, dicts, dict_bytes;
+};
+int blob_pack_usage(struct store *st, struct blob_pack_usage *u);
+
 /* Format 1 to 2: move every blob file into the packs (checked against its
  * record first; a file that does not match stays, for fsck to report),
  * each batch appended and synced before the commit that points its records

@@ -401,3 +401,49 @@ int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left)
 	free(ok);
 	return rc;
 }
+
+/* ---- what the packs take on disk ------------------------------------------ */
+
+int blob_pack_usage(struct store *st, struct blob_pack_usage *u)
+{
+	memset(u, 0, sizeof *u);
+	uint32_t *ids;
+	size_t n;
+	int rc = pack_list(st->packs, &ids, &n);
+	if (rc)
+		return rc;
+	MDB_txn *txn;
+	if ((rc = store_read_begin(st, &txn))) {
+		free(ids);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct pack_space sp;
+		struct blob_pack_live l;
+		if (pack_space(st->packs, ids[i], &sp) || blob_pack_live_get(txn, st, ids[i], &l))
+			continue;
+		u->packs++;
+		u->length += sp.length;
+		u->allocated += sp.allocated;
+		u->live += l.bytes;
+		u->live_records += l.records;
+	}
+	/* the dictionaries: meta rows "dict" | id */
+	MDB_cursor *c;
+	if (mdb_cursor_open(txn, st->db_meta, &c) == 0) {
+		MDB_val k = { 4, "dict" }, v;
+		for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+			if (k.mv_size != 8 || memcmp(k.mv_data, "dict", 4) || v.mv_size != 28)
+				break;
+			u->dicts++;
+			u->dict_bytes += get_le64((const uint8_t *)v.mv_data + 12);
+		}
+		mdb_cursor_close(c);
+	}
+	store_read_end(st, txn);
+	free(ids);
+	/* dead: what the files hold beyond the live records, their headers and the dictionaries */
+	uint64_t kept = u->live + u->dict_bytes + (uint64_t)u->packs * PACK_HDR_BYTES;
+	u->dead = u->length > kept ? u->length - kept : 0;
+	return 0;
+}

@@ -16,6 +16,83 @@ struct pack_sum {
 	uint64_t bytes, records;
 };
 
+/* The live records per dictionary id (ids are small and dense). */
+struct dict_sums {
+	uint64_t *n;
+	size_t cap;
+};
+
+static int dict_count(struct dict_sums *d, uint32_t id)
+{
+	if (id >= d->cap) {
+		size_t cap = d->cap ? d->cap : 16;
+		while (cap <= id)
+			cap *= 2;
+		uint64_t *v = realloc(d->n, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		memset(v + d->cap, 0, (cap - d->cap) * sizeof *v);
+		d->n = v;
+		d->cap = cap;
+	}
+	d->n[id]++;
+	return 0;
+}
+
+/* Every dictionary's row against the records that need it; repair: the
+ * counts rewritten. A record whose dictionary has no row is damage: its
+ * bytes cannot be decoded (fsck --deep names it). */
+static int check_dicts(struct fsck *f, bool repair)
+{
+	struct dict_sums d = { 0 };
+	MDB_cursor *c = NULL;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
+	MDB_val k, v;
+	for (int m = rc ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); m == 0 && !rc;
+	     m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (k.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) && (r.flags & FPREC_PACKED) &&
+		    r.pack_dict)
+			rc = dict_count(&d, r.pack_dict);
+	}
+	if (c && !pd_mdb_err(0))
+		mdb_cursor_close(c);
+	for (uint32_t id = 1; id < d.cap && !rc; id++) {
+		struct pack_loc loc;
+		uint64_t rows;
+		int g = blob_dict_row(f->txn, &f->sh, id, &loc, &rows);
+		if (g == -ENOENT) {
+			if (d.n[id] && !repair)
+				fsck_say(f, K_BLOB, "dictionary %u: %llu records need it, but the store has no such dictionary (their pages cannot be read)",
+					 id, (unsigned long long)d.n[id]);
+			continue;
+		}
+		if (g) {
+			rc = g;
+			break;
+		}
+		if (rows == d.n[id])
+			continue;
+		if (!repair) {
+			fsck_say(f, K_TOTAL, "dictionary %u: meta counts %llu records that need it, the records say %llu (repair: recounted)",
+				 id, (unsigned long long)rows, (unsigned long long)d.n[id]);
+			f->fix_packs = f->fix_any = true;
+		} else {
+			uint8_t kb[8], vb[28];
+			memcpy(kb, "dict", 4);
+			kb[4] = (uint8_t)(id >> 24), kb[5] = (uint8_t)(id >> 16), kb[6] = (uint8_t)(id >> 8), kb[7] = (uint8_t)id;
+			put_le32(vb, loc.pack);
+			put_le64(vb + 4, loc.off);
+			put_le64(vb + 12, loc.len);
+			put_le64(vb + 20, d.n[id]);
+			MDB_val mk = { 8, kb }, mv = { 28, vb };
+			rc = pd_mdb_err(mdb_put(f->txn, f->sh.db_meta, &mk, &mv, 0));
+		}
+	}
+	free(d.n);
+	return rc;
+}
+
 static int sum_cmp(const void *a, const void *b)
 {
 	const struct pack_sum *x = a, *y = b;
@@ -120,6 +197,8 @@ int fsck_check_packs(struct fsck *f)
 		}
 	f->res->packs = n;
 	free(list);
+	if (!rc)
+		rc = check_dicts(f, false);
 	fsck_vec_free(&sums);
 	fsck_vec_free(&ids);
 	return rc;
@@ -142,9 +221,11 @@ int fsck_repair_pack_totals(struct fsck *f)
 		struct blob_pack_live l = { s->bytes, s->records };
 		rc = blob_pack_live_put(f->txn, &f->sh, s->pack, &l);
 	}
+	if (!rc)
+		rc = check_dicts(f, true);
 	if (!rc && f->fix_packs)
-		fsck_say(f, K_REPAIR, "repaired: the live totals of %zu pack%s recounted from the fingerprints", sums.n,
-			 sums.n == 1 ? "" : "s");
+		fsck_say(f, K_REPAIR, "repaired: the live totals of %zu pack%s and of the dictionaries recounted from the fingerprints",
+			 sums.n, sums.n == 1 ? "" : "s");
 	fsck_vec_free(&sums);
 	fsck_vec_free(&ids);
 	return rc;

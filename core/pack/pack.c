@@ -518,6 +518,20 @@ int64_t pack_file_bytes(struct pack_set *ps, uint32_t id)
 	return fstatat(ps->dirfd, name, &sb, 0) ? -errno : (int64_t)sb.st_size;
 }
 
+int pack_space(struct pack_set *ps, uint32_t id, struct pack_space *out)
+{
+	char name[PACK_NAME_MAX];
+	pack_name(id, name);
+	struct stat sb;
+	if (ps->dirfd < 0)
+		return -ENOENT;
+	if (fstatat(ps->dirfd, name, &sb, 0))
+		return -errno;
+	out->length = (uint64_t)sb.st_size;
+	out->allocated = (uint64_t)sb.st_blocks * 512;
+	return 0;
+}
+
 int pack_remove(struct pack_set *ps, uint32_t id)
 {
 	char name[PACK_NAME_MAX];

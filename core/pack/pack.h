@@ -230,6 +230,12 @@ int pack_scan(struct pack_set *ps, uint32_t id,
 int pack_list(struct pack_set *ps, uint32_t **ids, size_t *n);
 /* Bytes of pack id on disk (its length), or -errno. */
 int64_t pack_file_bytes(struct pack_set *ps, uint32_t id);
+/* Its length and the bytes the filesystem allocates to it (less than the
+ * length where dead records were punched out). */
+struct pack_space {
+	uint64_t length, allocated;
+};
+int pack_space(struct pack_set *ps, uint32_t id, struct pack_space *out);
 /* Give the disk blocks of the (dead) record at loc back to the filesystem
  * (fallocate PUNCH_HOLE; the file keeps its length and its other records).
  * -EOPNOTSUPP where the filesystem cannot. */
