@@ -48,7 +48,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features install mount clean
+.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-scale install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -125,6 +125,10 @@ bench-near: all
 
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release
+
+# Millions of pages through the mount (PD_SCALE_PAGES, default 5,000,000).
+bench-scale: all
+	@bash tests/bench/bench-scale.sh build/release
 
 install: all
 	@install -d $(DESTDIR)$(PREFIX)/bin

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "kernel_io.h"
 #include "pdfs.h"
 #include "store/store.h"
@@ -198,7 +199,7 @@ int main(int argc, char *argv[])
 				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue,
 				 .pack_level = (int)o.pack_level, .pack_max_bytes = (uint64_t)o.pack_mb << 20,
 				 .blob_files = o.blob_files, .create = true };
-	if (store_open(o.store, &so, &st, err)) {
+	if (archive_open(o.store, &so, &st, err)) {
 		fprintf(stderr, "pagededupfs: %s\n", err);
 		notify(notify_fd, err);
 		goto out_args;

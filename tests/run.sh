@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Test runner: unit tests (cmocka binaries), then the mounted-filesystem
-# scripts. Ends with one line "N passed, N failed" and exits non-zero if any
+# Test runner: the layer check of core/, unit tests (cmocka binaries), then
+# the mounted-filesystem scripts. Ends with one line "N passed, N failed" and exits non-zero if any
 # test failed.
 #
 #   tests/run.sh BUILD_DIR [unit|fs|stress|all]    (default all = unit + fs)
@@ -50,6 +50,11 @@ run_scripts() {
 	done
 }
 
+# The folders of core/ form layers without a cycle (tests/layers/).
+run_layers() {
+	run_scripts "$top/tests/layers/t_*.sh"
+}
+
 # The mounted-filesystem scripts run on each transport the kernel offers:
 # /dev/fuse, then FUSE over io_uring (fs/uring_io.c) when the fuse module
 # has the enable_uring parameter (Linux 6.14 and later). The parameter is
@@ -77,10 +82,10 @@ run_fs() {
 }
 
 case $what in
-unit) run_unit ;;
+unit) run_layers; run_unit ;;
 fs) run_fs ;;
 stress) run_scripts "$top/tests/stress/s_*.sh" ;;
-all) run_unit; run_fs ;;
+all) run_layers; run_unit; run_fs ;;
 *) echo "unknown test set: $what" >&2; exit 2 ;;
 esac
 

@@ -23,6 +23,7 @@
 
 #include "blob/blob.h"
 #include "base/fdio.h"
+#include "archive/archive.h"
 #include "store/store.h"
 
 static void place_of(struct store *st, const struct blobkey *k, const struct fprec *r, char *out, size_t n)
@@ -132,7 +133,7 @@ int cmd_blobs(int argc, char **argv)
 	struct store *st;
 	struct store_opts o = { .readonly = true };
 	char err[PD_ERRLEN] = "";
-	if (store_open(argv[1], &o, &st, err)) {
+	if (archive_open(argv[1], &o, &st, err)) {
 		fprintf(stderr, "pagededup blobs: %s\n", err);
 		return 1;
 	}

@@ -11,6 +11,7 @@
  * read-only, so it also runs while the store is mounted.
  * Exit status of near, as grep's: 0 neighbours found, 1 none, 2 error.
  */
+#include "archive/archive.h"
 #include "nearcmd.h"
 
 #include <errno.h>
@@ -86,7 +87,7 @@ int cmd_near(int argc, char **argv)
 	struct store *st;
 	struct store_opts o = { .readonly = true };
 	char err[PD_ERRLEN] = "";
-	if (store_open(argv[1], &o, &st, err)) {
+	if (archive_open(argv[1], &o, &st, err)) {
 		fprintf(stderr, "pagededup near: %s\n", err);
 		return 2;
 	}

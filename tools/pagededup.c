@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "blobscmd.h"
 #include "fsck/fsck.h"
 #include "nearcmd.h"
@@ -156,7 +157,7 @@ static int cmd_mkfs(int argc, char **argv)
 		return 1;
 	}
 	char err[PD_ERRLEN] = "";
-	if (store_mkfs(argv[optind], &p, err)) {
+	if (archive_mkfs(argv[optind], &p, err)) {
 		fprintf(stderr, "pagededup mkfs: %s\n", err);
 		return 1;
 	}
@@ -182,7 +183,7 @@ static int cmd_stats(int argc, char **argv)
 	struct store *st;
 	struct store_opts o = { .readonly = true };
 	char err[PD_ERRLEN] = "";
-	if (store_open(argv[optind], &o, &st, err)) {
+	if (archive_open(argv[optind], &o, &st, err)) {
 		fprintf(stderr, "pagededup stats: %s\n", err);
 		return 1;
 	}

@@ -9,8 +9,32 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "near/near.h"
-#include "near/sigq.h"
+
+int blob_listen(struct store *st, const struct blob_listener *l)
+{
+	if (st->n_blob_listeners == STORE_MAX_PARTS)
+		return -E2BIG;
+	st->blob_listeners[st->n_blob_listeners++] = l;
+	return 0;
+}
+
+static int tell_added(struct wtx *w, const struct blobkey *k, const struct fprec *r)
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < w->st->n_blob_listeners; i++)
+		if (w->st->blob_listeners[i]->added)
+			rc = w->st->blob_listeners[i]->added(w, k, r);
+	return rc;
+}
+
+static int tell_released(struct wtx *w, const struct blobkey *k, const struct fprec *r)
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < w->st->n_blob_listeners; i++)
+		if (w->st->blob_listeners[i]->released)
+			rc = w->st->blob_listeners[i]->released(w, k, r);
+	return rc;
+}
 
 static MDB_val key_val(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
 {
@@ -83,9 +107,7 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 	if ((r.flags & FPREC_IN_FILTER) &&
 	    (rc = gf_remove(st->gf, r.leaf, &r.pos, &store_saturated_ops, w)))
 		return rc;
-	if ((r.flags & FPREC_HAS_SIMHASH) && (rc = near_remove(w->txn, st, k, r.simhash)))
-		return rc;
-	if ((r.flags & FPREC_SIG_PENDING) && (rc = sigq_row_del(w->txn, st, k)))
+	if ((rc = tell_released(w, k, &r)))
 		return rc;
 	w->delta.blobs--;
 	w->delta.stored_bytes -= (int64_t)r.size;
@@ -116,9 +138,7 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 	}
 	if ((rc = blob_put(w->txn, st, k, r)) || (rc = blob_inodes_change(w->txn, st, k, ino, true)))
 		return rc;
-	if ((r->flags & FPREC_HAS_SIMHASH) && (rc = near_add(w->txn, st, k, r->simhash)))
-		return rc;
-	if ((r->flags & FPREC_SIG_PENDING) && (rc = sigq_row_put(w->txn, st, k)))
+	if ((rc = tell_added(w, k, r)))
 		return rc;
 	if (r->flags & FPREC_PACKED) {
 		if ((rc = blob_pack_account(w, r, +1)))

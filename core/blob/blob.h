@@ -11,6 +11,10 @@
  * place of its pack record; `blob_inodes` lists the inodes on it.
  *
  * The functions taking a struct wtx run inside a write transaction.
+ *
+ * Blob storage knows nothing of what is built on blobs (the near-duplicate
+ * index, the signer): those register a blob_listener and hear, inside the
+ * transaction, of every blob added and every blob whose last reference went.
  */
 #ifndef PD_BLOB_H
 #define PD_BLOB_H
@@ -21,6 +25,24 @@
 #include "base/fp.h"
 #include "store/rec.h"
 #include "store/store.h"
+
+/* Called in the write transaction that adds or releases a blob; an error
+ * takes the transaction down. */
+struct blob_listener {
+	/* A new record r (refcount 1) was stored under k. */
+	int (*added)(struct wtx *w, const struct blobkey *k, const struct fprec *r);
+	/* The last reference to k went; r is its record, now deleted. */
+	int (*released)(struct wtx *w, const struct blobkey *k, const struct fprec *r);
+};
+
+/* Register l on st (at open, before any write): -E2BIG past
+ * STORE_MAX_PARTS listeners. */
+int blob_listen(struct store *st, const struct blob_listener *l);
+
+/* Blob storage as a part of the store (store.h): after an unclean stop, and
+ * at a close where a removal failed, the blob files no record names are
+ * removed (blob_part.c). */
+extern const struct store_part blob_part;
 
 int blob_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *out);
 int blob_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r);
@@ -132,8 +154,12 @@ void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, 
 int blob_dict_account(struct wtx *w, uint32_t id, int sign);
 /* The meta row of dictionary id (its record's place and live records). */
 int blob_dict_row(MDB_txn *txn, struct store *st, uint32_t id, struct pack_loc *loc, uint64_t *records);
-/* Wait for a training in progress (tests; store close does it too). */
+/* Wait for a training in progress (tests). */
 void blob_dict_settle(struct store *st);
+/* No more trainings; wait for one in progress (blob_part's stop). */
+void blob_dict_stop(struct store *st);
+/* Stop, and free the dictionaries (blob_part's release; fsck's store). */
+void blob_dict_release(struct store *st);
 /* Check an open blob against its record (size and XXH3-128): -EIO if the
  * bytes on disk are not the bytes stored. */
 int blob_verify(int fd, const struct fprec *r);

@@ -100,7 +100,19 @@ static uint32_t newest_id(struct store *st)
 	return id;
 }
 
-static void dicts_stop(struct store *st)
+static void dicts_free(void *p);
+
+void blob_dict_release(struct store *st)
+{
+	struct dicts *d = st->blob_priv;
+	if (!d)
+		return;
+	blob_dict_stop(st);
+	st->blob_priv = NULL;
+	dicts_free(d);
+}
+
+void blob_dict_stop(struct store *st)
 {
 	struct dicts *d = st->blob_priv;
 	if (!d)
@@ -143,8 +155,6 @@ static struct dicts *dicts_of(struct store *st)
 		d->max_id = newest_id(st);
 		/* a store that has a dictionary retrains once it grew 4 times */
 		d->next_train = d->max_id ? 3 * (uint64_t)(st->counters.blobs > 0 ? st->counters.blobs : 1) : BLOB_DICT_SAMPLES;
-		st->blob_priv_stop = dicts_stop;
-		st->blob_priv_free = dicts_free;
 		__atomic_store_n((struct dicts **)&st->blob_priv, d, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&init_mu);

@@ -1,7 +1,8 @@
 /* gfilter.c - the page filter that grows: a tree of counting-filter
  * leaves. The design is in gfilter.h; this file holds the leaves' life
- * cycle, routing, the batch journal and the steps of a split (the tree
- * record's codec is gftree.c).
+ * cycle, routing, the batch journal and statistics (the steps of a split
+ * are gfilter_split.c, the tree record's codec gftree.c; the structures
+ * they share are in gfilter_int.h).
  *
  * Memory layout. Every leaf, routed to or not, is in `v` (a few hundred at
  * most in practice) and in `by_id` (indexed by id, for the stored leaf ids
@@ -17,7 +18,7 @@
  * it; the mutex orders the tree and the committed counts against
  * gf_stats() and gf_split_wanted() on other threads.
  */
-#include "gfilter.h"
+#include "gfilter_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,69 +33,14 @@
 
 #include "base/byteorder.h"
 
-struct gf_leaf {
-	struct gf_leaf_desc d;  /* d.keys: committed count */
-	int64_t batch;          /* change of the count in this batch */
-	uint64_t capacity;      /* keys at the target rate: past it the leaf splits */
-	struct cbf *f;
-	struct cbf_undo undo;
-	struct gf_leaf *child[1u << GF_MAX_CHILD_BITS];
-};
-
-enum jkind { J_START, J_CURSOR, J_FINISH };
-struct jentry {
-	enum jkind kind;
-	struct gf_leaf *leaf;
-	uint32_t old_next_id;
-	uint8_t old_cursor_set;
-	uint8_t old_cursor[16];
-};
-
-struct gfilter {
-	char *dir;              /* NULL: leaves in memory */
-	enum gf_mode mode;
-	struct gf_config cfg;
-	uint32_t next_id;
-	struct gf_leaf **v;
-	size_t n, cap;
-	struct gf_leaf **by_id;
-	size_t by_id_len;
-	struct gf_leaf **dir_v;
-	unsigned dir_bits;
-	/* Beside dir_v, for lookups: the counters of each entry's leaf in one
-	 * load (NULL: a splitting leaf, routed the long way), and whether every
-	 * leaf places keys alike (cbf_same_shape), so that a batch lookup
-	 * reads the seed and k once (shape: any leaf). */
-	const struct cbf **dir_f;
-	const struct cbf *shape;
-	struct jentry *j;
-	size_t jn, jcap;
-	uint64_t splits;
-	pthread_mutex_t mu;
-};
 
 /* ---- MD5 ranges ---- */
 
 /* The leading 64 bits, big-endian (inline: every lookup routes). */
-static inline uint64_t md5_top(const uint8_t md5[16])
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | md5[i];
-	return v;
-}
-
 /* `bits` bits of the MD5 starting at bit `from` (from + bits <= 64). */
-static inline uint32_t md5_bits(const uint8_t md5[16], unsigned from, unsigned bits)
-{
-	if (bits == 0)
-		return 0;
-	return (uint32_t)((md5_top(md5) << from) >> (64 - bits));
-}
-
 bool gf_in_range(const uint8_t md5[16], uint8_t depth, uint32_t prefix)
 {
-	return md5_bits(md5, 0, depth) == prefix;
+	return gf_md5_bits(md5, 0, depth) == prefix;
 }
 
 void gf_range_start(uint8_t depth, uint32_t prefix, uint8_t md5[16])
@@ -127,7 +73,7 @@ static bool same_geometry(const struct cbf_geometry *a, const struct cbf_geometr
 }
 
 /* Open (or make) the counters of leaf l. */
-static int leaf_open_counters(struct gfilter *gf, struct gf_leaf *l, bool create, bool *fresh)
+int gf_leaf_open_counters(struct gfilter *gf, struct gf_leaf *l, bool create, bool *fresh)
 {
 	if (gf->mode == GF_MEMORY)
 		return cbf_create(NULL, &l->d.g, 0, &l->f);
@@ -155,7 +101,7 @@ static int leaf_open_counters(struct gfilter *gf, struct gf_leaf *l, bool create
 	return cbf_create(path, &l->d.g, 0, &l->f);
 }
 
-static void leaf_free(struct gf_leaf *l)
+void gf_leaf_free(struct gf_leaf *l)
 {
 	if (!l)
 		return;
@@ -189,7 +135,7 @@ static int leaf_index_grow(struct gfilter *gf, uint32_t id)
 }
 
 /* A leaf struct for d, in the index (its counters not open yet). */
-static int leaf_add(struct gfilter *gf, const struct gf_leaf_desc *d, struct gf_leaf **out)
+int gf_leaf_add(struct gfilter *gf, const struct gf_leaf_desc *d, struct gf_leaf **out)
 {
 	if (d->id < gf->by_id_len && gf->by_id[d->id])
 		return -EUCLEAN;
@@ -208,7 +154,7 @@ static int leaf_add(struct gfilter *gf, const struct gf_leaf_desc *d, struct gf_
 }
 
 /* Take l out of the index (the caller frees it). */
-static void leaf_unlink(struct gfilter *gf, struct gf_leaf *l)
+void gf_leaf_unlink(struct gfilter *gf, struct gf_leaf *l)
 {
 	for (size_t i = 0; i < gf->n; i++)
 		if (gf->v[i] == l) {
@@ -218,20 +164,15 @@ static void leaf_unlink(struct gfilter *gf, struct gf_leaf *l)
 	gf->by_id[l->d.id] = NULL;
 }
 
-static struct gf_leaf *leaf_by_id(const struct gfilter *gf, uint32_t id)
+struct gf_leaf *gf_leaf_by_id(const struct gfilter *gf, uint32_t id)
 {
 	return id < gf->by_id_len ? gf->by_id[id] : NULL;
-}
-
-static bool routed(const struct gf_leaf *l)
-{
-	return l->d.state == GF_ACTIVE || l->d.state == GF_SPLITTING;
 }
 
 /* Bring dir_f and shape in line with dir_v and the leaves' states: after
  * every change of either. Keeps the old table without memory for a new
  * one, with every entry sent the long way. */
-static void lookup_table_refresh(struct gfilter *gf)
+void gf_lookup_refresh(struct gfilter *gf)
 {
 	size_t len = (size_t)1 << gf->dir_bits;
 	const struct cbf **t = realloc(gf->dir_f, len * sizeof *t);
@@ -253,11 +194,11 @@ static void lookup_table_refresh(struct gfilter *gf)
 
 /* Point every directory entry at the routed leaf over it. -EUCLEAN unless
  * the routed leaves cover every MD5 exactly once. */
-static int dir_rebuild(struct gfilter *gf)
+int gf_dir_rebuild(struct gfilter *gf)
 {
 	unsigned bits = 0;
 	for (size_t i = 0; i < gf->n; i++)
-		if (routed(gf->v[i]) && gf->v[i]->d.depth > bits)
+		if (gf_routed(gf->v[i]) && gf->v[i]->d.depth > bits)
 			bits = gf->v[i]->d.depth;
 	size_t len = (size_t)1 << bits;
 	struct gf_leaf **d = calloc(len, sizeof *d);
@@ -265,7 +206,7 @@ static int dir_rebuild(struct gfilter *gf)
 		return -ENOMEM;
 	for (size_t i = 0; i < gf->n; i++) {
 		struct gf_leaf *l = gf->v[i];
-		if (!routed(l))
+		if (!gf_routed(l))
 			continue;
 		size_t span = (size_t)1 << (bits - l->d.depth), first = (size_t)l->d.prefix * span;
 		for (size_t e = first; e < first + span; e++) {
@@ -294,7 +235,7 @@ static int link_children(struct gfilter *gf)
 		struct gf_leaf *c = gf->v[i];
 		if (c->d.state != GF_CHILD)
 			continue;
-		struct gf_leaf *p = leaf_by_id(gf, c->d.parent);
+		struct gf_leaf *p = gf_leaf_by_id(gf, c->d.parent);
 		if (!p || p->d.state != GF_SPLITTING || c->d.depth != p->d.depth + p->d.child_bits ||
 		    c->d.prefix >> p->d.child_bits != p->d.prefix)
 			return -EUCLEAN;
@@ -333,15 +274,15 @@ int gf_open(const char *dir, const struct gf_tree *t, enum gf_mode mode, struct 
 		struct gf_leaf *l;
 		if (t->leaf[i].state == GF_DROPPED)
 			continue;
-		if (!(rc = leaf_add(gf, &t->leaf[i], &l)))
-			rc = leaf_open_counters(gf, l, false, fresh);
+		if (!(rc = gf_leaf_add(gf, &t->leaf[i], &l)))
+			rc = gf_leaf_open_counters(gf, l, false, fresh);
 	}
 	if (!rc)
 		rc = link_children(gf);
 	if (!rc)
-		rc = dir_rebuild(gf);
+		rc = gf_dir_rebuild(gf);
 	if (!rc)
-		lookup_table_refresh(gf);
+		gf_lookup_refresh(gf);
 	if (rc) {
 		gf_close(gf);
 		return rc;
@@ -355,7 +296,7 @@ void gf_close(struct gfilter *gf)
 	if (!gf)
 		return;
 	for (size_t i = 0; i < gf->n; i++)
-		leaf_free(gf->v[i]);
+		gf_leaf_free(gf->v[i]);
 	free(gf->v);
 	free(gf->by_id);
 	free(gf->dir_v);
@@ -424,10 +365,10 @@ void gf_clear(struct gfilter *gf)
 
 static inline struct gf_leaf *route(const struct gfilter *gf, const uint8_t md5[16])
 {
-	uint64_t top = md5_top(md5);
+	uint64_t top = gf_md5_top(md5);
 	struct gf_leaf *l = gf->dir_v[gf->dir_bits ? top >> (64 - gf->dir_bits) : 0];
 	if (l->d.state == GF_SPLITTING && l->d.cursor_set && memcmp(md5, l->d.cursor, 16) <= 0)
-		l = l->child[md5_bits(md5, l->d.depth, l->d.child_bits)];
+		l = l->child[gf_md5_bits(md5, l->d.depth, l->d.child_bits)];
 	return l;
 }
 
@@ -448,7 +389,7 @@ void gf_positions(const struct gfilter *gf, const uint8_t md5[16], uint32_t *lea
 
 const struct cbf *gf_leaf(const struct gfilter *gf, uint32_t id)
 {
-	const struct gf_leaf *l = leaf_by_id(gf, id);
+	const struct gf_leaf *l = gf_leaf_by_id(gf, id);
 	return l && l->d.state != GF_DROPPED ? l->f : NULL;
 }
 
@@ -516,7 +457,7 @@ static int x_del(void *c, uint64_t idx)
 
 static const struct cbf_exact_ops x_ops = { x_get, x_put, x_del };
 
-static int leaf_update(struct gf_leaf *l, const struct cbf_pos *pos, bool add,
+int gf_leaf_update(struct gf_leaf *l, const struct cbf_pos *pos, bool add,
 		       const struct cbf_exact_ops *ops, void *ctx)
 {
 	struct xctx x = { ops, ctx, GF_EXACT_INDEX(l->d.id, 0) };
@@ -533,12 +474,12 @@ int gf_insert(struct gfilter *gf, const uint8_t md5[16], const struct cbf_exact_
 	struct gf_leaf *l = route(gf, md5);
 	cbf_positions(l->f, md5, pos);
 	*leaf = l->d.id;
-	return leaf_update(l, pos, true, ops, ctx);
+	return gf_leaf_update(l, pos, true, ops, ctx);
 }
 
 static struct gf_leaf *live_leaf(const struct gfilter *gf, uint32_t id)
 {
-	struct gf_leaf *l = leaf_by_id(gf, id);
+	struct gf_leaf *l = gf_leaf_by_id(gf, id);
 	return l && l->d.state != GF_DROPPED ? l : NULL;
 }
 
@@ -546,17 +487,17 @@ int gf_add(struct gfilter *gf, uint32_t leaf, const struct cbf_pos *pos,
 	   const struct cbf_exact_ops *ops, void *ctx)
 {
 	struct gf_leaf *l = live_leaf(gf, leaf);
-	return l ? leaf_update(l, pos, true, ops, ctx) : -EINVAL;
+	return l ? gf_leaf_update(l, pos, true, ops, ctx) : -EINVAL;
 }
 
 int gf_remove(struct gfilter *gf, uint32_t leaf, const struct cbf_pos *pos,
 	      const struct cbf_exact_ops *ops, void *ctx)
 {
 	struct gf_leaf *l = live_leaf(gf, leaf);
-	return l ? leaf_update(l, pos, false, ops, ctx) : -EINVAL;
+	return l ? gf_leaf_update(l, pos, false, ops, ctx) : -EINVAL;
 }
 
-static int journal_push(struct gfilter *gf, enum jkind kind, struct gf_leaf *l)
+int gf_journal_push(struct gfilter *gf, enum jkind kind, struct gf_leaf *l)
 {
 	if (gf->jn == gf->jcap) {
 		size_t cap = gf->jcap ? 2 * gf->jcap : 8;
@@ -590,14 +531,14 @@ bool gf_commit(struct gfilter *gf)
 	for (size_t i = 0; i < gf->jn; i++) {
 		struct gf_leaf *l = gf->j[i].leaf;
 		if (gf->j[i].kind == J_FINISH && l->d.state == GF_DROPPED) {
-			leaf_unlink(gf, l);
-			leaf_free(l);
+			gf_leaf_unlink(gf, l);
+			gf_leaf_free(l);
 			gf->splits++;
 			freed = true;
 		}
 	}
 	if (freed) /* the shape may have been a dropped leaf's */
-		lookup_table_refresh(gf);
+		gf_lookup_refresh(gf);
 	gf->jn = 0;
 	pthread_mutex_unlock(&gf->mu);
 	return due;
@@ -611,13 +552,13 @@ static void undo_start(struct gfilter *gf, struct jentry *e)
 		p->child[j] = NULL;
 		if (!c)
 			continue;
-		leaf_unlink(gf, c);
+		gf_leaf_unlink(gf, c);
 		if (gf->mode == GF_READWRITE) {
 			char path[4096];
 			path_of(gf, c->d.id, path, sizeof path);
 			unlink(path);
 		}
-		leaf_free(c);
+		gf_leaf_free(c);
 	}
 	p->d.state = GF_ACTIVE;
 	p->d.child_bits = 0;
@@ -648,179 +589,9 @@ void gf_rollback(struct gfilter *gf)
 		memcpy(l->d.cursor, e->old_cursor, 16);
 	}
 	/* The tree is as it was at the last commit, which was whole. */
-	(void)dir_rebuild(gf);
-	lookup_table_refresh(gf);
+	(void)gf_dir_rebuild(gf);
+	gf_lookup_refresh(gf);
 	pthread_mutex_unlock(&gf->mu);
-}
-
-/* ---- splitting ---- */
-
-static uint64_t leaf_keys(const struct gf_leaf *l)
-{
-	return (uint64_t)((int64_t)l->d.keys + l->batch);
-}
-
-static struct gf_leaf *splitting_leaf(const struct gfilter *gf)
-{
-	for (size_t i = 0; i < gf->n; i++)
-		if (gf->v[i]->d.state == GF_SPLITTING)
-			return gf->v[i];
-	return NULL;
-}
-
-/* The routed leaf most over its capacity, NULL if none is. Other threads
- * than the writer see the committed counts only. */
-static struct gf_leaf *fullest_leaf(const struct gfilter *gf, bool writer)
-{
-	struct gf_leaf *best = NULL;
-	double worst = 1;
-	for (size_t i = 0; i < gf->n; i++) {
-		struct gf_leaf *l = gf->v[i];
-		uint64_t keys = writer ? leaf_keys(l) : l->d.keys;
-		double load = (double)keys / (double)(l->capacity ? l->capacity : 1);
-		if (l->d.state == GF_ACTIVE && load > worst) {
-			worst = load;
-			best = l;
-		}
-	}
-	return best;
-}
-
-bool gf_split_wanted(const struct gfilter *gf)
-{
-	struct gfilter *m = (struct gfilter *)gf;
-	pthread_mutex_lock(&m->mu);
-	bool want = splitting_leaf(gf) || fullest_leaf(gf, false);
-	pthread_mutex_unlock(&m->mu);
-	return want;
-}
-
-/* The children's geometry: one leaf `growth` times the keys, or, past
- * max_leaf_lines, 2^b leaves that share that capacity. */
-static int children_geometry(const struct gfilter *gf, const struct gf_leaf *l, unsigned *bits,
-			     struct cbf_geometry *g)
-{
-	double want = gf->cfg.growth * (double)(leaf_keys(l) > l->capacity ? leaf_keys(l) : l->capacity);
-	unsigned b = 0;
-	int rc = cbf_geometry_for((uint64_t)ceil(want), gf->cfg.target_fpr, gf->cfg.lines_per_key, g);
-	while (!rc && g->nlines > gf->cfg.max_leaf_lines && b < GF_MAX_CHILD_BITS &&
-	       l->d.depth + b + 1 <= GF_MAX_DEPTH) {
-		b++;
-		rc = cbf_geometry_for((uint64_t)ceil(want / (double)(1u << b)), gf->cfg.target_fpr,
-				      gf->cfg.lines_per_key, g);
-	}
-	g->seed = l->d.g.seed;
-	*bits = b;
-	return rc;
-}
-
-static int split_start(struct gfilter *gf, struct gf_leaf *p)
-{
-	unsigned b;
-	struct cbf_geometry g;
-	int rc = children_geometry(gf, p, &b, &g);
-	if (rc)
-		return rc;
-	if ((uint64_t)gf->next_id + (1u << b) - 1 > GF_MAX_LEAF_ID)
-		return -ENOSPC;
-	if ((rc = journal_push(gf, J_START, p)))
-		return rc;
-	pthread_mutex_lock(&gf->mu);
-	p->d.state = GF_SPLITTING;
-	p->d.child_bits = (uint8_t)b;
-	p->d.cursor_set = 0;
-	for (unsigned j = 0; j < (1u << b) && !rc; j++) {
-		struct gf_leaf_desc d = { .id = gf->next_id++, .parent = p->d.id,
-					  .depth = (uint8_t)(p->d.depth + b),
-					  .state = GF_CHILD, .prefix = p->d.prefix << b | j, .g = g };
-		struct gf_leaf *c;
-		if (!(rc = leaf_add(gf, &d, &c)) && (rc = leaf_open_counters(gf, c, true, NULL))) {
-			leaf_unlink(gf, c);
-			leaf_free(c);
-		} else if (!rc) {
-			p->child[j] = c;
-		}
-	}
-	lookup_table_refresh(gf); /* p is routed the long way now */
-	pthread_mutex_unlock(&gf->mu);
-	/* A failure is undone with the batch (undo_start). */
-	return rc;
-}
-
-int gf_split_next(struct gfilter *gf, struct gf_split *s)
-{
-	struct gf_leaf *l = splitting_leaf(gf);
-	if (!l) {
-		pthread_mutex_lock(&gf->mu);
-		l = fullest_leaf(gf, true);
-		pthread_mutex_unlock(&gf->mu);
-		if (!l)
-			return -ENOENT;
-		int rc = split_start(gf, l);
-		if (rc)
-			return rc;
-	}
-	s->leaf = l->d.id;
-	s->depth = l->d.depth;
-	s->prefix = l->d.prefix;
-	s->cursor_set = l->d.cursor_set;
-	memcpy(s->cursor, l->d.cursor, 16);
-	return 0;
-}
-
-static struct gf_leaf *splitting_by_id(const struct gfilter *gf, uint32_t id)
-{
-	struct gf_leaf *l = leaf_by_id(gf, id);
-	return l && l->d.state == GF_SPLITTING ? l : NULL;
-}
-
-int gf_split_move(struct gfilter *gf, uint32_t from, const uint8_t md5[16],
-		  const struct cbf_pos *old, const struct cbf_exact_ops *ops, void *ctx,
-		  uint32_t *leaf, struct cbf_pos *pos)
-{
-	struct gf_leaf *p = splitting_by_id(gf, from);
-	if (!p || !gf_in_range(md5, p->d.depth, p->d.prefix))
-		return -EINVAL;
-	struct gf_leaf *c = p->child[md5_bits(md5, p->d.depth, p->d.child_bits)];
-	cbf_positions(c->f, md5, pos);
-	int rc = leaf_update(p, old, false, ops, ctx);
-	if (!rc)
-		rc = leaf_update(c, pos, true, ops, ctx);
-	*leaf = c->d.id;
-	return rc;
-}
-
-void gf_split_advance(struct gfilter *gf, uint32_t leaf, const uint8_t md5[16])
-{
-	struct gf_leaf *p = splitting_by_id(gf, leaf);
-	if (!p || journal_push(gf, J_CURSOR, p))
-		return;
-	pthread_mutex_lock(&gf->mu);
-	p->d.cursor_set = 1;
-	memcpy(p->d.cursor, md5, 16);
-	pthread_mutex_unlock(&gf->mu);
-}
-
-int gf_split_finish(struct gfilter *gf, uint32_t leaf)
-{
-	struct gf_leaf *p = splitting_by_id(gf, leaf);
-	if (!p)
-		return -EINVAL;
-	if (leaf_keys(p) != 0)
-		return -EUCLEAN;
-	int rc = journal_push(gf, J_FINISH, p);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&gf->mu);
-	p->d.state = GF_DROPPED;
-	for (unsigned j = 0; j < (1u << p->d.child_bits); j++) {
-		p->child[j]->d.state = GF_ACTIVE;
-		p->child[j]->d.parent = 0;
-	}
-	rc = dir_rebuild(gf);
-	lookup_table_refresh(gf);
-	pthread_mutex_unlock(&gf->mu);
-	return rc;
 }
 
 /* ---- statistics ---- */
@@ -830,7 +601,7 @@ static double moved_share(const struct gf_leaf *l)
 {
 	if (!l->d.cursor_set)
 		return 0;
-	uint64_t top = md5_top(l->d.cursor) << l->d.depth;
+	uint64_t top = gf_md5_top(l->d.cursor) << l->d.depth;
 	return ((double)top + 1) / 18446744073709551616.0;
 }
 
@@ -849,16 +620,16 @@ void gf_stats(struct gfilter *gf, bool fill, struct gf_stats *s)
 			s->splitting = true;
 		} else if (l->d.state == GF_CHILD) {
 			/* the part of the child's range the cursor has passed */
-			const struct gf_leaf *p = leaf_by_id(gf, l->d.parent);
+			const struct gf_leaf *p = gf_leaf_by_id(gf, l->d.parent);
 			double done = p ? moved_share(p) * (1u << p->d.child_bits) : 0;
 			double j = (double)(l->d.prefix & ((1u << (p ? p->d.child_bits : 0)) - 1));
 			done = done - j < 0 ? 0 : done - j > 1 ? 1 : done - j;
 			share *= done;
 			s->children++;
 		}
-		if (routed(l))
+		if (gf_routed(l))
 			s->leaves++;
-		if (routed(l) && l->d.depth > s->max_depth)
+		if (gf_routed(l) && l->d.depth > s->max_depth)
 			s->max_depth = l->d.depth;
 		s->fpr_model += share * rate;
 		if (rate > s->worst_leaf_fpr)

@@ -42,15 +42,15 @@
  * off from the root), then link counts, orphan marks and totals recounted
  * from the tables as repaired. Damaged blob files move to STORE/damaged/
  * just before the commit (and back if it fails), orphan files are removed
- * after it; finally the store is opened and closed through store_open(),
+ * after it; finally the store is opened and closed through archive_open(),
  * which rebuilds the filter from the stored positions (the transaction
  * marks the store unclean when the filter or a record changed) and deletes
  * orphans. A crash at any point leaves a store that the next fsck --repair
  * takes further, and never deletes bytes a page refers to.
  *
  * The store is opened here directly (LMDB environment, tables, meta,
- * filter) rather than with store_open(): a damaged store may fail the
- * recovery store_open() runs when it opens for writing (dropping orphans
+ * filter) rather than with archive_open(): a damaged store may fail the
+ * recovery archive_open() runs when it opens for writing (dropping orphans
  * and rebuilding the filter both trust the tables), and fsck must be able
  * to open exactly such a store. The functions of ns.c and blob.c that take
  * a transaction are used on a struct store that holds only the environment,
@@ -63,6 +63,7 @@
  * exact counts, the totals), fsck_repair.c (the repair steps, lost+found,
  * damaged/). fsck_int.h holds what they share.
  */
+#include "archive/archive.h"
 #include "fsck_int.h"
 #include "near/near.h"
 
@@ -385,13 +386,7 @@ static void close_store(struct fsck *f)
 	f->txn = NULL;
 	gf_close(f->sh.gf);
 	f->sh.gf = NULL;
-	if (f->sh.blob_priv_stop)
-		f->sh.blob_priv_stop(&f->sh);
-	if (f->sh.blob_priv_free)
-		f->sh.blob_priv_free(f->sh.blob_priv);
-	f->sh.blob_priv = NULL;
-	f->sh.blob_priv_stop = NULL;
-	f->sh.blob_priv_free = NULL;
+	blob_dict_release(&f->sh);
 	pack_set_close(f->sh.packs);
 	f->sh.packs = NULL;
 	if (f->sh.env)
@@ -581,7 +576,7 @@ static int repair(struct fsck *f, char err[512])
 	f->lockfd = -1;
 	struct store *st;
 	struct store_opts so = { .sync_blobs = true };
-	if ((rc = store_open(f->dir, &so, &st, err)))
+	if ((rc = archive_open(f->dir, &so, &st, err)))
 		return rc;
 	if ((rc = store_close(st))) {
 		snprintf(err, 512, "closing %s after the repair: %s", f->dir, strerror(-rc));
@@ -603,7 +598,7 @@ static int convert_files(struct fsck *f, char err[512])
 	f->lockfd = -1;
 	struct store *st;
 	struct store_opts so = { .sync_blobs = true };
-	int rc = store_open(f->dir, &so, &st, err);
+	int rc = archive_open(f->dir, &so, &st, err);
 	if (rc)
 		return rc;
 	uint64_t moved = 0, left = 0;

@@ -73,6 +73,9 @@ void near_sig_of_rec(const struct fprec *r, struct near_sig *s);
  * were kept) are taken on the simhash alone. */
 bool near_confirm(const struct near_sig *a, const struct near_sig *b);
 
+/* The index and its signer as a part of the store (near_part.c). */
+extern const struct store_part near_part;
+
 /* Open (create: make) the K+1 tables of a store whose params give K. */
 int near_open_tables(MDB_txn *txn, struct store *st, unsigned create);
 
@@ -108,7 +111,7 @@ int near_rebuild(MDB_txn *txn, struct store *st);
  * version ("near_version", 4 bytes little-endian, NEAR_SIG_VERSION) at
  * mkfs and after every upgrade; a store made before it was recorded holds
  * version NEAR_SIG_VERSION_FIRST. A store of another version is upgraded
- * when it is opened writable (near_upgrade, from store_open: every
+ * when it is opened writable (near_upgrade, from near_part's start: every
  * signature computed again from its blob file, a batch of records per
  * transaction, the version written last, so an interrupted upgrade starts
  * again at the next open), and by `pagededup fsck --repair`. Opened

@@ -19,7 +19,7 @@
  * the store. -o sync_blobs makes every commit durable and fsyncs each blob
  * before the commit that refers to it; group commit keeps that affordable.
  */
-#include "store.h"
+#include "store_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,26 +33,9 @@
 #include <unistd.h>
 
 #include "base/fp.h"
-#include "near/near.h"
-#include "archive/openfile.h"
-#include "near/sigq.h"
-#include "near/simhash.h"
 
-#define PD_EMAPFULL (-ECHRNG)
 
-static void reserve_lmdb_space(struct store *st); /* internal: the LMDB map is full, grow and retry */
 static void stop_sync_thread(struct store *st);
-#define MIN_MAPSIZE (64ull << 20)
-#define DEFAULT_MAPSIZE (1ull << 30)
-
-struct store_wreq {
-	store_write_fn fn;
-	void *arg;
-	int rc;
-	bool done;
-	bool failed; /* its callback failed: left out of the batch's commit */
-	struct store_wreq *next;
-};
 
 struct pd_time pd_now(void)
 {
@@ -92,7 +75,7 @@ void store_params_default(struct store_params *p)
 	p->expected_pages = 1000000;
 	p->filter_fpr = 1e-4;
 	p->filter_lines = 2;
-	p->near_distance = SIMHASH_NEAR_DISTANCE;
+	p->near_distance = STORE_PARAM_UNSET;
 	p->filter_fmax = 0;
 	p->filter_leaf_lines = 0;
 }
@@ -117,14 +100,14 @@ static int meta_get(MDB_txn *txn, MDB_dbi db, const char *key, void *val, size_t
 	return 0;
 }
 
-static int meta_put_u64(MDB_txn *txn, MDB_dbi db, const char *key, uint64_t x)
+int store_meta_put_u64(MDB_txn *txn, MDB_dbi db, const char *key, uint64_t x)
 {
 	uint8_t b[8];
 	put_le64(b, x);
 	return meta_put(txn, db, key, b, 8);
 }
 
-static int meta_get_u64(MDB_txn *txn, MDB_dbi db, const char *key, uint64_t *x)
+int store_meta_get_u64(MDB_txn *txn, MDB_dbi db, const char *key, uint64_t *x)
 {
 	uint8_t b[8];
 	int rc = meta_get(txn, db, key, b, 8);
@@ -165,7 +148,7 @@ static int64_t *counters_field(struct pd_counters *c, unsigned i)
 	return i < 10 ? &(&c->pages)[i] : &c->hist[i - 10];
 }
 
-static int counters_put(MDB_txn *txn, MDB_dbi db, const struct pd_counters *c)
+int store_counters_put(MDB_txn *txn, MDB_dbi db, const struct pd_counters *c)
 {
 	uint8_t b[PD_COUNTERS_N * 8];
 	for (unsigned i = 0; i < PD_COUNTERS_N; i++)
@@ -184,7 +167,7 @@ static int counters_get(MDB_txn *txn, MDB_dbi db, struct pd_counters *c)
 	return 0;
 }
 
-static void counters_add(struct pd_counters *to, const struct pd_counters *d)
+void store_counters_add(struct pd_counters *to, const struct pd_counters *d)
 {
 	for (unsigned i = 0; i < PD_COUNTERS_N; i++)
 		*counters_field(to, i) += *counters_field((struct pd_counters *)d, i);
@@ -330,12 +313,22 @@ static struct store *store_alloc(const char *dir)
 	return st;
 }
 
+static int set_parts(struct store *st, const struct store_part *const *parts)
+{
+	for (st->n_parts = 0; parts && parts[st->n_parts]; st->n_parts++) {
+		if (st->n_parts == STORE_MAX_PARTS)
+			return -E2BIG;
+		st->parts[st->n_parts] = parts[st->n_parts];
+	}
+	return 0;
+}
+
 static void store_free(struct store *st)
 {
-	if (st->blob_priv_stop)
-		st->blob_priv_stop(st);
-	if (st->blob_priv_free)
-		st->blob_priv_free(st->blob_priv);
+	/* The parts first: their threads use the environment. */
+	for (unsigned i = st->n_parts; i-- > 0;)
+		if (st->parts[i]->release)
+			st->parts[i]->release(st);
 	gf_close(st->gf);
 	pack_set_close(st->packs);
 	if (st->env)
@@ -344,7 +337,6 @@ static void store_free(struct store *st)
 		close(st->dirfd);
 	if (st->lockfd >= 0)
 		close(st->lockfd);
-	live_table_free(st->live);
 	pthread_rwlock_destroy(&st->map_lock);
 	pthread_mutex_destroy(&st->gc_mu);
 	pthread_cond_destroy(&st->gc_cv);
@@ -406,7 +398,17 @@ static int mkfs_filter(struct store *st, MDB_txn *txn, const struct store_params
 	return rc;
 }
 
-int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN])
+static int parts_create(struct store *st, MDB_txn *txn)
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < st->n_parts; i++)
+		if (st->parts[i]->create)
+			rc = st->parts[i]->create(txn, st);
+	return rc;
+}
+
+int store_mkfs(const char *dir, const struct store_params *p, const struct store_part *const *parts,
+	       char err[PD_ERRLEN])
 {
 	struct store_params def;
 	if (!p) {
@@ -443,28 +445,29 @@ int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN
 	st->params = *p;
 	MDB_txn *txn = NULL;
 	struct pd_counters zero = { 0 };
-	rc = env_open(st, dir, false, true, 0);
+	rc = set_parts(st, parts);
+	if (!rc)
+		rc = env_open(st, dir, false, true, 0);
 	if (!rc)
 		rc = pd_mdb_err(mdb_txn_begin(st->env, NULL, 0, &txn));
 	if (!rc)
 		rc = open_dbis(st, txn, MDB_CREATE);
 	if (!rc)
-		rc = near_open_tables(txn, st, MDB_CREATE);
+		rc = parts_create(st, txn);
 	if (!rc) {
 		uint32_t fmt = PD_FORMAT_VERSION;
 		uint8_t one = 1, fb[4];
 		put_le32(fb, fmt);
 		rc = meta_put(txn, st->db_meta, "format", fb, 4);
-		if (!rc) rc = params_put(txn, st->db_meta, p);
-		if (!rc) rc = meta_put_u64(txn, st->db_meta, "generation", 1);
+		if (!rc) rc = params_put(txn, st->db_meta, &st->params);
+		if (!rc) rc = store_meta_put_u64(txn, st->db_meta, "generation", 1);
 		if (!rc) rc = meta_put(txn, st->db_meta, "clean", &one, 1);
-		if (!rc) rc = meta_put_u64(txn, st->db_meta, "next_ino", PD_ROOT_INO + 1);
-		if (!rc) rc = counters_put(txn, st->db_meta, &zero);
-		if (!rc) rc = near_version_put(txn, st);
+		if (!rc) rc = store_meta_put_u64(txn, st->db_meta, "next_ino", PD_ROOT_INO + 1);
+		if (!rc) rc = store_counters_put(txn, st->db_meta, &zero);
 		if (!rc) rc = make_root(st, txn);
 	}
 	if (!rc)
-		rc = mkfs_filter(st, txn, p);
+		rc = mkfs_filter(st, txn, &st->params);
 	if (txn)
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	if (rc)
@@ -513,7 +516,7 @@ static int mark_open_cb(struct wtx *w, void *arg)
 	uint8_t zero = 0;
 	int rc = meta_put(w->txn, w->st->db_meta, "clean", &zero, 1);
 	if (!rc)
-		rc = meta_put_u64(w->txn, w->st->db_meta, "generation", *(uint64_t *)arg);
+		rc = store_meta_put_u64(w->txn, w->st->db_meta, "generation", *(uint64_t *)arg);
 	return rc;
 }
 
@@ -529,45 +532,6 @@ static void remove_staging(struct store *st)
 		if (e->d_name[0] != '.')
 			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
-}
-
-/* After an unclean stop, remove the blob files no record names: a page
- * whose blob was put in place but whose commit never happened, or a blob
- * whose removal after its last reference was lost with a power cut. Safe
- * because nothing writes the store yet, and a referenced blob always has
- * its record. One pass over objects/, in the order of the 4096 directories. */
-static unsigned sweep_orphan_blobs(struct store *st)
-{
-	MDB_txn *txn;
-	unsigned failed = 0;
-	if (store_read_begin(st, &txn))
-		return 1;
-	for (unsigned d = 0; d < 4096; d++) {
-		char dir[32];
-		snprintf(dir, sizeof dir, "objects/%03x", d);
-		int fd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
-		if (!dp) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		struct dirent *e;
-		while ((e = readdir(dp))) {
-			struct blobkey k;
-			if (!blobkey_parse(e->d_name, &k))
-				continue;
-			uint8_t kb[BLOBKEY_BYTES];
-			blobkey_encode(&k, kb);
-			MDB_val key = { BLOBKEY_BYTES, kb }, v;
-			if (mdb_get(txn, st->db_fp, &key, &v) == MDB_NOTFOUND &&
-			    unlinkat(dirfd(dp), e->d_name, 0) && errno != ENOENT)
-				failed++;
-		}
-		closedir(dp);
-	}
-	store_read_end(st, txn);
-	return failed;
 }
 
 static void *sync_main(void *arg)
@@ -625,7 +589,7 @@ static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen,
 	}
 	st->format = fmt;
 	rc = params_get(txn, st->db_meta, &st->params);
-	if (!rc) rc = meta_get_u64(txn, st->db_meta, "generation", gen);
+	if (!rc) rc = store_meta_get_u64(txn, st->db_meta, "generation", gen);
 	if (!rc) rc = meta_get(txn, st->db_meta, "clean", &cl, 1);
 	if (!rc) rc = counters_get(txn, st->db_meta, &st->counters);
 	if (rc)
@@ -635,7 +599,41 @@ static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen,
 	return rc;
 }
 
-int store_open(const char *dir, const struct store_opts *o, struct store **out, char err[PD_ERRLEN])
+static int parts_open(struct store *st, MDB_txn *txn, char err[PD_ERRLEN])
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < st->n_parts; i++)
+		if (st->parts[i]->open)
+			rc = st->parts[i]->open(txn, st, err);
+	return rc;
+}
+
+static int parts_start(struct store *st, bool clean, char err[PD_ERRLEN])
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < st->n_parts; i++)
+		if (st->parts[i]->start && (rc = st->parts[i]->start(st, clean, err)) && !*err)
+			snprintf(err, PD_ERRLEN, "cannot start the %s of %s: %s", st->parts[i]->name, st->dir,
+				 strerror(-rc));
+	return rc;
+}
+
+/* 0, 1 when a part asks that the store stay unclean, or the first error. */
+static int parts_stop(struct store *st)
+{
+	int rc = 0;
+	for (unsigned i = st->n_parts; i-- > 0;) {
+		int r = st->parts[i]->stop ? st->parts[i]->stop(st) : 0;
+		if (r < 0 && rc >= 0)
+			rc = r;
+		else if (r > 0 && rc == 0)
+			rc = 1;
+	}
+	return rc;
+}
+
+int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,
+	       struct store **out, char err[PD_ERRLEN])
 {
 	struct store_opts defaults = { 0 };
 	if (!o)
@@ -643,7 +641,7 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 	*err = 0;
 	struct stat sb;
 	if (o->create && !o->readonly && (stat(dir, &sb) || (S_ISDIR(sb.st_mode) && dir_is_empty(dir)))) {
-		int rc = store_mkfs(dir, NULL, err);
+		int rc = store_mkfs(dir, NULL, parts, err);
 		if (rc)
 			return rc;
 	}
@@ -661,14 +659,12 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 		return -ENOMEM;
 	st->opts = *o;
 	st->readonly = o->readonly;
-	int rc = 0;
-	if (!st->readonly)
+	int rc = set_parts(st, parts);
+	if (!rc && !st->readonly)
 		rc = take_lock(st, err);
 	st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!rc && st->dirfd < 0)
 		rc = -errno;
-	if (!rc && !st->readonly && !(st->live = live_table_new()))
-		rc = -ENOMEM;
 	if (!rc && (rc = env_open(st, dir, st->readonly, o->sync_blobs, o->mapsize)))
 		snprintf(err, PD_ERRLEN, "cannot open the LMDB environment in %s/meta: %s", dir,
 			 rc == PD_EMAPFULL ? "map full" : strerror(-rc));
@@ -682,19 +678,8 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 				 dir);
 		if (!rc)
 			rc = read_meta(st, txn, &clean, &gen, err);
-		/* A writable open makes the near-duplicate tables a store from
-		 * before them lacks; its pages join the index as they are sealed
-		 * again (or at once with fsck --repair). */
 		if (!rc)
-			rc = near_open_tables(txn, st, st->readonly ? 0 : MDB_CREATE);
-		uint32_t sigv = NEAR_SIG_VERSION;
-		if (!rc && (rc = near_version_get(txn, st, &sigv)))
-			snprintf(err, PD_ERRLEN, "store %s: cannot read the signature version: %s", dir, strerror(-rc));
-		/* read-only: no answers from hashes of another version; writable:
-		 * upgraded below */
-		st->near_stale = st->readonly && sigv != NEAR_SIG_VERSION;
-		if (!rc)
-			rc = sigq_open_table(txn, st, st->readonly ? 0 : MDB_CREATE);
+			rc = parts_open(st, txn, err);
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
 	if (!rc && (rc = pack_set_open(st->dirfd, st->readonly, o->pack_max_bytes, &st->packs)) && !*err)
@@ -713,27 +698,19 @@ int store_open(const char *dir, const struct store_opts *o, struct store **out, 
 			rc = store_write(st, format_up_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
-		if (!rc)
-			rc = live_drop_orphans(st);
 		remove_staging(st);
-		if (!rc && !clean)
-			sweep_orphan_blobs(st);
-		if (!rc && (rc = near_upgrade(st)) && !*err)
-			snprintf(err, PD_ERRLEN, "cannot compute the near-duplicate signatures of %s again for this version: %s; run 'pagededup fsck --repair %s'",
-				 dir, strerror(-rc), dir);
 		if (rc && !*err)
 			snprintf(err, PD_ERRLEN, "cannot open %s for writing: %s", dir, strerror(-rc));
 	}
 	if (!rc && !st->readonly)
-		reserve_lmdb_space(st);
+		store_reserve_lmdb_space(st);
 	if (!rc && !st->readonly && !o->sync_blobs) {
 		st->sync_running = pthread_create(&st->sync_thread, NULL, sync_main, st) == 0;
 	}
 	if (!rc && !st->readonly && !o->no_split_thread)
 		store_filter_thread_start(st);
-	/* Pages a crash left without their signature are signed first. */
-	if (!rc && !st->readonly && (rc = sigq_start(st)))
-		snprintf(err, PD_ERRLEN, "cannot start the signer of %s: %s", dir, strerror(-rc));
+	if (!rc && !st->readonly)
+		rc = parts_start(st, clean, err);
 	if (rc) {
 		store_filter_thread_stop(st);
 		stop_sync_thread(st);
@@ -773,27 +750,19 @@ int store_close(struct store *st)
 	if (!st)
 		return 0;
 	if (!st->readonly) {
-		/* Every page signed, so that the store answers near queries
-		 * fully once unmounted; what fails keeps its row for the next
-		 * open. */
-		sigq_drain(st);
-		sigq_stop(st);
-		if (st->blob_priv_stop)
-			st->blob_priv_stop(st);
+		/* The parts finish their work first (the signer drains, open
+		 * but unlinked inodes go); one that leaves something for the
+		 * next open keeps the store unclean. */
+		int parts_rc = parts_stop(st);
+		rc = parts_rc < 0 ? parts_rc : 0;
 		store_filter_thread_stop(st);
 		stop_sync_thread(st);
-		rc = live_drop_orphans(st);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		/* The filter must be on disk before the flag that vouches for it. */
 		if (!rc)
 			rc = gf_sync(st->gf, st->generation);
-		/* A blob whose file could not be removed after its last reference
-		 * went (objects/ read-only for a while): try again now; if it still
-		 * cannot go, the store stays unclean and the next open sweeps. */
-		bool orphans_left = __atomic_load_n(&st->unlinks_failed, __ATOMIC_RELAXED) &&
-				    sweep_orphan_blobs(st) > 0;
-		if (!rc && !orphans_left)
+		if (!rc && parts_rc == 0)
 			rc = store_write(st, mark_clean_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
@@ -806,12 +775,9 @@ void store_abandon(struct store *st)
 {
 	if (!st)
 		return;
-	sigq_stop(st);
-	if (st->blob_priv_stop)
-		st->blob_priv_stop(st);
 	store_filter_thread_stop(st);
 	stop_sync_thread(st);
-	store_free(st);
+	store_free(st); /* the parts' release hooks stop their threads */
 }
 
 int store_sync(struct store *st)
@@ -821,241 +787,3 @@ int store_sync(struct store *st)
 	return rc ? rc : pd_mdb_err(mdb_env_sync(st->env, 1));
 }
 
-/* ---- space for LMDB on a full disk -------------------------------------
- *
- * A commit needs fresh pages even to delete (copy-on-write), so on a full
- * disk a user could not free space by removing pages. The data file is
- * kept allocated RESERVE bytes past its last used page; when the disk
- * fills, those pages still let commits, deletes first, go through. */
-
-#define LMDB_RESERVE (16ull << 20)
-
-static void reserve_lmdb_space(struct store *st)
-{
-	int fd;
-	MDB_envinfo info;
-	MDB_stat ms;
-	struct stat sb;
-	if (st->readonly || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb))
-		return;
-	mdb_env_info(st->env, &info);
-	mdb_env_stat(st->env, &ms);
-	uint64_t used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
-	uint64_t want = used + LMDB_RESERVE;
-	if (want > info.me_mapsize)
-		want = info.me_mapsize;
-	if ((uint64_t)sb.st_size >= used + LMDB_RESERVE / 2 || (uint64_t)sb.st_size >= want)
-		return;
-	/* Best effort: on a disk already full there is nothing more to take. */
-	posix_fallocate(fd, 0, (off_t)want);
-}
-
-/* ---- transactions ---------------------------------------------------- */
-
-static int grow_map(struct store *st)
-{
-	pthread_rwlock_wrlock(&st->map_lock);
-	uint64_t want = st->mapsize * 2;
-	int rc = pd_mdb_err(mdb_env_set_mapsize(st->env, want));
-	if (!rc)
-		st->mapsize = want;
-	reserve_lmdb_space(st);
-	pthread_rwlock_unlock(&st->map_lock);
-	return rc;
-}
-
-int store_read_begin(struct store *st, MDB_txn **txn)
-{
-	for (;;) {
-		pthread_rwlock_rdlock(&st->map_lock);
-		int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
-		if (rc == 0)
-			return 0;
-		pthread_rwlock_unlock(&st->map_lock);
-		if (rc != MDB_MAP_RESIZED)
-			return pd_mdb_err(rc);
-		/* Another process grew the map: adopt its size. */
-		pthread_rwlock_wrlock(&st->map_lock);
-		rc = mdb_env_set_mapsize(st->env, 0);
-		pthread_rwlock_unlock(&st->map_lock);
-		if (rc)
-			return pd_mdb_err(rc);
-	}
-}
-
-void store_read_end(struct store *st, MDB_txn *txn)
-{
-	mdb_txn_abort(txn);
-	pthread_rwlock_unlock(&st->map_lock);
-}
-
-int wtx_unlink_after(struct wtx *w, const char *relpath)
-{
-	if (w->n_unlink == w->cap_unlink) {
-		size_t cap = w->cap_unlink ? 2 * w->cap_unlink : 16;
-		char **v = realloc(w->unlink_after, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		w->unlink_after = v;
-		w->cap_unlink = cap;
-	}
-	if (!(w->unlink_after[w->n_unlink] = strdup(relpath)))
-		return -ENOMEM;
-	w->n_unlink++;
-	return 0;
-}
-
-void wtx_keep(struct wtx *w, const char *relpath)
-{
-	for (size_t i = 0; i < w->n_unlink; i++)
-		if (w->unlink_after[i] && strcmp(w->unlink_after[i], relpath) == 0) {
-			free(w->unlink_after[i]);
-			w->unlink_after[i] = NULL;
-		}
-}
-
-static void unlinks_truncate(struct wtx *w, size_t n)
-{
-	while (w->n_unlink > n)
-		free(w->unlink_after[--w->n_unlink]);
-	w->n_punch = 0;
-}
-
-int wtx_punch_after(struct wtx *w, const struct pack_loc *loc)
-{
-	if (w->n_punch == w->cap_punch) {
-		size_t cap = w->cap_punch ? 2 * w->cap_punch : 16;
-		struct pack_loc *v = realloc(w->punch_after, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		w->punch_after = v;
-		w->cap_punch = cap;
-	}
-	w->punch_after[w->n_punch++] = *loc;
-	return 0;
-}
-
-int wtx_next_ino(struct wtx *w, uint64_t *ino)
-{
-	int rc = meta_get_u64(w->txn, w->st->db_meta, "next_ino", ino);
-	if (!rc)
-		rc = meta_put_u64(w->txn, w->st->db_meta, "next_ino", *ino + 1);
-	return rc;
-}
-
-static void run_unlinks(struct store *st, struct wtx *w)
-{
-	for (size_t i = 0; i < w->n_unlink; i++)
-		if (w->unlink_after[i] && unlinkat(st->dirfd, w->unlink_after[i], 0) && errno != ENOENT)
-			__atomic_store_n(&st->unlinks_failed, true, __ATOMIC_RELAXED);
-}
-
-/* One pass over the batch in one transaction. Returns 0 (committed), a
- * negative errno for the whole batch, PD_EMAPFULL, or 1: a request failed
- * (its rc is set and it is marked failed) and the rest must run again
- * without it, since its partial changes went with the aborted transaction. */
-static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, struct pd_counters *total)
-{
-	struct pd_counters batch = { 0 };
-	MDB_txn *txn;
-	int rc = pd_mdb_err(mdb_txn_begin(st->env, NULL, 0, &txn));
-	if (rc)
-		return rc;
-	w->txn = txn;
-	for (struct store_wreq *r = head; r && !rc; r = r->next) {
-		if (r->failed)
-			continue;
-		memset(&w->delta, 0, sizeof w->delta);
-		rc = r->fn(w, r->arg);
-		if (rc && rc != PD_EMAPFULL) {
-			r->rc = rc;
-			r->failed = true;
-			rc = 1;
-		} else if (!rc) {
-			counters_add(&batch, &w->delta);
-		}
-	}
-	if (rc) {
-		mdb_txn_abort(txn);
-		return rc;
-	}
-	*total = st->counters; /* only the leader changes it */
-	counters_add(total, &batch);
-	rc = counters_put(txn, st->db_meta, total);
-	return rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
-}
-
-/* Run a batch of requests in one transaction: one commit for all. A map
- * that fills is grown and the batch run again. */
-static void run_batch(struct store *st, struct store_wreq *head)
-{
-	struct wtx w = { .st = st };
-	struct pd_counters total;
-	int rc;
-	for (;;) {
-		w.now = pd_now();
-		pthread_rwlock_rdlock(&st->map_lock);
-		rc = batch_pass(st, head, &w, &total);
-		if (rc) {
-			if (st->gf)
-				gf_rollback(st->gf);
-			unlinks_truncate(&w, 0);
-		}
-		pthread_rwlock_unlock(&st->map_lock);
-		if (rc == 1)
-			continue;
-		if (rc == PD_EMAPFULL && (rc = grow_map(st)) == 0)
-			continue;
-		break;
-	}
-	for (struct store_wreq *r = head; r; r = r->next)
-		if (!r->failed)
-			r->rc = rc;
-	if (!rc) {
-		pthread_mutex_lock(&st->gc_mu);
-		st->counters = total;
-		pthread_mutex_unlock(&st->gc_mu);
-		if (st->gf && gf_commit(st->gf))
-			store_filter_kick(st);
-		run_unlinks(st, &w);
-		/* dead records give their blocks back (a failure leaves dead
-		 * bytes, which the compactor reclaims) */
-		for (size_t i = 0; i < w.n_punch; i++)
-			pack_punch(st->packs, &w.punch_after[i]);
-		if (++st->commits % 64 == 0)
-			reserve_lmdb_space(st);
-	}
-	unlinks_truncate(&w, 0);
-	free(w.unlink_after);
-	free(w.punch_after);
-}
-
-int store_write(struct store *st, store_write_fn fn, void *arg)
-{
-	if (st->readonly)
-		return -EROFS;
-	struct store_wreq req = { .fn = fn, .arg = arg };
-	pthread_mutex_lock(&st->gc_mu);
-	*st->gc_tail = &req;
-	st->gc_tail = &req.next;
-	while (!req.done) {
-		if (st->gc_leader) {
-			pthread_cond_wait(&st->gc_cv, &st->gc_mu);
-			continue;
-		}
-		/* Lead: take every queued request and commit them together. */
-		st->gc_leader = true;
-		struct store_wreq *batch = st->gc_head;
-		st->gc_head = NULL;
-		st->gc_tail = &st->gc_head;
-		pthread_mutex_unlock(&st->gc_mu);
-		run_batch(st, batch);
-		pthread_mutex_lock(&st->gc_mu);
-		for (struct store_wreq *r = batch; r; r = r->next)
-			r->done = true;
-		st->gc_leader = false;
-		pthread_cond_broadcast(&st->gc_cv);
-	}
-	pthread_mutex_unlock(&st->gc_mu);
-	return req.rc;
-}

@@ -19,9 +19,12 @@
  * to its children in chunks of a few thousand records, each chunk one
  * store_write callback, so seals go on between them.
  *
- * Near-duplicate signatures are computed after the seal's commit by a
- * signing thread (sigq.c), started at a writable open and drained by a
- * clean close.
+ * Parts: the subsystems above the store that keep tables in its LMDB
+ * environment or run threads on it (blob storage, near-duplicates, the
+ * live-inode table) join it through the hooks of struct store_part, named
+ * by the layer that opens the store (archive_open, core/archive/). The
+ * store calls them at mkfs, open and close and knows nothing else of them,
+ * so no folder below calls one above.
  *
  * Writes: store_write() runs a callback inside a write transaction. Callers
  * on many threads are grouped: one of them (the leader) runs every queued
@@ -60,15 +63,48 @@
 #define PD_NEAR_MAX_TABLES 17
 #define PD_ERRLEN 512
 
+/* A parameter left to the part that owns it (store_part.create settles it). */
+#define STORE_PARAM_UNSET UINT32_MAX
+
 struct store_params {
 	uint64_t expected_pages;   /* filter design load (default 1,000,000) */
 	double filter_fpr;         /* target false-positive rate (default 1e-4) */
 	uint32_t filter_lines;     /* cache lines per key, 1 or 2 (default 2) */
-	uint32_t near_distance;    /* near-duplicate Hamming distance (default SIMHASH_NEAR_DISTANCE) */
+	uint32_t near_distance;    /* near-duplicate Hamming distance (STORE_PARAM_UNSET: near/'s default, SIMHASH_NEAR_DISTANCE) */
 	double filter_fmax;        /* bound on a filter leaf's rate (0: 2 x filter_fpr) */
 	uint64_t filter_leaf_lines;/* largest leaf before it splits in two (0: 2^18 lines, 16 MiB) */
 };
 void store_params_default(struct store_params *p);
+
+struct store;
+struct blob_listener;
+struct live_table;
+struct sigq;
+
+/* A part of the store (see the top of this file). Every hook may be NULL;
+ * errors are negative errno values, with a message in err where one is
+ * taken. */
+struct store_part {
+	const char *name;
+	/* mkfs, in the transaction that makes the store: the part's tables
+	 * and records. It may settle its parameters in st->params (a zero
+	 * there means the part's default) before they are written. */
+	int (*create)(MDB_txn *txn, struct store *st);
+	/* Every open, in the open's transaction: the part's tables (a
+	 * writable open creates those a store from before them lacks). */
+	int (*open)(MDB_txn *txn, struct store *st, char err[PD_ERRLEN]);
+	/* A writable open, after the store is marked unclean and its own
+	 * threads run; clean: the last close was clean. In part order. */
+	int (*start)(struct store *st, bool clean, char err[PD_ERRLEN]);
+	/* A clean close of a writable store, in reverse part order, before
+	 * LMDB and the filter are synced: 0, 1 to leave the store marked
+	 * unclean (the next open repairs what the part left), or -errno. */
+	int (*stop)(struct store *st);
+	/* Every close, abandon or failed open, in reverse part order: stop
+	 * threads without draining them, free the part's memory. */
+	void (*release)(struct store *st);
+};
+#define STORE_MAX_PARTS 4
 
 struct store_opts {
 	bool readonly;        /* tools that only read: no lock, no writes */
@@ -125,11 +161,9 @@ struct store {
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
 	struct pack_set *packs; /* page bytes (pack.h) */
-	/* State of the blob layer (its zstd dictionaries: blob_dict.c), with
-	 * its hooks: stop (threads, before a close's last writes) and free. */
+	/* State of the blob layer (its zstd dictionaries: blob_dict.c),
+	 * released by its part (blob_part.c). */
 	void *blob_priv;
-	void (*blob_priv_stop)(struct store *st);
-	void (*blob_priv_free)(void *priv);
 	uint32_t format;      /* as opened: 1 or 2 (PD_FORMAT_VERSION) */
 	uint64_t generation;
 	uint64_t mapsize;
@@ -161,10 +195,16 @@ struct store {
 	uint64_t split_chunks;       /* split steps committed (under split_mu) */
 	uint64_t split_chunk_max_ns; /* the longest chunk callback: what a seal may wait */
 
-	/* The signer: its queue and thread (sigq.c); NULL when read-only. */
+	/* The parts (store_part), in order. */
+	const struct store_part *parts[STORE_MAX_PARTS];
+	unsigned n_parts;
+	/* Kept here for the parts, which own them: the callbacks blob
+	 * storage calls on added and released blobs (blob_listen), the
+	 * signer's queue and thread (near/sigq.c; NULL when read-only), the
+	 * live-inode table (archive/openfile.c; NULL when read-only). */
+	const struct blob_listener *blob_listeners[STORE_MAX_PARTS];
+	unsigned n_blob_listeners;
 	struct sigq *sigq;
-
-	/* The live-inode table (openfile.c). */
 	struct live_table *live;
 	uint64_t staging_seq;
 	uint64_t mem_staged;  /* bytes of pages being written held in memory */
@@ -189,10 +229,14 @@ struct wtx {
 
 typedef int (*store_write_fn)(struct wtx *w, void *arg);
 
-/* Make a new store in dir (created 0700 if missing; must be empty). */
-int store_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN]);
-/* Open a store. -ENOENT/-EINVAL/-EPROTO/-EBUSY with a message in err. */
-int store_open(const char *dir, const struct store_opts *o, struct store **out, char err[PD_ERRLEN]);
+/* Make a new store in dir (created 0700 if missing; must be empty) with
+ * the given parts (a NULL-terminated list, at most STORE_MAX_PARTS). */
+int store_mkfs(const char *dir, const struct store_params *p, const struct store_part *const *parts,
+	       char err[PD_ERRLEN]);
+/* Open a store with its parts. -ENOENT/-EINVAL/-EPROTO/-EBUSY with a
+ * message in err. */
+int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,
+	       struct store **out, char err[PD_ERRLEN]);
 /* Close: persist the filter, mark the store clean, release the lock. */
 int store_close(struct store *st);
 /* Mark unclean and close without saving the filter (tests: a simulated crash). */

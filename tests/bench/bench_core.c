@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "base/fp.h"
 #include "archive/ns.h"
 #include "archive/openfile.h"
@@ -141,9 +142,9 @@ int main(int argc, char **argv)
 	if (argc > 5)
 		p.expected_pages = (uint64_t)atof(argv[5]);
 	seal_ms = calloc((size_t)npages, sizeof *seal_ms);
-	int rc = store_mkfs(dir, &p, err);
+	int rc = archive_mkfs(dir, &p, err);
 	struct store_opts o = { 0 };
-	if (rc || (rc = store_open(dir, &o, &st, err))) {
+	if (rc || (rc = archive_open(dir, &o, &st, err))) {
 		fprintf(stderr, "bench_core: %s\n", err);
 		return 1;
 	}

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "base/fp.h"
 #include "fsck/fsck.h"
@@ -318,10 +319,10 @@ int main(int argc, char **argv)
 			timed_fsck(dir, npages, true, "_deep");
 		return 0;
 	}
-	int rc = store_mkfs(dir, &p, err);
+	int rc = archive_mkfs(dir, &p, err);
 	struct store *st;
 	struct store_opts o = { 0 };
-	if (rc || (rc = store_open(dir, &o, &st, err))) {
+	if (rc || (rc = archive_open(dir, &o, &st, err))) {
 		fprintf(stderr, "bench_fsck: %s\n", err);
 		return 1;
 	}

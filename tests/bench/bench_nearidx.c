@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive/archive.h"
 #include "near/near.h"
 #include "near/simhash.h"
 #include "store/store.h"
@@ -167,7 +168,7 @@ int main(int argc, char **argv)
 	char err[PD_ERRLEN] = "";
 	struct store *st;
 	struct store_opts o = { .sync_ms = 60000 };
-	if (store_mkfs(argv[1], &p, err) || store_open(argv[1], &o, &st, err)) {
+	if (archive_mkfs(argv[1], &p, err) || archive_open(argv[1], &o, &st, err)) {
 		fprintf(stderr, "bench_nearidx: %s\n", err);
 		return 1;
 	}

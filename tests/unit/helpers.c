@@ -1,4 +1,5 @@
 /* helpers.c - see helpers.h. */
+#include "archive/archive.h"
 #include "helpers.h"
 
 #include <errno.h>
@@ -54,12 +55,12 @@ struct store *th_store(const char *dir, const struct store_params *p, const stru
 	char err[PD_ERRLEN] = "";
 	char sub[4096];
 	snprintf(sub, sizeof sub, "%s", th_store_dir(dir));
-	int rc = store_mkfs(sub, p, err);
+	int rc = archive_mkfs(sub, p, err);
 	if (rc)
 		fail_msg("mkfs: %s", err);
 	struct store_opts def = { 0 };
 	struct store *st;
-	if ((rc = store_open(sub, o ? o : &def, &st, err)))
+	if ((rc = archive_open(sub, o ? o : &def, &st, err)))
 		fail_msg("open: %s", err);
 	return st;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "base/fp.h"
 #include "helpers.h"
@@ -562,7 +563,7 @@ static void test_crash_mid_split(void **state)
 	assert_non_null(sf);
 	fclose(sf);
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
 	struct gf_stats gs;
 	assert_int_equal(access(stray, F_OK), -1);
 	gf_stats(st->gf, false, &gs);
@@ -591,7 +592,7 @@ static void test_crash_mid_split(void **state)
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	/* and the clean close keeps it all */
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
 	check_counts(st);
 	assert_int_equal(store_close(st), 0);
 	th_rmdir(dir);
@@ -619,7 +620,7 @@ static void test_clean_close_mid_split(void **state)
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
 	uint8_t *after = mem_snapshot(st->gf, &n1);
 	assert_int_equal(n0, n1);
 	assert_memory_equal(before, after, n0);
@@ -711,7 +712,7 @@ static void test_migrate_fixed_store(void **state)
 	uint8_t *before = file_counters(th_store_dir(dir), &n0);
 	th_assert_fsck_clean(th_store_dir(dir)); /* fsck reads the old layout */
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
 	assert_int_equal(check_counts(st), sat);
 	uint8_t *now = mem_snapshot(st->gf, &n1);
 	assert_int_equal(n0, n1);
@@ -720,7 +721,7 @@ static void test_migrate_fixed_store(void **state)
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	/* the migrated store grows like any other */
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
 	assert_int_equal(store_filter_settle(st), 0);
 	check_counts(st);
 	check_no_false_negative(st, alive, 500);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "base/fp.h"
 #include "helpers.h"
@@ -62,7 +63,7 @@ static struct store *open_rw(struct base *b)
 	struct store *st;
 	struct store_opts o = files_layout;
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(b->store, &o, &st, err), 0);
+	assert_int_equal(archive_open(b->store, &o, &st, err), 0);
 	return st;
 }
 
@@ -542,7 +543,7 @@ static void test_saturated_count_wrong(void **state)
 	struct store *st;
 	struct store_opts o = { .no_split_thread = true };
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(b.store, &o, &st, err), 0);
+	assert_int_equal(archive_open(b.store, &o, &st, err), 0);
 	char name[32], body[32];
 	for (int i = 0; i < 400; i++) {
 		snprintf(name, sizeof name, "p%d", i);

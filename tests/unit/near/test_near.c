@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "helpers.h"
 #include "near/near.h"
@@ -582,7 +583,7 @@ static void test_old_version_upgraded_at_open(void **state)
 
 		/* read-only: no answers mixing the versions */
 		struct store_opts ro = { .readonly = true };
-		assert_int_equal(store_open(th_store_dir(dir), &ro, &st, err), 0);
+		assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
 		assert_true(st->near_stale);
 		assert_string_equal(near_of(st, ia, &test_root), "error");
 		size_t len;
@@ -590,7 +591,7 @@ static void test_old_version_upgraded_at_open(void **state)
 		assert_int_equal(store_close(st), 0);
 
 		/* writable: every signature computed again, the version recorded */
-		assert_int_equal(store_open(th_store_dir(dir), NULL, &st, err), 0);
+		assert_int_equal(archive_open(th_store_dir(dir), NULL, &st, err), 0);
 		assert_false(st->near_stale);
 		assert_int_equal(stored_version(st), NEAR_SIG_VERSION);
 		assert_true(stored_simhash(st, ia) == want);
@@ -618,7 +619,7 @@ static void test_old_version_fsck_repair(void **state)
 	assert_true(fr.repaired >= 1);
 	th_assert_fsck_clean(th_store_dir(dir));
 	struct store_opts ro = { .readonly = true };
-	assert_int_equal(store_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
 	assert_false(st->near_stale);
 	assert_true(stored_simhash(st, ia) == want);
 	char line[64];

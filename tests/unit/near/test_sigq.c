@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "helpers.h"
 #include "near/near.h"
@@ -91,7 +92,7 @@ static struct store *reopen(const char *dir, const struct store_opts *o)
 {
 	struct store *st;
 	char err[PD_ERRLEN];
-	if (store_open(th_store_dir(dir), o, &st, err))
+	if (archive_open(th_store_dir(dir), o, &st, err))
 		fail_msg("open: %s", err);
 	return st;
 }

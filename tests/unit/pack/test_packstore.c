@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "helpers.h"
 
@@ -111,7 +112,7 @@ static void test_dictionary_trained_and_used(void **state)
 	/* reopened: the dictionary comes back from its pack record */
 	char err[PD_ERRLEN];
 	struct store_opts o = { 0 };
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
 	read_back(st, ino[N - 1], page[N - 1]);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "archive/archive.h"
 #include "blob/blob.h"
 #include "base/fp.h"
 #include "helpers.h"
@@ -303,7 +304,7 @@ static void test_unclean_rebuild(void **state)
 	assert_int_equal(pwrite(fd, junk, sizeof junk, CBF_HEADER_BYTES), (ssize_t)sizeof junk);
 	close(fd);
 	char err[PD_ERRLEN];
-	assert_int_equal(store_open(th_store_dir(dir), &no_splits, &st, err), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), &no_splits, &st, err), 0);
 	uint64_t n2;
 	uint8_t *after = snapshot(st, &n2);
 	assert_int_equal(n, n2);
@@ -405,7 +406,7 @@ static void test_store_identity(void **state)
 	struct store *st;
 	struct store_opts o = { 0 };
 	/* a directory that is not a store */
-	assert_int_equal(store_open(dir, &o, &st, err), -EINVAL);
+	assert_int_equal(archive_open(dir, &o, &st, err), -EINVAL);
 	assert_non_null(strstr(err, "not a pagededup store"));
 	assert_non_null(strstr(err, "mkfs"));
 	/* a new store is private */
@@ -415,15 +416,15 @@ static void test_store_identity(void **state)
 	assert_int_equal(sb.st_mode & 0777, 0700);
 	/* a second writer is refused */
 	struct store *st2;
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st2, err), -EBUSY);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st2, err), -EBUSY);
 	assert_non_null(strstr(err, "in use"));
 	/* a format from the future is refused with what to do */
 	assert_int_equal(store_write(st, put_format, NULL), 0);
 	assert_int_equal(store_close(st), 0);
-	assert_int_equal(store_open(th_store_dir(dir), &o, &st, err), -EPROTO);
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), -EPROTO);
 	assert_non_null(strstr(err, "format version 99"));
 	/* mkfs refuses a directory with files in it */
-	assert_int_equal(store_mkfs(th_store_dir(dir), NULL, err), -ENOTEMPTY);
+	assert_int_equal(archive_mkfs(th_store_dir(dir), NULL, err), -ENOTEMPTY);
 	th_rmdir(dir);
 }
 

@@ -1,0 +1,250 @@
+/* store_commit.c - transactions: group commit (store_write), read
+ * transactions beside a growing map, the removals that follow a commit, and
+ * the space kept for LMDB on a full disk. See store.h for the contract. */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- space for LMDB on a full disk -------------------------------------
+ *
+ * A commit needs fresh pages even to delete (copy-on-write), so on a full
+ * disk a user could not free space by removing pages. The data file is
+ * kept allocated RESERVE bytes past its last used page; when the disk
+ * fills, those pages still let commits, deletes first, go through. */
+
+#define LMDB_RESERVE (16ull << 20)
+
+void store_reserve_lmdb_space(struct store *st)
+{
+	int fd;
+	MDB_envinfo info;
+	MDB_stat ms;
+	struct stat sb;
+	if (st->readonly || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb))
+		return;
+	mdb_env_info(st->env, &info);
+	mdb_env_stat(st->env, &ms);
+	uint64_t used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
+	uint64_t want = used + LMDB_RESERVE;
+	if (want > info.me_mapsize)
+		want = info.me_mapsize;
+	if ((uint64_t)sb.st_size >= used + LMDB_RESERVE / 2 || (uint64_t)sb.st_size >= want)
+		return;
+	/* Best effort: on a disk already full there is nothing more to take. */
+	posix_fallocate(fd, 0, (off_t)want);
+}
+
+/* ---- transactions ---------------------------------------------------- */
+
+static int grow_map(struct store *st)
+{
+	pthread_rwlock_wrlock(&st->map_lock);
+	uint64_t want = st->mapsize * 2;
+	int rc = pd_mdb_err(mdb_env_set_mapsize(st->env, want));
+	if (!rc)
+		st->mapsize = want;
+	store_reserve_lmdb_space(st);
+	pthread_rwlock_unlock(&st->map_lock);
+	return rc;
+}
+
+int store_read_begin(struct store *st, MDB_txn **txn)
+{
+	for (;;) {
+		pthread_rwlock_rdlock(&st->map_lock);
+		int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
+		if (rc == 0)
+			return 0;
+		pthread_rwlock_unlock(&st->map_lock);
+		if (rc != MDB_MAP_RESIZED)
+			return pd_mdb_err(rc);
+		/* Another process grew the map: adopt its size. */
+		pthread_rwlock_wrlock(&st->map_lock);
+		rc = mdb_env_set_mapsize(st->env, 0);
+		pthread_rwlock_unlock(&st->map_lock);
+		if (rc)
+			return pd_mdb_err(rc);
+	}
+}
+
+void store_read_end(struct store *st, MDB_txn *txn)
+{
+	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&st->map_lock);
+}
+
+int wtx_unlink_after(struct wtx *w, const char *relpath)
+{
+	if (w->n_unlink == w->cap_unlink) {
+		size_t cap = w->cap_unlink ? 2 * w->cap_unlink : 16;
+		char **v = realloc(w->unlink_after, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		w->unlink_after = v;
+		w->cap_unlink = cap;
+	}
+	if (!(w->unlink_after[w->n_unlink] = strdup(relpath)))
+		return -ENOMEM;
+	w->n_unlink++;
+	return 0;
+}
+
+void wtx_keep(struct wtx *w, const char *relpath)
+{
+	for (size_t i = 0; i < w->n_unlink; i++)
+		if (w->unlink_after[i] && strcmp(w->unlink_after[i], relpath) == 0) {
+			free(w->unlink_after[i]);
+			w->unlink_after[i] = NULL;
+		}
+}
+
+static void unlinks_truncate(struct wtx *w, size_t n)
+{
+	while (w->n_unlink > n)
+		free(w->unlink_after[--w->n_unlink]);
+	w->n_punch = 0;
+}
+
+int wtx_punch_after(struct wtx *w, const struct pack_loc *loc)
+{
+	if (w->n_punch == w->cap_punch) {
+		size_t cap = w->cap_punch ? 2 * w->cap_punch : 16;
+		struct pack_loc *v = realloc(w->punch_after, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		w->punch_after = v;
+		w->cap_punch = cap;
+	}
+	w->punch_after[w->n_punch++] = *loc;
+	return 0;
+}
+
+int wtx_next_ino(struct wtx *w, uint64_t *ino)
+{
+	int rc = store_meta_get_u64(w->txn, w->st->db_meta, "next_ino", ino);
+	if (!rc)
+		rc = store_meta_put_u64(w->txn, w->st->db_meta, "next_ino", *ino + 1);
+	return rc;
+}
+
+static void run_unlinks(struct store *st, struct wtx *w)
+{
+	for (size_t i = 0; i < w->n_unlink; i++)
+		if (w->unlink_after[i] && unlinkat(st->dirfd, w->unlink_after[i], 0) && errno != ENOENT)
+			__atomic_store_n(&st->unlinks_failed, true, __ATOMIC_RELAXED);
+}
+
+/* One pass over the batch in one transaction. Returns 0 (committed), a
+ * negative errno for the whole batch, PD_EMAPFULL, or 1: a request failed
+ * (its rc is set and it is marked failed) and the rest must run again
+ * without it, since its partial changes went with the aborted transaction. */
+static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, struct pd_counters *total)
+{
+	struct pd_counters batch = { 0 };
+	MDB_txn *txn;
+	int rc = pd_mdb_err(mdb_txn_begin(st->env, NULL, 0, &txn));
+	if (rc)
+		return rc;
+	w->txn = txn;
+	for (struct store_wreq *r = head; r && !rc; r = r->next) {
+		if (r->failed)
+			continue;
+		memset(&w->delta, 0, sizeof w->delta);
+		rc = r->fn(w, r->arg);
+		if (rc && rc != PD_EMAPFULL) {
+			r->rc = rc;
+			r->failed = true;
+			rc = 1;
+		} else if (!rc) {
+			store_counters_add(&batch, &w->delta);
+		}
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	*total = st->counters; /* only the leader changes it */
+	store_counters_add(total, &batch);
+	rc = store_counters_put(txn, st->db_meta, total);
+	return rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
+}
+
+/* Run a batch of requests in one transaction: one commit for all. A map
+ * that fills is grown and the batch run again. */
+static void run_batch(struct store *st, struct store_wreq *head)
+{
+	struct wtx w = { .st = st };
+	struct pd_counters total;
+	int rc;
+	for (;;) {
+		w.now = pd_now();
+		pthread_rwlock_rdlock(&st->map_lock);
+		rc = batch_pass(st, head, &w, &total);
+		if (rc) {
+			if (st->gf)
+				gf_rollback(st->gf);
+			unlinks_truncate(&w, 0);
+		}
+		pthread_rwlock_unlock(&st->map_lock);
+		if (rc == 1)
+			continue;
+		if (rc == PD_EMAPFULL && (rc = grow_map(st)) == 0)
+			continue;
+		break;
+	}
+	for (struct store_wreq *r = head; r; r = r->next)
+		if (!r->failed)
+			r->rc = rc;
+	if (!rc) {
+		pthread_mutex_lock(&st->gc_mu);
+		st->counters = total;
+		pthread_mutex_unlock(&st->gc_mu);
+		if (st->gf && gf_commit(st->gf))
+			store_filter_kick(st);
+		run_unlinks(st, &w);
+		/* dead records give their blocks back (a failure leaves dead
+		 * bytes, which the compactor reclaims) */
+		for (size_t i = 0; i < w.n_punch; i++)
+			pack_punch(st->packs, &w.punch_after[i]);
+		if (++st->commits % 64 == 0)
+			store_reserve_lmdb_space(st);
+	}
+	unlinks_truncate(&w, 0);
+	free(w.unlink_after);
+	free(w.punch_after);
+}
+
+int store_write(struct store *st, store_write_fn fn, void *arg)
+{
+	if (st->readonly)
+		return -EROFS;
+	struct store_wreq req = { .fn = fn, .arg = arg };
+	pthread_mutex_lock(&st->gc_mu);
+	*st->gc_tail = &req;
+	st->gc_tail = &req.next;
+	while (!req.done) {
+		if (st->gc_leader) {
+			pthread_cond_wait(&st->gc_cv, &st->gc_mu);
+			continue;
+		}
+		/* Lead: take every queued request and commit them together. */
+		st->gc_leader = true;
+		struct store_wreq *batch = st->gc_head;
+		st->gc_head = NULL;
+		st->gc_tail = &st->gc_head;
+		pthread_mutex_unlock(&st->gc_mu);
+		run_batch(st, batch);
+		pthread_mutex_lock(&st->gc_mu);
+		for (struct store_wreq *r = batch; r; r = r->next)
+			r->done = true;
+		st->gc_leader = false;
+		pthread_cond_broadcast(&st->gc_cv);
+	}
+	pthread_mutex_unlock(&st->gc_mu);
+	return req.rc;
+}

@@ -1,0 +1,33 @@
+/* store_int.h - what store.c (making, opening and closing a store) and
+ * store_commit.c (transactions) share. Not for use outside core/store/. */
+#ifndef PD_STORE_INT_H
+#define PD_STORE_INT_H
+
+#include "store.h"
+
+/* A batch that ran out of LMDB map: grown and run again. */
+#define PD_EMAPFULL (-ECHRNG)
+#define MIN_MAPSIZE (64ull << 20)
+#define DEFAULT_MAPSIZE (1ull << 30)
+
+/* A caller of store_write waiting in the group-commit queue. */
+struct store_wreq {
+	store_write_fn fn;
+	void *arg;
+	int rc;
+	bool done;
+	bool failed; /* its callback failed: left out of the batch's commit */
+	struct store_wreq *next;
+};
+
+/* Meta-table integers (u64 little-endian) and the running totals. */
+int store_meta_put_u64(MDB_txn *txn, MDB_dbi db, const char *key, uint64_t x);
+int store_meta_get_u64(MDB_txn *txn, MDB_dbi db, const char *key, uint64_t *x);
+int store_counters_put(MDB_txn *txn, MDB_dbi db, const struct pd_counters *c);
+void store_counters_add(struct pd_counters *to, const struct pd_counters *d);
+
+/* Keep LMDB_RESERVE bytes allocated past LMDB's last used page, so that
+ * commits (deletes first) still go through on a full disk. */
+void store_reserve_lmdb_space(struct store *st);
+
+#endif

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# make bench-scale: millions of pages through the mount, and how the
+# daemon holds up as the archive grows.
+#
+#   tests/bench/bench-scale.sh BUILD_DIR
+#
+# Two writer processes (tests/bench/scalegen.py) write PD_SCALE_PAGES
+# generated pages (default 5,000,000) into the mount: corpus pages
+# (tests/bench/corpus.sh) with a random sentence and a counter inserted,
+# 30% exact repeats of earlier pages, the corpus's size mix. Every
+# PD_SCALE_STEP pages (default 1,000,000, the last step may be shorter) a
+# row goes to scale.csv:
+#   pages, seconds, pages/s of the step, RssAnon and RssFile of the daemon
+#   (KiB), the store's du (KiB), its files.
+# At the end: the unmount's time, du and files of the store against the
+# plain directory and against gzip -6 per page (both priced on every
+# PD_SCALE_SAMPLE-th page, default 100, scaled to all pages: writing the
+# crawl a second time would need the disk twice), the time of `pagededup
+# fsck`, and scale.png (gnuplot): pages/s and RSS against pages stored.
+# Goals printed beside the figures: each step's pages/s within 15% of the
+# first step's; RssAnon at most filter + 64 MiB + a per-inode amount.
+#
+# Environment: PD_SCALE_DIR (work directory, default /var/tmp/pd-scale; it
+# needs the store's size free), PD_SCALE_PAGES, PD_SCALE_STEP,
+# PD_SCALE_SAMPLE, PD_SCALE_WRITERS (2), PD_SEED, PD_MOUNT_OPTS.
+set -euo pipefail
+export LC_ALL=C
+build=$(cd "${1:-build/release}" && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+PD=$build/pagededup PDFS=$build/pagededupfs
+for b in "$PD" "$PDFS"; do
+	[ -x "$b" ] || { echo "bench-scale: missing $b (make build MODE=release)" >&2; exit 1; }
+done
+pages=${PD_SCALE_PAGES:-5000000}
+step=${PD_SCALE_STEP:-1000000}
+sample=${PD_SCALE_SAMPLE:-100}
+writers=${PD_SCALE_WRITERS:-2}
+seed=${PD_SEED:-$RANDOM}
+work=${PD_SCALE_DIR:-/var/tmp/pd-scale}
+
+corpus_info=$(bash "$top/tests/bench/corpus.sh")
+corpus=$(sed -n 's/^corpus_dir: //p' <<<"$corpus_info")/a
+echo "$corpus_info"
+
+store=$work/store mnt=$work/mnt csv=$work/scale.csv
+daemon_pid="" gen_pids=()
+cleanup() {
+	for p in "${gen_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	mountpoint -q "$mnt" 2>/dev/null && { fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"; }
+	[ -n "$daemon_pid" ] && wait "$daemon_pid" 2>/dev/null
+	return 0
+}
+trap cleanup EXIT
+rm -rf "$work"
+mkdir -p "$mnt" "$work/progress"
+"$PD" mkfs "$store" --expected-pages "$pages" >/dev/null
+
+# shellcheck disable=SC2086
+"$PDFS" "$store" "$mnt" -f ${PD_MOUNT_OPTS:-} >"$work/daemon.log" 2>&1 &
+daemon_pid=$!
+for ((i = 0; i < 300; i++)); do mountpoint -q "$mnt" && break; sleep 0.1; done
+mountpoint -q "$mnt" || { echo "bench-scale: the mount did not come up" >&2; cat "$work/daemon.log" >&2; exit 1; }
+
+rss() { # KEY -> KiB of the daemon's KEY line in /proc/PID/status
+	awk -v k="$1:" '$1 == k { print $2 }' "/proc/$daemon_pid/status"
+}
+store_files() { find "$store" -xdev \( -type f -o -type d \) | wc -l; }
+store_du() { du -sk "$store" | cut -f1; }
+progress() { # -> the sum over writers of field N of their progress lines
+	{ cat "$work"/progress/w* 2>/dev/null || true; } | awk -v n="$1" '{ s += $n } END { printf "%.0f", s }'
+}
+now() { date +%s.%N; }
+
+echo "scale_seed: $seed (replay with PD_SEED=$seed)"
+echo "scale_pages: $pages in $writers writer processes, a row every $step pages"
+t0=$(now)
+for ((w = 0; w < writers; w++)); do
+	python3 "$top/tests/bench/scalegen.py" "$corpus" "$mnt/crawl" "$w" "$writers" "$pages" "$seed" \
+		"$work/progress/w$w" 0.3 "$sample" &
+	gen_pids+=($!)
+done
+
+echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files" >"$csv"
+next=$step last_t=$t0 last_n=0 first_rate=""
+running() { local p; for p in "${gen_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+row() { # pages now -> a CSV row and a line
+	local n=$1 t rate
+	t=$(now)
+	rate=$(awk -v a="$n" -v b="$last_n" -v x="$t" -v y="$last_t" 'BEGIN { printf "%.0f", (a - b) / (x - y) }')
+	local anon file du files
+	anon=$(rss RssAnon) file=$(rss RssFile) du=$(store_du) files=$(store_files)
+	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files" >>"$csv"
+	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files"
+	[ -n "$first_rate" ] || first_rate=$rate
+	last_t=$t last_n=$n
+}
+while running; do
+	sleep 2
+	n=$(progress 1)
+	if [ "$n" -ge "$next" ]; then row "$n"; next=$((next + step)); fi
+done
+status=0
+for p in "${gen_pids[@]}"; do wait "$p" || status=1; done
+gen_pids=()
+[ "$status" -eq 0 ] || { echo "bench-scale: a writer failed" >&2; exit 1; }
+n=$(progress 1)
+[ "$n" -eq "$pages" ] || { echo "bench-scale: $n pages written of $pages" >&2; exit 1; }
+[ "$n" -gt "$last_n" ] && row "$n"
+t_end=$(now)
+echo "scale_total_pages_per_s: $(awk -v a="$n" -v x="$t_end" -v y="$t0" 'BEGIN { printf "%.0f", a / (x - y) }') pages/s"
+
+filter_kib=$(du -sk "$store/filter" "$store/filter.d" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+anon_end=$(rss RssAnon)
+echo "scale_filter: $filter_kib KiB"
+echo "scale_rss_anon_over_filter: $(( (anon_end - filter_kib) / 1024 )) MiB (goal: <= 64 MiB plus the per-inode amount)"
+
+t1=$(now)
+fusermount3 -u "$mnt"
+wait "$daemon_pid" || { echo "bench-scale: the daemon exited non-zero" >&2; exit 1; }
+daemon_pid=""
+echo "scale_umount_seconds: $(awk -v x="$(now)" -v y="$t1" 'BEGIN { printf "%.1f", x - y }') s"
+
+logical=$(progress 2) z6=$(progress 3) plain=$(progress 4) sampled=$(progress 5)
+du_end=$(store_du) files_end=$(store_files)
+scale() { awk -v s="$1" -v k="$sampled" -v n="$pages" 'BEGIN { printf "%.0f", s / k * n }'; }
+z6_all=$(scale "$z6") plain_all=$(scale "$plain")
+echo "scale_logical_bytes: $logical bytes"
+echo "scale_store_du: $((du_end * 1024)) bytes, $files_end files and directories ($(awk -v f="$files_end" -v n="$pages" 'BEGIN { printf "%.2f", f / n * 1000 }') per 1,000 pages)"
+echo "scale_plain_dir_estimate: $plain_all bytes (4 KiB blocks of $sampled sampled pages, scaled)"
+echo "scale_gzip6_per_page_estimate: $z6_all bytes ($sampled sampled pages, scaled)"
+echo "scale_du_over_plain_dir: $(awk -v a="$du_end" -v b="$plain_all" 'BEGIN { printf "%.3f", a * 1024 / b }')"
+echo "scale_du_over_gzip6_per_page: $(awk -v a="$du_end" -v b="$z6_all" 'BEGIN { printf "%.3f", a * 1024 / b }')"
+
+t1=$(now)
+"$PD" fsck "$store" >"$work/fsck.log" 2>&1 || { echo "bench-scale: fsck did not find the store clean" >&2; tail "$work/fsck.log" >&2; exit 1; }
+echo "scale_fsck_seconds: $(awk -v x="$(now)" -v y="$t1" 'BEGIN { printf "%.1f", x - y }') s"
+
+awk -F, -v f="$first_rate" 'NR > 1 && f > 0 {
+	r = $3 / f; printf "scale_step_over_first: %s pages %.3f%s\n", $1, r, (r < 0.85 || r > 1.15) ? " (outside 15%)" : ""
+}' "$csv"
+if command -v gnuplot >/dev/null; then
+	gnuplot <<-EOF
+		set terminal pngcairo size 1000,800 noenhanced font ",10"
+		set output "$work/scale.png"
+		set datafile separator ","
+		set multiplot layout 2,1 title "pagededupfs at scale: $pages pages, $writers writers"
+		set xlabel "pages stored"
+		set ylabel "pages/s (each step)"
+		plot "$csv" every ::1 using 1:3 with linespoints title "pages/s"
+		set ylabel "MiB"
+		plot "$csv" every ::1 using 1:(\$4/1024) with linespoints title "RssAnon", \\
+		     "$csv" every ::1 using 1:(\$5/1024) with linespoints title "RssFile"
+		unset multiplot
+	EOF
+	echo "scale_plot: $work/scale.png"
+fi
+echo "scale_csv: $csv"
