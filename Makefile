@@ -112,6 +112,7 @@ bench-core: all
 
 bench: all
 	@bash tests/bench/bench-fs.sh build/release
+	@bash tests/bench/bench-packs.sh build/release
 
 bench-fsck: all
 	@bash tests/bench/bench-fsck.sh build/release

@@ -172,6 +172,19 @@ int blob_read_range(struct store *st, const struct blobkey *k, const struct fpre
 	return pack_read_range(st->packs, &loc, k->md5, k->variant, &d, off, len, out);
 }
 
+int blob_chunking(struct store *st, const struct fprec *r, uint32_t *nchunks, unsigned *shift)
+{
+	struct pack_loc loc;
+	struct pack_rec_hdr h;
+	blob_rec_loc(r, &loc);
+	int rc = pack_read_hdr(st->packs, &loc, &h);
+	if (rc)
+		return rc;
+	*nchunks = h.nchunks;
+	*shift = h.chunk_shift;
+	return 0;
+}
+
 int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec *r)
 {
 	if (!(r->flags & FPREC_PACKED)) {
