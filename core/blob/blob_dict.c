@@ -39,7 +39,7 @@ struct dicts {
 	bool drifted;
 	/* the trainer */
 	pthread_t thr;
-	bool thr_running, stopping;
+	bool thr_running, thr_done, stopping;
 };
 
 static MDB_val dict_key(uint8_t kb[8], uint32_t id)
@@ -124,7 +124,7 @@ void blob_dict_stop(struct store *st)
 	if (join)
 		pthread_join(d->thr, NULL);
 	pthread_mutex_lock(&d->mu);
-	d->thr_running = false;
+	d->thr_running = d->thr_done = false;
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -314,6 +314,7 @@ static void *trainer(void *arg)
 	d->base_raw = d->base_enc = d->win_raw = d->win_enc = 0;
 	d->base_n = d->win_n = 0;
 	d->drifted = false;
+	d->thr_done = true; /* the next observe joins it */
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
 }
@@ -346,6 +347,10 @@ void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, 
 	if (!d || st->readonly || len < 64)
 		return;
 	pthread_mutex_lock(&d->mu);
+	if (d->thr_running && d->thr_done) {
+		pthread_join(d->thr, NULL); /* it has returned: no wait */
+		d->thr_running = d->thr_done = false;
+	}
 	if (d->stopping || d->thr_running) {
 		pthread_mutex_unlock(&d->mu);
 		return;
@@ -370,8 +375,10 @@ void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, 
 	d->pages++;
 	d->drifted |= drift_step(d, len, enc_len);
 	bool train = d->filled == BLOB_DICT_SAMPLES && (d->pages >= d->next_train || d->drifted);
-	if (train)
+	if (train) {
+		d->thr_done = false;
 		d->thr_running = pthread_create(&d->thr, NULL, trainer, d) == 0;
+	}
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -386,7 +393,7 @@ void blob_dict_settle(struct store *st)
 	if (join)
 		pthread_join(d->thr, NULL);
 	pthread_mutex_lock(&d->mu);
-	d->thr_running = false;
+	d->thr_running = d->thr_done = false;
 	pthread_mutex_unlock(&d->mu);
 }
 
