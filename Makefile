@@ -48,7 +48,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build deps check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-scale install mount clean
+.PHONY: all build deps check unit stress test-format1 bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-scale install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -103,6 +103,11 @@ check: deps
 unit: deps
 	@$(MAKE) --no-print-directory build MODE=debug
 	@bash tests/run.sh build/debug unit
+
+# A store made by the landed format 1 code, converted (tests/fs/run-format1.sh).
+test-format1: deps
+	@$(MAKE) --no-print-directory build MODE=debug
+	@bash tests/fs/run-format1.sh build/debug
 
 stress: all
 	@bash tests/run.sh build/release stress
