@@ -10,8 +10,8 @@
 #   package  + what builds and checks the Debian package (debian/)
 #   all      everything above
 set -e
-BUILD="build-essential pkg-config libfuse3-dev fuse3 libssl-dev liblmdb-dev libxxhash-dev libhiredis-dev zlib1g-dev"
-TEST="libcmocka-dev attr wget python3 tar coreutils findutils procps lmdb-utils util-linux bash-completion redis-server redis-tools time"
+BUILD="build-essential pkg-config libfuse3-dev fuse3 libssl-dev liblmdb-dev libxxhash-dev libhiredis-dev zlib1g-dev libzstd-dev"
+TEST="libcmocka-dev zstd attr wget python3 tar coreutils findutils procps lmdb-utils util-linux bash-completion redis-server redis-tools time"
 BENCH="gnuplot-nox"
 PACKAGE="debhelper dpkg-dev lintian fakeroot"
 case ${1:-all} in

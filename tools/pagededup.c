@@ -21,6 +21,7 @@
 #include "archive/query.h"
 #include "archive/stats.h"
 #include "base/version.h"
+#include "blobscmd.h"
 #include "cli.h"
 #include "clusters_cmd.h"
 #include "fsck/fsck.h"
@@ -333,7 +334,7 @@ static int cmd_fsck(int argc, char **argv)
 		if (c == 'd')
 			o.deep = true;
 		else if (c == 'r')
-			o.repair = true;
+			o.repair = o.convert = true;
 		else
 			return FSCK_CANNOT;
 	}
@@ -474,6 +475,13 @@ static const struct cli_cmd commands[] = {
 	  "simhash; stats on a directory), as 'name: value'. They are computed, not\n"
 	  "stored, so listxattr does not list them and cp -a or tar --xattrs copy pages\n"
 	  "out without them. Exit 0, 1 failed, 2 usage error.",
+	  CLI_USAGE },
+	{ "blobs", cmd_blobs, "STORE [--cat KEY]",
+	  "where each distinct page is kept, or one page's stored bytes",
+	  "Without --cat: one line per distinct page (its KEY, size, refcount, the\n"
+	  "pack record or file that holds it, its encoding). --cat KEY: the stored\n"
+	  "bytes of blob KEY, decoded and checked against its XXH3-128.\n"
+	  "Exit 0, 1 failed (a damaged record: EIO), 2 usage error.",
 	  CLI_USAGE },
 	{ "urlseen", cmd_urlseen, "[--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]",
 	  "print the URLs not seen before and remember them",
