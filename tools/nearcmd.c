@@ -9,10 +9,13 @@
  * FILE is any file: a page about to be saved need not be in the store
  * ("have I stored something like this already?"). `near` opens the store
  * read-only, so it also runs while the store is mounted.
- * Exit status of near, as grep's: 0 neighbours found, 1 none, 2 error.
+ * STORE may be the mount point. Exit status of near, as grep's: 0
+ * neighbours found, 1 none, 2 error.
  */
 #include "archive/archive.h"
 #include "nearcmd.h"
+
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,10 +58,8 @@ static void say_file_error(const char *cmd, const char *path, int rc)
 
 int cmd_simhash(int argc, char **argv)
 {
-	if (argc < 2) {
-		fputs("usage: pagededup simhash FILE...\n", stderr);
-		return 1;
-	}
+	if (argc < 2)
+		return cli_usage_error("no FILE given");
 	int status = 0;
 	for (int i = 1; i < argc; i++) {
 		struct near_sig sig;
@@ -77,10 +78,10 @@ int cmd_simhash(int argc, char **argv)
 
 int cmd_near(int argc, char **argv)
 {
-	if (argc != 3) {
-		fputs("usage: pagededup near STORE FILE\n", stderr);
-		return 2;
-	}
+	if (argc != 3)
+		return cli_usage_error(argc < 3 ? "STORE and FILE wanted" : "one STORE and one FILE only");
+	struct cli_store where;
+	cli_store(argv[1], &where);
 	struct near_sig sig;
 	struct near_self self;
 	int rc = file_sig(argv[2], &sig, &self);
@@ -95,7 +96,7 @@ int cmd_near(int argc, char **argv)
 	struct store *st;
 	struct store_opts o = { .readonly = true };
 	char err[PD_ERRLEN] = "";
-	if (archive_open(argv[1], &o, &st, err)) {
+	if (archive_open(where.dir, &o, &st, err)) {
 		fprintf(stderr, "pagededup near: %s\n", err);
 		return 2;
 	}

@@ -24,7 +24,17 @@ int query_refcount(struct store *st, uint64_t ino, char *buf, size_t *len);
 /* Other files with the same bytes, one "/path" per line, nearest to the
  * root first; a last line "... N more" when the answer would not fit. */
 int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char *buf, size_t *len);
-int query_stats(struct store *st, char *buf, size_t *len);
+/* The computed attributes' names. user.dedup.stats* on the root are the
+ * store's figures (stats.h); on another directory, its subtree's; -ENODATA
+ * on anything else. Three forms: JSON, text, text with human units. */
+#define QUERY_ATTR_STATS "user.dedup.stats"
+#define QUERY_ATTR_STATS_TEXT "user.dedup.stats.text"
+#define QUERY_ATTR_STATS_HUMAN "user.dedup.stats.human"
+/* Every computed attribute, NULL-terminated (for `pagededup attrs`; the
+ * JSON and human forms of the stats are left out of it as repeats). */
+extern const char *const query_attr_names[];
+enum stats_format;
+int query_stats(struct store *st, uint64_t ino, enum stats_format f, char *buf, size_t *len);
 
 /* Near-duplicates (query_near.c): the other files whose page is a copy of
  * this one or resembles it, one line each (format version 2):
@@ -84,6 +94,10 @@ size_t query_format_simhash(const struct near_sig *sig, char *buf);
 /* The blob of a sealed regular file (in a read transaction); -ENODATA for
  * anything else. */
 int query_sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobkey *k);
+
+/* The first path of ino from the root ("/a/b"), for messages; "" when it
+ * has no name left. */
+int query_path(struct store *st, uint64_t ino, char *buf, size_t size);
 
 /* Is name one of the computed, read-only attributes? */
 int query_is_dedup_attr(const char *name);

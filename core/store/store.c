@@ -20,6 +20,7 @@
  * before the commit that refers to it; group commit keeps that affordable.
  */
 #include "store_int.h"
+#include "base/version.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -330,6 +331,7 @@ static void store_free(struct store *st)
 		if (st->parts[i]->release)
 			st->parts[i]->release(st);
 	gf_close(st->gf);
+	pack_set_close(st->packs);
 	if (st->env)
 		mdb_env_close(st->env);
 	if (st->dirfd >= 0)
@@ -424,7 +426,7 @@ int store_mkfs(const char *dir, const struct store_params *p, const struct store
 	}
 	chmod(dir, 0700);
 	char path[4096];
-	const char *subdirs[] = { "meta", "objects", "staging" };
+	const char *subdirs[] = { "meta", PACK_DIR, "staging" };
 	for (int i = 0; i < 3; i++) {
 		if (path_join(path, sizeof path, dir, subdirs[i]) || mkdir(path, 0700)) {
 			snprintf(err, PD_ERRLEN, "cannot create %s/%s: %s", dir, subdirs[i], strerror(errno));
@@ -464,6 +466,7 @@ int store_mkfs(const char *dir, const struct store_params *p, const struct store
 		if (!rc) rc = store_meta_put_u64(txn, st->db_meta, "next_ino", PD_ROOT_INO + 1);
 		if (!rc) rc = store_counters_put(txn, st->db_meta, &zero);
 		if (!rc) rc = make_root(st, txn);
+		if (!rc) rc = meta_put(txn, st->db_meta, STORE_META_MADE_BY, pd_version(), strlen(pd_version()));
 	}
 	if (!rc)
 		rc = mkfs_filter(st, txn, &st->params);
@@ -516,7 +519,33 @@ static int mark_open_cb(struct wtx *w, void *arg)
 	int rc = meta_put(w->txn, w->st->db_meta, "clean", &zero, 1);
 	if (!rc)
 		rc = store_meta_put_u64(w->txn, w->st->db_meta, "generation", *(uint64_t *)arg);
+	if (!rc)
+		rc = meta_put(w->txn, w->st->db_meta, STORE_META_WRITTEN_BY, pd_version(), strlen(pd_version()));
 	return rc;
+}
+
+/* A version record (made_by, written_by): "" when the store has none (made
+ * before versions were recorded). */
+static void version_get(MDB_txn *txn, MDB_dbi db, const char *key, char out[STORE_VERSION_LEN])
+{
+	MDB_val k = { strlen(key), (void *)key }, v;
+	*out = 0;
+	if (!mdb_get(txn, db, &k, &v) && v.mv_size < STORE_VERSION_LEN) {
+		memcpy(out, v.mv_data, v.mv_size);
+		out[v.mv_size] = 0;
+	}
+}
+
+int store_versions(struct store *st, char made_by[STORE_VERSION_LEN], char written_by[STORE_VERSION_LEN])
+{
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	version_get(txn, st->db_meta, STORE_META_MADE_BY, made_by);
+	version_get(txn, st->db_meta, STORE_META_WRITTEN_BY, written_by);
+	store_read_end(st, txn);
+	return 0;
 }
 
 static void remove_staging(struct store *st)
@@ -560,6 +589,17 @@ static void *sync_main(void *arg)
 	return NULL;
 }
 
+static int format_up_cb(struct wtx *w, void *arg)
+{
+	(void)arg;
+	uint8_t fb[4];
+	put_le32(fb, PD_FORMAT_VERSION);
+	int rc = meta_put(w->txn, w->st->db_meta, "format", fb, 4);
+	if (!rc)
+		w->st->format = PD_FORMAT_VERSION;
+	return rc;
+}
+
 static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen, char err[PD_ERRLEN])
 {
 	uint8_t fb[4], cl = 0;
@@ -570,11 +610,12 @@ static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen,
 		return -EINVAL;
 	}
 	uint32_t fmt = get_le32(fb);
-	if (fmt != PD_FORMAT_VERSION) {
-		snprintf(err, PD_ERRLEN, "store %s has format version %u, this pagededup reads version %u; use the pagededup release that made it",
-			 st->dir, fmt, PD_FORMAT_VERSION);
+	if (fmt < PD_FORMAT_OLDEST || fmt > PD_FORMAT_VERSION) {
+		snprintf(err, PD_ERRLEN, "store %s has format version %u, this pagededup reads versions %u to %u; use the pagededup release that made it",
+			 st->dir, fmt, PD_FORMAT_OLDEST, PD_FORMAT_VERSION);
 		return -EPROTO;
 	}
+	st->format = fmt;
 	rc = params_get(txn, st->db_meta, &st->params);
 	if (!rc) rc = store_meta_get_u64(txn, st->db_meta, "generation", gen);
 	if (!rc) rc = meta_get(txn, st->db_meta, "clean", &cl, 1);
@@ -637,8 +678,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		return -ENOENT;
 	}
 	if (!is_store(dir)) {
-		snprintf(err, PD_ERRLEN, "%s is not a pagededup store (no meta/data.mdb); run 'pagededup mkfs %s' to make one, or mount an empty directory",
-			 dir, dir);
+		snprintf(err, PD_ERRLEN, "%s is not a pagededup store (no meta/data.mdb); 'pagededup mkfs' makes one in an empty or new directory",
+			 dir);
 		return -EINVAL;
 	}
 	struct store *st = store_alloc(dir);
@@ -669,6 +710,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 			rc = parts_open(st, txn, err);
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
+	if (!rc && (rc = pack_set_open(st->dirfd, st->readonly, o->pack_max_bytes, &st->packs)) && !*err)
+		snprintf(err, PD_ERRLEN, "cannot open the packs of %s (%s/packs): %s", dir, dir, strerror(-rc));
 	if (!rc && (rc = store_filter_load(st, clean, gen)) && !*err)
 		snprintf(err, PD_ERRLEN, "cannot load the filter of %s: %s", dir, strerror(-rc));
 	if (!rc && !st->readonly) {
@@ -676,6 +719,11 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		 * LMDB never committed: mark the store unclean, durably. */
 		st->generation = gen + 1;
 		rc = store_write(st, mark_open_cb, &st->generation);
+		/* A format 1 store opened for writing takes new pages in packs
+		 * from now on: it is format 2, which the release that made it
+		 * cannot read. */
+		if (!rc && st->format < PD_FORMAT_VERSION && !o->blob_files)
+			rc = store_write(st, format_up_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		remove_staging(st);
@@ -762,6 +810,8 @@ void store_abandon(struct store *st)
 
 int store_sync(struct store *st)
 {
-	return pd_mdb_err(mdb_env_sync(st->env, 1));
+	/* the records first, then the commits that name them */
+	int rc = st->packs ? pack_sync(st->packs) : 0;
+	return rc ? rc : pd_mdb_err(mdb_env_sync(st->env, 1));
 }
 

@@ -126,6 +126,24 @@ static int count_one(const char *path, const struct stat *sb, int flag, struct F
 	return 0;
 }
 
+size_t th_count_stored(struct store *st)
+{
+	size_t n = th_count_blobs(st->dir);
+	uint32_t *ids;
+	size_t nids;
+	assert_int_equal(pack_list(st->packs, &ids, &nids), 0);
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	for (size_t i = 0; i < nids; i++) {
+		struct blob_pack_live l;
+		assert_int_equal(blob_pack_live_get(txn, st, ids[i], &l), 0);
+		n += (size_t)l.records;
+	}
+	store_read_end(st, txn);
+	free(ids);
+	return n;
+}
+
 size_t th_count_blobs(const char *dir)
 {
 	char path[4096];

@@ -36,7 +36,10 @@ const char *th_page_res(const char *a, const char *b);
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */
 void th_assert_fsck_clean(const char *dir);
-/* Count files under dir/objects. */
+/* Count files under dir/objects (blobs of format 1's layout). */
 size_t th_count_blobs(const char *dir);
+/* Count the stored contents of st: its blob files and the live records of
+ * its packs (as the packs' totals in meta say). */
+size_t th_count_stored(struct store *st);
 
 #endif
