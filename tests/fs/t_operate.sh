@@ -387,6 +387,11 @@ case_fsck_leftovers() {
 	# next mount removes
 	pd_mount -n -s "$STORE" || fail mount
 	kill -KILL "$PDFS_PID"
+	pd_wait_rc "$PDFS_RC" 20 || fail "wrapper"
+	# the mount is still in the table, its daemon gone: stats reads the store
+	out=$("$PD_BIN" stats "$MNT" 2>"$PD_TMP/stats.err") || fail "stats of a mount whose daemon was killed"
+	grep -q '^pages: *2$' <<<"$out" || fail "stats: $out"
+	grep -q 'did not answer' "$PD_TMP/stats.err" || fail "stats did not say the daemon was gone: $(cat "$PD_TMP/stats.err")"
 	fusermount3 -u -z "$MNT" 2>/dev/null
 	pd_wait_rc "$PDFS_RC" 20 || fail "wrapper"
 	echo partial >"$STORE/staging/s77"
