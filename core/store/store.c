@@ -588,6 +588,8 @@ static void *sync_main(void *arg)
 	return NULL;
 }
 
+static void version_get(MDB_txn *txn, MDB_dbi db, const char *key, char out[STORE_VERSION_LEN]);
+
 static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen, char err[PD_ERRLEN])
 {
 	uint8_t fb[4], cl = 0;
@@ -599,8 +601,13 @@ static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen,
 	}
 	uint32_t fmt = get_le32(fb);
 	if (fmt != PD_FORMAT_VERSION) {
-		snprintf(err, PD_ERRLEN, "store %s has format version %u, this pagededup reads version %u; use the pagededup release that made it",
-			 st->dir, fmt, PD_FORMAT_VERSION);
+		char made[STORE_VERSION_LEN], written[STORE_VERSION_LEN];
+		version_get(txn, st->db_meta, STORE_META_MADE_BY, made);
+		version_get(txn, st->db_meta, STORE_META_WRITTEN_BY, written);
+		snprintf(err, PD_ERRLEN, "store %s has format version %u (made by pagededup %s, last written by %s), "
+			 "this pagededup %s reads version %u; use a pagededup release of that format",
+			 st->dir, fmt, *made ? made : "before 0.9.0", *written ? written : "it", pd_version(),
+			 PD_FORMAT_VERSION);
 		return -EPROTO;
 	}
 	rc = params_get(txn, st->db_meta, &st->params);

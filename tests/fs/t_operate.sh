@@ -255,6 +255,20 @@ s = json.loads(sys.argv[1])
 eq(s["made_by"], sys.argv[2], "made_by"); eq(s["written_by"], sys.argv[2], "written_by")
 EOF
 	"$PD_BIN" stats "$STORE" | grep -q "made by pagededup $VERSION, last written by $VERSION" || fail "stats text versions"
+	# a store of another format is refused, and the message names the
+	# versions (the format record rewritten with lmdb-utils)
+	command -v mdb_load >/dev/null || skip "mdb_load (lmdb-utils) is not installed"
+	printf 'VERSION=3\nformat=bytevalue\ndatabase=meta\ntype=btree\nHEADER=END\n 666f726d6174\n 02000000\nDATA=END\n' |
+		mdb_load -s meta "$STORE/meta" || fail "mdb_load"
+	local rc=0
+	out=$("$PD_BIN" stats "$STORE" 2>&1) || rc=$?
+	expect_eq "$rc" 1 "stats of a store of format 2"
+	grep -q "has format version 2 (made by pagededup $VERSION, last written by $VERSION), this pagededup $VERSION reads version 1" <<<"$out" ||
+		fail "message: $out"
+	rc=0; out=$("$PDFS_BIN" "$STORE" "$MNT" -f 2>&1) || rc=$?
+	expect_eq "$rc" 1 "mount of a store of format 2: $out"
+	mountpoint -q "$MNT" && fail "a store of format 2 was mounted"
+	return 0
 }
 
 # --- 7. command-line habits ---------------------------------------------------------
