@@ -17,10 +17,10 @@ PD_VERSION := $(shell cat VERSION)
 BUILD := build/$(MODE)
 PREFIX ?= /usr/local
 
-PKGS := fuse3 lmdb libxxhash openssl
+PKGS := fuse3 lmdb libxxhash openssl zlib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CORE_LIBS = -llmdb -lxxhash -lcrypto -lpthread -lm
+CORE_LIBS = -llmdb -lxxhash -lzstd -lhiredis -lcrypto -lz -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-format-truncation
@@ -54,7 +54,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build programs deps deps-build install-files uninstall check unit stress bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk bench-scale install mount clean
+.PHONY: all build programs deps deps-build install-files uninstall check unit stress test-format1 bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk bench-scale bench-warc install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -126,6 +126,11 @@ unit: deps
 	@$(MAKE) --no-print-directory build MODE=debug
 	@bash tests/run.sh build/debug unit
 
+# A store made by the landed format 1 code, converted (tests/fs/run-format1.sh).
+test-format1: deps
+	@$(MAKE) --no-print-directory build MODE=debug
+	@bash tests/fs/run-format1.sh build/debug
+
 stress: all
 	@bash tests/run.sh build/release stress
 
@@ -134,6 +139,7 @@ bench-core: all
 
 bench: all
 	@bash tests/bench/bench-fs.sh build/release
+	@bash tests/bench/bench-packs.sh build/release
 
 bench-fsck: all
 	@bash tests/bench/bench-fsck.sh build/release
@@ -150,6 +156,9 @@ bench-near: all
 DISK_INPUTS ?= /usr/share/doc
 bench-disk: all
 	@bash tests/bench/bench-diskuse.sh build/release $(DISK_INPUTS)
+
+bench-warc: all
+	@nice bash tests/bench/bench-warc.sh build/release
 
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release

@@ -26,8 +26,9 @@
 
 struct options {
 	char *store;
-	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount;
-	unsigned long uring_threads;
+	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files;
+	unsigned long uring_threads, pack_mb;
+	long pack_level;
 	unsigned long mapsize_mb, sync_ms, sign_queue;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
@@ -42,6 +43,9 @@ static const struct fuse_opt option_spec[] = {
 	{ "sync_ms=%lu", offsetof(struct options, sync_ms), 0 },
 	OPT("no_sign_thread", no_sign_thread),
 	OPT("no_uring", no_uring),
+	OPT("blob_files", blob_files),
+	{ "pack_level=%ld", offsetof(struct options, pack_level), 0 },
+	{ "pack_mb=%lu", offsetof(struct options, pack_mb), 0 },
 	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
 	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
@@ -82,6 +86,10 @@ static void usage(const char *prog)
 	       "                           before a close() signs the oldest itself (default 256)\n"
 	       "    no_sign_thread         no background signer: pages are signed by near queries,\n"
 	       "                           by close() past sign_queue and at unmount\n"
+	       "    pack_level=N           zstd level of new pack records (default 3; -1: raw)\n"
+	       "    pack_mb=N              a pack file is closed past N MiB (default 256)\n"
+	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
+	       "                           under objects/ (tests of format 1 stores)\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
 	       "    attr_timeout=S         kernel attribute cache timeout in seconds (default 5)\n"
 	       "    negative_timeout=S     kernel cache of absent names (default 1)\n"
@@ -302,7 +310,9 @@ int main(int argc, char *argv[])
 	fuse_opt_add_arg(&args, fsname);
 	/* Every option is checked (libfuse names an unknown one) before the
 	 * store is touched. */
-	struct pdfs fs = { NULL, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL };
+	char mnt_abs[PATH_MAX];
+	struct pdfs fs = { NULL, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL,
+			   realpath(cl.mountpoint, mnt_abs) ? mnt_abs : cl.mountpoint };
 	se = fuse_session_new(&args, &pd_ops, sizeof pd_ops, &fs);
 	fs.se = se;
 	if (!se)
@@ -321,7 +331,9 @@ int main(int argc, char *argv[])
 	}
 	struct store_opts so = { .nodedup = o.nodedup, .sync_blobs = o.sync_blobs,
 				 .mapsize = (uint64_t)o.mapsize_mb << 20, .sync_ms = (unsigned)o.sync_ms,
-				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue };
+				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue,
+				 .pack_level = (int)o.pack_level, .pack_max_bytes = (uint64_t)o.pack_mb << 20,
+				 .blob_files = o.blob_files };
 	if (archive_open(o.store, &so, &st, err)) {
 		start_failed(notify_fd, "pagededupfs: %s", err);
 		goto out_session;

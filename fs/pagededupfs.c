@@ -624,6 +624,9 @@ static int dedup_attr(fuse_req_t req, fuse_ino_t ino, const char *name, char *bu
 		return query_twins(st, ino, caller(req, &cb, true), buf, len);
 	if (!strcmp(name, "user.dedup.near"))
 		return query_near(st, ino, caller(req, &cb, true), buf, len);
+	if (!strcmp(name, "user.dedup.near.abs")) /* the mountpoint before each path */
+		return query_near_prefixed(st, ino, caller(req, &cb, true),
+					   strcmp(fs_of(req)->mountpoint, "/") ? fs_of(req)->mountpoint : "", buf, len);
 	if (!strcmp(name, "user.dedup.simhash"))
 		return query_simhash(st, ino, buf, len);
 	if (!strcmp(name, QUERY_ATTR_STATS))

@@ -25,11 +25,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fp.h"
 #include "near/near.h"
 #include "archive/query.h"
 #include "store/store.h"
 
-static int file_sig(const char *path, struct near_sig *sig)
+static int file_sig(const char *path, struct near_sig *sig, struct near_self *self)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -40,6 +41,12 @@ static int file_sig(const char *path, struct near_sig *sig)
 		rc = -EINVAL;
 	if (!rc)
 		rc = near_sig_of_fd(fd, (uint64_t)sb.st_size, sig);
+	struct fp fp;
+	if (!rc && self && !(rc = fp_of_fd(fd, &fp))) {
+		*self = (struct near_self){ .has = true, .size = fp.size, .path = path };
+		memcpy(self->md5, fp.md5, 16);
+		memcpy(self->xxh128, fp.xxh128, 16);
+	}
 	close(fd);
 	return rc;
 }
@@ -57,7 +64,7 @@ int cmd_simhash(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		struct near_sig sig;
 		char text[64];
-		int rc = file_sig(argv[i], &sig);
+		int rc = file_sig(argv[i], &sig, NULL);
 		if (rc) {
 			say_file_error("simhash", argv[i], rc);
 			status = 1;
@@ -76,7 +83,8 @@ int cmd_near(int argc, char **argv)
 	struct cli_store where;
 	cli_store(argv[1], &where);
 	struct near_sig sig;
-	int rc = file_sig(argv[2], &sig);
+	struct near_self self;
+	int rc = file_sig(argv[2], &sig, &self);
 	if (rc) {
 		say_file_error("near", argv[2], rc);
 		return 2;
@@ -94,7 +102,7 @@ int cmd_near(int argc, char **argv)
 	}
 	char *buf = malloc(QUERY_MAX);
 	size_t len = 0;
-	rc = buf ? query_near_sig(st, &sig, 0, NULL, buf, &len) : -ENOMEM;
+	rc = buf ? query_near_sig(st, &sig, &self, 0, NULL, buf, &len) : -ENOMEM;
 	store_close(st);
 	if (rc == -ESTALE) {
 		fprintf(stderr, "pagededup near: %s holds near-duplicate signatures of an older version; "

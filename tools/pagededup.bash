@@ -5,7 +5,7 @@ _pagededup()
 {
 	local cur prev words cword
 	_init_completion || return
-	local commands="mkfs stats fsck simhash near attrs urlseen version help"
+	local commands="mkfs stats fsck simhash near attrs blobs dups clusters export import urlseen version help"
 	if [ "$cword" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
 		return
@@ -16,6 +16,10 @@ _pagededup()
 	stats) opts="--json -h --human-readable --help" ;;
 	fsck) opts="--deep --repair --help" ;;
 	urlseen) opts="--filter --fpr --check --help" ;;
+	blobs) opts="--cat --help" ;;
+	dups|clusters) opts="--json --csv --min-size --help" ;;
+	export) opts="-o --max-size --cdxj --help" ;;
+	import) opts="-C --help" ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
 	*) opts="--help" ;;
 	esac
@@ -29,7 +33,7 @@ _pagededup()
 		return
 	fi
 	case $cmd in
-	mkfs|stats|fsck) _filedir -d ;;
+	mkfs|stats|fsck|blobs|dups|clusters) _filedir -d ;;
 	*) _filedir ;;
 	esac
 }

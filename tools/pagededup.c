@@ -21,11 +21,14 @@
 #include "archive/query.h"
 #include "archive/stats.h"
 #include "base/version.h"
+#include "blobscmd.h"
 #include "cli.h"
+#include "clusters_cmd.h"
 #include "fsck/fsck.h"
 #include "nearcmd.h"
 #include "store/store.h"
 #include "urlseen.h"
+#include "warccmd.h"
 
 static int parse_u64(const char *s, uint64_t *out)
 {
@@ -341,7 +344,7 @@ static int cmd_fsck(int argc, char **argv)
 		if (c == 'd')
 			o.deep = true;
 		else if (c == 'r')
-			o.repair = true;
+			o.repair = o.convert = true;
 		else
 			return FSCK_CANNOT;
 	}
@@ -484,9 +487,39 @@ static const struct cli_cmd commands[] = {
 	  "stored, so listxattr does not list them and cp -a or tar --xattrs copy pages\n"
 	  "out without them. Exit 0, 1 failed, 2 usage error.",
 	  CLI_USAGE },
+	{ "blobs", cmd_blobs, "STORE [--cat KEY]",
+	  "where each distinct page is kept, or one page's stored bytes",
+	  "Without --cat: one line per distinct page (its KEY, size, refcount, the\n"
+	  "pack record or file that holds it, its encoding). --cat KEY: the stored\n"
+	  "bytes of blob KEY, decoded and checked against its XXH3-128.\n"
+	  "Exit 0, 1 failed (a damaged record: EIO), 2 usage error.",
+	  CLI_USAGE },
 	{ "urlseen", cmd_urlseen, "[--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]",
 	  "print the URLs not seen before and remember them",
 	  NULL, /* `pagededup urlseen --help` prints its own */
+	  CLI_USAGE },
+	{ "dups", cmd_dups, "STORE|MOUNTPOINT [--json|--csv] [--min-size N]",
+	  "every group of files with the same bytes",
+	  "One group a block (text), an object (--json) or rows (--csv), largest first;\n"
+	  "--min-size N: only groups of N files or more (default 2). Only paths the\n"
+	  "caller may reach are listed; given the mount point, paths are absolute.\n"
+	  "A progress bar on a terminal. Exit 0, 1 failed, 2 usage error.",
+	  CLI_USAGE },
+	{ "clusters", cmd_clusters, "STORE|MOUNTPOINT [--json|--csv] [--min-size N]",
+	  "every group of near-duplicate pages, joined by the rule of user.dedup.near",
+	  "Pages joined when user.dedup.near lists one beside the other (its confirm\n"
+	  "and threshold), one group a block (text), an object (--json) or rows\n"
+	  "(--csv); --min-size N: only groups of N pages or more (default 2). Only\n"
+	  "paths the caller may reach are listed. A progress bar on a terminal.\n"
+	  "Exit 0, 1 failed, 2 usage error.",
+	  CLI_USAGE },
+	{ "export", cmd_export, "STORE|MOUNTPOINT [PATH...] -o OUT.warc.gz [--max-size BYTES] [--cdxj]",
+	  "the pages as WARC/1.1 files, later copies as revisit records",
+	  NULL, /* `pagededup export --help` prints its own */
+	  CLI_USAGE },
+	{ "import", cmd_import, "WARC... -C DIR",
+	  "the pages of WARC files into DIR (inside the mount), as a wget mirror",
+	  NULL, /* `pagededup import --help` prints its own */
 	  CLI_USAGE },
 	{ "version", cmd_version, "", "the version of pagededup (also --version, -V)",
 	  "Exit 0.", CLI_USAGE },

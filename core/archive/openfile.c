@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "base/fdio.h"
 #include "base/fp.h"
 #include "ns.h"
+#include "paths.h"
 #include "seal.h"
 #include "store/store.h"
 
@@ -45,6 +47,12 @@ struct live {
 	uint64_t hash_next;
 	int blob_fd;           /* -1: not open */
 	bool blob_verified;
+	/* A large packed page, decoded chunk by chunk into blob_fd (a memory
+	 * file of its size) as reads reach them: done[i] set once chunk i is. */
+	uint8_t *lazy_done;
+	uint32_t lazy_chunks;
+	unsigned lazy_shift;
+	struct fprec lazy_rec;
 	bool kcache;           /* the kernel's page cache holds kcache_key's bytes */
 	struct blobkey kcache_key;
 };
@@ -85,6 +93,7 @@ static void live_free(struct live *li)
 		close(li->staging_fd);
 	if (li->blob_fd >= 0)
 		close(li->blob_fd);
+	free(li->lazy_done);
 	if (li->hash.md5)
 		fp_free(&li->hash);
 	free(li->mem);
@@ -342,18 +351,71 @@ static int load(struct store *st, struct live *li)
 	return 0;
 }
 
-static int open_blob(struct store *st, struct live *li)
+static int first_path(void *ctx, const char *path, size_t len)
+{
+	snprintf(ctx, 512, "%.*s", (int)len, path);
+	return 1; /* one is enough for the log */
+}
+
+/* A read found blob k damaged: say so with a path and the blob, and mark
+ * the record, so that the next write of these bytes heals it (blob.h). */
+static void report_damage(struct store *st, uint64_t ino, const struct blobkey *k, int rc)
+{
+	char path[512] = "(no name left)", name[BLOBKEY_NAME_MAX];
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn) == 0) {
+		path_names(txn, st, ino, NULL, first_path, path);
+		store_read_end(st, txn);
+	}
+	blobkey_name(k, name);
+	fprintf(stderr, "pagededupfs: %s (inode %llu): blob %s cannot be read intact (%s); reads give EIO until the same bytes are written again (unmounted, 'pagededup fsck --deep' names every damaged record)\n",
+		path, (unsigned long long)ino, name, strerror(-rc));
+	blob_mark_bad(st, k);
+}
+
+/* Decode the chunks of a lazily opened page that cover [off, off+len)
+ * into its memory file (all of them when len is UINT64_MAX). */
+static int lazy_fill(struct store *st, struct live *li, uint64_t off, uint64_t len)
+{
+	if (!li->lazy_done)
+		return 0;
+	uint64_t csize = 1ull << li->lazy_shift, size = li->lazy_rec.size;
+	if (len == UINT64_MAX || len > size - off)
+		len = size - off;
+	if (len == 0)
+		return 0;
+	uint32_t first = (uint32_t)(off >> li->lazy_shift), last = (uint32_t)((off + len - 1) >> li->lazy_shift);
+	char *buf = NULL;
+	int rc = 0;
+	for (uint32_t i = first; i <= last && !rc; i++) {
+		if (li->lazy_done[i])
+			continue;
+		if (!buf && !(buf = malloc((size_t)csize))) {
+			rc = -ENOMEM;
+			break;
+		}
+		uint64_t from = (uint64_t)i * csize;
+		size_t n = (size_t)(size - from < csize ? size - from : csize);
+		if (!(rc = blob_read_range(st, &li->blob, &li->lazy_rec, from, n, buf)) &&
+		    !(rc = fd_pwrite_all(li->blob_fd, buf, n, from)))
+			li->lazy_done[i] = 1;
+	}
+	free(buf);
+	if (rc == -EIO)
+		report_damage(st, li->ino, &li->blob, rc);
+	return rc;
+}
+
+/* Open li's blob for reading. whole: every byte is wanted (staging a copy);
+ * otherwise a large packed page is set up for decoding by chunks as reads
+ * reach them (lazy_fill), so that a read at an offset never decodes the
+ * whole file. */
+static int open_blob(struct store *st, struct live *li, bool whole)
 {
 	if (li->blob_fd >= 0 && li->blob_verified)
-		return 0;
+		return whole ? lazy_fill(st, li, 0, UINT64_MAX) : 0;
 	if (!li->has_blob)
 		return -ENODATA;
-	if (li->blob_fd < 0) {
-		int fd = blob_open(st, &li->blob);
-		if (fd < 0)
-			return fd;
-		li->blob_fd = fd;
-	}
 	/* Never return bytes that are not the stored ones. */
 	struct fprec r;
 	MDB_txn *txn;
@@ -362,10 +424,41 @@ static int open_blob(struct store *st, struct live *li)
 		return rc;
 	rc = blob_get(txn, st, &li->blob, &r);
 	store_read_end(st, txn);
-	if (!rc)
+	uint32_t nchunks = 0;
+	unsigned shift = 0;
+	if (!rc && li->blob_fd < 0 && !whole && (r.flags & FPREC_PACKED) && !(r.flags & FPREC_BAD) &&
+	    blob_chunking(st, &r, &nchunks, &shift) == 0 && nchunks > 1) {
+		int fd = memfd_create("pagededup-page", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, (off_t)r.size)) {
+			rc = -errno;
+			if (fd >= 0)
+				close(fd);
+		} else if (!(li->lazy_done = calloc(nchunks, 1))) {
+			close(fd);
+			rc = -ENOMEM;
+		} else {
+			li->blob_fd = fd;
+			li->lazy_chunks = nchunks;
+			li->lazy_shift = shift;
+			li->lazy_rec = r;
+			li->blob_verified = true; /* each chunk is checked as it is decoded */
+			return 0;
+		}
+	}
+	if (!rc && li->blob_fd < 0) {
+		/* a packed page is decoded (and checked) here, once per open */
+		int fd = blob_open_rec(st, &li->blob, &r);
+		if (fd < 0)
+			rc = fd;
+		else
+			li->blob_fd = fd;
+	}
+	if (!rc && !(r.flags & FPREC_PACKED))
 		rc = blob_verify(li->blob_fd, &r);
 	if (rc == -ENOENT || rc == -EUCLEAN)
 		rc = -EIO;
+	if (rc == -EIO)
+		report_damage(st, li->ino, &li->blob, rc);
 	li->blob_verified = rc == 0;
 	return rc;
 }
@@ -376,6 +469,8 @@ static void close_blob(struct live *li)
 		close(li->blob_fd);
 	li->blob_fd = -1;
 	li->blob_verified = false;
+	free(li->lazy_done);
+	li->lazy_done = NULL;
 }
 
 static int copy_range(int from, int to, uint64_t len)
@@ -550,7 +645,7 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 		li->size = 0;
 		return reset_hash(li);
 	}
-	int rc = open_blob(st, li);
+	int rc = open_blob(st, li, true);
 	if (rc)
 		return rc;
 	li->hash_ok = false;
@@ -628,6 +723,8 @@ static int seal(struct store *st, struct live *li)
 	} else if (res.dup) {
 		close(li->staging_fd);
 	} else {
+		free(li->lazy_done);
+		li->lazy_done = NULL;
 		li->blob_fd = li->staging_fd; /* the staged file is the blob now */
 		li->blob_verified = true;
 	}
@@ -711,7 +808,7 @@ int file_read(struct pd_file *f, void *buf, size_t size, uint64_t off, size_t *g
 	}
 	int fd = li->staging_fd;
 	if (fd < 0) {
-		if ((rc = open_blob(f->st, li)))
+		if ((rc = open_blob(f->st, li, false)) || (rc = lazy_fill(f->st, li, off, size)))
 			goto out;
 		fd = li->blob_fd;
 	}

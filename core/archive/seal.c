@@ -19,8 +19,12 @@ struct seal_arg {
 	const struct fp *fp;
 	struct pd_time mtime, ctime;
 	bool sync_dirs;
-	bool renamed;            /* the bytes sit at `renamed_to` */
+	bool renamed;            /* blob_files: the bytes sit at `renamed_to` */
 	char renamed_to[BLOBKEY_PATH_MAX];
+	struct pack_rec rec;     /* the encoded record (rec.buf NULL: not yet) */
+	bool appended;           /* rec is in a pack at `loc` as `appended_key` */
+	struct blobkey appended_key;
+	struct pack_loc loc;
 	struct seal_result out;
 };
 
@@ -79,7 +83,8 @@ static int write_blob(struct store *st, const char *path, const void *buf, size_
 	return rc;
 }
 
-/* Put the staged bytes at the blob's place (once, even if the callback runs
+/* Format 1's layout (-o blob_files, tests): put the staged bytes at the
+ * blob's file (once, even if the callback runs
  * again after a map resize). */
 static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
 {
@@ -108,14 +113,62 @@ static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k
 	return a->sync_dirs ? sync_dir_of(st, path) : 0;
 }
 
+/* Append the page's record to the current pack as blob k (once, even if
+ * the callback runs again: a second run with another key appends again,
+ * and the first copy is dead bytes). */
+static int pack_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
+{
+	struct store *st = w->st;
+	if (a->appended && blobkey_equal(&a->appended_key, k))
+		return 0;
+	int rc = 0;
+	if (!a->rec.buf)
+		rc = blob_encode(st, a->fp, a->src->mem, a->src->fd, &a->rec);
+	if (!rc)
+		rc = blob_append(st, &a->rec, k, &a->loc);
+	if (rc)
+		return rc;
+	a->appended = true;
+	a->appended_key = *k;
+	return 0;
+}
+
+/* Is the content already stored (a read snapshot, before the write)? The
+ * record is encoded outside the write transaction only for content that
+ * is new, so a duplicate costs no compression and a new page's
+ * compression runs on the writer's thread, in parallel with others. */
+static bool likely_stored(struct store *st, const struct fp *fp)
+{
+	if (st->opts.nodedup)
+		return false;
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn))
+		return true;
+	struct blobkey k;
+	bool found = false, collision;
+	int rc = blob_find(txn, st, fp, &k, &found, &collision);
+	store_read_end(st, txn);
+	return rc || found;
+}
+
 int seal_sync_blob(struct store *st, const struct blobkey *k)
 {
+	struct fprec r;
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_get(txn, st, k, &r);
+	store_read_end(st, txn);
+	if (!rc && (r.flags & FPREC_PACKED))
+		return pack_sync(st->packs);
+	/* a blob file of a format 1 store */
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
 	int fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	int rc = fsync(fd) ? -errno : 0;
+	rc = fsync(fd) ? -errno : 0;
 	close(fd);
 	return rc ? rc : sync_dir_of(st, path);
 }
@@ -132,14 +185,25 @@ static int seal_cb(struct wtx *w, void *p)
 		return rc;
 	bool had = in.flags & INODE_HAS_BLOB;
 	bool same = had && found && blobkey_equal(&in.blob, &k);
-	if (found && !same)
+	if (found) {
+		/* A record known to be damaged: these bytes heal it (blob.h). */
+		struct fprec old;
+		if (!(rc = blob_get(w->txn, st, &k, &old)) && (old.flags & FPREC_BAD) && !(rc = pack_blob(w, a, &k)))
+			rc = blob_heal(w, &k, &a->loc, a->rec.hdr.dict);
+	}
+	if (found && !same && !rc)
 		rc = blob_ref(w, &k, a->ino);
 	if (!found && !rc) {
 		/* signed after the commit (sigq.h) */
 		struct fprec r = { .size = a->fp->size, .flags = FPREC_SIG_PENDING };
 		memcpy(r.xxh128, a->fp->xxh128, 16);
-		if (!(rc = place_blob(w, a, &k)))
+		if (st->opts.blob_files) {
+			if (!(rc = place_blob(w, a, &k)))
+				rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
+		} else if (!(rc = pack_blob(w, a, &k))) {
+			blob_rec_set_loc(&r, &a->loc, a->rec.hdr.dict);
 			rc = blob_insert(w, &k, &r, a->ino, !st->opts.nodedup);
+		}
 	}
 	if (!rc && had && !same)
 		rc = blob_unref(w, &in.blob, a->ino);
@@ -163,17 +227,28 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 {
 	struct seal_arg a = { .ino = ino, .src = src, .fp = fp, .mtime = mtime, .ctime = ctime,
 			      .sync_dirs = st->opts.sync_blobs };
-	if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
-		return -errno;
-	int rc = store_write(st, seal_cb, &a);
+	int rc = 0;
+	if (st->opts.blob_files) {
+		if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
+			return -errno;
+	} else if (!likely_stored(st, fp)) {
+		rc = blob_encode(st, fp, src->mem, src->fd, &a.rec);
+	}
+	if (rc)
+		return rc;
+	rc = store_write(st, seal_cb, &a);
+	pack_rec_free(&a.rec);
 	if (rc) {
-		/* The commit failed: the bytes go back where the file expects them. */
+		/* The commit failed: the staged bytes stay where the file expects
+		 * them (a record appended for them is dead bytes). */
 		if (a.renamed && src->mem)
 			unlinkat(st->dirfd, a.renamed_to, 0);
 		else if (a.renamed)
 			renameat(st->dirfd, a.renamed_to, st->dirfd, src->staging);
 		return rc;
 	}
+	/* The bytes are in a pack (or were a duplicate): the staged copy goes;
+	 * an open descriptor of it (openfile.c) still reads them. */
 	if (!src->mem && (a.out.dup || !a.renamed))
 		unlinkat(st->dirfd, src->staging, 0);
 	if (!a.out.dup)

@@ -46,6 +46,7 @@ static uint64_t du_fd(int fd)
 static uint64_t *disk_part(struct stats_disk *d, const char *name)
 {
 	static const struct { const char *name; size_t off; } parts[] = {
+		{ "packs", offsetof(struct stats_disk, packs) },
 		{ "objects", offsetof(struct stats_disk, blobs) },
 		{ "meta", offsetof(struct stats_disk, lmdb) },
 		{ "filter", offsetof(struct stats_disk, filter) },
@@ -115,6 +116,7 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	stats_disk(st->dir, &s->disk);
 	s->disk_ratio = s->c.logical_bytes > 0 ? (double)s->disk.total / (double)s->c.logical_bytes : 0;
 	store_versions(st, s->made_by, s->written_by);
+	blob_pack_usage(st, &s->packs);
 	return 0;
 }
 
@@ -164,11 +166,17 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	     s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target, s->filter_fmax,
 	     (unsigned long long)s->lmdb_bytes, (unsigned long long)s->lmdb_mapsize);
 	const struct stats_disk *d = &s->disk;
-	emit(&o, "\"disk\":{\"total\":%llu,\"blobs\":%llu,\"lmdb\":%llu,\"filter\":%llu,\"staging\":%llu,"
-		 "\"other\":%llu,\"ratio_to_logical\":%.6f},\"made_by\":\"%s\",\"written_by\":\"%s\"}",
-	     (unsigned long long)d->total, (unsigned long long)d->blobs, (unsigned long long)d->lmdb,
+	emit(&o, "\"disk\":{\"total\":%llu,\"packs\":%llu,\"blobs\":%llu,\"lmdb\":%llu,\"filter\":%llu,\"staging\":%llu,"
+		 "\"other\":%llu,\"ratio_to_logical\":%.6f},\"made_by\":\"%s\",\"written_by\":\"%s\",",
+	     (unsigned long long)d->total, (unsigned long long)d->packs, (unsigned long long)d->blobs, (unsigned long long)d->lmdb,
 	     (unsigned long long)d->filter, (unsigned long long)d->staging, (unsigned long long)d->other,
 	     s->disk_ratio, s->made_by, s->written_by);
+	const struct blob_pack_usage *p = &s->packs;
+	emit(&o, "\"packs\":{\"files\":%llu,\"bytes\":%llu,\"allocated\":%llu,\"live_bytes\":%llu,"
+		 "\"live_records\":%llu,\"dead_bytes\":%llu,\"dictionaries\":%llu,\"dictionary_bytes\":%llu}}",
+	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
+	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
+	     (unsigned long long)p->dicts, (unsigned long long)p->dict_bytes);
 	return o.len;
 }
 
@@ -195,15 +203,16 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	struct out o = { buf, size, 0 };
 	const struct pd_counters *c = &s->c;
 	const struct stats_disk *d = &s->disk;
-	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32];
 	emit(&o, "pages:            %lld\n", (long long)c->pages);
 	emit(&o, "blobs:            %lld (distinct contents)\n", (long long)c->blobs);
 	emit(&o, "logical bytes:    %s (the pages as a plain copy holds them)\n",
 	     size_str((uint64_t)c->logical_bytes, human, b1));
 	emit(&o, "unique bytes:     %s (each distinct content once): %.2f%% fewer than logical\n",
 	     size_str((uint64_t)c->stored_bytes, human, b1), 100 * s->saved_ratio);
-	emit(&o, "on disk:          %s: blob files %s, lmdb %s, filter %s, staging %s, other %s\n",
-	     size_str(d->total, human, b1), size_str(d->blobs, human, b2), size_str(d->lmdb, human, b3),
+	emit(&o, "on disk:          %s: packs %s, blob files %s, lmdb %s, filter %s, staging %s, other %s\n",
+	     size_str(d->total, human, b1), size_str(d->packs, human, b7), size_str(d->blobs, human, b2),
+	     size_str(d->lmdb, human, b3),
 	     size_str(d->filter, human, b4), size_str(d->staging, human, b5), size_str(d->other, human, b6));
 	if (c->logical_bytes > 0 && s->disk_ratio < 10)
 		emit(&o, "disk vs logical:  %.1f%% (%s)\n", 100 * s->disk_ratio,
@@ -233,6 +242,11 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	emit(&o, "versions:         store format %d, made by pagededup %s, last written by %s\n", PD_FORMAT_VERSION,
 	     *s->made_by ? s->made_by : "(before 0.9.0: not recorded)",
 	     *s->written_by ? s->written_by : "(before 0.9.0: not recorded)");
+	const struct blob_pack_usage *p = &s->packs;
+	emit(&o, "packs:            %llu files, %llu bytes (%llu allocated): %llu live in %llu records, %llu dead, %llu in %llu dictionaries\n",
+	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
+	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
+	     (unsigned long long)p->dict_bytes, (unsigned long long)p->dicts);
 	return o.len;
 }
 

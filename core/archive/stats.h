@@ -9,13 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blob/blob.h"
 #include "store/store.h"
 
 /* Bytes the store takes on disk (allocated blocks, as du counts them), by
  * part. stats_disk() is the one place that knows the parts: a new kind of
  * file in the store (packs) gets a field here and a line in its table. */
 struct stats_disk {
-	uint64_t blobs;    /* objects/: one file per distinct page */
+	uint64_t packs;    /* packs/: page records and dictionaries (blob_pack_usage splits it) */
+	uint64_t blobs;    /* objects/: one file per distinct page (format 1) */
 	uint64_t lmdb;     /* meta/: every table */
 	uint64_t filter;   /* filter, filter.d/ */
 	uint64_t staging;  /* staging/: pages being written */
@@ -56,6 +58,7 @@ struct pd_stats {
 	bool filter_splitting;
 	uint64_t lmdb_bytes;       /* pages in use times page size */
 	uint64_t lmdb_mapsize;
+	struct blob_pack_usage packs; /* the page bytes on disk (blob_pack_usage) */
 };
 
 int stats_collect(struct store *st, struct pd_stats *out);

@@ -111,6 +111,12 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 		return rc;
 	w->delta.blobs--;
 	w->delta.stored_bytes -= (int64_t)r.size;
+	if (r.flags & FPREC_PACKED) {
+		struct pack_loc loc;
+		blob_rec_loc(&r, &loc);
+		int prc = blob_pack_account(w, &r, -1); /* dead bytes now */
+		return prc ? prc : wtx_punch_after(w, &loc);
+	}
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
 	return wtx_unlink_after(w, path);
@@ -134,9 +140,14 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 		return rc;
 	if ((rc = tell_added(w, k, r)))
 		return rc;
-	char path[BLOBKEY_PATH_MAX];
-	blobkey_path(k, path);
-	wtx_keep(w, path); /* freed and stored again in one batch: keep the file */
+	if (r->flags & FPREC_PACKED) {
+		if ((rc = blob_pack_account(w, r, +1)))
+			return rc;
+	} else {
+		char path[BLOBKEY_PATH_MAX];
+		blobkey_path(k, path);
+		wtx_keep(w, path); /* freed and stored again in one batch: keep the file */
+	}
 	w->delta.blobs++;
 	w->delta.stored_bytes += (int64_t)r->size;
 	hist_move(w, 0, 1);
@@ -227,10 +238,16 @@ int blob_next_variant(MDB_txn *txn, struct store *st, const uint8_t md5[16], str
 
 int blob_open(struct store *st, const struct blobkey *k)
 {
-	char path[BLOBKEY_PATH_MAX];
-	blobkey_path(k, path);
-	int fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? (errno == ENOENT ? -EIO : -errno) : fd;
+	struct fprec r;
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_get(txn, st, k, &r);
+	store_read_end(st, txn);
+	if (rc)
+		return rc == -ENOENT ? -EIO : rc;
+	return blob_open_rec(st, k, &r);
 }
 
 int blob_verify(int fd, const struct fprec *r)
@@ -281,6 +298,8 @@ int blob_mkdirs(struct store *st, const struct blobkey *k)
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
 	*strrchr(path, '/') = 0; /* "objects/abc" */
+	if (mkdirat(st->dirfd, "objects", 0700) && errno != EEXIST) /* format 2 stores start without */
+		return -errno;
 	if (mkdirat(st->dirfd, path, 0700) && errno != EEXIST)
 		return -errno;
 	__atomic_or_fetch(&st->objdirs[dir / 64], bit, __ATOMIC_RELAXED);

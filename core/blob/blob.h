@@ -1,11 +1,14 @@
 /* blob.h - blobs and their fingerprint records.
  *
- * A blob is an immutable file under objects/, named by its blobkey, holding
- * one distinct content. Its record in `fingerprints` carries the reference
- * count (the number of inodes on it), size, XXH3-128, the filter positions
- * and the simhash slot; `blob_inodes` lists the inodes on it. The blob file
- * is written in staging/ and renamed in before the commit that first refers
- * to it, and removed after the commit that drops its last reference.
+ * A blob is one distinct content, named by its blobkey. Its bytes are a
+ * record in a pack (format 2, FPREC_PACKED: pack.h; appended, and synced
+ * under sync_blobs, before the commit that first refers to it), or, in a
+ * store made by format 1 and not converted yet, an immutable file under
+ * objects/ (written in staging/ and renamed in before that commit, removed
+ * after the commit that drops its last reference). Its record in
+ * `fingerprints` carries the reference count (the number of inodes on
+ * it), size, XXH3-128, the filter positions, the simhash slot and the
+ * place of its pack record; `blob_inodes` lists the inodes on it.
  *
  * The functions taking a struct wtx run inside a write transaction.
  *
@@ -63,8 +66,102 @@ int blob_find(MDB_txn *txn, struct store *st, const struct fp *fp, struct blobke
 /* The key a new, never-shared copy of fp gets (-o nodedup). */
 int blob_next_variant(MDB_txn *txn, struct store *st, const uint8_t md5[16], struct blobkey *k);
 
-/* Open a blob file read-only. */
+/* A descriptor holding blob k's bytes, read-only: its file (format 1), or
+ * an anonymous memory file its pack record was decoded into (checked
+ * against its XXH3-128). -EIO when the bytes cannot be had intact. */
 int blob_open(struct store *st, const struct blobkey *k);
+/* The same with the record in hand (no transaction of its own). */
+int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec *r);
+
+/* ---- packed blobs (blob_pack.c) ---------------------------------------- */
+
+/* Deltas are taken against a base at most this many deltas deep: a read
+ * decodes at most BLOB_DELTA_DEPTH + 1 records. */
+#define BLOB_DELTA_DEPTH 4
+
+/* Live bytes and records of a pack, as of the transaction's snapshot. */
+struct blob_pack_live {
+	uint64_t bytes, records;
+};
+int blob_pack_live_get(MDB_txn *txn, struct store *st, uint32_t id, struct blob_pack_live *out);
+int blob_pack_live_put(MDB_txn *txn, struct store *st, uint32_t id, const struct blob_pack_live *l);
+/* Count record r in (sign > 0) or out of its pack's live totals and its
+ * dictionary's live records. */
+int blob_pack_account(struct wtx *w, const struct fprec *r, int sign);
+void blob_rec_loc(const struct fprec *r, struct pack_loc *loc);
+void blob_rec_set_loc(struct fprec *r, const struct pack_loc *loc, uint32_t dict);
+/* Decode packed blob k (record r) into out (r->size bytes). -EIO: damaged. */
+int blob_read_packed(struct store *st, const struct blobkey *k, const struct fprec *r, void *out);
+/* How packed record r is cut: its chunk count and 2^shift bytes a chunk. */
+int blob_chunking(struct store *st, const struct fprec *r, uint32_t *nchunks, unsigned *shift);
+/* Decode only the chunks covering [off, off+len). */
+int blob_read_range(struct store *st, const struct blobkey *k, const struct fprec *r, uint64_t off, size_t len,
+		    void *out);
+/* Encode content fp (its bytes in mem, or in fd when mem is NULL) as a
+ * page record with the store's codec settings; outside any transaction. */
+int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
+/* Give rec the identity k and append it (synced under sync_blobs). */
+int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc);
+/* A write of the content of a record marked bad: the record now points at
+ * the fresh copy at loc (every inode on it reads the good bytes again); the
+ * damaged bytes are dead. */
+int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc, uint32_t dict);
+/* Mark k's record bad (a read found it damaged), in a write of its own. */
+int blob_mark_bad(struct store *st, const struct blobkey *k);
+
+/* What the packs take: files, their length and allocated bytes, the live
+ * records' bytes, the dead bytes (length less live records, dictionaries
+ * and headers: freed records, and records whose commit never came), and
+ * the dictionaries. */
+struct blob_pack_usage {
+	uint64_t packs, length, allocated, live, live_records, dead, dicts, dict_bytes;
+};
+int blob_pack_usage(struct store *st, struct blob_pack_usage *u);
+
+/* Format 1 to 2: move every blob file into the packs (checked against its
+ * record first; a file that does not match stays, for fsck to report),
+ * each batch appended and synced before the commit that points its records
+ * at the packs; the files go after that commit. *moved: blobs moved,
+ * *left: files that could not be (missing or damaged). */
+int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left);
+
+/* ---- dictionaries (blob_dict.c) ------------------------------------------
+ *
+ * zstd dictionaries trained from the store's own pages. The first is
+ * trained once BLOB_DICT_SAMPLES new pages were seen, the next ones when
+ * the pages stored since the last training reach 3 times those before it
+ * (geometric: a bounded number of dictionaries) or when the pages drift
+ * (new pages compress 20% worse than those right after the training). A
+ * dictionary is a pack record of its own, appended and synced, then named
+ * by its meta row, before any page record that needs it is encoded:
+ *   "dict" | id u32 BE -> pack u32 | offset u64 | length u64 | records u64
+ * (little-endian). records counts the live page records that need it
+ * (changed with them). A dictionary lives at least as long as a record
+ * needs it: one no record needs any more is kept too (a page encoded with
+ * it outside a transaction may still be on its way in; the geometric rule
+ * keeps them few). Training runs on a thread of its own, off close(). */
+#define BLOB_DICT_BYTES (110 * 1024) /* the size trained (measured: issue-15 note) */
+#define BLOB_DICT_SAMPLES 512         /* pages in the training sample */
+#define BLOB_DICT_SAMPLE_MAX (16 * 1024) /* bytes of a page in the sample */
+
+/* Dictionary id, loaded once and kept for the store's life; NULL if there
+ * is no such dictionary or it cannot be read. */
+const struct pack_dict *blob_dict_get(struct store *st, uint32_t id);
+/* The dictionary new records are encoded with (NULL: none yet). */
+const struct pack_dict *blob_dict_current(struct store *st);
+/* A page was encoded (len raw bytes in mem, or in fd; enc_len encoded):
+ * it joins the training sample, and may start a training. */
+void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, uint64_t enc_len);
+/* One live record more (sign > 0) or fewer that needs dictionary id. */
+int blob_dict_account(struct wtx *w, uint32_t id, int sign);
+/* The meta row of dictionary id (its record's place and live records). */
+int blob_dict_row(MDB_txn *txn, struct store *st, uint32_t id, struct pack_loc *loc, uint64_t *records);
+/* Wait for a training in progress (tests). */
+void blob_dict_settle(struct store *st);
+/* No more trainings; wait for one in progress (blob_part's stop). */
+void blob_dict_stop(struct store *st);
+/* Stop, and free the dictionaries (blob_part's release; fsck's store). */
+void blob_dict_release(struct store *st);
 /* Check an open blob against its record (size and XXH3-128): -EIO if the
  * bytes on disk are not the bytes stored. */
 int blob_verify(int fd, const struct fprec *r);

@@ -61,6 +61,7 @@ static int blob_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
  * the store stays unclean and the next open sweeps. */
 static int blob_part_stop(struct store *st)
 {
+	blob_dict_stop(st); /* a training commits: before the close's last writes */
 	if (!__atomic_load_n(&st->unlinks_failed, __ATOMIC_RELAXED))
 		return 0;
 	return sweep_orphan_blobs(st) > 0 ? 1 : 0;
@@ -70,4 +71,5 @@ const struct store_part blob_part = {
 	.name = "blob storage",
 	.start = blob_part_start,
 	.stop = blob_part_stop,
+	.release = blob_dict_release,
 };

@@ -343,7 +343,7 @@ static int open_store(struct fsck *f, char err[512])
 						  (MDB_dbi *)((char *)s + t[i].off)))))
 			snprintf(err, 512, "%s is not a pagededup store (no table '%s')", f->dir, t[i].name);
 	uint8_t fb[4], cl = 0, pb[24], gb[8];
-	if (!rc && (meta_get(f, "format", fb, 4) || get_le32(fb) != PD_FORMAT_VERSION)) {
+	if (!rc && (meta_get(f, "format", fb, 4) || get_le32(fb) < PD_FORMAT_OLDEST || get_le32(fb) > PD_FORMAT_VERSION)) {
 		snprintf(err, 512, "%s: no format record, or a format this fsck does not know", f->dir);
 		rc = -EPROTO;
 	}
@@ -381,6 +381,10 @@ static int open_store(struct fsck *f, char err[512])
 		return rc;
 	if (gf_open(f->dir, &f->tree, GF_READONLY, &s->gf, NULL))
 		s->gf = NULL;
+	if ((rc = pack_set_open(s->dirfd, true, 0, &s->packs))) {
+		snprintf(err, 512, "cannot open the packs of %s: %s", f->dir, strerror(-rc));
+		return rc;
+	}
 	return leaf_bases(f);
 }
 
@@ -391,6 +395,9 @@ static void close_store(struct fsck *f)
 	f->txn = NULL;
 	gf_close(f->sh.gf);
 	f->sh.gf = NULL;
+	blob_dict_release(&f->sh);
+	pack_set_close(f->sh.packs);
+	f->sh.packs = NULL;
 	if (f->sh.env)
 		mdb_env_close(f->sh.env);
 	f->sh.env = NULL;
@@ -487,6 +494,8 @@ static int check_all(struct fsck *f)
 	if (!rc)
 		rc = fsck_check_near(f);
 	if (!rc)
+		rc = fsck_check_packs(f);
+	if (!rc)
 		rc = fsck_pass_filter(f);
 	if (!rc)
 		fsck_check_totals(f);
@@ -517,6 +526,8 @@ static int repair(struct fsck *f, char err[512])
 		rc = fsck_repair_counts(f);
 	if (!rc)
 		rc = fsck_repair_totals(f);
+	if (!rc)
+		rc = fsck_repair_pack_totals(f);
 	/* Signatures of another version: all computed again, then indexed
 	 * again with the rest below. */
 	bool sigs_done = false;
@@ -586,6 +597,35 @@ static int repair(struct fsck *f, char err[512])
 	return 0;
 }
 
+/* Format 1 to 2: the blob files move into packs (blob_convert_files),
+ * through a store opened for writing, after the check and any repair. */
+static int convert_files(struct fsck *f, char err[512])
+{
+	close_store(f);
+	if (f->lockfd >= 0)
+		close(f->lockfd);
+	f->lockfd = -1;
+	struct store *st;
+	struct store_opts so = { .sync_blobs = true };
+	int rc = archive_open(f->dir, &so, &st, err);
+	if (rc)
+		return rc;
+	uint64_t moved = 0, left = 0;
+	fsck_prog(f, "blob files into packs", 0, 0);
+	rc = blob_convert_files(st, &moved, &left);
+	int crc = store_close(st);
+	rc = rc ? rc : crc;
+	if (moved)
+		fsck_say(f, K_REPAIR, "repaired: %llu blob files of format 1 moved into packs", (unsigned long long)moved);
+	if (left)
+		fsck_say(f, K_LEFT, "%llu blob files could not be moved into packs (missing or damaged: see above)",
+			 (unsigned long long)left);
+	fsck_prog(f, "blob files into packs", moved, moved);
+	if (rc)
+		snprintf(err, 512, "moving the blob files of %s into packs: %s", f->dir, strerror(-rc));
+	return rc;
+}
+
 /* ---- driver ---------------------------------------------------------------- */
 
 static double now_s(void)
@@ -610,6 +650,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	f.missing = (struct vec)VEC(struct bref);
 	f.kfix = (struct vec)VEC(struct kfix);
 	f.rm_files = (struct vec)VEC(struct pathref);
+	f.pack_index = (struct vec)VEC(struct { uint8_t k[BLOBKEY_BYTES]; struct pack_loc l; });
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	f.threads = o->threads ? o->threads : ncpu > 0 ? (unsigned)ncpu : 1;
 	if (f.threads > MAX_THREADS)
@@ -620,8 +661,14 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (!rc)
 		rc = check_all(&f);
 	say_more(&f);
+	bool files = !rc && res->blob_files > 0;
+	if (files && !(o->repair && o->convert))
+		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
+			 (unsigned long long)res->blob_files, dir);
 	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers))
 		rc = repair(&f, err);
+	if (!rc && o->repair && o->convert && files)
+		rc = convert_files(&f, err);
 	say_more(&f);
 	close_store(&f);
 	if (f.lockfd >= 0)
@@ -638,6 +685,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	fsck_vec_free(&f.missing);
 	fsck_vec_free(&f.kfix);
 	fsck_vec_free(&f.rm_files);
+	fsck_vec_free(&f.pack_index);
 	if (rc && !*err)
 		snprintf(err, 512, "%s: %s", dir, strerror(-rc));
 	res->seconds = now_s() - t0;

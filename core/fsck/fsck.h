@@ -89,6 +89,9 @@
 struct fsck_opts {
 	bool deep;      /* re-hash every blob file (MD5 and XXH3-128) */
 	bool repair;    /* fix what can be fixed (see above) */
+	bool convert;   /* with repair: move the blob files of a format 1 store
+			 * into packs (blob_convert_files); `pagededup fsck
+			 * --repair` asks for it */
 	unsigned threads; /* threads that hash blob files with deep; 0 = one per CPU */
 	/* One line per problem found or repair made (the first 50 of each
 	 * kind; then one line with how many more). */
@@ -109,6 +112,8 @@ struct fsck_result {
 			      * store; --repair removes them, and so does the
 			      * next mount of an uncleanly closed store */
 	uint64_t inodes, dirs, pages, blobs, blob_files;
+	uint64_t packed_blobs; /* blobs whose bytes are pack records */
+	uint64_t packs, pack_bytes, pack_live_bytes; /* pack files, their bytes, the live ones */
 	uint64_t lost;       /* pages moved to lost+found without their bytes */
 	uint64_t adopted;    /* nameless inodes or directories put in lost+found */
 	uint64_t bytes_hashed; /* deep: bytes of blob files read */

@@ -327,6 +327,71 @@ static int tally_positions(struct fsck *f, const uint8_t *key, const struct fpre
 	return 0;
 }
 
+/* Check the pack record of packed blob key (record r): its header names
+ * this blob with its size and XXH3-128 (deep: it decodes to bytes with the
+ * record's MD5 and XXH3-128). 0, or -EIO with the reason in why. */
+static int check_packed(struct fsck *f, const uint8_t *key, const struct fprec *r, char why[160])
+{
+	struct blobkey bk;
+	blobkey_decode(key, &bk);
+	struct pack_loc loc;
+	blob_rec_loc(r, &loc);
+	struct pack_rec_hdr h;
+	int rc = pack_read_hdr(f->sh.packs, &loc, &h);
+	if (rc) {
+		snprintf(why, 160, "no intact record header at pack %u offset %llu (%s)", r->pack,
+			 (unsigned long long)r->pack_off, strerror(-rc));
+		return -EIO;
+	}
+	if (h.kind != PACK_KIND_PAGE || memcmp(h.md5, bk.md5, 16) || h.variant != bk.variant || h.size != r->size ||
+	    memcmp(h.xxh128, r->xxh128, 16)) {
+		snprintf(why, 160, "the record at pack %u offset %llu is another page's", r->pack,
+			 (unsigned long long)r->pack_off);
+		return -EIO;
+	}
+	if (!f->o->deep)
+		return 0;
+	void *buf = malloc(r->size ? (size_t)r->size : 1);
+	if (!buf)
+		return -ENOMEM;
+	rc = blob_read_packed(&f->sh, &bk, r, buf);
+	struct fp fp;
+	if (!rc && !(rc = fp_of_buf(buf, (size_t)r->size, &fp)) && memcmp(fp.md5, bk.md5, 16))
+		rc = -EIO;
+	free(buf);
+	if (rc == -ENOMEM)
+		return rc;
+	f->res->bytes_hashed += r->size;
+	if (rc)
+		snprintf(why, 160, "the record at pack %u offset %llu does not decode to its bytes", r->pack,
+			 (unsigned long long)r->pack_off);
+	return rc ? -EIO : 0;
+}
+
+/* A blob whose bytes are a pack record. */
+static int handle_packed(struct fsck *f, struct group *g, const char *hex)
+{
+	const struct fprec *r = &g->rec->r;
+	int rc = 0;
+	f->res->packed_blobs++;
+	if (g->file) {
+		/* a format 1 file moved into a pack, the removal lost in a crash */
+		char path[BLOBKEY_PATH_MAX];
+		struct blobkey bk;
+		blobkey_decode(g->key, &bk);
+		blobkey_path(&bk, path);
+		fsck_say(f, K_FILE, "%s: file of a blob whose bytes are in a pack now (repair: removed)", path);
+		if ((rc = fsck_add_rm_file(f, path)))
+			return rc;
+	}
+	char why[160];
+	if ((rc = check_packed(f, g->key, r, why)) != -EIO)
+		return rc;
+	fsck_say(f, K_BLOB, "blob %s: %s; the bytes of %llu page%s are lost (repair: moved to /%s)", hex, why,
+		 (unsigned long long)g->refs, g->refs == 1 ? "" : "s", FSCK_LOST_FOUND);
+	return fsck_add_kfix(f, g->key, KF_LOST, false, false, g->refs);
+}
+
 static int handle_group(struct fsck *f, struct group *g)
 {
 	char hex[48];
@@ -356,6 +421,8 @@ static int handle_group(struct fsck *f, struct group *g)
 			if ((rc = fsck_add_kfix(f, g->key, KF_REFCOUNT, g->file, false, g->refs)))
 				return rc;
 		}
+		if (r->flags & FPREC_PACKED)
+			return handle_packed(f, g, hex);
 		char path[BLOBKEY_PATH_MAX];
 		struct blobkey bk;
 		blobkey_decode(g->key, &bk);
@@ -477,6 +544,8 @@ static int read_objects_top(struct fsck *f, uint8_t present[4096])
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
+		else if (errno == ENOENT)
+			return 0; /* a format 2 store: no blob files */
 		fsck_say(f, K_FILE, "objects/: cannot read the directory: %s (cannot be repaired)", strerror(errno));
 		return 0;
 	}
@@ -616,7 +685,7 @@ int fsck_pass_blobs(struct fsck *f)
 		/* check the files of the records in use */
 		for (size_t gi = 0; gi < groups.n && !rc; gi++) {
 			struct group *g = &AT(groups, struct group, gi);
-			if (!g->rec || g->rec->bad || !g->file || !g->refs)
+			if (!g->rec || g->rec->bad || !g->file || !g->refs || (g->rec->r.flags & FPREC_PACKED))
 				continue;
 			struct vjob *jb = fsck_vec_push(&jobs);
 			if (!jb) {
@@ -637,7 +706,7 @@ int fsck_pass_blobs(struct fsck *f)
 			verify_batch(f, (struct vjob *)jobs.v, jobs.n);
 		for (size_t gi = 0, ji = 0; gi < groups.n && !rc; gi++) {
 			struct group *g = &AT(groups, struct group, gi);
-			if (g->rec && !g->rec->bad && g->file && g->refs)
+			if (g->rec && !g->rec->bad && g->file && g->refs && !(g->rec->r.flags & FPREC_PACKED))
 				g->job = &AT(jobs, struct vjob, ji++);
 			rc = handle_group(f, g);
 		}

@@ -134,7 +134,9 @@ struct fsck {
 	struct gfilter *anon;   /* positions when the filter files are unusable */
 	/* what repair does */
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
-	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_any;
+	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_packs, fix_any;
+	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
+	bool pack_index_built;
 	uint64_t lf_ino;        /* repair: the lost+found directory */
 	unsigned threads;
 };
@@ -192,6 +194,14 @@ int fsck_walk_staging(struct fsck *f);
 int fsck_pass_filter(struct fsck *f);
 void fsck_check_totals(struct fsck *f);
 int fsck_repair_totals(struct fsck *f);
+
+/* ---- fsck_packs.c: pack totals, records rebuilt from the packs */
+
+int fsck_check_packs(struct fsck *f);
+int fsck_repair_pack_totals(struct fsck *f);
+/* Make key's record again from its newest intact pack record: 0 done, 1
+ * none found (or it does not decode to that MD5), or -errno. */
+int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct vec *inos);
 
 /* ---- fsck_repair.c: the repair steps */
 

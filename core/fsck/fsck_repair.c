@@ -538,6 +538,25 @@ int fsck_repair_blobs(struct fsck *f, struct vec *moves)
 			rc = 0;
 			__attribute__((fallthrough)); /* its pages are lost */
 		case KF_LOST:
+			/* no record and no file: perhaps a pack holds the bytes */
+			if (!x->file && (x->bad_record || blob_get(f->txn, &f->sh, &k, &r) == -ENOENT)) {
+				if (x->bad_record) {
+					MDB_val kk = { BLOBKEY_BYTES, x->key };
+					int d = mdb_del(f->txn, f->sh.db_fp, &kk, NULL);
+					if (d && d != MDB_NOTFOUND) {
+						rc = pd_mdb_err(d);
+						break;
+					}
+				}
+				if ((rc = fsck_recreate_from_packs(f, x->key, &inos)) == 0) {
+					fsck_say(f, K_REPAIR, "repaired: the record of blob %s rebuilt from its pack record (%zu inodes)",
+						 hex, inos.n);
+					break;
+				}
+				if (rc < 0)
+					break;
+				rc = 0;
+			}
 			for (size_t j = 0; j < inos.n && !rc; j++)
 				rc = lf_adopt(f, AT(inos, uint64_t, j), x->key);
 			if (!rc)

@@ -118,16 +118,28 @@ int sigq_each(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct 
 
 /* ---- signing one page ------------------------------------------------------ */
 
-/* Open blob k's file and sign it; the file stays open (*fd) so that the
- * commit can tell it is still the file of the record (same inode). */
-static int sign_file(struct store *st, const struct blobkey *k, int *fd, struct stat *sb, struct near_sig *sig)
+/* Open blob k's bytes and sign them; the descriptor stays open (*fd) so
+ * that the commit can tell it is still the file of the record (same
+ * inode), and *at keeps the place of a packed record for the same check. */
+static int sign_file(struct store *st, const struct blobkey *k, int *fd, struct stat *sb, struct pack_loc *at,
+		     struct near_sig *sig)
 {
-	char path[BLOBKEY_PATH_MAX];
-	blobkey_path(k, path);
-	*fd = openat(st->dirfd, path, O_RDONLY | O_CLOEXEC);
+	struct fprec r;
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_get(txn, st, k, &r);
+	store_read_end(st, txn);
+	if (rc)
+		return rc;
+	*at = (struct pack_loc){ 0 };
+	if (r.flags & FPREC_PACKED)
+		blob_rec_loc(&r, at);
+	*fd = blob_open_rec(st, k, &r);
 	if (*fd < 0)
-		return -errno;
-	int rc = fstat(*fd, sb) ? -errno : near_sig_of_fd(*fd, (uint64_t)sb->st_size, sig);
+		return *fd;
+	rc = fstat(*fd, sb) ? -errno : near_sig_of_fd(*fd, (uint64_t)sb->st_size, sig);
 	if (rc) {
 		close(*fd);
 		*fd = -1;
@@ -139,7 +151,8 @@ int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *s
 {
 	int fd;
 	struct stat sb;
-	int rc = sign_file(st, k, &fd, &sb, sig);
+	struct pack_loc at;
+	int rc = sign_file(st, k, &fd, &sb, &at, sig);
 	if (!rc)
 		close(fd);
 	return rc;
@@ -151,6 +164,7 @@ struct page {
 	struct blobkey k;
 	int fd; /* -1: nothing to store (file gone, or signing failed) */
 	struct stat sb;
+	struct pack_loc at; /* a packed record's place (pack 0: a blob file) */
 	struct near_sig sig;
 };
 
@@ -159,11 +173,15 @@ struct batch {
 	size_t n;
 };
 
-/* Is the file at k's path the one that was signed? A blob freed and stored
- * again under the same key (a -o nodedup copy, a collision variant) has a
- * new file. */
-static bool same_file(struct store *st, const struct page *p)
+/* Are the bytes of record r the ones that were signed? A blob freed and
+ * stored again under the same key (a -o nodedup copy, a collision variant)
+ * has a new file or a new pack record. */
+static bool same_file(struct store *st, const struct page *p, const struct fprec *r)
 {
+	if (r->flags & FPREC_PACKED)
+		return p->at.pack == r->pack && p->at.off == r->pack_off;
+	if (p->at.pack)
+		return false;
 	char path[BLOBKEY_PATH_MAX];
 	struct stat now;
 	blobkey_path(&p->k, path);
@@ -177,13 +195,13 @@ static int store_sig(struct wtx *w, const struct page *p)
 	int rc = blob_get(w->txn, st, &p->k, &r);
 	if (rc == -ENOENT)
 		return 0; /* freed since: its row went with it */
-	if (rc || !(r.flags & FPREC_SIG_PENDING) || !same_file(st, p))
+	if (rc || !(r.flags & FPREC_SIG_PENDING) || !same_file(st, p, &r))
 		return rc;
 	near_sig_to_rec(&p->sig, &r);
 	r.flags &= (uint8_t)~FPREC_SIG_PENDING;
 	if ((rc = blob_put(w->txn, st, &p->k, &r)) || (rc = sigq_row_del(w->txn, st, &p->k)))
 		return rc;
-	return (r.flags & FPREC_HAS_SIMHASH) ? near_add(w->txn, st, &p->k, r.simhash) : 0;
+	return (r.flags & FPREC_HAS_SIMHASH) ? near_add_sig(w->txn, st, &p->k, &p->sig) : 0;
 }
 
 static int store_batch_cb(struct wtx *w, void *arg)
@@ -203,7 +221,7 @@ static int sign_batch(struct store *st, struct batch *b)
 	bool any = false;
 	for (size_t i = 0; i < b->n; i++) {
 		struct page *p = &b->p[i];
-		any |= sign_file(st, &p->k, &p->fd, &p->sb, &p->sig) == 0;
+		any |= sign_file(st, &p->k, &p->fd, &p->sb, &p->at, &p->sig) == 0;
 	}
 	int rc = any ? store_write(st, store_batch_cb, b) : 0;
 	for (size_t i = 0; i < b->n; i++)

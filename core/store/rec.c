@@ -91,6 +91,13 @@ size_t fprec_encode(const struct fprec *r, uint8_t *out)
 		memcpy(out + n, r->sketch, FPREC_SKETCH_BYTES);
 		n += FPREC_SKETCH_BYTES;
 	}
+	if (r->flags & FPREC_PACKED) {
+		put_le32(out + n, r->pack);
+		put_le64(out + n + 4, r->pack_off);
+		put_le64(out + n + 12, r->pack_len);
+		put_le32(out + n + 20, r->pack_dict);
+		n += 24;
+	}
 	return n;
 }
 
@@ -109,8 +116,9 @@ int fprec_decode(const void *in, size_t len, struct fprec *r)
 	r->pos.k = p[42];
 	size_t leaf_bytes = (r->flags & FPREC_LEAF) ? 4 : 0;
 	size_t sketch_bytes = (r->flags & FPREC_HAS_SKETCH) ? FPREC_SKETCH_BYTES : 0;
+	size_t pack_bytes = (r->flags & FPREC_PACKED) ? 24 : 0;
 	if (r->pos.nlines > CBF_MAX_LINES || r->pos.k > CBF_MAX_K ||
-	    len != 44 + 4u * r->pos.nlines + r->pos.k + leaf_bytes + sketch_bytes)
+	    len != 44 + 4u * r->pos.nlines + r->pos.k + leaf_bytes + sketch_bytes + pack_bytes)
 		return -EUCLEAN;
 	size_t n = 44;
 	for (unsigned i = 0; i < r->pos.nlines; i++, n += 4)
@@ -122,6 +130,16 @@ int fprec_decode(const void *in, size_t len, struct fprec *r)
 	n += leaf_bytes;
 	if (sketch_bytes)
 		memcpy(r->sketch, p + n, FPREC_SKETCH_BYTES);
+	n += sketch_bytes;
+	r->pack = 0;
+	r->pack_off = r->pack_len = 0;
+	r->pack_dict = 0;
+	if (pack_bytes) {
+		r->pack = get_le32(p + n);
+		r->pack_off = get_le64(p + n + 4);
+		r->pack_len = get_le64(p + n + 12);
+		r->pack_dict = get_le32(p + n + 20);
+	}
 	return 0;
 }
 

@@ -52,7 +52,9 @@ bool blobkey_parse(const char *name, struct blobkey *k);
  * Value (little-endian): refcount u64 | size u64 | xxh128 [16] | simhash u64 |
  *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k |
  *   leaf u32 (present only with FPREC_LEAF) |
- *   sketch [64] (present only with FPREC_HAS_SKETCH)
+ *   sketch [64] (present only with FPREC_HAS_SKETCH) |
+ *   pack u32 | offset u64 | length u64 | dictionary u32 (present only with
+ *   FPREC_PACKED; dictionary: the id the record's encoding needs, 0 none)
  * The positions are on the filter leaf `leaf` (gfilter.h). Leaf 0 is not
  * written: records of the fixed filter, which had no leaf field, are on
  * leaf 0, the fixed filter's file. */
@@ -63,6 +65,11 @@ bool blobkey_parse(const char *name, struct blobkey *k);
 #define FPREC_HAS_SKETCH 16u /* a MinHash sketch follows (minhash.h) */
 #define FPREC_SIG_PENDING 32u /* the near-duplicate signature is not computed
 				* yet: the blob has a row in `sigq` (sigq.h) */
+#define FPREC_PACKED 64u /* the bytes are a record in a pack (pack.h), not a
+			  * file under objects/ (format 1) */
+#define FPREC_BAD 128u   /* the record was found damaged: a read of it is
+			  * EIO, and the next write of the same bytes stores
+			  * them afresh and heals it (blob.h) */
 #define FPREC_SKETCH_BYTES 64
 struct fprec {
 	uint64_t refcount;
@@ -73,8 +80,11 @@ struct fprec {
 	struct cbf_pos pos;
 	uint32_t leaf;      /* filter leaf of pos */
 	uint8_t sketch[FPREC_SKETCH_BYTES]; /* with FPREC_HAS_SKETCH */
+	uint32_t pack;      /* with FPREC_PACKED: where the record is */
+	uint64_t pack_off, pack_len;
+	uint32_t pack_dict; /* and the dictionary it needs (0: none) */
 };
-#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4 + FPREC_SKETCH_BYTES)
+#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4 + FPREC_SKETCH_BYTES + 24)
 size_t fprec_encode(const struct fprec *r, uint8_t *out);
 int fprec_decode(const void *in, size_t len, struct fprec *r);
 

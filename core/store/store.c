@@ -331,6 +331,7 @@ static void store_free(struct store *st)
 		if (st->parts[i]->release)
 			st->parts[i]->release(st);
 	gf_close(st->gf);
+	pack_set_close(st->packs);
 	if (st->env)
 		mdb_env_close(st->env);
 	if (st->dirfd >= 0)
@@ -425,7 +426,7 @@ int store_mkfs(const char *dir, const struct store_params *p, const struct store
 	}
 	chmod(dir, 0700);
 	char path[4096];
-	const char *subdirs[] = { "meta", "objects", "staging" };
+	const char *subdirs[] = { "meta", PACK_DIR, "staging" };
 	for (int i = 0; i < 3; i++) {
 		if (path_join(path, sizeof path, dir, subdirs[i]) || mkdir(path, 0700)) {
 			snprintf(err, PD_ERRLEN, "cannot create %s/%s: %s", dir, subdirs[i], strerror(errno));
@@ -590,6 +591,17 @@ static void *sync_main(void *arg)
 
 static void version_get(MDB_txn *txn, MDB_dbi db, const char *key, char out[STORE_VERSION_LEN]);
 
+static int format_up_cb(struct wtx *w, void *arg)
+{
+	(void)arg;
+	uint8_t fb[4];
+	put_le32(fb, PD_FORMAT_VERSION);
+	int rc = meta_put(w->txn, w->st->db_meta, "format", fb, 4);
+	if (!rc)
+		w->st->format = PD_FORMAT_VERSION;
+	return rc;
+}
+
 static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen, char err[PD_ERRLEN])
 {
 	uint8_t fb[4], cl = 0;
@@ -600,16 +612,17 @@ static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen,
 		return -EINVAL;
 	}
 	uint32_t fmt = get_le32(fb);
-	if (fmt != PD_FORMAT_VERSION) {
+	if (fmt < PD_FORMAT_OLDEST || fmt > PD_FORMAT_VERSION) {
 		char made[STORE_VERSION_LEN], written[STORE_VERSION_LEN];
 		version_get(txn, st->db_meta, STORE_META_MADE_BY, made);
 		version_get(txn, st->db_meta, STORE_META_WRITTEN_BY, written);
 		snprintf(err, PD_ERRLEN, "store %s has format version %u (made by pagededup %s, last written by %s), "
-			 "this pagededup %s reads version %u; use a pagededup release of that format",
+			 "this pagededup %s reads versions %u to %u; use a pagededup release of that format",
 			 st->dir, fmt, *made ? made : "before 0.9.0", *written ? written : "it", pd_version(),
-			 PD_FORMAT_VERSION);
+			 PD_FORMAT_OLDEST, PD_FORMAT_VERSION);
 		return -EPROTO;
 	}
+	st->format = fmt;
 	rc = params_get(txn, st->db_meta, &st->params);
 	if (!rc) rc = store_meta_get_u64(txn, st->db_meta, "generation", gen);
 	if (!rc) rc = meta_get(txn, st->db_meta, "clean", &cl, 1);
@@ -704,6 +717,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 			rc = parts_open(st, txn, err);
 		rc = rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 	}
+	if (!rc && (rc = pack_set_open(st->dirfd, st->readonly, o->pack_max_bytes, &st->packs)) && !*err)
+		snprintf(err, PD_ERRLEN, "cannot open the packs of %s (%s/packs): %s", dir, dir, strerror(-rc));
 	if (!rc && (rc = store_filter_load(st, clean, gen)) && !*err)
 		snprintf(err, PD_ERRLEN, "cannot load the filter of %s: %s", dir, strerror(-rc));
 	if (!rc && !st->readonly) {
@@ -711,6 +726,11 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		 * LMDB never committed: mark the store unclean, durably. */
 		st->generation = gen + 1;
 		rc = store_write(st, mark_open_cb, &st->generation);
+		/* A format 1 store opened for writing takes new pages in packs
+		 * from now on: it is format 2, which the release that made it
+		 * cannot read. */
+		if (!rc && st->format < PD_FORMAT_VERSION && !o->blob_files)
+			rc = store_write(st, format_up_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		remove_staging(st);
@@ -797,6 +817,8 @@ void store_abandon(struct store *st)
 
 int store_sync(struct store *st)
 {
-	return pd_mdb_err(mdb_env_sync(st->env, 1));
+	/* the records first, then the commits that name them */
+	int rc = st->packs ? pack_sync(st->packs) : 0;
+	return rc ? rc : pd_mdb_err(mdb_env_sync(st->env, 1));
 }
 

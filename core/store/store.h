@@ -2,7 +2,9 @@
  * counting filter, and the write path every change goes through.
  *
  *   STORE/meta/      LMDB environment (every table but page bytes)
- *   STORE/objects/   one immutable blob per distinct content
+ *   STORE/packs/     page bytes: append-only pack files of records (pack.h)
+ *   STORE/objects/   format 1: one immutable file per distinct content
+ *                    (read as before; fsck --repair moves them into packs)
  *   STORE/staging/   bytes of files open for writing, not yet sealed
  *   STORE/filter     leaf 0 of the page filter (the whole filter until it
  *                    first splits), rebuildable from LMDB
@@ -48,9 +50,15 @@
 
 #include "filter/cbf.h"
 #include "filter/gfilter.h"
+#include "pack/pack.h"
 #include "rec.h"
 
-#define PD_FORMAT_VERSION 1
+/* Format 2: page bytes in packs (pack.h); records say where (FPREC_PACKED).
+ * A format 1 store (a file per blob under objects/) opens too: a writable
+ * open marks it format 2 (new pages go to packs at once), and
+ * `pagededup fsck --repair` moves its remaining files into packs. */
+#define PD_FORMAT_VERSION 2
+#define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17
 #define PD_ERRLEN 512
@@ -111,6 +119,11 @@ struct store_opts {
 	bool no_sign_thread;  /* signatures only through sigq_drain and over-bound seals (tests) */
 	unsigned sign_queue;  /* pages waiting for their signature before a seal signs
 			       * the oldest itself, 0 = SIGQ_DEFAULT_MAX (sigq.h) */
+	int pack_level;       /* zstd level of new records, 0 = PACK_DEFAULT_LEVEL,
+			       * < 0 = stored raw */
+	uint64_t pack_max_bytes; /* a pack is closed past this, 0 = PACK_DEFAULT_MAX_BYTES */
+	bool blob_files;      /* new blobs as files under objects/, format 1's layout
+			       * (tests of format 1 stores); the store stays format 1 */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -144,9 +157,16 @@ struct store {
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
 	bool near_stale;      /* read-only, signatures of another version (near.h) */
+	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands (nearset.h) */
+	bool has_nearset;     /* false: a read-only store from before them */
 	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
+	struct pack_set *packs; /* page bytes (pack.h) */
+	/* State of the blob layer (its zstd dictionaries: blob_dict.c),
+	 * released by its part (blob_part.c). */
+	void *blob_priv;
+	uint32_t format;      /* as opened: 1 or 2 (PD_FORMAT_VERSION) */
 	uint64_t generation;
 	uint64_t mapsize;
 
@@ -203,6 +223,9 @@ struct wtx {
 	/* Files to remove after the commit succeeds (relative to the store). */
 	char **unlink_after;
 	size_t n_unlink, cap_unlink;
+	/* Pack records to give back to the filesystem after the commit. */
+	struct pack_loc *punch_after;
+	size_t n_punch, cap_punch;
 	struct pd_time now;
 };
 
@@ -246,6 +269,9 @@ int store_sync(struct store *st);
 int wtx_unlink_after(struct wtx *w, const char *relpath);
 /* Forget a pending removal of relpath (it was re-created in this batch). */
 void wtx_keep(struct wtx *w, const char *relpath);
+/* After commit, free the disk blocks of the pack record at loc (its last
+ * reference went): pack_punch. */
+int wtx_punch_after(struct wtx *w, const struct pack_loc *loc);
 
 /* Allocate the next inode number. */
 int wtx_next_ino(struct wtx *w, uint64_t *ino);

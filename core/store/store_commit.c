@@ -107,6 +107,21 @@ static void unlinks_truncate(struct wtx *w, size_t n)
 {
 	while (w->n_unlink > n)
 		free(w->unlink_after[--w->n_unlink]);
+	w->n_punch = 0;
+}
+
+int wtx_punch_after(struct wtx *w, const struct pack_loc *loc)
+{
+	if (w->n_punch == w->cap_punch) {
+		size_t cap = w->cap_punch ? 2 * w->cap_punch : 16;
+		struct pack_loc *v = realloc(w->punch_after, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		w->punch_after = v;
+		w->cap_punch = cap;
+	}
+	w->punch_after[w->n_punch++] = *loc;
+	return 0;
 }
 
 int wtx_next_ino(struct wtx *w, uint64_t *ino)
@@ -192,11 +207,16 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		if (st->gf && gf_commit(st->gf))
 			store_filter_kick(st);
 		run_unlinks(st, &w);
+		/* dead records give their blocks back (a failure leaves dead
+		 * bytes, which the compactor reclaims) */
+		for (size_t i = 0; i < w.n_punch; i++)
+			pack_punch(st->packs, &w.punch_after[i]);
 		if (++st->commits % 64 == 0)
 			store_reserve_lmdb_space(st);
 	}
 	unlinks_truncate(&w, 0);
 	free(w.unlink_after);
+	free(w.punch_after);
 }
 
 int store_write(struct store *st, store_write_fn fn, void *arg)

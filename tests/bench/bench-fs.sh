@@ -74,6 +74,13 @@ CORPUS=$CACHE/corpus
 TARBALL=$CACHE/corpus.tar
 REFMD5=$CACHE/corpus.md5
 
+# The reference for the store's size, measured here: every distinct page
+# compressed alone with gzip -6, as a WARC.gz holds it (one member a
+# record), summed.
+GZIP6_B=$(cd "$CORPUS/a" && find . -type f -print0 | sort -z | xargs -0 md5sum | sort -u -k1,1 | cut -c35- |
+	while IFS= read -r f; do gzip -6c -- "$f" | wc -c; done | awk '{ s += $1 } END { printf "%d", s }')
+echo "reference_gzip6_per_page_bytes: $GZIP6_B bytes (the distinct pages of corpus/a, each gzip -6 alone)"
+
 need_fs=0 need_nullfs=0
 case " $RUNS " in *_nodedup*|*_dedup*|*_devfuse*) need_fs=1;; esac
 case " $RUNS " in *_nullfs*|*_nulluring*) need_nullfs=1;; esac
@@ -352,8 +359,22 @@ run() { # name = METHOD_TARGET
 		# the filter: the root file and the leaves of the grown tree
 		filter_b=$(du -scb "$store/filter" "$store/filter.d" 2>/dev/null | tail -1 | cut -f1)
 		filter_b=${filter_b:-0}
-		du_b=$(du -sb "$store/objects" 2>/dev/null | cut -f1)
-		files_b=$(find "$store/objects" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }')
+		# page bytes: pack files (format 2) and blob files (format 1, nodedup
+		# stores made with blob_files)
+		du_b=$(du -scb "$store/packs" "$store/objects" 2>/dev/null | tail -1 | cut -f1)
+		files_b=$(find "$store/packs" "$store/objects" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }')
+		# the whole store as the disk sees it (allocated blocks), its parts,
+		# and the files it takes
+		local whole_b packs_b meta_b nfiles
+		whole_b=$(( $(du -sk "$store" | cut -f1) * 1024 ))
+		packs_b=$(( $(du -sk "$store/packs" 2>/dev/null | cut -f1) * 1024 ))
+		meta_b=$(( $(du -sk "$store/meta" | cut -f1) * 1024 ))
+		nfiles=$(find "$store" -type f | wc -l)
+		figure "${name}_du_store" "$whole_b" bytes "packs $packs_b, meta (LMDB) $meta_b, filter $filter_b"
+		figure "${name}_du_per_gzip6" "$(calc %.4f "$whole_b / $GZIP6_B")" x \
+			"goal <= 0.5: $(met "$whole_b <= 0.5 * $GZIP6_B"); the per-page gzip -6 sum of the distinct pages is $GZIP6_B bytes"
+		figure "${name}_backing_files_per_1000_pages" "$(calc %.3f "$nfiles * 1000 / $pages")" files \
+			"goal <= 1 (plus a bounded number of fixed files): $(met "$nfiles * 1000 / $pages <= 1")"
 		stats=$WORK/stats.json
 		if "$PD" stats "$store" --json >"$stats" 2>"$WORK/stats.err"; then
 			st_b=$(json_num stored_bytes "$stats")
@@ -383,6 +404,10 @@ run() { # name = METHOD_TARGET
 			figure "${name}_stored_per_unique_stats" "$(calc %.4f "$st_b / $unique_bytes")" x \
 				"${g:+$g: $(met "$st_b <= $unique_bytes * $STORED_SLACK")}"
 		fi
+	else
+		# the plain directory as the disk sees it: the reference of the
+		# small-pages figure (a block a file at least)
+		figure "${name}_du_plain" "$(( $(du -sk "$WORK/plain" | cut -f1) * 1024 ))" bytes
 	fi
 	set_aside "$name"
 }

@@ -990,11 +990,13 @@ def cmd_load(o):
                 problems.append("user.dedup.twins of %s: %d paths, expected %d; missing %s, extra %s" % (
                     p, len(tw), len(want), sorted(want - tw)[:3], sorted(tw - want)[:3]))
         if o.store:
-            nb = 0
-            for _, _, fs in os.walk(os.path.join(o.store, "objects")):
-                nb += len(fs)
+            # the stored blobs (pack records, or files of a format 1 store)
+            import subprocess
+            listed = subprocess.run([os.environ["PD_BIN"], "blobs", o.store], check=True,
+                                    stdout=subprocess.PIPE).stdout.decode().splitlines()
+            nb = len(listed)
             if nb != len(groups):
-                problems.append("%d blob files in %s/objects, %d distinct contents" % (nb, o.store, len(groups)))
+                problems.append("%d stored blobs in %s, %d distinct contents" % (nb, o.store, len(groups)))
         stats = json.loads(os.getxattr(M, "user.dedup.stats"))
         if stats.get("pages") != len(expect) or stats.get("blobs") != len(groups):
             problems.append("user.dedup.stats: pages %s, blobs %s; expected %d and %d" % (

@@ -286,11 +286,24 @@ def dstats(mnt):
     return _json.loads(os.getxattr(mnt, "user.dedup.stats"))
 
 
+def stored(store):
+    """The stored blobs as `pagededup blobs` lists them (read-only, works
+    while the store is mounted): [(key, size, refcount, place, damaged)],
+    key "<md5>" or "<md5>.N", place a pack record or a format 1 file."""
+    import subprocess
+    out = subprocess.run([os.environ["PD_BIN"], "blobs", store], check=True,
+                         stdout=subprocess.PIPE).stdout.decode()
+    rows = []
+    for line in out.splitlines():
+        f = line.split("\t")
+        rows.append((f[0], int(f[1]), int(f[2]), f[3], len(f) > 4 and f[4] == "!"))
+    return rows
+
+
 def blob_files(store):
-    out = []
-    for d, _, fs in os.walk(os.path.join(store, "objects")):
-        out += [os.path.join(d, f) for f in fs]
-    return sorted(out)
+    """The keys of the stored blobs (sorted); each is a pack record (or a
+    file under objects/ in a format 1 store)."""
+    return sorted(r[0] for r in stored(store))
 
 
 def nblobs(store):
@@ -298,25 +311,51 @@ def nblobs(store):
 
 
 def wait_blobs(store, n, what="", timeout=5.0):
-    """The number of blob files reaches n within timeout seconds."""
+    """The number of stored blobs reaches n within timeout seconds."""
     end = _time.time() + timeout
     while True:
         b = blob_files(store)
         if len(b) == n:
             return
         if _time.time() > end:
-            raise AssertionError("%sblob files: expected %d, got %d: %r" % (
-                what + ": " if what else "", n, len(b),
-                [os.path.relpath(x, store) for x in b][:20]))
+            raise AssertionError("%sstored blobs: expected %d, got %d: %r" % (
+                what + ": " if what else "", n, len(b), b[:20]))
         _time.sleep(0.05)
 
 
-def blob_path(store, m):
-    """Where the store keeps the first blob of MD5 m (README: objects/abc/<md5>)."""
-    return os.path.join(store, "objects", m[:3], m)
+def blob_bytes(store, key):
+    """The stored bytes of blob key, decoded and checked by
+    `pagededup blobs --cat` (None when they cannot be read intact)."""
+    import subprocess
+    p = subprocess.run([os.environ["PD_BIN"], "blobs", store, "--cat", key],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return p.stdout if p.returncode == 0 else None
+
+
+def blob_place(store, key):
+    """(pack file path, offset, length) of blob key's pack record."""
+    for r in stored(store):
+        if r[0] == key:
+            m = _re.match(r"(pack-\d+):(\d+)\+(\d+):", r[3])
+            assert m, "blob %s is not in a pack: %s" % (key, r[3])
+            return os.path.join(store, "packs", m.group(1)), int(m.group(2)), int(m.group(3))
+    raise AssertionError("no blob %s" % key)
+
+
+def damage_blob(store, key, at=-64, n=8):
+    """Overwrite n bytes of blob key's pack record (at bytes from its start,
+    or from its end when negative), as a bad disk sector would."""
+    path, off, length = blob_place(store, key)
+    pos = off + (at if at >= 0 else length + at)
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        old = f.read(n)
+        f.seek(pos)
+        f.write(bytes(b ^ 0x5A for b in old))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def find_blobs(store, m):
-    """Blob files of MD5 m (named <md5> or <md5>.N), wherever below objects/."""
-    return [p for p in blob_files(store)
-            if os.path.basename(p) == m or os.path.basename(p).startswith(m + ".")]
+    """Stored blobs of MD5 m (keys <md5> or <md5>.N)."""
+    return [k for k in blob_files(store) if k == m or k.startswith(m + ".")]

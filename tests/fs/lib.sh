@@ -300,9 +300,12 @@ pd_cdwd() {
 	cd "$W" || fail "cd $W"
 }
 
-pd_nblobs() { find "${1:-$STORE}/objects" -type f 2>/dev/null | wc -l; }
+# pd_nblobs [STORE]: the number of stored blobs (pack records or format 1
+# files) as `pagededup blobs` lists them; it reads the store read-only, so
+# it works while the store is mounted.
+pd_nblobs() { "$PD_BIN" blobs "${1:-$STORE}" 2>/dev/null | wc -l; }
 
-# pd_wait_blobs N [STORE]: the number of blob files reaches N within 5 s.
+# pd_wait_blobs N [STORE]: the number of stored blobs reaches N within 5 s.
 pd_wait_blobs() {
 	local i n
 	for i in $(seq 1 100); do
@@ -310,8 +313,8 @@ pd_wait_blobs() {
 		[ "$n" = "$1" ] && return 0
 		sleep 0.05
 	done
-	note "blob files in ${2:-$STORE}/objects: expected $1, got $n:"
-	find "${2:-$STORE}/objects" -type f | head -20
+	note "stored blobs in ${2:-$STORE}: expected $1, got $n:"
+	"$PD_BIN" blobs "${2:-$STORE}" | head -20
 	return 1
 }
 

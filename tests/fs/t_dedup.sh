@@ -26,8 +26,8 @@ eq(refcount(M + "/d/a"), 2, "refcount of a")
 eq(refcount(M + "/d/b"), 2, "refcount of b")
 eq(md5x(M + "/d/a"), md5(X), "md5 attribute of a")
 eq(md5x(M + "/d/b"), md5(X), "md5 attribute of b")
-eq(len(find_blobs(S, md5(X))), 1, "blob files named by the md5 of the content")
-eq(read(find_blobs(S, md5(X))[0]), X, "content of the blob file")
+eq(len(find_blobs(S, md5(X))), 1, "stored blobs keyed by the md5 of the content")
+eq(blob_bytes(S, find_blobs(S, md5(X))[0]), X, "content of the stored blob")
 eq(twins_str(M + "/d/a"), {"/d/b"}, "twins of a")
 eq(twins_str(M + "/d/b"), {"/d/a"}, "twins of b")
 write(M + "/d/c", Y)
@@ -75,17 +75,21 @@ case_store_layout() {
 import os
 from fsutil import *
 M, S = os.environ["MNT"], os.environ["STORE"]
-for p in ("meta", "objects", "staging"):
+for p in ("meta", "packs", "staging"):
     check(os.path.isdir(os.path.join(S, p)), "store has no %s/ directory" % p)
 check(os.path.isfile(os.path.join(S, "filter")), "store has no filter file")
 check(os.path.isfile(os.path.join(S, "lock")), "store has no lock file")
 X, Y = b"layout X\n" * 100, b"layout Y\n" * 100
 write(M + "/x", X); write(M + "/x2", X); write(M + "/y", Y)
 wait_blobs(S, 2, "x, x2, y")
-eq(sorted(os.path.relpath(p, S) for p in blob_files(S)),
-   sorted(os.path.relpath(blob_path(S, m), S) for m in (md5(X), md5(Y))),
-   "blob files (objects/abc/<md5>)")
-eq(read(blob_path(S, md5(X))), X, "content of a blob file")
+eq(blob_files(S), sorted([md5(X), md5(Y)]), "stored blobs (keyed by md5)")
+eq(blob_bytes(S, md5(X)), X, "content of a stored blob")
+# no file per page: the bytes are records in one pack
+for key, size, ref, place, bad in stored(S):
+    check(place.startswith("pack-00000001:"), "blob %s is not in the first pack: %s" % (key, place))
+eq(sorted(os.listdir(os.path.join(S, "packs"))), ["pack-00000001"], "files in packs/")
+check(not os.path.exists(os.path.join(S, "objects")) or
+      not [f for _, _, fs in os.walk(os.path.join(S, "objects")) for f in fs], "files under objects/")
 fd = os.open(M + "/open", os.O_WRONLY | os.O_CREAT, 0o644)
 os.write(fd, b"being written")
 os.close(fd)
@@ -215,7 +219,7 @@ os.close(fd)
 Y2 = Y[:5] + b"!" + Y[6:]
 eq(read(b), Y2, "b after an in-place write")
 eq(read(c), Y, "c after its twin was changed in place")
-eq([read(p) for p in find_blobs(S, md5(Y))], [Y], "blob of Y after its twin was changed in place")
+eq([blob_bytes(S, k) for k in find_blobs(S, md5(Y))], [Y], "blob of Y after its twin was changed in place")
 eq((refcount(b), refcount(c)), (1, 1), "refcounts after the in-place write")
 eq(md5x(b), md5(Y2), "md5 attribute of b after the in-place write")
 eq(md5x(c), md5(Y), "md5 attribute of c after the in-place write")
@@ -654,12 +658,8 @@ from fsutil import *
 S = os.environ["STORE"]
 X = read(sys.argv[1])
 b = find_blobs(S, md5(X))
-check(len(b) == 1, "blob file of the content not found: %r" % blob_files(S))
-with open(b[0], "r+b") as f:
-    f.seek(150000)
-    c = f.read(1)
-    f.seek(150000)
-    f.write(bytes([c[0] ^ 0x55]))
+check(len(b) == 1, "stored blob of the content not found: %r" % blob_files(S))
+damage_blob(S, b[0], at=150000, n=1)
 EOF
 	pd_mount -n -s "$STORE" || fail remount
 	py "$PD_TMP/damaged.x" <<'EOF' || exit 1
@@ -725,7 +725,7 @@ case_store_creation() {
 	# mkfs with a size hint
 	s=$PD_TMP/mkfs.store
 	"$PD_BIN" mkfs "$s" --expected-pages 1000 || fail "pagededup mkfs --expected-pages 1000"
-	for p in meta objects staging filter; do
+	for p in meta packs staging filter; do
 		[ -e "$s/$p" ] || fail "store made by mkfs lacks $p"
 	done
 	pd_fsck "$s" || fail "fsck of a new store"

@@ -83,7 +83,9 @@ PYEOF
 }
 
 
-# objects/ becomes unwritable (chmod 0500 of it and its directories; the
+# objects/ becomes unwritable, in a store of format 1's layout (-o
+# blob_files: a store made before packs; pack write failures are the disk
+# full case above) (chmod 0500 of it and its directories; the
 # daemon runs as the store's owner, since root would ignore the mode): a
 # page that needs a new blob fails at close() and keeps its previous
 # content, a duplicate needs no new blob, every stored page stays readable
@@ -91,7 +93,7 @@ PYEOF
 # again new pages are stored and the store checks clean.
 case_objects_unwritable() {
 	[ "$host_ok" = 1 ] || { cat "$PD_TMP/host.log"; fail "cannot run the daemon as $OWNER"; }
-	pd_mount -u $OWNER allow_other || fail mount
+	pd_mount -u $OWNER allow_other,blob_files || fail mount
 	local state=$PD_TMP/objects_unwritable.json
 	py "$state" <<'PYEOF' || exit 1
 import json, os, sys
@@ -139,7 +141,7 @@ refused(M + "/p/page13.html", b"N" * 8192, flags=os.O_WRONLY)
 # a new page (its objects/ subdirectory would have to be made)
 refused(M + "/p/new.html", b"<p>a page never seen before</p>\n")
 # a new page whose objects/abc/ exists
-prefix = os.path.basename(os.path.dirname(blobs_before[0]))
+prefix = blobs_before[0][:3]  # the key of a stored blob: its objects/abc/ exists
 i = 0
 while md5(b"same prefix %d\n" % i)[:3] != prefix:
     i += 1
@@ -192,7 +194,7 @@ for n, m in pages.items():
 json.dump(pages, open(sys.argv[1], "w"))
 PYEOF
 	pd_umount || fail umount
-	pd_mount -n -s "$STORE" -u $OWNER allow_other || fail remount
+	pd_mount -n -s "$STORE" -u $OWNER allow_other,blob_files || fail remount
 	py "$state" <<'PYEOF' || exit 1
 import json, os, sys
 from fsutil import *
@@ -203,13 +205,14 @@ PYEOF
 	pd_umount || fail umount
 }
 
-# objects/ unwritable while the last name of a page goes: its blob file
+# objects/ unwritable (format 1's layout, as above) while the last name of
+# a page goes: its blob file
 # cannot be removed after the commit. The unlink must either fail or leave a
 # store that checks clean after a clean unmount (the leftover file removed
 # later, or the store left for the next mount's sweep).
 case_objects_unwritable_unlink() {
 	[ "$host_ok" = 1 ] || { cat "$PD_TMP/host.log"; fail "cannot run the daemon as $OWNER"; }
-	pd_mount -u $OWNER allow_other || fail mount
+	pd_mount -u $OWNER allow_other,blob_files || fail mount
 	py <<'PYEOF' || exit 1
 import os
 from fsutil import *

@@ -53,7 +53,7 @@ case_daemon_as_user() {
 	[ -z "$bad" ] || fail "files in the store not owned by $OWNER: $bad"
 	bad=$(find "$STORE" -perm /077 -printf '%p %m\n')
 	[ -z "$bad" ] || fail "files in the store open to group or others: $bad"
-	for p in "$STORE" "$STORE/objects" "$STORE/meta/data.mdb" "$(find "$STORE/objects" -type f | head -1)"; do
+	for p in "$STORE" "$STORE/packs" "$STORE/meta/data.mdb" "$(find "$STORE/packs" -type f | head -1)"; do
 		expect_fail run_as $ALICE cat "$p" 2>/dev/null
 		expect_fail run_as $ALICE ls "$p" >/dev/null 2>&1
 	done
@@ -62,7 +62,7 @@ import os, sys, errno
 from fsutil import *
 S = sys.argv[1]
 expect_errno(errno.EACCES, os.listdir, S)
-expect_errno(errno.EACCES, os.stat, S + "/objects")
+expect_errno(errno.EACCES, os.stat, S + "/packs")
 expect_errno(errno.EACCES, os.open, S + "/meta/data.mdb", os.O_RDONLY)
 EOF
 	pd_umount || fail umount
@@ -176,9 +176,9 @@ case_twins_filtered() {
 	local n
 	n=$(run_as $BOB getfattr --absolute-names --only-values -n user.dedup.near "$MNT/$BOB/near.html") ||
 		fail "getfattr user.dedup.near as bob"
-	expect_eq "$n" "$(printf '0?\t%s' "$B")" "near for bob: his copy, not alice's page"
+	expect_eq "$n" "$(printf '0?\t1.000\tnear\t%s' "$B")" "near for bob: his variant, not alice's page"
 	n=$(getfattr --absolute-names --only-values -n user.dedup.near "$MNT/$BOB/near.html") || fail "near as root"
-	expect_eq "$n" "$(printf '0?\t%s\n0?\t%s' "$A" "$B")" "near for root: both"
+	expect_eq "$n" "$(printf '0?\t1.000\tnear\t%s\n0?\t1.000\tnear\t%s' "$A" "$B")" "near for root: both"
 	pd_umount || fail umount
 }
 
@@ -223,7 +223,7 @@ eq((md5x(a), md5x(b)), (md5(A), md5(A)), "md5 attributes")
 eq((refcount(a), refcount(b)), (1, 1), "refcounts")
 eq((twins(a), twins(b)), (set(), set()), "twins for root")
 wait_blobs(S, 2, "A and B")
-eq(sorted(read(p) for p in blob_files(S)), sorted([A, B]), "the two blob files")
+eq(sorted(blob_bytes(S, k) for k in blob_files(S)), sorted([A, B]), "the two stored blobs")
 EOF
 	pd_umount || fail umount
 }
@@ -337,23 +337,27 @@ EOF
 	check_store_names "$STORE" "$tok"
 }
 
-# check_store_names STORE TOKEN: objects/ holds only <3 hex>/<32 hex>[.N]
-# files whose bytes have that MD5, staging/ is empty, no name in the store
-# carries TOKEN, and no file named after TOKEN exists outside it.
+# check_store_names STORE TOKEN: packs/ holds only pack-NNNNNNNN files,
+# there are no blob files (objects/), every stored blob's bytes have the MD5
+# its key says, staging/ is empty, no name in the store carries TOKEN, and
+# no file named after TOKEN exists outside it.
 check_store_names() {
 	py "$1" "$2" <<'EOF' || exit 1
 import os, re, sys
 from fsutil import *
 S, tok = sys.argv[1], sys.argv[2]
-obj = os.path.join(S, "objects")
-for d in os.listdir(obj):
-    check(re.fullmatch(r"[0-9a-f]{3}", d) and os.path.isdir(os.path.join(obj, d)) and
-          not os.path.islink(os.path.join(obj, d)), "objects/%r is not a blob directory" % d)
-    for f in os.listdir(os.path.join(obj, d)):
-        p = os.path.join(obj, d, f)
-        check(re.fullmatch(r"[0-9a-f]{32}(\.[0-9]+)?", f) and f.startswith(d), "objects/%s/%r is not a blob name" % (d, f))
-        check(os.path.isfile(p) and not os.path.islink(p), "objects/%s/%s is not a plain file" % (d, f))
-        eq(md5_file(p), f[:32], "MD5 of the bytes of objects/%s/%s" % (d, f))
+packs = os.path.join(S, "packs")
+for f in os.listdir(packs):
+    p = os.path.join(packs, f)
+    check(re.fullmatch(r"pack-[0-9]{8}", f), "packs/%r is not a pack name" % f)
+    check(os.path.isfile(p) and not os.path.islink(p), "packs/%s is not a plain file" % f)
+check(not os.path.exists(os.path.join(S, "objects")), "blob files (objects/) in a store of packs")
+rows = stored(S)
+check(rows, "no stored blobs")
+for key, size, ref, place, bad in rows:
+    check(re.fullmatch(r"[0-9a-f]{32}(\.[0-9]+)?", key), "%r is not a blob key" % key)
+    check(place.startswith("pack-"), "blob %s is not in a pack: %s" % (key, place))
+    eq(md5(blob_bytes(S, key)), key[:32], "MD5 of the stored bytes of blob %s" % key)
 eq(os.listdir(os.path.join(S, "staging")), [], "staging/ after unmount")
 for d, dirs, files in os.walk(S):
     for n in dirs + files:

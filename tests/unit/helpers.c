@@ -17,6 +17,7 @@
 
 #include "blob/blob.h"
 #include "archive/query.h"
+#include "near/near.h"
 #include "near/simhash.h"
 
 const struct pd_cred test_root = { 0, 0, 0, NULL };
@@ -125,6 +126,24 @@ static int count_one(const char *path, const struct stat *sb, int flag, struct F
 	return 0;
 }
 
+size_t th_count_stored(struct store *st)
+{
+	size_t n = th_count_blobs(st->dir);
+	uint32_t *ids;
+	size_t nids;
+	assert_int_equal(pack_list(st->packs, &ids, &nids), 0);
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	for (size_t i = 0; i < nids; i++) {
+		struct blob_pack_live l;
+		assert_int_equal(blob_pack_live_get(txn, st, ids[i], &l), 0);
+		n += (size_t)l.records;
+	}
+	store_read_end(st, txn);
+	free(ids);
+	return n;
+}
+
 size_t th_count_blobs(const char *dir)
 {
 	char path[4096];
@@ -161,6 +180,23 @@ char *th_page(uint64_t seed, unsigned words, const char *extra)
 uint64_t th_put_page(struct store *st, uint64_t parent, const char *name, const char *page)
 {
 	return th_put(st, parent, name, page, strlen(page));
+}
+
+const char *th_page_res(const char *a, const char *b)
+{
+	static char out[4][16];
+	static int next;
+	struct near_sig *x = malloc(sizeof *x), *y = malloc(sizeof *y);
+	assert_non_null(x);
+	assert_non_null(y);
+	assert_int_equal(near_sig_of_page(a, strlen(a), x), 0);
+	assert_int_equal(near_sig_of_page(b, strlen(b), y), 0);
+	assert_true(x->has_set && y->has_set);
+	char *o = out[next++ % 4];
+	snprintf(o, 16, "%.3f", nearset_resemblance(&x->set, &y->set, NULL));
+	free(x);
+	free(y);
+	return o;
 }
 
 unsigned th_page_distance(const char *a, const char *b)

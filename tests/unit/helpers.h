@@ -29,11 +29,17 @@ uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void 
 char *th_page(uint64_t seed, unsigned words, const char *extra);
 uint64_t th_put_page(struct store *st, uint64_t parent, const char *name, const char *page);
 unsigned th_page_distance(const char *a, const char *b);
+/* The resemblance user.dedup.near shows for two pages ("%.3f", one of four
+ * rotating static buffers). */
+const char *th_page_res(const char *a, const char *b);
 /* Refcount of ino's blob (0 if none). */
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */
 void th_assert_fsck_clean(const char *dir);
-/* Count files under dir/objects. */
+/* Count files under dir/objects (blobs of format 1's layout). */
 size_t th_count_blobs(const char *dir);
+/* Count the stored contents of st: its blob files and the live records of
+ * its packs (as the packs' totals in meta say). */
+size_t th_count_stored(struct store *st);
 
 #endif

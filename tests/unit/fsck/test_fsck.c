@@ -53,10 +53,15 @@ static uint64_t mkdir_in(struct store *st, uint64_t parent, const char *name)
 	return in.ino;
 }
 
+/* The base store keeps format 1's layout (a file per blob under objects/):
+ * these cases check what fsck does with the files of a store not converted
+ * yet; test_fsck_packs.c checks packs. */
+static const struct store_opts files_layout = { .blob_files = true };
+
 static struct store *open_rw(struct base *b)
 {
 	struct store *st;
-	struct store_opts o = { 0 };
+	struct store_opts o = files_layout;
 	char err[PD_ERRLEN];
 	assert_int_equal(archive_open(b->store, &o, &st, err), 0);
 	return st;
@@ -67,7 +72,7 @@ static void base_make(struct base *b, const struct store_params *p)
 	memset(b, 0, sizeof *b);
 	b->tmp = th_tmpdir();
 	snprintf(b->store, sizeof b->store, "%s/store", b->tmp);
-	struct store *st = th_store(b->tmp, p, NULL);
+	struct store *st = th_store(b->tmp, p, &files_layout);
 	struct inode in;
 	b->a = th_put(st, PD_ROOT_INO, "a.html", "page A", 6);
 	b->b = th_put(st, PD_ROOT_INO, "b.html", "page B", 6);

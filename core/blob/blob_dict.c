@@ -1,0 +1,419 @@
+/* blob_dict.c - zstd dictionaries of a store. The rules are in blob.h.
+ *
+ * In memory: every dictionary loaded so far (by id, kept until the store
+ * closes, so that a decode never races with its dictionary's removal),
+ * the current one, and the training sample: BLOB_DICT_SAMPLES slots of at
+ * most BLOB_DICT_SAMPLE_MAX bytes (8 MiB), filled in turn by the pages
+ * encoded, so that a training sees the recent pages.
+ */
+#include "blob.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fdio.h"
+
+#define DRIFT_WINDOW 2048 /* pages per ratio measurement */
+#define DRIFT_WORSE 1.2   /* a window this much worse than the baseline: retrain */
+
+struct dicts {
+	pthread_mutex_t mu;
+	struct store *st;
+	struct pack_dict **byid; /* loaded, by id */
+	size_t cap;
+	uint32_t max_id;         /* the newest in meta (0: none) */
+	struct pack_dict *cur;   /* encodes new records */
+	bool cur_tried;          /* max_id was loaded (or failed to) */
+	/* the sample */
+	char *slots;
+	size_t sizes[BLOB_DICT_SAMPLES];
+	unsigned filled, next_slot;
+	/* when to train */
+	uint64_t pages;          /* pages encoded since the last training (or open) */
+	uint64_t next_train;     /* train when pages reaches this */
+	double base_raw, base_enc, win_raw, win_enc;
+	uint64_t base_n, win_n;
+	bool drifted;
+	/* the trainer */
+	pthread_t thr;
+	bool thr_running, thr_done, stopping;
+};
+
+static MDB_val dict_key(uint8_t kb[8], uint32_t id)
+{
+	memcpy(kb, "dict", 4);
+	kb[4] = (uint8_t)(id >> 24);
+	kb[5] = (uint8_t)(id >> 16);
+	kb[6] = (uint8_t)(id >> 8);
+	kb[7] = (uint8_t)id;
+	return (MDB_val){ 8, kb };
+}
+
+int blob_dict_row(MDB_txn *txn, struct store *st, uint32_t id, struct pack_loc *loc, uint64_t *records)
+{
+	uint8_t kb[8];
+	MDB_val k = dict_key(kb, id), v;
+	int rc = pd_mdb_err(mdb_get(txn, st->db_meta, &k, &v));
+	if (rc)
+		return rc;
+	if (v.mv_size != 28)
+		return -EUCLEAN;
+	const uint8_t *p = v.mv_data;
+	*loc = (struct pack_loc){ get_le32(p), get_le64(p + 4), get_le64(p + 12) };
+	*records = get_le64(p + 20);
+	return 0;
+}
+
+static int dict_row_put(MDB_txn *txn, struct store *st, uint32_t id, const struct pack_loc *loc, uint64_t records)
+{
+	uint8_t kb[8], vb[28];
+	MDB_val k = dict_key(kb, id), v = { 28, vb };
+	put_le32(vb, loc->pack);
+	put_le64(vb + 4, loc->off);
+	put_le64(vb + 12, loc->len);
+	put_le64(vb + 20, records);
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+/* The newest dictionary id in meta (0: none). */
+static uint32_t newest_id(struct store *st)
+{
+	MDB_txn *txn;
+	MDB_cursor *c;
+	uint32_t id = 0;
+	if (store_read_begin(st, &txn))
+		return 0;
+	if (mdb_cursor_open(txn, st->db_meta, &c) == 0) {
+		MDB_val k = { 4, "dict" }, v;
+		for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+			if (k.mv_size != 8 || memcmp(k.mv_data, "dict", 4))
+				break;
+			const uint8_t *p = k.mv_data;
+			id = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
+		}
+		mdb_cursor_close(c);
+	}
+	store_read_end(st, txn);
+	return id;
+}
+
+static void dicts_free(void *p);
+
+void blob_dict_release(struct store *st)
+{
+	struct dicts *d = st->blob_priv;
+	if (!d)
+		return;
+	blob_dict_stop(st);
+	st->blob_priv = NULL;
+	dicts_free(d);
+}
+
+void blob_dict_stop(struct store *st)
+{
+	struct dicts *d = st->blob_priv;
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->stopping = true;
+	bool join = d->thr_running;
+	pthread_mutex_unlock(&d->mu);
+	if (join)
+		pthread_join(d->thr, NULL);
+	pthread_mutex_lock(&d->mu);
+	d->thr_running = d->thr_done = false;
+	pthread_mutex_unlock(&d->mu);
+}
+
+static void dicts_free(void *p)
+{
+	struct dicts *d = p;
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->cap; i++)
+		pack_dict_free(d->byid[i]);
+	free(d->byid);
+	free(d->slots);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+}
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct dicts *dicts_of(struct store *st)
+{
+	struct dicts *d = __atomic_load_n((struct dicts **)&st->blob_priv, __ATOMIC_ACQUIRE);
+	if (d)
+		return d;
+	pthread_mutex_lock(&init_mu);
+	if (!(d = st->blob_priv) && (d = calloc(1, sizeof *d))) {
+		pthread_mutex_init(&d->mu, NULL);
+		d->st = st;
+		d->max_id = newest_id(st);
+		/* a store that has a dictionary retrains once it grew 4 times */
+		d->next_train = d->max_id ? 3 * (uint64_t)(st->counters.blobs > 0 ? st->counters.blobs : 1) : BLOB_DICT_SAMPLES;
+		__atomic_store_n((struct dicts **)&st->blob_priv, d, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&init_mu);
+	return d;
+}
+
+static int level_of(struct store *st)
+{
+	int level = st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL;
+	return level > 0 ? level : PACK_DEFAULT_LEVEL;
+}
+
+/* Remember dictionary dict under its id (mutex held). */
+static int keep(struct dicts *d, struct pack_dict *dict)
+{
+	uint32_t id = pack_dict_id(dict);
+	if (id >= d->cap) {
+		size_t cap = d->cap ? d->cap : 8;
+		while (cap <= id)
+			cap *= 2;
+		struct pack_dict **v = realloc(d->byid, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		memset(v + d->cap, 0, (cap - d->cap) * sizeof *v);
+		d->byid = v;
+		d->cap = cap;
+	}
+	if (d->byid[id])
+		pack_dict_free(d->byid[id]);
+	d->byid[id] = dict;
+	return 0;
+}
+
+const struct pack_dict *blob_dict_get(struct store *st, uint32_t id)
+{
+	struct dicts *d = dicts_of(st);
+	if (!d || id == 0)
+		return NULL;
+	pthread_mutex_lock(&d->mu);
+	struct pack_dict *dict = id < d->cap ? d->byid[id] : NULL;
+	pthread_mutex_unlock(&d->mu);
+	if (dict)
+		return dict;
+	/* load it: its row, then its record */
+	struct pack_loc loc;
+	uint64_t records;
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn))
+		return NULL;
+	int rc = blob_dict_row(txn, st, id, &loc, &records);
+	store_read_end(st, txn);
+	void *bytes;
+	size_t len;
+	if (rc || pack_read_dict(st->packs, &loc, id, &bytes, &len))
+		return NULL;
+	struct pack_dict *nd = pack_dict_new(id, bytes, len, level_of(st));
+	free(bytes);
+	if (!nd)
+		return NULL;
+	pthread_mutex_lock(&d->mu);
+	if (id < d->cap && d->byid[id]) { /* loaded meanwhile */
+		pack_dict_free(nd);
+		nd = d->byid[id];
+	} else if (keep(d, nd)) {
+		pack_dict_free(nd);
+		nd = NULL;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return nd;
+}
+
+const struct pack_dict *blob_dict_current(struct store *st)
+{
+	struct dicts *d = dicts_of(st);
+	if (!d)
+		return NULL;
+	pthread_mutex_lock(&d->mu);
+	struct pack_dict *cur = d->cur;
+	bool tried = d->cur_tried;
+	uint32_t id = d->max_id;
+	d->cur_tried = true;
+	pthread_mutex_unlock(&d->mu);
+	if (cur || tried || !id)
+		return cur;
+	const struct pack_dict *got = blob_dict_get(st, id);
+	pthread_mutex_lock(&d->mu);
+	if (!d->cur && got && pack_dict_id(got) == d->max_id)
+		d->cur = (struct pack_dict *)got;
+	cur = d->cur;
+	pthread_mutex_unlock(&d->mu);
+	return cur;
+}
+
+/* ---- training ----------------------------------------------------------- */
+
+struct new_dict {
+	uint32_t id;
+	struct pack_loc loc;
+};
+
+static int new_dict_cb(struct wtx *w, void *arg)
+{
+	struct new_dict *n = arg;
+	return dict_row_put(w->txn, w->st, n->id, &n->loc, 0);
+}
+
+static void *trainer(void *arg)
+{
+	struct dicts *d = arg;
+	struct store *st = d->st;
+	/* the sample, laid end to end (copied: encoders keep filling slots) */
+	pthread_mutex_lock(&d->mu);
+	unsigned n = d->filled;
+	size_t total = 0, sizes[BLOB_DICT_SAMPLES];
+	for (unsigned i = 0; i < n; i++)
+		total += (sizes[i] = d->sizes[i]);
+	char *buf = malloc(total ? total : 1);
+	size_t pos = 0;
+	for (unsigned i = 0; buf && i < n; i++) {
+		memcpy(buf + pos, d->slots + (size_t)i * BLOB_DICT_SAMPLE_MAX, sizes[i]);
+		pos += sizes[i];
+	}
+	uint32_t id = d->max_id + 1;
+	pthread_mutex_unlock(&d->mu);
+	void *bytes = NULL;
+	size_t len = 0;
+	struct pack_rec rec = { 0 };
+	struct new_dict nd = { .id = id };
+	struct pack_dict *dict = NULL;
+	int rc = buf ? pack_dict_train(buf, sizes, n, BLOB_DICT_BYTES, &bytes, &len) : -ENOMEM;
+	free(buf);
+	/* durable before the row that names it, named before any record needs it */
+	if (!rc)
+		rc = pack_encode_dict(id, bytes, len, &rec);
+	if (!rc)
+		rc = pack_append(st->packs, &rec, true, &nd.loc);
+	if (!rc)
+		rc = store_write(st, new_dict_cb, &nd);
+	if (!rc && !(dict = pack_dict_new(id, bytes, len, level_of(st))))
+		rc = -ENOMEM;
+	pack_rec_free(&rec);
+	free(bytes);
+	pthread_mutex_lock(&d->mu);
+	if (!rc && keep(d, dict) == 0) {
+		d->cur = dict;
+		d->cur_tried = true;
+		d->max_id = id;
+		/* next: when the store has grown about 4 times, or drifts */
+		uint64_t blobs = st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1;
+		d->next_train = 3 * blobs > BLOB_DICT_SAMPLES ? 3 * blobs : BLOB_DICT_SAMPLES;
+	} else {
+		if (dict)
+			pack_dict_free(dict);
+		d->next_train = d->pages + 4 * BLOB_DICT_SAMPLES; /* try again later */
+	}
+	d->pages = 0;
+	d->base_raw = d->base_enc = d->win_raw = d->win_enc = 0;
+	d->base_n = d->win_n = 0;
+	d->drifted = false;
+	d->thr_done = true; /* the next observe joins it */
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+/* Keep the encoded size of one more page; true when the pages drifted. */
+static bool drift_step(struct dicts *d, uint64_t len, uint64_t enc)
+{
+	if (!d->cur)
+		return false;
+	if (d->base_n < DRIFT_WINDOW) {
+		d->base_raw += (double)len;
+		d->base_enc += (double)enc;
+		d->base_n++;
+		return false;
+	}
+	d->win_raw += (double)len;
+	d->win_enc += (double)enc;
+	if (++d->win_n < DRIFT_WINDOW)
+		return false;
+	bool worse = d->win_raw > 0 && d->base_raw > 0 && d->base_enc > 0 &&
+		     (d->win_enc / d->win_raw) > DRIFT_WORSE * (d->base_enc / d->base_raw);
+	d->win_raw = d->win_enc = 0;
+	d->win_n = 0;
+	return worse;
+}
+
+void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, uint64_t enc_len)
+{
+	struct dicts *d = dicts_of(st);
+	if (!d || st->readonly || len < 64)
+		return;
+	pthread_mutex_lock(&d->mu);
+	if (d->thr_running && d->thr_done) {
+		pthread_join(d->thr, NULL); /* it has returned: no wait */
+		d->thr_running = d->thr_done = false;
+	}
+	if (d->stopping || d->thr_running) {
+		pthread_mutex_unlock(&d->mu);
+		return;
+	}
+	if (!d->slots && !(d->slots = malloc((size_t)BLOB_DICT_SAMPLES * BLOB_DICT_SAMPLE_MAX))) {
+		pthread_mutex_unlock(&d->mu);
+		return;
+	}
+	unsigned slot = d->next_slot;
+	d->next_slot = (slot + 1) % BLOB_DICT_SAMPLES;
+	if (d->filled < BLOB_DICT_SAMPLES)
+		d->filled++;
+	size_t take = len < BLOB_DICT_SAMPLE_MAX ? (size_t)len : BLOB_DICT_SAMPLE_MAX;
+	char *dst = d->slots + (size_t)slot * BLOB_DICT_SAMPLE_MAX;
+	if (mem) {
+		memcpy(dst, mem, take);
+	} else {
+		ssize_t got = fd_pread_full(fd, dst, take, 0);
+		take = got > 0 ? (size_t)got : 0;
+	}
+	d->sizes[slot] = take;
+	d->pages++;
+	d->drifted |= drift_step(d, len, enc_len);
+	bool train = d->filled == BLOB_DICT_SAMPLES && (d->pages >= d->next_train || d->drifted);
+	if (train) {
+		d->thr_done = false;
+		d->thr_running = pthread_create(&d->thr, NULL, trainer, d) == 0;
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+void blob_dict_settle(struct store *st)
+{
+	struct dicts *d = dicts_of(st);
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	bool join = d->thr_running;
+	pthread_mutex_unlock(&d->mu);
+	if (join)
+		pthread_join(d->thr, NULL);
+	pthread_mutex_lock(&d->mu);
+	d->thr_running = d->thr_done = false;
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* ---- liveness ------------------------------------------------------------- */
+
+int blob_dict_account(struct wtx *w, uint32_t id, int sign)
+{
+	if (!id)
+		return 0;
+	struct store *st = w->st;
+	struct pack_loc loc;
+	uint64_t records;
+	int rc = blob_dict_row(w->txn, st, id, &loc, &records);
+	if (rc)
+		return rc == -ENOENT ? -EUCLEAN : rc;
+	if (sign > 0)
+		return dict_row_put(w->txn, st, id, &loc, records + 1);
+	/* A dictionary no record needs any more stays: a page encoded with it
+	 * before this commit may still be on its way in (a seal encodes
+	 * outside its transaction), and it costs BLOB_DICT_BYTES, a few per
+	 * store (blob.h). */
+	return dict_row_put(w->txn, st, id, &loc, records ? records - 1 : 0);
+}

@@ -1,0 +1,345 @@
+/* fsck_packs.c - the packs as fsck sees them.
+ *
+ * Check: every pack's live totals in meta (blob_pack.c) equal the sums of
+ * the packed records that name it; the bytes on disk, live and dead, are
+ * reported. Repair: the totals are recounted; a blob that inodes refer to
+ * but that has no fingerprint record (the table lost or damaged) gets its
+ * record back from the newest intact pack record of that key, decoded and
+ * checked (the fingerprint table can be rebuilt from the packs alone).
+ */
+#include "fsck_int.h"
+
+#include "near/near.h"
+
+struct pack_sum {
+	uint32_t pack;
+	uint64_t bytes, records;
+};
+
+/* The live records per dictionary id (ids are small and dense). */
+struct dict_sums {
+	uint64_t *n;
+	size_t cap;
+};
+
+static int dict_count(struct dict_sums *d, uint32_t id)
+{
+	if (id >= d->cap) {
+		size_t cap = d->cap ? d->cap : 16;
+		while (cap <= id)
+			cap *= 2;
+		uint64_t *v = realloc(d->n, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		memset(v + d->cap, 0, (cap - d->cap) * sizeof *v);
+		d->n = v;
+		d->cap = cap;
+	}
+	d->n[id]++;
+	return 0;
+}
+
+/* Every dictionary's row against the records that need it; repair: the
+ * counts rewritten. A record whose dictionary has no row is damage: its
+ * bytes cannot be decoded (fsck --deep names it). */
+static int check_dicts(struct fsck *f, bool repair)
+{
+	struct dict_sums d = { 0 };
+	MDB_cursor *c = NULL;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
+	MDB_val k, v;
+	for (int m = rc ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); m == 0 && !rc;
+	     m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (k.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) && (r.flags & FPREC_PACKED) &&
+		    r.pack_dict)
+			rc = dict_count(&d, r.pack_dict);
+	}
+	if (c && !pd_mdb_err(0))
+		mdb_cursor_close(c);
+	for (uint32_t id = 1; id < d.cap && !rc; id++) {
+		struct pack_loc loc;
+		uint64_t rows;
+		int g = blob_dict_row(f->txn, &f->sh, id, &loc, &rows);
+		if (g == -ENOENT) {
+			if (d.n[id] && !repair)
+				fsck_say(f, K_BLOB, "dictionary %u: %llu records need it, but the store has no such dictionary (their pages cannot be read)",
+					 id, (unsigned long long)d.n[id]);
+			continue;
+		}
+		if (g) {
+			rc = g;
+			break;
+		}
+		if (rows == d.n[id])
+			continue;
+		if (!repair) {
+			fsck_say(f, K_TOTAL, "dictionary %u: meta counts %llu records that need it, the records say %llu (repair: recounted)",
+				 id, (unsigned long long)rows, (unsigned long long)d.n[id]);
+			f->fix_packs = f->fix_any = true;
+		} else {
+			uint8_t kb[8], vb[28];
+			memcpy(kb, "dict", 4);
+			kb[4] = (uint8_t)(id >> 24), kb[5] = (uint8_t)(id >> 16), kb[6] = (uint8_t)(id >> 8), kb[7] = (uint8_t)id;
+			put_le32(vb, loc.pack);
+			put_le64(vb + 4, loc.off);
+			put_le64(vb + 12, loc.len);
+			put_le64(vb + 20, d.n[id]);
+			MDB_val mk = { 8, kb }, mv = { 28, vb };
+			rc = pd_mdb_err(mdb_put(f->txn, f->sh.db_meta, &mk, &mv, 0));
+		}
+	}
+	free(d.n);
+	return rc;
+}
+
+static int sum_cmp(const void *a, const void *b)
+{
+	const struct pack_sum *x = a, *y = b;
+	return x->pack < y->pack ? -1 : x->pack > y->pack;
+}
+
+/* The sums per pack of the packed records in txn, sorted by pack. */
+static int live_sums(struct fsck *f, struct vec *sums)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	struct pack_sum *last = NULL;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (k.mv_size != BLOBKEY_BYTES || fprec_decode(v.mv_data, v.mv_size, &r) || !(r.flags & FPREC_PACKED))
+			continue;
+		if (!last || last->pack != r.pack) {
+			last = NULL;
+			for (size_t i = 0; i < sums->n && !last; i++)
+				if (AT(*sums, struct pack_sum, i).pack == r.pack)
+					last = &AT(*sums, struct pack_sum, i);
+		}
+		if (!last) {
+			if (!(last = fsck_vec_push(sums))) {
+				rc = -ENOMEM;
+				break;
+			}
+			*last = (struct pack_sum){ r.pack, 0, 0 };
+		}
+		last->bytes += r.pack_len;
+		last->records++;
+	}
+	mdb_cursor_close(c);
+	if (sums->n)
+		qsort(sums->v, sums->n, sizeof(struct pack_sum), sum_cmp);
+	return rc;
+}
+
+/* The meta keys "pack" | id: every id that has totals. */
+static int meta_pack_ids(struct fsck *f, struct vec *ids)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_meta, &c));
+	if (rc)
+		return rc;
+	MDB_val k = { 4, "pack" }, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || memcmp(k.mv_data, "pack", 4))
+			break;
+		uint32_t *p = fsck_vec_push(ids);
+		if (!p)
+			rc = -ENOMEM;
+		else
+			*p = (uint32_t)get_be64((const uint8_t *)k.mv_data) & 0xFFFFFFFFu;
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+int fsck_check_packs(struct fsck *f)
+{
+	struct vec sums = VEC(struct pack_sum), ids = VEC(uint32_t);
+	int rc = live_sums(f, &sums);
+	if (!rc)
+		rc = meta_pack_ids(f, &ids);
+	for (size_t i = 0; i < sums.n && !rc; i++) {
+		struct pack_sum *s = &AT(sums, struct pack_sum, i);
+		struct blob_pack_live l;
+		if ((rc = blob_pack_live_get(f->txn, &f->sh, s->pack, &l)))
+			break;
+		f->res->pack_live_bytes += s->bytes;
+		if (l.bytes != s->bytes || l.records != s->records) {
+			fsck_say(f, K_TOTAL, "pack %u: meta counts %llu live bytes in %llu records, the records say %llu in %llu (repair: recounted)",
+				 s->pack, (unsigned long long)l.bytes, (unsigned long long)l.records,
+				 (unsigned long long)s->bytes, (unsigned long long)s->records);
+			f->fix_packs = f->fix_any = true;
+		}
+	}
+	for (size_t i = 0; i < ids.n && !rc; i++) {
+		uint32_t id = AT(ids, uint32_t, i);
+		bool named = false;
+		for (size_t j = 0; j < sums.n && !named; j++)
+			named = AT(sums, struct pack_sum, j).pack == id;
+		if (!named) {
+			fsck_say(f, K_TOTAL, "pack %u: meta counts live records that no fingerprint names (repair: recounted)", id);
+			f->fix_packs = f->fix_any = true;
+		}
+	}
+	/* the bytes on disk */
+	uint32_t *list = NULL;
+	size_t n = 0;
+	if (!rc && f->sh.packs && pack_list(f->sh.packs, &list, &n) == 0)
+		for (size_t i = 0; i < n; i++) {
+			int64_t b = pack_file_bytes(f->sh.packs, list[i]);
+			if (b > 0)
+				f->res->pack_bytes += (uint64_t)b;
+		}
+	f->res->packs = n;
+	free(list);
+	if (!rc)
+		rc = check_dicts(f, false);
+	fsck_vec_free(&sums);
+	fsck_vec_free(&ids);
+	return rc;
+}
+
+int fsck_repair_pack_totals(struct fsck *f)
+{
+	if (!f->fix_packs && !f->kfix.n)
+		return 0;
+	struct vec sums = VEC(struct pack_sum), ids = VEC(uint32_t);
+	int rc = meta_pack_ids(f, &ids);
+	for (size_t i = 0; i < ids.n && !rc; i++) {
+		struct blob_pack_live zero = { 0, 0 };
+		rc = blob_pack_live_put(f->txn, &f->sh, AT(ids, uint32_t, i), &zero);
+	}
+	if (!rc)
+		rc = live_sums(f, &sums);
+	for (size_t i = 0; i < sums.n && !rc; i++) {
+		struct pack_sum *s = &AT(sums, struct pack_sum, i);
+		struct blob_pack_live l = { s->bytes, s->records };
+		rc = blob_pack_live_put(f->txn, &f->sh, s->pack, &l);
+	}
+	if (!rc)
+		rc = check_dicts(f, true);
+	if (!rc && f->fix_packs)
+		fsck_say(f, K_REPAIR, "repaired: the live totals of %zu pack%s and of the dictionaries recounted from the fingerprints",
+			 sums.n, sums.n == 1 ? "" : "s");
+	fsck_vec_free(&sums);
+	fsck_vec_free(&ids);
+	return rc;
+}
+
+/* ---- records from the packs ------------------------------------------------ */
+
+struct found {
+	uint8_t key[BLOBKEY_BYTES];
+	struct pack_loc loc;
+};
+
+static int found_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, BLOBKEY_BYTES);
+}
+
+static int index_one(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc)
+{
+	struct vec *v = ctx;
+	if (h->kind != PACK_KIND_PAGE)
+		return 0;
+	struct found *x = fsck_vec_push(v);
+	if (!x)
+		return -ENOMEM;
+	struct blobkey k = { .variant = h->variant };
+	memcpy(k.md5, h->md5, 16);
+	blobkey_encode(&k, x->key);
+	x->loc = *loc;
+	return 0;
+}
+
+/* Every page record of every pack, by key; for a key found more than once,
+ * the newest (highest pack, then offset) comes last. */
+static int index_packs(struct fsck *f)
+{
+	if (f->pack_index_built)
+		return 0;
+	f->pack_index_built = true;
+	uint32_t *ids;
+	size_t n;
+	int rc = pack_list(f->sh.packs, &ids, &n);
+	for (size_t i = 0; i < n && !rc; i++) {
+		uint64_t damaged;
+		rc = pack_scan(f->sh.packs, ids[i], index_one, &f->pack_index, &damaged);
+		if (rc == -EIO || rc == -EPROTO)
+			rc = 0; /* a pack with a damaged header: nothing to find there */
+	}
+	free(ids);
+	if (!rc && f->pack_index.n)
+		qsort(f->pack_index.v, f->pack_index.n, sizeof(struct found), found_cmp); /* (not stable: see below) */
+	return rc;
+}
+
+/* The newest record of key in the index. */
+static const struct found *find_newest(struct fsck *f, const uint8_t *key)
+{
+	const struct found *best = NULL;
+	size_t lo = 0, hi = f->pack_index.n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (memcmp(AT(f->pack_index, struct found, mid).key, key, BLOBKEY_BYTES) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < f->pack_index.n; i++) {
+		const struct found *x = &AT(f->pack_index, struct found, i);
+		if (memcmp(x->key, key, BLOBKEY_BYTES))
+			break;
+		if (!best || x->loc.pack > best->loc.pack || (x->loc.pack == best->loc.pack && x->loc.off > best->loc.off))
+			best = x;
+	}
+	return best;
+}
+
+int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct vec *inos)
+{
+	int rc = index_packs(f);
+	if (rc)
+		return rc;
+	const struct found *x = find_newest(f, key);
+	const struct gfilter *g = fsck_geometry_filter(f);
+	if (!x || !g)
+		return 1;
+	struct blobkey k;
+	blobkey_decode(key, &k);
+	struct pack_rec_hdr h;
+	if (pack_read_hdr(f->sh.packs, &x->loc, &h))
+		return 1;
+	struct fprec r = { .refcount = inos->n, .size = h.size, .flags = FPREC_IN_FILTER };
+	memcpy(r.xxh128, h.xxh128, 16);
+	blob_rec_set_loc(&r, &x->loc, h.encoding == PACK_ENC_ZSTD_DICT ? h.dict : 0);
+	void *buf = malloc(h.size ? (size_t)h.size : 1);
+	if (!buf)
+		return -ENOMEM;
+	struct fp fp;
+	struct near_sig sig;
+	bool ok = blob_read_packed(&f->sh, &k, &r, buf) == 0 && fp_of_buf(buf, (size_t)h.size, &fp) == 0 &&
+		  memcmp(fp.md5, k.md5, 16) == 0 && near_sig_of_page(buf, (size_t)h.size, &sig) == 0;
+	free(buf);
+	if (!ok)
+		return 1;
+	near_sig_to_rec(&sig, &r);
+	gf_positions(g, k.md5, &r.leaf, &r.pos);
+	rc = blob_put(f->txn, &f->sh, &k, &r);
+	for (size_t i = 0; i < inos->n && !rc; i++) {
+		struct inode in;
+		if ((rc = ns_get_inode(f->txn, &f->sh, AT(*inos, uint64_t, i), &in)))
+			break;
+		if (in.size != h.size) {
+			in.size = h.size;
+			rc = ns_put_inode(f->txn, &f->sh, &in);
+		}
+	}
+	return rc;
+}

@@ -1,0 +1,561 @@
+/* pack.c - the pack files of a store: appends, reads, scans. The format is
+ * in pack.h.
+ *
+ * One pack takes appends at a time (the highest id). Appends are
+ * serialised by the set's mutex and written with pwrite at an offset the
+ * set keeps, so a failed write (a full disk) is cut back with ftruncate and
+ * the next append starts where the last good record ended. A record left
+ * half-written by a crash lies past every offset a commit names: it is
+ * dead bytes, and a scan skips it (its header check fails). Reads use
+ * pread on descriptors kept open per pack, so they run in parallel with
+ * appends and with each other.
+ */
+#include "pack.h"
+#include "pack_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/byteorder.h"
+#include "base/fdio.h"
+
+static const char pack_magic[8] = { 'P', 'D', 'P', 'A', 'C', 'K', '\r', '\n' };
+
+struct pack_set {
+	int dirfd;         /* STORE/packs */
+	bool readonly;
+	uint64_t max_bytes;
+	pthread_mutex_t mu; /* the writer state and the descriptor table */
+	uint32_t cur;       /* pack taking appends, 0: none yet */
+	int cur_fd;
+	uint64_t cur_end;   /* where the next record goes (before alignment) */
+	int unsynced_fd;    /* a pack closed for appends but not synced yet, -1 */
+	bool dirty;         /* appends since the last sync */
+	int *fds;           /* read descriptors by id, -1: not open */
+	size_t nfds;
+};
+
+void pack_name(uint32_t id, char out[PACK_NAME_MAX])
+{
+	snprintf(out, PACK_NAME_MAX, "pack-%08u", id);
+}
+
+static bool parse_name(const char *s, uint32_t *id)
+{
+	if (strncmp(s, "pack-", 5) || strlen(s) != 13)
+		return false;
+	uint64_t v = 0;
+	for (const char *p = s + 5; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (v == 0 || v > UINT32_MAX)
+		return false;
+	*id = (uint32_t)v;
+	return true;
+}
+
+int pack_list(struct pack_set *ps, uint32_t **ids, size_t *n)
+{
+	*ids = NULL;
+	*n = 0;
+	int fd = openat(ps->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	size_t cap = 0;
+	int rc = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint32_t id;
+		if (!parse_name(e->d_name, &id))
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			uint32_t *v = realloc(*ids, cap * sizeof *v);
+			if (!v) {
+				rc = -ENOMEM;
+				break;
+			}
+			*ids = v;
+		}
+		(*ids)[(*n)++] = id;
+	}
+	closedir(d);
+	if (rc) {
+		free(*ids);
+		*ids = NULL;
+		*n = 0;
+		return rc;
+	}
+	/* insertion sort: a store has few packs */
+	for (size_t i = 1; i < *n; i++)
+		for (size_t j = i; j > 0 && (*ids)[j - 1] > (*ids)[j]; j--) {
+			uint32_t t = (*ids)[j];
+			(*ids)[j] = (*ids)[j - 1];
+			(*ids)[j - 1] = t;
+		}
+	return 0;
+}
+
+static int check_pack_hdr(int fd, uint32_t id)
+{
+	uint8_t h[PACK_HDR_BYTES];
+	ssize_t n = fd_pread_full(fd, h, sizeof h, 0);
+	if (n < 0)
+		return (int)n;
+	if (n != PACK_HDR_BYTES || memcmp(h, pack_magic, 8) || get_le64(h + 56) != XXH3_64bits(h, 56))
+		return -EIO;
+	if (get_le32(h + 8) > PACK_VERSION)
+		return -EPROTO;
+	return get_le32(h + 16) == id && get_le32(h + 12) == PACK_HDR_BYTES ? 0 : -EIO;
+}
+
+/* The read descriptor of pack id (opened on first use, kept). */
+static int fd_of(struct pack_set *ps, uint32_t id)
+{
+	pthread_mutex_lock(&ps->mu);
+	int rc;
+	if (id < ps->nfds && ps->fds[id] >= 0) {
+		rc = ps->fds[id];
+		goto out;
+	}
+	if (id >= ps->nfds) {
+		size_t n = ps->nfds ? ps->nfds : 16;
+		while (n <= id)
+			n *= 2;
+		int *v = realloc(ps->fds, n * sizeof *v);
+		if (!v) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = ps->nfds; i < n; i++)
+			v[i] = -1;
+		ps->fds = v;
+		ps->nfds = n;
+	}
+	char name[PACK_NAME_MAX];
+	pack_name(id, name);
+	int fd = openat(ps->dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = errno == ENOENT ? -EIO : -errno; /* a record names a missing pack */
+		goto out;
+	}
+	if ((rc = check_pack_hdr(fd, id))) {
+		close(fd);
+		goto out;
+	}
+	rc = ps->fds[id] = fd;
+out:
+	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+int pack_set_open(int dirfd, bool readonly, uint64_t max_bytes, struct pack_set **out)
+{
+	if (!readonly && mkdirat(dirfd, PACK_DIR, 0700) && errno != EEXIST)
+		return -errno;
+	int fd = openat(dirfd, PACK_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && !(readonly && errno == ENOENT))
+		return -errno;
+	struct pack_set *ps = calloc(1, sizeof *ps);
+	if (!ps) {
+		if (fd >= 0)
+			close(fd);
+		return -ENOMEM;
+	}
+	ps->dirfd = fd;
+	ps->readonly = readonly;
+	ps->max_bytes = max_bytes ? max_bytes : PACK_DEFAULT_MAX_BYTES;
+	ps->cur_fd = ps->unsynced_fd = -1;
+	pthread_mutex_init(&ps->mu, NULL);
+	if (!readonly) {
+		/* Appends continue in the last pack if it is intact. */
+		uint32_t *ids;
+		size_t n;
+		int rc = pack_list(ps, &ids, &n);
+		if (rc) {
+			pack_set_close(ps);
+			return rc;
+		}
+		if (n) {
+			char name[PACK_NAME_MAX];
+			uint32_t last = ids[n - 1];
+			pack_name(last, name);
+			int wfd = openat(fd, name, O_RDWR | O_CLOEXEC);
+			struct stat sb;
+			if (wfd >= 0 && check_pack_hdr(wfd, last) == 0 && fstat(wfd, &sb) == 0 &&
+			    (uint64_t)sb.st_size < ps->max_bytes) {
+				ps->cur = last;
+				ps->cur_fd = wfd;
+				ps->cur_end = (uint64_t)sb.st_size;
+			} else {
+				if (wfd >= 0)
+					close(wfd);
+				ps->cur = last; /* the next pack is last + 1 */
+			}
+		}
+		free(ids);
+	}
+	*out = ps;
+	return 0;
+}
+
+void pack_set_close(struct pack_set *ps)
+{
+	if (!ps)
+		return;
+	if (ps->cur_fd >= 0)
+		close(ps->cur_fd);
+	if (ps->unsynced_fd >= 0)
+		close(ps->unsynced_fd);
+	for (size_t i = 0; i < ps->nfds; i++)
+		if (ps->fds[i] >= 0)
+			close(ps->fds[i]);
+	free(ps->fds);
+	if (ps->dirfd >= 0)
+		close(ps->dirfd);
+	pthread_mutex_destroy(&ps->mu);
+	free(ps);
+}
+
+uint32_t pack_current(struct pack_set *ps)
+{
+	pthread_mutex_lock(&ps->mu);
+	uint32_t id = ps->cur_fd >= 0 ? ps->cur : 0;
+	pthread_mutex_unlock(&ps->mu);
+	return id;
+}
+
+/* Start pack cur+1 (mutex held). */
+static int start_pack(struct pack_set *ps, bool sync)
+{
+	uint32_t id = ps->cur + 1;
+	char name[PACK_NAME_MAX];
+	pack_name(id, name);
+	int fd = openat(ps->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	uint8_t h[PACK_HDR_BYTES] = { 0 };
+	memcpy(h, pack_magic, 8);
+	put_le32(h + 8, PACK_VERSION);
+	put_le32(h + 12, PACK_HDR_BYTES);
+	put_le32(h + 16, id);
+	put_le64(h + 24, (uint64_t)time(NULL));
+	put_le64(h + 56, XXH3_64bits(h, 56));
+	int rc = fd_pwrite_all(fd, h, sizeof h, 0);
+	if (!rc && sync && (fdatasync(fd) || fsync(ps->dirfd)))
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		unlinkat(ps->dirfd, name, 0);
+		return rc;
+	}
+	if (ps->cur_fd >= 0) {
+		if (ps->dirty && ps->unsynced_fd < 0) {
+			ps->unsynced_fd = ps->cur_fd; /* synced at the next pack_sync */
+		} else {
+			if (ps->dirty)
+				fdatasync(ps->cur_fd);
+			close(ps->cur_fd);
+		}
+	}
+	ps->cur = id;
+	ps->cur_fd = fd;
+	ps->cur_end = PACK_HDR_BYTES;
+	return 0;
+}
+
+int pack_append(struct pack_set *ps, const struct pack_rec *r, bool sync, struct pack_loc *loc)
+{
+	if (ps->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&ps->mu);
+	int rc = 0;
+	uint64_t off = (ps->cur_end + PACK_ALIGN - 1) & ~(uint64_t)(PACK_ALIGN - 1);
+	if (ps->cur_fd < 0 || (off + r->len > ps->max_bytes && ps->cur_end > PACK_HDR_BYTES)) {
+		if ((rc = start_pack(ps, sync)))
+			goto out;
+		off = PACK_HDR_BYTES;
+	}
+	static const uint8_t zeros[PACK_ALIGN];
+	uint64_t was = ps->cur_end;
+	if (off > was)
+		rc = fd_pwrite_all(ps->cur_fd, zeros, (size_t)(off - was), was);
+	if (!rc)
+		rc = fd_pwrite_all(ps->cur_fd, r->buf, r->len, off);
+	if (rc) {
+		/* nothing names these bytes: cut them off (a full disk) */
+		if (ftruncate(ps->cur_fd, (off_t)was))
+			ps->cur_end = off + r->len; /* could not cut: step over them */
+		goto out;
+	}
+	ps->cur_end = off + r->len;
+	ps->dirty = true;
+	*loc = (struct pack_loc){ ps->cur, off, r->len };
+	int fd = sync ? dup(ps->cur_fd) : -1;
+	pthread_mutex_unlock(&ps->mu);
+	if (sync) {
+		/* the sync outside the mutex: other appends go on meanwhile */
+		rc = fd < 0 ? -errno : fdatasync(fd) ? -errno : 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	return rc;
+out:
+	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+int pack_sync(struct pack_set *ps)
+{
+	if (ps->readonly)
+		return 0;
+	pthread_mutex_lock(&ps->mu);
+	int rc = 0;
+	if (ps->unsynced_fd >= 0) {
+		if (fdatasync(ps->unsynced_fd))
+			rc = -errno;
+		close(ps->unsynced_fd);
+		ps->unsynced_fd = -1;
+	}
+	if (!rc && ps->dirty && ps->cur_fd >= 0) {
+		if (fdatasync(ps->cur_fd) || fsync(ps->dirfd))
+			rc = -errno;
+		else
+			ps->dirty = false;
+	}
+	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+int pack_read_hdr(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec_hdr *h)
+{
+	int fd = fd_of(ps, loc->pack);
+	if (fd < 0)
+		return fd;
+	uint8_t b[PACK_REC_HDR];
+	ssize_t n = fd_pread_full(fd, b, sizeof b, loc->off);
+	if (n < 0)
+		return (int)n;
+	if (n != PACK_REC_HDR || pack_hdr_decode(b, h) || PACK_REC_HDR + h->payload != loc->len)
+		return -EIO;
+	return 0;
+}
+
+static int read_checked(struct pack_set *ps, const struct pack_loc *loc, const uint8_t md5[16], uint32_t variant,
+			uint8_t kind, struct pack_rec_hdr *h, int *fd)
+{
+	int rc = pack_read_hdr(ps, loc, h);
+	if (rc)
+		return rc;
+	if (h->kind != kind || (md5 && memcmp(h->md5, md5, 16)) || h->variant != variant)
+		return -EIO;
+	*fd = fd_of(ps, loc->pack);
+	return *fd < 0 ? *fd : 0;
+}
+
+int pack_read_page(struct pack_set *ps, const struct pack_loc *loc, const uint8_t md5[16], uint32_t variant,
+		   uint64_t size, const uint8_t *xxh128, const struct pack_deps *deps, void *out)
+{
+	struct pack_rec_hdr h;
+	int fd;
+	int rc = read_checked(ps, loc, md5, variant, PACK_KIND_PAGE, &h, &fd);
+	if (rc)
+		return rc;
+	if (h.size != size || (xxh128 && memcmp(h.xxh128, xxh128, 16)))
+		return -EIO;
+	uint8_t *payload = malloc(h.payload ? (size_t)h.payload : 1);
+	if (!payload)
+		return -ENOMEM;
+	ssize_t n = fd_pread_full(fd, payload, (size_t)h.payload, loc->off + PACK_REC_HDR);
+	rc = n < 0 ? (int)n : (uint64_t)n != h.payload ? -EIO : pack_decode_all(&h, payload, deps, out);
+	free(payload);
+	return rc;
+}
+
+int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8_t md5[16], uint32_t variant,
+		    const struct pack_deps *deps, uint64_t off, size_t len, void *out)
+{
+	struct pack_rec_hdr h;
+	int fd;
+	int rc = read_checked(ps, loc, md5, variant, PACK_KIND_PAGE, &h, &fd);
+	if (rc)
+		return rc;
+	if (off > h.size || len > h.size - off)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	if (h.nchunks == 1) {
+		uint8_t *all = malloc((size_t)h.size);
+		if (!all)
+			return -ENOMEM;
+		rc = pack_read_page(ps, loc, md5, variant, h.size, NULL, deps, all);
+		if (!rc)
+			memcpy(out, all + off, len);
+		free(all);
+		return rc;
+	}
+	size_t tlen = (size_t)h.nchunks * PACK_CHUNK_ENT;
+	uint64_t csize = 1ull << h.chunk_shift;
+	uint8_t *table = malloc(tlen), *raw = malloc((size_t)csize), *src = malloc((size_t)csize);
+	if (!table || !raw || !src) {
+		rc = -ENOMEM;
+		goto done;
+	}
+	ssize_t n = fd_pread_full(fd, table, tlen, loc->off + PACK_REC_HDR);
+	if (n < 0 || (size_t)n != tlen) {
+		rc = n < 0 ? (int)n : -EIO;
+		goto done;
+	}
+	/* the stored offset of the first chunk wanted */
+	uint32_t first = (uint32_t)(off >> h.chunk_shift), last = (uint32_t)((off + len - 1) >> h.chunk_shift);
+	uint64_t pos = tlen;
+	for (uint32_t i = 0; i < first; i++)
+		pos += get_le32(table + (size_t)i * PACK_CHUNK_ENT);
+	for (uint32_t i = first; i <= last && !rc; i++) {
+		size_t slen = get_le32(table + (size_t)i * PACK_CHUNK_ENT);
+		if (slen > csize || pos + slen > h.payload) {
+			rc = -EIO;
+			break;
+		}
+		n = fd_pread_full(fd, src, slen, loc->off + PACK_REC_HDR + pos);
+		if (n < 0 || (size_t)n != slen) {
+			rc = n < 0 ? (int)n : -EIO;
+			break;
+		}
+		if ((rc = pack_decode_chunk(&h, table, i, src, deps, raw)))
+			break;
+		uint64_t cfrom = (uint64_t)i * csize;
+		uint64_t a = off > cfrom ? off : cfrom;
+		uint64_t b = off + len < cfrom + csize ? off + len : cfrom + csize;
+		memcpy((uint8_t *)out + (a - off), raw + (a - cfrom), (size_t)(b - a));
+		pos += slen;
+	}
+done:
+	free(table);
+	free(raw);
+	free(src);
+	return rc;
+}
+
+int pack_read_dict(struct pack_set *ps, const struct pack_loc *loc, uint32_t id, void **out, size_t *len)
+{
+	struct pack_rec_hdr h;
+	int fd;
+	int rc = read_checked(ps, loc, NULL, id, PACK_KIND_DICT, &h, &fd);
+	if (rc)
+		return rc;
+	void *b = malloc(h.size ? (size_t)h.size : 1);
+	if (!b)
+		return -ENOMEM;
+	ssize_t n = fd_pread_full(fd, b, (size_t)h.size, loc->off + PACK_REC_HDR);
+	rc = n < 0 ? (int)n : (uint64_t)n != h.size ? -EIO : pack_decode_all(&h, b, NULL, b);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	*len = (size_t)h.size;
+	return 0;
+}
+
+int pack_scan(struct pack_set *ps, uint32_t id,
+	      int (*fn)(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc), void *ctx,
+	      uint64_t *damaged)
+{
+	*damaged = 0;
+	int fd = fd_of(ps, id);
+	if (fd < 0)
+		return fd;
+	struct stat sb;
+	if (fstat(fd, &sb))
+		return -errno;
+	uint64_t end = (uint64_t)sb.st_size, off = PACK_HDR_BYTES;
+	while (off + PACK_REC_HDR <= end) {
+		uint8_t b[PACK_REC_HDR];
+		struct pack_rec_hdr h;
+		ssize_t n = fd_pread_full(fd, b, sizeof b, off);
+		if (n < 0)
+			return (int)n;
+		bool zero_pad = get_le32(b) == 0; /* alignment padding is not damage */
+		if (n == PACK_REC_HDR && pack_hdr_decode(b, &h) == 0 && h.payload <= end - off - PACK_REC_HDR) {
+			struct pack_loc loc = { id, off, PACK_REC_HDR + h.payload };
+			int rc = fn(ctx, &h, &loc);
+			if (rc)
+				return rc;
+			off = (off + loc.len + PACK_ALIGN - 1) & ~(uint64_t)(PACK_ALIGN - 1);
+			continue;
+		}
+		if (!zero_pad)
+			*damaged += PACK_ALIGN;
+		off += PACK_ALIGN;
+	}
+	return 0;
+}
+
+int64_t pack_file_bytes(struct pack_set *ps, uint32_t id)
+{
+	char name[PACK_NAME_MAX];
+	pack_name(id, name);
+	struct stat sb;
+	if (ps->dirfd < 0)
+		return -ENOENT;
+	return fstatat(ps->dirfd, name, &sb, 0) ? -errno : (int64_t)sb.st_size;
+}
+
+int pack_space(struct pack_set *ps, uint32_t id, struct pack_space *out)
+{
+	char name[PACK_NAME_MAX];
+	pack_name(id, name);
+	struct stat sb;
+	if (ps->dirfd < 0)
+		return -ENOENT;
+	if (fstatat(ps->dirfd, name, &sb, 0))
+		return -errno;
+	out->length = (uint64_t)sb.st_size;
+	out->allocated = (uint64_t)sb.st_blocks * 512;
+	return 0;
+}
+
+int pack_remove(struct pack_set *ps, uint32_t id)
+{
+	char name[PACK_NAME_MAX];
+	pack_name(id, name);
+	pthread_mutex_lock(&ps->mu);
+	if (id < ps->nfds && ps->fds[id] >= 0) {
+		close(ps->fds[id]);
+		ps->fds[id] = -1;
+	}
+	int rc = id == ps->cur && ps->cur_fd >= 0 ? -EBUSY : unlinkat(ps->dirfd, name, 0) ? -errno : 0;
+	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+int pack_punch(struct pack_set *ps, const struct pack_loc *loc)
+{
+	if (ps->readonly)
+		return -EROFS;
+	char name[PACK_NAME_MAX];
+	pack_name(loc->pack, name);
+	int fd = openat(ps->dirfd, name, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)loc->off, (off_t)loc->len) ? -errno : 0;
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,249 @@
+/* pack.h - pack files: page bytes in large append-only files of
+ * self-describing, checksummed, compressed records.
+ *
+ * A store keeps the bytes of its distinct pages in STORE/packs/, a few large
+ * files instead of one file per page (10^9 pages would otherwise be 10^9
+ * files, each taking at least a 4 KiB block). LMDB maps a blob to the
+ * place of its record (struct pack_loc); the record itself says what it
+ * holds, so that the fingerprint table can be rebuilt from the packs alone
+ * (fsck --repair) and a damaged record is recognised as damaged, never
+ * returned as other bytes.
+ *
+ * This module knows files, records and codecs only (it includes nothing
+ * above core/base): base < pack < store < blob.
+ *
+ * ---- On-disk format, version 1 -------------------------------------------
+ *
+ * Files: STORE/packs/pack-NNNNNNNN (the pack id, 8 decimal digits, from 1).
+ * Every integer is little-endian.
+ *
+ * Pack header (PACK_HDR_BYTES = 64, at offset 0):
+ *    0  magic "PDPACK\r\n"                 8 bytes
+ *    8  version u32                        PACK_VERSION (1)
+ *   12  header bytes u32                   64
+ *   16  pack id u32                        the N of the file name
+ *   20  reserved u32                       0
+ *   24  created u64                        seconds since the epoch
+ *   32  reserved [24]                      0
+ *   56  check u64                          XXH3-64 of bytes 0..55
+ *
+ * Records follow, each at an offset that is a multiple of 8 (zero padding
+ * in between), appended and never rewritten. A record:
+ *
+ * Record header (PACK_REC_HDR = 96 bytes):
+ *    0  magic u32                          PACK_REC_MAGIC ("PDR1")
+ *    4  kind u8                            1 page, 2 dictionary
+ *    5  encoding u8                        0 raw, 1 zstd, 2 zstd with the
+ *                                          dictionary `dict`, 3 zstd with the
+ *                                          raw bytes of page `base` as
+ *                                          reference prefix (a delta), 4 a
+ *                                          delta as 3 that also uses `dict`
+ *                                          (reserved: zstd takes a prefix
+ *                                          or a dictionary, not both)
+ *    6  chunk shift u8                     chunks hold 2^shift raw bytes
+ *                                          (0 when nchunks is 1)
+ *    7  reserved u8                        0
+ *    8  md5 [16]                           page: MD5 of the raw bytes
+ *   24  variant u32                        page: blob variant (rec.h);
+ *                                          dictionary: its id
+ *   28  nchunks u32                        >= 1
+ *   32  xxh128 [16]                        XXH3-128 of the raw bytes
+ *                                          (canonical, big-endian)
+ *   48  raw size u64
+ *   56  payload bytes u64                  what follows the header
+ *   64  dict u32                           dictionary id, 0: none
+ *   68  base md5 [16] | base variant u32   page the delta is against
+ *                                          (zero unless encoding 3 or 4)
+ *   88  check u64                          XXH3-64 of bytes 0..87
+ *
+ * Payload: when nchunks > 1, first a chunk table of nchunks entries of
+ * PACK_CHUNK_ENT bytes (stored bytes u32 | reserved u32 | xxh128 [16] of
+ * the chunk's raw bytes), then the chunks' frames back to back. Chunk i
+ * holds raw bytes [i << shift, min(size, (i+1) << shift)); each is
+ * decodable alone (its own zstd frame, or raw bytes when encoding 0 or
+ * when the frame would not be smaller: a chunk whose stored bytes equal
+ * its raw bytes is raw). With one chunk the payload is the frame alone.
+ *
+ * A dictionary record (kind 2) holds the raw dictionary bytes (encoding 0,
+ * one chunk); md5 holds its id (u32) then zeros, variant its id.
+ *
+ * A reader trusts a record only if its header check matches, its identity
+ * matches what LMDB expects, every chunk decodes to its length and the
+ * XXH3-128 of what it decoded matches: otherwise the read is -EIO.
+ *
+ * Version 1 is written by this code. A pack of a newer version is refused
+ * (-EPROTO) rather than guessed at.
+ * ---------------------------------------------------------------------------
+ */
+#ifndef PD_PACK_H
+#define PD_PACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PACK_VERSION 1
+#define PACK_HDR_BYTES 64
+#define PACK_REC_HDR 96
+#define PACK_REC_MAGIC 0x31524450u /* "PDR1" */
+#define PACK_CHUNK_ENT 24
+#define PACK_ALIGN 8
+#define PACK_DIR "packs"
+#define PACK_NAME_MAX 32
+
+enum pack_kind { PACK_KIND_PAGE = 1, PACK_KIND_DICT = 2 };
+enum pack_enc {
+	PACK_ENC_RAW = 0,
+	PACK_ENC_ZSTD = 1,
+	PACK_ENC_ZSTD_DICT = 2,
+	PACK_ENC_DELTA = 3,
+	PACK_ENC_DELTA_DICT = 4,
+};
+
+/* Defaults, chosen by measurement (the issue-15 note has the figures). */
+#define PACK_DEFAULT_MAX_BYTES (256ull << 20) /* a pack is closed past this */
+#define PACK_DEFAULT_CHUNK_SHIFT 18          /* 256 KiB chunks */
+#define PACK_DEFAULT_LEVEL 3                 /* zstd level */
+
+/* Where a record is: pack id, offset of its header, header + payload bytes. */
+struct pack_loc {
+	uint32_t pack;
+	uint64_t off;
+	uint64_t len;
+};
+
+/* A decoded record header. */
+struct pack_rec_hdr {
+	uint8_t kind, encoding, chunk_shift;
+	uint8_t md5[16];
+	uint32_t variant;
+	uint32_t nchunks;
+	uint8_t xxh128[16];
+	uint64_t size;
+	uint64_t payload;
+	uint32_t dict;
+	uint8_t base_md5[16];
+	uint32_t base_variant;
+};
+
+/* A zstd dictionary ready for use: its bytes and zstd's digested forms
+ * for compression (at the level given) and decompression. */
+struct pack_dict;
+struct pack_dict *pack_dict_new(uint32_t id, const void *bytes, size_t len, int level);
+void pack_dict_free(struct pack_dict *d);
+uint32_t pack_dict_id(const struct pack_dict *d);
+const void *pack_dict_bytes(const struct pack_dict *d, size_t *len);
+/* Train a dictionary of at most cap bytes on n samples laid end to end
+ * (ZDICT_trainFromBuffer); *out malloc'd. -EINVAL when zstd cannot (too
+ * few or too alike samples). */
+int pack_dict_train(const void *samples, const size_t *sizes, unsigned n, size_t cap, void **out, size_t *len);
+
+/* How to encode a page. dict: a dictionary, or NULL; base/base_len: the raw
+ * bytes of the page a delta is taken against (with base_md5/base_variant
+ * naming it), or NULL (a delta uses no dictionary). level: zstd level, 0
+ * for raw records. */
+struct pack_encode_opts {
+	int level;
+	unsigned chunk_shift;
+	const struct pack_dict *dict;
+	const void *base;
+	size_t base_len;
+	uint8_t base_md5[16];
+	uint32_t base_variant;
+};
+
+/* An encoded record in memory (header and payload), ready to append. */
+struct pack_rec {
+	uint8_t *buf;
+	size_t len;
+	struct pack_rec_hdr hdr;
+};
+void pack_rec_free(struct pack_rec *r);
+
+/* Encode page bytes as a record. Bytes come from memory (buf) or, when buf
+ * is NULL, from fd (pread, chunk by chunk). xxh128 is the XXH3-128 the
+ * caller computed of the bytes (canonical). -ENOMEM, -errno of a read. */
+int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh128[16], const void *buf,
+		     int fd, uint64_t size, const struct pack_encode_opts *o, struct pack_rec *out);
+/* Encode a dictionary as a record of its own. */
+int pack_encode_dict(uint32_t id, const void *dict, size_t len, struct pack_rec *out);
+/* Change the identity a built page record carries (its variant is chosen
+ * in the transaction, after the bytes were encoded). */
+void pack_rec_set_id(struct pack_rec *r, const uint8_t md5[16], uint32_t variant);
+
+/* The packs of one store. Appends are serialised inside; reads run in
+ * parallel (pread on cached descriptors). */
+struct pack_set;
+
+/* Open dirfd/packs (made when missing unless readonly). max_bytes: the size
+ * past which the current pack is closed and the next one started (0:
+ * PACK_DEFAULT_MAX_BYTES). */
+int pack_set_open(int dirfd, bool readonly, uint64_t max_bytes, struct pack_set **out);
+void pack_set_close(struct pack_set *ps);
+
+/* Append a record to the current pack (started or rolled over as needed);
+ * sync: fdatasync the pack (and, for a new pack, its directory) before
+ * returning. *loc is where it went. -ENOSPC when the disk is full: the pack
+ * is cut back to where it was, nothing else changes. */
+int pack_append(struct pack_set *ps, const struct pack_rec *r, bool sync, struct pack_loc *loc);
+/* Make every appended record durable (the packs written since the last
+ * sync). */
+int pack_sync(struct pack_set *ps);
+
+/* Read and check the header of the record at loc. -EIO if it is not an
+ * intact record header, or its length disagrees with loc. */
+int pack_read_hdr(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec_hdr *h);
+
+/* Dictionaries a decode needs: the caller resolves an id to its bytes. */
+struct pack_deps {
+	/* Dictionary id (owned by the caller, valid until the decode
+	 * returns), or NULL. */
+	const struct pack_dict *(*dict)(void *ctx, uint32_t id);
+	/* Raw bytes of the base page (malloc'd; the decoder frees), or NULL. */
+	void *(*base)(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len);
+	void *ctx;
+};
+
+/* Decode the whole page at loc into out (size bytes, the caller's buffer),
+ * checking that it is page md5/variant of `size` bytes with XXH3-128 xxh128
+ * (NULL: not checked against an expectation, only against the record).
+ * -EIO for any damage or mismatch. */
+int pack_read_page(struct pack_set *ps, const struct pack_loc *loc, const uint8_t md5[16], uint32_t variant,
+		   uint64_t size, const uint8_t *xxh128, const struct pack_deps *deps, void *out);
+/* Decode the chunks that cover [off, off+len) of the page at loc into out
+ * (len bytes; the range lies inside the page). Only those chunks are read
+ * and each is checked against its own XXH3-128. */
+int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8_t md5[16], uint32_t variant,
+		    const struct pack_deps *deps, uint64_t off, size_t len, void *out);
+/* The dictionary record at loc (malloc'd bytes). */
+int pack_read_dict(struct pack_set *ps, const struct pack_loc *loc, uint32_t id, void **out, size_t *len);
+
+/* Walk every record of pack id in order. fn gets each intact header and
+ * its place; a damaged stretch is skipped to the next intact header
+ * (*damaged counts the bytes skipped). fn returning non-zero stops the
+ * walk with that value. */
+int pack_scan(struct pack_set *ps, uint32_t id,
+	      int (*fn)(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc), void *ctx,
+	      uint64_t *damaged);
+
+/* The ids of the pack files present, ascending (malloc'd). */
+int pack_list(struct pack_set *ps, uint32_t **ids, size_t *n);
+/* Bytes of pack id on disk (its length), or -errno. */
+int64_t pack_file_bytes(struct pack_set *ps, uint32_t id);
+/* Its length and the bytes the filesystem allocates to it (less than the
+ * length where dead records were punched out). */
+struct pack_space {
+	uint64_t length, allocated;
+};
+int pack_space(struct pack_set *ps, uint32_t id, struct pack_space *out);
+/* Give the disk blocks of the (dead) record at loc back to the filesystem
+ * (fallocate PUNCH_HOLE; the file keeps its length and its other records).
+ * -EOPNOTSUPP where the filesystem cannot. */
+int pack_punch(struct pack_set *ps, const struct pack_loc *loc);
+/* Remove pack id (after the commit that moved its last live record). */
+int pack_remove(struct pack_set *ps, uint32_t id);
+/* The pack appends go to now (0 before the first). */
+uint32_t pack_current(struct pack_set *ps);
+void pack_name(uint32_t id, char out[PACK_NAME_MAX]);
+
+#endif

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The pack store's figures, each beside its baseline measured in the same
+# run (make bench runs this after bench-fs.sh):
+#   small pages   50,000 pages of 500-2,000 bytes cut from the corpus:
+#                 du of the store / du of a plain directory      (goal <= 0.25)
+#   recrawl       every page of corpus/a again with a date, a counter, an ad
+#                 block or one sentence changed (recrawl.py): the du the
+#                 recrawl adds / the per-page gzip -6 sum of its pages
+#                                                                (goal <= 0.2)
+#   random read   10,000 pages in a seeded random order after dropping the
+#                 caches: files/s through the mount / from a plain copy
+#                                                                (goal >= 0.8)
+#
+#   bash tests/bench/bench-packs.sh BUILD_DIR
+#
+# Environment: PD_CORPUS (tests/bench/corpus.sh), PD_SMALL_PAGES (50000),
+# PD_READS (10000), PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_MOUNT_OPTS.
+# Timing is never asserted; the exit status says whether every run worked.
+set -uo pipefail
+export LC_ALL=C
+top=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "${1:-build/release}" && pwd) || exit 2
+PD=$BUILD/pagededup PDFS=$BUILD/pagededupfs
+SMALL=${PD_SMALL_PAGES:-50000} READS=${PD_READS:-10000}
+bash "$top/tests/bench/corpus.sh" >/dev/null || { echo "bench-packs: no corpus" >&2; exit 2; }
+CACHE=$(cd "${PD_CORPUS:-/var/tmp/pagededup-corpus}" && pwd)
+CORPUS=$CACHE/corpus/a
+WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-packs.XXXXXX")
+failed=0
+DPID=""
+cleanup() {
+	mountpoint -q "$WORK/mnt" 2>/dev/null && fusermount3 -u "$WORK/mnt"
+	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null
+	[ "${PD_KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+met() { awk "BEGIN { exit !($1) }" && echo met || echo "not met"; }
+du_b() { echo $(( $(du -sk "$1" | cut -f1) * 1024 )); }
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || echo "bench-packs: cannot drop caches" >&2; }
+gzip_sum() { # DIR: the per-page gzip -6 sum of its distinct pages
+	(cd "$1" && find . -type f -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35- |
+		while IFS= read -r f; do gzip -6c -- "$f" | wc -c; done | awk '{ s += $1 } END { printf "%d", s }')
+}
+mount_store() { # STORE
+	mkdir -p "$WORK/mnt"
+	"$PDFS" "$1" "$WORK/mnt" -f ${PD_MOUNT_OPTS:-} >>"$WORK/daemon.log" 2>&1 &
+	DPID=$!
+	for _ in $(seq 1 200); do mountpoint -q "$WORK/mnt" && return 0; sleep 0.05; done
+	echo "bench-packs: mount of $1 failed" >&2; cat "$WORK/daemon.log" >&2
+	return 1
+}
+umount_store() {
+	fusermount3 -u "$WORK/mnt" || return 1
+	wait "$DPID"; local rc=$?
+	DPID=""
+	[ "$rc" = 0 ] || { echo "bench-packs: daemon exit $rc" >&2; tail "$WORK/daemon.log" >&2; return 1; }
+}
+timed() { local t0 t1; t0=$(date +%s.%N); "$@" || return 1; t1=$(date +%s.%N); calc %.3f "$t1 - $t0" >"$WORK/seconds"; }
+
+# --- small pages ---------------------------------------------------------------
+python3 "$top/tests/bench/recrawl.py" small "$CORPUS" "$WORK/small" "$SMALL" 1 >&2
+timed cp -r "$WORK/small" "$WORK/plain-small" || failed=1
+plain_b=$(du_b "$WORK/plain-small")
+echo "small_pages: $SMALL pages, $(du -sb "$WORK/small" | cut -f1) bytes"
+echo "small_plain_du: $plain_b bytes ($(cat "$WORK/seconds") s for cp -r)"
+rm -rf "$WORK/plain-small"
+"$PD" mkfs "$WORK/store-small" >/dev/null && mount_store "$WORK/store-small" || failed=1
+timed cp -r "$WORK/small" "$WORK/mnt/small" || failed=1
+echo "small_store_cp_seconds: $(cat "$WORK/seconds") s"
+umount_store || failed=1
+store_b=$(du_b "$WORK/store-small")
+echo "small_store_du: $store_b bytes (packs $(du_b "$WORK/store-small/packs"), meta $(du_b "$WORK/store-small/meta"))"
+echo "small_du_store_per_plain: $(calc %.4f "$store_b / $plain_b") x  (goal <= 0.25: $(met "$store_b <= 0.25 * $plain_b"))"
+echo "small_backing_files: $(find "$WORK/store-small" -type f | wc -l) for $SMALL pages"
+rm -rf "$WORK/store-small" "$WORK/small"
+
+# --- the recrawl ------------------------------------------------------------------
+python3 "$top/tests/bench/recrawl.py" recrawl "$CORPUS" "$WORK/recrawl" 2 >&2
+"$PD" mkfs "$WORK/store" >/dev/null && mount_store "$WORK/store" || failed=1
+timed cp -r "$CORPUS" "$WORK/mnt/a" || failed=1
+echo "crawl_cp_seconds: $(cat "$WORK/seconds") s"
+umount_store || failed=1
+first_b=$(du_b "$WORK/store")
+mount_store "$WORK/store" || failed=1
+timed cp -r "$WORK/recrawl" "$WORK/mnt/r" || failed=1
+echo "recrawl_cp_seconds: $(cat "$WORK/seconds") s"
+umount_store || failed=1
+second_b=$(du_b "$WORK/store")
+gz_b=$(gzip_sum "$WORK/recrawl")
+added=$((second_b - first_b))
+echo "crawl_du: $first_b bytes; after the recrawl: $second_b bytes"
+echo "recrawl_gzip6_per_page: $gz_b bytes"
+echo "recrawl_added_per_gzip6: $(calc %.4f "$added / $gz_b") x  (goal <= 0.2: $(met "$added <= 0.2 * $gz_b"))"
+"$PD" stats "$WORK/store" | grep -E '^(blobs|packs|lmdb)' | sed 's/^/recrawl_store_/'
+
+# --- random reads -----------------------------------------------------------------
+cp -r "$CORPUS" "$WORK/plain-a"
+(cd "$CORPUS" && find . -type f | sort) | python3 -c '
+import random, sys
+p = [l.strip() for l in sys.stdin]
+random.Random(3).shuffle(p)
+print("\n".join(p[:int(sys.argv[1])]))' "$READS" >"$WORK/reads"
+read_all() { # DIR: read every listed file
+	(cd "$1" && python3 -c '
+import sys
+for l in open(sys.argv[1]):
+    with open(l.strip(), "rb") as f:
+        f.read()' "$WORK/reads")
+}
+drop_caches
+timed read_all "$WORK/plain-a" || failed=1
+plain_s=$(cat "$WORK/seconds")
+mount_store "$WORK/store" || failed=1
+drop_caches
+timed read_all "$WORK/mnt/a" || failed=1
+mnt_s=$(cat "$WORK/seconds")
+umount_store || failed=1
+echo "read_plain: $(calc %.0f "$READS / $plain_s") files/s"
+echo "read_mount: $(calc %.0f "$READS / $mnt_s") files/s"
+echo "read_mount_per_plain: $(calc %.3f "$plain_s / $mnt_s") x  (goal >= 0.8: $(met "$plain_s / $mnt_s >= 0.8"))"
+[ "$failed" = 0 ] && echo "bench-packs: all runs succeeded" || { echo "bench-packs: a run failed"; exit 1; }

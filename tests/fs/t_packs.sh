@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Packs: page bytes as records in a few large files. A damaged stretch of a
+# pack takes several pages at once: exactly those read EIO (logged with
+# their path and blob), fsck names them, and writing the same bytes again
+# heals them. A store made by format 1 (a file per blob) opens, and
+# `pagededup fsck --repair` moves its files into packs.
+. "$(dirname "$0")/lib.sh"
+
+case_damaged_region_heals() {
+	pd_mount || fail mount
+	py "$PD_TMP/pages" <<'EOF' || exit 1
+import os, sys, random, json
+from fsutil import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+rnd = random.Random(7)
+words = ["page", "archive", "crawl", "<p>", "</p>", "news", "weather", "2026", "link", "<div>"]
+pages = {}
+for i in range(24):
+    body = ("<html><body>%d " % i + " ".join(rnd.choice(words) + str(rnd.randrange(1000))
+                                           for _ in range(800)) + "</body></html>\n").encode()
+    write("%s/p%02d.html" % (M, i), body)
+    pages["p%02d.html" % i] = md5(body)
+wait_blobs(S, 24, "24 distinct pages")
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+	pd_umount || fail umount
+	# damage one stretch of the pack covering records 9 to 12 (in the order
+	# they were appended)
+	py "$PD_TMP/pages" "$PD_TMP/hit" <<'EOF' || exit 1
+import os, sys, json
+from fsutil import *
+S = os.environ["STORE"]
+pages = json.load(open(sys.argv[1]))
+by_md5 = {m: n for n, m in pages.items()}
+rows = sorted(stored(S), key=lambda r: int(r[3].split(":")[1].split("+")[0]))
+eq(len(rows), 24, "stored blobs")
+places = [blob_place(S, r[0]) for r in rows]
+check(len({p[0] for p in places}) == 1, "the pages are not in one pack: %r" % places)
+first, last = places[9], places[12]
+start = first[1] + first[2] // 2
+end = last[1] + last[2] // 2
+with open(first[0], "r+b") as f:
+    f.seek(start)
+    f.write(b"\x00" * (end - start))
+hit = sorted(by_md5[r[0]] for r in rows[9:13])
+json.dump(hit, open(sys.argv[2], "w"))
+print("damaged %d bytes: %s" % (end - start, " ".join(hit)))
+EOF
+	pd_mount -n -s "$STORE" || fail remount
+	py "$PD_TMP/pages" "$PD_TMP/hit" <<'EOF' || exit 1
+import os, sys, json, errno
+from fsutil import *
+M = os.environ["MNT"]
+pages, hit = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for name, m in sorted(pages.items()):
+    try:
+        got = read(M + "/" + name)
+        err = None
+    except OSError as e:
+        got, err = None, e.errno
+    if name in hit:
+        eq(errno.errorcode.get(err), "EIO", "%s, in the damaged stretch" % name)
+    else:
+        eq(err, None, "%s, outside the damaged stretch" % name)
+        eq(md5(got), m, "content of %s" % name)
+EOF
+	# every EIO is in the log with its path and blob
+	local n
+	for n in $(python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))))' "$PD_TMP/hit"); do
+		local m
+		m=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$PD_TMP/pages" "$n")
+		grep -q "/$n (inode [0-9]*): blob $m cannot be read intact" "$PDFS_LOG" ||
+			fail "no log line for the EIO of /$n (blob $m)"
+	done
+	pd_umount --no-fsck || fail umount
+	# fsck --deep (which decodes every record) names exactly the damaged ones
+	local out rc=0
+	out=$("$PD_BIN" fsck --deep "$STORE" 2>/dev/null) || rc=$?
+	[ "$rc" = 2 ] || fail "fsck of a store with a damaged pack exited $rc"
+	py "$PD_TMP/pages" "$PD_TMP/hit" "$out" <<'EOF' || exit 1
+import sys, json, re
+from fsutil import *
+pages, hit = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+named = set(re.findall(r"^blob ([0-9a-f]{32}): .*lost", sys.argv[3], re.M))
+eq(sorted(named), sorted(pages[n] for n in hit), "blobs fsck names as damaged")
+EOF
+	# the same bytes written again heal the pages (they were deduplicated
+	# against the bad records before)
+	pd_mount -n -s "$STORE" || fail remount
+	py "$PD_TMP/pages" "$PD_TMP/hit" <<'EOF' || exit 1
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+pages, hit = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+# regenerate the bytes as the first script made them
+rnd = random.Random(7)
+words = ["page", "archive", "crawl", "<p>", "</p>", "news", "weather", "2026", "link", "<div>"]
+bodies = {}
+for i in range(24):
+    body = ("<html><body>%d " % i + " ".join(rnd.choice(words) + str(rnd.randrange(1000))
+                                           for _ in range(800)) + "</body></html>\n").encode()
+    bodies["p%02d.html" % i] = body
+for name in hit:
+    write(M + "/refetch-" + name, bodies[name])
+for name in hit:
+    eq(read(M + "/refetch-" + name), bodies[name], "the refetched copy of " + name)
+    eq(read(M + "/" + name), bodies[name], name + " healed by the refetch")
+EOF
+	pd_umount || fail "umount (fsck must be clean after the heal)"
+}
+
+# A store made by the format 1 code (a file per blob under objects/): it
+# opens, reads, takes new pages (in packs), and fsck --repair moves the
+# files into packs, losing nothing. The store is made by the landed
+# version when PD_FORMAT1_BIN names its daemon (tests/fs/README.md), else
+# by this daemon with -o blob_files (format 1's layout).
+case_format1_converted() {
+	local s=$PD_TMP/f1.store opts=""
+	if [ -n "${PD_FORMAT1_BIN:-}" ]; then
+		note "format 1 store made by $PD_FORMAT1_BIN"
+		mkdir -p "$s"
+		local PDFS_BIN_SAVED=$PDFS_BIN
+		PDFS_BIN=$PD_FORMAT1_BIN
+		pd_mount -n -s "$s" || fail "mount with the format 1 daemon"
+		PDFS_BIN=$PDFS_BIN_SAVED
+	else
+		pd_mount -s "$s" blob_files || fail "mount with blob_files"
+	fi
+	py "$PD_TMP/f1.json" <<'EOF' || exit 1
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+pages = {}
+os.mkdir(M + "/site")
+for i in range(40):  # 30 distinct pages, 10 of them twice
+    rnd = random.Random(i % 30)
+    body = ("<html>%d %s</html>" % (i % 30, "x" * rnd.randrange(100, 30000))).encode()
+    write("%s/site/%d.html" % (M, i), body)
+    pages["site/%d.html" % i] = md5(body)
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+	pd_umount --no-fsck || fail "unmount of the format 1 store"
+	local files
+	files=$(find "$s/objects" -type f | wc -l)
+	[ "$files" = 30 ] || fail "format 1 store has $files blob files, expected 30"
+	# this version opens it and reads every page
+	pd_mount -n -s "$s" || fail "mount of the format 1 store"
+	py "$PD_TMP/f1.json" <<'EOF' || exit 1
+import os, sys, json
+from fsutil import *
+M = os.environ["MNT"]
+for name, m in json.load(open(sys.argv[1])).items():
+    eq(md5(read(M + "/" + name)), m, "content of " + name)
+write(M + "/site/new.html", b"<html>a new page, into a pack</html>")
+EOF
+	pd_umount --no-fsck || fail umount
+	"$PD_BIN" fsck --repair "$STORE" >"$PD_TMP/repair.out" 2>&1
+	cat "$PD_TMP/repair.out"
+	grep -q "moved into packs" "$PD_TMP/repair.out" || fail "fsck --repair did not convert the blob files"
+	files=$(find "$s/objects" -type f 2>/dev/null | wc -l)
+	[ "$files" = 0 ] || fail "$files blob files left after the conversion"
+	pd_fsck "$s" || fail "fsck after the conversion"
+	pd_mount -n -s "$s" || fail "mount after the conversion"
+	py "$PD_TMP/f1.json" <<'EOF' || exit 1
+import os, sys, json
+from fsutil import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+for name, m in json.load(open(sys.argv[1])).items():
+    eq(md5(read(M + "/" + name)), m, "content of %s after the conversion" % name)
+eq(read(M + "/site/new.html"), b"<html>a new page, into a pack</html>", "the page written before the conversion")
+rows = stored(S)
+eq(len(rows), 31, "stored blobs")
+for r in rows:
+    check(r[3].startswith("pack-"), "blob %s not in a pack: %s" % (r[0], r[3]))
+EOF
+	pd_umount || fail umount
+}
+
+pd_case damaged_region_heals
+pd_case format1_converted
+pd_finish

@@ -1,0 +1,334 @@
+/* test_pack.c - pack files on their own: records written and read back,
+ * chunked reads at an offset, dictionaries and deltas, damage found as
+ * damage (EIO) and skipped by a scan, roll-over to a new pack, reopen. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "pack/pack.h"
+
+static void canon(const void *p, size_t n, uint8_t out[16])
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(p, n));
+	memcpy(out, c.digest, 16);
+}
+
+/* Text-like bytes: words from a small vocabulary, seeded. */
+static char *text(uint64_t seed, size_t len)
+{
+	static const char *w[] = { "archive ", "page ", "the ", "crawler ", "<div class=\"x\">", "</div>\n",
+				   "dedup ", "store ", "zstd ", "record " };
+	char *b = malloc(len + 16);
+	size_t n = 0;
+	while (n < len) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		const char *s = w[(seed >> 33) % 10];
+		size_t l = strlen(s);
+		memcpy(b + n, s, l);
+		n += l;
+		/* a number now and then: text that compresses as pages do, not to nothing */
+		if ((seed >> 20) % 3 == 0 && n + 8 < len)
+			n += (size_t)snprintf(b + n, 9, "%u ", (unsigned)(seed >> 40) % 100000);
+	}
+	return b;
+}
+
+struct fixture {
+	char *dir;
+	int dfd;
+	struct pack_set *ps;
+};
+
+static void open_set(struct fixture *f, uint64_t max)
+{
+	assert_int_equal(pack_set_open(f->dfd, false, max, &f->ps), 0);
+}
+
+static void setup(struct fixture *f, uint64_t max)
+{
+	f->dir = th_tmpdir();
+	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	assert_true(f->dfd >= 0);
+	open_set(f, max);
+}
+
+static void teardown(struct fixture *f)
+{
+	pack_set_close(f->ps);
+	close(f->dfd);
+	th_rmdir(f->dir);
+}
+
+static void put(struct fixture *f, const void *buf, size_t len, uint32_t variant, const struct pack_encode_opts *o,
+		struct pack_loc *loc)
+{
+	uint8_t md5[16] = { 1, 2, 3 }, x[16];
+	canon(buf, len, x);
+	struct pack_rec r;
+	assert_int_equal(pack_encode_page(md5, variant, x, buf, -1, len, o, &r), 0);
+	assert_int_equal(pack_append(f->ps, &r, false, loc), 0);
+	pack_rec_free(&r);
+}
+
+static void check(struct fixture *f, const void *buf, size_t len, uint32_t variant, const struct pack_loc *loc,
+		  const struct pack_deps *deps)
+{
+	uint8_t md5[16] = { 1, 2, 3 }, x[16];
+	canon(buf, len, x);
+	char *got = malloc(len + 1);
+	assert_int_equal(pack_read_page(f->ps, loc, md5, variant, len, x, deps, got), 0);
+	assert_memory_equal(got, buf, len);
+	free(got);
+}
+
+static void test_roundtrip(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 0);
+	struct pack_encode_opts o = { .level = 3 };
+	size_t sizes[] = { 0, 1, 100, 4096, 70000 };
+	struct pack_loc loc[5];
+	char *pages[5];
+	for (int i = 0; i < 5; i++) {
+		pages[i] = text((uint64_t)i, sizes[i]);
+		put(&f, pages[i], sizes[i], (uint32_t)i, &o, &loc[i]);
+		assert_int_equal(loc[i].off % PACK_ALIGN, 0);
+	}
+	/* text compresses: the 70,000-byte page takes far fewer bytes */
+	assert_true(loc[4].len < 70000 / 3);
+	for (int i = 0; i < 5; i++)
+		check(&f, pages[i], sizes[i], (uint32_t)i, &loc[i], NULL);
+	/* the wrong identity is not this record */
+	uint8_t other[16] = { 9 };
+	char buf[128];
+	assert_int_equal(pack_read_page(f.ps, &loc[2], other, 2, 100, NULL, NULL, buf), -EIO);
+	assert_int_equal(pack_read_page(f.ps, &loc[2], (uint8_t[16]){ 1, 2, 3 }, 3, 100, NULL, NULL, buf), -EIO);
+	/* reopen: the records are still there, appends continue in the pack */
+	pack_set_close(f.ps);
+	open_set(&f, 0);
+	for (int i = 0; i < 5; i++)
+		check(&f, pages[i], sizes[i], (uint32_t)i, &loc[i], NULL);
+	struct pack_loc l2;
+	put(&f, pages[3], sizes[3], 7, &o, &l2);
+	assert_int_equal(l2.pack, loc[0].pack);
+	assert_true(l2.off > loc[4].off);
+	for (int i = 0; i < 5; i++)
+		free(pages[i]);
+	teardown(&f);
+}
+
+static void test_chunks(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 0);
+	size_t len = 3 * (1u << 16) + 1234;
+	char *p = text(42, len);
+	struct pack_encode_opts o = { .level = 3, .chunk_shift = 16 };
+	struct pack_loc loc;
+	put(&f, p, len, 0, &o, &loc);
+	struct pack_rec_hdr h;
+	assert_int_equal(pack_read_hdr(f.ps, &loc, &h), 0);
+	assert_int_equal(h.nchunks, 4);
+	check(&f, p, len, 0, &loc, NULL);
+	/* ranges inside a chunk, across chunks, the tail */
+	uint64_t offs[] = { 0, 65530, 100000, len - 10 };
+	size_t lens[] = { 10, 20, 70000, 10 };
+	for (int i = 0; i < 4; i++) {
+		char *got = malloc(lens[i]);
+		assert_int_equal(pack_read_range(f.ps, &loc, (uint8_t[16]){ 1, 2, 3 }, 0, NULL, offs[i], lens[i], got), 0);
+		assert_memory_equal(got, p + offs[i], lens[i]);
+		free(got);
+	}
+	/* damage in chunk 3's bytes: a read of chunk 0 still works, chunk 3 is EIO */
+	int fd = openat(f.dfd, "packs/pack-00000001", O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t junk[8] = { 0xde, 0xad, 0xbe, 0xef, 0xde, 0xad, 0xbe, 0xef };
+	assert_int_equal(pwrite(fd, junk, 8, (off_t)(loc.off + loc.len - 40)), 8);
+	close(fd);
+	char got[16];
+	assert_int_equal(pack_read_range(f.ps, &loc, (uint8_t[16]){ 1, 2, 3 }, 0, NULL, 0, 16, got), 0);
+	assert_memory_equal(got, p, 16);
+	assert_int_equal(pack_read_range(f.ps, &loc, (uint8_t[16]){ 1, 2, 3 }, 0, NULL, len - 16, 16, got), -EIO);
+	char *all = malloc(len);
+	assert_int_equal(pack_read_page(f.ps, &loc, (uint8_t[16]){ 1, 2, 3 }, 0, len, NULL, NULL, all), -EIO);
+	free(all);
+	free(p);
+	teardown(&f);
+}
+
+struct deps_ctx {
+	const struct pack_dict *dict;
+	const char *base;
+	size_t base_len;
+};
+
+static const struct pack_dict *dep_dict(void *ctx, uint32_t id)
+{
+	struct deps_ctx *d = ctx;
+	return id == pack_dict_id(d->dict) ? d->dict : NULL;
+}
+
+static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len)
+{
+	struct deps_ctx *d = ctx;
+	(void)md5;
+	if (variant != 1)
+		return NULL;
+	void *b = malloc(d->base_len);
+	memcpy(b, d->base, d->base_len);
+	*len = d->base_len;
+	return b;
+}
+
+static void test_dict_and_delta(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 0);
+	char *base = text(7, 20000), *near = malloc(20000);
+	memcpy(near, base, 20000);
+	memcpy(near + 9000, "a changed sentence, and a date 2026-11-25", 41);
+	/* a dictionary trained on pages like these */
+	enum { NS = 200, SL = 2000 };
+	char *samples = malloc(NS * SL);
+	size_t sizes[NS];
+	for (int i = 0; i < NS; i++) {
+		char *t = text(1000 + (uint64_t)i, SL);
+		memcpy(samples + i * SL, t, SL);
+		sizes[i] = SL;
+		free(t);
+	}
+	void *dict;
+	size_t dlen;
+	assert_int_equal(pack_dict_train(samples, sizes, NS, 16384, &dict, &dlen), 0);
+	free(samples);
+	struct pack_dict *pd = pack_dict_new(5, dict, dlen, 3);
+	assert_non_null(pd);
+	struct deps_ctx dc = { pd, base, 20000 };
+	struct pack_deps deps = { dep_dict, dep_base, &dc };
+	struct pack_loc lplain, ldelta, ldict;
+	struct pack_encode_opts plain = { .level = 3 };
+	put(&f, near, 20000, 2, &plain, &lplain);
+	struct pack_encode_opts delta = { .level = 3, .base = base, .base_len = 20000, .base_variant = 1 };
+	put(&f, near, 20000, 2, &delta, &ldelta);
+	/* a delta against a near copy is a small fraction of the page alone */
+	assert_true(ldelta.len * 4 < lplain.len);
+	check(&f, near, 20000, 2, &ldelta, &deps);
+	struct pack_encode_opts withdict = { .level = 3, .dict = pd };
+	put(&f, near, 20000, 2, &withdict, &ldict);
+	/* a trained dictionary saves bytes on a page of its kind */
+	assert_true(ldict.len < lplain.len);
+	check(&f, near, 20000, 2, &ldict, &deps);
+	struct pack_rec_hdr h;
+	assert_int_equal(pack_read_hdr(f.ps, &ldict, &h), 0);
+	assert_int_equal(h.encoding, PACK_ENC_ZSTD_DICT);
+	assert_int_equal(h.dict, 5);
+	/* without its dependency the record cannot be decoded: EIO, not other bytes */
+	char *got = malloc(20000);
+	assert_int_equal(pack_read_page(f.ps, &ldelta, (uint8_t[16]){ 1, 2, 3 }, 2, 20000, NULL, NULL, got), -EIO);
+	free(got);
+	/* a dictionary record */
+	struct pack_rec dr;
+	struct pack_loc dl;
+	assert_int_equal(pack_encode_dict(5, dict, dlen, &dr), 0);
+	assert_int_equal(pack_append(f.ps, &dr, true, &dl), 0);
+	pack_rec_free(&dr);
+	void *d2;
+	size_t d2len;
+	assert_int_equal(pack_read_dict(f.ps, &dl, 5, &d2, &d2len), 0);
+	assert_int_equal(d2len, dlen);
+	assert_memory_equal(d2, dict, dlen);
+	free(d2);
+	pack_dict_free(pd);
+	free(base);
+	free(near);
+	free(dict);
+	teardown(&f);
+}
+
+struct scan_ctx {
+	unsigned pages, dicts;
+	uint32_t variants;
+};
+
+static int scan_fn(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc)
+{
+	struct scan_ctx *s = ctx;
+	(void)loc;
+	if (h->kind == PACK_KIND_PAGE) {
+		s->pages++;
+		s->variants |= 1u << h->variant;
+	} else {
+		s->dicts++;
+	}
+	return 0;
+}
+
+static void test_scan_damage_and_rollover(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 64 << 10); /* small packs: roll over often */
+	struct pack_encode_opts o = { .level = 0 }; /* raw: 10 KiB a record */
+	struct pack_loc loc[16];
+	char *pages[16];
+	for (int i = 0; i < 16; i++) {
+		pages[i] = text((uint64_t)i + 100, 10000);
+		put(&f, pages[i], 10000, (uint32_t)i, &o, &loc[i]);
+	}
+	assert_true(loc[15].pack >= 3);
+	uint32_t *ids;
+	size_t n;
+	assert_int_equal(pack_list(f.ps, &ids, &n), 0);
+	assert_int_equal(n, loc[15].pack);
+	free(ids);
+	/* damage the header of record 1 and the payload of record 2 */
+	int fd = openat(f.dfd, "packs/pack-00000001", O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t junk[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	assert_int_equal(pwrite(fd, junk, 8, (off_t)loc[1].off + 8), 8);
+	assert_int_equal(pwrite(fd, junk, 8, (off_t)loc[2].off + 500), 8);
+	close(fd);
+	char *got = malloc(10000);
+	for (int i = 0; i < 4; i++) {
+		int want = (i == 1 || i == 2) ? -EIO : 0;
+		assert_int_equal(pack_read_page(f.ps, &loc[i], (uint8_t[16]){ 1, 2, 3 }, (uint32_t)i, 10000, NULL, NULL, got),
+				 want);
+	}
+	free(got);
+	/* the scan skips record 1 (its header is gone) and still finds the rest */
+	struct scan_ctx s = { 0 };
+	uint64_t damaged;
+	assert_int_equal(pack_scan(f.ps, 1, scan_fn, &s, &damaged), 0);
+	assert_true(damaged > 0);
+	assert_int_equal(s.variants & 2u, 0);
+	assert_true(s.variants & 1u);
+	assert_true(s.variants & 4u);
+	for (int i = 0; i < 16; i++)
+		free(pages[i]);
+	teardown(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_chunks),
+		cmocka_unit_test(test_dict_and_delta),
+		cmocka_unit_test(test_scan_damage_and_rollover),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,212 @@
+/* test_packstore.c - packs inside a store: a dictionary trained from the
+ * store's own pages and used by the records after it (and read back after
+ * a reopen), its live-record count kept, the disk blocks of deleted pages
+ * given back, and fsck --deep clean throughout. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "archive/archive.h"
+#include "blob/blob.h"
+#include "helpers.h"
+
+static void read_back(struct store *st, uint64_t ino, const char *want)
+{
+	struct pd_file *f;
+	bool keep;
+	size_t len = strlen(want), got;
+	char *buf = malloc(len + 16);
+	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
+	assert_int_equal(file_read(f, buf, len + 16, 0, &got), 0);
+	assert_int_equal(got, len);
+	assert_memory_equal(buf, want, len);
+	assert_int_equal(file_release(f), 0);
+	free(buf);
+}
+
+struct tally {
+	uint64_t with_dict, without, dict_id;
+};
+
+/* Every record's dictionary, from the fingerprints. */
+static void tally_records(struct store *st, struct tally *t)
+{
+	memset(t, 0, sizeof *t);
+	MDB_txn *txn;
+	MDB_cursor *c;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_cursor_open(txn, st->db_fp, &c), 0);
+	MDB_val k, v;
+	for (int m = mdb_cursor_get(c, &k, &v, MDB_FIRST); m == 0; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
+		assert_true(r.flags & FPREC_PACKED);
+		if (r.pack_dict) {
+			t->with_dict++;
+			t->dict_id = r.pack_dict;
+			/* the pack record says the same */
+			struct pack_loc loc;
+			struct pack_rec_hdr h;
+			blob_rec_loc(&r, &loc);
+			assert_int_equal(pack_read_hdr(st->packs, &loc, &h), 0);
+			assert_int_equal(h.encoding, PACK_ENC_ZSTD_DICT);
+			assert_int_equal(h.dict, r.pack_dict);
+		} else {
+			t->without++;
+		}
+	}
+	mdb_cursor_close(c);
+	store_read_end(st, txn);
+}
+
+static uint64_t allocated(const char *store)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/packs/pack-00000001", store);
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	return (uint64_t)sb.st_blocks * 512;
+}
+
+static void test_dictionary_trained_and_used(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	enum { N = BLOB_DICT_SAMPLES + 400 };
+	static uint64_t ino[N];
+	static char *page[N];
+	char name[32];
+	for (int i = 0; i < N; i++) {
+		page[i] = th_page((uint64_t)i, 600, "<div class=\"nav\">site navigation, the same on every page</div>");
+		snprintf(name, sizeof name, "p%04d.html", i);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, page[i]);
+		if (i == BLOB_DICT_SAMPLES)
+			blob_dict_settle(st); /* the first training, started by the sample's last page */
+	}
+	struct tally t;
+	tally_records(st, &t);
+	assert_true(t.with_dict > 0);     /* the pages after the training use it */
+	assert_true(t.without >= BLOB_DICT_SAMPLES - 1); /* those before could not */
+	assert_int_equal(t.with_dict + t.without, N);
+	/* its row counts exactly the records that need it */
+	struct pack_loc loc;
+	uint64_t records;
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_dict_row(txn, st, (uint32_t)t.dict_id, &loc, &records), 0);
+	store_read_end(st, txn);
+	assert_int_equal(records, t.with_dict);
+	for (int i = 0; i < N; i += 37)
+		read_back(st, ino[i], page[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	/* reopened: the dictionary comes back from its pack record */
+	char err[PD_ERRLEN];
+	struct store_opts o = { 0 };
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	read_back(st, ino[N - 1], page[N - 1]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	for (int i = 0; i < N; i++)
+		free(page[i]);
+	th_rmdir(dir);
+}
+
+
+/* Deleted pages give their disk blocks back at once (hole punching), for
+ * records that span whole blocks; smaller ones wait for compaction. */
+static void test_deleted_pages_give_blocks_back(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	enum { N = 64 };
+	char name[32];
+	for (int i = 0; i < N; i++) {
+		char *p = th_page((uint64_t)i + 5000, 6000, "");
+		snprintf(name, sizeof name, "big%02d.html", i);
+		th_put_page(st, PD_ROOT_INO, name, p);
+		free(p);
+	}
+	uint64_t before = allocated(th_store_dir(dir));
+	for (int i = 0; i < N; i++) {
+		uint64_t gone;
+		bool last;
+		snprintf(name, sizeof name, "big%02d.html", i);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone, &last), 0);
+	}
+	uint64_t after = allocated(th_store_dir(dir));
+	printf("# pack blocks: %llu bytes before the deletes, %llu after\n", (unsigned long long)before,
+	       (unsigned long long)after);
+	assert_true(after < before / 2);
+	assert_int_equal(th_count_stored(st), 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* A large page is stored in independently decodable chunks: a read at an
+ * offset decodes only the chunks it covers. Damage in the first chunk
+ * leaves a read near the end intact, and the first chunk's read is EIO. */
+static void test_large_page_reads_by_chunk(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *p = th_page(77, 450000, "");
+	size_t len = strlen(p);
+	assert_true(len > 8 * (1u << PACK_DEFAULT_CHUNK_SHIFT));
+	uint64_t ino = th_put_page(st, PD_ROOT_INO, "big.html", p);
+	struct inode in;
+	assert_int_equal(ns_getattr(st, ino, &in), 0);
+	struct fprec r;
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_get(txn, st, &in.blob, &r), 0);
+	store_read_end(st, txn);
+	uint32_t nchunks;
+	unsigned shift;
+	assert_int_equal(blob_chunking(st, &r, &nchunks, &shift), 0);
+	assert_int_equal(nchunks, (len + (1u << shift) - 1) >> shift);
+	/* damage the first chunk's stored bytes */
+	char path[4096];
+	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	uint64_t chunk0 = r.pack_off + PACK_REC_HDR + (uint64_t)nchunks * PACK_CHUNK_ENT;
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)chunk0 + 16), 8);
+	close(fd);
+	struct pd_file *f;
+	bool keep;
+	char buf[4096];
+	size_t got;
+	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
+	uint64_t off = len - 5000;
+	assert_int_equal(file_read(f, buf, sizeof buf, off, &got), 0);
+	assert_int_equal(got, sizeof buf);
+	assert_memory_equal(buf, p + off, sizeof buf);
+	assert_int_equal(file_read(f, buf, 100, 10, &got), -EIO);
+	assert_int_equal(file_release(f), 0);
+	free(p);
+	store_abandon(st); /* the record is damaged: no fsck */
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dictionary_trained_and_used),
+		cmocka_unit_test(test_deleted_pages_give_blocks_back),
+		cmocka_unit_test(test_large_page_reads_by_chunk),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
