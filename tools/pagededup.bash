@@ -5,7 +5,7 @@ _pagededup()
 {
 	local cur prev words cword
 	_init_completion || return
-	local commands="mkfs stats fsck simhash near attrs urlseen version help"
+	local commands="mkfs stats fsck simhash near attrs urlseen export import version help"
 	if [ "$cword" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
 		return
@@ -16,6 +16,8 @@ _pagededup()
 	stats) opts="--json -h --human-readable --help" ;;
 	fsck) opts="--deep --repair --help" ;;
 	urlseen) opts="--filter --fpr --check --help" ;;
+	export) opts="-o --output --max-size --cdxj --level --no-gzip --help" ;;
+	import) opts="-C --directory --help" ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
 	*) opts="--help" ;;
 	esac
@@ -23,6 +25,8 @@ _pagededup()
 	--expected-pages|--fpr|--fmax|--max-leaf-kib|--near-distance) return ;;
 	--filter-lines) COMPREPLY=($(compgen -W "1 2" -- "$cur")); return ;;
 	--filter) _filedir; return ;;
+	-o|--output) _filedir warc.gz; return ;;
+	-C|--directory) _filedir -d; return ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
