@@ -18,8 +18,8 @@ _pagededup()
 	urlseen) opts="--filter --fpr --check --help" ;;
 	blobs) opts="--cat --help" ;;
 	dups|clusters) opts="--json --csv --min-size --help" ;;
-	export) opts="-o --max-size --cdxj --help" ;;
-	import) opts="-C --help" ;;
+	export) opts="-o --output --max-size --cdxj --level --no-gzip --help" ;;
+	import) opts="-C --directory --help" ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
 	*) opts="--help" ;;
 	esac
@@ -27,6 +27,8 @@ _pagededup()
 	--expected-pages|--fpr|--fmax|--max-leaf-kib|--near-distance) return ;;
 	--filter-lines) COMPREPLY=($(compgen -W "1 2" -- "$cur")); return ;;
 	--filter) _filedir; return ;;
+	-o|--output) _filedir warc.gz; return ;;
+	-C|--directory) _filedir -d; return ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))

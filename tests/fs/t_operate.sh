@@ -279,7 +279,7 @@ case_cli_habits() {
 	local out rc cmd n
 	# a usage error: one line, then "Try ... --help", status 2 (4 for fsck)
 	for args in "" "stats" "stats --bogus x" "mkfs" "mkfs --fpr 2 x" "simhash" "attrs" "frobnicate" \
-		"near onlyone" "fsck" "fsck --bogus x" "urlseen --bogus"; do
+		"near onlyone" "fsck" "fsck --bogus x" "urlseen --bogus" "export" "export --bogus x" "import" "import x.warc"; do
 		rc=0; out=$("$PD_BIN" $args 2>&1 >/dev/null) || rc=$?
 		n=$(grep -c . <<<"$out")
 		expect_eq "$n" 2 "lines of 'pagededup $args': $out"
@@ -288,7 +288,7 @@ case_cli_habits() {
 		*) expect_eq "$rc" 2 "exit of 'pagededup $args'" ;; esac
 	done
 	# every command answers --help on stdout with status 0
-	for cmd in mkfs stats fsck simhash near attrs urlseen version; do
+	for cmd in mkfs stats fsck simhash near attrs urlseen export import version; do
 		out=$("$PD_BIN" "$cmd" --help) || fail "pagededup $cmd --help exited non-zero"
 		grep -q "pagededup $cmd" <<<"$out" || fail "pagededup $cmd --help: $out"
 		"$PD_BIN" help "$cmd" >/dev/null || fail "pagededup help $cmd"
