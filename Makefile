@@ -4,17 +4,23 @@
 #   make check      debug build with ASan+UBSan (build/debug), then every test
 #   make stress     the long crash, soak and load runs
 #   make bench*     benchmarks (bench-core, bench ...)
-#   make deps       install the Debian packages that are missing
-#   make install    install the release binaries under $(PREFIX)
+#   make deps       install the Debian packages that are missing (all of them)
+#   make install    install the programs, man pages, bash completion and an
+#                   example systemd mount unit under $(DESTDIR)$(PREFIX);
+#                   installs and builds only what the programs need
+#   make uninstall  remove what make install installed
+#   make mount      install, make the store if there is none, mount it
 
 MODE ?= release
+# The version (core/base/version.h): the file VERSION, tagged vX.Y.Z in git.
+PD_VERSION := $(shell cat VERSION)
 BUILD := build/$(MODE)
 PREFIX ?= /usr/local
 
-PKGS := fuse3 lmdb libxxhash openssl
+PKGS := fuse3 lmdb libxxhash openssl zlib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CORE_LIBS = -llmdb -lxxhash -lzstd -lcrypto -lpthread -lm
+CORE_LIBS = -llmdb -lxxhash -lzstd -lhiredis -lcrypto -lz -lpthread -lm
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-format-truncation
@@ -23,7 +29,7 @@ CFLAGS_debug := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS_debug := -fsanitize=address,undefined
 CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -pthread -MMD -MP $(WARN) \
 	$(CFLAGS_$(MODE)) -Icore $(PKG_CFLAGS) $(EXTRA_CFLAGS)
-LDFLAGS := -pthread $(LDFLAGS_$(MODE))
+LDFLAGS := -pthread $(LDFLAGS_$(MODE)) $(EXTRA_LDFLAGS)
 
 CORE_SRC := $(wildcard core/*/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
@@ -48,7 +54,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build deps check unit stress test-format1 bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-scale install mount clean
+.PHONY: all build programs deps deps-build install-files uninstall check unit stress test-format1 bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk bench-scale bench-warc install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -57,10 +63,26 @@ build: $(LIB) $(BINS) $(UNIT_BIN) $(BENCH_BIN)
 deps:
 	@sh tools/install-deps.sh
 
+deps-build:
+	@sh tools/install-deps.sh build
+
+# The programs and their man pages, nothing of the tests (debian/rules
+# builds this).
+MANPAGES := $(BUILD)/man/pagededup.1 $(BUILD)/man/pagededupfs.8
+programs: $(LIB) $(BINS) $(MANPAGES)
+
+$(BUILD)/man/%: docs/%.in VERSION
+	@mkdir -p $(dir $@)
+	@sed -e 's/@VERSION@/$(PD_VERSION)/g' $< >$@
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
+
+# Only this object sees the version: a new number rebuilds one file.
+$(BUILD)/core/base/version.o: CFLAGS += -DPD_VERSION='"$(PD_VERSION)"'
+$(BUILD)/core/base/version.o: VERSION
 
 $(LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -129,6 +151,15 @@ bench-near: all
 	@bash tests/bench/bench-near.sh build/release
 	@bash tests/bench/bench-near-speed.sh build/release
 
+# What a store takes on disk against a plain copy (pagededup stats' figures),
+# for each of DISK_INPUTS.
+DISK_INPUTS ?= /usr/share/doc
+bench-disk: all
+	@bash tests/bench/bench-diskuse.sh build/release $(DISK_INPUTS)
+
+bench-warc: all
+	@nice bash tests/bench/bench-warc.sh build/release
+
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release
 
@@ -136,14 +167,40 @@ bench-near-features: all
 bench-scale: all
 	@bash tests/bench/bench-scale.sh build/release
 
-install: all
-	@install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 build/release/pagededup build/release/pagededupfs $(DESTDIR)$(PREFIX)/bin
+BINDIR = $(DESTDIR)$(PREFIX)/bin
+MANDIR = $(DESTDIR)$(PREFIX)/share/man
+COMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+EXAMPLEDIR = $(DESTDIR)$(PREFIX)/share/doc/pagededup/examples
+INSTALLED = $(BINDIR)/pagededup $(BINDIR)/pagededupfs $(MANDIR)/man1/pagededup.1.gz \
+	$(MANDIR)/man8/pagededupfs.8.gz $(COMPDIR)/pagededup $(COMPDIR)/pagededupfs \
+	$(EXAMPLEDIR)/srv-pages.mount
 
-# Install, then mount an archive on the default embedded store (made on
-# first mount). Unmount with: fusermount3 -u $(MOUNTPOINT)
+install: deps-build
+	@$(MAKE) --no-print-directory programs MODE=release
+	@$(MAKE) --no-print-directory install-files MODE=release
+
+# Copy what `programs` built (MODE=release); no build, no packages.
+install-files:
+	install -d $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man8 $(COMPDIR) $(EXAMPLEDIR)
+	install -m 755 $(BUILD)/pagededup $(BUILD)/pagededupfs $(BINDIR)
+	gzip -9n <$(BUILD)/man/pagededup.1 >$(MANDIR)/man1/pagededup.1.gz
+	gzip -9n <$(BUILD)/man/pagededupfs.8 >$(MANDIR)/man8/pagededupfs.8.gz
+	chmod 644 $(MANDIR)/man1/pagededup.1.gz $(MANDIR)/man8/pagededupfs.8.gz
+	install -m 644 tools/pagededup.bash $(COMPDIR)/pagededup
+	install -m 644 tools/pagededup.bash $(COMPDIR)/pagededupfs
+	install -m 644 docs/examples/srv-pages.mount $(EXAMPLEDIR)/srv-pages.mount
+
+uninstall:
+	rm -f $(INSTALLED)
+	-rmdir $(EXAMPLEDIR) $(DESTDIR)$(PREFIX)/share/doc/pagededup 2>/dev/null
+
+# Install, then mount an archive on the default store. The store is made
+# here when there is none yet (the daemon itself never makes one: a
+# mistyped STORE must not become a new empty archive). Unmount with:
+# fusermount3 -u $(MOUNTPOINT)
 mount: install
 	@mkdir -p $(MOUNTPOINT) $(dir $(STORE))
+	@[ -e $(STORE)/meta/data.mdb ] || $(PREFIX)/bin/pagededup mkfs $(STORE)
 	@mountpoint -q $(MOUNTPOINT) && echo "$(MOUNTPOINT) is already mounted" || \
 		$(PREFIX)/bin/pagededupfs $(STORE) $(MOUNTPOINT) -o allow_other
 	@echo "archive mounted on $(MOUNTPOINT) (store $(STORE))"

@@ -2,6 +2,7 @@
  * its loop; the operations are in pagededupfs.c. */
 #define FUSE_USE_VERSION 314
 
+#include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
@@ -9,18 +10,23 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "archive/archive.h"
 #include "kernel_io.h"
 #include "pdfs.h"
+#include "archive/mounts.h"
+#include "base/version.h"
 #include "store/store.h"
 #include "uring_io.h"
 
 struct options {
 	char *store;
-	int nodedup, sync_blobs, no_sign_thread, no_uring, blob_files;
+	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files;
 	unsigned long uring_threads, pack_mb;
 	long pack_level;
 	unsigned long mapsize_mb, sync_ms, sign_queue;
@@ -28,6 +34,7 @@ struct options {
 	int nstores;
 };
 
+#define KEY_AUTO_UNMOUNT 1
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
 static const struct fuse_opt option_spec[] = {
 	OPT("nodedup", nodedup),
@@ -44,6 +51,7 @@ static const struct fuse_opt option_spec[] = {
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
 	{ "attr_timeout=%lf", offsetof(struct options, attr_timeout), 0 },
 	{ "negative_timeout=%lf", offsetof(struct options, negative_timeout), 0 },
+	FUSE_OPT_KEY("auto_unmount", KEY_AUTO_UNMOUNT), /* seen, and passed on to libfuse */
 	FUSE_OPT_END
 };
 
@@ -51,6 +59,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 {
 	(void)outargs;
 	struct options *o = data;
+	if (key == KEY_AUTO_UNMOUNT)
+		o->auto_unmount = 1;
 	if (key == FUSE_OPT_KEY_NONOPT && !o->store) {
 		o->store = realpath(arg, NULL);
 		if (!o->store)
@@ -64,8 +74,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 static void usage(const char *prog)
 {
 	printf("usage: %s STORE MOUNTPOINT [options]\n\n"
-	       "Mounts the pagededup store STORE (made by 'pagededup mkfs', or made with\n"
-	       "defaults when STORE is an empty or missing directory) on MOUNTPOINT.\n\n"
+	       "Mounts the pagededup store STORE (made by 'pagededup mkfs STORE') on\n"
+	       "MOUNTPOINT; neither may be inside the other. In the background (without -f)\n"
+	       "messages go to syslog (the journal). Exit 0 when mounted, 1 when not.\n\n"
 	       "pagededupfs options (-o name[=value],...):\n"
 	       "    nodedup                store every file as a blob of its own (a baseline)\n"
 	       "    sync_blobs             fsync each blob and commit durably before close() returns\n"
@@ -86,7 +97,9 @@ static void usage(const char *prog)
 	       "                           kernel offers FUSE over io_uring (fuse module parameter\n"
 	       "                           enable_uring=Y, Linux 6.14 and later)\n"
 	       "    uring_threads=N        io_uring threads per CPU (default 4)\n"
-	       "    allow_other            let other users in (the kernel checks permissions)\n\n",
+	       "    allow_other            let other users in (the kernel checks permissions)\n"
+	       "    auto_unmount           unmount when the daemon ends, even if killed (serves\n"
+	       "                           through /dev/fuse, not io_uring)\n\n",
 	       prog);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
@@ -148,6 +161,60 @@ static void detach_stdio(void)
 		return;
 }
 
+/* In the background, the daemon's messages (its own, core's and
+ * libfuse's, all written to stderr) go to syslog, which is the journal
+ * under systemd: stderr becomes a stream whose lines are syslog records.
+ * Errors that reach a writer are LOG_ERR, the rest LOG_NOTICE. Sanitizer
+ * reports write to the file descriptor and still go to /dev/null then;
+ * the tests run the daemon in the foreground. */
+static char log_line[1024];
+static size_t log_len;
+
+static void log_flush_line(void)
+{
+	if (!log_len)
+		return;
+	log_line[log_len] = 0;
+	const char *msg = log_line;
+	if (!strncmp(msg, "pagededupfs: ", 13))
+		msg += 13; /* syslog names the program already */
+	bool error = strstr(log_line, "fail") || strstr(log_line, "error") || strstr(log_line, "cannot");
+	syslog(error ? LOG_ERR : LOG_NOTICE, "%s", msg);
+	log_len = 0;
+}
+
+/* Called under the stream's lock, so one writer at a time. */
+static ssize_t log_write(void *cookie, const char *buf, size_t size)
+{
+	(void)cookie;
+	for (size_t i = 0; i < size; i++) {
+		if (buf[i] == '\n' || log_len == sizeof log_line - 1)
+			log_flush_line();
+		if (buf[i] != '\n')
+			log_line[log_len++] = buf[i];
+	}
+	return (ssize_t)size;
+}
+
+static void log_fuse(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	msg[strcspn(msg, "\n")] = 0;
+	syslog((int)level, "%s", msg);
+}
+
+static void log_to_syslog(void)
+{
+	openlog("pagededupfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){ .write = log_write });
+	if (f) {
+		setvbuf(f, NULL, _IOLBF, 0);
+		stderr = f;
+	}
+	fuse_set_log_func(log_fuse);
+}
+
 /* glibc gives each of the worker threads an arena of its own and raises
  * its mmap threshold after the first large free, so the 4 KiB..1 MiB
  * buffers of pages being written (openfile.c) stay in the heaps once freed:
@@ -159,87 +226,157 @@ static void tune_malloc(void)
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 
+/* A start-up failure: said once, by the process the user waits on (the
+ * parent when in the background, which prints what the child sends). */
+static void start_failed(int notify_fd, const char *fmt, ...)
+{
+	char msg[PD_ERRLEN + 64];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (notify_fd >= 0)
+		notify(notify_fd, msg);
+	else
+		fprintf(stderr, "%s\n", msg);
+}
+
+static void say_waiting(void *ctx, const char *pid)
+{
+	fprintf(stderr, "pagededupfs: %s is still being closed by pid %s (unmounted a moment ago); waiting for it\n",
+		(const char *)ctx, pid);
+}
+
+/* What must hold before anything is opened or created: the store exists
+ * and is a store, and neither path holds the other. */
+static int check_paths(const char *store, const char *mnt)
+{
+	struct stat sb;
+	char meta[PATH_MAX + 32];
+	if (stat(store, &sb) || !S_ISDIR(sb.st_mode)) {
+		fprintf(stderr, "pagededupfs: %s: %s; make a store with 'pagededup mkfs %s'\n", store,
+			errno && !S_ISDIR(sb.st_mode) ? strerror(errno) : "not a directory", store);
+		return -1;
+	}
+	snprintf(meta, sizeof meta, "%s/meta/data.mdb", store);
+	if (stat(meta, &sb)) {
+		fprintf(stderr, "pagededupfs: %s is not a pagededup store; 'pagededup mkfs %s' makes one "
+				"(in an empty or new directory)\n", store, store);
+		return -1;
+	}
+	if (mounts_paths_nest(store, mnt)) {
+		fprintf(stderr, "pagededupfs: the store %s and the mount point %s are one inside the other; "
+				"put them apart\n", store, mnt);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	tune_malloc();
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1 };
-	struct fuse_cmdline_opts cl;
+	struct fuse_cmdline_opts cl = { 0 };
 	int ret = 1, notify_fd = -1;
 	struct fuse_session *se = NULL;
 	struct store *st = NULL;
 	char err[PD_ERRLEN] = "";
 
 	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
-		return 1;
+		goto usage_error;
 	if (fuse_parse_cmdline(&args, &cl) != 0)
-		return 1;
+		goto usage_error;
 	if (cl.show_help) {
 		usage(argv[0]);
 		ret = 0;
 		goto out_args;
 	}
 	if (cl.show_version) {
-		printf("pagededupfs (store format %d), FUSE library %s\n", PD_FORMAT_VERSION, fuse_pkgversion());
+		printf("pagededupfs %s (store format %d), FUSE library %s\n", pd_version(), PD_FORMAT_VERSION,
+		       fuse_pkgversion());
 		ret = 0;
 		goto out_args;
 	}
-	if (!o.store || !cl.mountpoint) {
-		fprintf(stderr, "usage: %s STORE MOUNTPOINT [options]  (--help for more)\n", argv[0]);
-		goto out_args;
+	if (!o.store || !cl.mountpoint || o.nstores > 1) {
+		fprintf(stderr, "pagededupfs: %s\n", !o.store ? "no STORE given" : !cl.mountpoint ? "no MOUNTPOINT given"
+							: "more than one STORE and MOUNTPOINT given");
+		goto usage_error;
 	}
+	if (check_paths(o.store, cl.mountpoint))
+		goto out_args;
 	char fsname[PATH_MAX + 16];
 	snprintf(fsname, sizeof fsname, "-ofsname=%s,subtype=pagededupfs,default_permissions", o.store);
 	fuse_opt_add_arg(&args, fsname);
+	/* Every option is checked (libfuse names an unknown one) before the
+	 * store is touched. */
+	char mnt_abs[PATH_MAX];
+	struct pdfs fs = { NULL, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL,
+			   realpath(cl.mountpoint, mnt_abs) ? mnt_abs : cl.mountpoint };
+	se = fuse_session_new(&args, &pd_ops, sizeof pd_ops, &fs);
+	fs.se = se;
+	if (!se)
+		goto usage_error;
 
 	if (!cl.foreground && background(&notify_fd))
-		goto out_args;
+		goto out_session;
+	char mnt[PATH_MAX];
+	int rc = mounts_wait_closing(o.store, 0, say_waiting, o.store, mnt, sizeof mnt);
+	if (rc) {
+		if (rc == -EBUSY)
+			start_failed(notify_fd, "pagededupfs: %s is already mounted on %s", o.store, mnt);
+		else
+			start_failed(notify_fd, "pagededupfs: %s/lock: %s", o.store, strerror(-rc));
+		goto out_session;
+	}
 	struct store_opts so = { .nodedup = o.nodedup, .sync_blobs = o.sync_blobs,
 				 .mapsize = (uint64_t)o.mapsize_mb << 20, .sync_ms = (unsigned)o.sync_ms,
 				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue,
 				 .pack_level = (int)o.pack_level, .pack_max_bytes = (uint64_t)o.pack_mb << 20,
-				 .blob_files = o.blob_files, .create = true };
+				 .blob_files = o.blob_files };
 	if (archive_open(o.store, &so, &st, err)) {
-		fprintf(stderr, "pagededupfs: %s\n", err);
-		notify(notify_fd, err);
-		goto out_args;
-	}
-	struct pdfs fs = { st, o.entry_timeout, o.attr_timeout, o.negative_timeout, NULL };
-	se = fuse_session_new(&args, &pd_ops, sizeof pd_ops, &fs);
-	fs.se = se;
-	if (!se) {
-		notify(notify_fd, "pagededupfs: bad mount options");
-		goto out_store;
-	}
-	if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, cl.mountpoint) != 0) {
-		snprintf(err, sizeof err, "pagededupfs: cannot mount on %s", cl.mountpoint);
-		notify(notify_fd, err);
+		start_failed(notify_fd, "pagededupfs: %s", err);
 		goto out_session;
 	}
+	fs.st = st;
+	if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, cl.mountpoint) != 0) {
+		start_failed(notify_fd, "pagededupfs: cannot mount on %s", cl.mountpoint);
+		goto out_store;
+	}
 	if (kernel_io_install(se) != 0) {
-		snprintf(err, sizeof err, "pagededupfs: cannot use the FUSE device of %s", cl.mountpoint);
-		notify(notify_fd, err);
+		start_failed(notify_fd, "pagededupfs: cannot use the FUSE device of %s", cl.mountpoint);
 		goto out_unmount;
 	}
-	uring_io_configure(!o.no_uring, (unsigned)o.uring_threads);
-	if (!cl.foreground)
+	/* fusermount3's auto_unmount watches for the daemon's end and then
+	 * unmounts; after a kill the io_uring queues outlive the process a
+	 * while and it gives up (Linux 6.14), so auto_unmount keeps to
+	 * /dev/fuse. */
+	uring_io_configure(!o.no_uring && !o.auto_unmount, (unsigned)o.uring_threads);
+	if (!cl.foreground) {
 		detach_stdio();
+		log_to_syslog();
+	}
 	notify(notify_fd, NULL);
 	ret = kernel_io_serve(se, &cl);
 out_unmount:
 	fuse_session_unmount(se);
 	uring_io_stop();
 	fuse_remove_signal_handlers(se);
-out_session:
-	fuse_session_destroy(se);
 out_store:
 	if (store_close(st)) {
 		fprintf(stderr, "pagededupfs: closing the store failed; it will be checked at the next mount\n");
 		ret = 1;
 	}
+out_session:
+	if (se)
+		fuse_session_destroy(se);
 out_args:
 	free(cl.mountpoint);
 	free(o.store);
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
+usage_error:
+	fprintf(stderr, "Try 'pagededupfs --help' for more information.\n");
+	ret = 1;
+	goto out_session;
 }

@@ -32,10 +32,12 @@
 #include <unistd.h>
 
 #include "kernel_io.h"
+#include "archive/fallocate.h"
 #include "archive/ns.h"
 #include "archive/openfile.h"
 #include "pdfs.h"
 #include "archive/query.h"
+#include "archive/stats.h"
 #include "store/store.h"
 #include "archive/xattr.h"
 
@@ -417,16 +419,41 @@ static void pd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_write(req, done);
 }
 
+/* An error that reaches a writer's close() goes to the log (syslog in the
+ * background) with the page's path: a crawler may not report it. */
+static void log_close_error(fuse_req_t req, fuse_ino_t ino, int rc)
+{
+	char path[4096];
+	if (query_path(st_of(req), ino, path, sizeof path) || !*path)
+		snprintf(path, sizeof path, "(inode %llu, no name left)", (unsigned long long)ino);
+	fprintf(stderr, "pagededupfs: %s: close() failed: %s\n", path, strerror(-rc));
+}
+
 static void pd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	fuse_reply_err(req, -file_flush(file_of(fi)));
+	int rc = file_flush(file_of(fi));
+	if (rc)
+		log_close_error(req, ino, rc);
+	fuse_reply_err(req, -rc);
 }
 
 static void pd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	int rc = file_release(file_of(fi));
+	if (rc)
+		log_close_error(req, ino, rc);
+	fuse_reply_err(req, -rc);
+}
+
+static void pd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
 	(void)ino;
-	fuse_reply_err(req, -file_release(file_of(fi)));
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_err(req, -file_fallocate(st_of(req), file_of(fi), mode, (uint64_t)off, (uint64_t)len));
 }
 
 static void pd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -597,10 +624,17 @@ static int dedup_attr(fuse_req_t req, fuse_ino_t ino, const char *name, char *bu
 		return query_twins(st, ino, caller(req, &cb, true), buf, len);
 	if (!strcmp(name, "user.dedup.near"))
 		return query_near(st, ino, caller(req, &cb, true), buf, len);
+	if (!strcmp(name, "user.dedup.near.abs")) /* the mountpoint before each path */
+		return query_near_prefixed(st, ino, caller(req, &cb, true),
+					   strcmp(fs_of(req)->mountpoint, "/") ? fs_of(req)->mountpoint : "", buf, len);
 	if (!strcmp(name, "user.dedup.simhash"))
 		return query_simhash(st, ino, buf, len);
-	if (!strcmp(name, "user.dedup.stats"))
-		return query_stats(st, buf, len);
+	if (!strcmp(name, QUERY_ATTR_STATS))
+		return query_stats(st, ino, STATS_JSON, buf, len);
+	if (!strcmp(name, QUERY_ATTR_STATS_TEXT))
+		return query_stats(st, ino, STATS_TEXT, buf, len);
+	if (!strcmp(name, QUERY_ATTR_STATS_HUMAN))
+		return query_stats(st, ino, STATS_HUMAN, buf, len);
 	return -ENODATA;
 }
 
@@ -645,10 +679,21 @@ static int xattr_name_allowed(const char *name)
 	return user_xattr_name(name);
 }
 
+/* Names the store itself writes (fsck's marks on recovered pages,
+ * user.pagededup.lost_*): a client may read them and, as the file's
+ * owner, remove them once the page is fetched again, but never set them,
+ * so that no one can make a page look recovered. */
+static int xattr_name_settable(const char *name)
+{
+	if (!strncmp(name, XATTR_RESERVED_PREFIX, strlen(XATTR_RESERVED_PREFIX)))
+		return -EPERM;
+	return xattr_name_allowed(name);
+}
+
 static void pd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 			int flags)
 {
-	int rc = xattr_name_allowed(name);
+	int rc = xattr_name_settable(name);
 	if (!rc)
 		rc = xattr_set(st_of(req), ino, name, value, size, flags);
 	fuse_reply_err(req, -rc);
@@ -700,6 +745,7 @@ const struct fuse_lowlevel_ops pd_ops = {
 	.flush = pd_flush,
 	.release = pd_release,
 	.fsync = pd_fsync,
+	.fallocate = pd_fallocate,
 	.opendir = pd_opendir,
 	.releasedir = pd_releasedir,
 	.readdir = pd_readdir,

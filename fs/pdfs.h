@@ -13,6 +13,7 @@ struct pdfs {
 	struct store *st;
 	double entry_timeout, attr_timeout, negative_timeout;
 	struct fuse_session *se;
+	const char *mountpoint; /* absolute, for user.dedup.near.abs */
 };
 
 extern const struct fuse_lowlevel_ops pd_ops;

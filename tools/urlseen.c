@@ -41,6 +41,7 @@
 #include "urlseen/bitfilter.h"
 #include "base/fdio.h"
 #include "urlseen/url.h"
+#include "urlseen_redis.h"
 
 #define PROG "pagededup urlseen"
 /* Bytes read at a time into the input buffer (it counts in the resident
@@ -61,6 +62,7 @@
 static void urlseen_usage(FILE *out)
 {
 	fputs("usage: pagededup urlseen [--filter FILE] [--fpr RATE] [--check] [options] [INPUT...]\n"
+	      "       pagededup urlseen --redis HOST:PORT[,HOST:PORT...] [options] [INPUT...]\n"
 	      "\n"
 	      "Read URLs, one a line, from the INPUT files (\"-\" or none: stdin) and print\n"
 	      "those not seen before, recording them in the filter FILE, which is made on\n"
@@ -95,6 +97,29 @@ static void urlseen_usage(FILE *out)
 	      "  --sync           fsync the filter file before exiting\n"
 	      "  --stats          print figures about the run and the filter on stderr\n"
 	      "\n"
+	      "  --redis HOST:PORT[,HOST:PORT...]\n"
+	      "                   keep the filter on Redis instead of a file: a Redis Cluster\n"
+	      "                   (any of its nodes; the others are found) or one plain\n"
+	      "                   server, shared by crawlers on any number of hosts. Every\n"
+	      "                   URL is tested and recorded in one command, so each new\n"
+	      "                   URL is printed by exactly one of them; batches go out as\n"
+	      "                   one pipeline per node, all nodes at once. --fpr, --expected,\n"
+	      "                   --lines and --check as for a file; --sync does not apply\n"
+	      "  --redis-name NAME  the filter's name on the cluster (default urlseen):\n"
+	      "                   several filters may share one cluster\n"
+	      "  --redis-wait MS  how long to wait for the cluster to answer (a failover,\n"
+	      "                   a restart) before giving up (default 30000)\n"
+	      "  --redis-timeout MS  a node that owes answers and sends nothing for this\n"
+	      "                   long is taken as dead (default 5000)\n"
+	      "  --journal FILE   with --redis: each batch's URLs are written to FILE before\n"
+	      "                   they are sent, and FILE emptied once the new ones are\n"
+	      "                   printed; a urlseen that finds FILE not empty (an earlier\n"
+	      "                   one was killed mid-batch) prints its URLs first, so no\n"
+	      "                   URL recorded is left unprinted (some may come twice)\n"
+	      "  --leaf-kib K     largest leaf of a new filter on Redis (default 1024)\n"
+	      "  --redis-leaves N  first leaves of a new filter on Redis, at least (default\n"
+	      "                   64, so that they spread over the cluster's nodes)\n"
+	      "\n"
 	      "Several processes (crawlers on one machine) may share one filter file. Each\n"
 	      "batch is tested, printed and recorded under an exclusive flock(2) on FILE\n"
 	      "(--check takes a shared one), so every new URL is printed by exactly one of\n"
@@ -104,7 +129,19 @@ static void urlseen_usage(FILE *out)
 	      "been written out, so a killed urlseen may print part of a batch again on the\n"
 	      "next run, but never drops a URL unprinted.\n"
 	      "\n"
-	      "Exit status: 0 (also when some lines were not URLs), 1 on errors.\n",
+	      "With --redis, a URL whose answer is lost (a node died or timed out after the\n"
+	      "URL was sent) is printed as new, and counted and reported on stderr: another\n"
+	      "crawler may print it too. After a failover, URLs the dead primary had\n"
+	      "recorded and not yet passed to its replica may be printed again (Redis\n"
+	      "replicates asynchronously). A URL is tested and recorded in one command, so\n"
+	      "a urlseen killed between a batch's answer and its output has recorded URLs\n"
+	      "it did not print, unless --journal keeps the batch to print on the next\n"
+	      "start. See core/urlseen/rfilter.h.\n"
+	      "\n"
+	      "Exit status: 0 (also when some lines were not URLs), 1 on errors, 3 when the\n"
+	      "Redis cluster cannot be reached (at the start, or for longer than\n"
+	      "--redis-wait during the run: the URLs not yet tested are neither printed nor\n"
+	      "recorded, and stderr says from which line to give the input again).\n",
 	      out);
 }
 
@@ -116,6 +153,8 @@ struct opts {
 	uint32_t lines;
 	bool check, sort_query, original, sync, stats;
 	size_t batch;
+	struct urlseen_redis_opts redis; /* redis.seeds NULL: a filter file */
+	const char *journal;             /* --journal FILE (with --redis) */
 };
 
 /* An input. Every input is read into one reused buffer: a HEAD_BYTES area
@@ -141,6 +180,11 @@ struct input {
 struct run {
 	struct opts o;
 	struct bitfilter *f;
+	struct urlseen_redis *rs; /* the filter on Redis (--redis), or NULL */
+	const struct input *in;   /* the input of the current batch */
+	uint64_t batch_first;     /* its first line */
+	int exit_status;          /* a status other than 1 to end with */
+	int journal;              /* --journal's descriptor, or -1 */
 	/* the current batch */
 	size_t n;
 	uint8_t *keys;      /* 16 bytes each */
@@ -236,6 +280,10 @@ static int take_line(struct run *r, const struct input *in, const char *line, si
 	}
 	if (rc)
 		return rc;
+	if (r->n == 0) {
+		r->in = in;
+		r->batch_first = in->lineno;
+	}
 	XXH128_hash_t h = XXH3_128bits(form, n);
 	uint8_t *k = r->keys + 16 * r->n;
 	memcpy(k, &h.low64, 8);
@@ -453,6 +501,132 @@ static void input_done(struct input *in)
 	in->dfd = -1;
 }
 
+/* Print the batch's URLs not seen (seen[i] false). */
+static int print_new(struct run *r)
+{
+	size_t need = 0;
+	for (size_t i = 0; i < r->n; i++)
+		if (!r->seen[i])
+			need += r->len[i] + 1;
+	if (need > r->ocap) {
+		char *o = realloc(r->out, need);
+		if (!o) {
+			fprintf(stderr, PROG ": out of memory\n");
+			return -ENOMEM;
+		}
+		r->out = o;
+		r->ocap = need;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->seen[i])
+			continue;
+		memcpy(r->out + w, r->text[i] ? r->text[i] : r->arena + r->off[i], r->len[i]);
+		w += r->len[i];
+		r->out[w++] = '\n';
+	}
+	int rc = fd_write_all(STDOUT_FILENO, r->out, w);
+	if (rc)
+		fprintf(stderr, PROG ": stdout: %s\n", strerror(-rc));
+	return rc;
+}
+
+/* --journal: the batch's URLs, all of them, to the journal before the batch
+ * is sent (they may be recorded from then on). */
+static int journal_batch(struct run *r)
+{
+	size_t need = 0;
+	for (size_t i = 0; i < r->n; i++)
+		need += r->len[i] + 1;
+	if (need > r->ocap) {
+		char *o = realloc(r->out, need);
+		if (!o)
+			return -ENOMEM;
+		r->out = o;
+		r->ocap = need;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		memcpy(r->out + w, r->text[i] ? r->text[i] : r->arena + r->off[i], r->len[i]);
+		w += r->len[i];
+		r->out[w++] = '\n';
+	}
+	int rc = fd_pwrite_all(r->journal, r->out, w, 0);
+	if (rc == 0 && ftruncate(r->journal, (off_t)w) != 0)
+		rc = -errno;
+	return rc;
+}
+
+/* --journal at the start: what an earlier urlseen left in it (a batch it
+ * sent and may not have printed) is printed, then the journal emptied. */
+static int journal_open(struct run *r)
+{
+	r->journal = open(r->o.journal, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (r->journal < 0) {
+		fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(errno));
+		return -errno;
+	}
+	struct stat st;
+	if (fstat(r->journal, &st) != 0)
+		return -errno;
+	if (st.st_size > 0) {
+		char *b = malloc((size_t)st.st_size);
+		if (!b)
+			return -ENOMEM;
+		ssize_t got = fd_pread_full(r->journal, b, (size_t)st.st_size, 0);
+		int rc = got < 0 ? (int)got : fd_write_all(STDOUT_FILENO, b, (size_t)got);
+		size_t lines = 0;
+		for (ssize_t i = 0; i < got; i++)
+			lines += b[i] == '\n';
+		free(b);
+		if (rc) {
+			fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(-rc));
+			return rc;
+		}
+		fprintf(stderr,
+			PROG ": %s held %zu URLs of a batch an earlier urlseen sent and may not have "
+			"printed; printed them first (some may have been printed already)\n",
+			r->o.journal, lines);
+	}
+	if (ftruncate(r->journal, 0) != 0)
+		return -errno;
+	return 0;
+}
+
+/* The batch on the filter on Redis: tested and recorded in one call, then
+ * its new URLs printed (urlseen_redis.c). */
+static int flush_batch_redis(struct run *r)
+{
+	int rc;
+	if (r->journal >= 0 && (rc = journal_batch(r)) != 0) {
+		fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(-rc));
+		return rc;
+	}
+	int st = urlseen_redis_batch(r->rs, r->keys, r->n, r->seen, r->in ? r->in->name : "input",
+				     r->batch_first, r->in ? r->in->lineno : 0);
+	if (st == 1)
+		return -EIO;
+	size_t fresh = 0;
+	for (size_t i = 0; i < r->n; i++)
+		fresh += !r->seen[i];
+	rc = print_new(r);
+	r->printed += fresh;
+	r->n = 0;
+	r->used = 0;
+	if (rc)
+		return rc;
+	if (r->journal >= 0 && ftruncate(r->journal, 0) != 0) {
+		rc = -errno;
+		fprintf(stderr, PROG ": --journal %s: %s\n", r->o.journal, strerror(-rc));
+		return rc;
+	}
+	if (st) {
+		r->exit_status = st;
+		return -EHOSTUNREACH;
+	}
+	return 0;
+}
+
 /* Test the batch, print the new URLs, record them: one lock for all three.
  * Reports its own errors; returns non-zero after one. */
 static int flush_batch(struct run *r)
@@ -460,6 +634,8 @@ static int flush_batch(struct run *r)
 	int rc;
 	if (r->n == 0)
 		return 0;
+	if (r->rs)
+		return flush_batch_redis(r);
 	if ((rc = bitfilter_lock(r->f, !r->o.check)) != 0) {
 		fprintf(stderr, PROG ": %s: %s\n", r->o.filter ? r->o.filter : "filter",
 			rc == -EUCLEAN ? "the filter file is damaged" : strerror(-rc));
@@ -539,6 +715,29 @@ static int open_filter(struct run *r)
 	struct bitfilter_params p;
 	int rc;
 
+	if (o->journal && !o->redis.seeds) {
+		fprintf(stderr, PROG ": --journal is for --redis (a filter file records after printing)\n");
+		return -EINVAL;
+	}
+	if (o->redis.seeds) {
+		struct urlseen_redis_opts ro = o->redis;
+		ro.fpr = o->fpr;
+		ro.fpr_given = o->fpr_given;
+		ro.expected = o->expected;
+		ro.lines = o->lines;
+		ro.check = o->check;
+		if (o->filter || o->sync) {
+			fprintf(stderr, PROG ": --redis keeps the filter on Redis: leave out %s\n",
+				o->filter ? "--filter" : "--sync");
+			return -EINVAL;
+		}
+		rc = urlseen_redis_open(&ro, &r->rs);
+		if (rc > 1)
+			r->exit_status = rc;
+		if (rc == 0 && o->journal && !o->check && journal_open(r) != 0)
+			rc = 1;
+		return rc ? -EIO : 0;
+	}
 	bitfilter_params_default(&p);
 	if (o->fpr_given)
 		p.fpr = o->fpr;
@@ -606,8 +805,8 @@ static void print_stats(struct run *r, double seconds)
 {
 	struct bitfilter_stats st;
 	struct rusage ru;
-	int rc = bitfilter_lock(r->f, false);
-	if (rc == 0) {
+	int rc = r->rs ? 0 : bitfilter_lock(r->f, false);
+	if (rc == 0 && !r->rs) {
 		rc = bitfilter_stats(r->f, &st);
 		bitfilter_unlock(r->f);
 	}
@@ -628,6 +827,10 @@ static void print_stats(struct run *r, double seconds)
 	/* input files read past the page cache, and copied from it */
 	fprintf(stderr, "input_direct_bytes: %llu bytes\n", (unsigned long long)r->input_direct);
 	fprintf(stderr, "input_cached_bytes: %llu bytes\n", (unsigned long long)r->input_cached);
+	if (r->rs) {
+		urlseen_redis_stats(r->rs);
+		return;
+	}
 	if (rc) {
 		fprintf(stderr, PROG ": filter figures: %s\n", strerror(-rc));
 		return;
@@ -651,6 +854,14 @@ static void print_stats(struct run *r, double seconds)
 	fprintf(stderr, "filter_splits: %llu\n", (unsigned long long)st.splits);
 }
 
+/* A usage error: the line saying what is wrong is printed already; then
+ * the pointer to --help and the usage status (tools/cli.h). */
+static int usage_error(void)
+{
+	fputs("Try 'pagededup urlseen --help' for more information.\n", stderr);
+	return 2;
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lopts[] = {
@@ -664,6 +875,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "batch", required_argument, 0, 'b' },
 		{ "sync", no_argument, 0, 'y' },
 		{ "stats", no_argument, 0, 's' },
+		{ "redis", required_argument, 0, 'R' },
+		{ "redis-name", required_argument, 0, 'N' },
+		{ "redis-wait", required_argument, 0, 'W' },
+		{ "redis-timeout", required_argument, 0, 'T' },
+		{ "leaf-kib", required_argument, 0, 'K' },
+		{ "journal", required_argument, 0, 'J' },
+		{ "redis-leaves", required_argument, 0, 'L' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 } };
 	int c;
@@ -672,6 +890,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 	memset(o, 0, sizeof *o);
 	o->batch = DEFAULT_BATCH;
+	o->redis.name = "urlseen";
 	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
@@ -682,20 +901,20 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->fpr = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !(o->fpr > 0 && o->fpr < 0.5)) {
 				fprintf(stderr, PROG ": --fpr wants a rate between 0 and 0.5\n");
-				return 1;
+				return usage_error();
 			}
 			o->fpr_given = true;
 			break;
 		case 'n':
 			if (parse_count(optarg, UINT64_C(1) << 50, &o->expected)) {
 				fprintf(stderr, PROG ": --expected wants a number >= 1\n");
-				return 1;
+				return usage_error();
 			}
 			break;
 		case 'l':
 			if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
 				fprintf(stderr, PROG ": --lines is 1 or 2\n");
-				return 1;
+				return usage_error();
 			}
 			o->lines = (uint32_t)(optarg[0] - '0');
 			break;
@@ -712,7 +931,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (parse_count(optarg, MAX_BATCH, &v)) {
 				fprintf(stderr, PROG ": --batch wants a number from 1 to %u\n",
 					MAX_BATCH);
-				return 1;
+				return usage_error();
 			}
 			o->batch = (size_t)v;
 			break;
@@ -722,12 +941,43 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 's':
 			o->stats = true;
 			break;
+		case 'R':
+			o->redis.seeds = optarg;
+			break;
+		case 'J':
+			o->journal = optarg;
+			break;
+		case 'N':
+			o->redis.name = optarg;
+			break;
+		case 'W':
+		case 'T':
+			if (parse_count(optarg, 86400000, &v)) {
+				fprintf(stderr, PROG ": --redis-%s wants milliseconds, >= 1\n",
+					c == 'W' ? "wait" : "timeout");
+				return 1;
+			}
+			*(c == 'W' ? &o->redis.wait_ms : &o->redis.timeout_ms) = (int)v;
+			break;
+		case 'K':
+			if (parse_count(optarg, 1u << 20, &v) || v < 16) {
+				fprintf(stderr, PROG ": --leaf-kib wants a size in KiB, >= 16\n");
+				return 1;
+			}
+			o->redis.leaf_kib = (uint32_t)v;
+			break;
+		case 'L':
+			if (parse_count(optarg, 1u << 20, &v)) {
+				fprintf(stderr, PROG ": --redis-leaves wants a number from 1 to %u\n", 1u << 20);
+				return 1;
+			}
+			o->redis.min_leaves = (uint32_t)v;
+			break;
 		case 'h':
 			urlseen_usage(stdout);
 			return -1;
 		default:
-			urlseen_usage(stderr);
-			return 1;
+			return usage_error();
 		}
 	}
 	return 0;
@@ -744,6 +994,9 @@ static void free_run(struct run *r)
 	free(r->out);
 	if (r->f)
 		bitfilter_close(r->f);
+	urlseen_redis_close(r->rs);
+	if (r->journal >= 0)
+		close(r->journal);
 }
 
 /* The input buffer: its data area starts at a multiple of 2 MiB and may
@@ -770,6 +1023,7 @@ int cmd_urlseen(int argc, char **argv)
 	int rc;
 
 	memset(&r, 0, sizeof r);
+	r.journal = -1;
 	rc = parse_opts(argc, argv, &r.o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
@@ -792,7 +1046,7 @@ int cmd_urlseen(int argc, char **argv)
 	if (open_filter(&r)) {
 		munmap(raw, rawlen);
 		free_run(&r);
-		return 1;
+		return r.exit_status ? r.exit_status : 1;
 	}
 
 	double t0 = now();
@@ -829,6 +1083,14 @@ int cmd_urlseen(int argc, char **argv)
 	}
 	if (!r.failed && flush_batch(&r) != 0)
 		r.failed = true;
+	if (r.rs && !r.exit_status && (rc = urlseen_redis_finish(r.rs)) != 0) {
+		r.failed = true;
+		if (rc > 1)
+			r.exit_status = rc;
+	}
+	if (r.rs && urlseen_redis_lost(r.rs))
+		fprintf(stderr, PROG ": %llu URLs were printed as new without an answer from Redis\n",
+			(unsigned long long)urlseen_redis_lost(r.rs));
 	if (!r.failed && r.o.sync && r.o.filter && (rc = bitfilter_sync(r.f)) != 0) {
 		fprintf(stderr, PROG ": %s: %s\n", r.o.filter, strerror(-rc));
 		r.failed = true;
@@ -840,5 +1102,7 @@ int cmd_urlseen(int argc, char **argv)
 		print_stats(&r, t);
 	munmap(raw, rawlen);
 	free_run(&r);
+	if (r.failed && r.exit_status)
+		return r.exit_status;
 	return r.failed ? 1 : 0;
 }

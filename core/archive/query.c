@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,16 +105,71 @@ int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char
 	return 0;
 }
 
-int query_stats(struct store *st, char *buf, size_t *len)
+const char *const query_attr_names[] = {
+	"user.dedup.md5", "user.dedup.refcount", "user.dedup.simhash", "user.dedup.twins", "user.dedup.near",
+	QUERY_ATTR_STATS_TEXT, NULL
+};
+
+static int first_path(void *ctx, const char *path, size_t len)
 {
+	char *out = ctx;
+	if (!*out)
+		snprintf(out, PATH_MAX, "%.*s", (int)len, path);
+	return 0;
+}
+
+int query_path(struct store *st, uint64_t ino, char *buf, size_t size)
+{
+	char path[PATH_MAX] = "";
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = path_names(txn, st, ino, NULL, first_path, path);
+	store_read_end(st, txn);
+	snprintf(buf, size, "%s", path);
+	return rc;
+}
+
+static int subtree_stats(struct store *st, uint64_t ino, enum stats_format f, char *buf, size_t *len)
+{
+	MDB_txn *txn;
+	struct inode in;
+	char path[PATH_MAX] = "";
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = ns_get_inode(txn, st, ino, &in);
+	if (!rc && !S_ISDIR(in.mode))
+		rc = -ENODATA;
+	if (!rc)
+		rc = path_names(txn, st, ino, NULL, first_path, path);
+	store_read_end(st, txn);
+	struct stats_tree t;
+	if (!rc)
+		rc = stats_tree(st, ino, &t);
+	if (rc)
+		return rc;
+	size_t n = stats_tree_format(*path ? path : "?", &t, f, buf, QUERY_MAX);
+	if (n >= QUERY_MAX)
+		return -E2BIG;
+	*len = n;
+	return 0;
+}
+
+int query_stats(struct store *st, uint64_t ino, enum stats_format f, char *buf, size_t *len)
+{
+	if (ino != PD_ROOT_INO)
+		return subtree_stats(st, ino, f, buf, len);
 	struct pd_stats s;
 	int rc = stats_collect(st, &s);
 	if (rc)
 		return rc;
-	size_t n = stats_json(&s, buf, QUERY_MAX);
-	if (n >= QUERY_MAX)
+	size_t n = stats_format(&s, f, buf, QUERY_MAX);
+	if (n + 1 >= QUERY_MAX)
 		return -E2BIG;
-	buf[n++] = '\n';
+	if (f == STATS_JSON)
+		buf[n++] = '\n';
 	*len = n;
 	return 0;
 }

@@ -2,10 +2,88 @@
  * meta table by every transaction) and a scan of the filter. */
 #include "stats.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- bytes on disk by part ---------------------------------------------- */
+
+/* Allocated bytes of everything below the directory fd (closed here). */
+static uint64_t du_fd(int fd)
+{
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	uint64_t sum = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		struct stat sb;
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW))
+			continue;
+		sum += (uint64_t)sb.st_blocks * 512;
+		if (S_ISDIR(sb.st_mode)) {
+			int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			if (sub >= 0)
+				sum += du_fd(sub);
+		}
+	}
+	closedir(d);
+	return sum;
+}
+
+/* The parts of a store by their top-level names. */
+static uint64_t *disk_part(struct stats_disk *d, const char *name)
+{
+	static const struct { const char *name; size_t off; } parts[] = {
+		{ "packs", offsetof(struct stats_disk, packs) },
+		{ "objects", offsetof(struct stats_disk, blobs) },
+		{ "meta", offsetof(struct stats_disk, lmdb) },
+		{ "filter", offsetof(struct stats_disk, filter) },
+		{ "filter.d", offsetof(struct stats_disk, filter) },
+		{ "staging", offsetof(struct stats_disk, staging) },
+	};
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+		if (!strcmp(name, parts[i].name))
+			return (uint64_t *)((char *)d + parts[i].off);
+	return &d->other;
+}
+
+int stats_disk(const char *dir, struct stats_disk *d)
+{
+	memset(d, 0, sizeof *d);
+	DIR *top = opendir(dir);
+	if (!top)
+		return -errno;
+	struct dirent *e;
+	while ((e = readdir(top))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		struct stat sb;
+		if (fstatat(dirfd(top), e->d_name, &sb, AT_SYMLINK_NOFOLLOW))
+			continue;
+		uint64_t bytes = (uint64_t)sb.st_blocks * 512;
+		if (S_ISDIR(sb.st_mode)) {
+			int fd = openat(dirfd(top), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			if (fd >= 0)
+				bytes += du_fd(fd);
+		}
+		*disk_part(d, e->d_name) += bytes;
+		d->total += bytes;
+	}
+	closedir(top);
+	return 0;
+}
 
 int stats_collect(struct store *st, struct pd_stats *s)
 {
@@ -35,6 +113,9 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	mdb_env_stat(st->env, &mst);
 	s->lmdb_bytes = (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize;
 	s->lmdb_mapsize = info.me_mapsize;
+	stats_disk(st->dir, &s->disk);
+	s->disk_ratio = s->c.logical_bytes > 0 ? (double)s->disk.total / (double)s->c.logical_bytes : 0;
+	store_versions(st, s->made_by, s->written_by);
 	blob_pack_usage(st, &s->packs);
 	return 0;
 }
@@ -52,7 +133,7 @@ static void emit(struct out *o, const char *fmt, ...)
 		o->len += (size_t)n;
 }
 
-size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
+static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 {
 	struct out o = { buf, size, 0 };
 	const struct pd_counters *c = &s->c;
@@ -84,6 +165,12 @@ size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	     (unsigned long long)s->filter_saturated, s->filter_fill, s->filter_fpr_estimate,
 	     s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target, s->filter_fmax,
 	     (unsigned long long)s->lmdb_bytes, (unsigned long long)s->lmdb_mapsize);
+	const struct stats_disk *d = &s->disk;
+	emit(&o, "\"disk\":{\"total\":%llu,\"packs\":%llu,\"blobs\":%llu,\"lmdb\":%llu,\"filter\":%llu,\"staging\":%llu,"
+		 "\"other\":%llu,\"ratio_to_logical\":%.6f},\"made_by\":\"%s\",\"written_by\":\"%s\",",
+	     (unsigned long long)d->total, (unsigned long long)d->packs, (unsigned long long)d->blobs, (unsigned long long)d->lmdb,
+	     (unsigned long long)d->filter, (unsigned long long)d->staging, (unsigned long long)d->other,
+	     s->disk_ratio, s->made_by, s->written_by);
 	const struct blob_pack_usage *p = &s->packs;
 	emit(&o, "\"packs\":{\"files\":%llu,\"bytes\":%llu,\"allocated\":%llu,\"live_bytes\":%llu,"
 		 "\"live_records\":%llu,\"dead_bytes\":%llu,\"dictionaries\":%llu,\"dictionary_bytes\":%llu}}",
@@ -93,15 +180,47 @@ size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	return o.len;
 }
 
-size_t stats_text(const struct pd_stats *s, char *buf, size_t size)
+/* A size for people: exact bytes, or with -h KiB/MiB/GiB/TiB. */
+static const char *size_str(uint64_t n, bool human, char buf[32])
+{
+	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	if (!human || n < 1024) {
+		snprintf(buf, 32, "%llu%s", (unsigned long long)n, human ? " B" : "");
+		return buf;
+	}
+	double v = (double)n / 1024;
+	unsigned u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, 32, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t size)
 {
 	struct out o = { buf, size, 0 };
 	const struct pd_counters *c = &s->c;
+	const struct stats_disk *d = &s->disk;
+	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32];
 	emit(&o, "pages:            %lld\n", (long long)c->pages);
-	emit(&o, "blobs:            %lld\n", (long long)c->blobs);
-	emit(&o, "logical bytes:    %lld\n", (long long)c->logical_bytes);
-	emit(&o, "stored bytes:     %lld\n", (long long)c->stored_bytes);
-	emit(&o, "saved:            %.2f%%\n", 100 * s->saved_ratio);
+	emit(&o, "blobs:            %lld (distinct contents)\n", (long long)c->blobs);
+	emit(&o, "logical bytes:    %s (the pages as a plain copy holds them)\n",
+	     size_str((uint64_t)c->logical_bytes, human, b1));
+	emit(&o, "unique bytes:     %s (each distinct content once): %.2f%% fewer than logical\n",
+	     size_str((uint64_t)c->stored_bytes, human, b1), 100 * s->saved_ratio);
+	emit(&o, "on disk:          %s: packs %s, blob files %s, lmdb %s, filter %s, staging %s, other %s\n",
+	     size_str(d->total, human, b1), size_str(d->packs, human, b7), size_str(d->blobs, human, b2),
+	     size_str(d->lmdb, human, b3),
+	     size_str(d->filter, human, b4), size_str(d->staging, human, b5), size_str(d->other, human, b6));
+	if (c->logical_bytes > 0 && s->disk_ratio < 10)
+		emit(&o, "disk vs logical:  %.1f%% (%s)\n", 100 * s->disk_ratio,
+		     s->disk_ratio <= 1 ? "the store takes less than the pages' bytes"
+					: "the store takes more than the pages' bytes: blocks of small files, indexes");
+	else if (c->logical_bytes > 0) /* a young store: its indexes and reserve outweigh the pages */
+		emit(&o, "disk vs logical:  %.0f times (LMDB's reserve and the filter, sized at mkfs, outweigh the pages)\n",
+		     s->disk_ratio);
 	emit(&o, "seals:            %lld (%lld duplicates)\n", (long long)c->seals, (long long)c->dup_seals);
 	emit(&o, "md5 collisions:   %lld\n", (long long)c->collisions);
 	emit(&o, "probes skipped:   %lld of %lld lookups (filter said certainly new)\n",
@@ -111,19 +230,57 @@ size_t stats_text(const struct pd_stats *s, char *buf, size_t size)
 	for (unsigned b = 0; b < PD_HIST_BUCKETS; b++)
 		if (c->hist[b])
 			emit(&o, " %llu-%llu:%lld", 1ull << b, (2ull << b) - 1, (long long)c->hist[b]);
-	emit(&o, "\nfilter:           %llu bytes in %llu leaves (depth %u)%s, %u line(s) per key, fill %.4f, %llu saturated\n",
-	     (unsigned long long)s->filter_bytes, (unsigned long long)s->filter_leaves,
+	emit(&o, "\nfilter:           %s in %llu leaves (depth %u)%s, %u line(s) per key, fill %.4f, %llu saturated\n",
+	     size_str(s->filter_bytes, human, b1), (unsigned long long)s->filter_leaves,
 	     s->filter_depth, s->filter_splitting ? ", a split in progress" : "", s->filter_lines,
 	     s->filter_fill, (unsigned long long)s->filter_saturated);
 	emit(&o, "filter fpr:       %.3g estimated from fill, %.3g from the leaves' loads (worst leaf %.3g); target %.3g, bound %.3g\n",
 	     s->filter_fpr_estimate, s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target,
 	     s->filter_fmax);
-	emit(&o, "lmdb:             %llu bytes used, map %llu\n", (unsigned long long)s->lmdb_bytes,
-	     (unsigned long long)s->lmdb_mapsize);
+	emit(&o, "lmdb:             %s used, map %s\n", size_str(s->lmdb_bytes, human, b1),
+	     size_str(s->lmdb_mapsize, human, b2));
+	emit(&o, "versions:         store format %d, made by pagededup %s, last written by %s\n", PD_FORMAT_VERSION,
+	     *s->made_by ? s->made_by : "(before 0.9.0: not recorded)",
+	     *s->written_by ? s->written_by : "(before 0.9.0: not recorded)");
 	const struct blob_pack_usage *p = &s->packs;
 	emit(&o, "packs:            %llu files, %llu bytes (%llu allocated): %llu live in %llu records, %llu dead, %llu in %llu dictionaries\n",
 	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
 	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
 	     (unsigned long long)p->dict_bytes, (unsigned long long)p->dicts);
+	return o.len;
+}
+
+size_t stats_format(const struct pd_stats *s, enum stats_format f, char *buf, size_t size)
+{
+	return f == STATS_JSON ? stats_json(s, buf, size) : stats_text(s, f == STATS_HUMAN, buf, size);
+}
+
+size_t stats_tree_format(const char *path, const struct stats_tree *t, enum stats_format f, char *buf,
+			 size_t size)
+{
+	struct out o = { buf, size, 0 };
+	double saved = t->logical_bytes ? 1.0 - (double)t->unique_bytes / (double)t->logical_bytes : 0;
+	if (f == STATS_JSON) {
+		emit(&o, "{\"subtree\":\"");
+		for (const char *p = path; *p; p++)
+			emit(&o, *p == '"' || *p == '\\' ? "\\%c" : (unsigned char)*p < 32 ? "\\u%04x" : "%c", *p);
+		emit(&o, "\",\"files\":%llu,\"dirs\":%llu,\"others\":%llu,\"logical_bytes\":%llu,\"blobs\":%llu,"
+			 "\"unique_bytes\":%llu,\"saved_ratio\":%.6f,\"own_blobs\":%llu,\"own_bytes\":%llu}\n",
+		     (unsigned long long)t->files, (unsigned long long)t->dirs, (unsigned long long)t->others,
+		     (unsigned long long)t->logical_bytes, (unsigned long long)t->blobs,
+		     (unsigned long long)t->unique_bytes, saved, (unsigned long long)t->own_blobs,
+		     (unsigned long long)t->own_bytes);
+		return o.len;
+	}
+	bool human = f == STATS_HUMAN;
+	char b1[32];
+	emit(&o, "subtree:          %s\n", path);
+	emit(&o, "files:            %llu (in %llu directories; %llu other entries)\n", (unsigned long long)t->files,
+	     (unsigned long long)t->dirs, (unsigned long long)t->others);
+	emit(&o, "logical bytes:    %s\n", size_str(t->logical_bytes, human, b1));
+	emit(&o, "unique bytes:     %s in %llu distinct contents: %.2f%% fewer than logical\n",
+	     size_str(t->unique_bytes, human, b1), (unsigned long long)t->blobs, 100 * saved);
+	emit(&o, "held only here:   %s in %llu contents (what removing the subtree frees)\n",
+	     size_str(t->own_bytes, human, b1), (unsigned long long)t->own_blobs);
 	return o.len;
 }

@@ -1,5 +1,7 @@
-/* stats.h - what the store holds and how well it de-duplicates, for
- * `pagededup stats` and the user.dedup.stats attribute. */
+/* stats.h - what the store holds, what it takes on disk and how well it
+ * de-duplicates, for `pagededup stats` and the user.dedup.stats
+ * attributes; and the same figures for one subtree of the namespace (a
+ * crawl's directory). */
 #ifndef PD_STATS_H
 #define PD_STATS_H
 
@@ -10,8 +12,35 @@
 #include "blob/blob.h"
 #include "store/store.h"
 
+/* Bytes the store takes on disk (allocated blocks, as du counts them), by
+ * part. stats_disk() is the one place that knows the parts: a new kind of
+ * file in the store (packs) gets a field here and a line in its table. */
+struct stats_disk {
+	uint64_t packs;    /* packs/: page records and dictionaries (blob_pack_usage splits it) */
+	uint64_t blobs;    /* objects/: one file per distinct page (format 1) */
+	uint64_t lmdb;     /* meta/: every table */
+	uint64_t filter;   /* filter, filter.d/ */
+	uint64_t staging;  /* staging/: pages being written */
+	uint64_t other;    /* anything else (lock, damaged/ ...) */
+	uint64_t total;
+};
+int stats_disk(const char *dir, struct stats_disk *d);
+
+/* The figures of one directory's subtree (stats_tree.c). */
+struct stats_tree {
+	uint64_t files, dirs, others; /* regular files (hard links once), directories below, the rest */
+	uint64_t logical_bytes;       /* sum of the files' sizes */
+	uint64_t blobs, unique_bytes; /* distinct contents among them, their bytes */
+	uint64_t own_blobs, own_bytes;/* contents no file outside the subtree shares:
+				       * what removing the subtree frees */
+};
+int stats_tree(struct store *st, uint64_t dir, struct stats_tree *t);
+
 struct pd_stats {
 	struct pd_counters c;
+	struct stats_disk disk;
+	double disk_ratio;         /* disk.total / logical bytes (0 when empty) */
+	char made_by[STORE_VERSION_LEN], written_by[STORE_VERSION_LEN];
 	double saved_ratio;        /* 1 - stored/logical */
 	uint64_t filter_bytes;     /* counters of every leaf */
 	uint64_t filter_counters;
@@ -33,9 +62,14 @@ struct pd_stats {
 };
 
 int stats_collect(struct store *st, struct pd_stats *out);
-/* Format as JSON (one object) or as aligned text lines. Returns the length
- * (snprintf-like: may exceed size). */
-size_t stats_json(const struct pd_stats *s, char *buf, size_t size);
-size_t stats_text(const struct pd_stats *s, char *buf, size_t size);
+
+/* JSON (one object, sizes in bytes), aligned text lines with exact
+ * numbers, or the same with sizes in KiB/MiB/GiB (`stats -h`). */
+enum stats_format { STATS_TEXT, STATS_HUMAN, STATS_JSON };
+/* Format; returns the length (snprintf-like: may exceed size). */
+size_t stats_format(const struct pd_stats *s, enum stats_format f, char *buf, size_t size);
+/* The same for a subtree: its path in the archive, its figures. */
+size_t stats_tree_format(const char *path, const struct stats_tree *t, enum stats_format f, char *buf,
+			 size_t size);
 
 #endif

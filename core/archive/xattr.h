@@ -8,6 +8,11 @@
 
 #include "store/store.h"
 
+/* Attribute names the store itself writes (fsck.h: user.pagededup.lost_*
+ * on recovered pages). Clients may read and remove them, not set them
+ * (fs/ answers EPERM); the computed user.dedup.* (query.h) are read-only. */
+#define XATTR_RESERVED_PREFIX "user.pagededup."
+
 /* Extended attributes clients set (stored as given). flags: XATTR_CREATE,
  * XATTR_REPLACE. get/list: size 0 asks for the length. */
 int xattr_set(struct store *st, uint64_t ino, const char *name, const void *value, size_t size, int flags);

@@ -118,7 +118,7 @@ static const char *const kind_name[K_N] = {
 	"notes", "repairs", "inode problems", "name problems", "link record problems",
 	"link count problems", "directory tree problems", "orphan problems", "blob reference problems",
 	"refcount problems", "blob problems", "orphan files", "filter problems",
-	"near-duplicate table problems", "total problems",
+	"near-duplicate table problems", "total problems", "crash leftovers",
 	"problems left"
 };
 
@@ -126,6 +126,8 @@ void fsck_say(struct fsck *f, enum kind k, const char *fmt, ...)
 {
 	if (k == K_NOTE)
 		f->res->notes++;
+	else if (k == K_LEFTOVER)
+		f->res->leftovers++;
 	else if (k == K_REPAIR)
 		f->res->repaired++;
 	else if (k != K_LEFT)
@@ -243,6 +245,13 @@ int fsck_counters_write(struct fsck *f, struct pd_counters *c)
 static int lock_store(struct fsck *f, char err[512])
 {
 	char path[4096];
+	struct stat sb;
+	/* Nothing is written into a directory that is not a store. */
+	snprintf(path, sizeof path, "%s/meta/data.mdb", f->dir);
+	if (stat(path, &sb)) {
+		snprintf(err, 512, "%s is not a pagededup store (no meta/data.mdb)", f->dir);
+		return -EINVAL;
+	}
 	snprintf(path, sizeof path, "%s/lock", f->dir);
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -656,7 +665,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (files && !(o->repair && o->convert))
 		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
 			 (unsigned long long)res->blob_files, dir);
-	if (!rc && o->repair && f.fix_any && res->problems)
+	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers))
 		rc = repair(&f, err);
 	if (!rc && o->repair && o->convert && files)
 		rc = convert_files(&f, err);

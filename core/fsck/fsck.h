@@ -17,8 +17,11 @@
  *    with none is an orphan (and none is left in a cleanly closed store),
  *    the directories form one tree from the root (one name each, no cycle);
  *  - the running totals in meta match the tables;
- *  - no file in objects/ or staging/ is unknown to LMDB (orphans a crash
- *    may leave: harmless, collected by repair);
+ *  - no file in objects/ or staging/ is unknown to LMDB. A blob file no
+ *    record names, and staged bytes of a store not closed cleanly, are
+ *    crash leftovers (counted apart, never damage: nothing refers to
+ *    them; repair removes them, and so does the next mount of a store not
+ *    closed cleanly); any other file there is a problem;
  *  - the near-duplicate tables hold exactly one row per blob with a simhash
  *    (near0) and one per distinct simhash (the others), each under the
  *    right block (near.h: near_check); repair rebuilds them;
@@ -104,6 +107,10 @@ struct fsck_result {
 	uint64_t problems;   /* inconsistencies found */
 	uint64_t repaired;   /* repairs made (one per fix reported) */
 	uint64_t notes;      /* things that are not damage (e.g. unclean store) */
+	uint64_t leftovers;  /* crash leftovers (not damage): blob files no record
+			      * names and staged bytes of an uncleanly closed
+			      * store; --repair removes them, and so does the
+			      * next mount of an uncleanly closed store */
 	uint64_t inodes, dirs, pages, blobs, blob_files;
 	uint64_t packed_blobs; /* blobs whose bytes are pack records */
 	uint64_t packs, pack_bytes, pack_live_bytes; /* pack files, their bytes, the live ones */

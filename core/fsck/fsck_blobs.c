@@ -468,7 +468,8 @@ static int handle_group(struct fsck *f, struct group *g)
 		struct blobkey bk;
 		blobkey_decode(g->key, &bk);
 		blobkey_path(&bk, path);
-		fsck_say(f, K_FILE, "%s: file unknown to the store (an orphan a crash can leave) (repair: removed)", path);
+		fsck_say(f, K_LEFTOVER, "leftover: %s: blob file unknown to the store (a crash leaves these; %s removes it)",
+			 path, f->clean ? "--repair" : "the next mount or --repair");
 		rc = fsck_add_rm_file(f, path);
 	}
 	if (kr && kr->bad && !rc && f->kfix.n) { /* the fix just added is for this key */
@@ -803,10 +804,11 @@ int fsck_walk_staging(struct fsck *f)
 		snprintf(rel, sizeof rel, "staging/%s", e->d_name);
 		if (e->d_type == DT_DIR)
 			fsck_say(f, K_FILE, "%s: a directory where only staged files belong (left as it is)", rel);
-		else if (!f->clean)
-			fsck_say(f, K_NOTE, "note: %s: bytes of a file being written when the store stopped (removed at the next open)",
-			    rel);
-		else {
+		else if (!f->clean) {
+			fsck_say(f, K_LEFTOVER, "leftover: %s: bytes of a file being written when the store stopped "
+			    "(the next mount or --repair removes them)", rel);
+			rc = fsck_add_rm_file(f, rel);
+		} else {
 			fsck_say(f, K_FILE, "%s: file unknown to the store (an orphan a crash can leave) (repair: removed)", rel);
 			rc = fsck_add_rm_file(f, rel);
 		}

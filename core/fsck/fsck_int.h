@@ -49,7 +49,7 @@ struct vec {
 /* Kinds of report lines: each kind shows REPORT_LINES lines, then counts. */
 enum kind {
 	K_NOTE, K_REPAIR, K_INODE, K_NAME, K_LINK, K_NLINK, K_TREE, K_ORPHAN, K_BLOBREF,
-	K_REFCOUNT, K_BLOB, K_FILE, K_FILTER, K_NEAR, K_TOTAL, K_LEFT, K_N
+	K_REFCOUNT, K_BLOB, K_FILE, K_FILTER, K_NEAR, K_TOTAL, K_LEFTOVER, K_LEFT, K_N
 };
 
 struct dnode {

@@ -13,6 +13,7 @@
 #include "blob/blob.h"
 #include "text/html.h"
 #include "minhash.h"
+#include "near_int.h"
 #include "simhash.h"
 
 #define ROW_MAX (8 + BLOBKEY_BYTES)
@@ -31,13 +32,19 @@ int near_sig_of_page(const void *buf, size_t len, struct near_sig *out)
 	/* One extraction serves both signals. */
 	struct simhash_result r;
 	struct minhash_sketch m;
-	if (!(rc = simhash_of_text(t.text, t.len, &r)) && !r.none)
-		rc = minhash_of_text(t.text, t.len, &m);
+	if (!(rc = simhash_of_text(t.text, t.len, &r)) && !r.none && !(rc = minhash_of_text(t.text, t.len, &m)))
+		rc = nearset_of_text(t.text, t.len, &out->set);
 	html_text_free(&t);
-	if (rc || r.none)
+	if (rc || r.none) {
+		memset(out, 0, sizeof *out);
 		return rc;
-	*out = (struct near_sig){ r.hash, true, r.low_confidence, true, { 0 } };
+	}
+	out->simhash = r.hash;
+	out->has = true;
+	out->low_confidence = r.low_confidence;
+	out->has_sketch = true;
 	memcpy(out->sketch, m.bytes, MINHASH_BYTES);
+	out->has_set = out->set.has;
 	return 0;
 }
 
@@ -82,9 +89,19 @@ void near_sig_of_rec(const struct fprec *r, struct near_sig *s)
 		memcpy(s->sketch, r->sketch, MINHASH_BYTES);
 }
 
-bool near_confirm(const struct near_sig *a, const struct near_sig *b)
+bool near_confirm_r(const struct near_sig *a, const struct near_sig *b, double *r)
 {
-	return !a->has_sketch || !b->has_sketch || minhash_near(a->sketch, b->sketch);
+	double x = -1;
+	bool yes = true;
+	if (a->has_set && b->has_set) {
+		x = nearset_resemblance(&a->set, &b->set, NULL);
+		yes = x >= NEARSET_NEAR;
+	} else if (a->has_sketch && b->has_sketch) {
+		yes = !minhash_resemblance(a->sketch, b->sketch, &x) && x >= MINHASH_NEAR_RESEMBLANCE;
+	}
+	if (r)
+		*r = x;
+	return yes;
 }
 
 /* ---- blocks and rows ---------------------------------------------------- */
@@ -208,7 +225,11 @@ int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
 			return pd_mdb_err(rc);
 	}
 	st->near_tables = n;
-	return 0;
+	int rc = mdb_dbi_open(txn, "nearfeat", create, &st->db_nearfeat);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "nearlsh", MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_nearlsh);
+	st->has_nearset = rc == 0;
+	return rc == MDB_NOTFOUND && !create ? 0 : pd_mdb_err(rc);
 }
 
 /* ---- changes -------------------------------------------------------------- */
@@ -248,10 +269,13 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	unsigned n = st->near_tables;
 	if (!n)
 		return 0;
+	int rc = near_set_remove(txn, st, k);
+	if (rc)
+		return rc;
 	uint8_t kb[8], vb[ROW_MAX];
 	MDB_val key = block_key(kb, h, 0, n), v = row_val(vb, h, 0, n, k);
 	/* A row already missing is fsck's to report; the page still goes. */
-	int rc = mdb_del(txn, st->db_near[0], &key, &v);
+	rc = mdb_del(txn, st->db_near[0], &key, &v);
 	if (rc && rc != MDB_NOTFOUND)
 		return pd_mdb_err(rc);
 	bool shared;
@@ -524,7 +548,7 @@ int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint6
 	if (!rc && st->near_tables)
 		rc = each_simhash(txn, st, check_record_cb, &c);
 	*nbad = c.nbad;
-	return rc;
+	return rc ? rc : near_set_check(txn, st, bad, ctx, nbad);
 }
 
 struct rebuilder {
@@ -546,7 +570,8 @@ int near_rebuild(MDB_txn *txn, struct store *st)
 			return rc;
 	}
 	struct rebuilder r = { txn, st };
-	return st->near_tables ? each_simhash(txn, st, rebuild_cb, &r) : 0;
+	int rc = st->near_tables ? each_simhash(txn, st, rebuild_cb, &r) : 0;
+	return rc ? rc : near_lsh_rebuild(txn, st);
 }
 
 /* ---- the version of the signatures -------------------------------------- */
@@ -594,14 +619,17 @@ static int resign_one(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	int rc = blob_get(txn, st, k, &r);
 	if (rc || !(r.flags & FPREC_HAS_SIMHASH))
 		return rc;
-	struct near_sig sig;
-	sig_of_blob(st, k, &r, &sig);
-	if (st->near_tables && (rc = near_remove(txn, st, k, r.simhash)))
-		return rc;
-	near_sig_to_rec(&sig, &r);
-	if ((rc = blob_put(txn, st, k, &r)))
-		return rc;
-	return st->near_tables && sig.has ? near_add(txn, st, k, sig.simhash) : 0;
+	struct near_sig *sig = malloc(sizeof *sig);
+	if (!sig)
+		return -ENOMEM;
+	sig_of_blob(st, k, &r, sig);
+	if (!(st->near_tables && (rc = near_remove(txn, st, k, r.simhash)))) {
+		near_sig_to_rec(sig, &r);
+		if (!(rc = blob_put(txn, st, k, &r)) && st->near_tables)
+			rc = near_add_sig(txn, st, k, sig);
+	}
+	free(sig);
+	return rc;
 }
 
 int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch, bool *finished)

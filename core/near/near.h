@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "minhash.h"
+#include "nearset.h"
 #include "store/rec.h"
 #include "simhash.h"
 #include "store/store.h"
@@ -59,6 +60,8 @@ struct near_sig {
 	bool low_confidence; /* too little text to judge (simhash.h) */
 	bool has_sketch;
 	uint8_t sketch[MINHASH_BYTES];
+	bool has_set;        /* the shingle set (nearset.h), kept in `nearfeat` */
+	struct nearset set;
 };
 
 /* Signature of a page's bytes (only the first HTML_MAX_INPUT are read). */
@@ -69,9 +72,17 @@ int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out);
  * back. */
 void near_sig_to_rec(const struct near_sig *s, struct fprec *r);
 void near_sig_of_rec(const struct fprec *r, struct near_sig *s);
-/* Is a candidate confirmed? Pages without a sketch (stored before sketches
- * were kept) are taken on the simhash alone. */
-bool near_confirm(const struct near_sig *a, const struct near_sig *b);
+/* Is a candidate confirmed? Two pages with shingle sets: their resemblance
+ * (nearset_resemblance, exact for short pages) is NEARSET_NEAR or more;
+ * else by the sketches; pages without either (stored before they were
+ * kept) are taken on the simhash alone. *r gets the figure the answer
+ * shows (the set's resemblance, else the sketch's estimate, else -1: none);
+ * r may be NULL. */
+bool near_confirm_r(const struct near_sig *a, const struct near_sig *b, double *r);
+static inline bool near_confirm(const struct near_sig *a, const struct near_sig *b)
+{
+	return near_confirm_r(a, b, NULL);
+}
 
 /* The index and its signer as a part of the store (near_part.c). */
 extern const struct store_part near_part;
@@ -83,12 +94,40 @@ int near_open_tables(MDB_txn *txn, struct store *st, unsigned create);
  * the one that signs or frees the blob). */
 int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h);
 int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h);
+/* near_add, and the shingle set and its LSH rows when sig has one. */
+int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct near_sig *sig);
+
 
 /* Every indexed blob within distance maxdist (<= the store's K) of q,
  * each once, in no particular order. cb returning non-zero stops the walk
  * with that value (a positive value is returned as 0). */
 typedef int (*near_hit_fn)(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist);
 int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near_hit_fn cb, void *ctx);
+
+/* ---- the shingle sets and the second candidate generator ----
+ *
+ *   nearfeat: blobkey [20] -> a shingle set (nearset.h's stored form)
+ *   nearlsh:  band key u32 LE -> blobkey [20]   (dup-sorted, fixed size)
+ *             one row per band of every set: NEARSET_BANDS a page
+ * Written and removed with the near rows (near_add_sig, near_remove); a
+ * record without a set (signed by fsck's record repair, or a read-only
+ * store from before the tables) is confirmed by its sketch. */
+/* The set of blob k into sig (has_set false when it has none). */
+int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig);
+/* Every blob that shares a band with s; a blob sharing several bands is
+ * given once per band (the caller keeps the first). cb as near_find's
+ * (h and dist are 0). */
+int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_hit_fn cb, void *ctx);
+/* Every shingle hash of a page read back (nearset_full_of_text), for the
+ * exact resemblance of a pair too close to call (nearset_borderline):
+ * from the first `size` bytes of an open file, or from blob k's file. */
+int near_full_of_fd(int fd, uint64_t size, uint32_t **h, size_t *n);
+int near_full_of_blob(struct store *st, const struct blobkey *k, uint32_t **h, size_t *n);
+/* The answers' confirm for two stored pages: near_confirm_r, a pair of
+ * sets too close to call decided on both blobs read back (a blob that
+ * cannot be read keeps the estimate). */
+int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct near_sig *a, const struct blobkey *kb,
+		      const struct near_sig *b, bool *yes, double *r);
 
 /* Consistency with the fingerprints (fsck): each problem is described to
  * `bad` (one line, no newline) and counted in *nbad. Checks every table
@@ -117,8 +156,12 @@ int near_rebuild(MDB_txn *txn, struct store *st);
  * again at the next open), and by `pagededup fsck --repair`. Opened
  * read-only, it is marked near_stale and its near answers fail with
  * -ESTALE instead of mixing two kinds of hashes. */
-#define NEAR_SIG_VERSION ((uint32_t)SIMHASH_VERSION << 16 | (uint32_t)MINHASH_VERSION)
+#define NEAR_SIG_VERSION \
+	((uint32_t)NEARSET_VERSION << 24 | (uint32_t)SIMHASH_VERSION << 16 | (uint32_t)MINHASH_VERSION)
 #define NEAR_SIG_VERSION_FIRST 0x10001u /* simhash 1, sketch 1 */
+/* Version 0x1020002 (shingle sets 1, simhash 2, sketch 2) added the tables
+ * nearfeat and nearlsh: the upgrade from 0x20002 computes every page's set
+ * from its blob file as it computes the other signatures. */
 /* Records whose signatures one upgrade transaction computes. */
 #define NEAR_UPGRADE_BATCH 1000
 

@@ -201,7 +201,7 @@ static int store_sig(struct wtx *w, const struct page *p)
 	r.flags &= (uint8_t)~FPREC_SIG_PENDING;
 	if ((rc = blob_put(w->txn, st, &p->k, &r)) || (rc = sigq_row_del(w->txn, st, &p->k)))
 		return rc;
-	return (r.flags & FPREC_HAS_SIMHASH) ? near_add(w->txn, st, &p->k, r.simhash) : 0;
+	return (r.flags & FPREC_HAS_SIMHASH) ? near_add_sig(w->txn, st, &p->k, &p->sig) : 0;
 }
 
 static int store_batch_cb(struct wtx *w, void *arg)

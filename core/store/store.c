@@ -20,6 +20,7 @@
  * before the commit that refers to it; group commit keeps that affordable.
  */
 #include "store_int.h"
+#include "base/version.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -465,6 +466,7 @@ int store_mkfs(const char *dir, const struct store_params *p, const struct store
 		if (!rc) rc = store_meta_put_u64(txn, st->db_meta, "next_ino", PD_ROOT_INO + 1);
 		if (!rc) rc = store_counters_put(txn, st->db_meta, &zero);
 		if (!rc) rc = make_root(st, txn);
+		if (!rc) rc = meta_put(txn, st->db_meta, STORE_META_MADE_BY, pd_version(), strlen(pd_version()));
 	}
 	if (!rc)
 		rc = mkfs_filter(st, txn, &st->params);
@@ -517,7 +519,33 @@ static int mark_open_cb(struct wtx *w, void *arg)
 	int rc = meta_put(w->txn, w->st->db_meta, "clean", &zero, 1);
 	if (!rc)
 		rc = store_meta_put_u64(w->txn, w->st->db_meta, "generation", *(uint64_t *)arg);
+	if (!rc)
+		rc = meta_put(w->txn, w->st->db_meta, STORE_META_WRITTEN_BY, pd_version(), strlen(pd_version()));
 	return rc;
+}
+
+/* A version record (made_by, written_by): "" when the store has none (made
+ * before versions were recorded). */
+static void version_get(MDB_txn *txn, MDB_dbi db, const char *key, char out[STORE_VERSION_LEN])
+{
+	MDB_val k = { strlen(key), (void *)key }, v;
+	*out = 0;
+	if (!mdb_get(txn, db, &k, &v) && v.mv_size < STORE_VERSION_LEN) {
+		memcpy(out, v.mv_data, v.mv_size);
+		out[v.mv_size] = 0;
+	}
+}
+
+int store_versions(struct store *st, char made_by[STORE_VERSION_LEN], char written_by[STORE_VERSION_LEN])
+{
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	version_get(txn, st->db_meta, STORE_META_MADE_BY, made_by);
+	version_get(txn, st->db_meta, STORE_META_WRITTEN_BY, written_by);
+	store_read_end(st, txn);
+	return 0;
 }
 
 static void remove_staging(struct store *st)
@@ -650,8 +678,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		return -ENOENT;
 	}
 	if (!is_store(dir)) {
-		snprintf(err, PD_ERRLEN, "%s is not a pagededup store (no meta/data.mdb); run 'pagededup mkfs %s' to make one, or mount an empty directory",
-			 dir, dir);
+		snprintf(err, PD_ERRLEN, "%s is not a pagededup store (no meta/data.mdb); 'pagededup mkfs' makes one in an empty or new directory",
+			 dir);
 		return -EINVAL;
 	}
 	struct store *st = store_alloc(dir);

@@ -157,6 +157,8 @@ struct store {
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
 	bool near_stale;      /* read-only, signatures of another version (near.h) */
+	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands (nearset.h) */
+	bool has_nearset;     /* false: a read-only store from before them */
 	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
@@ -237,6 +239,16 @@ int store_mkfs(const char *dir, const struct store_params *p, const struct store
  * message in err. */
 int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,
 	       struct store **out, char err[PD_ERRLEN]);
+/* Which version of pagededup made the store and which last opened it for
+ * writing (base/version.h), as the meta keys "made_by" and "written_by"
+ * hold them (the version's text, at most 31 bytes; written by mkfs and by
+ * every writable open). A store made before they were recorded has
+ * neither: "" then. Readers of any version ignore keys they do not know,
+ * so the records change nothing for older code. */
+#define STORE_META_MADE_BY "made_by"
+#define STORE_META_WRITTEN_BY "written_by"
+#define STORE_VERSION_LEN 32
+int store_versions(struct store *st, char made_by[STORE_VERSION_LEN], char written_by[STORE_VERSION_LEN]);
 /* Close: persist the filter, mark the store clean, release the lock. */
 int store_close(struct store *st);
 /* Mark unclean and close without saving the filter (tests: a simulated crash). */

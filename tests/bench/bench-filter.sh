@@ -6,7 +6,10 @@
 #
 #   tests/bench/bench-filter.sh BUILD_DIR
 #
-# PD_PART=urls or PD_PART=pages runs one part only (default both).
+# PD_PART=urls, PD_PART=pages or PD_PART=redis runs one part only (default
+# all three). The redis part (`urlseen --redis` on a 3-primary Redis
+# Cluster, three clients, beside redis-benchmark) is
+# tests/bench/bench-filter-redis.sh; its header lists its steps and knobs.
 #
 # Steps (figures on lines "name: value unit", a table of goals at the end):
 #   1. lists (bench_urlseen gen; kept in $PD_WORKDIR/pagededup-urls and reused):
@@ -109,6 +112,9 @@ pages_part() {
 if [ "$part" = pages ]; then
 	pages_part
 	exit $?
+fi
+if [ "$part" = redis ]; then
+	exec bash "$(dirname "$0")/bench-filter-redis.sh" "$build"
 fi
 N=$(num "${PD_URLS:-1e8}")
 R=$(num "${PD_REPEATS:-$N}")
@@ -218,5 +224,6 @@ printf '%-34s %-16s %s\n' "peak RSS / theory" "$rvt" "<= 1.2"
 printf '%-34s %-16s %s\n' "recorded URLs back as new" "$back" "<= $lost (no false negatives)"
 if [ "$part" = all ]; then
 	pages_part || status=1
+	bash "$(dirname "$0")/bench-filter-redis.sh" "$build" || status=1
 fi
 exit $status

@@ -5,8 +5,11 @@
 #   tests/bench/bench-near-speed.sh BUILD_DIR
 #
 # 1. bench_nearidx: a store with PD_NEAR_ROWS random simhashes in its index
-#    (default 1e6): index bytes per page, in-core query latency; then the
-#    same with rows made from the corpus pages' own simhashes (clustered);
+#    (default 1e6), each with a shingle set and its bands: bytes per page,
+#    in-core query latency (both generators, candidates' sets compared);
+#    then the same with rows made from the corpus pages' own simhashes
+#    (clustered), with a fingerprint record each, and `pagededup clusters`
+#    and `dups` timed over them;
 # 2. that store mounted: PD_NEAR_PAGES real pages of the benchmark corpus
 #    (default 200; tests/bench/corpus.sh) copied in, each with a variant (a
 #    changed date and one changed word), then getxattr("user.dedup.near")
@@ -41,7 +44,12 @@ echo "## near index in-core at the default K, rows made from the corpus's own si
 # flipped (bench_nearidx SEEDS), so queries meet families of alike rows.
 find "$corpus/a" -type f -name '*.html' -print0 | xargs -0 -n 500 "$build/pagededup" simhash 2>/dev/null |
 	grep -v none >"$work/seeds" || true
-"$build/bench/bench_nearidx" "$work/store.seeded" "$rows" 100000 "" "$work/seeds"
+PD_NEARIDX_RECORDS=1 "$build/bench/bench_nearidx" "$work/store.seeded" "$rows" 100000 "" "$work/seeds"
+echo "## pagededup clusters and dups over those $rows pages (a fingerprint record and a shingle set each)"
+for c in clusters dups; do
+	TIMEFORMAT="${c}_seconds: %R s wall, %U s user, %S s system"
+	time { "$build/pagededup" "$c" --csv "$work/store.seeded" >/dev/null || true; }
+done
 rm -rf "$work/store.seeded"
 echo "## near queries through the mount ($pages corpus pages and a variant of each, among the $rows rows)"
 mkdir -p "$mnt"
@@ -83,6 +91,7 @@ lat.sort()
 print("near_getxattr_calls: %d" % len(lat))
 print("near_getxattr_median: %.1f us (goal <= 1000)" % (statistics.median(lat) * 1e6))
 print("near_getxattr_p90: %.1f us" % (lat[len(lat) * 9 // 10] * 1e6))
+print("near_getxattr_p99: %.1f us" % (lat[len(lat) * 99 // 100] * 1e6))
 print("near_answers_nonempty: %.1f %%" % (100.0 * nonempty / len(lat)))
 cmd = []
 for p in paths:

@@ -18,5 +18,21 @@ PD_CORPUS=$CACHE bash "$here/corpus.sh"
 if [ ! -d /usr/share/locale/zh_CN/LC_MESSAGES ]; then
 	echo "bench-near: no zh_CN message catalogues; the Chinese subset will be empty" >&2
 fi
-echo "## bench_near $*"
-exec "$BIN" --corpus "$CACHE/corpus/a" "$@"
+# API references of four generators, for the per-package precision
+# (near_methods.h): Javadoc, Sphinx (the Python manual, and SciPy's
+# reference: a page per function), rustdoc (corpus.sh unpacks openjdk,
+# python and rust) and Doxygen (libstdc++; these unpacked here, the same
+# way). PD_NEAR_PKGS overrides the list.
+PKGS=${PD_NEAR_PKGS:-openjdk-17-doc python3.11-doc python-scipy-doc rust-doc libstdc++-12-doc}
+pkg_args=()
+for p in $PKGS; do
+	if [ ! -d "$CACHE/extract/$p" ]; then
+		mkdir -p "$CACHE/debs" && (cd "$CACHE/debs" && apt-get download "$p" >/dev/null 2>&1) ||
+			{ echo "bench-near: cannot download $p; left out" >&2; continue; }
+		mkdir -p "$CACHE/extract/$p.tmp" && dpkg -x "$CACHE"/debs/"$p"_*.deb "$CACHE/extract/$p.tmp" &&
+			mv "$CACHE/extract/$p.tmp" "$CACHE/extract/$p" || { echo "bench-near: cannot unpack $p" >&2; continue; }
+	fi
+	pkg_args+=(--pkg "$CACHE/extract/$p")
+done
+echo "## bench_near ${pkg_args[*]} $*"
+exec "$BIN" --corpus "$CACHE/corpus/a" "${pkg_args[@]}" "$@"

@@ -82,6 +82,7 @@
 
 #include "text/html.h"
 #include "near/minhash.h"
+#include "near/nearset.h"
 #include "near/simhash.h"
 
 #define DEFAULT_CORPUS "/var/tmp/pagededup-corpus/corpus/a"
@@ -307,6 +308,9 @@ struct page {
 	uint32_t features;
 	uint8_t mh[MINHASH_BYTES];
 	struct set ref;
+	struct nearset *ns; /* the store's shingle set (nearset.h) */
+	uint64_t md5, top[3]; /* near_methods.h: the bytes' MD5, seed 003's top blocks */
+	uint8_t ntop;
 	uint32_t *tok; /* --confirm align/both: the text's tokens (token_seq) */
 	uint32_t ntok;
 	struct chunks ch; /* and its chunks (chunk_seq) */
@@ -315,23 +319,42 @@ struct page {
 static bool g_tokens; /* token sequences wanted (--confirm align or both) */
 static unsigned g_chunk = 8; /* --chunk: average chunk length in tokens */
 static void token_seq(const char *text, size_t len, struct page *p);
+static void analyse_methods(const char *html, size_t len, const struct html_text *t, struct page *p);
+static double t_extract, t_simhash, t_sketch; /* CPU seconds in analyse, for near_methods.h */
+
+static void free_page_methods(struct page *p)
+{
+	free(p->ref.v);
+	free(p->ns);
+	p->ref.v = NULL;
+	p->ns = NULL;
+}
 
 /* Analyse page bytes; the text is kept in *text when asked. */
 static void analyse(const char *html, size_t len, struct page *p, bool want_ref, struct html_text *text)
 {
 	struct html_text t;
 	memset(p, 0, sizeof *p);
+	double c0 = now(CLOCK_THREAD_CPUTIME_ID);
 	if (html_extract(html, len, 0, &t))
 		die("html_extract failed");
 	struct simhash_result r = {.none = true};
 	struct minhash_sketch m;
 	memset(&m, 0, sizeof m);
+	double c1 = now(CLOCK_THREAD_CPUTIME_ID), c2 = c1;
+	t_extract += c1 - c0;
 	if (!t.binary) {
-		if (simhash_of_text(t.text, t.len, &r) || minhash_of_text(t.text, t.len, &m))
-			die("simhash or minhash failed");
+		if (simhash_of_text(t.text, t.len, &r))
+			die("simhash failed");
+		c2 = now(CLOCK_THREAD_CPUTIME_ID);
+		if (minhash_of_text(t.text, t.len, &m))
+			die("minhash failed");
+		t_simhash += c2 - c1;
+		t_sketch += now(CLOCK_THREAD_CPUTIME_ID) - c2;
 		if (want_ref)
 			p->ref = ref_shingles(t.text, t.len);
 	}
+	analyse_methods(html, len, &t, p);
 	p->sh = r.hash;
 	p->none = r.none;
 	p->low = r.low_confidence;
@@ -924,7 +947,7 @@ static void free_original(struct original *o)
 {
 	free(o->html);
 	free(o->text);
-	free(o->pg.ref.v);
+	free_page_methods(&o->pg);
 }
 
 /* English: bases then negatives from the corpus, in a fixed shuffled order. */
@@ -1536,7 +1559,7 @@ static void jdk_load(const char *dir, struct jdk *j)
 		if (!j->pg[j->n].none)
 			j->n++;
 		else
-			free(j->pg[j->n].ref.v);
+			free_page_methods(&j->pg[j->n]);
 	}
 	size_t cap = 0;
 	j->pairs = NULL;
@@ -1587,6 +1610,8 @@ static void jdk_print(const struct jdk *j, unsigned k, double t, const char *lab
 	printf("%s_k%u_precision_confident: %.4f (answered %zu, true %zu)\n", label, k, ratio(right, ans),
 	       ans, right);
 }
+
+#include "near_methods.h"
 
 /* ---- the cost of the features in the index ---- */
 
@@ -2257,6 +2282,8 @@ int main(int argc, char **argv)
 	struct rule ru = {C_SKETCH, REP_TOK, 3, 0.8, 0.8, 64, true};
 	const char *dump = NULL;
 	bool grid = false;
+	const char *pkgs[16];
+	size_t npkgs = 0, pkg_max = 12000;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--bases") && i + 1 < argc)
 			nbases = strtoul(argv[++i], NULL, 10);
@@ -2273,6 +2300,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--k") && i + 1 < argc && atoi(argv[i + 1]) >= 0 &&
 			 atoi(argv[i + 1]) <= KFAR)
 			k_opt = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--pkg") && i + 1 < argc && npkgs < 16)
+			pkgs[npkgs++] = argv[++i];
+		else if (!strcmp(argv[i], "--pkg-max") && i + 1 < argc)
+			pkg_max = strtoul(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--no-jdk"))
 			jdk = false;
 		else if (!strcmp(argv[i], "--confirm") && i + 1 < argc && !strcmp(argv[i + 1], "sketch"))
@@ -2375,6 +2406,10 @@ int main(int argc, char **argv)
 	find_pairs();
 	count_positives();
 	printf("labelled_pairs_within_%d: %zu\n", KFAR, npairs);
+	g_mk = K;
+	labelled_report();
+	for (size_t i = 0; i < npkgs; i++)
+		pkg_report(pkgs[i], pkg_max);
 	variant_profile();
 	printf("## labelled set, simhash alone, K=%u\n", K);
 	print_rows(K, -1, "simhash");
@@ -2498,7 +2533,7 @@ int main(int argc, char **argv)
 	free(zo);
 	free(zh);
 	for (size_t i = 0; i < j.n; i++) {
-		free(j.pg[i].ref.v);
+		free_page_methods(&j.pg[i]);
 		free(j.pg[i].tok);
 		free(j.pg[i].ch.h);
 		free(j.pg[i].ch.w);
@@ -2507,7 +2542,7 @@ int main(int argc, char **argv)
 	free(j.pairs);
 	free(j.truth);
 	for (size_t i = 0; i < ndocs; i++) {
-		free(docs[i].pg.ref.v);
+		free_page_methods(&docs[i].pg);
 		free(docs[i].pg.tok);
 		free(docs[i].pg.ch.h);
 		free(docs[i].pg.ch.w);

@@ -102,16 +102,16 @@ crash_daemon_gone() {
 }
 
 # crash_fsck_unclean CYCLE STORE WORK: fsck of the store as the crash left
-# it, before any remount: nothing but notes and orphan files (which a crash
-# may leave, and the next mount must collect) is allowed; otherwise
+# it, before any remount: nothing but notes and crash leftovers (orphan
+# blob files and staged bytes, which the next mount must collect) is allowed; otherwise
 # CRASH_UNCLEAN_BAD says so, and the cycle fails after the tree was checked
 # (which tells what the damage cost). New orphan blobs
 # are shown with the operations of the cycle that wrote their content.
 crash_fsck_unclean() {
 	local c=$1 s=$2 work=$3 out bad new ms m
 	out=$("$PD_BIN" fsck "$s" 2>"$work/fsck.err")
-	bad=$(printf '%s\n' "$out" | grep -v -E -e '^note: ' -e 'file unknown to the store' \
-		-e '^\.\.\. and [0-9]+ more (orphan files|notes) ' -e '^fsck[ :]' -e '^(DAMAGED|clean)' -e '^$')
+	bad=$(printf '%s\n' "$out" | grep -v -E -e '^note: ' -e '^leftover: ' -e 'file unknown to the store' \
+		-e '^\.\.\. and [0-9]+ more (orphan files|notes|crash leftovers) ' -e '^fsck[ :]' -e '^(DAMAGED|clean)' -e '^$')
 	if [ -n "$bad" ]; then
 		note "cycle $c: fsck of the crashed store:"
 		printf '%s\n' "$out" | head -30
@@ -124,7 +124,7 @@ crash_fsck_unclean() {
 	if [ -n "$new" ]; then
 		note "cycle $c: fsck before the remount: orphan file(s) the crash left:"
 		printf '%s\n' "$new"
-		ms=$(printf '%s\n' "$new" | sed -n 's|^objects/[0-9a-f]*/\([0-9a-f]\{32\}\)[:.].*|\1|p')
+		ms=$(printf '%s\n' "$new" | sed -n 's|^\(leftover: \)\{0,1\}objects/[0-9a-f]*/\([0-9a-f]\{32\}\)[:.].*|\2|p')
 		[ -n "$ms" ] && python3 "$CL" whois $(for m in $ms; do printf -- '--md5 %s ' "$m"; done) "$work"/j."$c".*
 	fi
 	return 0

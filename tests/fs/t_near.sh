@@ -44,7 +44,14 @@ open(d + "/gbk.html", "wb").write(zh.encode("gbk"))
 EOF
 }
 
-near() { getfattr --absolute-names --only-values -n user.dedup.near "$1"; }
+# The answer's lines as "D<TAB>copy|near<TAB>/path", after checking each
+# line's resemblance: 1.000 for a copy, 0.800 to 1.000 for a variant.
+lines() {
+	awk -F'\t' 'NF != 4 || ($3 == "copy" && $2 != "1.000") || ($3 == "near" && ($2 < 0.8 || $2 > 1)) ||
+		($3 != "copy" && $3 != "near") { print "bad line: " $0; next } { print $1 "\t" $3 "\t" $4 }'
+}
+near() { getfattr --absolute-names --only-values -n user.dedup.near "$1" | lines; }
+pdnear() { "$PD_BIN" near "$@" | lines; return "${PIPESTATUS[0]}"; }
 simhash() { getfattr --absolute-names --only-values -n user.dedup.simhash "$1"; }
 
 # distance A B: the Hamming distance of two files' simhashes, from the tool.
@@ -55,31 +62,43 @@ distance() {
 }
 
 case_near_answers() {
-	local src=$PD_TMP/near-src d
+	local src=$PD_TMP/near-src d g
 	mkdir -p "$src" && make_pages "$src" || fail "make pages"
 	d=$(distance "$src/base.html" "$src/near.html") || fail distance
 	[ "$d" -ge 1 ] && [ "$d" -le 4 ] || fail "fixture: base and near are $d bits apart"
 	[ "$(distance "$src/base.html" "$src/far.html")" -gt 4 ] || fail "fixture: far is near"
+	# the GBK page holds base's text under a title of six characters said
+	# forty times (a few shingles more): beyond K by its simhash, found by
+	# the shingle sets' bands
+	g=$(distance "$src/base.html" "$src/gbk.html") || fail distance
+	[ "$g" -gt 4 ] || fail "fixture: gbk is $g bits from base, within K"
 	pd_mount || fail mount
 	mkdir "$MNT/site" "$MNT/mirror" || fail mkdir
 	cp "$src"/* "$MNT/site/" || fail cp
 	cp "$src/base.html" "$MNT/mirror/copy.html" || fail cp
-	expect_eq "$(near "$MNT/site/base.html")" "$(printf '0\t/mirror/copy.html\n%s\t/site/near.html' "$d")" "near of base"
+	expect_eq "$(near "$MNT/site/base.html")" "$(printf '0\tcopy\t/mirror/copy.html\n%s\tnear\t/site/near.html\n%s\tnear\t/site/gbk.html' "$d" "$g")" "near of base"
+	# absolute paths on request: the mountpoint before each path, the rest the same
+	expect_eq "$(getfattr --absolute-names --only-values -n user.dedup.near.abs "$MNT/site/base.html")" \
+		"$(getfattr --absolute-names --only-values -n user.dedup.near "$MNT/site/base.html" |
+			awk -F'\t' -v m="$MNT" '{ print $1 "\t" $2 "\t" $3 "\t" m $4 }')" "near.abs of base"
 	expect_eq "$(near "$MNT/site/far.html")" "" "near of far"
 	expect_eq "$(simhash "$MNT/site/base.html")" "$("$PD_BIN" simhash "$src/base.html" | cut -f1)" "simhash attribute = pagededup simhash"
 	# a hard link and a rename: every name, at its new place
 	ln "$MNT/site/near.html" "$MNT/mirror/near-link.html" || fail ln
 	mv "$MNT/mirror/copy.html" "$MNT/mirror/moved.html" || fail mv
 	expect_eq "$(near "$MNT/site/base.html")" \
-		"$(printf '0\t/mirror/moved.html\n%s\t/mirror/near-link.html\n%s\t/site/near.html' "$d" "$d")" "near after ln and mv"
+		"$(printf '0\tcopy\t/mirror/moved.html\n%s\tnear\t/mirror/near-link.html\n%s\tnear\t/site/near.html\n%s\tnear\t/site/gbk.html' "$d" "$d" "$g")" "near after ln and mv"
 	# rm and an overwrite leave the answer at once
 	rm "$MNT/mirror/moved.html" || fail rm
 	cp "$src/far.html" "$MNT/site/near.html" || fail "overwrite"
-	expect_eq "$(near "$MNT/site/base.html")" "" "near after rm and overwrite (the link shares the inode)"
-	expect_eq "$(near "$MNT/site/far.html")" "$(printf '0\t/mirror/near-link.html\n0\t/site/near.html')" "far's new twins"
+	expect_eq "$(near "$MNT/site/base.html")" "$(printf '%s\tnear\t/site/gbk.html' "$g")" "near after rm and overwrite (the link shares the inode)"
+	expect_eq "$(near "$MNT/site/far.html")" "$(printf '0\tcopy\t/mirror/near-link.html\n0\tcopy\t/site/near.html')" "far's new twins"
 	# too little text: the distance is marked; binary: no simhash
 	expect_eq "$(simhash "$MNT/site/short.txt" | cut -d' ' -f2)" "low-confidence" "short page"
-	expect_eq "$(near "$MNT/site/short.txt")" "$(printf '0?\t/site/short2.txt')" "short page's neighbour marked"
+	# short texts are compared exactly: one word of five changed is no neighbour
+	expect_eq "$(near "$MNT/site/short.txt")" "" "short page: no neighbour on a changed word"
+	cp "$MNT/site/short.txt" "$MNT/site/short3.txt" || fail cp
+	expect_eq "$(near "$MNT/site/short.txt")" "$(printf '0?\tcopy\t/site/short3.txt')" "short page's copy, marked"
 	expect_eq "$(simhash "$MNT/site/page.bin")" "none" "binary simhash"
 	expect_fail getfattr -n user.dedup.near "$MNT/site/page.bin"
 	getfattr -n user.dedup.near "$MNT/site/page.bin" 2>&1 | grep -q "No such attribute" || fail "binary: ENODATA"
@@ -96,10 +115,10 @@ case_near_answers() {
 	want_base=$(near "$MNT/site/base.html")
 	want_far=$(near "$MNT/site/far.html")
 	pd_umount || fail umount
-	expect_eq "$("$PD_BIN" near "$STORE" "$src/far.html")" \
-		"$(printf '0\t/mirror/near-link.html\n0\t/site/far.html\n0\t/site/near.html')" "pagededup near of far (itself stored)"
+	expect_eq "$(pdnear "$STORE" "$src/far.html")" \
+		"$(printf '0\tcopy\t/mirror/near-link.html\n0\tcopy\t/site/far.html\n0\tcopy\t/site/near.html')" "pagededup near of far (itself stored)"
 	# base is stored once: pagededup near names it, getfattr did not (itself)
-	expect_eq "$("$PD_BIN" near "$STORE" "$src/base.html")" "$(printf '0\t/site/base.html\n%s' "$want_base")" "pagededup near of base"
+	expect_eq "$(pdnear "$STORE" "$src/base.html")" "$(printf '0\tcopy\t/site/base.html\n%s' "$want_base")" "pagededup near of base"
 	[ -z "$want_far" ] && fail "far had twins"
 	"$PD_BIN" near "$STORE" "$src/page.bin" >/dev/null 2>&1
 	expect_eq $? 2 "pagededup near of a binary file: exit 2"
@@ -119,10 +138,10 @@ case_near_permissions() {
 	local d t
 	d=$(distance "$src/base.html" "$src/near.html")
 	expect_eq "$(near "$MNT/pub/a.html")" \
-		"$(printf '%s\t/priv/secret.html\n%s\t/pub/b.html\n%s\t/pub/closed.html' "$d" "$d" "$d")" "root sees all"
-	t=$(as_user $U_A $U_A getfattr --absolute-names --only-values -n user.dedup.near "$MNT/pub/a.html") ||
+		"$(printf '%s\tnear\t/priv/secret.html\n%s\tnear\t/pub/b.html\n%s\tnear\t/pub/closed.html' "$d" "$d" "$d")" "root sees all"
+	t=$(as_user $U_A $U_A getfattr --absolute-names --only-values -n user.dedup.near "$MNT/pub/a.html" | lines) ||
 		fail "getfattr as uid $U_A"
-	expect_eq "$t" "$(printf '%s\t/pub/b.html' "$d")" "uid $U_A: no private directory, no unreadable file"
+	expect_eq "$t" "$(printf '%s\tnear\t/pub/b.html' "$d")" "uid $U_A: no private directory, no unreadable file"
 	as_user $U_A $U_A setfattr -n user.dedup.near -v x "$MNT/pub/a.html" 2>/dev/null && fail "uid $U_A set a dedup attribute"
 	pd_umount || fail umount
 }
@@ -136,13 +155,13 @@ case_near_right_after_close() {
 	d=$(distance "$src/base.html" "$src/near.html") || fail distance
 	pd_mount no_sign_thread,sign_queue=1000 || fail mount
 	cp "$src/base.html" "$MNT/a.html" && cp "$src/near.html" "$MNT/b.html" || fail cp
-	expect_eq "$(near "$MNT/b.html")" "$(printf '%s\t/a.html' "$d")" "near, no sleep after close"
+	expect_eq "$(near "$MNT/b.html")" "$(printf '%s\tnear\t/a.html' "$d")" "near, no sleep after close"
 	cp "$src/far.html" "$MNT/c.html" || fail cp
 	expect_eq "$(simhash "$MNT/c.html")" "$("$PD_BIN" simhash "$src/far.html" | cut -f1)" "simhash, no sleep after close"
 	# with the signer running, as mounted by default
 	pd_remount || fail remount
 	cp "$src/near.html" "$MNT/b2.html" || fail cp
-	expect_eq "$(near "$MNT/a.html")" "$(printf '%s\t/b.html\n%s\t/b2.html' "$d" "$d")" "near with the signer running"
+	expect_eq "$(near "$MNT/a.html")" "$(printf '%s\tnear\t/b.html\n%s\tnear\t/b2.html' "$d" "$d")" "near with the signer running"
 	pd_umount || fail umount
 }
 
@@ -164,14 +183,14 @@ case_near_pending_kill() {
 	expect_eq "$rc" 0 "fsck of the killed store: $out"
 	printf '%s\n' "$out" | grep -q '^note: 3 pages wait for their near-duplicate signature' ||
 		fail "fsck does not count 3 pending pages: $out"
-	expect_eq "$("$PD_BIN" near "$STORE" "$src/base.html")" \
-		"$(printf '0\t/site/base.html\n%s\t/site/near.html' "$d")" "pagededup near of the killed store"
+	expect_eq "$(pdnear "$STORE" "$src/base.html")" \
+		"$(printf '0\tcopy\t/site/base.html\n%s\tnear\t/site/near.html' "$d")" "pagededup near of the killed store"
 	pd_mount -n -s "$STORE" -m "$MNT" || fail remount
-	expect_eq "$(near "$MNT/site/base.html")" "$(printf '%s\t/site/near.html' "$d")" "near after the remount"
+	expect_eq "$(near "$MNT/site/base.html")" "$(printf '%s\tnear\t/site/near.html' "$d")" "near after the remount"
 	pd_umount || fail umount
 	out=$("$PD_BIN" fsck "$STORE" 2>&1)
 	printf '%s\n' "$out" | grep -q 'wait for their near-duplicate signature' && fail "pending after a clean unmount: $out"
-	expect_eq "$("$PD_BIN" near "$STORE" "$src/far.html")" "$(printf '0\t/site/far.html')" "pagededup near after the unmount"
+	expect_eq "$(pdnear "$STORE" "$src/far.html")" "$(printf '0\tcopy\t/site/far.html')" "pagededup near after the unmount"
 }
 
 pd_case near_answers

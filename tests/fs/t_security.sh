@@ -176,9 +176,9 @@ case_twins_filtered() {
 	local n
 	n=$(run_as $BOB getfattr --absolute-names --only-values -n user.dedup.near "$MNT/$BOB/near.html") ||
 		fail "getfattr user.dedup.near as bob"
-	expect_eq "$n" "$(printf '0?\t%s' "$B")" "near for bob: his copy, not alice's page"
+	expect_eq "$n" "$(printf '0?\t1.000\tnear\t%s' "$B")" "near for bob: his variant, not alice's page"
 	n=$(getfattr --absolute-names --only-values -n user.dedup.near "$MNT/$BOB/near.html") || fail "near as root"
-	expect_eq "$n" "$(printf '0?\t%s\n0?\t%s' "$A" "$B")" "near for root: both"
+	expect_eq "$n" "$(printf '0?\t1.000\tnear\t%s\n0?\t1.000\tnear\t%s' "$A" "$B")" "near for root: both"
 	pd_umount || fail umount
 }
 

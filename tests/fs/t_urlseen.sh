@@ -127,7 +127,7 @@ case_options() {
 	grep -q "made for a false-positive rate of 1e-06" <<<"$out" || fail "message: $out"
 	for bad in "--fpr 0" "--fpr 0.7" "--fpr x" "--batch 0" "--expected 0" "--bogus"; do
 		rc=0; urlseen $bad </dev/null >/dev/null 2>&1 || rc=$?
-		expect_eq "$rc" 1 "urlseen $bad"
+		expect_eq "$rc" 2 "urlseen $bad (a usage error)"
 	done
 	head -c 3000000 /dev/urandom >"$PD_TMP/junk"
 	rc=0; out=$(printf 'http://a.example/\n' | urlseen --filter "$PD_TMP/junk" 2>&1) || rc=$?

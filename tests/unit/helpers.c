@@ -17,6 +17,7 @@
 
 #include "blob/blob.h"
 #include "archive/query.h"
+#include "near/near.h"
 #include "near/simhash.h"
 
 const struct pd_cred test_root = { 0, 0, 0, NULL };
@@ -179,6 +180,23 @@ char *th_page(uint64_t seed, unsigned words, const char *extra)
 uint64_t th_put_page(struct store *st, uint64_t parent, const char *name, const char *page)
 {
 	return th_put(st, parent, name, page, strlen(page));
+}
+
+const char *th_page_res(const char *a, const char *b)
+{
+	static char out[4][16];
+	static int next;
+	struct near_sig *x = malloc(sizeof *x), *y = malloc(sizeof *y);
+	assert_non_null(x);
+	assert_non_null(y);
+	assert_int_equal(near_sig_of_page(a, strlen(a), x), 0);
+	assert_int_equal(near_sig_of_page(b, strlen(b), y), 0);
+	assert_true(x->has_set && y->has_set);
+	char *o = out[next++ % 4];
+	snprintf(o, 16, "%.3f", nearset_resemblance(&x->set, &y->set, NULL));
+	free(x);
+	free(y);
+	return o;
 }
 
 unsigned th_page_distance(const char *a, const char *b)

@@ -29,6 +29,9 @@ uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void 
 char *th_page(uint64_t seed, unsigned words, const char *extra);
 uint64_t th_put_page(struct store *st, uint64_t parent, const char *name, const char *page);
 unsigned th_page_distance(const char *a, const char *b);
+/* The resemblance user.dedup.near shows for two pages ("%.3f", one of four
+ * rotating static buffers). */
+const char *th_page_res(const char *a, const char *b);
 /* Refcount of ino's blob (0 if none). */
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */

@@ -17,6 +17,7 @@
 #include "blob/blob.h"
 #include "helpers.h"
 #include "near/near.h"
+#include "near/near_int.h"
 #include "archive/query.h"
 #include "near/sigq.h"
 #include "near/simhash.h"
@@ -287,19 +288,28 @@ static void test_answers(void **state)
 	th_put_page(st, priv.ino, "secret.html", b);
 
 	char want[512];
-	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n%u\t/priv/secret.html\n", ab, ab);
+	const char *r = th_page_res(a, b);
+	assert_true(strcmp(r, "0.800") >= 0 && strcmp(r, "1.000") < 0);
+	/* copies first (the same bytes), then the variants, with their figures */
+	snprintf(want, sizeof want,
+		 "0\t1.000\tcopy\t/d.html\n0\t1.000\tcopy\t/sub/a2.html\n%u\t%s\tnear\t/b.html\n%u\t%s\tnear\t/priv/secret.html\n",
+		 ab, r, ab, r);
 	assert_string_equal(near_of(st, ia, &test_root), want);
 	/* bob may not search alice's directory: her page is not named */
-	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n", ab);
+	snprintf(want, sizeof want, "0\t1.000\tcopy\t/d.html\n0\t1.000\tcopy\t/sub/a2.html\n%u\t%s\tnear\t/b.html\n", ab, r);
 	assert_string_equal(near_of(st, ia, &bob), want);
-	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n%u\t/priv/secret.html\n", ab, ab);
+	snprintf(want, sizeof want,
+		 "0\t1.000\tcopy\t/d.html\n0\t1.000\tcopy\t/sub/a2.html\n%u\t%s\tnear\t/b.html\n%u\t%s\tnear\t/priv/secret.html\n",
+		 ab, r, ab, r);
 	assert_string_equal(near_of(st, ia, &alice), want);
 	assert_string_equal(near_of(st, ic, &test_root), "");
 
 	/* every hard link of a neighbour appears */
 	assert_int_equal(ns_link(st, ib, sub.ino, "b-link.html", &ln), 0);
-	snprintf(want, sizeof want, "0\t/d.html\n0\t/sub/a2.html\n%u\t/b.html\n%u\t/priv/secret.html\n%u\t/sub/b-link.html\n",
-		 ab, ab, ab);
+	snprintf(want, sizeof want,
+		 "0\t1.000\tcopy\t/d.html\n0\t1.000\tcopy\t/sub/a2.html\n%u\t%s\tnear\t/b.html\n%u\t%s\tnear\t/priv/secret.html\n"
+		 "%u\t%s\tnear\t/sub/b-link.html\n",
+		 ab, r, ab, r, ab, r);
 	assert_string_equal(near_of(st, ia, &test_root), want);
 
 	/* a page unlinked or overwritten leaves the answers at once */
@@ -308,9 +318,9 @@ static void test_answers(void **state)
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "d.html", &gone_ino, &gone), 0);
 	th_put_page(st, sub.ino, "a2.html", c);
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
-	snprintf(want, sizeof want, "%u\t/priv/secret.html\n%u\t/sub/b-link.html\n", ab, ab);
+	snprintf(want, sizeof want, "%u\t%s\tnear\t/priv/secret.html\n%u\t%s\tnear\t/sub/b-link.html\n", ab, r, ab, r);
 	assert_string_equal(near_of(st, ia, &test_root), want);
-	snprintf(want, sizeof want, "0\t/sub/a2.html\n");
+	snprintf(want, sizeof want, "0\t1.000\tcopy\t/sub/a2.html\n");
 	assert_string_equal(near_of(st, ic, &test_root), want);
 
 	/* simhash answers */
@@ -330,7 +340,11 @@ static void test_answers(void **state)
 	assert_int_equal(query_simhash(st, s1, answer, &len), 0);
 	answer[len] = 0;
 	assert_non_null(strstr(answer, " low-confidence"));
-	assert_string_equal(near_of(st, s1, &test_root), "0?\t/short2.txt\n");
+	/* short pages are compared exactly: four words in common of five is
+	 * no near-duplicate (two one-shingle texts that differ) */
+	assert_string_equal(near_of(st, s1, &test_root), "");
+	th_put_page(st, PD_ROOT_INO, "short3.txt", "a few words of text");
+	assert_string_equal(near_of(st, s1, &test_root), "0?\t1.000\tcopy\t/short3.txt\n");
 
 	free(a);
 	free(b);
@@ -361,11 +375,11 @@ static void test_answer_limit(void **state)
 	assert_int_equal(query_near(st, first, &test_root, answer, &len), 0);
 	assert_true(len <= QUERY_MAX);
 	answer[len] = 0;
-	/* each line is "0\t/NNN-000...\n": 2 + 1 + 244 + 1 bytes */
-	size_t line = 248, kept = (QUERY_MAX - 32) / line;
-	char want[64];
+	/* each line is "0\t1.000\tcopy\t/NNN-000...\n": 13 + 245 + 1 bytes */
+	size_t line = 259, kept = (QUERY_MAX - 32) / line;
+	char want[128];
 	for (size_t i = 0; i < kept; i++) {
-		snprintf(want, sizeof want, "0\t/%03zu-", i + 1);
+		snprintf(want, sizeof want, "0\t1.000\tcopy\t/%03zu-", i + 1);
 		assert_memory_equal(answer + i * line, want, strlen(want));
 	}
 	snprintf(want, sizeof want, "... %zu more\n", (size_t)FILES - 1 - kept);
@@ -375,11 +389,12 @@ static void test_answer_limit(void **state)
 	th_rmdir(dir);
 }
 
-/* A candidate within K whose sketch says the texts differ is not answered;
- * a record without a sketch is taken on its simhash. */
+/* A candidate is answered when the shingle sets agree, whatever the
+ * sketch says; a record without a set is confirmed by its sketch; one
+ * without either is taken on its simhash. */
 struct sketch_edit {
 	uint64_t ino;
-	int mode; /* 0: scramble the sketch, 1: drop it */
+	int mode; /* 0: scramble the sketch, 1: drop it, 2: drop the shingle set */
 };
 
 static int sketch_edit_cb(struct wtx *w, void *p)
@@ -390,6 +405,8 @@ static int sketch_edit_cb(struct wtx *w, void *p)
 	int rc = ns_get_inode(w->txn, w->st, e->ino, &in);
 	if (rc || (rc = blob_get(w->txn, w->st, &in.blob, &r)))
 		return rc;
+	if (e->mode == 2)
+		return near_set_remove(w->txn, w->st, &in.blob);
 	assert_true(r.flags & FPREC_HAS_SKETCH);
 	if (e->mode == 0)
 		for (size_t i = 0; i < FPREC_SKETCH_BYTES; i++)
@@ -409,15 +426,19 @@ static void test_confirmation(void **state)
 	assert_true(d <= SIMHASH_NEAR_DISTANCE);
 	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
 	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
-	char want[64];
-	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	char want[128];
+	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
 	assert_string_equal(near_of(st, ia, &test_root), want);
 	struct sketch_edit e = { ib, 0 };
 	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
-	assert_string_equal(near_of(st, ia, &test_root), "");
+	assert_string_equal(near_of(st, ia, &test_root), want); /* the sets decide */
+	e.mode = 2;
+	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
+	assert_string_equal(near_of(st, ia, &test_root), ""); /* the scrambled sketch decides */
 	e.mode = 1;
 	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
-	assert_string_equal(near_of(st, ia, &test_root), want);
+	snprintf(want, sizeof want, "%u\t-\tnear\t/b.html\n", d);
+	assert_string_equal(near_of(st, ia, &test_root), want); /* the simhash alone */
 	free(a);
 	free(b);
 	assert_int_equal(store_close(st), 0);
@@ -484,6 +505,75 @@ static void test_fsck_near(void **state)
 	th_rmdir(dir);
 }
 
+/* Shingle sets and bands: a band row lost, a set that does not decode, a
+ * set of a blob that has no record; fsck names each, --repair mends. */
+static int damage_sets_cb(struct wtx *w, void *p)
+{
+	struct store *st = w->st;
+	(void)p;
+	MDB_cursor *c;
+	MDB_val k, v;
+	/* the first set's blob loses its row of band 0 */
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+	struct nearset *first = malloc(sizeof *first);
+	assert_non_null(first);
+	assert_int_equal(nearset_decode(v.mv_data, v.mv_size, first), 0);
+	uint8_t bk[4], fk[BLOBKEY_BYTES];
+	memcpy(fk, k.mv_data, BLOBKEY_BYTES);
+	mdb_cursor_close(c);
+	put_le32(bk, first->band[0]);
+	free(first);
+	assert_int_equal(mdb_del(w->txn, st->db_nearlsh, &(MDB_val){ 4, bk }, &(MDB_val){ BLOBKEY_BYTES, fk }), 0);
+	/* the last set does not decode */
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
+	uint8_t key[BLOBKEY_BYTES], junk[10] = { 9, 9, 9 };
+	memcpy(key, k.mv_data, BLOBKEY_BYTES);
+	mdb_cursor_close(c);
+	MDB_val jv = { sizeof junk, junk };
+	assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &(MDB_val){ BLOBKEY_BYTES, key }, &jv, 0), 0);
+	memset(key, 0xee, sizeof key); /* no such blob */
+	struct nearset *s = calloc(1, sizeof *s);
+	assert_non_null(s);
+	s->has = s->complete = true;
+	s->shingles = s->n = 1;
+	s->h[0] = 7;
+	uint8_t buf[NEARSET_MAX_BYTES];
+	MDB_val sv = { nearset_encode(s, buf), buf };
+	free(s);
+	assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &(MDB_val){ BLOBKEY_BYTES, key }, &sv, 0), 0);
+	return 0;
+}
+
+static void test_fsck_sets(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(3, 500, ""), *b = th_page(4, 500, ""), *c = th_page(5, 500, "");
+	th_put_page(st, PD_ROOT_INO, "a", a);
+	th_put_page(st, PD_ROOT_INO, "b", b);
+	th_put_page(st, PD_ROOT_INO, "c", c);
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(store_write(st, damage_sets_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	int lines = 0;
+	struct fsck_opts o = { .report = count_line, .ctx = &lines };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_int_equal(r.problems, 3);
+	o.repair = true;
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(c);
+	th_rmdir(dir);
+}
+
 /* ---- stores of an older signature version ---------------------------------- */
 
 /* What the code of an older version left: its version in meta (or none at
@@ -541,6 +631,16 @@ static uint32_t stored_version(struct store *st)
 	return v;
 }
 
+/* The figure the answers show for old_store's two pages. */
+static const char *old_pair_res(void)
+{
+	char *a = th_page(21, 700, ""), *b = th_page(21, 700, "and a few words more");
+	const char *r = th_page_res(a, b);
+	free(a);
+	free(b);
+	return r;
+}
+
 /* A store of pages a and b (neighbours), a's signature made old. */
 static struct store *old_store(char *dir, bool unrecorded, uint64_t *ia, uint64_t *ib, unsigned *d,
 			       uint64_t *want_hash)
@@ -596,7 +696,8 @@ static void test_old_version_upgraded_at_open(void **state)
 		assert_int_equal(stored_version(st), NEAR_SIG_VERSION);
 		assert_true(stored_simhash(st, ia) == want);
 		char line[64];
-		snprintf(line, sizeof line, "%u\t/b.html\n", d);
+		/* a figure, not "-": the upgrade computed a's shingle set too */
+		snprintf(line, sizeof line, "%u\t%s\tnear\t/b.html\n", d, old_pair_res());
 		assert_string_equal(near_of(st, ia, &test_root), line);
 		assert_int_equal(store_close(st), 0);
 		th_assert_fsck_clean(th_store_dir(dir));
@@ -623,7 +724,7 @@ static void test_old_version_fsck_repair(void **state)
 	assert_false(st->near_stale);
 	assert_true(stored_simhash(st, ia) == want);
 	char line[64];
-	snprintf(line, sizeof line, "%u\t/b.html\n", d);
+	snprintf(line, sizeof line, "%u\t%s\tnear\t/b.html\n", d, old_pair_res());
 	assert_string_equal(near_of(st, ia, &test_root), line);
 	assert_int_equal(store_close(st), 0);
 	th_rmdir(dir);
@@ -639,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_answer_limit),
 		cmocka_unit_test(test_confirmation),
 		cmocka_unit_test(test_fsck_near),
+		cmocka_unit_test(test_fsck_sets),
 		cmocka_unit_test(test_old_version_upgraded_at_open),
 		cmocka_unit_test(test_old_version_fsck_repair),
 	};

@@ -118,8 +118,8 @@ static void test_pending_then_signed(void **state)
 
 	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_queued(st), 2);
-	char want[64];
-	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	char want[128];
+	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
 	assert_string_equal(near_of(st, ia), want);
 	/* the query signed both, for good */
 	assert_int_equal(sigq_queued(st), 0);
@@ -298,15 +298,16 @@ static void test_crash_pending(void **state)
 	/* read-only: the pending pages are signed in memory for the answer */
 	struct store_opts ro = { .readonly = true };
 	st = reopen(dir, &ro);
-	char want[64];
-	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	char want[128];
+	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
 	assert_string_equal(near_of(st, ia), want);
 	struct near_sig sig;
 	assert_int_equal(near_sig_of_page(a, strlen(a), &sig), 0);
 	size_t len;
-	assert_int_equal(query_near_sig(st, &sig, 0, NULL, answer, &len), 0);
+	assert_int_equal(query_near_sig(st, &sig, NULL, 0, NULL, answer, &len), 0);
 	answer[len] = 0;
-	snprintf(want, sizeof want, "0\t/a.html\n%u\t/b.html\n", d);
+	/* no fingerprint of the asking bytes given: a's own file is a variant at 1.000 */
+	snprintf(want, sizeof want, "0\t1.000\tnear\t/a.html\n%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
 	assert_string_equal(answer, want);
 	assert_int_equal(sigq_rows(st), 3); /* nothing written */
 	assert_int_equal(store_close(st), 0);
@@ -319,7 +320,7 @@ static void test_crash_pending(void **state)
 	assert_int_equal(sigq_rows(st), 0);
 	assert_int_equal(near0_rows(st), 3);
 	assert_false(state_of(st, ia, NULL).pending);
-	snprintf(want, sizeof want, "%u\t/b.html\n", d);
+	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
 	assert_string_equal(near_of(st, ia), want);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));

@@ -1,0 +1,15 @@
+/* near_int.h - what near.c and near_lsh.c share (not an interface). */
+#ifndef PD_NEAR_INT_H
+#define PD_NEAR_INT_H
+
+#include "near.h"
+
+/* Take blob k's shingle set and its LSH rows out (none: nothing to do). */
+int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
+/* Drop every LSH row and make them again from the sets in nearfeat. */
+int near_lsh_rebuild(MDB_txn *txn, struct store *st);
+/* fsck: every set names a record with a simhash, decodes, and has its
+ * band rows. */
+int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad);
+
+#endif

@@ -1,0 +1,299 @@
+/* test_nearset.c - the shingle sets (core/near/nearset.c): exact resemblance
+ * of short texts against a count by hand, the bottom-k estimate of long
+ * texts against the exact value, CJK characters as words, the stored form
+ * and its damage, the LSH bands' reach; and, through a store, a page found
+ * by the bands alone when its simhash is beyond K.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "archive/query.h"
+#include "blob/blob.h"
+#include "helpers.h"
+#include "near/near.h"
+#include "near/nearset.h"
+#include "near/sigq.h"
+#include "near/simhash.h"
+
+static char answer[QUERY_MAX + 1];
+
+static struct nearset *set_of(const char *text, unsigned k)
+{
+	struct nearset *s = malloc(sizeof *s);
+	assert_non_null(s);
+	assert_int_equal(nearset_of_text_k(text, strlen(text), k, s), 0);
+	return s;
+}
+
+static double res_of(const char *a, const char *b, unsigned k, bool *exact)
+{
+	struct nearset *x = set_of(a, k), *y = set_of(b, k);
+	double r = nearset_resemblance(x, y, exact);
+	free(x);
+	free(y);
+	return r;
+}
+
+/* Words w0 w1 ... of a numbered vocabulary, `n` of them from `first`. */
+static char *words(unsigned first, unsigned n, unsigned change_every)
+{
+	char *b = malloc((size_t)n * 12 + 1);
+	assert_non_null(b);
+	size_t len = 0;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned w = first + i;
+		bool changed = change_every && i % change_every == change_every - 1;
+		len += (size_t)sprintf(b + len, "%s%s%u", i ? " " : "", changed ? "x" : "w", w);
+	}
+	b[len] = 0;
+	return b;
+}
+
+static void test_short_exact(void **state)
+{
+	(void)state;
+	bool exact;
+	/* 7 words: 3 shingles each; one word changed in the middle (the 4th)
+	 * touches all three: nothing shared */
+	assert_true(res_of("a b c d e f g", "a b c X e f g", NEARSET_K, &exact) == 0.0);
+	assert_true(exact);
+	/* the last word changed: 2 of 3 shingles shared, union 4: 0.5 */
+	assert_true(res_of("a b c d e f g", "a b c d e f X", NEARSET_K, &exact) == 0.5);
+	/* white space is not a word; the same text is 1 */
+	assert_true(res_of("a  b\tc\nd e f g", "a b c d e f g", NEARSET_K, &exact) == 1.0);
+	/* fewer than five words: one shingle of them all */
+	assert_true(res_of("a few words", "a few words", NEARSET_K, &exact) == 1.0);
+	assert_true(res_of("a few words", "a few words!", NEARSET_K, &exact) == 0.0);
+	/* every CJK character is a word: 7 characters, 3 shingles, the last changed */
+	assert_true(res_of("一二三四五六七", "一二三四五六八", NEARSET_K, &exact) == 0.5);
+	/* no text: resembles nothing */
+	assert_true(res_of("", "a b c d e f", NEARSET_K, &exact) == 0.0);
+	assert_false(exact);
+	struct nearset *e = set_of("  \n", NEARSET_K);
+	assert_false(e->has);
+	free(e);
+}
+
+/* 2,000 words with every 20th changed: the exact value from complete sets
+ * (k = NEARSET_K cannot hold them, so count with a bigger k by hand:
+ * each changed word removes the 5 shingles that hold it). */
+static void test_long_estimate(void **state)
+{
+	(void)state;
+	char *a = words(0, 2000, 0), *b = words(0, 2000, 20);
+	/* 1996 shingles each; 100 changed words, 5 shingles each (4 at the
+	 * end: the last word is changed and only one shingle holds it, the
+	 * 99 others 5): shared 1996 - 496 = 1500 */
+	double want = 1500.0 / (1996 + 496);
+	bool exact;
+	double r = res_of(a, b, NEARSET_K, &exact);
+	assert_false(exact);
+	/* bottom-256: standard error sqrt(R(1-R)/256) = 0.03 */
+	assert_true(r > want - 0.09 && r < want + 0.09);
+	struct nearset *x = set_of(a, NEARSET_K);
+	assert_int_equal(x->shingles, 1996);
+	assert_int_equal(x->n, NEARSET_K);
+	assert_false(x->complete);
+	for (unsigned i = 1; i < x->n; i++)
+		assert_true(x->h[i] > x->h[i - 1]);
+	free(x);
+	free(a);
+	free(b);
+}
+
+static void test_stored_form(void **state)
+{
+	(void)state;
+	char *a = words(5, 2000, 0), *s = words(7, 40, 0);
+	struct nearset *x = set_of(a, NEARSET_K), *y = malloc(sizeof *y);
+	assert_non_null(y);
+	uint8_t buf[NEARSET_MAX_BYTES];
+	size_t n = nearset_encode(x, buf);
+	assert_int_equal(n, NEARSET_MAX_BYTES);
+	assert_int_equal(nearset_decode(buf, n, y), 0);
+	assert_memory_equal(x->h, y->h, sizeof x->h);
+	assert_memory_equal(x->band, y->band, sizeof x->band);
+	assert_true(y->has && !y->complete && y->shingles == x->shingles);
+	/* damage: a short value, another version, hashes out of order */
+	assert_int_equal(nearset_decode(buf, n - 1, y), -EINVAL);
+	assert_int_equal(nearset_decode(buf, 10, y), -EINVAL);
+	buf[0] = NEARSET_VERSION + 1;
+	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
+	buf[0] = NEARSET_VERSION;
+	uint8_t t[4];
+	memcpy(t, buf + n - 4, 4);
+	memcpy(buf + n - 4, buf + n - 8, 4);
+	memcpy(buf + n - 8, t, 4);
+	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
+	free(x);
+	/* a short text is stored whole */
+	x = set_of(s, NEARSET_K);
+	n = nearset_encode(x, buf);
+	assert_int_equal(n, NEARSET_HEAD + 4 * NEARSET_BANDS + 4 * 36);
+	assert_int_equal(nearset_decode(buf, n, y), 0);
+	assert_true(y->complete && y->n == 36);
+	free(x);
+	free(y);
+	free(a);
+	free(s);
+	assert_int_equal(nearset_of_text_k("a", 1, NEARSET_K + 1, (struct nearset *)buf), -EINVAL);
+}
+
+static bool share_band(const struct nearset *a, const struct nearset *b)
+{
+	for (int i = 0; i < NEARSET_BANDS; i++)
+		if (a->band[i] == b->band[i])
+			return true;
+	return false;
+}
+
+/* The bands find pages of high resemblance and rarely low ones. */
+static void test_bands(void **state)
+{
+	(void)state;
+	int high = 0, low = 0;
+	for (unsigned t = 0; t < 100; t++) {
+		char *a = words(10000 * t, 300, 0), *b = words(10000 * t, 300, 100); /* R = 0.928 */
+		char *c = words(10000 * t, 300, 3);                                  /* R = 0 */
+		struct nearset *x = set_of(a, NEARSET_K), *y = set_of(b, NEARSET_K), *z = set_of(c, NEARSET_K);
+		assert_true(nearset_resemblance(x, y, NULL) > 0.85); /* 256 of 296: estimated */
+		high += share_band(x, y);
+		low += share_band(x, z);
+		free(x);
+		free(y);
+		free(z);
+		free(a);
+		free(b);
+		free(c);
+	}
+	assert_true(high >= 97);
+	assert_true(low <= 3);
+}
+
+/* Through a store: b's simhash rows moved far away (as an edit can move
+ * them); the bands still find it, at its real distance. */
+struct far_move {
+	uint64_t ino;
+};
+
+static int far_move_cb(struct wtx *w, void *p)
+{
+	struct far_move *m = p;
+	struct inode in;
+	struct fprec r;
+	int rc = ns_get_inode(w->txn, w->st, m->ino, &in);
+	if (rc || (rc = blob_get(w->txn, w->st, &in.blob, &r)))
+		return rc;
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	near_sig_of_rec(&r, sig);
+	assert_int_equal(near_set_get(w->txn, w->st, &in.blob, sig), 0);
+	assert_true(sig->has_set);
+	if (!(rc = near_remove(w->txn, w->st, &in.blob, r.simhash))) {
+		sig->simhash = r.simhash ^ 0xFFFFull; /* 16 bits away */
+		r.simhash = sig->simhash;
+		if (!(rc = blob_put(w->txn, w->st, &in.blob, &r)))
+			rc = near_add_sig(w->txn, w->st, &in.blob, sig);
+	}
+	free(sig);
+	return rc;
+}
+
+static void test_found_by_bands(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(31, 800, ""), *b = th_page(31, 800, "one more line of words");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct far_move m = { ib };
+	assert_int_equal(store_write(st, far_move_cb, &m), 0);
+	size_t len;
+	assert_int_equal(query_near(st, ia, &test_root, answer, &len), 0);
+	answer[len] = 0;
+	char want[128];
+	const char *tab = strchr(answer, '\t');
+	assert_non_null(tab);
+	assert_true(strtoul(answer, NULL, 10) > SIMHASH_NEAR_DISTANCE);
+	snprintf(want, sizeof want, "\t%s\tnear\t/b.html\n", th_page_res(a, b));
+	assert_string_equal(tab, want);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+/* Long pages (beyond NEARSET_K shingles) whose estimate is too close to
+ * the line to call: the answer shows, and decides on, the exact
+ * resemblance of both pages read back. */
+static void test_read_back(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *base = words(0, 2000, 0);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "base.html", base);
+	struct nearset *x = set_of(base, NEARSET_K);
+	int tried = 0;
+	/* m changed words: exact (1996 - 5m) / (1996 + 5m), 0.86 down to 0.74 */
+	for (unsigned m = 30; m <= 60; m++) {
+		char *v = words(0, 2000, 0);
+		/* change m words, 40 apart from word 20: "w" -> "x" */
+		for (unsigned c = 0, pos = 0, w = 0; c < m; w++) {
+			char *p = v + pos;
+			char *sp = strchr(p, ' ');
+			if (w % 40 == 20) {
+				*p = 'x';
+				c++;
+			}
+			pos = (unsigned)((sp ? sp : p + strlen(p)) - v) + 1;
+		}
+		struct nearset *y = set_of(v, NEARSET_K);
+		bool exact;
+		double est = nearset_resemblance(x, y, &exact), want = (1996.0 - 5 * m) / (1996.0 + 5 * m);
+		assert_false(exact);
+		if (nearset_borderline(exact, est)) {
+			char name[32], line[64];
+			snprintf(name, sizeof name, "v%u.html", m);
+			th_put_page(st, PD_ROOT_INO, name, v);
+			size_t len;
+			assert_int_equal(query_near(st, ib, &test_root, answer, &len), 0);
+			answer[len] = 0;
+			snprintf(line, sizeof line, "\t%.3f\tnear\t/%s\n", want, name);
+			/* listed exactly when the exact value reaches the line */
+			assert_true((strstr(answer, line) != NULL) == (want >= NEARSET_NEAR));
+			assert_true((strstr(answer, name) != NULL) == (want >= NEARSET_NEAR));
+			tried++;
+		}
+		free(y);
+		free(v);
+	}
+	assert_true(tried >= 3);
+	free(x);
+	free(base);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_short_exact),
+		cmocka_unit_test(test_long_estimate),
+		cmocka_unit_test(test_stored_form),
+		cmocka_unit_test(test_bands),
+		cmocka_unit_test(test_found_by_bands),
+		cmocka_unit_test(test_read_back),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,55 @@
+# bash completion for pagededup and pagededupfs (installed as
+# share/bash-completion/completions/pagededup and .../pagededupfs).
+
+_pagededup()
+{
+	local cur prev words cword
+	_init_completion || return
+	local commands="mkfs stats fsck simhash near attrs urlseen version help"
+	if [ "$cword" -eq 1 ]; then
+		COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
+		return
+	fi
+	local cmd=${words[1]} opts=""
+	case $cmd in
+	mkfs) opts="--expected-pages --fpr --fmax --max-leaf-kib --filter-lines --near-distance --help" ;;
+	stats) opts="--json -h --human-readable --help" ;;
+	fsck) opts="--deep --repair --help" ;;
+	urlseen) opts="--filter --fpr --check --help" ;;
+	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
+	*) opts="--help" ;;
+	esac
+	case $prev in
+	--expected-pages|--fpr|--fmax|--max-leaf-kib|--near-distance) return ;;
+	--filter-lines) COMPREPLY=($(compgen -W "1 2" -- "$cur")); return ;;
+	--filter) _filedir; return ;;
+	esac
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+		return
+	fi
+	case $cmd in
+	mkfs|stats|fsck) _filedir -d ;;
+	*) _filedir ;;
+	esac
+}
+complete -F _pagededup pagededup
+
+_pagededupfs()
+{
+	local cur prev words cword
+	_init_completion || return
+	if [ "$prev" = -o ]; then
+		local o="nodedup sync_blobs sync_ms= mapsize_mb= sign_queue= no_sign_thread entry_timeout= attr_timeout= negative_timeout= no_uring uring_threads= allow_other auto_unmount"
+		compopt -o nospace
+		COMPREPLY=($(compgen -W "$o" -- "${cur##*,}"))
+		[ "${cur%,*}" != "$cur" ] && COMPREPLY=("${COMPREPLY[@]/#/${cur%,*},}")
+		return
+	fi
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W "-f -d -o --help --version" -- "$cur"))
+		return
+	fi
+	_filedir -d
+}
+complete -F _pagededupfs pagededupfs

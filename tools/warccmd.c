@@ -1,0 +1,1687 @@
+/* warccmd.c - `pagededup export` and `pagededup import`: the archive as
+ * WARC files (ISO 28500, WARC/1.1; what is written is described in
+ * core/warc/warc.h), and WARC crawls made elsewhere brought into it.
+ *
+ *   pagededup export SRC [PATH...] -o OUT.warc.gz [--max-size BYTES] [--cdxj]
+ *   pagededup import WARC... -C DIR
+ *
+ * export: SRC is a mounted archive (or any directory), walked with
+ * ordinary calls: the pages' bytes, their user.xdg.origin.url (what
+ * `wget --xattr` writes) and user.warc.http (the HTTP response header kept
+ * by import) attributes, and user.dedup.refcount, which says whether a
+ * page has copies at all. Or SRC is a store directory (it holds meta/ and
+ * objects/): the store is opened read-only (also while it is mounted) and
+ * read through the core read path, without a mount. Paths are walked in
+ * byte order of their names, so the export is the same each time and the
+ * "first" copy of some bytes is the first path in that order. The second
+ * and later copies are revisit records (identical-payload-digest) naming
+ * the first: a table keyed by the payload's SHA-1 holds, for each page
+ * that has copies (refcount > 1, or every page where the refcount is not
+ * known), the first record's ID, URI and date: about 100 bytes and the
+ * URI per such page.
+ *
+ * A page without user.xdg.origin.url gets a URI made from its path: when
+ * the path's first name looks like a host (has a dot, or is localhost,
+ * optionally with :port), as wget's mirror layout does, http://PATH;
+ * otherwise file:///PATH. Bytes outside printable ASCII, space, '"', '<',
+ * '>', '\', '^', '`', '{', '|', '}' are percent-encoded.
+ *
+ * import: each WARC (gzip or plain, "-" for standard input) is read as a
+ * stream; response records with a 2xx status, resource records and
+ * revisits that resolve become files under DIR in wget's mirror layout
+ * (import_path below), written with ordinary calls so that the mount
+ * deduplicates them as any crawler's writes. Each file gets
+ * user.xdg.origin.url, and for a response its HTTP status line and header
+ * as received in user.warc.http (at most 64 KiB, the attribute limit);
+ * its mtime is the WARC-Date. A file is written under a temporary name and
+ * renamed in place once its record has been read whole and checked, so a
+ * damaged record leaves nothing behind. A response in chunked transfer
+ * coding (as Heritrix and warcprox keep it) is undone into the page, and
+ * the Transfer-Encoding line left out of the kept header; a
+ * Content-Encoding (gzip, br) is kept as sent, with its header line. Records of other types (warcinfo,
+ * request, metadata, conversion, continuation) and responses of other
+ * statuses (redirects, errors) are skipped and counted.
+ */
+#include "warccmd.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "archive/archive.h"
+#include "archive/ns.h"
+#include "archive/xattr.h"
+#include "base/fdio.h"
+#include "blob/blob.h"
+#include "store/store.h"
+#include "warc/warc.h"
+
+#define XATTR_URL "user.xdg.origin.url"
+#define XATTR_HTTP "user.warc.http"
+#define XATTR_MD5 "user.dedup.md5"
+#define XATTR_REFCOUNT "user.dedup.refcount"
+#define HTTP_HEAD_MAX (64 * 1024)
+#define IO_CHUNK (256 * 1024)
+#define URI_MAX 8192
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ===================================================================== */
+/* Export                                                                */
+/* ===================================================================== */
+
+/* The first record of each payload that may have copies. */
+struct first_copy {
+	uint8_t sha1[20];
+	bool used;
+	char id[WARC_ID_MAX];
+	char date[WARC_DATE_MAX];
+	char *uri;
+};
+
+struct exporter {
+	struct warc_writer *w;
+	struct first_copy *tab;
+	size_t tab_cap, tab_n;
+	uint8_t *buf;
+	uint64_t pages, responses, resources, revisits, skipped, errors;
+	uint64_t bytes_in;
+	/* The directory the export is written to and the files' base name:
+	 * an export written inside the tree it walks leaves itself out. */
+	dev_t out_dev;
+	ino_t out_ino;
+	const char *out_base;
+};
+
+static bool is_own_output(const struct exporter *e, const struct stat *dir, const char *name)
+{
+	if (!e->out_base || dir->st_dev != e->out_dev || dir->st_ino != e->out_ino)
+		return false;
+	size_t n = strlen(e->out_base);
+	return !strncmp(name, e->out_base, n) && (name[n] == '-' || name[n] == '.');
+}
+
+/* One page as a source gives it. */
+struct page {
+	const char *path;   /* from the root of SRC, without a leading '/' */
+	int fd;             /* -1: an empty page */
+	uint64_t size;
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+	char url[URI_MAX];  /* "" if unknown */
+	char *http;         /* the HTTP header, or NULL */
+	size_t http_len;
+	int refcount;       /* -1: unknown */
+};
+
+static struct first_copy *first_find(struct exporter *e, const uint8_t sha1[20], bool insert)
+{
+	if (insert && (e->tab_n + 1) * 4 > e->tab_cap * 3) {
+		size_t cap = e->tab_cap ? e->tab_cap * 2 : 1024;
+		struct first_copy *t = calloc(cap, sizeof *t);
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < e->tab_cap; i++) {
+			if (!e->tab[i].used)
+				continue;
+			size_t j = (size_t)get_le64(e->tab[i].sha1) & (cap - 1);
+			while (t[j].used)
+				j = (j + 1) & (cap - 1);
+			t[j] = e->tab[i];
+		}
+		free(e->tab);
+		e->tab = t;
+		e->tab_cap = cap;
+	}
+	if (!e->tab_cap)
+		return NULL;
+	size_t j = (size_t)get_le64(sha1) & (e->tab_cap - 1);
+	while (e->tab[j].used) {
+		if (!memcmp(e->tab[j].sha1, sha1, 20))
+			return &e->tab[j];
+		j = (j + 1) & (e->tab_cap - 1);
+	}
+	if (!insert)
+		return NULL;
+	e->tab[j].used = true;
+	memcpy(e->tab[j].sha1, sha1, 20);
+	e->tab_n++;
+	return &e->tab[j];
+}
+
+static bool looks_like_host(const char *s, size_t n)
+{
+	if (n == 9 && !memcmp(s, "localhost", 9))
+		return true;
+	if (n > 10 && !memcmp(s, "localhost:", 10))
+		return true;
+	bool dot = false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '.')
+			dot = true;
+		else if (!(c == '-' || c == ':' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+			   (c >= 'A' && c <= 'Z')))
+			return false;
+	}
+	return dot && s[0] != '.';
+}
+
+/* The URI of a page that has none recorded (the rule in the top comment). */
+static void uri_from_path(const char *path, char *out, size_t size)
+{
+	size_t first = strcspn(path, "/");
+	size_t n = (size_t)snprintf(out, size, "%s", looks_like_host(path, first) ? "http://" : "file:///");
+	for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < size; p++) {
+		if (*p <= 0x20 || *p >= 0x7f || strchr("\"<>\\^`{|}", *p))
+			n += (size_t)snprintf(out + n, size - n, "%%%02X", *p);
+		else
+			out[n++] = (char)*p;
+	}
+	out[n] = 0;
+}
+
+static const char *mime_of_path(const char *path)
+{
+	static const char *const map[][2] = {
+		{ ".html", "text/html" }, { ".htm", "text/html" }, { ".css", "text/css" },
+		{ ".js", "application/javascript" }, { ".json", "application/json" },
+		{ ".xml", "application/xml" }, { ".txt", "text/plain" }, { ".png", "image/png" },
+		{ ".jpg", "image/jpeg" }, { ".jpeg", "image/jpeg" }, { ".gif", "image/gif" },
+		{ ".svg", "image/svg+xml" }, { ".pdf", "application/pdf" }, { ".ico", "image/x-icon" },
+	};
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t blen = strcspn(base, "?");
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+		size_t l = strlen(map[i][0]);
+		if (blen >= l && !strncasecmp(base + blen - l, map[i][0], l))
+			return map[i][1];
+	}
+	return "application/octet-stream";
+}
+
+/* The status code and media type of an HTTP header ("200", "text/html"). */
+static void http_info(const char *h, size_t len, char status[8], char mime[128])
+{
+	snprintf(status, 8, "-");
+	mime[0] = 0;
+	const char *sp = memchr(h, ' ', len);
+	if (sp && sp + 4 <= h + len) {
+		memcpy(status, sp + 1, 3);
+		status[3] = 0;
+	}
+	const char *p = h;
+	while (p < h + len) {
+		const char *eol = memchr(p, '\n', (size_t)(h + len - p));
+		if (!eol)
+			break;
+		if ((size_t)(eol - p) > 13 && !strncasecmp(p, "content-type:", 13)) {
+			const char *v = p + 13;
+			while (*v == ' ' || *v == '\t')
+				v++;
+			size_t l = strcspn(v, ";\r\n");
+			while (l && (v[l - 1] == ' '))
+				l--;
+			if (l >= 128)
+				l = 127;
+			memcpy(mime, v, l);
+			mime[l] = 0;
+			for (char *c = mime; *c; c++)
+				if (*c >= 'A' && *c <= 'Z')
+					*c = (char)(*c - 'A' + 'a');
+		}
+		p = eol + 1;
+	}
+}
+
+/* An HTTP header as kept by import: a status line, header lines, CRLF CRLF. */
+static bool http_head_valid(const char *h, size_t len)
+{
+	return len >= 16 && !memcmp(h, "HTTP/", 5) && !memcmp(h + len - 4, "\r\n\r\n", 4);
+}
+
+static int hash_page(struct exporter *e, struct page *pg, uint8_t sha1[20], char payload[WARC_DIGEST_MAX],
+		     char block[WARC_DIGEST_MAX])
+{
+	struct warc_sha1 sp, sb;
+	int rc = warc_sha1_init(&sp);
+	if (rc)
+		return rc;
+	if ((rc = warc_sha1_init(&sb))) {
+		warc_sha1_free(&sp);
+		return rc;
+	}
+	if (pg->http)
+		warc_sha1_update(&sb, pg->http, pg->http_len);
+	uint64_t off = 0;
+	while (off < pg->size) {
+		ssize_t n = fd_pread_full(pg->fd, e->buf, IO_CHUNK, off);
+		if (n <= 0) {
+			rc = n < 0 ? (int)n : -EIO; /* shorter than its size: changed under us */
+			break;
+		}
+		warc_sha1_update(&sp, e->buf, (size_t)n);
+		warc_sha1_update(&sb, e->buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	warc_sha1_final(&sp, payload);
+	warc_sha1_final(&sb, block);
+	warc_sha1_free(&sp);
+	warc_sha1_free(&sb);
+	if (!rc)
+		rc = warc_sha1_parse(payload, sha1);
+	return rc;
+}
+
+static int export_page(struct exporter *e, struct page *pg)
+{
+	char uri[URI_MAX], payload[WARC_DIGEST_MAX], block[WARC_DIGEST_MAX], status[8], mime[128];
+	uint8_t sha1[20];
+	if (pg->url[0])
+		snprintf(uri, sizeof uri, "%s", pg->url);
+	else
+		uri_from_path(pg->path, uri, sizeof uri);
+	if (pg->http && !http_head_valid(pg->http, pg->http_len))
+		pg->http = NULL;
+	if (pg->http)
+		http_info(pg->http, pg->http_len, status, mime);
+	else {
+		snprintf(status, sizeof status, "-");
+		snprintf(mime, sizeof mime, "%s", mime_of_path(pg->path));
+	}
+	if (!mime[0])
+		snprintf(mime, sizeof mime, "%s", mime_of_path(pg->path));
+	int rc = hash_page(e, pg, sha1, payload, block);
+	if (rc)
+		return rc;
+	struct warc_rec r = {
+		.target_uri = uri, .date_sec = pg->mtime_sec, .date_nsec = pg->mtime_nsec,
+		.payload_digest = payload, .mime = mime, .status = status,
+	};
+	struct first_copy *fc = first_find(e, sha1, false);
+	if (fc) {
+		/* A later copy: the HTTP header (if any) and no payload. */
+		struct warc_sha1 s;
+		char hd[WARC_DIGEST_MAX];
+		if ((rc = warc_sha1_init(&s)))
+			return rc;
+		if (pg->http)
+			warc_sha1_update(&s, pg->http, pg->http_len);
+		warc_sha1_final(&s, hd);
+		warc_sha1_free(&s);
+		r.type = "revisit";
+		r.content_type = pg->http ? WARC_HTTP_RESPONSE_TYPE : NULL;
+		r.block_len = pg->http ? pg->http_len : 0;
+		r.block_digest = hd;
+		r.refers_to = fc->id;
+		r.refers_to_uri = fc->uri;
+		r.refers_to_date = fc->date;
+		if ((rc = warc_begin(e->w, &r)) || (pg->http && (rc = warc_write(e->w, pg->http, pg->http_len))) ||
+		    (rc = warc_end(e->w)))
+			return rc;
+		e->revisits++;
+		e->pages++;
+		return 0;
+	}
+	r.type = pg->http ? "response" : "resource";
+	r.content_type = pg->http ? WARC_HTTP_RESPONSE_TYPE : mime;
+	r.block_len = (pg->http ? pg->http_len : 0) + pg->size;
+	r.block_digest = block;
+	if ((rc = warc_begin(e->w, &r)))
+		return rc;
+	if (pg->http && (rc = warc_write(e->w, pg->http, pg->http_len)))
+		return rc;
+	uint64_t off = 0;
+	while (off < pg->size) {
+		size_t want = pg->size - off < IO_CHUNK ? (size_t)(pg->size - off) : IO_CHUNK;
+		ssize_t n = fd_pread_full(pg->fd, e->buf, want, off);
+		if (n <= 0)
+			return n < 0 ? (int)n : -EIO;
+		if ((rc = warc_write(e->w, e->buf, (size_t)n)))
+			return rc;
+		off += (uint64_t)n;
+	}
+	if ((rc = warc_end(e->w)))
+		return rc;
+	e->bytes_in += pg->size;
+	e->pages++;
+	if (pg->http)
+		e->responses++;
+	else
+		e->resources++;
+	if (pg->refcount != 1) { /* it may have copies: remember it */
+		fc = first_find(e, sha1, true);
+		if (!fc || !(fc->uri = strdup(uri)))
+			return -ENOMEM;
+		memcpy(fc->id, r.id, sizeof fc->id);
+		memcpy(fc->date, r.date, sizeof fc->date);
+	}
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --- source: a directory tree (a mount) ------------------------------ */
+
+static ssize_t get_xattr_str(const char *path, const char *name, char *buf, size_t size)
+{
+	ssize_t n = lgetxattr(path, name, buf, size - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return n;
+}
+
+static int export_file(struct exporter *e, const char *full, const char *rel)
+{
+	struct page pg = { .path = rel, .fd = -1, .refcount = -1 };
+	int fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	struct stat sb;
+	if (fstat(fd, &sb)) {
+		close(fd);
+		return -errno;
+	}
+	pg.fd = fd;
+	pg.size = (uint64_t)sb.st_size;
+	pg.mtime_sec = sb.st_mtim.tv_sec;
+	pg.mtime_nsec = (uint32_t)sb.st_mtim.tv_nsec;
+	if (get_xattr_str(full, XATTR_URL, pg.url, sizeof pg.url) < 0)
+		pg.url[0] = 0;
+	char rc_s[32];
+	if (get_xattr_str(full, XATTR_REFCOUNT, rc_s, sizeof rc_s) > 0)
+		pg.refcount = atoi(rc_s);
+	char *http = malloc(HTTP_HEAD_MAX + 1);
+	ssize_t hl = http ? lgetxattr(full, XATTR_HTTP, http, HTTP_HEAD_MAX) : -1;
+	if (hl > 0) {
+		pg.http = http;
+		pg.http_len = (size_t)hl;
+	}
+	int rc = export_page(e, &pg);
+	free(http);
+	close(fd);
+	return rc;
+}
+
+static int export_tree(struct exporter *e, const char *full, const char *rel)
+{
+	struct stat sb;
+	if (lstat(full, &sb))
+		return -errno;
+	if (S_ISREG(sb.st_mode)) {
+		int rc = export_file(e, full, rel);
+		if (rc == -ENOMEM || rc == -ENOSPC || rc == -EDQUOT)
+			return rc; /* the output cannot go on */
+		if (rc) {
+			fprintf(stderr, "pagededup export: %s: %s (page left out)\n", full, strerror(-rc));
+			e->errors++;
+		}
+		return 0;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		e->skipped++;
+		return 0;
+	}
+	DIR *d = opendir(full);
+	if (!d) {
+		fprintf(stderr, "pagededup export: %s: %s (left out)\n", full, strerror(errno));
+		e->errors++;
+		return 0;
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	int rc = 0;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (is_own_output(e, &sb, de->d_name))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			char **t = realloc(names, cap * sizeof *t);
+			if (!t) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = t;
+		}
+		if (!(names[n] = strdup(de->d_name))) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	qsort(names, n, sizeof *names, name_cmp);
+	for (size_t i = 0; i < n && !rc; i++) {
+		size_t fl = strlen(full) + strlen(names[i]) + 2, rl = strlen(rel) + strlen(names[i]) + 2;
+		char *f = malloc(fl), *r = malloc(rl);
+		if (!f || !r)
+			rc = -ENOMEM;
+		else {
+			snprintf(f, fl, "%s/%s", full, names[i]);
+			snprintf(r, rl, "%s%s%s", rel, *rel ? "/" : "", names[i]);
+			rc = export_tree(e, f, r);
+		}
+		free(f);
+		free(r);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+/* --- source: a store (the core read path, no mount) ------------------- */
+
+struct child {
+	char *name;
+	uint64_t ino;
+	uint32_t type;
+};
+struct children {
+	struct child *v;
+	size_t n, cap;
+	int rc;
+};
+
+static int collect_child(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t type, uint64_t next_off,
+			 const struct inode *attr)
+{
+	(void)next_off;
+	(void)attr;
+	struct children *c = ctx;
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct child *t = realloc(c->v, cap * sizeof *t);
+		if (!t) {
+			c->rc = -ENOMEM;
+			return 1;
+		}
+		c->v = t;
+		c->cap = cap;
+	}
+	if (!(c->v[c->n].name = strndup(name, len))) {
+		c->rc = -ENOMEM;
+		return 1;
+	}
+	c->v[c->n].ino = ino;
+	c->v[c->n].type = type;
+	c->n++;
+	return 0;
+}
+
+static int child_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct child *)a)->name, ((const struct child *)b)->name);
+}
+
+static int store_page(struct exporter *e, struct store *st, uint64_t ino, const char *rel)
+{
+	struct inode in;
+	int rc = ns_getattr(st, ino, &in);
+	if (rc)
+		return rc;
+	struct page pg = { .path = rel, .fd = -1, .refcount = -1 };
+	pg.size = in.size;
+	pg.mtime_sec = in.mtime.sec;
+	pg.mtime_nsec = in.mtime.nsec;
+	if (in.flags & INODE_HAS_BLOB) {
+		MDB_txn *txn;
+		struct fprec fr;
+		if (!(rc = store_read_begin(st, &txn))) {
+			if (!blob_get(txn, st, &in.blob, &fr))
+				pg.refcount = (int)(fr.refcount > 1000000 ? 1000000 : fr.refcount);
+			store_read_end(st, txn);
+		}
+		pg.fd = blob_open(st, &in.blob);
+		if (pg.fd < 0)
+			return pg.fd;
+	} else if (in.size) {
+		return -EIO;
+	}
+	size_t len = 0;
+	if (!xattr_get(st, ino, XATTR_URL, pg.url, sizeof pg.url - 1, &len))
+		pg.url[len] = 0;
+	else
+		pg.url[0] = 0;
+	char *http = malloc(HTTP_HEAD_MAX);
+	if (http && !xattr_get(st, ino, XATTR_HTTP, http, HTTP_HEAD_MAX, &len) && len) {
+		pg.http = http;
+		pg.http_len = len;
+	}
+	rc = export_page(e, &pg);
+	free(http);
+	if (pg.fd >= 0)
+		close(pg.fd);
+	return rc;
+}
+
+static int store_tree(struct exporter *e, struct store *st, uint64_t dir, const char *rel)
+{
+	struct children c = { 0 };
+	int rc = ns_readdir(st, dir, 0, false, collect_child, &c);
+	if (!rc)
+		rc = c.rc;
+	if (!rc)
+		qsort(c.v, c.n, sizeof *c.v, child_cmp);
+	for (size_t i = 0; i < c.n && !rc; i++) {
+		size_t rl = strlen(rel) + strlen(c.v[i].name) + 2;
+		char *r = malloc(rl);
+		if (!r) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(r, rl, "%s%s%s", rel, *rel ? "/" : "", c.v[i].name);
+		if (S_ISDIR(c.v[i].type))
+			rc = store_tree(e, st, c.v[i].ino, r);
+		else if (S_ISREG(c.v[i].type)) {
+			int prc = store_page(e, st, c.v[i].ino, r);
+			if (prc == -ENOMEM || prc == -ENOSPC || prc == -EDQUOT)
+				rc = prc;
+			else if (prc) {
+				fprintf(stderr, "pagededup export: /%s: %s (page left out)\n", r, strerror(-prc));
+				e->errors++;
+			}
+		} else
+			e->skipped++;
+		free(r);
+	}
+	for (size_t i = 0; i < c.n; i++)
+		free(c.v[i].name);
+	free(c.v);
+	return rc;
+}
+
+/* The inode of PATH (relative to the root) in the store. */
+static int store_resolve(struct store *st, const char *path, uint64_t *ino, uint32_t *mode)
+{
+	uint64_t cur = PD_ROOT_INO;
+	uint32_t m = S_IFDIR;
+	char *dup = strdup(path), *save = NULL;
+	if (!dup)
+		return -ENOMEM;
+	int rc = 0;
+	for (char *n = strtok_r(dup, "/", &save); n && !rc; n = strtok_r(NULL, "/", &save)) {
+		struct inode in;
+		if (!strcmp(n, "."))
+			continue;
+		if ((rc = ns_lookup(st, cur, n, &in)))
+			break;
+		cur = in.ino;
+		m = in.mode;
+	}
+	free(dup);
+	*ino = cur;
+	*mode = m;
+	return rc;
+}
+
+static bool is_store_dir(const char *dir)
+{
+	char p[4096];
+	struct stat sb;
+	snprintf(p, sizeof p, "%s/meta/data.mdb", dir);
+	if (stat(p, &sb))
+		return false;
+	snprintf(p, sizeof p, "%s/objects", dir);
+	return !stat(p, &sb) && S_ISDIR(sb.st_mode);
+}
+
+static void export_usage(FILE *f)
+{
+	fputs("usage: pagededup export SRC [PATH...] -o OUT.warc.gz [--max-size BYTES] [--cdxj]\n"
+	      "                        [--level 1-9] [--no-gzip]\n"
+	      "  Write the pages under SRC (a mounted archive, any directory, or a store\n"
+	      "  directory, read without a mount), or only those under each PATH (relative\n"
+	      "  to SRC), as WARC/1.1 files OUT-00000.warc.gz, OUT-00001.warc.gz ... (one\n"
+	      "  gzip member per record, a new file past --max-size, default 1 GB, a\n"
+	      "  warcinfo record first in each). A page with a recorded HTTP header is a\n"
+	      "  response record, others resource records; the second and later copies of\n"
+	      "  the same bytes are revisit records naming the first. WARC-Target-URI is\n"
+	      "  user.xdg.origin.url, else a URI made from the path; WARC-Date the mtime.\n"
+	      "  --cdxj also writes OUT.cdxj, the sorted CDXJ index of the records.\n",
+	      f);
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(s, &end);
+	double mul = 1;
+	if (*end == 'k' || *end == 'K')
+		mul = 1e3, end++;
+	else if (*end == 'M')
+		mul = 1e6, end++;
+	else if (*end == 'G')
+		mul = 1e9, end++;
+	if (errno || *end || d * mul < 1 || d * mul > 1e18)
+		return -1;
+	*out = (uint64_t)(d * mul);
+	return 0;
+}
+
+/* Strip .warc.gz / .warc / .gz from OUT: the prefix of the file names. */
+static char *out_prefix(const char *out, bool *gzip)
+{
+	char *p = strdup(out);
+	if (!p)
+		return NULL;
+	size_t n = strlen(p);
+	if (n > 8 && !strcmp(p + n - 8, ".warc.gz"))
+		p[n - 8] = 0;
+	else if (n > 5 && !strcmp(p + n - 5, ".warc")) {
+		p[n - 5] = 0;
+		*gzip = false;
+	}
+	return p;
+}
+
+static int sort_cdxj(const char *unsorted, const char *sorted)
+{
+	char cmd[8400];
+	snprintf(cmd, sizeof cmd, "LC_ALL=C sort -o '%s' '%s'", sorted, unsorted);
+	for (const char *c = sorted; *c; c++)
+		if (*c == '\'')
+			return -EINVAL;
+	for (const char *c = unsorted; *c; c++)
+		if (*c == '\'')
+			return -EINVAL;
+	int st = system(cmd);
+	return st == 0 ? 0 : -EIO;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	static const struct option opts[] = { { "output", required_argument, 0, 'o' },
+					      { "max-size", required_argument, 0, 'm' },
+					      { "cdxj", no_argument, 0, 'c' },
+					      { "level", required_argument, 0, 'l' },
+					      { "no-gzip", no_argument, 0, 'z' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *out = NULL;
+	uint64_t max_bytes = WARC_DEFAULT_MAX_BYTES;
+	bool cdxj = false, gzip = true;
+	int level = 6, c;
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'm':
+			if (parse_size(optarg, &max_bytes)) {
+				fprintf(stderr, "pagededup export: --max-size wants a size in bytes (1e9, 500M, 2G)\n");
+				return 1;
+			}
+			break;
+		case 'c': cdxj = true; break;
+		case 'l':
+			level = atoi(optarg);
+			if (level < 1 || level > 9) {
+				fprintf(stderr, "pagededup export: --level is 1 to 9\n");
+				return 1;
+			}
+			break;
+		case 'z': gzip = false; break;
+		case 'h': export_usage(stdout); return 0;
+		default: export_usage(stderr); return 1;
+		}
+	}
+	if (!out || optind >= argc) {
+		fprintf(stderr, "pagededup export: %s\n", out ? "SRC is missing" : "-o OUT.warc.gz is missing");
+		export_usage(stderr);
+		return 1;
+	}
+	const char *src = argv[optind];
+	char **paths = argv + optind + 1;
+	int npaths = argc - optind - 1;
+	char *prefix = out_prefix(out, &gzip);
+	char *cdxj_tmp = NULL, *cdxj_path = NULL;
+	FILE *cf = NULL;
+	int rc = 0;
+	if (!prefix)
+		return 1;
+	if (cdxj) {
+		size_t l = strlen(prefix) + 32;
+		cdxj_tmp = malloc(l);
+		cdxj_path = malloc(l);
+		if (!cdxj_tmp || !cdxj_path)
+			rc = -ENOMEM;
+		else {
+			snprintf(cdxj_path, l, "%s.cdxj", prefix);
+			snprintf(cdxj_tmp, l, "%s.cdxj.unsorted", prefix);
+			if (!(cf = fopen(cdxj_tmp, "w"))) {
+				fprintf(stderr, "pagededup export: %s: %s\n", cdxj_tmp, strerror(errno));
+				rc = -errno;
+			}
+		}
+	}
+	struct store *st = NULL;
+	bool from_store = is_store_dir(src);
+	char err[PD_ERRLEN] = "";
+	if (!rc && from_store) {
+		struct store_opts so = { .readonly = true };
+		if ((rc = archive_open(src, &so, &st, err)))
+			fprintf(stderr, "pagededup export: %s\n", err);
+	} else if (!rc) {
+		struct stat sb;
+		if (stat(src, &sb) || !S_ISDIR(sb.st_mode)) {
+			fprintf(stderr, "pagededup export: %s: not a directory, a mounted archive or a store\n", src);
+			rc = -ENOTDIR;
+		}
+	}
+	struct exporter e = { 0 };
+	{
+		char *slash = strrchr(prefix, '/');
+		struct stat ob;
+		e.out_base = slash ? slash + 1 : prefix;
+		if (slash)
+			*slash = 0;
+		if (!stat(slash ? (*prefix ? prefix : "/") : ".", &ob)) {
+			e.out_dev = ob.st_dev;
+			e.out_ino = ob.st_ino;
+		} else
+			e.out_base = NULL;
+		if (slash)
+			*slash = '/';
+	}
+	char info[256];
+	snprintf(info, sizeof info, "description: pages of %s\r\n", src);
+	struct warc_writer_opts wo = { .prefix = prefix, .gzip = gzip, .level = level, .max_bytes = max_bytes,
+				       .software = "pagededup export", .info = info, .cdxj = cf };
+	double t0 = now_s();
+	if (!rc && !(e.buf = malloc(IO_CHUNK)))
+		rc = -ENOMEM;
+	if (!rc && (rc = warc_writer_open(&wo, &e.w, err)))
+		fprintf(stderr, "pagededup export: %s\n", err);
+	for (int i = 0; !rc && i < (npaths ? npaths : 1); i++) {
+		const char *rel = npaths ? paths[i] : "";
+		while (*rel == '/')
+			rel++;
+		if (st) {
+			uint64_t ino;
+			uint32_t mode;
+			if ((rc = store_resolve(st, rel, &ino, &mode))) {
+				fprintf(stderr, "pagededup export: %s: no such path in the store\n", rel);
+				break;
+			}
+			if (S_ISDIR(mode))
+				rc = store_tree(&e, st, ino, rel);
+			else if (S_ISREG(mode)) {
+				rc = store_page(&e, st, ino, rel);
+			}
+		} else {
+			size_t l = strlen(src) + strlen(rel) + 2;
+			char *full = malloc(l);
+			if (!full) {
+				rc = -ENOMEM;
+				break;
+			}
+			snprintf(full, l, "%s%s%s", src, *rel ? "/" : "", rel);
+			rc = export_tree(&e, full, rel);
+			if (rc)
+				fprintf(stderr, "pagededup export: %s: %s\n", full, strerror(-rc));
+			free(full);
+		}
+	}
+	unsigned files = e.w ? warc_writer_files(e.w) : 0;
+	uint64_t out_bytes = e.w ? warc_writer_bytes(e.w) : 0;
+	int crc = warc_writer_close(e.w);
+	if (!rc && crc) {
+		fprintf(stderr, "pagededup export: finishing the last file: %s\n", strerror(-crc));
+		rc = crc;
+	}
+	if (cf && fclose(cf) && !rc)
+		rc = -EIO;
+	if (!rc && cdxj && (rc = sort_cdxj(cdxj_tmp, cdxj_path)))
+		fprintf(stderr, "pagededup export: sorting the CDXJ index failed\n");
+	if (cdxj_tmp)
+		unlink(cdxj_tmp);
+	double dt = now_s() - t0;
+	if (!rc)
+		fprintf(stderr,
+			"pagededup export: %llu pages (%llu response, %llu resource, %llu revisit) in %u file%s, "
+			"%.1f MB of pages, %.1f MB written, %.2f s\n",
+			(unsigned long long)e.pages, (unsigned long long)e.responses, (unsigned long long)e.resources,
+			(unsigned long long)e.revisits, files, files == 1 ? "" : "s", (double)e.bytes_in / 1e6,
+			(double)out_bytes / 1e6, dt);
+	if (e.errors)
+		fprintf(stderr, "pagededup export: %llu page%s could not be read (above) and are not in the export\n",
+			(unsigned long long)e.errors, e.errors == 1 ? "" : "s");
+	for (size_t i = 0; i < e.tab_cap; i++)
+		free(e.tab[i].uri);
+	free(e.tab);
+	free(e.buf);
+	if (st)
+		store_close(st);
+	free(prefix);
+	free(cdxj_tmp);
+	free(cdxj_path);
+	return rc ? 1 : (e.errors ? 2 : 0);
+}
+
+/* ===================================================================== */
+/* Import                                                                */
+/* ===================================================================== */
+
+/* Where each imported record went, to resolve revisits: by record ID,
+ * by target URI, by payload digest. */
+struct seen {
+	char *key;
+	char *path;
+};
+
+struct importer {
+	const char *dir;
+	int dirfd;
+	const char *src;      /* the WARC being read, for reports */
+	uint8_t *buf;
+	unsigned tmp_seq;
+	char last_dir[8192];  /* the directory the last page went to */
+	struct seen *tab;
+	size_t tab_cap, tab_n;
+	uint64_t records, pages, revisits, skipped_type, skipped_status, unresolved, malformed, renamed, same;
+	uint64_t bytes;
+};
+
+static uint64_t key_hash(const char *k)
+{
+	return XXH3_64bits(k, strlen(k));
+}
+
+static const char *seen_get(struct importer *im, const char *key)
+{
+	if (!im->tab_cap || !key)
+		return NULL;
+	size_t j = (size_t)key_hash(key) & (im->tab_cap - 1);
+	while (im->tab[j].key) {
+		if (!strcmp(im->tab[j].key, key))
+			return im->tab[j].path;
+		j = (j + 1) & (im->tab_cap - 1);
+	}
+	return NULL;
+}
+
+static int seen_put(struct importer *im, const char *key, const char *path)
+{
+	if (!key || !*key)
+		return 0;
+	if ((im->tab_n + 1) * 4 > im->tab_cap * 3) {
+		size_t cap = im->tab_cap ? im->tab_cap * 2 : 1024;
+		struct seen *t = calloc(cap, sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		for (size_t i = 0; i < im->tab_cap; i++) {
+			if (!im->tab[i].key)
+				continue;
+			size_t j = (size_t)key_hash(im->tab[i].key) & (cap - 1);
+			while (t[j].key)
+				j = (j + 1) & (cap - 1);
+			t[j] = im->tab[i];
+		}
+		free(im->tab);
+		im->tab = t;
+		im->tab_cap = cap;
+	}
+	size_t j = (size_t)key_hash(key) & (im->tab_cap - 1);
+	while (im->tab[j].key) {
+		if (!strcmp(im->tab[j].key, key)) {
+			char *p = strdup(path);
+			if (!p)
+				return -ENOMEM;
+			free(im->tab[j].path); /* the latest capture of a URI wins */
+			im->tab[j].path = p;
+			return 0;
+		}
+		j = (j + 1) & (im->tab_cap - 1);
+	}
+	im->tab[j].key = strdup(key);
+	im->tab[j].path = strdup(path);
+	if (!im->tab[j].key || !im->tab[j].path)
+		return -ENOMEM;
+	im->tab_n++;
+	return 0;
+}
+
+static void import_report(void *ctx, uint64_t offset, const char *what)
+{
+	struct importer *im = ctx;
+	fprintf(stderr, "pagededup import: %s: offset %llu: %s\n", im->src, (unsigned long long)offset, what);
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Append one path segment (raw bytes s[0..n)) made safe: %XX decoded
+ * except where the byte is '/', NUL or a control character (kept as
+ * %XX); "." and ".." dropped; a segment longer than 240 bytes cut to 200
+ * and given "~" and 16 hex digits of its XXH3, so that two long names
+ * stay apart. Returns the new length, or -ENAMETOOLONG. */
+static int put_segment(char *out, size_t size, size_t n, const char *s, size_t len, bool query)
+{
+	char seg[4096];
+	size_t k = 0;
+	for (size_t i = 0; i < len && k + 4 < sizeof seg; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '%' && i + 2 < len + 0 && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+			int v = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+			if (v == '/' || v < 0x20 || v == 0x7f) {
+				memcpy(seg + k, s + i, 3);
+				k += 3;
+			} else
+				seg[k++] = (char)v;
+			i += 2;
+		} else if (c == '/' && query) {
+			memcpy(seg + k, "%2F", 3);
+			k += 3;
+		} else if (c < 0x20 || c == 0x7f) {
+			k += (size_t)snprintf(seg + k, sizeof seg - k, "%%%02X", c);
+		} else
+			seg[k++] = (char)c;
+	}
+	seg[k] = 0;
+	if (!query && (!strcmp(seg, ".") || !strcmp(seg, "..") || k == 0))
+		return (int)n;
+	if (k > 240) {
+		char tail[24];
+		snprintf(tail, sizeof tail, "~%016llx", (unsigned long long)XXH3_64bits(seg, k));
+		memcpy(seg + 200, tail, strlen(tail) + 1);
+		k = strlen(seg);
+	}
+	if (n + k + 2 >= size)
+		return -ENAMETOOLONG;
+	if (!query && n)
+		out[n++] = '/';
+	memcpy(out + n, seg, k + 1);
+	return (int)(n + k);
+}
+
+/* The mirror path of a URI, as wget lays out a mirror: HOST[:PORT]/PATH,
+ * the host lower-cased, "index.html" for an empty path or one ending in
+ * '/', the query kept after '?' in the last name with any '/' in it as
+ * %2F, the fragment dropped; "." and ".." never climb. http and https
+ * URIs, and file:///PATH (what export names a page outside a host
+ * directory) as PATH; -EINVAL for others. */
+static int import_path(const char *uri, char *out, size_t size)
+{
+	const char *p;
+	int n = 0;
+	if (!strncasecmp(uri, "http://", 7))
+		p = uri + 7;
+	else if (!strncasecmp(uri, "https://", 8))
+		p = uri + 8;
+	else if (!strncasecmp(uri, "file:///", 8)) {
+		/* what export names a page outside a host directory */
+		out[0] = 0;
+		p = uri + 7;
+		goto path;
+	} else
+		return -EINVAL;
+	size_t hl = strcspn(p, "/?#");
+	const char *at = memchr(p, '@', hl);
+	if (at) {
+		hl -= (size_t)(at + 1 - p);
+		p = at + 1;
+	}
+	if (!hl || hl > 255)
+		return -EINVAL;
+	char host[256];
+	for (size_t i = 0; i < hl; i++) {
+		char c = p[i];
+		if (c == '/' || c == '\\' || (unsigned char)c < 0x20)
+			return -EINVAL;
+		host[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+	}
+	host[hl] = 0;
+	/* default ports are not part of the name */
+	size_t hlen = hl;
+	if ((hlen > 3 && !strcmp(host + hlen - 3, ":80") && !strncasecmp(uri, "http:", 5)) ||
+	    (hlen > 4 && !strcmp(host + hlen - 4, ":443") && !strncasecmp(uri, "https:", 6)))
+		host[strcspn(host, ":")] = 0;
+	if (!strcmp(host, ".") || !strcmp(host, ".."))
+		return -EINVAL;
+	n = put_segment(out, size, 0, host, strlen(host), false);
+	if (n <= 0)
+		return -EINVAL;
+	p += hl;
+path:;
+	const char *path = p;
+	size_t plen = strcspn(path, "?#");
+	const char *q = path[plen] == '?' ? path + plen + 1 : NULL;
+	size_t qlen = q ? strcspn(q, "#") : 0;
+	bool dir = plen == 0 || path[plen - 1] == '/';
+	size_t i = 0;
+	while (i < plen) {
+		while (i < plen && path[i] == '/')
+			i++;
+		size_t j = i;
+		while (j < plen && path[j] != '/')
+			j++;
+		if (j > i && (n = put_segment(out, size, (size_t)n, path + i, j - i, false)) < 0)
+			return n;
+		i = j;
+	}
+	/* a path of only "." and ".." names the host's root */
+	if (dir || (p != uri + 7 && !strchr(out, '/')) || !out[0]) {
+		if ((n = put_segment(out, size, (size_t)n, "index.html", 10, false)) < 0)
+			return n;
+	}
+	if (q) {
+		if ((size_t)n + 2 >= size)
+			return -ENAMETOOLONG;
+		out[n++] = '?';
+		out[n] = 0;
+		if ((n = put_segment(out, size, (size_t)n, q, qlen, true)) < 0)
+			return n;
+	}
+	/* the last name must fit NAME_MAX too */
+	const char *last = strrchr(out, '/');
+	if (strlen(last ? last + 1 : out) > 255)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Make the directories of rel under DIR; a page in the way moves into the
+ * directory made in its place (file_to_index); -ENOTDIR for anything else
+ * in the way. */
+/* A page at NAME when NAME must become a directory (http://h/a, then
+ * http://h/a/b): the page moves to NAME/index.html, as a mirror of
+ * http://h/a/ would have it, its origin URL kept with it. */
+static int file_to_index(struct importer *im, const char *name)
+{
+	char moved[8300], dst[8300];
+	snprintf(moved, sizeof moved, "%s.pagededup-move.%d", name, (int)getpid());
+	snprintf(dst, sizeof dst, "%s/index.html", name);
+	if (renameat(im->dirfd, name, im->dirfd, moved))
+		return -errno;
+	if (mkdirat(im->dirfd, name, 0755) || renameat(im->dirfd, moved, im->dirfd, dst)) {
+		int e = -errno;
+		renameat(im->dirfd, moved, im->dirfd, name);
+		return e;
+	}
+	for (size_t i = 0; i < im->tab_cap; i++) /* revisits may name it */
+		if (im->tab[i].path && !strcmp(im->tab[i].path, name)) {
+			char *p = strdup(dst);
+			if (!p)
+				return -ENOMEM;
+			free(im->tab[i].path);
+			im->tab[i].path = p;
+		}
+	return 0;
+}
+
+static int make_dirs(struct importer *im, const char *rel)
+{
+	char tmp[8192];
+	/* Pages of one directory come together in a crawl: the directory of
+	 * the last page needs no look-up again (each is a round trip through
+	 * the mount). */
+	const char *slash = strrchr(rel, '/');
+	size_t dl = slash ? (size_t)(slash - rel) : 0;
+	if (dl && dl == strlen(im->last_dir) && !memcmp(rel, im->last_dir, dl))
+		return 0;
+	snprintf(tmp, sizeof tmp, "%s", rel);
+	for (char *s = strchr(tmp, '/'); s; s = strchr(s + 1, '/')) {
+		*s = 0;
+		if (mkdirat(im->dirfd, tmp, 0755) && errno != EEXIST)
+			return -errno;
+		struct stat sb;
+		if (fstatat(im->dirfd, tmp, &sb, AT_SYMLINK_NOFOLLOW))
+			return -errno;
+		if (S_ISREG(sb.st_mode)) {
+			int rc = file_to_index(im, tmp);
+			if (rc)
+				return rc;
+		} else if (!S_ISDIR(sb.st_mode))
+			return -ENOTDIR;
+		*s = '/';
+	}
+	if (dl < sizeof im->last_dir) {
+		memcpy(im->last_dir, rel, dl);
+		im->last_dir[dl] = 0;
+	}
+	return 0;
+}
+
+/* The name a new capture goes to: rel itself, rel/index.html if rel is a
+ * directory, or rel.1, rel.2 ... when the name is taken (a page already
+ * there is never overwritten). */
+static int final_name(struct importer *im, const char *rel, char *out, size_t size)
+{
+	struct stat sb;
+	snprintf(out, size, "%s", rel);
+	if (!fstatat(im->dirfd, out, &sb, AT_SYMLINK_NOFOLLOW) && S_ISDIR(sb.st_mode))
+		snprintf(out, size, "%s/index.html", rel);
+	char base[8192];
+	snprintf(base, sizeof base, "%s", out);
+	for (unsigned k = 1; !fstatat(im->dirfd, out, &sb, AT_SYMLINK_NOFOLLOW); k++) {
+		if ((size_t)snprintf(out, size, "%s.%u", base, k) >= size)
+			return -ENAMETOOLONG;
+		im->renamed += k == 1;
+	}
+	return errno == ENOENT ? 0 : -errno;
+}
+
+struct capture {
+	const char *uri;
+	const char *http;   /* HTTP header to keep, or NULL */
+	size_t http_len;
+	int64_t sec;
+	uint32_t nsec;
+	bool have_date;
+	bool chunked;       /* the payload is in HTTP/1.1 chunked framing */
+};
+
+/* HTTP/1.1 chunked transfer coding (RFC 9112 section 7.1), undone as the
+ * bytes stream by: the page is the data of the chunks. Chunk extensions
+ * and trailer fields are dropped. */
+enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LINE, CH_DONE };
+struct dechunk {
+	int state;
+	uint64_t left;
+	unsigned digits;
+};
+
+/* Feed n bytes; the data goes to fd. -EBADMSG on bad framing. */
+static int dechunk_feed(struct dechunk *d, const uint8_t *in, size_t n, int fd, uint64_t *total)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint8_t c = in[i];
+		switch (d->state) {
+		case CH_SIZE: {
+			int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+				: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+			if (v >= 0) {
+				if (++d->digits > 15)
+					return -EPROTO;
+				d->left = d->left * 16 + (uint64_t)v;
+			} else if (!d->digits) {
+				return -EPROTO;
+			} else if (c == ';' || c == ' ' || c == '\t') {
+				d->state = CH_EXT;
+			} else if (c == '\r') {
+				d->state = CH_SIZE_LF;
+			} else if (c == '\n') {
+				d->state = d->left ? CH_DATA : CH_TRAILER;
+			} else
+				return -EPROTO;
+			i++;
+			break;
+		}
+		case CH_EXT:
+			if (c == '\n')
+				d->state = d->left ? CH_DATA : CH_TRAILER;
+			i++;
+			break;
+		case CH_SIZE_LF:
+			if (c != '\n')
+				return -EPROTO;
+			d->state = d->left ? CH_DATA : CH_TRAILER;
+			i++;
+			break;
+		case CH_DATA: {
+			size_t k = n - i < d->left ? n - i : (size_t)d->left;
+			int rc = fd_write_all(fd, in + i, k);
+			if (rc)
+				return rc;
+			*total += k;
+			d->left -= k;
+			i += k;
+			if (!d->left)
+				d->state = CH_DATA_CR;
+			break;
+		}
+		case CH_DATA_CR:
+			if (c == '\n') {
+				d->state = CH_SIZE;
+				d->digits = 0;
+			} else if (c == '\r')
+				d->state = CH_DATA_LF;
+			else
+				return -EPROTO;
+			i++;
+			break;
+		case CH_DATA_LF:
+			if (c != '\n')
+				return -EPROTO;
+			d->state = CH_SIZE;
+			d->digits = 0;
+			i++;
+			break;
+		case CH_TRAILER: /* at the start of a trailer line */
+			if (c == '\n')
+				d->state = CH_DONE;
+			else if (c != '\r')
+				d->state = CH_TRAILER_LINE;
+			i++;
+			break;
+		case CH_TRAILER_LINE:
+			if (c == '\n')
+				d->state = CH_TRAILER;
+			i++;
+			break;
+		default: /* CH_DONE: bytes after the last chunk are not the page's */
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* The body ended: complete if the last chunk was seen. */
+static int dechunk_end(const struct dechunk *d)
+{
+	return d->state == CH_DONE || d->state == CH_TRAILER ? 0 : -EPROTO;
+}
+
+/* Write a file for one capture: bytes from the reader (r != NULL, `pre`
+ * already read from it) or from a file imported before (copy_from). The
+ * file is named only once complete. */
+static int write_capture(struct importer *im, struct warc_reader *r, const uint8_t *pre, size_t pre_len,
+			 const char *copy_from, const struct capture *cap, char *made, size_t made_size)
+{
+	char rel[8192], tmp[8300];
+	int rc = import_path(cap->uri, rel, sizeof rel);
+	if (rc)
+		return rc;
+	if ((rc = make_dirs(im, rel)))
+		return rc;
+	const char *slash = strrchr(rel, '/');
+	snprintf(tmp, sizeof tmp, "%.*s.pagededup-import.%d.%u", slash ? (int)(slash - rel + 1) : 0, rel,
+		 (int)getpid(), im->tmp_seq++);
+	int fd = openat(im->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	int sfd = -1;
+	struct dechunk dc = { 0 };
+	uint64_t total = 0;
+	if (pre_len && cap->chunked)
+		rc = dechunk_feed(&dc, pre, pre_len, fd, &total);
+	else if (pre_len) {
+		rc = fd_write_all(fd, pre, pre_len);
+		total = pre_len;
+	}
+	if (!rc && r) {
+		for (;;) {
+			ssize_t n = warc_read(r, im->buf, IO_CHUNK);
+			if (n < 0) {
+				rc = (int)n;
+				break;
+			}
+			if (n == 0)
+				break;
+			if (cap->chunked)
+				rc = dechunk_feed(&dc, im->buf, (size_t)n, fd, &total);
+			else if (!(rc = fd_write_all(fd, im->buf, (size_t)n)))
+				total += (uint64_t)n;
+			if (rc)
+				break;
+		}
+		if (!rc)
+			rc = warc_check_end(r);
+		if (!rc && cap->chunked)
+			rc = dechunk_end(&dc);
+	} else if (!rc && copy_from) {
+		sfd = openat(im->dirfd, copy_from, O_RDONLY | O_CLOEXEC);
+		if (sfd < 0)
+			rc = -errno;
+		for (uint64_t off = 0; !rc;) {
+			ssize_t n = fd_pread_full(sfd, im->buf, IO_CHUNK, off);
+			if (n < 0)
+				rc = (int)n;
+			if (n <= 0)
+				break;
+			if ((rc = fd_write_all(fd, im->buf, (size_t)n)))
+				break;
+			off += (uint64_t)n;
+			total += (uint64_t)n;
+		}
+	}
+	if (sfd >= 0)
+		close(sfd);
+	if (!rc && fsetxattr(fd, XATTR_URL, cap->uri, strlen(cap->uri), 0))
+		rc = -errno;
+	if (!rc && cap->http && fsetxattr(fd, XATTR_HTTP, cap->http, cap->http_len, 0))
+		rc = -errno;
+	if (!rc && cap->have_date) {
+		struct timespec ts[2] = { { cap->sec, cap->nsec }, { cap->sec, cap->nsec } };
+		if (futimens(fd, ts))
+			rc = -errno;
+	}
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (!rc && (rc = final_name(im, rel, made, made_size)) == 0 && renameat(im->dirfd, tmp, im->dirfd, made))
+		rc = -errno;
+	if (rc) {
+		unlinkat(im->dirfd, tmp, 0);
+		return rc;
+	}
+	im->bytes += total;
+	return 0;
+}
+
+/* A header that says "Transfer-Encoding: chunked": that line is taken
+ * out (the file holds the page, not the framing) and true returned. */
+static bool http_unchunk_head(uint8_t *h, size_t *len)
+{
+	uint8_t *p = h, *end = h + *len;
+	while (p < end) {
+		uint8_t *eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			break;
+		size_t l = (size_t)(eol + 1 - p);
+		if (l > 18 && !strncasecmp((char *)p, "transfer-encoding:", 18) &&
+		    memmem(p, l, "chunked", 7)) {
+			memmove(p, eol + 1, (size_t)(end - eol - 1));
+			*len -= l;
+			return true;
+		}
+		p = eol + 1;
+	}
+	return false;
+}
+
+/* Read the HTTP header at the start of a response block (at most
+ * HTTP_HEAD_MAX bytes). *head_len: its length with the CRLF CRLF; the
+ * bytes read past it stay in buf[head_len..*got). */
+static int read_http_head(struct warc_reader *r, uint8_t *buf, size_t *got, size_t *head_len)
+{
+	size_t n = 0;
+	while (n < HTTP_HEAD_MAX) {
+		ssize_t k = warc_read(r, buf + n, HTTP_HEAD_MAX - n);
+		if (k < 0)
+			return (int)k;
+		if (k == 0)
+			break;
+		size_t from = n >= 3 ? n - 3 : 0;
+		n += (size_t)k;
+		const uint8_t *e = memmem(buf + from, n - from, "\r\n\r\n", 4);
+		if (e) {
+			*head_len = (size_t)(e - buf) + 4;
+			*got = n;
+			return 0;
+		}
+	}
+	*got = n;
+	return -EBADMSG;
+}
+
+static int import_record(struct importer *im, struct warc_reader *r, const struct warc_head *h)
+{
+	const char *type = h->type;
+	const char *uri = warc_field(h, "WARC-Target-URI");
+	char made[8300];
+	struct capture cap = { .uri = uri };
+	const char *date = warc_field(h, "WARC-Date");
+	cap.have_date = date && !warc_parse_date(date, &cap.sec, &cap.nsec);
+	if (uri && *uri == '<') { /* WARC/1.0 drafts wrote <uri> */
+		static char u[URI_MAX];
+		snprintf(u, sizeof u, "%.*s", (int)strcspn(uri + 1, ">"), uri + 1);
+		cap.uri = uri = u;
+	}
+	bool response = !strcasecmp(type, "response");
+	bool resource = !strcasecmp(type, "resource");
+	bool revisit = !strcasecmp(type, "revisit");
+	if (!response && !resource && !revisit) {
+		im->skipped_type++;
+		return 0;
+	}
+	if (!uri || !*uri) {
+		import_report(im, h->offset, "a record without WARC-Target-URI: skipped");
+		im->malformed++;
+		return 0;
+	}
+	char rel[8192];
+	if (import_path(uri, rel, sizeof rel) == -EINVAL) {
+		im->skipped_type++; /* metadata:, dns:, urn: ... name no page */
+		return 0;
+	}
+	/* The same bytes already under this name (wget's layout gives
+	 * http://h/ and http://h/index.html one name): nothing to add. */
+	const char *pd = warc_field(h, "WARC-Payload-Digest");
+	const char *there = seen_get(im, pd);
+	if (there && !strcmp(there, rel)) {
+		im->same++;
+		return 0;
+	}
+	const char *ct = warc_field(h, "Content-Type");
+	bool http = response || (revisit && ct && !strncasecmp(ct, "application/http", 16));
+	size_t got = 0, head_len = 0;
+	int rc = 0;
+	if (http && h->length) {
+		rc = read_http_head(r, im->buf, &got, &head_len);
+		if (rc == -EBADMSG && got == h->length && revisit) {
+			head_len = got; /* a revisit's header without the blank line */
+			rc = 0;
+		} else if (rc) {
+			if (rc == -EBADMSG && got < HTTP_HEAD_MAX) {
+				if (warc_check_end(r) == 0) {
+					import_report(im, h->offset, "no HTTP header in a response record: skipped");
+					im->malformed++;
+				}
+				return 0;
+			}
+			if (rc == -EBADMSG && got == HTTP_HEAD_MAX) {
+				import_report(im, h->offset, "HTTP header longer than 64 KiB: record skipped");
+				im->malformed++;
+				return 0;
+			}
+			return rc;
+		}
+		const char *sp = memchr(im->buf, ' ', head_len);
+		int status = sp ? atoi(sp + 1) : 0;
+		if (status < 200 || status > 299) {
+			im->skipped_status++;
+			return 0;
+		}
+		cap.http = (const char *)im->buf;
+		cap.http_len = head_len;
+		cap.chunked = http_unchunk_head(im->buf, &cap.http_len);
+	}
+	if (revisit) {
+		const char *from = seen_get(im, warc_field(h, "WARC-Refers-To"));
+		if (!from)
+			from = seen_get(im, warc_field(h, "WARC-Refers-To-Target-URI"));
+		if (!from)
+			from = seen_get(im, warc_field(h, "WARC-Payload-Digest"));
+		if (!from) {
+			char msg[URI_MAX + 128];
+			snprintf(msg, sizeof msg, "revisit of %s: the record it names was not imported: skipped", uri);
+			import_report(im, h->offset, msg);
+			im->unresolved++;
+			return 0;
+		}
+		if (warc_check_end(r))
+			return 0; /* reported by the reader */
+		/* the header sits in im->buf, which the copy reuses */
+		char *hcopy = cap.http ? malloc(cap.http_len) : NULL;
+		if (cap.http) {
+			if (!hcopy)
+				return -ENOMEM;
+			memcpy(hcopy, cap.http, cap.http_len);
+			cap.http = hcopy;
+		}
+		char src_copy[8300];
+		snprintf(src_copy, sizeof src_copy, "%s", from);
+		rc = write_capture(im, NULL, NULL, 0, src_copy, &cap, made, sizeof made);
+		free(hcopy);
+		if (rc)
+			goto failed;
+		im->revisits++;
+		im->pages++;
+		return seen_put(im, uri, made);
+	}
+	/* the header moves out of the buffer the block is copied through */
+	char *hcopy = NULL;
+	uint8_t *rest = NULL;
+	if (cap.http) {
+		hcopy = malloc(head_len + (got - head_len) + 1);
+		if (!hcopy)
+			return -ENOMEM;
+		memcpy(hcopy, im->buf, got);
+		cap.http = hcopy;
+		rest = (uint8_t *)hcopy + head_len;
+	}
+	rc = write_capture(im, r, rest, got - head_len, NULL, &cap, made, sizeof made);
+	free(hcopy);
+	if (rc)
+		goto failed;
+	im->pages++;
+	if ((rc = seen_put(im, warc_field(h, "WARC-Record-ID"), made)) || (rc = seen_put(im, uri, made)) ||
+	    (rc = seen_put(im, warc_field(h, "WARC-Payload-Digest"), made)))
+		return rc;
+	return 0;
+failed:
+	if (rc == -EBADMSG)
+		return 0; /* reported and counted by the reader; nothing was kept */
+	if (rc == -ENOSPC || rc == -EDQUOT || rc == -ENOMEM || rc == -EROFS || rc == -EIO)
+		return rc;
+	{
+		char msg[URI_MAX + 160];
+		snprintf(msg, sizeof msg, "%s: %s: record skipped", uri,
+			 rc == -EINVAL    ? "not an http(s) URI that names a file"
+			 : rc == -ENOTDIR ? "a file is in the way of a directory it needs"
+			 : rc == -EPROTO  ? "its chunked transfer coding is broken"
+					  : strerror(-rc));
+		import_report(im, h->offset, msg);
+	}
+	im->malformed++;
+	return 0;
+}
+
+static int import_one(struct importer *im, const char *path)
+{
+	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : dup(0);
+	if (fd < 0) {
+		fprintf(stderr, "pagededup import: %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	im->src = strcmp(path, "-") ? path : "(standard input)";
+	struct warc_reader *r;
+	int rc = warc_reader_open(fd, import_report, im, &r);
+	if (rc) {
+		fprintf(stderr, "pagededup import: %s: %s\n", path, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	const struct warc_head *h;
+	while ((rc = warc_next(r, &h)) == 1) {
+		im->records++;
+		if ((rc = import_record(im, r, h))) {
+			fprintf(stderr, "pagededup import: %s: offset %llu: %s; stopping\n", im->src,
+				(unsigned long long)h->offset, strerror(-rc));
+			break;
+		}
+	}
+	if (rc < 0 && rc != -ENOSPC && rc != -EDQUOT && rc != -ENOMEM)
+		fprintf(stderr, "pagededup import: %s: %s\n", im->src, strerror(-rc));
+	im->malformed += warc_reader_errors(r);
+	warc_reader_close(r);
+	close(fd);
+	return rc < 0 ? rc : 0;
+}
+
+static void import_usage(FILE *f)
+{
+	fputs("usage: pagededup import WARC... -C DIR\n"
+	      "  Bring the pages of WARC files (gzip or plain; - for standard input) into\n"
+	      "  DIR, a directory inside a mounted archive (or any directory), laid out as\n"
+	      "  wget lays out a mirror: HOST/PATH, index.html for a path ending in '/',\n"
+	      "  the query kept after '?' in the name. Response (2xx) and resource records\n"
+	      "  become files with user.xdg.origin.url and, for responses, the HTTP header\n"
+	      "  in user.warc.http; revisits become copies of the page they name; other\n"
+	      "  records are counted and skipped. A name already taken gets .1, .2 ...\n"
+	      "  A malformed record is reported with its offset and skipped.\n"
+	      "  Exit 0: all read; 2: some records were malformed and skipped; 1: an error\n"
+	      "  stopped the import.\n",
+	      f);
+}
+
+int cmd_import(int argc, char **argv)
+{
+	static const struct option opts[] = { { "directory", required_argument, 0, 'C' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *dir = NULL;
+	int c;
+	while ((c = getopt_long(argc, argv, "C:h", opts, NULL)) != -1) {
+		if (c == 'C')
+			dir = optarg;
+		else if (c == 'h') {
+			import_usage(stdout);
+			return 0;
+		} else {
+			import_usage(stderr);
+			return 1;
+		}
+	}
+	if (!dir || optind >= argc) {
+		fprintf(stderr, "pagededup import: %s\n", dir ? "no WARC file given" : "-C DIR is missing");
+		import_usage(stderr);
+		return 1;
+	}
+	struct importer im = { .dir = dir };
+	im.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (im.dirfd < 0) {
+		fprintf(stderr, "pagededup import: %s: %s (make the directory first)\n", dir, strerror(errno));
+		return 1;
+	}
+	im.buf = malloc(HTTP_HEAD_MAX > IO_CHUNK ? HTTP_HEAD_MAX : IO_CHUNK);
+	int rc = im.buf ? 0 : -ENOMEM;
+	double t0 = now_s();
+	for (int i = optind; !rc && i < argc; i++) {
+		rc = import_one(&im, argv[i]);
+		if (rc == -ENOENT || rc == -EACCES || rc == -EISDIR)
+			rc = 0, im.malformed++; /* that file is reported; go on with the next */
+	}
+	double dt = now_s() - t0;
+	fprintf(stderr,
+		"pagededup import: %llu records: %llu pages written (%llu from revisits), %.1f MB; skipped: "
+		"%llu of other types, %llu of non-2xx status, %llu unresolved revisits, %llu malformed; "
+		"%llu already there (same name, same bytes); %llu names taken got a .N suffix; %.2f s\n",
+		(unsigned long long)im.records, (unsigned long long)im.pages, (unsigned long long)im.revisits,
+		(double)im.bytes / 1e6, (unsigned long long)im.skipped_type, (unsigned long long)im.skipped_status,
+		(unsigned long long)im.unresolved, (unsigned long long)im.malformed, (unsigned long long)im.same,
+		(unsigned long long)im.renamed, dt);
+	for (size_t i = 0; i < im.tab_cap; i++) {
+		free(im.tab[i].key);
+		free(im.tab[i].path);
+	}
+	free(im.tab);
+	free(im.buf);
+	close(im.dirfd);
+	if (rc)
+		return 1;
+	return im.malformed || im.unresolved ? 2 : 0;
+}
