@@ -366,12 +366,15 @@ EOF
 
 case_fsck_leftovers() {
 	local out rc b
-	pd_mount || fail mount
+	# a store of format 1's layout (blob files: -o blob_files), which
+	# fsck --repair converts to packs on the way
+	pd_mount blob_files || fail mount
 	echo one >"$MNT/a" && echo two >"$MNT/b" || fail write
 	pd_wait_blobs 2 || fail blobs
 	pd_umount || fail umount
 	# a blob file no record names (a crash leaves these) in a clean store
-	b=$(find "$STORE/objects" -type f | head -1)
+	cp "$(find "$STORE/objects" -type f | head -1)" "$PD_TMP/a-blob" || fail "no blob file"
+	b=$PD_TMP/a-blob
 	mkdir -p "$STORE/objects/fff"
 	local stray1=fff$(printf 'a%.0s' $(seq 29)) stray2=fff$(printf 'b%.0s' $(seq 29))
 	cp "$b" "$STORE/objects/fff/$stray1" || fail cp
@@ -397,8 +400,9 @@ case_fsck_leftovers() {
 	pd_mount -n -s "$STORE" || fail remount
 	expect_eq "$(cat "$MNT/a" "$MNT/b")" $'one\ntwo' "pages after the kill"
 	pd_umount || fail "umount (fsck must be clean: the mount removed the leftovers)"
-	# damage is still damage: a blob file a page needs is gone
-	rm -f "$b"
+	# damage is still damage: the pack the pages need is gone
+	ls "$STORE"/packs/pack-* >/dev/null || fail "no pack after the conversion"
+	rm -f "$STORE"/packs/pack-*
 	rc=0; out=$("$PD_BIN" fsck "$STORE" 2>/dev/null) || rc=$?
 	expect_eq "$rc" 2 "fsck with a lost page: $out"
 }
