@@ -10,7 +10,7 @@
  * `wget --xattr` writes) and user.warc.http (the HTTP response header kept
  * by import) attributes, and user.dedup.refcount, which says whether a
  * page has copies at all. Or SRC is a store directory (it holds meta/ and
- * objects/): the store is opened read-only (also while it is mounted) and
+ * packs/, or objects/ for format 1): the store is opened read-only (also while it is mounted) and
  * read through the core read path, without a mount. Paths are walked in
  * byte order of their names, so the export is the same each time and the
  * "first" copy of some bytes is the first path in that order. The second
@@ -661,6 +661,7 @@ static bool is_store_dir(const char *dir)
 	snprintf(p, sizeof p, "%s/meta/data.mdb", dir);
 	if (stat(p, &sb))
 		return false;
+	/* packs/ (format 2) or objects/ (format 1) beside it */
 	snprintf(p, sizeof p, "%s/packs", dir);
 	if (!stat(p, &sb) && S_ISDIR(sb.st_mode))
 		return true;
