@@ -5,7 +5,7 @@ _pagededup()
 {
 	local cur prev words cword
 	_init_completion || return
-	local commands="mkfs stats fsck simhash near attrs urlseen version help"
+	local commands="mkfs stats fsck simhash near attrs blobs dups clusters export import urlseen version help"
 	if [ "$cword" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
 		return
@@ -16,6 +16,10 @@ _pagededup()
 	stats) opts="--json -h --human-readable --help" ;;
 	fsck) opts="--deep --repair --help" ;;
 	urlseen) opts="--filter --fpr --check --help" ;;
+	blobs) opts="--cat --help" ;;
+	dups|clusters) opts="--json --csv --min-size --help" ;;
+	export) opts="-o --output --max-size --cdxj --level --no-gzip --help" ;;
+	import) opts="-C --directory --help" ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
 	*) opts="--help" ;;
 	esac
@@ -23,13 +27,15 @@ _pagededup()
 	--expected-pages|--fpr|--fmax|--max-leaf-kib|--near-distance) return ;;
 	--filter-lines) COMPREPLY=($(compgen -W "1 2" -- "$cur")); return ;;
 	--filter) _filedir; return ;;
+	-o|--output) _filedir warc.gz; return ;;
+	-C|--directory) _filedir -d; return ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 		return
 	fi
 	case $cmd in
-	mkfs|stats|fsck) _filedir -d ;;
+	mkfs|stats|fsck|blobs|dups|clusters) _filedir -d ;;
 	*) _filedir ;;
 	esac
 }

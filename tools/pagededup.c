@@ -114,14 +114,15 @@ static int cmd_mkfs(int argc, char **argv)
 /* The figures of a mounted store come from its daemon (the attribute
  * user.dedup.stats*: the live totals, not LMDB's last sync; of a subtree
  * when path is a directory below the mount point). */
-static int stats_from_daemon(const char *path, enum stats_format fmt)
+static int stats_from_daemon(const char *path, enum stats_format fmt, bool quiet)
 {
 	const char *name = fmt == STATS_JSON ? QUERY_ATTR_STATS : fmt == STATS_HUMAN ? QUERY_ATTR_STATS_HUMAN
 										   : QUERY_ATTR_STATS_TEXT;
 	char *buf = malloc(QUERY_MAX);
 	ssize_t n = buf ? getxattr(path, name, buf, QUERY_MAX) : -1;
 	if (n < 0) {
-		cli_error("%s: cannot read %s: %s", path, name, strerror(buf ? errno : ENOMEM));
+		if (!quiet)
+			cli_error("%s: cannot read %s: %s", path, name, strerror(buf ? errno : ENOMEM));
 		free(buf);
 		return CLI_FAIL;
 	}
@@ -149,8 +150,17 @@ static int cmd_stats(int argc, char **argv)
 		return cli_usage_error(optind == argc ? "no STORE given" : "one STORE only");
 	struct cli_store where;
 	cli_store(argv[optind], &where);
+	/* The store's own figures can also be read from the store itself
+	 * (a daemon that does not answer this caller, or is gone); a
+	 * subtree's only from the daemon. */
+	bool whole = !strcmp(where.inner, "/");
+	if (*where.path && stats_from_daemon(where.path, fmt, whole) == CLI_OK)
+		return CLI_OK;
+	if (*where.path && !whole)
+		return CLI_FAIL;
 	if (*where.path)
-		return stats_from_daemon(where.path, fmt);
+		cli_error("the daemon of %s did not answer (%s); figures from the store as last synced", where.mnt,
+			  strerror(errno));
 	struct store *st;
 	struct store_opts o = { .readonly = true };
 	char err[PD_ERRLEN] = "";
@@ -438,8 +448,9 @@ static const struct cli_cmd commands[] = {
 	  "what the store holds, what it takes on disk, how well it de-duplicates",
 	  "Pages, blobs, logical and unique bytes, the bytes on disk by part (blob\n"
 	  "files, LMDB, filter, staging) against a plain copy, refcounts, the filter.\n"
-	  "Of a mounted store the daemon answers (its live totals); DIR, a directory\n"
-	  "inside the mount, gives that subtree's figures (a crawl's own). -h: sizes\n"
+	  "Of a mounted store the daemon answers (its live totals; the store itself\n"
+	  "when the daemon does not); DIR, a directory inside the mount, gives that\n"
+	  "subtree's figures (a crawl's own). -h: sizes\n"
 	  "in KiB, MiB, GiB. --json: one JSON object (sizes in bytes).\n"
 	  "Exit 0, 1 failed, 2 usage error.",
 	  CLI_USAGE },

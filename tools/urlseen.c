@@ -138,7 +138,8 @@ static void urlseen_usage(FILE *out)
 	      "it did not print, unless --journal keeps the batch to print on the next\n"
 	      "start. See core/urlseen/rfilter.h.\n"
 	      "\n"
-	      "Exit status: 0 (also when some lines were not URLs), 1 on errors, 3 when the\n"
+	      "Exit status: 0 (also when some lines were not URLs), 1 on errors, 2 on usage\n"
+	      "errors (a malformed --redis list too), 3 when the\n"
 	      "Redis cluster cannot be reached (at the start, or for longer than\n"
 	      "--redis-wait during the run: the URLs not yet tested are neither printed nor\n"
 	      "recorded, and stderr says from which line to give the input again).\n",
@@ -955,21 +956,21 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (parse_count(optarg, 86400000, &v)) {
 				fprintf(stderr, PROG ": --redis-%s wants milliseconds, >= 1\n",
 					c == 'W' ? "wait" : "timeout");
-				return 1;
+				return usage_error();
 			}
 			*(c == 'W' ? &o->redis.wait_ms : &o->redis.timeout_ms) = (int)v;
 			break;
 		case 'K':
 			if (parse_count(optarg, 1u << 20, &v) || v < 16) {
 				fprintf(stderr, PROG ": --leaf-kib wants a size in KiB, >= 16\n");
-				return 1;
+				return usage_error();
 			}
 			o->redis.leaf_kib = (uint32_t)v;
 			break;
 		case 'L':
 			if (parse_count(optarg, 1u << 20, &v)) {
 				fprintf(stderr, PROG ": --redis-leaves wants a number from 1 to %u\n", 1u << 20);
-				return 1;
+				return usage_error();
 			}
 			o->redis.min_leaves = (uint32_t)v;
 			break;

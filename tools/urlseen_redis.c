@@ -52,9 +52,10 @@ int urlseen_redis_open(const struct urlseen_redis_opts *o, struct urlseen_redis 
 	int rc = cluster_connect(o->seeds, &co, &u->c, err, sizeof err);
 	if (rc) {
 		if (rc == -EINVAL) {
-			fprintf(stderr, PROG ": --redis %s: %s (want HOST:PORT[,HOST:PORT...])\n", o->seeds, err);
+			fprintf(stderr, PROG ": --redis %s: %s (want HOST:PORT[,HOST:PORT...])\n"
+				"Try 'pagededup urlseen --help' for more information.\n", o->seeds, err);
 			free(u);
-			return 1;
+			return 2; /* a usage error, as the other commands' */
 		}
 		fprintf(stderr,
 			PROG ": cannot reach Redis at %s: %s. Start the cluster, or check --redis; nothing "

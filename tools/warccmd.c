@@ -10,7 +10,7 @@
  * `wget --xattr` writes) and user.warc.http (the HTTP response header kept
  * by import) attributes, and user.dedup.refcount, which says whether a
  * page has copies at all. Or SRC is a store directory (it holds meta/ and
- * objects/): the store is opened read-only (also while it is mounted) and
+ * packs/, or objects/ for format 1): the store is opened read-only (also while it is mounted) and
  * read through the core read path, without a mount. Paths are walked in
  * byte order of their names, so the export is the same each time and the
  * "first" copy of some bytes is the first path in that order. The second
@@ -58,6 +58,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "cli.h"
 #include "archive/archive.h"
 #include "archive/ns.h"
 #include "archive/xattr.h"
@@ -73,6 +74,9 @@
 #define HTTP_HEAD_MAX (64 * 1024)
 #define IO_CHUNK (256 * 1024)
 #define URI_MAX 8192
+/* Exit status of a command that finished but left something out (pages
+ * it could not read, records it could not import), each reported. */
+#define WARC_CMD_PARTIAL 3
 
 static double now_s(void)
 {
@@ -101,6 +105,7 @@ struct exporter {
 	uint8_t *buf;
 	uint64_t pages, responses, resources, revisits, skipped, errors;
 	uint64_t bytes_in;
+	bool cut;          /* a record could not be finished: stop */
 	/* The directory the export is written to and the files' base name:
 	 * an export written inside the tree it walks leaves itself out. */
 	dev_t out_dev;
@@ -271,7 +276,8 @@ static int hash_page(struct exporter *e, struct page *pg, uint8_t sha1[20], char
 		warc_sha1_update(&sb, pg->http, pg->http_len);
 	uint64_t off = 0;
 	while (off < pg->size) {
-		ssize_t n = fd_pread_full(pg->fd, e->buf, IO_CHUNK, off);
+		size_t want = pg->size - off < IO_CHUNK ? (size_t)(pg->size - off) : IO_CHUNK;
+		ssize_t n = fd_pread_full(pg->fd, e->buf, want, off);
 		if (n <= 0) {
 			rc = n < 0 ? (int)n : -EIO; /* shorter than its size: changed under us */
 			break;
@@ -347,14 +353,20 @@ static int export_page(struct exporter *e, struct page *pg)
 		return rc;
 	if (pg->http && (rc = warc_write(e->w, pg->http, pg->http_len)))
 		return rc;
+	/* From here a failure leaves a record cut short in the file: the
+	 * export cannot go on (export_tree stops on e->cut). */
 	uint64_t off = 0;
 	while (off < pg->size) {
 		size_t want = pg->size - off < IO_CHUNK ? (size_t)(pg->size - off) : IO_CHUNK;
 		ssize_t n = fd_pread_full(pg->fd, e->buf, want, off);
-		if (n <= 0)
+		if (n <= 0) {
+			e->cut = true;
 			return n < 0 ? (int)n : -EIO;
-		if ((rc = warc_write(e->w, e->buf, (size_t)n)))
+		}
+		if ((rc = warc_write(e->w, e->buf, (size_t)n))) {
+			e->cut = true;
 			return rc;
+		}
 		off += (uint64_t)n;
 	}
 	if ((rc = warc_end(e->w)))
@@ -430,7 +442,7 @@ static int export_tree(struct exporter *e, const char *full, const char *rel)
 		return -errno;
 	if (S_ISREG(sb.st_mode)) {
 		int rc = export_file(e, full, rel);
-		if (rc == -ENOMEM || rc == -ENOSPC || rc == -EDQUOT)
+		if (rc == -ENOMEM || rc == -ENOSPC || rc == -EDQUOT || e->cut)
 			return rc; /* the output cannot go on */
 		if (rc) {
 			fprintf(stderr, "pagededup export: %s: %s (page left out)\n", full, strerror(-rc));
@@ -600,7 +612,7 @@ static int store_tree(struct exporter *e, struct store *st, uint64_t dir, const 
 			rc = store_tree(e, st, c.v[i].ino, r);
 		else if (S_ISREG(c.v[i].type)) {
 			int prc = store_page(e, st, c.v[i].ino, r);
-			if (prc == -ENOMEM || prc == -ENOSPC || prc == -EDQUOT)
+			if (prc == -ENOMEM || prc == -ENOSPC || prc == -EDQUOT || e->cut)
 				rc = prc;
 			else if (prc) {
 				fprintf(stderr, "pagededup export: /%s: %s (page left out)\n", r, strerror(-prc));
@@ -640,6 +652,8 @@ static int store_resolve(struct store *st, const char *path, uint64_t *ino, uint
 	return rc;
 }
 
+/* A store's directory: its LMDB environment, and blob files (objects/,
+ * format 1) or packs (packs/). */
 static bool is_store_dir(const char *dir)
 {
 	char p[4096];
@@ -647,6 +661,10 @@ static bool is_store_dir(const char *dir)
 	snprintf(p, sizeof p, "%s/meta/data.mdb", dir);
 	if (stat(p, &sb))
 		return false;
+	/* packs/ (format 2) or objects/ (format 1) beside it */
+	snprintf(p, sizeof p, "%s/packs", dir);
+	if (!stat(p, &sb) && S_ISDIR(sb.st_mode))
+		return true;
 	snprintf(p, sizeof p, "%s/objects", dir);
 	return !stat(p, &sb) && S_ISDIR(sb.st_mode);
 }
@@ -663,7 +681,9 @@ static void export_usage(FILE *f)
 	      "  response record, others resource records; the second and later copies of\n"
 	      "  the same bytes are revisit records naming the first. WARC-Target-URI is\n"
 	      "  user.xdg.origin.url, else a URI made from the path; WARC-Date the mtime.\n"
-	      "  --cdxj also writes OUT.cdxj, the sorted CDXJ index of the records.\n",
+	      "  --cdxj also writes OUT.cdxj, the sorted CDXJ index of the records.\n"
+	      "  Exit 0; 3: done, but some pages could not be read and are not in the\n"
+	      "  export, as reported; 1: failed; 2: usage error.\n",
 	      f);
 }
 
@@ -728,33 +748,26 @@ int cmd_export(int argc, char **argv)
 	uint64_t max_bytes = WARC_DEFAULT_MAX_BYTES;
 	bool cdxj = false, gzip = true;
 	int level = 6, c;
-	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "o:h", opts)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'm':
-			if (parse_size(optarg, &max_bytes)) {
-				fprintf(stderr, "pagededup export: --max-size wants a size in bytes (1e9, 500M, 2G)\n");
-				return 1;
-			}
+			if (parse_size(optarg, &max_bytes))
+				return cli_usage_error("--max-size wants a size in bytes (1e9, 500M, 2G)");
 			break;
 		case 'c': cdxj = true; break;
 		case 'l':
 			level = atoi(optarg);
-			if (level < 1 || level > 9) {
-				fprintf(stderr, "pagededup export: --level is 1 to 9\n");
-				return 1;
-			}
+			if (level < 1 || level > 9)
+				return cli_usage_error("--level is 1 to 9");
 			break;
 		case 'z': gzip = false; break;
-		case 'h': export_usage(stdout); return 0;
-		default: export_usage(stderr); return 1;
+		case 'h': export_usage(stdout); return CLI_OK;
+		default: return CLI_USAGE;
 		}
 	}
-	if (!out || optind >= argc) {
-		fprintf(stderr, "pagededup export: %s\n", out ? "SRC is missing" : "-o OUT.warc.gz is missing");
-		export_usage(stderr);
-		return 1;
-	}
+	if (!out || optind >= argc)
+		return cli_usage_error("%s", out ? "SRC is missing" : "-o OUT.warc.gz is missing");
 	const char *src = argv[optind];
 	char **paths = argv + optind + 1;
 	int npaths = argc - optind - 1;
@@ -763,7 +776,7 @@ int cmd_export(int argc, char **argv)
 	FILE *cf = NULL;
 	int rc = 0;
 	if (!prefix)
-		return 1;
+		return CLI_FAIL;
 	if (cdxj) {
 		size_t l = strlen(prefix) + 32;
 		cdxj_tmp = malloc(l);
@@ -847,6 +860,9 @@ int cmd_export(int argc, char **argv)
 			free(full);
 		}
 	}
+	if (e.cut)
+		fprintf(stderr, "pagededup export: a page changed or could not be read while it was being "
+				"written: the last file ends with an incomplete record; export again\n");
 	unsigned files = e.w ? warc_writer_files(e.w) : 0;
 	uint64_t out_bytes = e.w ? warc_writer_bytes(e.w) : 0;
 	int crc = warc_writer_close(e.w);
@@ -880,7 +896,7 @@ int cmd_export(int argc, char **argv)
 	free(prefix);
 	free(cdxj_tmp);
 	free(cdxj_path);
-	return rc ? 1 : (e.errors ? 2 : 0);
+	return rc ? CLI_FAIL : (e.errors ? WARC_CMD_PARTIAL : CLI_OK);
 }
 
 /* ===================================================================== */
@@ -1623,8 +1639,9 @@ static void import_usage(FILE *f)
 	      "  in user.warc.http; revisits become copies of the page they name; other\n"
 	      "  records are counted and skipped. A name already taken gets .1, .2 ...\n"
 	      "  A malformed record is reported with its offset and skipped.\n"
-	      "  Exit 0: all read; 2: some records were malformed and skipped; 1: an error\n"
-	      "  stopped the import.\n",
+	      "  Exit 0: all read; 3: done, but some records were malformed (or revisits\n"
+	      "  named records not imported) and were skipped, as reported; 1: an error\n"
+	      "  stopped the import; 2: usage error.\n",
 	      f);
 }
 
@@ -1635,27 +1652,22 @@ int cmd_import(int argc, char **argv)
 					      { 0, 0, 0, 0 } };
 	const char *dir = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "C:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "C:h", opts)) != -1) {
 		if (c == 'C')
 			dir = optarg;
 		else if (c == 'h') {
 			import_usage(stdout);
-			return 0;
-		} else {
-			import_usage(stderr);
-			return 1;
-		}
+			return CLI_OK;
+		} else
+			return CLI_USAGE;
 	}
-	if (!dir || optind >= argc) {
-		fprintf(stderr, "pagededup import: %s\n", dir ? "no WARC file given" : "-C DIR is missing");
-		import_usage(stderr);
-		return 1;
-	}
+	if (!dir || optind >= argc)
+		return cli_usage_error("%s", dir ? "no WARC file given" : "-C DIR is missing");
 	struct importer im = { .dir = dir };
 	im.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (im.dirfd < 0) {
 		fprintf(stderr, "pagededup import: %s: %s (make the directory first)\n", dir, strerror(errno));
-		return 1;
+		return CLI_FAIL;
 	}
 	im.buf = malloc(HTTP_HEAD_MAX > IO_CHUNK ? HTTP_HEAD_MAX : IO_CHUNK);
 	int rc = im.buf ? 0 : -ENOMEM;
@@ -1682,6 +1694,6 @@ int cmd_import(int argc, char **argv)
 	free(im.buf);
 	close(im.dirfd);
 	if (rc)
-		return 1;
-	return im.malformed || im.unresolved ? 2 : 0;
+		return CLI_FAIL;
+	return im.malformed || im.unresolved ? WARC_CMD_PARTIAL : CLI_OK;
 }

@@ -589,6 +589,8 @@ static void *sync_main(void *arg)
 	return NULL;
 }
 
+static void version_get(MDB_txn *txn, MDB_dbi db, const char *key, char out[STORE_VERSION_LEN]);
+
 static int format_up_cb(struct wtx *w, void *arg)
 {
 	(void)arg;
@@ -611,8 +613,13 @@ static int read_meta(struct store *st, MDB_txn *txn, bool *clean, uint64_t *gen,
 	}
 	uint32_t fmt = get_le32(fb);
 	if (fmt < PD_FORMAT_OLDEST || fmt > PD_FORMAT_VERSION) {
-		snprintf(err, PD_ERRLEN, "store %s has format version %u, this pagededup reads versions %u to %u; use the pagededup release that made it",
-			 st->dir, fmt, PD_FORMAT_OLDEST, PD_FORMAT_VERSION);
+		char made[STORE_VERSION_LEN], written[STORE_VERSION_LEN];
+		version_get(txn, st->db_meta, STORE_META_MADE_BY, made);
+		version_get(txn, st->db_meta, STORE_META_WRITTEN_BY, written);
+		snprintf(err, PD_ERRLEN, "store %s has format version %u (made by pagededup %s, last written by %s), "
+			 "this pagededup %s reads versions %u to %u; use a pagededup release of that format",
+			 st->dir, fmt, *made ? made : "before 0.9.0", *written ? written : "it", pd_version(),
+			 PD_FORMAT_OLDEST, PD_FORMAT_VERSION);
 		return -EPROTO;
 	}
 	st->format = fmt;

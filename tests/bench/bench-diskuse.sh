@@ -7,13 +7,14 @@
 #   tests/bench/bench-diskuse.sh BUILD_DIR DIR...
 #
 # One line per input: files, logical bytes, unique bytes, the store on disk
-# by part, du of the plain copy, and the store's size as a share of it.
+# by part (pages: packs and format 1 blob files; LMDB and the filter), du
+# of the plain copy, and the store's size as a share of it.
 set -eu
 build=$(cd "${1:?usage: bench-diskuse.sh BUILD_DIR DIR...}" && pwd)
 shift
 work=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-bench-disk.XXXXXX")
 trap 'mountpoint -q "$work/mnt" && fusermount3 -u "$work/mnt"; sleep 1; rm -rf "$work"' EXIT
-printf '%-40s %8s %12s %12s %12s %12s %12s %12s %7s\n' input files logical unique "store:blobs" lmdb+filter \
+printf '%-40s %8s %12s %12s %12s %12s %12s %12s %7s\n' input files logical unique "store:pages" lmdb+filter \
 	store plain_copy store/plain
 for src in "$@"; do
 	rm -rf "$work/store" "$work/copy"; mkdir -p "$work/mnt"
@@ -27,7 +28,7 @@ for src in "$@"; do
 import json, sys
 s = json.load(sys.stdin); d = s["disk"]; plain = int(sys.argv[2])
 print("%-40s %8d %12d %12d %12d %12d %12d %12d %6.1f%%" % (sys.argv[1][-40:], s["pages"], s["logical_bytes"],
-      s["stored_bytes"], d["blobs"], d["lmdb"] + d["filter"], d["total"], plain, 100.0 * d["total"] / plain))
+      s["stored_bytes"], d.get("packs", 0) + d["blobs"], d["lmdb"] + d["filter"], d["total"], plain, 100.0 * d["total"] / plain))
 ' "$src" "$plain"
 	rm -rf "$work/copy"
 done

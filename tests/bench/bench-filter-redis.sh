@@ -119,6 +119,9 @@ race() {
 	printed=$(cat "$run/$name".out? | sort -u | wc -l)
 	twice=$(( $(cat "$run/$name".out? | wc -l) - printed ))
 	fig "${name}_printed_twice" "$twice" urls
+	# printed twice is allowed only for URLs whose answer was lost
+	# (counted by each client, e.g. a node too slow for --redis-timeout)
+	fig "${name}_lost_answers" "$(cat "$run/$name".err? | sed -n 's/^redis_lost: \([0-9]*\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')" urls
 	fig "${name}_lost_inserting" "$((N - printed))" urls
 	local km
 	km=$(keys_memory "$name")

@@ -310,7 +310,20 @@ def nblobs(store):
     return len(blob_files(store))
 
 
-def wait_blobs(store, n, what="", timeout=5.0):
+def wait_eq(fn, want, what="value", timeout=30.0):
+    """fn() equals want within timeout seconds (an answer that follows
+    an event the kernel sends asynchronously, such as RELEASE)."""
+    end = _time.time() + timeout
+    while True:
+        got = fn()
+        if got == want:
+            return
+        if _time.time() > end:
+            eq(got, want, what)
+        _time.sleep(0.05)
+
+
+def wait_blobs(store, n, what="", timeout=30.0):
     """The number of stored blobs reaches n within timeout seconds."""
     end = _time.time() + timeout
     while True:

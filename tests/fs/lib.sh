@@ -183,13 +183,16 @@ pd_mount() {
 	return 0
 }
 
-# pd_wait_uring: the daemon of the last pd_mount says, within 5 s, that
-# every queue is served by its io_uring threads; otherwise its log is shown
-# and the call fails.
+# pd_wait_uring: the daemon of the last pd_mount says that every queue is
+# served by its io_uring threads; otherwise its log is shown and the call
+# fails. The wait is long (60 s): a debug build opening a store after a
+# crash on a loaded machine is slow, and this checks the transport, not
+# the time.
 pd_wait_uring() {
 	local i
-	for i in $(seq 1 100); do
+	for i in $(seq 1 1200); do
 		grep -q "serving requests over io_uring" "$PDFS_LOG" && return 0
+		kill -0 "$PDFS_PID" 2>/dev/null || [ -z "${PDFS_PID:-}" ] || break
 		sleep 0.05
 	done
 	note "the daemon did not start serving over io_uring"

@@ -9,6 +9,8 @@
 pd_require
 
 VERSION=$(cat "$PD_TOP/VERSION")
+FORMAT=$(sed -n 's/^#define PD_FORMAT_VERSION \([0-9]*\).*/\1/p' "$PD_TOP/core/store/store.h")
+FORMAT_OLDEST=$(sed -n 's/^#define PD_FORMAT_OLDEST \([0-9]*\).*/\1/p' "$PD_TOP/core/store/store.h")
 
 # files below DIR (to prove nothing was made)
 nfiles() { find "$1" -mindepth 1 2>/dev/null | wc -l; }
@@ -171,8 +173,9 @@ import json, sys
 from fsutil import *
 s = json.loads(sys.argv[1]); d = s["disk"]
 eq(d["total"], int(sys.argv[2]) - int(sys.argv[3]), "disk total against du (less the store directory itself)")
-eq(d["blobs"] + d["lmdb"] + d["filter"] + d["staging"] + d["other"], d["total"], "the parts add up")
-check(d["blobs"] >= 10 * 4096 and d["lmdb"] > 0 and d["filter"] > 0, "parts: %r" % d)
+eq(d["packs"] + d["blobs"] + d["lmdb"] + d["filter"] + d["staging"] + d["other"], d["total"], "the parts add up")
+# the 10 distinct pages are records in one pack (no blob files)
+check(d["packs"] > 0 and d["blobs"] == 0 and d["lmdb"] > 0 and d["filter"] > 0, "parts: %r" % d)
 check(abs(d["ratio_to_logical"] - d["total"] / s["logical_bytes"]) < 1e-3, "ratio: %r" % d)
 EOF
 	txt=$("$PD_BIN" stats "$STORE") || fail stats
@@ -238,11 +241,11 @@ EOF
 case_versions() {
 	local out js
 	out=$("$PD_BIN" --version) || fail "pagededup --version"
-	expect_eq "$out" "pagededup $VERSION (store format 1)" "pagededup --version"
+	expect_eq "$out" "pagededup $VERSION (store format $FORMAT)" "pagededup --version"
 	expect_eq "$("$PD_BIN" -V)" "$out" "pagededup -V"
 	expect_eq "$("$PD_BIN" version)" "$out" "pagededup version"
 	out=$("$PDFS_BIN" --version) || fail "pagededupfs --version"
-	grep -q "^pagededupfs $VERSION (store format 1)" <<<"$out" || fail "pagededupfs --version: $out"
+	grep -q "^pagededupfs $VERSION (store format $FORMAT)" <<<"$out" || fail "pagededupfs --version: $out"
 	out=$("$PDFS_BIN" -V) || fail "pagededupfs -V"
 	grep -q "^pagededupfs $VERSION " <<<"$out" || fail "pagededupfs -V: $out"
 	pd_mount || fail mount
@@ -255,6 +258,20 @@ s = json.loads(sys.argv[1])
 eq(s["made_by"], sys.argv[2], "made_by"); eq(s["written_by"], sys.argv[2], "written_by")
 EOF
 	"$PD_BIN" stats "$STORE" | grep -q "made by pagededup $VERSION, last written by $VERSION" || fail "stats text versions"
+	# a store of a format this version does not read is refused, and the message names the
+	# versions (the format record rewritten with lmdb-utils)
+	command -v mdb_load >/dev/null || skip "mdb_load (lmdb-utils) is not installed"
+	printf 'VERSION=3\nformat=bytevalue\ndatabase=meta\ntype=btree\nHEADER=END\n 666f726d6174\n 63000000\nDATA=END\n' |
+		mdb_load -s meta "$STORE/meta" || fail "mdb_load"
+	local rc=0
+	out=$("$PD_BIN" stats "$STORE" 2>&1) || rc=$?
+	expect_eq "$rc" 1 "stats of a store of format 99"
+	grep -q "has format version 99 (made by pagededup $VERSION, last written by $VERSION), this pagededup $VERSION reads versions $FORMAT_OLDEST to $FORMAT" <<<"$out" ||
+		fail "message: $out"
+	rc=0; out=$("$PDFS_BIN" "$STORE" "$MNT" -f 2>&1) || rc=$?
+	expect_eq "$rc" 1 "mount of a store of format 99: $out"
+	mountpoint -q "$MNT" && fail "a store of format 99 was mounted"
+	return 0
 }
 
 # --- 7. command-line habits ---------------------------------------------------------
@@ -263,7 +280,7 @@ case_cli_habits() {
 	local out rc cmd n
 	# a usage error: one line, then "Try ... --help", status 2 (4 for fsck)
 	for args in "" "stats" "stats --bogus x" "mkfs" "mkfs --fpr 2 x" "simhash" "attrs" "frobnicate" \
-		"near onlyone" "fsck" "fsck --bogus x" "urlseen --bogus"; do
+		"near onlyone" "fsck" "fsck --bogus x" "urlseen --bogus" "export" "export --bogus x" "import" "import x.warc"; do
 		rc=0; out=$("$PD_BIN" $args 2>&1 >/dev/null) || rc=$?
 		n=$(grep -c . <<<"$out")
 		expect_eq "$n" 2 "lines of 'pagededup $args': $out"
@@ -272,7 +289,7 @@ case_cli_habits() {
 		*) expect_eq "$rc" 2 "exit of 'pagededup $args'" ;; esac
 	done
 	# every command answers --help on stdout with status 0
-	for cmd in mkfs stats fsck simhash near attrs urlseen version; do
+	for cmd in mkfs stats fsck simhash near attrs urlseen export import version; do
 		out=$("$PD_BIN" "$cmd" --help) || fail "pagededup $cmd --help exited non-zero"
 		grep -q "pagededup $cmd" <<<"$out" || fail "pagededup $cmd --help: $out"
 		"$PD_BIN" help "$cmd" >/dev/null || fail "pagededup help $cmd"
@@ -365,16 +382,16 @@ EOF
 # --- 10. fsck's verdicts ------------------------------------------------------------
 
 case_fsck_leftovers() {
-	local out rc b
+	local out rc
 	pd_mount || fail mount
 	echo one >"$MNT/a" && echo two >"$MNT/b" || fail write
 	pd_wait_blobs 2 || fail blobs
 	pd_umount || fail umount
-	# a blob file no record names (a crash leaves these) in a clean store
-	b=$(find "$STORE/objects" -type f | head -1)
+	# a blob file no record names (a crash of a format 1 store leaves
+	# these) in a clean store
 	mkdir -p "$STORE/objects/fff"
 	local stray1=fff$(printf 'a%.0s' $(seq 29)) stray2=fff$(printf 'b%.0s' $(seq 29))
-	cp "$b" "$STORE/objects/fff/$stray1" || fail cp
+	echo stray >"$STORE/objects/fff/$stray1" || fail "make a stray blob file"
 	rc=0; out=$("$PD_BIN" fsck "$STORE" 2>/dev/null) || rc=$?
 	expect_eq "$rc" 3 "fsck with a crash leftover: $out"
 	grep -q '^leftover: objects/fff/fffa.*: blob file unknown to the store' <<<"$out" || fail "fsck: $out"
@@ -387,18 +404,23 @@ case_fsck_leftovers() {
 	# next mount removes
 	pd_mount -n -s "$STORE" || fail mount
 	kill -KILL "$PDFS_PID"
+	pd_wait_rc "$PDFS_RC" 20 || fail "wrapper"
+	# the mount is still in the table, its daemon gone: stats reads the store
+	out=$("$PD_BIN" stats "$MNT" 2>"$PD_TMP/stats.err") || fail "stats of a mount whose daemon was killed"
+	grep -q '^pages: *2$' <<<"$out" || fail "stats: $out"
+	grep -q 'did not answer' "$PD_TMP/stats.err" || fail "stats did not say the daemon was gone: $(cat "$PD_TMP/stats.err")"
 	fusermount3 -u -z "$MNT" 2>/dev/null
 	pd_wait_rc "$PDFS_RC" 20 || fail "wrapper"
 	echo partial >"$STORE/staging/s77"
-	cp "$b" "$STORE/objects/fff/$stray2" || fail cp
+	mkdir -p "$STORE/objects/fff" && echo stray >"$STORE/objects/fff/$stray2" || fail "make a stray blob file"
 	rc=0; out=$("$PD_BIN" fsck "$STORE" 2>/dev/null) || rc=$?
 	expect_eq "$rc" 3 "fsck after a kill with leftovers: $out"
 	grep -q '^leftover: staging/s77' <<<"$out" || fail "staging leftover: $out"
 	pd_mount -n -s "$STORE" || fail remount
 	expect_eq "$(cat "$MNT/a" "$MNT/b")" $'one\ntwo' "pages after the kill"
 	pd_umount || fail "umount (fsck must be clean: the mount removed the leftovers)"
-	# damage is still damage: a blob file a page needs is gone
-	rm -f "$b"
+	# damage is still damage: the bytes pages need are gone
+	find "$STORE/packs" "$STORE/objects" -type f -delete 2>/dev/null
 	rc=0; out=$("$PD_BIN" fsck "$STORE" 2>/dev/null) || rc=$?
 	expect_eq "$rc" 2 "fsck with a lost page: $out"
 }

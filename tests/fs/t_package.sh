@@ -8,6 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 VERSION=$(cat "$PD_TOP/VERSION")
+FORMAT=$(sed -n 's/^#define PD_FORMAT_VERSION \([0-9]*\).*/\1/p' "$PD_TOP/core/store/store.h")
 
 # a copy of the source tree, without build output
 copy_tree() {
@@ -25,7 +26,7 @@ case_make_install_uninstall() {
 		share/doc/pagededup/examples/srv-pages.mount; do
 		[ -s "$root/$f" ] || fail "make install did not install $f"
 	done
-	expect_eq "$("$root/bin/pagededup" --version)" "pagededup $VERSION (store format 1)" "installed version"
+	expect_eq "$("$root/bin/pagededup" --version)" "pagededup $VERSION (store format $FORMAT)" "installed version"
 	zcat "$root/share/man/man8/pagededupfs.8.gz" | grep -q "pagededup $VERSION" || fail "man page version"
 	# the programs only: neither the unit tests nor the benchmarks were built
 	[ -e "$src/build/release/tests" ] && fail "make install built the tests"
@@ -71,7 +72,7 @@ case_debian_package() {
 	# install it
 	pd_undo_later "dpkg --purge pagededup"
 	dpkg -i "$deb" >"$PD_TMP/dpkg-i.log" 2>&1 || { cat "$PD_TMP/dpkg-i.log"; fail "dpkg -i"; }
-	expect_eq "$(/usr/bin/pagededup --version)" "pagededup $VERSION (store format 1)" "installed pagededup"
+	expect_eq "$(/usr/bin/pagededup --version)" "pagededup $VERSION (store format $FORMAT)" "installed pagededup"
 	man -w pagededupfs >/dev/null 2>&1 || [ -e /usr/share/man/man8/pagededupfs.8.gz ] || fail "no man page"
 	# the completion answers
 	if [ -r /usr/share/bash-completion/bash_completion ]; then

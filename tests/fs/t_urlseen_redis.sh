@@ -127,7 +127,7 @@ case_plain() {
 	grep -q "cannot reach Redis at 127.0.0.1:26400" "$d/err" || fail "message: $(cat "$d/err")"
 	rc=0
 	"$PD_BIN" urlseen --redis localhost 2>"$d/err" </dev/null || rc=$?
-	expect_eq "$rc" 1 "a malformed --redis"
+	expect_eq "$rc" 2 "a malformed --redis: a usage error"
 }
 
 case_journal() {

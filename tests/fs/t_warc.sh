@@ -237,7 +237,7 @@ EOF2
 	rc=0
 	"$PD_BIN" import "$PD_TMP/byw-bad.warc.gz" -C "$W/bad" 2>"$PD_TMP/byw-bad.log" || rc=$?
 	cat "$PD_TMP/byw-bad.log"
-	expect_eq "$rc" 2 "exit status"
+	expect_eq "$rc" 3 "exit status (done, one record skipped)"
 	grep -q "offset 0: WARC-Block-Digest sha256:.* does not match" "$PD_TMP/byw-bad.log" || fail "not reported"
 	[ ! -e "$W/bad/w.example/dir/index.html" ] || fail "a page whose digest does not match was kept"
 	[ -e "$W/bad/w.example/notes.txt" ] || fail "the next record was not imported"
@@ -300,7 +300,7 @@ malformed() {
 	mkdir "$W/back"
 	"$PD_BIN" import "$PD_TMP/$kind.bad.warc" -C "$W/back" 2>"$PD_TMP/$kind.log" || rc=$?
 	cat "$PD_TMP/$kind.log"
-	expect_eq "$rc" 2 "exit status (malformed records skipped)"
+	expect_eq "$rc" 3 "exit status (done, malformed records skipped)"
 	grep -q "offset $off: " "$PD_TMP/$kind.log" || fail "no report naming offset $off"
 	got=$(find "$W/back" -type f | wc -l)
 	expect_eq "$got" $((nrec - 1)) "pages imported (all but the damaged one)"
@@ -339,7 +339,7 @@ EOF2
 	rc=0
 	"$PD_BIN" import "$PD_TMP/chunked.warc" -C "$W" 2>"$PD_TMP/chunked.log" || rc=$?
 	cat "$PD_TMP/chunked.log"
-	expect_eq "$rc" 2 "exit status (one record skipped)"
+	expect_eq "$rc" 3 "exit status (done, one record skipped)"
 	expect_eq "$(cat "$W/c.example/good.html")" "<html><body>chunked page</body>" "the page without its framing"
 	pd_xattr "$W/c.example/good.html" user.warc.http | grep -qi transfer-encoding && fail "Transfer-Encoding kept"
 	pd_xattr "$W/c.example/good.html" user.warc.http | grep -q '^Content-Type: text/html' || fail "header lines lost"

@@ -693,7 +693,8 @@ static void test_migrate_fixed_store(void **state)
 	store_params_default(&p);
 	p.expected_pages = 16;
 	p.filter_fpr = 0.01;
-	struct store_opts o = { .no_split_thread = true };
+	/* a store of that time: blob files, records without a pack place */
+	struct store_opts o = { .no_split_thread = true, .blob_files = true };
 	struct store *st = th_store(dir, &p, &o);
 	bool alive[500];
 	for (unsigned i = 0; i < 500; i++) {
