@@ -92,12 +92,7 @@ static int cat_one(struct store *st, const char *keyname)
 		return 1;
 	}
 	struct fprec r;
-	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
-	if (!rc) {
-		rc = blob_get(txn, st, &k, &r);
-		store_read_end(st, txn);
-	}
+	int rc = blob_read(st, &k, &r);
 	if (rc) {
 		fprintf(stderr, "pagededup blobs: %s: %s\n", keyname, rc == -ENOENT ? "no such blob" : strerror(-rc));
 		return 1;

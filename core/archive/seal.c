@@ -154,12 +154,7 @@ static bool likely_stored(struct store *st, const struct fp *fp)
 int seal_sync_blob(struct store *st, const struct blobkey *k)
 {
 	struct fprec r;
-	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	rc = blob_get(txn, st, k, &r);
-	store_read_end(st, txn);
+	int rc = blob_read(st, k, &r);
 	if (!rc && (r.flags & FPREC_PACKED))
 		return pack_sync(st->packs);
 	/* a blob file of a format 1 store */

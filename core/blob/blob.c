@@ -236,15 +236,21 @@ int blob_next_variant(MDB_txn *txn, struct store *st, const uint8_t md5[16], str
 	return rc;
 }
 
-int blob_open(struct store *st, const struct blobkey *k)
+int blob_read(struct store *st, const struct blobkey *k, struct fprec *out)
 {
-	struct fprec r;
 	MDB_txn *txn;
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	rc = blob_get(txn, st, k, &r);
+	rc = blob_get(txn, st, k, out);
 	store_read_end(st, txn);
+	return rc;
+}
+
+int blob_open(struct store *st, const struct blobkey *k)
+{
+	struct fprec r;
+	int rc = blob_read(st, k, &r);
 	if (rc)
 		return rc == -ENOENT ? -EIO : rc;
 	return blob_open_rec(st, k, &r);

@@ -45,6 +45,9 @@ int blob_listen(struct store *st, const struct blob_listener *l);
 extern const struct store_part blob_part;
 
 int blob_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *out);
+/* blob_get in a read transaction of its own: the record of k as committed
+ * now (-ENOENT: none). */
+int blob_read(struct store *st, const struct blobkey *k, struct fprec *out);
 int blob_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r);
 
 /* One more inode (ino) on an existing blob. */

@@ -125,12 +125,7 @@ static int sign_file(struct store *st, const struct blobkey *k, int *fd, struct 
 		     struct near_sig *sig)
 {
 	struct fprec r;
-	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	rc = blob_get(txn, st, k, &r);
-	store_read_end(st, txn);
+	int rc = blob_read(st, k, &r);
 	if (rc)
 		return rc;
 	*at = (struct pack_loc){ 0 };
