@@ -1,4 +1,5 @@
-/* warccmd.h - `pagededup export` and `pagededup import` (tools/warccmd.c). */
+/* warccmd.h - `pagededup export` (tools/warc_export.c) and `pagededup import`
+ * (tools/warc_import.c). */
 #ifndef PD_WARCCMD_H
 #define PD_WARCCMD_H
 
