@@ -24,7 +24,7 @@ rd_cli() { local p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@"; }
 
 rd_wait_ping() {
 	local p=$1 i
-	for i in $(seq 1 100); do
+	for i in $(seq 1 600); do
 		[ "$(rd_cli "$p" ping 2>/dev/null)" = PONG ] && return 0
 		sleep 0.05
 	done
@@ -41,8 +41,22 @@ rd_start() {
 		args+=(--cluster-enabled yes --cluster-config-file "$dir/$port/nodes.conf"
 			--cluster-node-timeout "$RD_NODE_TIMEOUT")
 	fi
-	redis-server "${args[@]}" >/dev/null 2>&1 &
-	pid=$!
+	# A cluster node also binds PORT+10000, inside the kernel's ephemeral
+	# range: an outgoing connection may hold it for a moment, and the
+	# server then exits at once. Start it again a few times before failing.
+	local try i
+	for try in 1 2 3 4 5; do
+		redis-server "${args[@]}" >/dev/null 2>&1 &
+		pid=$!
+		for i in $(seq 1 200); do
+			[ "$(rd_cli "$port" ping 2>/dev/null)" = PONG ] && break
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -0 "$pid" 2>/dev/null && break
+		wait "$pid" 2>/dev/null
+		sleep 1
+	done
 	RD_PIDS+=("$pid")
 	RD_PORTS+=("$port")
 	rd_wait_ping "$port"
