@@ -5,7 +5,7 @@
  * at beyond the word 5-shingle resemblance:
  *
  *   coll i j dist band kind_i kind_j same change_i change_j words_i words_j
- *   r5 r8 c8 rline cline hunks merged distinct kept D
+ *   r5 r8 c8 rline cline hunks merged distinct kept D lang
  *
  * dist: simhash distance (64: none); band: 1 when a band is shared; kind:
  * the labelled kind (-1 in a package); same: one base; change: sentences
@@ -16,7 +16,8 @@
  * words as written) of the pairs with 0.2 <= r5 < 0.8 (else -1): hunks,
  * merged (hunks joined across matched runs of fewer than 5 words),
  * distinct (hunks of distinct content), kept (words aligned over the
- * longer text), D (words inserted and deleted). An analysis script turns
+ * longer text), D (words inserted and deleted); lang: the labelled page's
+ * language (en, zh; - in a package). An analysis script turns
  * the lines into recall per kind and precision per package for any rule.
  */
 
@@ -109,11 +110,11 @@ static void rules_pair(const char *label, const struct coll *c, const struct sh8
 		g_align_cpu += now(CLOCK_THREAD_CPUTIME_ID) - c0;
 		g_aligned++;
 	}
-	fprintf(g_rules_out, "%s %zu %zu %u %d %d %d %d %d %d %u %u %.4f %.4f %.4f %.4f %.4f %d %d %d %.4f %ld\n",
+	fprintf(g_rules_out, "%s %zu %zu %u %d %d %d %d %d %d %u %u %.4f %.4f %.4f %.4f %.4f %d %d %d %.4f %ld %s\n",
 		label, i, j, d, band, ki, kj, same, ei, ej, a->nw, b->nw, r5, un8 ? (double)both8 / un8 : 1.0,
 		mn8 ? (double)both8 / mn8 : (un8 ? 0.0 : 1.0), ul > 0 ? sl / ul : 1.0, ml > 0 ? sl / ml : 1.0,
 		D >= -1 ? (int)ds.hunks : -1, D >= -1 ? (int)ds.merged : -1, D >= -1 ? (int)ds.distinct : -1,
-		D >= -1 ? kept_share(&ds) : -1.0, D);
+		D >= -1 ? kept_share(&ds) : -1.0, D, c->labelled ? lang_name[docs[i].lang] : "-");
 }
 
 static void rules_dump(const char *label, const struct coll *c)

@@ -31,7 +31,7 @@ import collections
 import sys
 
 KIND = ['base', 'mirror', 'ad', 'counter', 'edit', 'reformat', 'charset', 'negative']
-EN_DOCS = None  # labelled docs before this index are English (--en-docs)
+EN_DOCS = None  # files without the lang column: docs before this are English (--en-docs)
 
 
 def load(path, k):
@@ -50,7 +50,8 @@ def load(path, k):
         ki, kj, same, r5 = int(f[5]), int(f[6]), int(f[7]), float(f[12])
         kind = None
         if coll == 'labelled' and same and ki == 0 and kj not in (0, 7):
-            kind = ('en_' if i < EN_DOCS else 'zh_') + KIND[kj]
+            lang = f[22] if len(f) > 22 else 'en' if i < EN_DOCS else 'zh'
+            kind = lang + '_' + KIND[kj]
             pos[kind] += 1
             cand_pos[kind] += cand
         if not cand:
