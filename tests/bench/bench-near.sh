@@ -7,6 +7,10 @@
 #
 # Figures are lines "name: value"; see tests/bench/README.md. Exits 0 when
 # the benchmark ran; quality is reported, never asserted.
+#
+# PD_NEAR_RULES=FILE: the candidate pairs' features written to FILE
+# (bench_near --rules) and the confirm rules beyond the judge's line
+# measured on them (near_rules.py) after the run.
 set -euo pipefail
 build=$(cd "${1:-build/release}" && pwd)
 shift || true
@@ -35,4 +39,9 @@ for p in $PKGS; do
 	pkg_args+=(--pkg "$CACHE/extract/$p")
 done
 echo "## bench_near ${pkg_args[*]} $*"
-exec "$BIN" --corpus "$CACHE/corpus/a" "${pkg_args[@]}" "$@"
+if [ -z "${PD_NEAR_RULES:-}" ]; then
+	exec "$BIN" --corpus "$CACHE/corpus/a" "${pkg_args[@]}" "$@"
+fi
+"$BIN" --corpus "$CACHE/corpus/a" "${pkg_args[@]}" --rules "$PD_NEAR_RULES" "$@"
+echo "## near_rules.py $PD_NEAR_RULES"
+python3 "$here/near_rules.py" "$PD_NEAR_RULES"

@@ -214,56 +214,71 @@ struct set {
 	size_t n;
 };
 
-/* The sorted set of word 5-shingles of text: words are runs between white
- * space, as written (no folding: the judge is independent of the hashes). */
-static struct set ref_shingles(const char *text, size_t len)
+/* The words of text as the judge splits them: runs between white space, as
+ * written (no folding: the judge is independent of the hashes), and each
+ * CJK character a word of its own (runs of them have no spaces). Each word
+ * as the 64-bit hash of its bytes, in text order; the number in *n. A word
+ * that ends a line has *line_end set when line_end is given. */
+static uint64_t *ref_words(const char *text, size_t len, size_t *n, uint8_t **line_end)
 {
-	struct set s = {NULL, 0};
-	size_t cap = 0;
-	uint64_t win[REF_WORDS] = {0};
-	size_t nw = 0, ws = 0;
+	uint64_t *w = NULL;
+	uint8_t *le = NULL;
+	size_t nw = 0, cap = 0, ws = 0;
 	const unsigned char *t = (const unsigned char *)text;
 	for (size_t i = 0; i <= len;) {
 		bool end = i == len, blank = !end && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t');
-		size_t n = end || t[i] < 0x80 ? 1 : t[i] < 0xE0 ? 2 : t[i] < 0xF0 ? 3 : 4;
+		size_t k = end || t[i] < 0x80 ? 1 : t[i] < 0xE0 ? 2 : t[i] < 0xF0 ? 3 : 4;
 		uint32_t cp = 0;
-		if (!end && i + n <= len && n == 3)
+		if (!end && i + k <= len && k == 3)
 			cp = (uint32_t)(t[i] & 15) << 12 | (uint32_t)(t[i + 1] & 63) << 6 | (t[i + 2] & 63);
-		else if (!end && i + n <= len && n == 4)
+		else if (!end && i + k <= len && k == 4)
 			cp = (uint32_t)(t[i] & 7) << 18 | (uint32_t)(t[i + 1] & 63) << 12 |
 			     (uint32_t)(t[i + 2] & 63) << 6 | (t[i + 3] & 63);
-		if (!end && i + n > len)
-			n = len - i;
+		if (!end && i + k > len)
+			k = len - i;
 		bool cjk = cp && cjk_cp(cp);
-		/* a word ends at a blank, at the end, and before or after a CJK character */
-		if ((end || blank || cjk) && i > ws) {
-			memmove(win, win + 1, (REF_WORDS - 1) * sizeof win[0]);
-			win[REF_WORDS - 1] = XXH3_64bits(t + ws, i - ws);
-			if (++nw >= REF_WORDS) {
-				if (s.n == cap) {
-					cap = cap ? 2 * cap : 256;
-					s.v = xrealloc(s.v, cap * sizeof *s.v);
-				}
-				s.v[s.n++] = XXH3_64bits(win, sizeof win);
+		for (int part = 0; part < 2; part++) {
+			/* a word ends at a blank, at the end, and before a CJK character;
+			 * then the CJK character is a word */
+			size_t from = part ? i : ws, to = part ? i + k : i;
+			if (part ? !cjk : !((end || blank || cjk) && i > ws))
+				continue;
+			if (nw == cap) {
+				cap = cap ? 2 * cap : 256;
+				w = xrealloc(w, cap * sizeof *w);
+				le = xrealloc(le, cap);
 			}
+			w[nw] = XXH3_64bits(t + from, to - from);
+			le[nw++] = 0;
 		}
+		if (nw && (end || t[i] == '\n'))
+			le[nw - 1] = 1;
 		if (end)
 			break;
-		if (cjk) {
-			memmove(win, win + 1, (REF_WORDS - 1) * sizeof win[0]);
-			win[REF_WORDS - 1] = XXH3_64bits(t + i, n);
-			if (++nw >= REF_WORDS) {
-				if (s.n == cap) {
-					cap = cap ? 2 * cap : 256;
-					s.v = xrealloc(s.v, cap * sizeof *s.v);
-				}
-				s.v[s.n++] = XXH3_64bits(win, sizeof win);
-			}
-		}
-		i += n;
+		i += k;
 		if (blank || cjk)
 			ws = i;
 	}
+	*n = nw;
+	if (line_end)
+		*line_end = le;
+	else
+		free(le);
+	return w;
+}
+
+/* The sorted set of word 5-shingles of text (words as ref_words). */
+static struct set ref_shingles(const char *text, size_t len)
+{
+	struct set s = {NULL, 0};
+	size_t nw;
+	uint64_t *w = ref_words(text, len, &nw, NULL);
+	if (nw >= REF_WORDS) {
+		s.v = xmalloc((nw - REF_WORDS + 1) * sizeof *s.v);
+		for (size_t i = 0; i + REF_WORDS <= nw; i++)
+			s.v[s.n++] = XXH3_64bits(w + i, REF_WORDS * sizeof *w);
+	}
+	free(w);
 	if (s.n) {
 		qsort(s.v, s.n, sizeof *s.v, cmp_u64);
 		size_t u = 0;
@@ -314,20 +329,70 @@ struct page {
 	uint32_t *tok; /* --confirm align/both: the text's tokens (token_seq) */
 	uint32_t ntok;
 	struct chunks ch; /* and its chunks (chunk_seq) */
+	uint32_t *w;     /* --rules: the judge's words (ref_words, cut to 32 bits) */
+	uint32_t nw;
+	uint64_t *line;  /* --rules: each line of the text, the hash of its words */
+	uint32_t *lw;    /* and its number of words */
+	uint32_t nline;
 };
 
 static bool g_tokens; /* token sequences wanted (--confirm align or both) */
+static bool g_rules;  /* the judge's words and lines wanted (--rules) */
+static bool g_counter_stamp; /* --counter stamp (make_counter_stamp) */
+static void words_and_lines(const char *text, size_t len, struct page *p);
 static unsigned g_chunk = 8; /* --chunk: average chunk length in tokens */
 static void token_seq(const char *text, size_t len, struct page *p);
 static void analyse_methods(const char *html, size_t len, const struct html_text *t, struct page *p);
 static double t_extract, t_simhash, t_sketch; /* CPU seconds in analyse, for near_methods.h */
 
+/* The page's words (32 bits each, for the alignment) and lines. */
+static void words_and_lines(const char *text, size_t len, struct page *p)
+{
+	size_t n;
+	uint8_t *le;
+	uint64_t *w = ref_words(text, len, &n, &le);
+	p->w = xmalloc((n ? n : 1) * sizeof *p->w);
+	p->line = xmalloc((n ? n : 1) * sizeof *p->line);
+	p->lw = xmalloc((n ? n : 1) * sizeof *p->lw);
+	p->nw = (uint32_t)n;
+	p->nline = 0;
+	size_t start = 0;
+	for (size_t i = 0; i < n; i++) {
+		p->w[i] = (uint32_t)(w[i] ^ (w[i] >> 32));
+		if (!le[i] && i + 1 < n)
+			continue;
+		p->line[p->nline] = XXH3_64bits(w + start, (i + 1 - start) * sizeof *w);
+		p->lw[p->nline++] = (uint32_t)(i + 1 - start);
+		start = i + 1;
+	}
+	free(w);
+	free(le);
+	/* lines sorted by hash, their word counts beside (insertion sort: a
+	 * page has tens to a few thousand lines) */
+	for (uint32_t i = 1; i < p->nline; i++) {
+		uint64_t h = p->line[i];
+		uint32_t c = p->lw[i], j = i;
+		for (; j && p->line[j - 1] > h; j--) {
+			p->line[j] = p->line[j - 1];
+			p->lw[j] = p->lw[j - 1];
+		}
+		p->line[j] = h;
+		p->lw[j] = c;
+	}
+}
+
 static void free_page_methods(struct page *p)
 {
 	free(p->ref.v);
 	free(p->ns);
+	free(p->w);
+	free(p->line);
+	free(p->lw);
 	p->ref.v = NULL;
 	p->ns = NULL;
+	p->w = NULL;
+	p->line = NULL;
+	p->lw = NULL;
 }
 
 /* Analyse page bytes; the text is kept in *text when asked. */
@@ -353,6 +418,8 @@ static void analyse(const char *html, size_t len, struct page *p, bool want_ref,
 		t_sketch += now(CLOCK_THREAD_CPUTIME_ID) - c2;
 		if (want_ref)
 			p->ref = ref_shingles(t.text, t.len);
+		if (want_ref && g_rules)
+			words_and_lines(t.text, t.len, p);
 	}
 	analyse_methods(html, len, &t, p);
 	p->sh = r.hash;
@@ -389,6 +456,7 @@ struct doc {
 	enum kind kind;
 	enum lang lang;
 	int edits; /* edit variants: sentences edited */
+	size_t numbers; /* English counter variants: numbers changed */
 };
 
 static struct doc *docs;
@@ -626,12 +694,12 @@ static bool is_letter(char c)
 	return (unsigned)((c | 32) - 'a') < 26;
 }
 
-/* The number of every run of digits standing alone in visible text changed
- * (same length). 0 when there is none. */
-static size_t change_numbers(struct buf *b, uint64_t *rng)
+/* Runs of digits standing alone in visible text: those numbered [from, to)
+ * in text order changed (same length). Returns how many there are. */
+static size_t change_numbers(struct buf *b, uint64_t *rng, size_t from, size_t to)
 {
 	struct span *sp = xmalloc(65536 * sizeof *sp);
-	size_t ns = text_spans(b->p, b->n, sp, 65536), changed = 0;
+	size_t ns = text_spans(b->p, b->n, sp, 65536), seen = 0;
 	for (size_t k = 0; k < ns; k++) {
 		char *t = b->p + sp[k].at;
 		for (size_t i = 0; i < sp[k].len; i++) {
@@ -645,31 +713,65 @@ static size_t change_numbers(struct buf *b, uint64_t *rng)
 				i = j;
 				continue; /* inside a word or an entity */
 			}
-			for (size_t d = i; d < j; d++)
+			for (size_t d = i; d < j && seen >= from && seen < to; d++)
 				t[d] = (char)('0' + (t[d] - '0' + 1 + rng_below(rng, 8)) % 10);
-			changed++;
+			seen++;
 			i = j;
 		}
 	}
 	free(sp);
-	return changed;
+	return seen;
 }
 
-static struct buf make_counter(const char *s, size_t n, uint64_t *rng, bool *inserted)
+/* A dated view counter at the top of the body: the counter of a page that
+ * shows none. */
+static struct buf insert_stamp(const struct buf *b, uint64_t *rng)
 {
-	struct buf b = {NULL, 0, 0};
-	put_n(&b, s, n);
-	*inserted = false;
-	if (change_numbers(&b, rng))
-		return b;
-	/* no number to change: the page as served later, with a dated counter */
 	char line[256];
 	snprintf(line, sizeof line, "<p class=\"stamp\">Last updated %d-%02d-%02d, %zu views</p>",
 		 2020 + (int)rng_below(rng, 5), 1 + (int)rng_below(rng, 12), 1 + (int)rng_below(rng, 28),
 		 100 + rng_below(rng, 100000));
-	struct buf c = splice(b.p, b.n, body_open(b.p, b.n), line);
+	return splice(b->p, b->n, body_open(b->p, b->n), line);
+}
+
+/* --counter all (the default): every number of the text changed, or a
+ * dated counter line inserted when the text has none. *changed: the
+ * numbers changed. */
+static struct buf make_counter(const char *s, size_t n, uint64_t *rng, bool *inserted, size_t *changed)
+{
+	struct buf b = {NULL, 0, 0};
+	put_n(&b, s, n);
+	*inserted = false;
+	if ((*changed = change_numbers(&b, rng, 0, SIZE_MAX)))
+		return b;
+	/* no number to change: the page as served later, with a dated counter */
+	struct buf c = insert_stamp(&b, rng);
 	free(b.p);
 	*inserted = true;
+	return c;
+}
+
+/* --counter stamp: seed 001's "count changed" as the Chinese pages have it
+ * (their date and view count): COUNTER_RUN numbers in a row changed from a
+ * random one on (a date and a count, wherever the text has them), or a
+ * dated counter line inserted when the text has no number. */
+#define COUNTER_RUN 4
+static struct buf make_counter_stamp(const char *s, size_t n, uint64_t *rng, bool *inserted, size_t *changed)
+{
+	struct buf b = {NULL, 0, 0};
+	put_n(&b, s, n);
+	*inserted = false;
+	size_t all = change_numbers(&b, rng, 0, 0);
+	if (all) {
+		size_t from = rng_below(rng, all);
+		change_numbers(&b, rng, from, from + COUNTER_RUN);
+		*changed = all - from < COUNTER_RUN ? all - from : COUNTER_RUN;
+		return b;
+	}
+	struct buf c = insert_stamp(&b, rng);
+	free(b.p);
+	*inserted = true;
+	*changed = 0;
 	return c;
 }
 
@@ -1445,6 +1547,43 @@ static void score(unsigned k, double t, struct score *s)
 static double ratio(size_t a, size_t b)
 {
 	return b ? (double)a / (double)b : 1.0;
+}
+
+/* The judge's ceiling of each kind (its variants of resemblance >= 0.8 to
+ * their base) by the base's length in distinct word 5-shingles: where the
+ * positives under the judge's line come from. The store lists every
+ * candidate the judge accepts, so this is also its recall there. */
+static void length_profile(void)
+{
+	static const size_t edge[] = {0, 100, 200, 400, 800, SIZE_MAX};
+	enum { NB = sizeof edge / sizeof edge[0] - 1 };
+	for (int lang = 0; lang < NLANGS; lang++)
+		for (int kind = K_MIRROR; kind <= K_CHARSET; kind++) {
+			size_t n[NB] = {0}, ok[NB] = {0}, all = 0;
+			const struct doc *base = NULL;
+			for (size_t i = 0; i < ndocs; i++) {
+				const struct doc *d = &docs[i];
+				if (d->kind == K_BASE)
+					base = d;
+				if ((int)d->lang != lang || (int)d->kind != kind || !base)
+					continue;
+				size_t b = 0;
+				while (b + 1 < NB && base->pg.ref.n >= edge[b + 1])
+					b++;
+				n[b]++;
+				ok[b] += resemblance(&d->pg.ref, &base->pg.ref) >= TRUE_RESEMBLANCE;
+				all++;
+			}
+			if (!all)
+				continue;
+			printf("ceiling_by_length_%s_%s:", lang_name[lang], kind_name[kind]);
+			for (int b = 0; b < NB; b++)
+				if (n[b] && edge[b + 1] == SIZE_MAX)
+					printf(" %zu+ shingles %.3f (%zu)", edge[b], ratio(ok[b], n[b]), n[b]);
+				else if (n[b])
+					printf(" %zu-%zu %.3f (%zu)", edge[b], edge[b + 1] - 1, ratio(ok[b], n[b]), n[b]);
+			printf("\n");
+		}
 }
 
 /* Recall of base-edit pairs by number of edits. */
@@ -2272,6 +2411,8 @@ static void index_curve(const char *dir)
 static const double thresholds[] = {0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.72, 0.75, 0.78, 0.8, 0.82, 0.85, 0.88, 0.9};
 #define NTHRESH (sizeof thresholds / sizeof thresholds[0])
 
+#include "near_rules.h"
+
 int main(int argc, char **argv)
 {
 	size_t nbases = 2000, zh_bases = 300, nneg = 2000, speed_mb = 64;
@@ -2334,12 +2475,23 @@ int main(int argc, char **argv)
 			dump = argv[++i];
 		else if (!strcmp(argv[i], "--grid"))
 			grid = true;
+		else if (!strcmp(argv[i], "--counter") && i + 1 < argc && !strcmp(argv[i + 1], "all"))
+			g_counter_stamp = false, i++;
+		else if (!strcmp(argv[i], "--counter") && i + 1 < argc && !strcmp(argv[i + 1], "stamp"))
+			g_counter_stamp = true, i++;
+		else if (!strcmp(argv[i], "--rules") && i + 1 < argc) {
+			g_rules_out = fopen(argv[++i], "w");
+			if (!g_rules_out)
+				die("cannot write the --rules file");
+			g_rules = true;
+		}
 		else {
 			fprintf(stderr, "usage: bench_near [--bases N] [--zh-bases N] [--negatives N] "
 					"[--threshold T] [--k K] [--corpus DIR] [--no-jdk] [--speed-mb N]\n"
 					"                  [--confirm sketch|align|both] [--rep tok|chunk] [--hunks H] "
 					"[--kept F]\n                  [--align-r R] [--min-tokens N] [--no-rename-check] "
-					"[--chunk C] [--dmax-frac X] [--grid] [--dump FILE]\n");
+					"[--chunk C] [--dmax-frac X] [--grid] [--dump FILE]\n"
+					"                  [--pkg DIR]... [--pkg-max N] [--rules FILE] [--counter all|stamp]\n");
 			return 2;
 		}
 	}
@@ -2374,9 +2526,16 @@ int main(int argc, char **argv)
 		add_doc(v.p, v.n, group, K_AD, L_EN, 0);
 		free(v.p);
 		bool ins;
-		v = make_counter(en[i].html, en[i].len, &rng, &ins);
+		size_t changed;
+		uint64_t own = rng ^ UINT64_C(0x636f756e746572); /* --counter stamp's: the other kinds unchanged */
+		v = make_counter(en[i].html, en[i].len, &rng, &ins, &changed);
+		if (g_counter_stamp) {
+			free(v.p);
+			v = make_counter_stamp(en[i].html, en[i].len, &own, &ins, &changed);
+		}
 		en_inserted += ins;
 		add_doc(v.p, v.n, group, K_COUNTER, L_EN, 0);
+		docs[ndocs - 1].numbers = changed;
 		free(v.p);
 		int edits;
 		v = make_edit(en[i].html, en[i].len, en[i].text, &rng, &edits);
@@ -2411,6 +2570,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < npkgs; i++)
 		pkg_report(pkgs[i], pkg_max);
 	variant_profile();
+	length_profile();
 	printf("## labelled set, simhash alone, K=%u\n", K);
 	print_rows(K, -1, "simhash");
 	edit_recall(K, -1, "simhash");
@@ -2551,6 +2711,8 @@ int main(int argc, char **argv)
 	free(jdk_diff);
 	free(g_al.v);
 	free(g_al.sn);
+	if (g_rules_out)
+		fclose(g_rules_out);
 	free(docs);
 	free(pairs);
 	free(seen_bytes);

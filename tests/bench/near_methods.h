@@ -568,6 +568,8 @@ static void confirm_cost(const struct coll *c, const char *label)
 	       np ? 1e6 * (c1 - c0) / (double)np : 0, np);
 }
 
+static void rules_dump(const char *label, const struct coll *c); /* near_rules.h */
+
 static void pkg_report(const char *dir, size_t max)
 {
 	const char *label = strrchr(dir, '/');
@@ -581,6 +583,7 @@ static void pkg_report(const char *dir, size_t max)
 		low += pkg_pages[i].low;
 	printf("pkg_%s_pages: %zu distinct (%zu low confidence)\n", label, n, low);
 	print_methods(label, &c, t, conf);
+	rules_dump(label, &c);
 	printf("pkg_precision_%s: %s (%zu listed pairs, store; before the shingle sets, simhash+sketch: %s, %zu "
 	       "pairs)\n", label, prec_str(&c, &t[M_STORE]), t[M_STORE].listed, prec_str(&c, &t[M_SKETCH]),
 	       t[M_SKETCH].listed);
@@ -600,4 +603,5 @@ static void labelled_report(void)
 	run_methods(&c, t, conf);
 	print_methods("labelled", &c, t, conf);
 	print_set_bytes(&c, "labelled");
+	rules_dump("labelled", &c);
 }
