@@ -32,7 +32,7 @@
 #      more; it splits on the way): speed, memory, false positives;
 #
 # Environment: PD_REDIS_URLS (default 3e6), PD_FPR (1e-4), PD_REDIS_PORT
-# (26600), PD_REDIS_REPLICAS=1 (a replica per primary, 6 servers),
+# (21600), PD_REDIS_REPLICAS=1 (a replica per primary, 6 servers),
 # PD_WORKDIR (/var/tmp), PD_RB_PIPELINE.
 set -euo pipefail
 build=$(cd "${1:-build/release}" && pwd)
@@ -55,7 +55,7 @@ now() { date +%s.%N; }
 N=$(num "${PD_REDIS_URLS:-3e6}")
 M=$(num "$(awk -v n="$N" 'BEGIN { m = n / 3; if (m > 1e6) m = 1e6; print m }')")
 FPR=${PD_FPR:-1e-4}
-P0=${PD_REDIS_PORT:-26600}
+P0=${PD_REDIS_PORT:-21600}
 work=${PD_WORKDIR:-/var/tmp}
 run=$(mktemp -d "$work/pd-bench-redis.XXXXXX")
 cleanup() { rd_stop_all; rm -rf "$run"; }
