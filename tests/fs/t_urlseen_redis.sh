@@ -296,7 +296,12 @@ case_stall() {
 	SLOW=0.05
 	race3 127.0.0.1:21450
 	local p i
-	sleep 0.5
+	# not before every crawler has its filter open (a crawler that cannot
+	# start ends with exit 3, as it should)
+	for i in $(seq 1 300); do
+		[ -s "$PD_TMP/out.a" ] && [ -s "$PD_TMP/out.b" ] && [ -s "$PD_TMP/out.c" ] && break
+		sleep 0.1
+	done
 	for i in 1 2 3; do
 		for p in 21450 21451 21452; do
 			rd_signal "$p" STOP
