@@ -291,7 +291,7 @@ case_stall() {
 	# (a failover may lose writes, which the failover case covers)
 	RD_REPLICAS=0 rd_cluster "$PD_TMP/cl" 21450 21451 21452 || fail "cluster"
 	# two leaves of 16 KiB (some 9,000 URLs each) for 60,000 URLs: ten
-	# splits or so, down to level 3
+	# splits or so, down to level 2 or 3
 	RACE_OPTS=(--expected 500 --redis-leaves 2 --leaf-kib 16 --batch 256 --fpr 1e-3 --redis-timeout 150)
 	SLOW=0.05
 	race3 127.0.0.1:21450
