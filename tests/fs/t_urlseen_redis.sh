@@ -248,11 +248,14 @@ case_netns() {
 	ip netns del "pdu${id}probe"
 	ns_setup "$id" || fail "setting up the namespaces and the bridge"
 	RUN_IN=([a]="ip netns exec pdu${id}a" [b]="ip netns exec pdu${id}b" [c]="ip netns exec pdu${id}c")
-	# each namespace has its own loopback: 127.0.0.1 there is not this host
-	ip netns exec "pdu${id}a" bash -c 'exec 3<>/dev/tcp/127.0.0.1/21440' 2>/dev/null &&
-		fail "namespace a reaches this host's 127.0.0.1"
 	RD_HOST=$NS_NET.1 rd_cluster "$PD_TMP/cl" "${ports[@]}" || fail "cluster on $NS_NET.1"
 	rd_cli 21440 cluster slots | grep -qx "$NS_NET.1" || fail "the nodes do not announce $NS_NET.1"
+	# each namespace has its own loopback: the nodes' 127.0.0.1 is not
+	# reachable from there, their $NS_NET.1 is
+	ip netns exec "pdu${id}a" bash -c 'exec 3<>/dev/tcp/127.0.0.1/21440' 2>/dev/null &&
+		fail "namespace a reaches this host's 127.0.0.1"
+	ip netns exec "pdu${id}a" bash -c "exec 3<>/dev/tcp/$NS_NET.1/21440" ||
+		fail "namespace a does not reach $NS_NET.1:21440"
 	race3 "$NS_NET.1:21440"
 	# who is connected, while the crawlers run (each holds a connection to
 	# every primary it has work for)
