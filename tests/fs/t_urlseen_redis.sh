@@ -320,6 +320,10 @@ case_stall() {
 	echo "splits: $splits, stray: $(sum_stat filter_stray), lost answers: $lost"
 	[ "$splits" -ge 6 ] || fail "only $splits splits: the case does not test growth"
 	[ "$lost" -gt 0 ] || fail "no answer lost: the stops came too late to test anything"
+	# each report names what lost the answers (a node stopped: no answer in
+	# time), not what came after it
+	grep -hE ' lines [0-9]+-[0-9]+ printed as new without an answer' "$PD_TMP"/err.? | grep -v ': no answer in time); ' &&
+		fail "lost answers reported with another reason"
 	check_outcome "$lost" 0
 }
 

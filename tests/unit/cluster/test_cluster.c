@@ -184,6 +184,7 @@ static void test_lost_replies(void **state)
 	o.retry_ms = 1000;
 	char err[256];
 	assert_int_equal(cluster_connect("127.0.0.1:" PORT, &o, &c, err, sizeof err), 0);
+	assert_string_equal(cluster_lost_error(c), "");
 	const char *set[] = { "SET", "t:lost", "0" };
 	int status;
 	assert_non_null(cluster_command(c, "t:lost", &status, 3, set));
@@ -205,6 +206,7 @@ static void test_lost_replies(void **state)
 	struct cluster_stats st;
 	cluster_get_stats(c, &st);
 	assert_int_equal(st.lost, N);
+	assert_non_null(strstr(cluster_lost_error(c), "127.0.0.1:" PORT ": no answer in time"));
 	kill(server, SIGCONT);
 	/* the next call reconnects; the stopped server ran the batch once */
 	const char *get[] = { "GET", "t:lost" };
