@@ -11,7 +11,7 @@
 #   all      everything above
 set -e
 BUILD="build-essential pkg-config libfuse3-dev fuse3 libssl-dev liblmdb-dev libxxhash-dev libhiredis-dev zlib1g-dev libzstd-dev"
-TEST="libcmocka-dev zstd attr wget python3 tar coreutils findutils procps lmdb-utils util-linux bash-completion redis-server redis-tools time"
+TEST="libcmocka-dev zstd attr wget python3 tar coreutils findutils procps lmdb-utils util-linux bash-completion redis-server redis-tools time iproute2"
 BENCH="gnuplot-nox"
 PACKAGE="debhelper dpkg-dev lintian fakeroot"
 case ${1:-all} in

@@ -100,6 +100,8 @@ int urlseen_redis_batch(struct urlseen_redis *u, const uint8_t *keys, size_t n, 
 		u->vcap = n;
 	}
 	uint64_t lost0 = u->lost;
+	struct cluster_stats cs0, cs;
+	cluster_get_stats(u->c, &cs0);
 	int rc = rfilter_check(u->f, keys, n, !u->o.check, u->verdict);
 	if (rc && rc != -EHOSTUNREACH) {
 		fprintf(stderr, PROG ": %s\n", strerror(-rc));
@@ -113,12 +115,17 @@ int urlseen_redis_batch(struct urlseen_redis *u, const uint8_t *keys, size_t n, 
 		notrun += v == RFILTER_NOT_RUN;
 	}
 	if (u->lost > lost0) {
+		/* why: the connection that lost them (not whatever came after,
+		 * such as CLUSTERDOWN while a stalled node is failed), else
+		 * replies that were errors */
+		cluster_get_stats(u->c, &cs);
 		u->batches_lost++;
 		fprintf(stderr,
 			PROG ": %" PRIu64 " URLs of %s lines %" PRIu64 "-%" PRIu64
 			" printed as new without an answer from Redis (%s); they may be printed by "
 			"another crawler too\n",
-			u->lost - lost0, input, first_line, last_line, cluster_error(u->c));
+			u->lost - lost0, input, first_line, last_line,
+			cs.lost > cs0.lost ? cluster_lost_error(u->c) : "error replies");
 	}
 	if (rc == -EHOSTUNREACH) {
 		fprintf(stderr,

@@ -75,6 +75,7 @@ struct cluster {
 	uint16_t slot_node[CLUSTER_SLOTS];
 	bool plain;
 	char err[256];
+	char lost_err[256]; /* why the last command that may have run had no reply */
 	struct cluster_stats st;
 };
 
@@ -113,6 +114,11 @@ static void set_err(struct cluster *c, const char *fmt, ...)
 const char *cluster_error(const struct cluster *c)
 {
 	return c->err;
+}
+
+const char *cluster_lost_error(const struct cluster *c)
+{
+	return c->lost_err;
 }
 
 bool cluster_is_plain(const struct cluster *c)
@@ -758,6 +764,7 @@ static void node_fail(struct cluster *c, struct node *nd, struct cluster_cmd *cm
 {
 	size_t written = nd->woff;
 	size_t start = nd->got ? nd->q[nd->got - 1].end : 0;
+	bool lost = false;
 	for (size_t i = nd->got; i < nd->nq; i++) {
 		const struct qent *e = &nd->q[i];
 		if (!e->asking) {
@@ -765,10 +772,13 @@ static void node_fail(struct cluster *c, struct node *nd, struct cluster_cmd *cm
 				rd->retry++;
 			} else {
 				cmd_final(c, &cmds[e->cmd], status, NULL);
+				lost = true;
 			}
 		}
 		start = e->end;
 	}
+	if (lost)
+		snprintf(c->lost_err, sizeof c->lost_err, "%s:%d: %s", nd->host, nd->port, why);
 	nd->got = nd->nq;
 	node_drop(c, nd, why);
 	rd->refresh = true;

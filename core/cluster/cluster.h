@@ -76,6 +76,11 @@ void cluster_close(struct cluster *c);
 bool cluster_is_plain(const struct cluster *c);
 /* The last problem in words (a node failing, the map being refreshed). */
 const char *cluster_error(const struct cluster *c);
+/* Why the last command that may have run got no reply (-ETIMEDOUT,
+ * -ECONNRESET), in words: the node and what happened to its connection;
+ * "" while there was none. Later problems (cluster_error) do not
+ * overwrite it. */
+const char *cluster_lost_error(const struct cluster *c);
 
 /* A key's hash slot. */
 uint16_t cluster_slot(const char *key, size_t len);

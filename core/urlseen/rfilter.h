@@ -61,6 +61,19 @@
  * are set only by a host that found the URL in no frozen leaf before it.
  * The cost of not knowing: bits written into frozen leaves, at most one
  * batch per host per split (they raise those leaves' rates a little).
+ * Case by case: say hosts A and B both print u as new with an answer. Each
+ * wrote u's bits into a leaf that answered "active" and had a 0 bit: A into
+ * X, B into Y, both on u's path. X = Y is impossible (the later of the two
+ * commands would find every bit set). Else say X is above Y: B went past
+ * X either by writing into it (then X answered "frozen", so B's write came
+ * after A's, which found X active, and B would have found every bit set)
+ * or by reading it as a leaf it knew frozen (then X was frozen before that
+ * read, the read found a 0 bit so it came before A's write, and A's write
+ * would have answered "frozen"). This rests on each leaf's commands
+ * running one at a time in one order (one primary per slot), so it holds
+ * across resharding; what breaks it is a lost answer (the URL is printed
+ * without one: RFILTER_LOST, reported) and a failover (below).
+ * tests/unit/cluster/test_cluster.c steps hosts through these orders.
  *
  * Keys are counted in bunches: a host adds to a leaf's count (BITFIELD
  * INCRBY) when it has recorded a bunch there (1/256 of the leaf's
@@ -75,7 +88,11 @@
  * (a split's freeze, a count) can be undone, which costs a split done
  * twice and some rate, never a URL dropped. How many: what the primary
  * acknowledged in the last moments before it died, typically the batches
- * in flight on it (replication is usually a few milliseconds behind).
+ * in flight on it (replication is usually a few milliseconds behind). A
+ * freeze undone adds a few: until the leaf is frozen again (hosts that
+ * knew it frozen find it active, write there again, and the first bunch
+ * counted there splits it once more), a URL its children got meanwhile
+ * can be new once more in the leaf: about a bunch per host more.
  *
  * Keys in Redis (NAME is the filter's name, letters, digits, '.', '_',
  * '-'; no hash tag, so the leaves spread over all slots):
