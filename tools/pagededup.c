@@ -464,8 +464,9 @@ static const struct cli_cmd commands[] = {
 	  "are lost moves to /lost+found (empty, its MD5 in user.pagededup.lost_md5).\n"
 	  "Right after an unmount it waits for the daemon to finish closing the store.\n"
 	  "Exit 0 clean, 1 repaired, 2 damage (a page lost or at risk), 3 only crash\n"
-	  "leftovers (blob files no record names, staged bytes: the next mount of a\n"
-	  "store not closed cleanly, or --repair, removes them), 4 could not check\n"
+	  "leftovers (blob files no record names, staged bytes, a pack with nothing\n"
+	  "live left by a compaction: the next mount of a store not closed cleanly,\n"
+	  "or --repair, removes them), 4 could not check\n"
 	  "(not a store, mounted, usage error).",
 	  FSCK_CANNOT },
 	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all]",
