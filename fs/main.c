@@ -96,7 +96,7 @@ static void usage(const char *prog)
 	       "    pack_mb=N              a pack file is closed past N MiB (default 256)\n"
 	       "    compact=S              rewrite a pack whose live share falls below S (default\n"
 	       "                           0.5) in the background, its old file then removed\n"
-	       "    compact_min_kb=N       ... once it has N KiB to give back (default 8192)\n"
+	       "    compact_min_kb=N       ... once it has N KiB to give back (default 1024)\n"
 	       "    compact_period_ms=N    how often the compactor looks (default 10000)\n"
 	       "    nocompact              no background compactor ('pagededup compact' unmounted)\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"

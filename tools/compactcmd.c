@@ -6,7 +6,7 @@
  *     --share S        compact packs whose live share is below S
  *                      (default BLOB_COMPACT_SHARE, 0.5)
  *     --min-dead BYTES ... and that have at least BYTES to give back
- *                      (default BLOB_COMPACT_MIN_DEAD, 8 MiB; suffixes K M G)
+ *                      (default BLOB_COMPACT_MIN_DEAD, 1 MiB; suffixes K M G)
  *     --all            every pack with a block (4 KiB) of dead bytes
  *
  * Prints one line: packs compacted and removed, records and bytes moved,
@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "archive/archive.h"
 #include "blob/blob.h"
@@ -98,14 +99,20 @@ int cmd_compact(int argc, char **argv)
 	struct blob_compact_stats d;
 	struct blob_pack_usage before, after;
 	blob_pack_usage(st, &before);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = blob_compact_run(st, &cfg, &d);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	blob_pack_usage(st, &after);
 	int crc = store_close(st);
-	printf("compacted %llu pack%s (%llu removed): %llu records, %llu bytes moved; %llu bytes given back; "
-	       "%llu damaged record%s left; packs now %llu files, %llu bytes allocated (were %llu, %llu)\n",
+	printf("compacted %llu pack%s (%llu removed): %llu records, %llu bytes moved in %.2f s (%.1f MB/s); "
+	       "%llu bytes given back; %llu damaged record%s left; packs now %llu files, %llu bytes allocated "
+	       "(were %llu, %llu)\n",
 	       (unsigned long long)d.packs_compacted, d.packs_compacted == 1 ? "" : "s",
 	       (unsigned long long)d.packs_removed, (unsigned long long)d.records_moved,
-	       (unsigned long long)d.bytes_moved, (unsigned long long)d.bytes_freed, (unsigned long long)d.damaged,
+	       (unsigned long long)d.bytes_moved, secs, secs > 0 ? (double)d.bytes_moved / 1e6 / secs : 0.0,
+	       (unsigned long long)d.bytes_freed, (unsigned long long)d.damaged,
 	       d.damaged == 1 ? "" : "s", (unsigned long long)after.packs, (unsigned long long)after.allocated,
 	       (unsigned long long)before.packs, (unsigned long long)before.allocated);
 	if (rc || crc) {

@@ -472,7 +472,7 @@ static const struct cli_cmd commands[] = {
 	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all]",
 	  "give back the dead bytes of an unmounted store's packs now",
 	  "Rewrites every pack whose live share is below S (default 0.5) and that has\n"
-	  "at least BYTES (default 8M; suffixes K, M, G) allocated beyond its live\n"
+	  "at least BYTES (default 1M; suffixes K, M, G) allocated beyond its live\n"
 	  "records: they are checked, copied to the current pack and synced, the\n"
 	  "store points at the copies, then the old pack is removed. --all: every pack\n"
 	  "with 4 KiB or more to give back. A damaged record is not copied (it stays, marked bad: a\n"

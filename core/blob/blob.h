@@ -166,10 +166,10 @@ int blob_rec_check(struct store *st, const struct pack_rec *rec);
  *                fields it knows from a longer row)
  * changed in the transactions that move records and remove packs. */
 #define BLOB_COMPACT_SHARE 0.5           /* rewrite a pack less than half live */
-#define BLOB_COMPACT_MIN_DEAD (8ull << 20) /* ... with at least this to give back */
+#define BLOB_COMPACT_MIN_DEAD (1ull << 20) /* ... with at least this to give back */
 #define BLOB_COMPACT_PERIOD_MS 10000       /* how often the thread looks */
-#define BLOB_COMPACT_BATCH 512             /* records copied per commit */
-#define BLOB_COMPACT_BATCH_BYTES (16u << 20) /* ... or bytes */
+#define BLOB_COMPACT_BATCH 4096            /* records copied per commit */
+#define BLOB_COMPACT_BATCH_BYTES (32u << 20) /* ... or bytes (a sync and a commit each) */
 
 struct blob_compact_stats {
 	uint64_t packs_compacted, packs_removed, records_moved, bytes_moved, bytes_freed, damaged;
@@ -184,6 +184,14 @@ struct blob_compact_cfg {
 	bool (*stop)(void *ctx);
 	void *ctx;
 	bool debug_stops;   /* honour PD_COMPACT_STOP (blob_compact.c) */
+	/* Packs a pass left as they were (a damaged record in them, or one
+	 * to encode again), with their live totals then: passed over while
+	 * those do not change (the thread's passes; NULL: none kept). */
+	struct blob_compact_memo *memo;
+};
+struct blob_compact_memo {
+	struct { uint32_t id; uint64_t bytes, records; } *v;
+	size_t n, cap;
 };
 /* The store's settings (store_opts) with the defaults above. */
 void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c);
@@ -195,6 +203,7 @@ int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct 
 /* Compact pack id now, whatever its share; what it did is added to *done. */
 int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
 		      struct blob_compact_stats *done);
+void blob_compact_memo_free(struct blob_compact_memo *m);
 /* The thread that runs blob_compact_run every compact_period_ms
  * (blob_part: started by a writable open unless compact_share < 0,
  * stopped at close). */

@@ -192,7 +192,8 @@ static int live_items(struct store *st, uint32_t id, struct items *out)
 	size_t n = 0;
 	for (size_t i = 0; i < all.n; i++) {
 		struct fprec r;
-		if (named_here(txn, st, &all.v[i], &r))
+		/* a record known bad stays where it is until a write heals it */
+		if (named_here(txn, st, &all.v[i], &r) && (all.v[i].kind != PACK_KIND_PAGE || !(r.flags & FPREC_BAD)))
 			all.v[n++] = all.v[i];
 	}
 	store_read_end(st, txn);
@@ -423,8 +424,11 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 	if (!rc && (rc = store_write(st, final_cb, &f)))
 		pack_retire(st->packs, id, false);
 	if (!rc && f.empty) {
-		/* the commit durable before the file goes */
-		rc = store_sync(st);
+		/* the commit durable before the file goes (and the pack's own
+		 * descriptor, if a rollover left it to sync, closed) */
+		rc = pack_sync(st->packs);
+		if (!rc)
+			rc = store_sync(st);
 		if (!rc)
 			rc = stop_at(c, "committed");
 		if (!rc)
@@ -509,6 +513,51 @@ static int view_packs(struct store *st, struct pack_view **out, size_t *n)
 	return 0;
 }
 
+/* Pack p's live totals are those a pass left it with: nothing to do. */
+static bool memo_same(const struct blob_compact_memo *m, const struct pack_view *p)
+{
+	for (size_t i = 0; m && i < m->n; i++)
+		if (m->v[i].id == p->id)
+			return m->v[i].bytes == p->live.bytes && m->v[i].records == p->live.records;
+	return false;
+}
+
+/* After pack id was compacted: remember its live totals if it is still
+ * there (something stayed in it), forget it if it is gone. */
+static void memo_after(struct store *st, struct blob_compact_memo *m, uint32_t id)
+{
+	size_t at = m->n;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->v[i].id == id)
+			at = i;
+	struct blob_pack_live l;
+	MDB_txn *txn;
+	bool there = pack_file_bytes(st->packs, id) >= 0 && store_read_begin(st, &txn) == 0;
+	if (there) {
+		there = blob_pack_live_get(txn, st, id, &l) == 0;
+		store_read_end(st, txn);
+	}
+	if (!there) {
+		if (at < m->n)
+			m->v[at] = m->v[--m->n];
+		return;
+	}
+	if (at == m->n) {
+		if (m->n == m->cap) {
+			size_t cap = m->cap ? 2 * m->cap : 8;
+			void *v = realloc(m->v, cap * sizeof *m->v);
+			if (!v)
+				return; /* only a hint */
+			m->v = v;
+			m->cap = cap;
+		}
+		m->n++;
+	}
+	m->v[at].id = id;
+	m->v[at].bytes = l.bytes;
+	m->v[at].records = l.records;
+}
+
 int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
 {
 	if (done)
@@ -524,11 +573,20 @@ int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct 
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (asked_to_stop(c))
 			rc = -ECANCELED;
-		else if (qualifies(&v[i], cur, c))
+		else if (qualifies(&v[i], cur, c) && !memo_same(c->memo, &v[i])) {
 			rc = blob_compact_pack(st, v[i].id, c, done);
+			if (!rc && c->memo)
+				memo_after(st, c->memo, v[i].id);
+		}
 	}
 	free(v);
 	return rc;
+}
+
+void blob_compact_memo_free(struct blob_compact_memo *m)
+{
+	free(m->v);
+	memset(m, 0, sizeof *m);
 }
 
 /* ---- the thread ---------------------------------------------------------------- */
@@ -541,6 +599,7 @@ struct compactor {
 	bool stop;
 	unsigned period_ms;
 	struct blob_compact_cfg cfg;
+	struct blob_compact_memo memo;
 };
 
 static bool compactor_stopping(void *ctx)
@@ -594,6 +653,7 @@ int blob_compact_start(struct store *st)
 	k->cfg.stop = compactor_stopping;
 	k->cfg.ctx = k;
 	k->cfg.debug_stops = true;
+	k->cfg.memo = &k->memo;
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -624,5 +684,6 @@ void blob_compact_stop(struct store *st)
 	pthread_cond_destroy(&k->cv);
 	pthread_mutex_destroy(&k->mu);
 	st->blob_compact = NULL;
+	blob_compact_memo_free(&k->memo);
 	free(k);
 }

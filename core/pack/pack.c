@@ -515,6 +515,11 @@ int pack_read_dict(struct pack_set *ps, const struct pack_loc *loc, uint32_t id,
 	return 0;
 }
 
+/* The scan reads the pack through a window of this many bytes: a dead
+ * stretch (a punched hole, the partial blocks a punched record left) is
+ * stepped over 8 bytes at a time, in memory, not with a pread each. */
+#define SCAN_WINDOW (256u << 10)
+
 static int scan_fd(int fd, uint32_t id,
 		   int (*fn)(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc), void *ctx,
 		   uint64_t *damaged)
@@ -522,19 +527,30 @@ static int scan_fd(int fd, uint32_t id,
 	struct stat sb;
 	if (fstat(fd, &sb))
 		return -errno;
-	uint64_t end = (uint64_t)sb.st_size, off = PACK_HDR_BYTES;
+	uint8_t *win = malloc(SCAN_WINDOW);
+	if (!win)
+		return -ENOMEM;
+	uint64_t end = (uint64_t)sb.st_size, off = PACK_HDR_BYTES, wstart = 0, wlen = 0;
+	int rc = 0;
 	while (off + PACK_REC_HDR <= end) {
-		uint8_t b[PACK_REC_HDR];
+		if (off < wstart || off + PACK_REC_HDR > wstart + wlen) {
+			ssize_t n = fd_pread_full(fd, win, SCAN_WINDOW, off);
+			if (n < 0) {
+				rc = (int)n;
+				break;
+			}
+			wstart = off;
+			wlen = (uint64_t)n;
+			if (wlen < PACK_REC_HDR)
+				break; /* the file is shorter than its size said */
+		}
+		const uint8_t *b = win + (off - wstart);
 		struct pack_rec_hdr h;
-		ssize_t n = fd_pread_full(fd, b, sizeof b, off);
-		if (n < 0)
-			return (int)n;
 		bool zero_pad = get_le32(b) == 0; /* alignment padding is not damage */
-		if (n == PACK_REC_HDR && pack_hdr_decode(b, &h) == 0 && h.payload <= end - off - PACK_REC_HDR) {
+		if (pack_hdr_decode(b, &h) == 0 && h.payload <= end - off - PACK_REC_HDR) {
 			struct pack_loc loc = { id, off, PACK_REC_HDR + h.payload };
-			int rc = fn(ctx, &h, &loc);
-			if (rc)
-				return rc;
+			if ((rc = fn(ctx, &h, &loc)))
+				break;
 			off = (off + loc.len + PACK_ALIGN - 1) & ~(uint64_t)(PACK_ALIGN - 1);
 			continue;
 		}
@@ -542,7 +558,8 @@ static int scan_fd(int fd, uint32_t id,
 			*damaged += PACK_ALIGN;
 		off += PACK_ALIGN;
 	}
-	return 0;
+	free(win);
+	return rc;
 }
 
 int pack_scan(struct pack_set *ps, uint32_t id,
