@@ -54,7 +54,7 @@ BINS := $(BUILD)/pagededup $(if $(FS_SRC),$(BUILD)/pagededupfs)
 STORE ?= /var/lib/pagededup/store
 MOUNTPOINT ?= /srv/pages
 
-.PHONY: all build programs deps deps-build install-files uninstall check unit stress test-format1 bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-disk bench-scale bench-warc install mount clean
+.PHONY: all build programs deps deps-build install-files uninstall check unit stress test-format1 bench bench-core bench-fsck bench-filter bench-near bench-near-features bench-compact bench-disk bench-scale bench-warc install mount clean
 all: deps
 	@$(MAKE) --no-print-directory build MODE=release
 
@@ -159,6 +159,10 @@ bench-disk: all
 
 bench-warc: all
 	@nice bash tests/bench/bench-warc.sh build/release
+
+# The compactor: space given back, MB/s moved, a writer beside it.
+bench-compact: all
+	@nice bash tests/bench/bench-compact.sh build/release
 
 bench-near-features: all
 	@bash tests/bench/bench-near-features.sh build/release

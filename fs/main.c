@@ -26,7 +26,9 @@
 
 struct options {
 	char *store;
-	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files;
+	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files, nocompact;
+	double compact;
+	unsigned long compact_min_kb, compact_period_ms;
 	unsigned long uring_threads, pack_mb;
 	long pack_level;
 	unsigned long mapsize_mb, sync_ms, sign_queue;
@@ -46,6 +48,10 @@ static const struct fuse_opt option_spec[] = {
 	OPT("blob_files", blob_files),
 	{ "pack_level=%ld", offsetof(struct options, pack_level), 0 },
 	{ "pack_mb=%lu", offsetof(struct options, pack_mb), 0 },
+	OPT("nocompact", nocompact),
+	{ "compact=%lf", offsetof(struct options, compact), 0 },
+	{ "compact_min_kb=%lu", offsetof(struct options, compact_min_kb), 0 },
+	{ "compact_period_ms=%lu", offsetof(struct options, compact_period_ms), 0 },
 	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
 	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
@@ -88,6 +94,11 @@ static void usage(const char *prog)
 	       "                           by close() past sign_queue and at unmount\n"
 	       "    pack_level=N           zstd level of new pack records (default 3; -1: raw)\n"
 	       "    pack_mb=N              a pack file is closed past N MiB (default 256)\n"
+	       "    compact=S              rewrite a pack whose live share falls below S (default\n"
+	       "                           0.5) in the background, its old file then removed\n"
+	       "    compact_min_kb=N       ... once it has N KiB to give back (default 1024)\n"
+	       "    compact_period_ms=N    how often the compactor looks (default 10000)\n"
+	       "    nocompact              no background compactor ('pagededup compact' unmounted)\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
 	       "                           under objects/ (tests of format 1 stores)\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
@@ -333,7 +344,10 @@ int main(int argc, char *argv[])
 				 .mapsize = (uint64_t)o.mapsize_mb << 20, .sync_ms = (unsigned)o.sync_ms,
 				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue,
 				 .pack_level = (int)o.pack_level, .pack_max_bytes = (uint64_t)o.pack_mb << 20,
-				 .blob_files = o.blob_files };
+				 .blob_files = o.blob_files,
+				 .compact_share = o.nocompact ? -1 : o.compact,
+				 .compact_min_dead = (uint64_t)o.compact_min_kb << 10,
+				 .compact_period_ms = (unsigned)o.compact_period_ms };
 	if (archive_open(o.store, &so, &st, err)) {
 		start_failed(notify_fd, "pagededupfs: %s", err);
 		goto out_session;

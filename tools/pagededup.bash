@@ -5,7 +5,7 @@ _pagededup()
 {
 	local cur prev words cword
 	_init_completion || return
-	local commands="mkfs stats fsck simhash near attrs blobs dups clusters export import urlseen version help"
+	local commands="mkfs stats fsck compact simhash near attrs blobs dups clusters export import urlseen version help"
 	if [ "$cword" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
 		return
@@ -17,6 +17,7 @@ _pagededup()
 	fsck) opts="--deep --repair --help" ;;
 	urlseen) opts="--filter --fpr --check --help" ;;
 	blobs) opts="--cat --help" ;;
+	compact) opts="--share --min-dead --all --help" ;;
 	dups|clusters) opts="--json --csv --min-size --help" ;;
 	export) opts="-o --output --max-size --cdxj --level --no-gzip --help" ;;
 	import) opts="-C --directory --help" ;;
@@ -35,7 +36,7 @@ _pagededup()
 		return
 	fi
 	case $cmd in
-	mkfs|stats|fsck|blobs|dups|clusters) _filedir -d ;;
+	mkfs|stats|fsck|compact|blobs|dups|clusters) _filedir -d ;;
 	*) _filedir ;;
 	esac
 }
@@ -46,7 +47,7 @@ _pagededupfs()
 	local cur prev words cword
 	_init_completion || return
 	if [ "$prev" = -o ]; then
-		local o="nodedup sync_blobs sync_ms= mapsize_mb= sign_queue= no_sign_thread entry_timeout= attr_timeout= negative_timeout= no_uring uring_threads= allow_other auto_unmount"
+		local o="nodedup sync_blobs sync_ms= mapsize_mb= sign_queue= no_sign_thread entry_timeout= attr_timeout= negative_timeout= no_uring uring_threads= pack_level= pack_mb= compact= compact_min_kb= compact_period_ms= nocompact allow_other auto_unmount"
 		compopt -o nospace
 		COMPREPLY=($(compgen -W "$o" -- "${cur##*,}"))
 		[ "${cur%,*}" != "$cur" ] && COMPREPLY=("${COMPREPLY[@]/#/${cur%,*},}")

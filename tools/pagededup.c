@@ -24,6 +24,7 @@
 #include "blobscmd.h"
 #include "cli.h"
 #include "clusters_cmd.h"
+#include "compactcmd.h"
 #include "fsck/fsck.h"
 #include "nearcmd.h"
 #include "store/store.h"
@@ -463,10 +464,21 @@ static const struct cli_cmd commands[] = {
 	  "are lost moves to /lost+found (empty, its MD5 in user.pagededup.lost_md5).\n"
 	  "Right after an unmount it waits for the daemon to finish closing the store.\n"
 	  "Exit 0 clean, 1 repaired, 2 damage (a page lost or at risk), 3 only crash\n"
-	  "leftovers (blob files no record names, staged bytes: the next mount of a\n"
-	  "store not closed cleanly, or --repair, removes them), 4 could not check\n"
+	  "leftovers (blob files no record names, staged bytes, a pack with nothing\n"
+	  "live left by a compaction: the next mount of a store not closed cleanly,\n"
+	  "or --repair, removes them), 4 could not check\n"
 	  "(not a store, mounted, usage error).",
 	  FSCK_CANNOT },
+	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all]",
+	  "give back the dead bytes of an unmounted store's packs now",
+	  "Rewrites every pack whose live share is below S (default 0.5) and that has\n"
+	  "at least BYTES (default 1M; suffixes K, M, G) allocated beyond its live\n"
+	  "records: they are checked, copied to the current pack and synced, the\n"
+	  "store points at the copies, then the old pack is removed. --all: every pack\n"
+	  "with 4 KiB or more to give back. A damaged record is not copied (it stays, marked bad: a\n"
+	  "refetch heals it). A mounted store is compacted by its daemon (-o compact).\n"
+	  "Exit 0 done, 1 failed (nothing lost), 2 usage error.",
+	  CLI_USAGE },
 	{ "simhash", cmd_simhash, "FILE...",
 	  "the 64-bit simhash of each file's text",
 	  "Hex, 'low-confidence' after it when the text is too short to judge, 'none'\n"

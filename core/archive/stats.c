@@ -117,6 +117,7 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	s->disk_ratio = s->c.logical_bytes > 0 ? (double)s->disk.total / (double)s->c.logical_bytes : 0;
 	store_versions(st, s->made_by, s->written_by);
 	blob_pack_usage(st, &s->packs);
+	blob_compact_stats(st, &s->compact);
 	return 0;
 }
 
@@ -173,10 +174,16 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	     s->disk_ratio, s->made_by, s->written_by);
 	const struct blob_pack_usage *p = &s->packs;
 	emit(&o, "\"packs\":{\"files\":%llu,\"bytes\":%llu,\"allocated\":%llu,\"live_bytes\":%llu,"
-		 "\"live_records\":%llu,\"dead_bytes\":%llu,\"dictionaries\":%llu,\"dictionary_bytes\":%llu}}",
+		 "\"live_records\":%llu,\"dead_bytes\":%llu,\"dictionaries\":%llu,\"dictionary_bytes\":%llu},",
 	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
 	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
 	     (unsigned long long)p->dicts, (unsigned long long)p->dict_bytes);
+	const struct blob_compact_stats *k = &s->compact;
+	emit(&o, "\"compaction\":{\"packs_compacted\":%llu,\"packs_removed\":%llu,\"records_moved\":%llu,"
+		 "\"bytes_moved\":%llu,\"bytes_given_back\":%llu,\"damaged_left\":%llu}}",
+	     (unsigned long long)k->packs_compacted, (unsigned long long)k->packs_removed,
+	     (unsigned long long)k->records_moved, (unsigned long long)k->bytes_moved,
+	     (unsigned long long)k->bytes_freed, (unsigned long long)k->damaged);
 	return o.len;
 }
 
@@ -247,6 +254,11 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
 	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
 	     (unsigned long long)p->dict_bytes, (unsigned long long)p->dicts);
+	const struct blob_compact_stats *k = &s->compact;
+	emit(&o, "compaction:       %llu packs compacted, %llu removed: %llu records (%s) moved, %s given back, %llu damaged records left\n",
+	     (unsigned long long)k->packs_compacted, (unsigned long long)k->packs_removed,
+	     (unsigned long long)k->records_moved, size_str(k->bytes_moved, human, b1),
+	     size_str(k->bytes_freed, human, b2), (unsigned long long)k->damaged);
 	return o.len;
 }
 

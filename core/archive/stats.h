@@ -59,6 +59,7 @@ struct pd_stats {
 	uint64_t lmdb_bytes;       /* pages in use times page size */
 	uint64_t lmdb_mapsize;
 	struct blob_pack_usage packs; /* the page bytes on disk (blob_pack_usage) */
+	struct blob_compact_stats compact; /* what the compactor did (blob_compact_stats) */
 };
 
 int stats_collect(struct store *st, struct pd_stats *out);

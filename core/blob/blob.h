@@ -128,6 +128,98 @@ int blob_pack_usage(struct store *st, struct blob_pack_usage *u);
  * *left: files that could not be (missing or damaged). */
 int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left);
 
+/* Decode pack record rec (read with pack_read_rec) in memory with the
+ * store's dictionaries and bases, and check it: 0, or -EIO if damaged. */
+int blob_rec_check(struct store *st, const struct pack_rec *rec);
+
+/* ---- the compactor (blob_compact.c) ---------------------------------------
+ *
+ * A record whose last reference went is dead bytes in its pack (its whole
+ * blocks are punched out at once, its partial blocks and the pack file
+ * stay). The compactor rewrites a pack whose live share (live records and
+ * dictionaries over the pack's length) is below a threshold and that has
+ * at least a minimum of allocated bytes beyond its live ones: its live
+ * records are copied, verbatim and checked first (a damaged record is not
+ * copied: it stays, is marked bad and counted), to the pack taking
+ * appends; then the pack is removed. Crash-safe at every step:
+ *  1. the pack stops taking appends (a rollover, inside a write
+ *     transaction, so that every seal that appended to it has committed
+ *     once that transaction has);
+ *  2. a batch of live records is copied and synced (always, not only
+ *     under sync_blobs: these are pages stored long ago);
+ *  3. one transaction points each record (and dictionary row) that still
+ *     names its old place at its copy (a record freed or healed meanwhile
+ *     is left alone: its copy is dead bytes); 2 and 3 repeat;
+ *  4. the pack is retired (no commit may name it any more: pack_retire),
+ *     a transaction checks that nothing live is left in it, the commit is
+ *     made durable, and the file is removed.
+ * A crash before 3 leaves dead copies (compacted later); between 4's
+ * commit and the removal an empty pack, which the next writable open
+ * removes and fsck counts as a leftover. A reader that found a record
+ * before 3 and reads it after 4 finds it moved and reads it there
+ * (blob_pack.c); a read in progress keeps its pack's descriptor (pack.h).
+ *
+ * Its outcome, summed over the store's life, in the meta row
+ *   "compact" -> packs compacted u64 | packs removed u64 | records moved u64 |
+ *                bytes moved u64 | bytes given back u64 | damaged records
+ *                left u64 (little-endian, 48 bytes; a reader takes the
+ *                fields it knows from a longer row)
+ * changed in the transactions that move records and remove packs. */
+#define BLOB_COMPACT_SHARE 0.5           /* rewrite a pack less than half live */
+#define BLOB_COMPACT_MIN_DEAD (1ull << 20) /* ... with at least this to give back */
+#define BLOB_COMPACT_PERIOD_MS 10000       /* how often the thread looks */
+#define BLOB_COMPACT_BATCH 4096            /* records copied per commit */
+#define BLOB_COMPACT_BATCH_BYTES (32u << 20) /* ... or bytes (a sync and a commit each) */
+
+struct blob_compact_stats {
+	uint64_t packs_compacted, packs_removed, records_moved, bytes_moved, bytes_freed, damaged;
+};
+/* The totals of the "compact" row (zero when the store has none). */
+int blob_compact_stats(struct store *st, struct blob_compact_stats *out);
+
+struct blob_compact_cfg {
+	double share;       /* compact packs below this live share */
+	uint64_t min_dead;  /* with at least this many bytes to give back */
+	/* Asked between batches; true stops the pass (-ECANCELED). */
+	bool (*stop)(void *ctx);
+	void *ctx;
+	bool debug_stops;   /* honour PD_COMPACT_STOP (blob_compact.c) */
+	/* Packs a pass left as they were (a damaged record in them, or one
+	 * to encode again), with their live totals then: passed over while
+	 * those do not change (the thread's passes; NULL: none kept). */
+	struct blob_compact_memo *memo;
+};
+struct blob_compact_memo {
+	struct { uint32_t id; uint64_t bytes, records; } *v;
+	size_t n, cap;
+};
+/* The store's settings (store_opts) with the defaults above. */
+void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c);
+/* One pass: every pack that qualifies is compacted (and every pack other
+ * than the current one with nothing live in it removed); *done (may be
+ * NULL) gets what this pass did. Errors: -ENOSPC (the copies did not fit:
+ * nothing is lost, the pack stays), -EROFS, -ECANCELED, -errno. */
+int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done);
+/* Compact pack id now, whatever its share; what it did is added to *done. */
+int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
+		      struct blob_compact_stats *done);
+void blob_compact_memo_free(struct blob_compact_memo *m);
+/* The thread that runs blob_compact_run every compact_period_ms
+ * (blob_part: started by a writable open unless compact_share < 0,
+ * stopped at close). */
+int blob_compact_start(struct store *st);
+void blob_compact_stop(struct store *st);
+
+/* Where the delta rules meet the compactor: a record that must be encoded
+ * again rather than copied as it is (a delta whose base is gone). Today
+ * true for a delta whose base has no fingerprint record; such a record
+ * is then handed to blob_compact_reencode, which fills *out with a
+ * record of the same identity, or returns -EOPNOTSUPP (it stays where it
+ * is, counted as left: no delta is chosen by the store yet). */
+bool blob_compact_wants_reencode(struct store *st, const struct blobkey *k, const struct pack_rec_hdr *h);
+int blob_compact_reencode(struct store *st, const struct blobkey *k, const struct pack_rec *in,
+			  struct pack_rec *out);
+
 /* ---- dictionaries (blob_dict.c) ------------------------------------------
  *
  * zstd dictionaries trained from the store's own pages. The first is
@@ -159,6 +251,8 @@ void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, 
 int blob_dict_account(struct wtx *w, uint32_t id, int sign);
 /* The meta row of dictionary id (its record's place and live records). */
 int blob_dict_row(MDB_txn *txn, struct store *st, uint32_t id, struct pack_loc *loc, uint64_t *records);
+/* Dictionary id's record is now at loc (the compactor moved it). */
+int blob_dict_set_loc(struct wtx *w, uint32_t id, const struct pack_loc *loc);
 /* Wait for a training in progress (tests). */
 void blob_dict_settle(struct store *st);
 /* No more trainings; wait for one in progress (blob_part's stop). */

@@ -78,6 +78,14 @@ static int dict_row_put(MDB_txn *txn, struct store *st, uint32_t id, const struc
 	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
 }
 
+int blob_dict_set_loc(struct wtx *w, uint32_t id, const struct pack_loc *loc)
+{
+	struct pack_loc was;
+	uint64_t records;
+	int rc = blob_dict_row(w->txn, w->st, id, &was, &records);
+	return rc ? rc : dict_row_put(w->txn, w->st, id, loc, records);
+}
+
 /* The newest dictionary id in meta (0: none). */
 static uint32_t newest_id(struct store *st)
 {
@@ -198,18 +206,26 @@ const struct pack_dict *blob_dict_get(struct store *st, uint32_t id)
 	pthread_mutex_unlock(&d->mu);
 	if (dict)
 		return dict;
-	/* load it: its row, then its record */
-	struct pack_loc loc;
+	/* load it: its row, then its record (again from the row if the
+	 * compactor moved the record meanwhile: blob_compact.c) */
+	struct pack_loc loc, was = { 0, 0, 0 };
 	uint64_t records;
-	MDB_txn *txn;
-	if (store_read_begin(st, &txn))
-		return NULL;
-	int rc = blob_dict_row(txn, st, id, &loc, &records);
-	store_read_end(st, txn);
 	void *bytes;
 	size_t len;
-	if (rc || pack_read_dict(st->packs, &loc, id, &bytes, &len))
-		return NULL;
+	for (int tries = 0;; tries++) {
+		MDB_txn *txn;
+		if (store_read_begin(st, &txn))
+			return NULL;
+		int rc = blob_dict_row(txn, st, id, &loc, &records);
+		store_read_end(st, txn);
+		if (rc || (tries && loc.pack == was.pack && loc.off == was.off && loc.len == was.len))
+			return NULL;
+		if (pack_read_dict(st->packs, &loc, id, &bytes, &len) == 0)
+			break;
+		if (tries == 3)
+			return NULL;
+		was = loc;
+	}
 	struct pack_dict *nd = pack_dict_new(id, bytes, len, level_of(st));
 	free(bytes);
 	if (!nd)
@@ -258,6 +274,8 @@ struct new_dict {
 static int new_dict_cb(struct wtx *w, void *arg)
 {
 	struct new_dict *n = arg;
+	if (pack_retired(w->st->packs, n->loc.pack))
+		return -ESTALE; /* appended just before the compactor took that pack: train again later */
 	return dict_row_put(w->txn, w->st, n->id, &n->loc, 0);
 }
 

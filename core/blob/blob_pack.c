@@ -82,6 +82,8 @@ static int pack_account(MDB_txn *txn, struct store *st, const struct fprec *r, i
 
 int blob_pack_account(struct wtx *w, const struct fprec *r, int sign)
 {
+	if (sign > 0 && pack_retired(w->st->packs, r->pack))
+		return -ESTALE; /* the compactor is removing that pack (blob_compact.c) */
 	int rc = pack_account(w->txn, w->st, r, sign);
 	return rc ? rc : blob_dict_account(w, r->pack_dict, sign);
 }
@@ -120,14 +122,30 @@ static void deps_init(struct pack_deps *d, struct deps_ctx *c)
 	*d = (struct pack_deps){ .dict = dep_dict, .base = dep_base, .ctx = c };
 }
 
+/* A read that failed on record r may have raced with the compactor, which
+ * moves records and then removes their old pack (blob_compact.c): if k's
+ * record now names another place, *now is it and the read is tried there. */
+static bool moved_since(struct store *st, const struct blobkey *k, const struct fprec *r, struct fprec *now)
+{
+	return blob_read(st, k, now) == 0 && (now->flags & FPREC_PACKED) && !(now->flags & FPREC_BAD) &&
+	       (now->pack != r->pack || now->pack_off != r->pack_off || now->pack_len != r->pack_len) &&
+	       now->size == r->size && !memcmp(now->xxh128, r->xxh128, 16);
+}
+
 static int read_rec(struct store *st, const struct blobkey *k, const struct fprec *r, void *out, unsigned depth)
 {
-	struct pack_loc loc;
-	blob_rec_loc(r, &loc);
 	struct deps_ctx c = { st, depth };
 	struct pack_deps d;
 	deps_init(&d, &c);
-	return pack_read_page(st->packs, &loc, k->md5, k->variant, r->size, r->xxh128, &d, out);
+	struct fprec cur = *r, now;
+	for (int tries = 0;; tries++) {
+		struct pack_loc loc;
+		blob_rec_loc(&cur, &loc);
+		int rc = pack_read_page(st->packs, &loc, k->md5, k->variant, cur.size, cur.xxh128, &d, out);
+		if (!rc || rc == -ENOMEM || tries == 3 || !moved_since(st, k, &cur, &now))
+			return rc;
+		cur = now;
+	}
 }
 
 /* The raw bytes of the base a delta names (a delta of a delta decodes its
@@ -164,12 +182,18 @@ int blob_read_packed(struct store *st, const struct blobkey *k, const struct fpr
 int blob_read_range(struct store *st, const struct blobkey *k, const struct fprec *r, uint64_t off, size_t len,
 		    void *out)
 {
-	struct pack_loc loc;
-	blob_rec_loc(r, &loc);
 	struct deps_ctx c = { st, 0 };
 	struct pack_deps d;
 	deps_init(&d, &c);
-	return pack_read_range(st->packs, &loc, k->md5, k->variant, &d, off, len, out);
+	struct fprec cur = *r, now;
+	for (int tries = 0;; tries++) {
+		struct pack_loc loc;
+		blob_rec_loc(&cur, &loc);
+		int rc = pack_read_range(st->packs, &loc, k->md5, k->variant, &d, off, len, out);
+		if (!rc || rc == -ENOMEM || rc == -EINVAL || tries == 3 || !moved_since(st, k, &cur, &now))
+			return rc;
+		cur = now;
+	}
 }
 
 int blob_chunking(struct store *st, const struct fprec *r, uint32_t *nchunks, unsigned *shift)
@@ -183,6 +207,14 @@ int blob_chunking(struct store *st, const struct fprec *r, uint32_t *nchunks, un
 	*nchunks = h.nchunks;
 	*shift = h.chunk_shift;
 	return 0;
+}
+
+int blob_rec_check(struct store *st, const struct pack_rec *rec)
+{
+	struct deps_ctx c = { st, 0 };
+	struct pack_deps d;
+	deps_init(&d, &c);
+	return pack_rec_check(rec, &d);
 }
 
 int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec *r)

@@ -1,6 +1,8 @@
 /* blob_part.c - blob storage as a part of the store (store.h): the blob
  * files that outlive their record are removed at open after an unclean stop,
- * and at a close where a removal failed. */
+ * and at a close where a removal failed; packs with nothing live go at
+ * open; the compactor's and the dictionary trainer's threads are stopped
+ * at close. */
 #include "blob.h"
 
 #include <dirent.h>
@@ -48,11 +50,19 @@ static unsigned sweep_orphan_blobs(struct store *st)
 	return failed;
 }
 
+/* Packs with nothing live in them (a compaction stopped between its last
+ * commit and the removal, or records whose commits never came) go now,
+ * and the compactor starts (blob_compact.c). */
 static int blob_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
 {
 	(void)err;
 	if (!clean)
 		sweep_orphan_blobs(st);
+	if (st->format >= 2) {
+		struct blob_compact_cfg c = { .share = 0 }; /* only the empty ones */
+		blob_compact_run(st, &c, NULL);
+		return blob_compact_start(st);
+	}
 	return 0;
 }
 
@@ -61,15 +71,26 @@ static int blob_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
  * the store stays unclean and the next open sweeps. */
 static int blob_part_stop(struct store *st)
 {
-	blob_dict_stop(st); /* a training commits: before the close's last writes */
+	blob_compact_stop(st); /* both commit: before the close's last writes */
+	blob_dict_stop(st);
+	if (st->format >= 2) {
+		struct blob_compact_cfg c = { .share = 0 }; /* packs with nothing live go */
+		blob_compact_run(st, &c, NULL);
+	}
 	if (!__atomic_load_n(&st->unlinks_failed, __ATOMIC_RELAXED))
 		return 0;
 	return sweep_orphan_blobs(st) > 0 ? 1 : 0;
+}
+
+static void blob_part_release(struct store *st)
+{
+	blob_compact_stop(st);
+	blob_dict_release(st);
 }
 
 const struct store_part blob_part = {
 	.name = "blob storage",
 	.start = blob_part_start,
 	.stop = blob_part_stop,
-	.release = blob_dict_release,
+	.release = blob_part_release,
 };

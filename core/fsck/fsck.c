@@ -584,7 +584,7 @@ static int repair(struct fsck *f, char err[512])
 	close(f->lockfd);
 	f->lockfd = -1;
 	struct store *st;
-	struct store_opts so = { .sync_blobs = true };
+	struct store_opts so = { .sync_blobs = true, .compact_share = -1 }; /* no compactor beside the repair */
 	if ((rc = archive_open(f->dir, &so, &st, err)))
 		return rc;
 	if ((rc = store_close(st))) {
@@ -606,7 +606,7 @@ static int convert_files(struct fsck *f, char err[512])
 		close(f->lockfd);
 	f->lockfd = -1;
 	struct store *st;
-	struct store_opts so = { .sync_blobs = true };
+	struct store_opts so = { .sync_blobs = true, .compact_share = -1 }; /* no compactor beside the repair */
 	int rc = archive_open(f->dir, &so, &st, err);
 	if (rc)
 		return rc;

@@ -18,8 +18,9 @@
  *    the directories form one tree from the root (one name each, no cycle);
  *  - the running totals in meta match the tables;
  *  - no file in objects/ or staging/ is unknown to LMDB. A blob file no
- *    record names, and staged bytes of a store not closed cleanly, are
- *    crash leftovers (counted apart, never damage: nothing refers to
+ *    record names, staged bytes of a store not closed cleanly, and a pack
+ *    (not the last) with no live record and no dictionary (a compaction
+ *    stopped before its removal: blob.h) are crash leftovers (counted apart, never damage: nothing refers to
  *    them; repair removes them, and so does the next mount of a store not
  *    closed cleanly); any other file there is a problem;
  *  - the near-duplicate tables hold exactly one row per blob with a simhash
@@ -108,9 +109,10 @@ struct fsck_result {
 	uint64_t repaired;   /* repairs made (one per fix reported) */
 	uint64_t notes;      /* things that are not damage (e.g. unclean store) */
 	uint64_t leftovers;  /* crash leftovers (not damage): blob files no record
-			      * names and staged bytes of an uncleanly closed
-			      * store; --repair removes them, and so does the
-			      * next mount of an uncleanly closed store */
+			      * names, staged bytes of an uncleanly closed
+			      * store, packs with nothing live; --repair
+			      * removes them, and so does the next mount of an
+			      * uncleanly closed store */
 	uint64_t inodes, dirs, pages, blobs, blob_files;
 	uint64_t packed_blobs; /* blobs whose bytes are pack records */
 	uint64_t packs, pack_bytes, pack_live_bytes; /* pack files, their bytes, the live ones */

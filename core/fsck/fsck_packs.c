@@ -157,6 +157,38 @@ static int meta_pack_ids(struct fsck *f, struct vec *ids)
 	return rc;
 }
 
+/* A pack other than the last with no live record and no dictionary: the
+ * compactor stopped between the commit that emptied it and its removal
+ * (or every record in it was freed and the store was not closed since).
+ * Nothing refers to it: a leftover, which the next writable open removes
+ * (so the repair does, by the open that follows it). */
+static int check_empty_pack(struct fsck *f, uint32_t id, const struct vec *sums)
+{
+	for (size_t j = 0; j < sums->n; j++)
+		if (AT(*sums, struct pack_sum, j).pack == id)
+			return 0;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_meta, &c));
+	if (rc)
+		return rc;
+	bool dict = false;
+	MDB_val k = { 4, "dict" }, v;
+	for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0 && !dict; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || memcmp(k.mv_data, "dict", 4))
+			break;
+		dict = v.mv_size >= 4 && get_le32(v.mv_data) == id;
+	}
+	mdb_cursor_close(c);
+	if (!dict) {
+		char name[PACK_NAME_MAX];
+		pack_name(id, name);
+		fsck_say(f, K_LEFTOVER, "leftover: %s/%s: a pack with nothing live in it (a compaction stopped before "
+					"removing it; the next mount or --repair removes it)", PACK_DIR, name);
+		f->fix_any = true;
+	}
+	return 0;
+}
+
 int fsck_check_packs(struct fsck *f)
 {
 	struct vec sums = VEC(struct pack_sum), ids = VEC(uint32_t);
@@ -194,6 +226,8 @@ int fsck_check_packs(struct fsck *f)
 			int64_t b = pack_file_bytes(f->sh.packs, list[i]);
 			if (b > 0)
 				f->res->pack_bytes += (uint64_t)b;
+			if (!rc && i + 1 < n)
+				rc = check_empty_pack(f, list[i], &sums);
 		}
 	f->res->packs = n;
 	free(list);

@@ -31,6 +31,17 @@
 
 static const char pack_magic[8] = { 'P', 'D', 'P', 'A', 'C', 'K', '\r', '\n' };
 
+/* A pack's read descriptor, shared by the readers of that pack. A reader
+ * holds it (refs) from its first pread to its last, so that pack_remove
+ * never closes a descriptor under a read in progress (the number could
+ * otherwise be reused by another open file): a removed pack's descriptor
+ * is closed by its last reader. */
+struct pack_fd {
+	int fd;       /* -1: not open */
+	unsigned refs;
+	bool removed; /* unlinked: no new reader, closed at refs 0 */
+};
+
 struct pack_set {
 	int dirfd;         /* STORE/packs */
 	bool readonly;
@@ -41,8 +52,10 @@ struct pack_set {
 	uint64_t cur_end;   /* where the next record goes (before alignment) */
 	int unsynced_fd;    /* a pack closed for appends but not synced yet, -1 */
 	bool dirty;         /* appends since the last sync */
-	int *fds;           /* read descriptors by id, -1: not open */
+	struct pack_fd *fds; /* read descriptors by id */
 	size_t nfds;
+	uint32_t *retired;  /* packs a compaction is removing (pack_retire) */
+	size_t nretired, capretired;
 };
 
 void pack_name(uint32_t id, char out[PACK_NAME_MAX])
@@ -125,26 +138,32 @@ static int check_pack_hdr(int fd, uint32_t id)
 	return get_le32(h + 16) == id && get_le32(h + 12) == PACK_HDR_BYTES ? 0 : -EIO;
 }
 
-/* The read descriptor of pack id (opened on first use, kept). */
-static int fd_of(struct pack_set *ps, uint32_t id)
+/* Hold the read descriptor of pack id (opened on first use, kept until
+ * the pack is removed or the set closes); fd_drop when done with it. */
+static int fd_hold(struct pack_set *ps, uint32_t id)
 {
 	pthread_mutex_lock(&ps->mu);
 	int rc;
-	if (id < ps->nfds && ps->fds[id] >= 0) {
-		rc = ps->fds[id];
+	if (id < ps->nfds && ps->fds[id].removed) {
+		rc = -EIO; /* a record names a pack removed since */
+		goto out;
+	}
+	if (id < ps->nfds && ps->fds[id].fd >= 0) {
+		ps->fds[id].refs++;
+		rc = ps->fds[id].fd;
 		goto out;
 	}
 	if (id >= ps->nfds) {
 		size_t n = ps->nfds ? ps->nfds : 16;
 		while (n <= id)
 			n *= 2;
-		int *v = realloc(ps->fds, n * sizeof *v);
+		struct pack_fd *v = realloc(ps->fds, n * sizeof *v);
 		if (!v) {
 			rc = -ENOMEM;
 			goto out;
 		}
 		for (size_t i = ps->nfds; i < n; i++)
-			v[i] = -1;
+			v[i] = (struct pack_fd){ .fd = -1 };
 		ps->fds = v;
 		ps->nfds = n;
 	}
@@ -159,10 +178,22 @@ static int fd_of(struct pack_set *ps, uint32_t id)
 		close(fd);
 		goto out;
 	}
-	rc = ps->fds[id] = fd;
+	ps->fds[id].refs = 1;
+	rc = ps->fds[id].fd = fd;
 out:
 	pthread_mutex_unlock(&ps->mu);
 	return rc;
+}
+
+static void fd_drop(struct pack_set *ps, uint32_t id)
+{
+	pthread_mutex_lock(&ps->mu);
+	struct pack_fd *p = &ps->fds[id];
+	if (--p->refs == 0 && p->removed && p->fd >= 0) {
+		close(p->fd);
+		p->fd = -1;
+	}
+	pthread_mutex_unlock(&ps->mu);
 }
 
 int pack_set_open(int dirfd, bool readonly, uint64_t max_bytes, struct pack_set **out)
@@ -224,9 +255,10 @@ void pack_set_close(struct pack_set *ps)
 	if (ps->unsynced_fd >= 0)
 		close(ps->unsynced_fd);
 	for (size_t i = 0; i < ps->nfds; i++)
-		if (ps->fds[i] >= 0)
-			close(ps->fds[i]);
+		if (ps->fds[i].fd >= 0)
+			close(ps->fds[i].fd);
 	free(ps->fds);
+	free(ps->retired);
 	if (ps->dirfd >= 0)
 		close(ps->dirfd);
 	pthread_mutex_destroy(&ps->mu);
@@ -345,11 +377,12 @@ int pack_sync(struct pack_set *ps)
 
 int pack_read_hdr(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec_hdr *h)
 {
-	int fd = fd_of(ps, loc->pack);
+	int fd = fd_hold(ps, loc->pack);
 	if (fd < 0)
 		return fd;
 	uint8_t b[PACK_REC_HDR];
 	ssize_t n = fd_pread_full(fd, b, sizeof b, loc->off);
+	fd_drop(ps, loc->pack);
 	if (n < 0)
 		return (int)n;
 	if (n != PACK_REC_HDR || pack_hdr_decode(b, h) || PACK_REC_HDR + h->payload != loc->len)
@@ -357,6 +390,8 @@ int pack_read_hdr(struct pack_set *ps, const struct pack_loc *loc, struct pack_r
 	return 0;
 }
 
+/* The record's header, checked against what the caller expects; *fd is
+ * then held (fd_drop). */
 static int read_checked(struct pack_set *ps, const struct pack_loc *loc, const uint8_t md5[16], uint32_t variant,
 			uint8_t kind, struct pack_rec_hdr *h, int *fd)
 {
@@ -365,7 +400,7 @@ static int read_checked(struct pack_set *ps, const struct pack_loc *loc, const u
 		return rc;
 	if (h->kind != kind || (md5 && memcmp(h->md5, md5, 16)) || h->variant != variant)
 		return -EIO;
-	*fd = fd_of(ps, loc->pack);
+	*fd = fd_hold(ps, loc->pack);
 	return *fd < 0 ? *fd : 0;
 }
 
@@ -377,13 +412,15 @@ int pack_read_page(struct pack_set *ps, const struct pack_loc *loc, const uint8_
 	int rc = read_checked(ps, loc, md5, variant, PACK_KIND_PAGE, &h, &fd);
 	if (rc)
 		return rc;
+	uint8_t *payload = NULL;
 	if (h.size != size || (xxh128 && memcmp(h.xxh128, xxh128, 16)))
-		return -EIO;
-	uint8_t *payload = malloc(h.payload ? (size_t)h.payload : 1);
-	if (!payload)
-		return -ENOMEM;
-	ssize_t n = fd_pread_full(fd, payload, (size_t)h.payload, loc->off + PACK_REC_HDR);
-	rc = n < 0 ? (int)n : (uint64_t)n != h.payload ? -EIO : pack_decode_all(&h, payload, deps, out);
+		rc = -EIO;
+	else if (!(payload = malloc(h.payload ? (size_t)h.payload : 1)))
+		rc = -ENOMEM;
+	ssize_t n = rc ? 0 : fd_pread_full(fd, payload, (size_t)h.payload, loc->off + PACK_REC_HDR);
+	fd_drop(ps, loc->pack);
+	if (!rc)
+		rc = n < 0 ? (int)n : (uint64_t)n != h.payload ? -EIO : pack_decode_all(&h, payload, deps, out);
 	free(payload);
 	return rc;
 }
@@ -396,6 +433,8 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 	int rc = read_checked(ps, loc, md5, variant, PACK_KIND_PAGE, &h, &fd);
 	if (rc)
 		return rc;
+	if (off > h.size || len > h.size - off || len == 0 || h.nchunks == 1)
+		fd_drop(ps, loc->pack);
 	if (off > h.size || len > h.size - off)
 		return -EINVAL;
 	if (len == 0)
@@ -447,6 +486,7 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 		pos += slen;
 	}
 done:
+	fd_drop(ps, loc->pack);
 	free(table);
 	free(raw);
 	free(src);
@@ -461,9 +501,10 @@ int pack_read_dict(struct pack_set *ps, const struct pack_loc *loc, uint32_t id,
 	if (rc)
 		return rc;
 	void *b = malloc(h.size ? (size_t)h.size : 1);
+	ssize_t n = b ? fd_pread_full(fd, b, (size_t)h.size, loc->off + PACK_REC_HDR) : 0;
+	fd_drop(ps, loc->pack);
 	if (!b)
 		return -ENOMEM;
-	ssize_t n = fd_pread_full(fd, b, (size_t)h.size, loc->off + PACK_REC_HDR);
 	rc = n < 0 ? (int)n : (uint64_t)n != h.size ? -EIO : pack_decode_all(&h, b, NULL, b);
 	if (rc) {
 		free(b);
@@ -474,30 +515,42 @@ int pack_read_dict(struct pack_set *ps, const struct pack_loc *loc, uint32_t id,
 	return 0;
 }
 
-int pack_scan(struct pack_set *ps, uint32_t id,
-	      int (*fn)(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc), void *ctx,
-	      uint64_t *damaged)
+/* The scan reads the pack through a window of this many bytes: a dead
+ * stretch (a punched hole, the partial blocks a punched record left) is
+ * stepped over 8 bytes at a time, in memory, not with a pread each. */
+#define SCAN_WINDOW (256u << 10)
+
+static int scan_fd(int fd, uint32_t id,
+		   int (*fn)(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc), void *ctx,
+		   uint64_t *damaged)
 {
-	*damaged = 0;
-	int fd = fd_of(ps, id);
-	if (fd < 0)
-		return fd;
 	struct stat sb;
 	if (fstat(fd, &sb))
 		return -errno;
-	uint64_t end = (uint64_t)sb.st_size, off = PACK_HDR_BYTES;
+	uint8_t *win = malloc(SCAN_WINDOW);
+	if (!win)
+		return -ENOMEM;
+	uint64_t end = (uint64_t)sb.st_size, off = PACK_HDR_BYTES, wstart = 0, wlen = 0;
+	int rc = 0;
 	while (off + PACK_REC_HDR <= end) {
-		uint8_t b[PACK_REC_HDR];
+		if (off < wstart || off + PACK_REC_HDR > wstart + wlen) {
+			ssize_t n = fd_pread_full(fd, win, SCAN_WINDOW, off);
+			if (n < 0) {
+				rc = (int)n;
+				break;
+			}
+			wstart = off;
+			wlen = (uint64_t)n;
+			if (wlen < PACK_REC_HDR)
+				break; /* the file is shorter than its size said */
+		}
+		const uint8_t *b = win + (off - wstart);
 		struct pack_rec_hdr h;
-		ssize_t n = fd_pread_full(fd, b, sizeof b, off);
-		if (n < 0)
-			return (int)n;
 		bool zero_pad = get_le32(b) == 0; /* alignment padding is not damage */
-		if (n == PACK_REC_HDR && pack_hdr_decode(b, &h) == 0 && h.payload <= end - off - PACK_REC_HDR) {
+		if (pack_hdr_decode(b, &h) == 0 && h.payload <= end - off - PACK_REC_HDR) {
 			struct pack_loc loc = { id, off, PACK_REC_HDR + h.payload };
-			int rc = fn(ctx, &h, &loc);
-			if (rc)
-				return rc;
+			if ((rc = fn(ctx, &h, &loc)))
+				break;
 			off = (off + loc.len + PACK_ALIGN - 1) & ~(uint64_t)(PACK_ALIGN - 1);
 			continue;
 		}
@@ -505,7 +558,21 @@ int pack_scan(struct pack_set *ps, uint32_t id,
 			*damaged += PACK_ALIGN;
 		off += PACK_ALIGN;
 	}
-	return 0;
+	free(win);
+	return rc;
+}
+
+int pack_scan(struct pack_set *ps, uint32_t id,
+	      int (*fn)(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc), void *ctx,
+	      uint64_t *damaged)
+{
+	*damaged = 0;
+	int fd = fd_hold(ps, id);
+	if (fd < 0)
+		return fd;
+	int rc = scan_fd(fd, id, fn, ctx, damaged);
+	fd_drop(ps, id);
+	return rc;
 }
 
 int64_t pack_file_bytes(struct pack_set *ps, uint32_t id)
@@ -534,15 +601,112 @@ int pack_space(struct pack_set *ps, uint32_t id, struct pack_space *out)
 
 int pack_remove(struct pack_set *ps, uint32_t id)
 {
+	if (ps->readonly)
+		return -EROFS;
 	char name[PACK_NAME_MAX];
 	pack_name(id, name);
 	pthread_mutex_lock(&ps->mu);
-	if (id < ps->nfds && ps->fds[id] >= 0) {
-		close(ps->fds[id]);
-		ps->fds[id] = -1;
-	}
 	int rc = id == ps->cur && ps->cur_fd >= 0 ? -EBUSY : unlinkat(ps->dirfd, name, 0) ? -errno : 0;
+	if (!rc && id < ps->nfds) {
+		struct pack_fd *p = &ps->fds[id];
+		p->removed = true;
+		if (p->fd >= 0 && p->refs == 0) {
+			close(p->fd);
+			p->fd = -1;
+		}
+	}
+	if (!rc)
+		rc = fsync(ps->dirfd) ? -errno : 0;
 	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+int pack_rollover(struct pack_set *ps, uint32_t id, bool sync)
+{
+	if (ps->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&ps->mu);
+	int rc = ps->cur_fd >= 0 && ps->cur == id ? start_pack(ps, sync) : 0;
+	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+static bool retired_locked(struct pack_set *ps, uint32_t id, size_t *at)
+{
+	for (size_t i = 0; i < ps->nretired; i++)
+		if (ps->retired[i] == id) {
+			if (at)
+				*at = i;
+			return true;
+		}
+	return false;
+}
+
+int pack_retire(struct pack_set *ps, uint32_t id, bool on)
+{
+	pthread_mutex_lock(&ps->mu);
+	size_t at;
+	int rc = 0;
+	bool was = retired_locked(ps, id, &at);
+	if (on && !was) {
+		if (ps->nretired == ps->capretired) {
+			size_t cap = ps->capretired ? 2 * ps->capretired : 8;
+			uint32_t *v = realloc(ps->retired, cap * sizeof *v);
+			if (!v)
+				rc = -ENOMEM;
+			else
+				ps->retired = v, ps->capretired = cap;
+		}
+		if (!rc)
+			ps->retired[ps->nretired++] = id;
+	} else if (!on && was) {
+		ps->retired[at] = ps->retired[--ps->nretired];
+	}
+	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+bool pack_retired(struct pack_set *ps, uint32_t id)
+{
+	pthread_mutex_lock(&ps->mu);
+	bool r = retired_locked(ps, id, NULL);
+	pthread_mutex_unlock(&ps->mu);
+	return r;
+}
+
+int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec *out)
+{
+	memset(out, 0, sizeof *out);
+	if (loc->len < PACK_REC_HDR || loc->len > SIZE_MAX)
+		return -EIO;
+	int fd = fd_hold(ps, loc->pack);
+	if (fd < 0)
+		return fd;
+	uint8_t *buf = malloc((size_t)loc->len);
+	ssize_t n = buf ? fd_pread_full(fd, buf, (size_t)loc->len, loc->off) : 0;
+	fd_drop(ps, loc->pack);
+	int rc = !buf ? -ENOMEM : n < 0 ? (int)n : (uint64_t)n != loc->len ? -EIO : 0;
+	if (!rc && (pack_hdr_decode(buf, &out->hdr) || PACK_REC_HDR + out->hdr.payload != loc->len))
+		rc = -EIO;
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	out->buf = buf;
+	out->len = (size_t)loc->len;
+	return 0;
+}
+
+int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps)
+{
+	const struct pack_rec_hdr *h = &r->hdr;
+	if (h->size > SIZE_MAX)
+		return -EIO;
+	void *out = malloc(h->size ? (size_t)h->size : 1);
+	if (!out)
+		return -ENOMEM;
+	int rc = pack_decode_all(h, r->buf + PACK_REC_HDR, deps, out);
+	free(out);
 	return rc;
 }
 

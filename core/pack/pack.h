@@ -240,8 +240,29 @@ int pack_space(struct pack_set *ps, uint32_t id, struct pack_space *out);
  * (fallocate PUNCH_HOLE; the file keeps its length and its other records).
  * -EOPNOTSUPP where the filesystem cannot. */
 int pack_punch(struct pack_set *ps, const struct pack_loc *loc);
-/* Remove pack id (after the commit that moved its last live record). */
+/* Remove pack id (after the commit that moved its last live record; the
+ * compactor, blob_compact.c): the file is unlinked (and the directory
+ * synced) at once; a read in progress on it finishes on its descriptor,
+ * which its last reader closes; a later read of it is -EIO. -EBUSY for
+ * the pack taking appends. */
 int pack_remove(struct pack_set *ps, uint32_t id);
+/* If pack id takes the appends, start the next pack (sync: the new file
+ * and its directory durable first), so that id receives no more. */
+int pack_rollover(struct pack_set *ps, uint32_t id, bool sync);
+/* Packs being removed: pack_retire(id, true) before the transaction that
+ * decides a removal, false if it does not happen. A commit that would
+ * name a record in a retired pack refuses (pack_retired: the caller
+ * fails it), so that nothing names a pack after its removal. */
+int pack_retire(struct pack_set *ps, uint32_t id, bool on);
+bool pack_retired(struct pack_set *ps, uint32_t id);
+/* The whole record at loc as it is on disk (out->buf malloc'd; pack_rec_free),
+ * its header decoded and checked (-EIO: not an intact record header, or
+ * its length disagrees with loc). A record is position-independent, so
+ * these bytes can be appended elsewhere as they are. */
+int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec *out);
+/* Decode a record read by pack_read_rec in memory and check it (every
+ * chunk, the XXH3-128 of the raw bytes): 0, or -EIO when it is damaged. */
+int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps);
 /* The pack appends go to now (0 before the first). */
 uint32_t pack_current(struct pack_set *ps);
 void pack_name(uint32_t id, char out[PACK_NAME_MAX]);

@@ -124,6 +124,14 @@ struct store_opts {
 	uint64_t pack_max_bytes; /* a pack is closed past this, 0 = PACK_DEFAULT_MAX_BYTES */
 	bool blob_files;      /* new blobs as files under objects/, format 1's layout
 			       * (tests of format 1 stores); the store stays format 1 */
+	/* The compactor of packs (blob.h, blob_compact.c): a pack whose live
+	 * share falls below compact_share (0 = BLOB_COMPACT_SHARE, < 0 = no
+	 * compactor thread) with at least compact_min_dead bytes to give
+	 * back (0 = BLOB_COMPACT_MIN_DEAD) is rewritten; looked at every
+	 * compact_period_ms (0 = BLOB_COMPACT_PERIOD_MS). */
+	double compact_share;
+	uint64_t compact_min_dead;
+	unsigned compact_period_ms;
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -212,6 +220,7 @@ struct store {
 	uint64_t mem_staged;  /* bytes of pages being written held in memory */
 	uint64_t commits;     /* batches committed (leader only) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
+	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */
 	uint64_t objdirs[4096 / 64]; /* objects/ subdirectories known to exist */
 };
 

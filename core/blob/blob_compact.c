@@ -1,0 +1,689 @@
+/* blob_compact.c - the compactor of packs: live records out of sparse
+ * packs, then the packs removed. The rules, the order of the steps and why
+ * a crash at any of them loses nothing are in blob.h.
+ *
+ * A pass lists the packs with their live bytes (meta), the dictionaries
+ * they hold (meta rows) and their allocated bytes, and takes those that
+ * qualify one at a time. For one pack: the live records are found by a
+ * scan of the pack checked against the fingerprint records (a scan reads
+ * one header per record; a walk of the whole fingerprint table would read
+ * every record of the store for one pack), copied in batches, each batch
+ * synced before the transaction that points the records at the copies.
+ *
+ * Debugging stops (the crash tests): in the compactor's thread and in
+ * `pagededup compact` (cfg.debug_stops), with PD_COMPACT_STOP set to copied,
+ * committed or removed, the compactor stops after that step (the copies
+ * of the first batch synced; the commit that left the pack empty durable;
+ * the file removed), says so on stderr and waits there until it is told
+ * to stop (a daemon's unmount) or killed.
+ */
+#include "blob.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the "compact" row ---------------------------------------------------- */
+
+#define STATS_KEY "compact"
+#define STATS_FIELDS 6
+
+static void stats_to(const struct blob_compact_stats *s, uint64_t v[STATS_FIELDS])
+{
+	v[0] = s->packs_compacted, v[1] = s->packs_removed, v[2] = s->records_moved;
+	v[3] = s->bytes_moved, v[4] = s->bytes_freed, v[5] = s->damaged;
+}
+
+static void stats_from(const uint64_t v[STATS_FIELDS], struct blob_compact_stats *s)
+{
+	*s = (struct blob_compact_stats){ v[0], v[1], v[2], v[3], v[4], v[5] };
+}
+
+static int stats_get(MDB_txn *txn, struct store *st, struct blob_compact_stats *s)
+{
+	MDB_val k = { strlen(STATS_KEY), STATS_KEY }, v;
+	memset(s, 0, sizeof *s);
+	int rc = mdb_get(txn, st->db_meta, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return pd_mdb_err(rc);
+	uint64_t f[STATS_FIELDS] = { 0 };
+	for (size_t i = 0; i < STATS_FIELDS && (i + 1) * 8 <= v.mv_size; i++)
+		f[i] = get_le64((const uint8_t *)v.mv_data + i * 8);
+	stats_from(f, s);
+	return 0;
+}
+
+static int stats_add(MDB_txn *txn, struct store *st, const struct blob_compact_stats *d)
+{
+	struct blob_compact_stats s;
+	int rc = stats_get(txn, st, &s);
+	if (rc)
+		return rc;
+	uint64_t a[STATS_FIELDS], b[STATS_FIELDS];
+	uint8_t vb[STATS_FIELDS * 8];
+	stats_to(&s, a);
+	stats_to(d, b);
+	for (size_t i = 0; i < STATS_FIELDS; i++)
+		put_le64(vb + i * 8, a[i] + b[i]);
+	MDB_val k = { strlen(STATS_KEY), STATS_KEY }, v = { sizeof vb, vb };
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+static void stats_sum(struct blob_compact_stats *to, const struct blob_compact_stats *d)
+{
+	uint64_t a[STATS_FIELDS], b[STATS_FIELDS];
+	stats_to(to, a);
+	stats_to(d, b);
+	for (size_t i = 0; i < STATS_FIELDS; i++)
+		a[i] += b[i];
+	stats_from(a, to);
+}
+
+int blob_compact_stats(struct store *st, struct blob_compact_stats *out)
+{
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = stats_get(txn, st, out);
+	store_read_end(st, txn);
+	return rc;
+}
+
+void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c)
+{
+	*c = (struct blob_compact_cfg){
+		.share = st->opts.compact_share > 0 ? st->opts.compact_share : BLOB_COMPACT_SHARE,
+		.min_dead = st->opts.compact_min_dead ? st->opts.compact_min_dead : BLOB_COMPACT_MIN_DEAD,
+	};
+}
+
+/* ---- debugging stops -------------------------------------------------------- */
+
+static bool asked_to_stop(const struct blob_compact_cfg *c)
+{
+	return c->stop && c->stop(c->ctx);
+}
+
+/* -ECANCELED when PD_COMPACT_STOP names this step (after waiting there
+ * until c->stop says so, when there is a c->stop), else 0. */
+static int stop_at(const struct blob_compact_cfg *c, const char *step)
+{
+	const char *want = c->debug_stops ? getenv("PD_COMPACT_STOP") : NULL;
+	if (!want || strcmp(want, step))
+		return 0;
+	fprintf(stderr, "pagededup: compactor stopped after the step \"%s\" (PD_COMPACT_STOP)\n", step);
+	fflush(stderr);
+	while (c->stop && !c->stop(c->ctx))
+		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
+	return -ECANCELED;
+}
+
+/* ---- the records of one pack ------------------------------------------------ */
+
+struct item {
+	uint8_t kind;          /* PACK_KIND_PAGE or PACK_KIND_DICT (id: k.variant) */
+	struct blobkey k;
+	struct pack_loc old, copy;
+	bool copied, damaged;
+};
+
+struct items {
+	struct item *v;
+	size_t n, cap;
+};
+
+static int scan_one(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc)
+{
+	struct items *it = ctx;
+	if (it->n == it->cap) {
+		size_t cap = it->cap ? 2 * it->cap : 256;
+		struct item *v = realloc(it->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		it->v = v;
+		it->cap = cap;
+	}
+	struct item *x = &it->v[it->n++];
+	*x = (struct item){ .kind = h->kind, .old = *loc };
+	memcpy(x->k.md5, h->md5, 16);
+	x->k.variant = h->variant;
+	return 0;
+}
+
+static bool same_loc(const struct pack_loc *a, const struct pack_loc *b)
+{
+	return a->pack == b->pack && a->off == b->off && a->len == b->len;
+}
+
+/* Does the store still name the record of x at its old place? */
+static bool named_here(MDB_txn *txn, struct store *st, const struct item *x, struct fprec *r)
+{
+	struct pack_loc loc;
+	if (x->kind == PACK_KIND_DICT) {
+		uint64_t records;
+		return blob_dict_row(txn, st, x->k.variant, &loc, &records) == 0 && same_loc(&loc, &x->old);
+	}
+	if (x->kind != PACK_KIND_PAGE || blob_get(txn, st, &x->k, r) || !(r->flags & FPREC_PACKED))
+		return false;
+	blob_rec_loc(r, &loc);
+	return same_loc(&loc, &x->old);
+}
+
+/* The live records of pack id: its scan, kept where a record names them. */
+static int live_items(struct store *st, uint32_t id, struct items *out)
+{
+	struct items all = { 0 };
+	uint64_t damaged;
+	int rc = pack_scan(st->packs, id, scan_one, &all, &damaged);
+	MDB_txn *txn;
+	if (!rc)
+		rc = store_read_begin(st, &txn);
+	if (rc) {
+		free(all.v);
+		return rc;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < all.n; i++) {
+		struct fprec r;
+		/* a record known bad stays where it is until a write heals it */
+		if (named_here(txn, st, &all.v[i], &r) && (all.v[i].kind != PACK_KIND_PAGE || !(r.flags & FPREC_BAD)))
+			all.v[n++] = all.v[i];
+	}
+	store_read_end(st, txn);
+	all.n = n;
+	*out = all;
+	return 0;
+}
+
+bool blob_compact_wants_reencode(struct store *st, const struct blobkey *k, const struct pack_rec_hdr *h)
+{
+	(void)k;
+	if (h->kind != PACK_KIND_PAGE || (h->encoding != PACK_ENC_DELTA && h->encoding != PACK_ENC_DELTA_DICT))
+		return false;
+	struct blobkey base = { .variant = h->base_variant };
+	struct fprec r;
+	memcpy(base.md5, h->base_md5, 16);
+	return blob_read(st, &base, &r) != 0;
+}
+
+int blob_compact_reencode(struct store *st, const struct blobkey *k, const struct pack_rec *in,
+			  struct pack_rec *out)
+{
+	(void)st, (void)k, (void)in, (void)out;
+	return -EOPNOTSUPP; /* the delta rules fill this (a delta chosen by the store) */
+}
+
+/* Copy x's record to the pack taking appends, checked first. A damaged
+ * record is not copied (x->damaged); one that must be encoded again and
+ * cannot be stays where it is. */
+static int copy_item(struct store *st, struct item *x)
+{
+	struct pack_rec rec, again = { 0 };
+	int rc = pack_read_rec(st->packs, &x->old, &rec);
+	if (rc == -ENOMEM)
+		return rc;
+	if (!rc && (rec.hdr.kind != x->kind || memcmp(rec.hdr.md5, x->k.md5, 16) || rec.hdr.variant != x->k.variant))
+		rc = -EIO;
+	if (!rc && x->kind == PACK_KIND_PAGE && blob_compact_wants_reencode(st, &x->k, &rec.hdr)) {
+		rc = blob_compact_reencode(st, &x->k, &rec, &again);
+		pack_rec_free(&rec);
+		if (rc == -EOPNOTSUPP)
+			return 0;
+		rec = again;
+	} else if (!rc) {
+		rc = x->kind == PACK_KIND_PAGE ? blob_rec_check(st, &rec) : pack_rec_check(&rec, NULL);
+	}
+	if (rc == -EIO) {
+		x->damaged = true;
+		pack_rec_free(&rec);
+		return 0;
+	}
+	if (!rc)
+		rc = pack_append(st->packs, &rec, false, &x->copy);
+	x->copied = rc == 0;
+	pack_rec_free(&rec);
+	return rc;
+}
+
+/* ---- the transactions ------------------------------------------------------- */
+
+static int roll_cb(struct wtx *w, void *arg)
+{
+	return pack_rollover(w->st->packs, *(const uint32_t *)arg, true);
+}
+
+static int live_add(MDB_txn *txn, struct store *st, uint32_t pack, int64_t bytes, int64_t records)
+{
+	struct blob_pack_live l;
+	int rc = blob_pack_live_get(txn, st, pack, &l);
+	if (rc)
+		return rc;
+	l.bytes = (int64_t)l.bytes + bytes > 0 ? (uint64_t)((int64_t)l.bytes + bytes) : 0;
+	l.records = (int64_t)l.records + records > 0 ? (uint64_t)((int64_t)l.records + records) : 0;
+	return blob_pack_live_put(txn, st, pack, &l);
+}
+
+struct move_batch {
+	struct item *v;
+	size_t n;
+	struct blob_compact_stats d; /* what the commit did */
+};
+
+/* Point every record of the batch that still names its old place at its
+ * copy; mark the damaged ones bad (the next write of their bytes heals
+ * them, as after a read that found them damaged). */
+static int move_cb(struct wtx *w, void *arg)
+{
+	struct move_batch *b = arg;
+	struct store *st = w->st;
+	memset(&b->d, 0, sizeof b->d); /* the callback may run again */
+	int rc = 0;
+	for (size_t i = 0; i < b->n && !rc; i++) {
+		struct item *x = &b->v[i];
+		struct fprec r;
+		if ((!x->copied && !x->damaged) || !named_here(w->txn, st, x, &r))
+			continue; /* freed, healed or moved meanwhile: its copy is dead bytes */
+		if (x->damaged) {
+			b->d.damaged++;
+			if (x->kind == PACK_KIND_PAGE && !(r.flags & FPREC_BAD)) {
+				r.flags |= FPREC_BAD;
+				rc = blob_put(w->txn, st, &x->k, &r);
+			}
+			continue;
+		}
+		if (x->kind == PACK_KIND_DICT) {
+			rc = blob_dict_set_loc(w, x->k.variant, &x->copy);
+		} else if (!(r.flags & FPREC_BAD)) {
+			blob_rec_set_loc(&r, &x->copy, r.pack_dict);
+			rc = blob_put(w->txn, st, &x->k, &r);
+			if (!rc)
+				rc = live_add(w->txn, st, x->old.pack, -(int64_t)x->old.len, -1);
+			if (!rc)
+				rc = live_add(w->txn, st, x->copy.pack, (int64_t)x->copy.len, 1);
+		} else {
+			continue;
+		}
+		b->d.records_moved++;
+		b->d.bytes_moved += x->copy.len;
+	}
+	return rc ? rc : stats_add(w->txn, st, &b->d);
+}
+
+/* The bytes of the dictionaries whose records are in pack id (rows in txn). */
+static int dicts_in(MDB_txn *txn, struct store *st, uint32_t id, uint64_t *bytes)
+{
+	*bytes = 0;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_meta, &c));
+	if (rc)
+		return rc;
+	MDB_val k = { 4, "dict" }, v;
+	for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || memcmp(k.mv_data, "dict", 4) || v.mv_size != 28)
+			break;
+		if (get_le32(v.mv_data) == id)
+			*bytes += get_le64((const uint8_t *)v.mv_data + 12);
+	}
+	mdb_cursor_close(c);
+	return 0;
+}
+
+struct final {
+	uint32_t id;
+	uint64_t allocated, moved; /* the pack's allocated bytes; moved out of it */
+	bool empty;
+};
+
+/* Nothing live left in the pack: count it removed (the removal follows
+ * the commit). */
+static int final_cb(struct wtx *w, void *arg)
+{
+	struct final *f = arg;
+	struct blob_pack_live l;
+	uint64_t dict_bytes;
+	int rc = blob_pack_live_get(w->txn, w->st, f->id, &l);
+	if (!rc)
+		rc = dicts_in(w->txn, w->st, f->id, &dict_bytes);
+	if (rc)
+		return rc;
+	f->empty = l.records == 0 && dict_bytes == 0;
+	struct blob_compact_stats d = { .packs_compacted = 1 };
+	if (f->empty) {
+		if ((rc = blob_pack_live_put(w->txn, w->st, f->id, &l))) /* records 0: the row goes */
+			return rc;
+		d.packs_removed = 1;
+		d.bytes_freed = f->allocated > f->moved ? f->allocated - f->moved : 0;
+	}
+	return stats_add(w->txn, w->st, &d);
+}
+
+/* ---- one pack ----------------------------------------------------------------- */
+
+static int copy_and_move(struct store *st, struct item *v, size_t n, const struct blob_compact_cfg *c,
+			 struct blob_compact_stats *done, uint64_t *moved, bool *first)
+{
+	size_t from = 0;
+	int rc = 0;
+	while (from < n && !rc) {
+		if (asked_to_stop(c))
+			return -ECANCELED;
+		size_t to = from;
+		uint64_t bytes = 0;
+		while (to < n && to - from < BLOB_COMPACT_BATCH && bytes < BLOB_COMPACT_BATCH_BYTES && !rc) {
+			rc = copy_item(st, &v[to]);
+			bytes += v[to++].old.len;
+		}
+		/* the copies are durable before the commit that names them */
+		if (!rc)
+			rc = pack_sync(st->packs);
+		if (!rc && *first) {
+			*first = false;
+			rc = stop_at(c, "copied");
+		}
+		struct move_batch b = { v + from, to - from, { 0 } };
+		if (!rc)
+			rc = store_write(st, move_cb, &b);
+		if (!rc) {
+			stats_sum(done, &b.d);
+			*moved += b.d.bytes_moved;
+		}
+		from = to;
+	}
+	return rc;
+}
+
+int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
+		      struct blob_compact_stats *done)
+{
+	if (st->readonly)
+		return -EROFS;
+	struct blob_compact_stats sum = { 0 };
+	struct items items = { 0 };
+	struct final f = { .id = id };
+	bool first = true;
+	/* 1. no more appends to it; every seal that appended to it committed */
+	int rc = store_write(st, roll_cb, &id);
+	if (!rc)
+		rc = live_items(st, id, &items);
+	/* 2, 3. the live records copied and pointed at, batch by batch */
+	if (!rc)
+		rc = copy_and_move(st, items.v, items.n, c, &sum, &f.moved, &first);
+	/* 4. nothing live left: the pack goes */
+	struct pack_space sp;
+	if (!rc && pack_space(st->packs, id, &sp) == 0)
+		f.allocated = sp.allocated;
+	if (!rc)
+		rc = pack_retire(st->packs, id, true);
+	if (!rc && (rc = store_write(st, final_cb, &f)))
+		pack_retire(st->packs, id, false);
+	if (!rc && f.empty) {
+		/* the commit durable before the file goes (and the pack's own
+		 * descriptor, if a rollover left it to sync, closed) */
+		rc = pack_sync(st->packs);
+		if (!rc)
+			rc = store_sync(st);
+		if (!rc)
+			rc = stop_at(c, "committed");
+		if (!rc)
+			rc = pack_remove(st->packs, id);
+		if (!rc)
+			rc = stop_at(c, "removed");
+	} else if (!rc) {
+		/* something stays (a damaged record, one to encode again, one
+		 * stored meanwhile): the moved records' blocks go back now */
+		pack_retire(st->packs, id, false);
+		for (size_t i = 0; i < items.n; i++)
+			if (items.v[i].copied)
+				pack_punch(st->packs, &items.v[i].old);
+	}
+	if (!rc) {
+		sum.packs_compacted++;
+		if (f.empty) {
+			sum.packs_removed++;
+			sum.bytes_freed += f.allocated > f.moved ? f.allocated - f.moved : 0;
+		}
+	}
+	if (done)
+		stats_sum(done, &sum);
+	free(items.v);
+	return rc;
+}
+
+/* ---- a pass ----------------------------------------------------------------- */
+
+struct pack_view {
+	uint32_t id;
+	struct pack_space sp;
+	struct blob_pack_live live;
+	uint64_t dict_bytes;
+};
+
+/* Should pack p be compacted (cur: the pack taking appends)? */
+static bool qualifies(const struct pack_view *p, uint32_t cur, const struct blob_compact_cfg *c)
+{
+	uint64_t kept = p->live.bytes + p->dict_bytes;
+	if (p->id == cur && p->live.records == 0)
+		return false; /* a pack just started: nothing to move, nothing to gain */
+	if (kept == 0 && p->live.records == 0)
+		return true; /* nothing live: the file goes */
+	uint64_t body = p->sp.length > PACK_HDR_BYTES ? p->sp.length - PACK_HDR_BYTES : 0;
+	double share = body ? (double)kept / (double)body : 1.0;
+	uint64_t gain = p->sp.allocated > kept + PACK_HDR_BYTES ? p->sp.allocated - kept - PACK_HDR_BYTES : 0;
+	return share < c->share && gain >= c->min_dead;
+}
+
+static int view_packs(struct store *st, struct pack_view **out, size_t *n)
+{
+	uint32_t *ids;
+	int rc = pack_list(st->packs, &ids, n);
+	if (rc)
+		return rc;
+	struct pack_view *v = calloc(*n ? *n : 1, sizeof *v);
+	MDB_txn *txn;
+	if (!v || (rc = store_read_begin(st, &txn))) {
+		free(ids);
+		free(v);
+		return v ? rc : -ENOMEM;
+	}
+	size_t m = 0;
+	for (size_t i = 0; i < *n && !rc; i++) {
+		struct pack_view *p = &v[m];
+		p->id = ids[i];
+		if (pack_space(st->packs, ids[i], &p->sp))
+			continue; /* gone meanwhile */
+		if (!(rc = blob_pack_live_get(txn, st, ids[i], &p->live)))
+			rc = dicts_in(txn, st, ids[i], &p->dict_bytes);
+		m++;
+	}
+	store_read_end(st, txn);
+	free(ids);
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n = m;
+	return 0;
+}
+
+/* Pack p's live totals are those a pass left it with: nothing to do. */
+static bool memo_same(const struct blob_compact_memo *m, const struct pack_view *p)
+{
+	for (size_t i = 0; m && i < m->n; i++)
+		if (m->v[i].id == p->id)
+			return m->v[i].bytes == p->live.bytes && m->v[i].records == p->live.records;
+	return false;
+}
+
+/* After pack id was compacted: remember its live totals if it is still
+ * there (something stayed in it), forget it if it is gone. */
+static void memo_after(struct store *st, struct blob_compact_memo *m, uint32_t id)
+{
+	size_t at = m->n;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->v[i].id == id)
+			at = i;
+	struct blob_pack_live l;
+	MDB_txn *txn;
+	bool there = pack_file_bytes(st->packs, id) >= 0 && store_read_begin(st, &txn) == 0;
+	if (there) {
+		there = blob_pack_live_get(txn, st, id, &l) == 0;
+		store_read_end(st, txn);
+	}
+	if (!there) {
+		if (at < m->n)
+			m->v[at] = m->v[--m->n];
+		return;
+	}
+	if (at == m->n) {
+		if (m->n == m->cap) {
+			size_t cap = m->cap ? 2 * m->cap : 8;
+			void *v = realloc(m->v, cap * sizeof *m->v);
+			if (!v)
+				return; /* only a hint */
+			m->v = v;
+			m->cap = cap;
+		}
+		m->n++;
+	}
+	m->v[at].id = id;
+	m->v[at].bytes = l.bytes;
+	m->v[at].records = l.records;
+}
+
+int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
+{
+	if (done)
+		memset(done, 0, sizeof *done);
+	if (st->readonly)
+		return -EROFS;
+	struct pack_view *v;
+	size_t n;
+	int rc = view_packs(st, &v, &n);
+	if (rc)
+		return rc;
+	uint32_t cur = pack_current(st->packs);
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (asked_to_stop(c))
+			rc = -ECANCELED;
+		else if (qualifies(&v[i], cur, c) && !memo_same(c->memo, &v[i])) {
+			rc = blob_compact_pack(st, v[i].id, c, done);
+			if (!rc && c->memo)
+				memo_after(st, c->memo, v[i].id);
+		}
+	}
+	free(v);
+	return rc;
+}
+
+void blob_compact_memo_free(struct blob_compact_memo *m)
+{
+	free(m->v);
+	memset(m, 0, sizeof *m);
+}
+
+/* ---- the thread ---------------------------------------------------------------- */
+
+struct compactor {
+	struct store *st;
+	pthread_t thr;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;
+	unsigned period_ms;
+	struct blob_compact_cfg cfg;
+	struct blob_compact_memo memo;
+};
+
+static bool compactor_stopping(void *ctx)
+{
+	struct compactor *k = ctx;
+	pthread_mutex_lock(&k->mu);
+	bool s = k->stop;
+	pthread_mutex_unlock(&k->mu);
+	return s;
+}
+
+static void *compactor_main(void *arg)
+{
+	struct compactor *k = arg;
+	int last = 0;
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += k->period_ms / 1000;
+		until.tv_nsec += (long)(k->period_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&k->mu);
+		while (!k->stop && pthread_cond_timedwait(&k->cv, &k->mu, &until) != ETIMEDOUT)
+			;
+		bool stop = k->stop;
+		pthread_mutex_unlock(&k->mu);
+		if (stop)
+			break;
+		int rc = blob_compact_run(k->st, &k->cfg, NULL);
+		if (rc && rc != -ECANCELED && rc != last)
+			fprintf(stderr, "pagededup: compacting the packs of %s: %s (nothing is lost; tried again later)\n",
+				k->st->dir, strerror(-rc));
+		last = rc;
+	}
+	return NULL;
+}
+
+int blob_compact_start(struct store *st)
+{
+	if (st->readonly || st->opts.compact_share < 0 || st->blob_compact)
+		return 0;
+	struct compactor *k = calloc(1, sizeof *k);
+	if (!k)
+		return -ENOMEM;
+	k->st = st;
+	k->period_ms = st->opts.compact_period_ms ? st->opts.compact_period_ms : BLOB_COMPACT_PERIOD_MS;
+	blob_compact_cfg_of(st, &k->cfg);
+	k->cfg.stop = compactor_stopping;
+	k->cfg.ctx = k;
+	k->cfg.debug_stops = true;
+	k->cfg.memo = &k->memo;
+	pthread_mutex_init(&k->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&k->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	int rc = pthread_create(&k->thr, NULL, compactor_main, k);
+	if (rc) {
+		pthread_cond_destroy(&k->cv);
+		pthread_mutex_destroy(&k->mu);
+		free(k);
+		return -rc;
+	}
+	st->blob_compact = k;
+	return 0;
+}
+
+void blob_compact_stop(struct store *st)
+{
+	struct compactor *k = st->blob_compact;
+	if (!k)
+		return;
+	pthread_mutex_lock(&k->mu);
+	k->stop = true;
+	pthread_cond_signal(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+	pthread_join(k->thr, NULL);
+	pthread_cond_destroy(&k->cv);
+	pthread_mutex_destroy(&k->mu);
+	st->blob_compact = NULL;
+	blob_compact_memo_free(&k->memo);
+	free(k);
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# The compactor of packs (core/blob/blob_compact.c) through a real mount:
+# pages written, most deleted, the daemon's compactor rewrites the sparse
+# pack while readers read every page left; the store's du falls by about
+# the dead bytes, the pack count does not grow, every page reads back
+# byte-identical, fsck is clean. A SIGKILL of the daemon after each step of
+# a compaction (PD_COMPACT_STOP) leaves a store fsck accepts (after the
+# commit: the emptied pack as a leftover) and that reads every page. A
+# full disk during `pagededup compact`: ENOSPC, nothing lost.
+. "$(dirname "$0")/lib.sh"
+
+# write_and_thin LIST: 1,200 pages of 2-12 KB under $MNT/site, then all but
+# every fifth deleted; LIST gets {name: md5} of those left.
+write_and_thin() {
+	py "$1" <<'EOF'
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+rnd = random.Random(15)
+words = ["archive", "crawl", "page", "<p>", "</p>", "news", "2026", "link", "<div>", "weather", "market"]
+os.makedirs(M + "/site", exist_ok=True)
+left = {}
+for i in range(1200):
+    n = rnd.randrange(300, 1800)
+    body = ("<html><body>%d " % i + " ".join(rnd.choice(words) + "%x" % rnd.getrandbits(24)
+                                           for _ in range(n)) + "</body></html>\n").encode()
+    name = "site/p%04d.html" % i
+    write(M + "/" + name, body)
+    if i % 5 == 0:
+        left[name] = md5(body)
+for i in range(1200):
+    name = "site/p%04d.html" % i
+    if name not in left:
+        os.unlink(M + "/" + name)
+json.dump(left, open(sys.argv[1], "w"))
+EOF
+}
+
+# check_pages LIST: every page of LIST reads back byte-identical.
+check_pages() {
+	py "$1" <<'EOF'
+import os, sys, json
+from fsutil import *
+M = os.environ["MNT"]
+left = json.load(open(sys.argv[1]))
+for name, m in sorted(left.items()):
+    eq(md5(read(M + "/" + name)), m, "content of " + name)
+eq(sorted(os.listdir(M + "/site")), sorted(n.split("/")[1] for n in left), "names left")
+EOF
+}
+
+packs_du() { du -sk --block-size=1 "$1/packs" | cut -f1; }
+packs_n() { find "$1/packs" -name 'pack-*' | wc -l; }
+
+case_space_comes_back() {
+	# packs of 1 MiB: the pages fill several, and the compaction merges them
+	pd_mount nocompact,pack_mb=1 || fail mount
+	write_and_thin "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+	local before n_before dead
+	before=$(packs_du "$STORE")
+	n_before=$(packs_n "$STORE")
+	# dead: what the packs hold on disk beyond the live records and the
+	# dictionaries (what hole punching did not give back already)
+	dead=$("$PD_BIN" stats --json "$STORE" | python3 -c 'import json,sys; p = json.load(sys.stdin)["packs"]
+print(p["allocated"] - p["live_bytes"] - p["dictionary_bytes"])')
+	note "before: packs $before bytes allocated in $n_before files, $dead allocated beyond the live records"
+	[ "$dead" -gt 1000000 ] || fail "only $dead dead bytes after deleting four fifths of the pages"
+	pd_mount -n -s "$STORE" pack_mb=1,compact_period_ms=1500,compact_min_kb=256 || fail remount
+	# readers during the compaction: every page, again and again, its
+	# cached pages dropped after each read so that each open reads the store
+	py "$PD_TMP/left" <<'EOF' || exit 1
+import os, sys, json, time
+from fsutil import *
+M = os.environ["MNT"]
+left = json.load(open(sys.argv[1]))
+rounds, t0, last, changed = 0, time.time(), None, time.time()
+while True:
+    for name, m in left.items():
+        fd = os.open(M + "/" + name, os.O_RDONLY)
+        try:
+            data = b""
+            while True:
+                b = os.read(fd, 1 << 16)
+                if not b:
+                    break
+                data += b
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        eq(md5(data), m, "content of %s during the compaction (round %d)" % (name, rounds))
+    rounds += 1
+    c = dstats(M)["compaction"]
+    if c != last:
+        last, changed = c, time.time()
+    # done: packs removed, and two of the compactor's periods with nothing new
+    if c["packs_removed"] >= 1 and time.time() - changed > 3.5:
+        break
+    check(time.time() - t0 < 120, "the compaction did not settle within 120 s: %r" % c)
+print("readers: %d rounds of %d pages during the compaction: %r" % (rounds, len(left), c))
+# most pages left moved (those in the pack taking appends may stay, when
+# it is not sparse enough), none more than a few times
+check(len(left) // 2 <= c["records_moved"] <= 3 * len(left), "records moved %d, pages left %d" % (c["records_moved"], len(left)))
+EOF
+	check_pages "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+	local after n_after
+	after=$(packs_du "$STORE")
+	n_after=$(packs_n "$STORE")
+	note "after: packs $after bytes allocated in $n_after files; given back $((before - after)) of $dead dead bytes"
+	[ "$n_after" -lt "$n_before" ] || fail "pack files: $n_before before, $n_after after"
+	# about the dead bytes come back (within 5% of them, and a few blocks)
+	[ $((before - after)) -ge $((dead * 95 / 100 - 16384)) ] ||
+		fail "given back $((before - after)) bytes of $dead dead"
+	"$PD_BIN" stats "$STORE" | grep '^compaction:' || fail "no compaction line in pagededup stats"
+	pd_mount -n -s "$STORE" || fail "mount after the compaction"
+	check_pages "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+}
+
+# crash_at STEP: the daemon's compactor stops after STEP; SIGKILL there.
+crash_at() {
+	local step=$1 rc
+	pd_mount nocompact || fail mount
+	write_and_thin "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+	export PD_COMPACT_STOP=$step
+	pd_mount -n -s "$STORE" compact_period_ms=200,compact_min_kb=64 || fail remount
+	unset PD_COMPACT_STOP
+	local i
+	for i in $(seq 1 600); do
+		grep -q "compactor stopped after the step \"$step\"" "$PDFS_LOG" && break
+		sleep 0.1
+	done
+	grep -q "compactor stopped after the step \"$step\"" "$PDFS_LOG" || { pd_show_log "$PDFS_LOG"; fail "the compactor never reached $step"; }
+	kill -KILL "$PDFS_PID"
+	fusermount3 -u -z "$MNT" 2>/dev/null
+	pd_wait_rc "$PDFS_RC" 20 || fail "the killed daemon's wrapper did not end"
+	[ "$(cat "$PDFS_RC")" = 137 ] || fail "daemon exit status $(cat "$PDFS_RC"), expected 137"
+	pd_sanitizer_report "$PDFS_LOG" && { pd_show_log "$PDFS_LOG" 80; fail "sanitizer report before the kill"; }
+	rc=0
+	"$PD_BIN" fsck "$STORE" >"$PD_TMP/fsck.out" 2>&1 || rc=$?
+	cat "$PD_TMP/fsck.out"
+	case $step in
+	committed) [ "$rc" = 3 ] && grep -q "a pack with nothing live in it" "$PD_TMP/fsck.out" ||
+			fail "fsck after a kill past the commit: exit $rc, expected 3 (the emptied pack, a leftover)" ;;
+	*) [ "$rc" = 0 ] || [ "$rc" = 3 ] || fail "fsck after a kill after $step: exit $rc, expected clean or leftovers" ;;
+	esac
+	pd_mount -n -s "$STORE" nocompact || fail "mount after the kill"
+	check_pages "$PD_TMP/left" || exit 1
+	pd_umount || fail "umount (fsck clean) after the kill"
+	[ "$step" != committed ] || [ "$(packs_n "$STORE")" = 1 ] || fail "the emptied pack was not removed by the next mount"
+}
+
+case_full_disk() {
+	local small=$PD_TMP/small
+	mkdir -p "$small"
+	mount -t tmpfs -o size=40m tmpfs "$small" || skip "cannot mount a tmpfs here"
+	echo "$small - 0 /dev/null" >>"$PD_TMP/mounts"
+	"$PD_BIN" mkfs "$small/store" --expected-pages 2000 >/dev/null || fail mkfs
+	pd_mount -n -s "$small/store" nocompact || fail mount
+	write_and_thin "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+	# fill the disk, then leave 64 KiB: less than the live records
+	local i=0
+	while dd if=/dev/zero of="$small/filler$i" bs=64k count=16 status=none 2>/dev/null; do i=$((i + 1)); done
+	rm -f "$small/filler0"
+	dd if=/dev/zero of="$small/filler0" bs=64k count=14 status=none 2>/dev/null
+	local rc=0
+	"$PD_BIN" compact "$small/store" --all >"$PD_TMP/compact.out" 2>&1 || rc=$?
+	cat "$PD_TMP/compact.out"
+	[ "$rc" = 1 ] || fail "pagededup compact on a full disk: exit $rc, expected 1"
+	grep -q "No space left on device" "$PD_TMP/compact.out" || fail "no ENOSPC in the message"
+	pd_fsck "$small/store" || fail "fsck after ENOSPC"
+	pd_mount -n -s "$small/store" nocompact || fail "mount after ENOSPC"
+	check_pages "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+	# space again: the compaction goes through
+	rm -f "$small"/filler*
+	"$PD_BIN" compact "$small/store" --all || fail "pagededup compact with space"
+	pd_fsck "$small/store" || fail "fsck after the compaction"
+	pd_mount -n -s "$small/store" nocompact || fail "mount after the compaction"
+	check_pages "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+	umount "$small" || fail "umount tmpfs"
+}
+
+pd_case space_comes_back
+pd_case crash_after_copies crash_at copied
+pd_case crash_after_commit crash_at committed
+pd_case crash_after_removal crash_at removed
+pd_case full_disk
+pd_finish

@@ -1,0 +1,124 @@
+/* compactcmd.c - `pagededup compact STORE`: the compactor's pass, now, on
+ * an unmounted store (a mounted one is compacted by its daemon's thread,
+ * -o compact=SHARE). What it does and why it is crash-safe: blob.h.
+ *
+ *   pagededup compact STORE [--share S] [--min-dead BYTES] [--all]
+ *     --share S        compact packs whose live share is below S
+ *                      (default BLOB_COMPACT_SHARE, 0.5)
+ *     --min-dead BYTES ... and that have at least BYTES to give back
+ *                      (default BLOB_COMPACT_MIN_DEAD, 1 MiB; suffixes K M G)
+ *     --all            every pack with a block (4 KiB) of dead bytes
+ *
+ * Prints one line: packs compacted and removed, records and bytes moved,
+ * bytes given back, damaged records left (marked bad: a refetch heals
+ * them; fsck --deep names them). Exit 0 done, 1 failed (nothing lost),
+ * 2 usage error.
+ */
+#include "compactcmd.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "archive/archive.h"
+#include "blob/blob.h"
+#include "cli.h"
+#include "store/store.h"
+
+static bool parse_bytes(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return false;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+/* A debugging stop (PD_COMPACT_STOP, blob_compact.c) waits until killed. */
+static bool never(void *ctx)
+{
+	(void)ctx;
+	return false;
+}
+
+int cmd_compact(int argc, char **argv)
+{
+	static const struct option opts[] = { { "share", required_argument, 0, 's' },
+					      { "min-dead", required_argument, 0, 'm' },
+					      { "all", no_argument, 0, 'a' },
+					      { 0, 0, 0, 0 } };
+	double share = BLOB_COMPACT_SHARE;
+	uint64_t min_dead = BLOB_COMPACT_MIN_DEAD;
+	int c;
+	while ((c = cli_getopt(argc, argv, "", opts)) != -1) {
+		char *end;
+		if (c == 's') {
+			share = strtod(optarg, &end);
+			if (*end || end == optarg || !(share > 0 && share <= 1))
+				return cli_usage_error("--share takes a share of live bytes in (0, 1], not '%s'", optarg);
+		} else if (c == 'm') {
+			if (!parse_bytes(optarg, &min_dead))
+				return cli_usage_error("--min-dead takes a number of bytes (suffix K, M or G), not '%s'", optarg);
+		} else if (c == 'a') {
+			share = 1.0; /* every pack with a block's worth of dead bytes */
+			min_dead = 4096;
+		} else {
+			return cli_current->usage_status;
+		}
+	}
+	if (optind + 1 != argc)
+		return cli_usage_error(optind == argc ? "no STORE given" : "one STORE only");
+	struct cli_store where;
+	cli_store(argv[optind], &where);
+	if (cli_wait_unmounted(&where))
+		return CLI_FAIL;
+	struct store *st;
+	/* no thread: this pass is the compaction (the open removes packs
+	 * with nothing live first) */
+	struct store_opts o = { .compact_share = -1 };
+	char err[PD_ERRLEN] = "";
+	if (archive_open(where.dir, &o, &st, err)) {
+		cli_error("%s", err);
+		return CLI_FAIL;
+	}
+	struct blob_compact_cfg cfg = { .share = share, .min_dead = min_dead, .stop = never, .debug_stops = true };
+	struct blob_compact_stats d;
+	struct blob_pack_usage before, after;
+	blob_pack_usage(st, &before);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = blob_compact_run(st, &cfg, &d);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	blob_pack_usage(st, &after);
+	int crc = store_close(st);
+	printf("compacted %llu pack%s (%llu removed): %llu records, %llu bytes moved in %.2f s (%.1f MB/s); "
+	       "%llu bytes given back; %llu damaged record%s left; packs now %llu files, %llu bytes allocated "
+	       "(were %llu, %llu)\n",
+	       (unsigned long long)d.packs_compacted, d.packs_compacted == 1 ? "" : "s",
+	       (unsigned long long)d.packs_removed, (unsigned long long)d.records_moved,
+	       (unsigned long long)d.bytes_moved, secs, secs > 0 ? (double)d.bytes_moved / 1e6 / secs : 0.0,
+	       (unsigned long long)d.bytes_freed, (unsigned long long)d.damaged,
+	       d.damaged == 1 ? "" : "s", (unsigned long long)after.packs, (unsigned long long)after.allocated,
+	       (unsigned long long)before.packs, (unsigned long long)before.allocated);
+	if (rc || crc) {
+		cli_error("%s: %s (nothing is lost: what was not moved stays where it was)", where.dir,
+			  strerror(-(rc ? rc : crc)));
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
