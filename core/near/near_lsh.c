@@ -1,5 +1,6 @@
 /* near_lsh.c - the shingle sets (nearfeat) and the LSH bands over them
- * (nearlsh), the second candidate generator. See near.h and nearset.h. */
+ * (nearbands), the second candidate generator, and the upgrade of their
+ * layout. See near.h and nearset.h. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +19,119 @@ static MDB_val fp_key(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
 	return (MDB_val){ BLOBKEY_BYTES, kb };
 }
 
-static MDB_val band_key(uint8_t b[4], uint32_t band)
+/* ---- band rows (near.h, layout 2) ----
+ *
+ * nearbands: band index u8 -> band key u32 BE | md5 prefix [4]
+ * (dup-sorted, fixed size): a row says that some blob whose MD5 begins
+ * with the prefix has that key in that band. The rows of one band are
+ * packed on LMDB's pages 8 bytes apiece (a key's values are not nodes of
+ * their own), where layout 1 took a node of 34 bytes for each. The blobs a
+ * row stands for are found in `fingerprints` (a range of keys: one blob
+ * but for one in 2^32 / pages) and kept only if their set has that key in
+ * that band: a find gives exactly the blobs of layout 1's rows, in the
+ * same order. Two blobs of one prefix (variants of one MD5) may share a
+ * row: it goes with the last of them. */
+
+#define BAND_VAL 8
+#define BAND_PREFIX 4
+
+static MDB_val band_idx(uint8_t *b, size_t band)
 {
-	put_le32(b, band);
-	return (MDB_val){ 4, b };
+	*b = (uint8_t)band;
+	return (MDB_val){ 1, b };
+}
+
+static MDB_val band_val(uint8_t v[BAND_VAL], uint32_t key, const uint8_t *md5)
+{
+	v[0] = (uint8_t)(key >> 24);
+	v[1] = (uint8_t)(key >> 16);
+	v[2] = (uint8_t)(key >> 8);
+	v[3] = (uint8_t)key;
+	memcpy(v + 4, md5, BAND_PREFIX);
+	return (MDB_val){ BAND_VAL, v };
 }
 
 static int put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
 {
-	uint8_t kb[BLOBKEY_BYTES], bb[4];
-	blobkey_encode(k, kb);
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		MDB_val key = band_key(bb, s->band[b]), v = { BLOBKEY_BYTES, kb };
+		uint8_t bi, vb[BAND_VAL];
+		MDB_val key = band_idx(&bi, b), v = band_val(vb, s->band[b], k->md5);
 		int rc = mdb_put(txn, st->db_nearlsh, &key, &v, MDB_NODUPDATA);
-		if (rc && rc != MDB_KEYEXIST) /* two bands of one page alike */
+		if (rc && rc != MDB_KEYEXIST) /* another blob of the prefix */
 			return pd_mdb_err(rc);
 	}
 	return 0;
+}
+
+static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s);
+
+/* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
+ * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
+ * non-zero stops the walk with that value. */
+static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix,
+		       const struct blobkey *except, near_hit_fn fn, void *ctx)
+{
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, BAND_PREFIX);
+	/* the keys first: fn may read other tables, never with a cursor open */
+	struct blobkey keys[8];
+	size_t n = 0;
+	bool more = true;
+	int rc = 0;
+	while (more && !rc) {
+		MDB_cursor *c;
+		if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c))))
+			return rc;
+		MDB_val k = { BLOBKEY_BYTES, kb }, v;
+		int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		n = 0;
+		while (mrc == 0 && k.mv_size == BLOBKEY_BYTES && !memcmp(k.mv_data, prefix, BAND_PREFIX) &&
+		       n < sizeof keys / sizeof keys[0]) {
+			blobkey_decode(k.mv_data, &keys[n++]);
+			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		}
+		more = mrc == 0 && k.mv_size == BLOBKEY_BYTES && !memcmp(k.mv_data, prefix, BAND_PREFIX);
+		if (more)
+			memcpy(kb, k.mv_data, BLOBKEY_BYTES); /* the next batch starts there */
+		else if (mrc && mrc != MDB_NOTFOUND)
+			rc = pd_mdb_err(mrc);
+		mdb_cursor_close(c);
+		struct nearset *s = n && !rc ? malloc(sizeof *s) : NULL;
+		if (n && !rc && !s)
+			rc = -ENOMEM;
+		for (size_t i = 0; i < n && !rc; i++) {
+			if (except && blobkey_equal(&keys[i], except))
+				continue;
+			int grc = set_get(txn, st, &keys[i], s);
+			if (grc == -ENOENT || grc == -EINVAL)
+				continue; /* no set, or one fsck reports */
+			if (grc)
+				rc = grc;
+			else if (s->band[b] == key)
+				rc = fn(ctx, &keys[i], 0, 0);
+		}
+		free(s);
+	}
+	return rc;
+}
+
+static int owner_found(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
+{
+	(void)ctx, (void)k, (void)h, (void)dist;
+	return 1;
+}
+
+/* Take out blob k's row of band b unless another blob of its prefix has
+ * the same key there. */
+static int del_band(MDB_txn *txn, struct store *st, const struct blobkey *k, size_t b, uint32_t key)
+{
+	int rc = band_owners(txn, st, b, key, k->md5, k, owner_found, NULL);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	uint8_t bi, vb[BAND_VAL];
+	MDB_val bk = band_idx(&bi, b), v = band_val(vb, key, k->md5);
+	int mrc = mdb_del(txn, st->db_nearlsh, &bk, &v);
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
 }
 
 int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct near_sig *sig)
@@ -81,14 +178,17 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	if (!s)
 		return -ENOMEM;
 	int rc = set_get(txn, st, k, s);
-	uint8_t kb[BLOBKEY_BYTES], bb[4];
+	uint8_t kb[BLOBKEY_BYTES];
 	MDB_val key = fp_key(kb, k);
 	if (!rc) {
-		for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
-			MDB_val bk = band_key(bb, s->band[b]), v = { BLOBKEY_BYTES, kb };
-			int mrc = mdb_del(txn, st->db_nearlsh, &bk, &v);
-			rc = mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
-		}
+		/* the set goes first: del_band asks the other blobs of the
+		 * prefix, and this one has no set any more */
+		int mrc = mdb_del(txn, st->db_nearfeat, &key, NULL);
+		rc = mrc ? pd_mdb_err(mrc) : 0;
+		for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
+			rc = del_band(txn, st, k, b, s->band[b]);
+		free(s);
+		return rc;
 	}
 	free(s);
 	if (rc == -ENOENT)
@@ -99,21 +199,21 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
 }
 
-static int band_rows(MDB_cursor *c, uint32_t band, near_hit_fn cb, void *ctx)
+/* The blobs of band b's rows for `key`: each row's prefix, then its owners. */
+static int band_rows(MDB_txn *txn, struct store *st, MDB_cursor *c, size_t b, uint32_t key, near_hit_fn cb,
+		     void *ctx)
 {
-	uint8_t bb[4];
-	MDB_val key = band_key(bb, band), v;
-	int rc = 0, mrc = mdb_cursor_get(c, &key, &v, MDB_SET);
-	if (mrc == 0)
-		mrc = mdb_cursor_get(c, &key, &v, MDB_GET_MULTIPLE);
-	while (mrc == 0 && !rc) {
-		const uint8_t *p = v.mv_data;
-		for (size_t off = 0; off + BLOBKEY_BYTES <= v.mv_size && !rc; off += BLOBKEY_BYTES) {
-			struct blobkey k;
-			blobkey_decode(p + off, &k);
-			rc = cb(ctx, &k, 0, 0);
-		}
-		mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_MULTIPLE);
+	uint8_t bi, vb[BAND_VAL], zero[BAND_PREFIX] = { 0 };
+	MDB_val bk = band_idx(&bi, b), v = band_val(vb, key, zero);
+	int rc = 0, mrc = mdb_cursor_get(c, &bk, &v, MDB_GET_BOTH_RANGE);
+	while (mrc == 0 && !rc && v.mv_size == BAND_VAL && !memcmp(v.mv_data, vb, 4)) {
+		uint8_t prefix[BAND_PREFIX];
+		memcpy(prefix, (const uint8_t *)v.mv_data + 4, BAND_PREFIX);
+		rc = band_owners(txn, st, b, key, prefix, NULL, cb, ctx);
+		/* cb may have written other tables: find the row again */
+		MDB_val again = band_val(vb, key, prefix);
+		if (!rc && !(mrc = mdb_cursor_get(c, &bk, &again, MDB_GET_BOTH)))
+			mrc = mdb_cursor_get(c, &bk, &v, MDB_NEXT_DUP);
 	}
 	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
 }
@@ -125,7 +225,7 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	MDB_cursor *c;
 	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c));
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-		rc = band_rows(c, s->band[b], cb, ctx);
+		rc = band_rows(txn, st, c, b, s->band[b], cb, ctx);
 	mdb_cursor_close(c);
 	return rc > 0 ? 0 : rc;
 }
@@ -232,11 +332,11 @@ static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
 	if ((rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_nearlsh, &cur))))
 		return rc;
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		uint8_t bb[4];
-		MDB_val bk = band_key(bb, s->band[b]), v = *key;
+		uint8_t bi, vb[BAND_VAL];
+		MDB_val bk = band_idx(&bi, b), v = band_val(vb, s->band[b], k.md5);
 		int mrc = mdb_cursor_get(cur, &bk, &v, MDB_GET_BOTH);
 		if (mrc == MDB_NOTFOUND) {
-			near_report(c->bad, c->ctx, &c->nbad, "nearlsh: blob %s lacks its row of band %zu", name, b);
+			near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, b);
 			break;
 		}
 		if (mrc) {
@@ -255,6 +355,132 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 	struct lsh_ctx c = { txn, st, bad, ctx, 0, NULL, 0, 0 };
 	int rc = each_set(txn, st, check_one, &c);
 	*nbad += c.nbad;
+	return rc;
+}
+
+/* ---- the layout and its upgrade (near.h) ---- */
+
+#define LAYOUT_KEY "near_layout"
+
+int near_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout)
+{
+	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v;
+	int rc = mdb_get(txn, st->db_meta, &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		*layout = 1;
+		return 0;
+	}
+	if (rc)
+		return pd_mdb_err(rc);
+	*layout = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
+	return 0;
+}
+
+int near_layout_put(MDB_txn *txn, struct store *st)
+{
+	uint8_t b[4];
+	put_le32(b, NEAR_LAYOUT_VERSION);
+	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v = { 4, b };
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+/* Layout 1's band table, emptied and deleted. */
+static int drop_layout1(MDB_txn *txn)
+{
+	MDB_dbi old;
+	int rc = mdb_dbi_open(txn, "nearlsh", 0, &old);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return pd_mdb_err(rc ? rc : mdb_drop(txn, old, 1));
+}
+
+struct convert {
+	uint8_t (*keys)[BLOBKEY_BYTES];
+	struct nearset *sets;
+	size_t n, cap;
+};
+
+int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+			bool *finished)
+{
+	*finished = false;
+	int rc = 0;
+	if (!st->has_nearset) {
+		/* fsck's repair: the tables were opened without creating them */
+		if ((rc = pd_mdb_err(mdb_dbi_open(txn, "nearfeat", MDB_CREATE, &st->db_nearfeat))) ||
+		    (rc = pd_mdb_err(mdb_dbi_open(txn, "nearbands", MDB_DUPSORT | MDB_DUPFIXED | MDB_CREATE,
+						  &st->db_nearlsh))))
+			return rc;
+		st->has_nearset = true;
+	}
+	struct convert c = { calloc(batch, BLOBKEY_BYTES), calloc(batch, sizeof *c.sets), 0, batch };
+	if (!c.keys || !c.sets || !batch) {
+		free(c.keys);
+		free(c.sets);
+		return batch ? -ENOMEM : -EINVAL;
+	}
+	/* the batch's sets first, then the writes: no cursor over nearfeat
+	 * while it is written */
+	MDB_cursor *cur;
+	struct nearset *s = malloc(sizeof *s);
+	rc = s ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearfeat, &cur)) : -ENOMEM;
+	bool more = false;
+	if (!rc) {
+		MDB_val key = { BLOBKEY_BYTES, next }, v;
+		int mrc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
+		for (; mrc == 0 && !(more = c.n == c.cap); mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT))
+			if (key.mv_size == BLOBKEY_BYTES && !nearset_decode(v.mv_data, v.mv_size, s)) {
+				/* (a row that does not decode is fsck's to report) */
+				memcpy(c.keys[c.n], key.mv_data, BLOBKEY_BYTES);
+				c.sets[c.n++] = *s;
+			}
+		if (more)
+			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
+		else if (mrc != MDB_NOTFOUND)
+			rc = pd_mdb_err(mrc);
+		mdb_cursor_close(cur);
+	}
+	free(s);
+	for (size_t i = 0; i < c.n && !rc; i++) {
+		struct blobkey k;
+		uint8_t vb[NEARSET_MAX_BYTES];
+		blobkey_decode(c.keys[i], &k);
+		MDB_val key = { BLOBKEY_BYTES, c.keys[i] }, v = { nearset_encode(&c.sets[i], vb), vb };
+		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
+			rc = put_bands(txn, st, &k, &c.sets[i]);
+	}
+	free(c.keys);
+	free(c.sets);
+	if (!rc && !more && !(rc = drop_layout1(txn)) && !(rc = near_layout_put(txn, st)))
+		*finished = true;
+	return rc;
+}
+
+struct layout_upgrade {
+	uint8_t next[BLOBKEY_BYTES];
+	bool finished;
+};
+
+static int layout_upgrade_cb(struct wtx *w, void *arg)
+{
+	struct layout_upgrade *u = arg;
+	return near_layout_convert(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
+}
+
+int near_layout_upgrade(struct store *st)
+{
+	MDB_txn *txn;
+	uint32_t layout = 0;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = near_layout_get(txn, st, &layout);
+	store_read_end(st, txn);
+	if (rc || layout == NEAR_LAYOUT_VERSION)
+		return rc;
+	struct layout_upgrade u = { { 0 }, false };
+	while (!rc && !u.finished)
+		rc = store_write(st, layout_upgrade_cb, &u);
 	return rc;
 }
 

@@ -232,40 +232,158 @@ double nearset_resemblance(const struct nearset *a, const struct nearset *b, boo
 	return taken ? (double)both / taken : 0;
 }
 
-size_t nearset_encode(const struct nearset *s, uint8_t *out)
+/* ---- the stored form (nearset.h) ---- */
+
+static void head_encode(const struct nearset *s, unsigned format, unsigned rice, uint8_t *out)
 {
-	out[0] = NEARSET_VERSION;
+	out[0] = (uint8_t)format;
 	out[1] = s->complete ? 1 : 0;
-	out[2] = out[3] = 0;
+	out[2] = (uint8_t)rice;
+	out[3] = 0;
 	put_le32(out + 4, s->shingles);
-	uint8_t *p = out + NEARSET_HEAD;
-	for (size_t b = 0; b < NEARSET_BANDS; b++, p += 4)
-		put_le32(p, s->band[b]);
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		put_le32(out + NEARSET_HEAD + 4 * b, s->band[b]);
+}
+
+size_t nearset_encode_v1(const struct nearset *s, uint8_t *out)
+{
+	head_encode(s, 1, 0, out);
+	uint8_t *p = out + NEARSET_FIXED;
 	for (uint32_t i = 0; i < s->n; i++, p += 4)
 		put_le32(p, s->h[i]);
 	return (size_t)(p - out);
 }
 
-int nearset_decode(const void *in, size_t len, struct nearset *s)
+/* The gaps of format 2: the first hash, then each hash less its
+ * predecessor less one (the hashes are distinct and ascending). */
+static uint32_t gap_at(const struct nearset *s, uint32_t i)
 {
-	const uint8_t *p = in;
-	size_t fixed = NEARSET_HEAD + 4 * NEARSET_BANDS;
-	memset(s, 0, sizeof *s);
-	if (len < fixed || p[0] != NEARSET_VERSION || (len - fixed) % 4 || (len - fixed) / 4 > NEARSET_K)
+	return i ? s->h[i] - s->h[i - 1] - 1 : s->h[0];
+}
+
+/* The Rice parameter that codes the gaps in the fewest bits: each gap g
+ * takes (g >> r) + 1 + r bits. */
+static unsigned rice_best(const struct nearset *s)
+{
+	unsigned best = 0;
+	uint64_t best_bits = UINT64_MAX;
+	for (unsigned r = 0; r < 32; r++) {
+		uint64_t bits = (uint64_t)s->n * (r + 1);
+		for (uint32_t i = 0; i < s->n && bits < best_bits; i++)
+			bits += gap_at(s, i) >> r;
+		if (bits < best_bits) {
+			best_bits = bits;
+			best = r;
+		}
+	}
+	return best;
+}
+
+struct bitw {
+	uint8_t *p;
+	uint64_t at; /* bits written */
+};
+
+static void bit_put(struct bitw *w, unsigned bit)
+{
+	if (bit)
+		w->p[w->at >> 3] |= (uint8_t)(1u << (w->at & 7));
+	w->at++;
+}
+
+size_t nearset_encode(const struct nearset *s, uint8_t *out)
+{
+	unsigned r = rice_best(s);
+	head_encode(s, NEARSET_FORMAT, r, out);
+	struct bitw w = { out + NEARSET_FIXED, 0 };
+	memset(w.p, 0, NEARSET_MAX_BYTES - NEARSET_FIXED);
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint32_t g = gap_at(s, i);
+		for (uint32_t q = g >> r; q; q--)
+			bit_put(&w, 1);
+		bit_put(&w, 0);
+		for (unsigned b = r; b--;)
+			bit_put(&w, (g >> b) & 1);
+	}
+	return NEARSET_FIXED + (size_t)((w.at + 7) >> 3);
+}
+
+struct bitr {
+	const uint8_t *p;
+	uint64_t at, len; /* bits read, bits there */
+};
+
+static int bit_get(struct bitr *r)
+{
+	if (r->at == r->len)
+		return -1;
+	int bit = (r->p[r->at >> 3] >> (r->at & 7)) & 1;
+	r->at++;
+	return bit;
+}
+
+/* The n hashes of format 2's Rice-coded gaps; -EINVAL when the bits do
+ * not hold exactly n ascending 32-bit hashes (padding: zero bits, fewer
+ * than 8). */
+static int gaps_decode(const uint8_t *p, size_t len, unsigned rice, struct nearset *s)
+{
+	struct bitr r = { p, 0, (uint64_t)len * 8 };
+	uint64_t prev = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint64_t q = 0, g = 0;
+		int bit;
+		while ((bit = bit_get(&r)) == 1)
+			if (++q > (UINT64_C(1) << 32) >> rice)
+				return -EINVAL;
+		if (bit < 0)
+			return -EINVAL;
+		for (unsigned b = 0; b < rice; b++) {
+			if ((bit = bit_get(&r)) < 0)
+				return -EINVAL;
+			g = g << 1 | (unsigned)bit;
+		}
+		uint64_t h = (i ? prev + 1 : 0) + (q << rice | g);
+		if (h > UINT32_MAX)
+			return -EINVAL;
+		s->h[i] = (uint32_t)(prev = h);
+	}
+	if (r.len - r.at >= 8)
 		return -EINVAL;
-	s->has = true;
-	s->complete = p[1] & 1;
-	s->shingles = get_le32(p + 4);
-	s->n = (uint32_t)((len - fixed) / 4);
-	if ((s->complete && s->n != s->shingles) || (!s->complete && s->n != NEARSET_K))
-		return -EINVAL;
-	p += NEARSET_HEAD;
-	for (size_t b = 0; b < NEARSET_BANDS; b++, p += 4)
-		s->band[b] = get_le32(p);
+	for (int bit; (bit = bit_get(&r)) >= 0;)
+		if (bit)
+			return -EINVAL;
+	return 0;
+}
+
+static int hashes_v1_decode(const uint8_t *p, struct nearset *s)
+{
 	for (uint32_t i = 0; i < s->n; i++, p += 4) {
 		s->h[i] = get_le32(p);
 		if (i && s->h[i] <= s->h[i - 1])
 			return -EINVAL;
 	}
 	return 0;
+}
+
+int nearset_decode(const void *in, size_t len, struct nearset *s)
+{
+	const uint8_t *p = in;
+	memset(s, 0, sizeof *s);
+	if (len < NEARSET_FIXED || (p[0] != 1 && p[0] != NEARSET_FORMAT) || p[1] > 1 || p[2] > 31)
+		return -EINVAL;
+	s->has = true;
+	s->complete = p[1] & 1;
+	s->shingles = get_le32(p + 4);
+	if (s->complete ? s->shingles > NEARSET_K : s->shingles <= NEARSET_K)
+		return -EINVAL;
+	s->n = s->complete ? s->shingles : NEARSET_K;
+	if (p[0] == 1 && len != NEARSET_FIXED + 4 * (size_t)s->n)
+		return -EINVAL;
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		s->band[b] = get_le32(p + NEARSET_HEAD + 4 * b);
+	int rc = p[0] == 1 ? hashes_v1_decode(p + NEARSET_FIXED, s)
+			   : gaps_decode(p + NEARSET_FIXED, len - NEARSET_FIXED, p[2], s);
+	if (rc)
+		memset(s, 0, sizeof *s);
+	return rc;
 }
