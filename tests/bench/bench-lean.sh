@@ -55,6 +55,13 @@ for arg in "$@"; do
 		/Branch pages:/ { b = $3 } /Leaf pages:/ { l = $3 } /Overflow pages:/ { o = $3 }
 		/Entries:/ { if (db != "") printf "%s_table %-14s %8d entries %7d pages %11d bytes %7.1f B/file\n", n, db, $2, b + l + o, (b + l + o) * 4096, (b + l + o) * 4096 / files }'
 	mdb_stat -ef "$store/meta" | awk -v n="$name" '/Number of pages used:|Free pages:|Max pages:/ { print n "_env " $0 }'
+	# mdb_stat counts a dup-sorted table's main tree only: the pages of
+	# its sub-databases (a key's values once they outgrow a node: the
+	# rows of nearbands, near0..nearK, dirents, links) are what is left
+	{ mdb_stat -a "$store/meta"; mdb_stat -ef "$store/meta"; } | awk -v n="$name" -v files="$files" '
+		/Branch pages:|Leaf pages:|Overflow pages:/ { t += $3 }
+		/Number of pages used:/ { used = $5 } /Free pages:/ { free = $3 }
+		END { d = used - t - free; printf "%s_table %-14s %8s         %7d pages %11d bytes %7.1f B/file\n", n, "(dup values)", "", d, d * 4096, d * 4096 / files }'
 	[ "${PD_KEEP:-0}" = 1 ] || rm -rf "$store"
 done
 exit "$failed"
