@@ -67,16 +67,20 @@ static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, stru
 
 /* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
  * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
- * non-zero stops the walk with that value. */
+ * non-zero stops the walk with that value. A find of a row's owners
+ * (`of_row`: the row is there, and nothing is excepted) takes the one blob
+ * of a prefix without reading its set: a row goes with the last blob of
+ * its prefix whose set has it (del_band), and fsck checks that every row
+ * has an owner (near_set_check). */
 static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix,
-		       const struct blobkey *except, near_hit_fn fn, void *ctx)
+		       const struct blobkey *except, bool of_row, near_hit_fn fn, void *ctx)
 {
 	uint8_t kb[BLOBKEY_BYTES] = { 0 };
 	memcpy(kb, prefix, BAND_PREFIX);
 	/* the keys first: fn may read other tables, never with a cursor open */
 	struct blobkey keys[8];
 	size_t n = 0;
-	bool more = true;
+	bool more = true, first = true;
 	int rc = 0;
 	while (more && !rc) {
 		MDB_cursor *c;
@@ -96,6 +100,9 @@ static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, c
 		else if (mrc && mrc != MDB_NOTFOUND)
 			rc = pd_mdb_err(mrc);
 		mdb_cursor_close(c);
+		if (of_row && !except && first && n == 1 && !more && !rc)
+			return fn(ctx, &keys[0], 0, 0); /* the prefix's only blob */
+		first = false;
 		struct nearset *s = n && !rc ? malloc(sizeof *s) : NULL;
 		if (n && !rc && !s)
 			rc = -ENOMEM;
@@ -125,7 +132,7 @@ static int owner_found(void *ctx, const struct blobkey *k, uint64_t h, unsigned 
  * the same key there. */
 static int del_band(MDB_txn *txn, struct store *st, const struct blobkey *k, size_t b, uint32_t key)
 {
-	int rc = band_owners(txn, st, b, key, k->md5, k, owner_found, NULL);
+	int rc = band_owners(txn, st, b, key, k->md5, k, false, owner_found, NULL);
 	if (rc)
 		return rc > 0 ? 0 : rc;
 	uint8_t bi, vb[BAND_VAL];
@@ -209,7 +216,7 @@ static int band_rows(MDB_txn *txn, struct store *st, MDB_cursor *c, size_t b, ui
 	while (mrc == 0 && !rc && v.mv_size == BAND_VAL && !memcmp(v.mv_data, vb, 4)) {
 		uint8_t prefix[BAND_PREFIX];
 		memcpy(prefix, (const uint8_t *)v.mv_data + 4, BAND_PREFIX);
-		rc = band_owners(txn, st, b, key, prefix, NULL, cb, ctx);
+		rc = band_owners(txn, st, b, key, prefix, NULL, true, cb, ctx);
 		/* cb may have written other tables: find the row again */
 		MDB_val again = band_val(vb, key, prefix);
 		if (!rc && !(mrc = mdb_cursor_get(c, &bk, &again, MDB_GET_BOTH)))
@@ -348,12 +355,64 @@ static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
 	return rc;
 }
 
+/* Does a blob of the prefix have a set that does not decode (reported as
+ * such, so that its rows are not reported again)? */
+static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix)
+{
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, BAND_PREFIX);
+	MDB_cursor *c;
+	if (mdb_cursor_open(txn, st->db_nearfeat, &c))
+		return false;
+	MDB_val k = { BLOBKEY_BYTES, kb }, v;
+	bool damaged = false;
+	struct nearset *s = malloc(sizeof *s);
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     s && !damaged && mrc == 0 && k.mv_size >= BAND_PREFIX && !memcmp(k.mv_data, prefix, BAND_PREFIX);
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		damaged = nearset_decode(v.mv_data, v.mv_size, s) != 0;
+	free(s);
+	mdb_cursor_close(c);
+	return damaged;
+}
+
+/* Every band row stands for a blob whose set has it (a find takes the one
+ * blob of a prefix on the row's word: band_owners). */
+static int check_rows(struct lsh_ctx *c)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_nearlsh, &cur));
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const uint8_t *p = v.mv_data;
+		if (k.mv_size != 1 || v.mv_size != BAND_VAL || *(const uint8_t *)k.mv_data >= NEARSET_BANDS) {
+			near_report(c->bad, c->ctx, &c->nbad, "nearbands: a row of %zu and %zu bytes", k.mv_size,
+				    v.mv_size);
+			continue;
+		}
+		size_t b = *(const uint8_t *)k.mv_data;
+		uint32_t key = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+		rc = band_owners(c->txn, c->st, b, key, p + 4, NULL, false, owner_found, NULL);
+		if (rc == 0 && !prefix_damaged(c->txn, c->st, p + 4))
+			near_report(c->bad, c->ctx, &c->nbad,
+				    "nearbands: the row of band %zu, key %08x, MD5 prefix %02x%02x%02x%02x stands for no blob",
+				    b, key, p[4], p[5], p[6], p[7]);
+		rc = rc > 0 ? 0 : rc;
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
 int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
 {
 	if (!st->has_nearset)
 		return 0;
 	struct lsh_ctx c = { txn, st, bad, ctx, 0, NULL, 0, 0 };
 	int rc = each_set(txn, st, check_one, &c);
+	if (!rc)
+		rc = check_rows(&c);
 	*nbad += c.nbad;
 	return rc;
 }

@@ -505,8 +505,9 @@ static void test_fsck_near(void **state)
 	th_rmdir(dir);
 }
 
-/* Shingle sets and bands: a band row lost, a set that does not decode, a
- * set of a blob that has no record; fsck names each, --repair mends. */
+/* Shingle sets and bands: a band row lost, a band row no set has, a set
+ * that does not decode, a set of a blob that has no record; fsck names
+ * each, --repair mends. */
 static int damage_sets_cb(struct wtx *w, void *p)
 {
 	struct store *st = w->st;
@@ -527,6 +528,10 @@ static int damage_sets_cb(struct wtx *w, void *p)
 	mdb_cursor_close(c);
 	free(first);
 	assert_int_equal(mdb_del(w->txn, st->db_nearlsh, &(MDB_val){ 1, &bk }, &(MDB_val){ 8, row }), 0);
+	/* a row of band 3 that no set has, under the same blob's prefix */
+	bk = 3;
+	memset(row, 0xde, 4);
+	assert_int_equal(mdb_put(w->txn, st->db_nearlsh, &(MDB_val){ 1, &bk }, &(MDB_val){ 8, row }, 0), 0);
 	/* the last set does not decode */
 	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
 	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
@@ -565,7 +570,7 @@ static void test_fsck_sets(void **state)
 	struct fsck_result r;
 	char err[512];
 	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	assert_int_equal(r.problems, 3);
+	assert_int_equal(r.problems, 4);
 	o.repair = true;
 	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
 	assert_true(r.repaired >= 1);
