@@ -67,20 +67,16 @@ static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, stru
 
 /* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
  * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
- * non-zero stops the walk with that value. A find of a row's owners
- * (`of_row`: the row is there, and nothing is excepted) takes the one blob
- * of a prefix without reading its set: a row goes with the last blob of
- * its prefix whose set has it (del_band), and fsck checks that every row
- * has an owner (near_set_check). */
+ * non-zero stops the walk with that value. */
 static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix,
-		       const struct blobkey *except, bool of_row, near_hit_fn fn, void *ctx)
+		       const struct blobkey *except, near_hit_fn fn, void *ctx)
 {
 	uint8_t kb[BLOBKEY_BYTES] = { 0 };
 	memcpy(kb, prefix, BAND_PREFIX);
 	/* the keys first: fn may read other tables, never with a cursor open */
 	struct blobkey keys[8];
 	size_t n = 0;
-	bool more = true, first = true;
+	bool more = true;
 	int rc = 0;
 	while (more && !rc) {
 		MDB_cursor *c;
@@ -100,9 +96,6 @@ static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, c
 		else if (mrc && mrc != MDB_NOTFOUND)
 			rc = pd_mdb_err(mrc);
 		mdb_cursor_close(c);
-		if (of_row && !except && first && n == 1 && !more && !rc)
-			return fn(ctx, &keys[0], 0, 0); /* the prefix's only blob */
-		first = false;
 		struct nearset *s = n && !rc ? malloc(sizeof *s) : NULL;
 		if (n && !rc && !s)
 			rc = -ENOMEM;
@@ -132,7 +125,7 @@ static int owner_found(void *ctx, const struct blobkey *k, uint64_t h, unsigned 
  * the same key there. */
 static int del_band(MDB_txn *txn, struct store *st, const struct blobkey *k, size_t b, uint32_t key)
 {
-	int rc = band_owners(txn, st, b, key, k->md5, k, false, owner_found, NULL);
+	int rc = band_owners(txn, st, b, key, k->md5, k, owner_found, NULL);
 	if (rc)
 		return rc > 0 ? 0 : rc;
 	uint8_t bi, vb[BAND_VAL];
@@ -206,9 +199,71 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
 }
 
-/* The blobs of band b's rows for `key`: each row's prefix, then its owners. */
-static int band_rows(MDB_txn *txn, struct store *st, MDB_cursor *c, size_t b, uint32_t key, near_hit_fn cb,
-		     void *ctx)
+/* The one blob whose MD5 begins with prefix: 1 and *k, or 0 (none, or
+ * several), or a negative errno. */
+static int prefix_lone(MDB_txn *txn, struct store *st, const uint8_t *prefix, struct blobkey *k)
+{
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, BAND_PREFIX);
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c));
+	if (rc)
+		return rc;
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	int mrc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE), found = 0;
+	if (!mrc && key.mv_size == BLOBKEY_BYTES && !memcmp(key.mv_data, prefix, BAND_PREFIX)) {
+		blobkey_decode(key.mv_data, k);
+		mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT);
+		found = !(mrc == 0 && key.mv_size == BLOBKEY_BYTES && !memcmp(key.mv_data, prefix, BAND_PREFIX));
+	}
+	mdb_cursor_close(c);
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : found;
+}
+
+/* The prefixes of one find whose one blob is known: a page and its near
+ * neighbours share several bands, and each is looked up once (a find's
+ * callback adds and removes no blob). */
+#define LONE_CACHE 32
+struct lone_cache {
+	uint8_t prefix[LONE_CACHE][BAND_PREFIX];
+	struct blobkey k[LONE_CACHE];
+	size_t n;
+};
+
+static const struct blobkey *lone_known(const struct lone_cache *lc, const uint8_t *prefix)
+{
+	for (size_t i = 0; i < lc->n; i++)
+		if (!memcmp(lc->prefix[i], prefix, BAND_PREFIX))
+			return &lc->k[i];
+	return NULL;
+}
+
+/* The blobs a row stands for. A prefix with one blob is that blob's, its
+ * set unread: a row goes with the last blob of its prefix whose set has it
+ * (del_band), and fsck checks that every row has one (near_set_check). A
+ * prefix of several blobs: those whose set has the row. */
+static int row_owners(MDB_txn *txn, struct store *st, struct lone_cache *lc, size_t b, uint32_t key,
+		      const uint8_t *prefix, near_hit_fn cb, void *ctx)
+{
+	const struct blobkey *known = lone_known(lc, prefix);
+	if (known)
+		return cb(ctx, known, 0, 0);
+	struct blobkey k;
+	int lone = prefix_lone(txn, st, prefix, &k);
+	if (lone < 0)
+		return lone;
+	if (!lone)
+		return band_owners(txn, st, b, key, prefix, NULL, cb, ctx);
+	if (lc->n < LONE_CACHE) {
+		memcpy(lc->prefix[lc->n], prefix, BAND_PREFIX);
+		lc->k[lc->n++] = k;
+	}
+	return cb(ctx, &k, 0, 0);
+}
+
+/* The blobs of band b's rows for `key`. */
+static int band_rows(MDB_txn *txn, struct store *st, MDB_cursor *c, struct lone_cache *lc, size_t b, uint32_t key,
+		     near_hit_fn cb, void *ctx)
 {
 	uint8_t bi, vb[BAND_VAL], zero[BAND_PREFIX] = { 0 };
 	MDB_val bk = band_idx(&bi, b), v = band_val(vb, key, zero);
@@ -216,7 +271,7 @@ static int band_rows(MDB_txn *txn, struct store *st, MDB_cursor *c, size_t b, ui
 	while (mrc == 0 && !rc && v.mv_size == BAND_VAL && !memcmp(v.mv_data, vb, 4)) {
 		uint8_t prefix[BAND_PREFIX];
 		memcpy(prefix, (const uint8_t *)v.mv_data + 4, BAND_PREFIX);
-		rc = band_owners(txn, st, b, key, prefix, NULL, true, cb, ctx);
+		rc = row_owners(txn, st, lc, b, key, prefix, cb, ctx);
 		/* cb may have written other tables: find the row again */
 		MDB_val again = band_val(vb, key, prefix);
 		if (!rc && !(mrc = mdb_cursor_get(c, &bk, &again, MDB_GET_BOTH)))
@@ -230,10 +285,17 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	if (!st->has_nearset || !s->has)
 		return 0;
 	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c));
+	struct lone_cache *lc = malloc(sizeof *lc);
+	int rc = lc ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
+	if (rc) {
+		free(lc);
+		return rc;
+	}
+	lc->n = 0;
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-		rc = band_rows(txn, st, c, b, s->band[b], cb, ctx);
+		rc = band_rows(txn, st, c, lc, b, s->band[b], cb, ctx);
 	mdb_cursor_close(c);
+	free(lc);
 	return rc > 0 ? 0 : rc;
 }
 
@@ -394,7 +456,7 @@ static int check_rows(struct lsh_ctx *c)
 		}
 		size_t b = *(const uint8_t *)k.mv_data;
 		uint32_t key = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-		rc = band_owners(c->txn, c->st, b, key, p + 4, NULL, false, owner_found, NULL);
+		rc = band_owners(c->txn, c->st, b, key, p + 4, NULL, owner_found, NULL);
 		if (rc == 0 && !prefix_damaged(c->txn, c->st, p + 4))
 			near_report(c->bad, c->ctx, &c->nbad,
 				    "nearbands: the row of band %zu, key %08x, MD5 prefix %02x%02x%02x%02x stands for no blob",
