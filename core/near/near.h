@@ -147,7 +147,8 @@ int near_layout_upgrade(struct store *st);
 int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig);
 /* Every blob that shares a band with s; a blob sharing several bands is
  * given once per band (the caller keeps the first). cb as near_find's
- * (h and dist are 0). */
+ * (h and dist are 0); it may read any table, and adds and removes no blob
+ * and no band row meanwhile. */
 int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_hit_fn cb, void *ctx);
 /* Every shingle hash of a page read back (nearset_full_of_text), for the
  * exact resemblance of a pair too close to call (nearset_borderline):

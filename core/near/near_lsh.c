@@ -271,10 +271,8 @@ static int band_rows(MDB_txn *txn, struct store *st, MDB_cursor *c, struct lone_
 	while (mrc == 0 && !rc && v.mv_size == BAND_VAL && !memcmp(v.mv_data, vb, 4)) {
 		uint8_t prefix[BAND_PREFIX];
 		memcpy(prefix, (const uint8_t *)v.mv_data + 4, BAND_PREFIX);
-		rc = row_owners(txn, st, lc, b, key, prefix, cb, ctx);
-		/* cb may have written other tables: find the row again */
-		MDB_val again = band_val(vb, key, prefix);
-		if (!rc && !(mrc = mdb_cursor_get(c, &bk, &again, MDB_GET_BOTH)))
+		/* (cb writes nothing in the band table: the cursor holds) */
+		if (!(rc = row_owners(txn, st, lc, b, key, prefix, cb, ctx)))
 			mrc = mdb_cursor_get(c, &bk, &v, MDB_NEXT_DUP);
 	}
 	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);

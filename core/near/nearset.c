@@ -261,16 +261,26 @@ static uint32_t gap_at(const struct nearset *s, uint32_t i)
 	return i ? s->h[i] - s->h[i - 1] - 1 : s->h[0];
 }
 
-/* The Rice parameter that codes the gaps in the fewest bits: each gap g
- * takes (g >> r) + 1 + r bits. */
+static uint64_t rice_bits(const struct nearset *s, unsigned r)
+{
+	uint64_t bits = (uint64_t)s->n * (r + 1);
+	for (uint32_t i = 0; i < s->n; i++)
+		bits += gap_at(s, i) >> r;
+	return bits;
+}
+
+/* The Rice parameter that codes the gaps in the fewest bits (each gap g
+ * takes (g >> r) + 1 + r bits): near log2 of the mean gap, the best of the
+ * three around it. */
 static unsigned rice_best(const struct nearset *s)
 {
-	unsigned best = 0;
+	if (!s->n)
+		return 0;
+	uint64_t mean = ((uint64_t)s->h[s->n - 1] + 1 - (s->n - 1)) / s->n;
+	unsigned r0 = mean ? 63 - (unsigned)__builtin_clzll(mean) : 0, best = 0;
 	uint64_t best_bits = UINT64_MAX;
-	for (unsigned r = 0; r < 32; r++) {
-		uint64_t bits = (uint64_t)s->n * (r + 1);
-		for (uint32_t i = 0; i < s->n && bits < best_bits; i++)
-			bits += gap_at(s, i) >> r;
+	for (unsigned r = r0 ? r0 - 1 : 0; r <= r0 + 1 && r < 32; r++) {
+		uint64_t bits = rice_bits(s, r);
 		if (bits < best_bits) {
 			best_bits = bits;
 			best = r;
@@ -279,47 +289,56 @@ static unsigned rice_best(const struct nearset *s)
 	return best;
 }
 
+/* Bits in stream order: each byte filled from its lowest bit. */
 struct bitw {
 	uint8_t *p;
-	uint64_t at; /* bits written */
+	size_t n;     /* bytes written */
+	uint64_t acc; /* bits not yet written, the first lowest */
+	unsigned nacc;
 };
 
-static void bit_put(struct bitw *w, unsigned bit)
+static void bits_put(struct bitw *w, uint32_t v, unsigned count) /* count <= 32 */
 {
-	if (bit)
-		w->p[w->at >> 3] |= (uint8_t)(1u << (w->at & 7));
-	w->at++;
+	w->acc |= (uint64_t)v << w->nacc;
+	w->nacc += count;
+	while (w->nacc >= 8) {
+		w->p[w->n++] = (uint8_t)w->acc;
+		w->acc >>= 8;
+		w->nacc -= 8;
+	}
 }
 
 size_t nearset_encode(const struct nearset *s, uint8_t *out)
 {
 	unsigned r = rice_best(s);
 	head_encode(s, NEARSET_FORMAT, r, out);
-	struct bitw w = { out + NEARSET_FIXED, 0 };
-	memset(w.p, 0, NEARSET_MAX_BYTES - NEARSET_FIXED);
+	struct bitw w = { out + NEARSET_FIXED, 0, 0, 0 };
 	for (uint32_t i = 0; i < s->n; i++) {
-		uint32_t g = gap_at(s, i);
-		for (uint32_t q = g >> r; q; q--)
-			bit_put(&w, 1);
-		bit_put(&w, 0);
-		for (unsigned b = r; b--;)
-			bit_put(&w, (g >> b) & 1);
+		uint32_t g = gap_at(s, i), q = g >> r;
+		for (; q >= 32; q -= 32)
+			bits_put(&w, UINT32_MAX, 32);
+		bits_put(&w, (uint32_t)((UINT64_C(1) << q) - 1), q + 1); /* q ones, a zero */
+		bits_put(&w, r ? g & (uint32_t)((UINT64_C(1) << r) - 1) : 0, r);
 	}
-	return NEARSET_FIXED + (size_t)((w.at + 7) >> 3);
+	if (w.nacc)
+		w.p[w.n++] = (uint8_t)w.acc;
+	return NEARSET_FIXED + w.n;
 }
 
 struct bitr {
 	const uint8_t *p;
-	uint64_t at, len; /* bits read, bits there */
+	size_t len;   /* bytes */
+	uint64_t at;  /* bits read */
 };
 
-static int bit_get(struct bitr *r)
+/* The next bits from r->at, the first lowest: at least 57 of them, or all
+ * that are left (zero beyond). */
+static uint64_t bits_peek(const struct bitr *r)
 {
-	if (r->at == r->len)
-		return -1;
-	int bit = (r->p[r->at >> 3] >> (r->at & 7)) & 1;
-	r->at++;
-	return bit;
+	size_t byte = (size_t)(r->at >> 3);
+	uint8_t b[8] = { 0 };
+	memcpy(b, r->p + byte, r->len - byte < 8 ? r->len - byte : 8);
+	return get_le64(b) >> (r->at & 7);
 }
 
 /* The n hashes of format 2's Rice-coded gaps; -EINVAL when the bits do
@@ -327,31 +346,36 @@ static int bit_get(struct bitr *r)
  * than 8). */
 static int gaps_decode(const uint8_t *p, size_t len, unsigned rice, struct nearset *s)
 {
-	struct bitr r = { p, 0, (uint64_t)len * 8 };
-	uint64_t prev = 0;
+	struct bitr r = { p, len, 0 };
+	uint64_t total = (uint64_t)len * 8, prev = 0;
 	for (uint32_t i = 0; i < s->n; i++) {
-		uint64_t q = 0, g = 0;
-		int bit;
-		while ((bit = bit_get(&r)) == 1)
-			if (++q > (UINT64_C(1) << 32) >> rice)
+		uint64_t q = 0;
+		for (;;) { /* the ones, then a zero */
+			uint64_t left = total - r.at, w = bits_peek(&r);
+			unsigned ones = ~w ? (unsigned)__builtin_ctzll(~w) : 64;
+			if (ones >= left)
 				return -EINVAL;
-		if (bit < 0)
-			return -EINVAL;
-		for (unsigned b = 0; b < rice; b++) {
-			if ((bit = bit_get(&r)) < 0)
+			if (ones < 57) {
+				q += ones;
+				r.at += ones + 1;
+				break;
+			}
+			q += 56;
+			r.at += 56;
+			if (q > (UINT64_C(1) << 32) >> rice)
 				return -EINVAL;
-			g = g << 1 | (unsigned)bit;
 		}
+		if (q > (UINT64_C(1) << 32) >> rice || total - r.at < rice)
+			return -EINVAL;
+		uint64_t g = rice ? bits_peek(&r) & ((UINT64_C(1) << rice) - 1) : 0;
+		r.at += rice;
 		uint64_t h = (i ? prev + 1 : 0) + (q << rice | g);
 		if (h > UINT32_MAX)
 			return -EINVAL;
 		s->h[i] = (uint32_t)(prev = h);
 	}
-	if (r.len - r.at >= 8)
+	if (total - r.at >= 8 || (total > r.at && bits_peek(&r)))
 		return -EINVAL;
-	for (int bit; (bit = bit_get(&r)) >= 0;)
-		if (bit)
-			return -EINVAL;
 	return 0;
 }
 

@@ -41,10 +41,10 @@
  *   the m hashes (m = shingles when complete, else NEARSET_K) as Rice-coded
  *   gaps: the first hash, then each hash less its predecessor less one;
  *   a gap g is g >> rice one bits, a zero bit, then the low rice bits of g
- *   (high first); bits fill each byte from its lowest bit; the last byte
+ *   (lowest first); bits fill each byte from its lowest bit; the last byte
  *   is padded with zero bits.
  * rice is the parameter that makes the row shortest (the encoder tries
- * them all). A gap between n hashes spread over 2^32 takes about
+ * the three around log2 of the mean gap; the decoder takes any 0..31). A gap between n hashes spread over 2^32 takes about
  * log2(2^32 / n) + 1.5 bits where format 1 took 32: a set of 256 hashes of
  * a long page takes 620-700 bytes instead of 1,024 (tests/bench/README.md,
  * "What a page costs in LMDB").
