@@ -672,7 +672,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (files && !(o->repair && o->convert))
 		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
 			 (unsigned long long)res->blob_files, dir);
-	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers))
+	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout))
 		rc = repair(&f, err);
 	if (!rc && o->repair && o->convert && files)
 		rc = convert_files(&f, err);

@@ -770,8 +770,9 @@ int fsck_check_near(struct fsck *f)
 	if ((vrc = near_layout_get(f->txn, &f->sh, &layout)))
 		return vrc;
 	if (layout != NEAR_LAYOUT_VERSION) {
-		fsck_say(f, K_NEAR, "near-duplicate tables of layout %u, this pagededup keeps layout %u "
-			 "(repair, or the next writable mount: converted; no page is read)", layout, NEAR_LAYOUT_VERSION);
+		/* an older layout is no damage: a note, and repair converts it */
+		fsck_say(f, K_NOTE, "note: near-duplicate tables of layout %u, this pagededup keeps layout %u "
+			 "(the next writable mount or --repair converts them; no page is read)", layout, NEAR_LAYOUT_VERSION);
 		f->fix_layout = f->fix_any = true;
 	}
 	uint64_t nbad = 0, npending = 0;
