@@ -1,6 +1,6 @@
 /* near_lsh.c - the shingle sets (nearfeat) and the LSH bands over them
- * (nearbands), the second candidate generator, and the upgrade of their
- * layout. See near.h and nearset.h. */
+ * (nearbands), the second candidate generator. See near.h and nearset.h;
+ * the conversion of layout 1 is near_layout.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +28,10 @@ static MDB_val fp_key(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
  * their own), where layout 1 took a node of 34 bytes for each. The blobs a
  * row stands for are found in `fingerprints` (a range of keys: one blob
  * but for one in 2^32 / pages) and kept only if their set has that key in
- * that band: a find gives exactly the blobs of layout 1's rows, in the
- * same order. Two blobs of one prefix (variants of one MD5) may share a
- * row: it goes with the last of them. */
+ * that band: a find gives the blobs of layout 1's rows of that band, in
+ * the same order (layout 1, keyed by the key alone, also met another
+ * band's row of the same 32-bit key). Two blobs of one prefix (variants of
+ * one MD5) may share a row: it goes with the last of them. */
 
 #define BAND_VAL 8
 #define BAND_PREFIX 4
@@ -51,7 +52,7 @@ static MDB_val band_val(uint8_t v[BAND_VAL], uint32_t key, const uint8_t *md5)
 	return (MDB_val){ BAND_VAL, v };
 }
 
-static int put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
+int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
 {
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
 		uint8_t bi, vb[BAND_VAL];
@@ -145,7 +146,7 @@ int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 	MDB_val key = fp_key(kb, k), v = { nearset_encode(&sig->set, vb), vb };
 	if ((rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
 		return rc;
-	return put_bands(txn, st, k, &sig->set);
+	return near_put_bands(txn, st, k, &sig->set);
 }
 
 static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
@@ -357,7 +358,7 @@ static int rebuild_one(void *ctx, const MDB_val *key, const struct nearset *s)
 	int rc = blob_get(c->txn, c->st, &k, &r);
 	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH)))
 		return drop_later(c, key);
-	return rc ? rc : put_bands(c->txn, c->st, &k, s);
+	return rc ? rc : near_put_bands(c->txn, c->st, &k, s);
 }
 
 int near_lsh_rebuild(MDB_txn *txn, struct store *st)
@@ -474,132 +475,6 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 	if (!rc)
 		rc = check_rows(&c);
 	*nbad += c.nbad;
-	return rc;
-}
-
-/* ---- the layout and its upgrade (near.h) ---- */
-
-#define LAYOUT_KEY "near_layout"
-
-int near_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout)
-{
-	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v;
-	int rc = mdb_get(txn, st->db_meta, &k, &v);
-	if (rc == MDB_NOTFOUND) {
-		*layout = 1;
-		return 0;
-	}
-	if (rc)
-		return pd_mdb_err(rc);
-	*layout = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
-	return 0;
-}
-
-int near_layout_put(MDB_txn *txn, struct store *st)
-{
-	uint8_t b[4];
-	put_le32(b, NEAR_LAYOUT_VERSION);
-	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v = { 4, b };
-	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
-}
-
-/* Layout 1's band table, emptied and deleted. */
-static int drop_layout1(MDB_txn *txn)
-{
-	MDB_dbi old;
-	int rc = mdb_dbi_open(txn, "nearlsh", 0, &old);
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	return pd_mdb_err(rc ? rc : mdb_drop(txn, old, 1));
-}
-
-struct convert {
-	uint8_t (*keys)[BLOBKEY_BYTES];
-	struct nearset *sets;
-	size_t n, cap;
-};
-
-int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
-			bool *finished)
-{
-	*finished = false;
-	int rc = 0;
-	if (!st->has_nearset) {
-		/* fsck's repair: the tables were opened without creating them */
-		if ((rc = pd_mdb_err(mdb_dbi_open(txn, "nearfeat", MDB_CREATE, &st->db_nearfeat))) ||
-		    (rc = pd_mdb_err(mdb_dbi_open(txn, "nearbands", MDB_DUPSORT | MDB_DUPFIXED | MDB_CREATE,
-						  &st->db_nearlsh))))
-			return rc;
-		st->has_nearset = true;
-	}
-	struct convert c = { calloc(batch, BLOBKEY_BYTES), calloc(batch, sizeof *c.sets), 0, batch };
-	if (!c.keys || !c.sets || !batch) {
-		free(c.keys);
-		free(c.sets);
-		return batch ? -ENOMEM : -EINVAL;
-	}
-	/* the batch's sets first, then the writes: no cursor over nearfeat
-	 * while it is written */
-	MDB_cursor *cur;
-	struct nearset *s = malloc(sizeof *s);
-	rc = s ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearfeat, &cur)) : -ENOMEM;
-	bool more = false;
-	if (!rc) {
-		MDB_val key = { BLOBKEY_BYTES, next }, v;
-		int mrc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
-		for (; mrc == 0 && !(more = c.n == c.cap); mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT))
-			if (key.mv_size == BLOBKEY_BYTES && !nearset_decode(v.mv_data, v.mv_size, s)) {
-				/* (a row that does not decode is fsck's to report) */
-				memcpy(c.keys[c.n], key.mv_data, BLOBKEY_BYTES);
-				c.sets[c.n++] = *s;
-			}
-		if (more)
-			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
-		else if (mrc != MDB_NOTFOUND)
-			rc = pd_mdb_err(mrc);
-		mdb_cursor_close(cur);
-	}
-	free(s);
-	for (size_t i = 0; i < c.n && !rc; i++) {
-		struct blobkey k;
-		uint8_t vb[NEARSET_MAX_BYTES];
-		blobkey_decode(c.keys[i], &k);
-		MDB_val key = { BLOBKEY_BYTES, c.keys[i] }, v = { nearset_encode(&c.sets[i], vb), vb };
-		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
-			rc = put_bands(txn, st, &k, &c.sets[i]);
-	}
-	free(c.keys);
-	free(c.sets);
-	if (!rc && !more && !(rc = drop_layout1(txn)) && !(rc = near_layout_put(txn, st)))
-		*finished = true;
-	return rc;
-}
-
-struct layout_upgrade {
-	uint8_t next[BLOBKEY_BYTES];
-	bool finished;
-};
-
-static int layout_upgrade_cb(struct wtx *w, void *arg)
-{
-	struct layout_upgrade *u = arg;
-	return near_layout_convert(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
-}
-
-int near_layout_upgrade(struct store *st)
-{
-	MDB_txn *txn;
-	uint32_t layout = 0;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	rc = near_layout_get(txn, st, &layout);
-	store_read_end(st, txn);
-	if (rc || layout == NEAR_LAYOUT_VERSION)
-		return rc;
-	struct layout_upgrade u = { { 0 }, false };
-	while (!rc && !u.finished)
-		rc = store_write(st, layout_upgrade_cb, &u);
 	return rc;
 }
 
