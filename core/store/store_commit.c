@@ -17,15 +17,16 @@
  * kept allocated a reserve past its last used page; when the disk fills,
  * those pages still let commits, deletes first, go through.
  *
- * What a delete takes (tests/bench/README.md, "LMDB's reserve": a store of
- * 50,000 small pages compacted by mdb_copy -c, so that no page is free,
- * then deletes through the mount): one unlink 85 pages (340 KiB) past the
- * pages it frees, since a commit copies the path to every row it changes
- * (inode, dirent, link, fingerprint, blob_inodes, the simhash tables, the
- * set and its 16 band rows); a directory of 1,000 files removed one by one
+ * What a delete takes (tests/bench/bench-lmdb-reserve.sh; tests/bench/
+ * README.md, "LMDB's reserve"): in a store of 50,000 small pages compacted
+ * by mdb_copy -c, so that no page is free, one unlink took 85 pages
+ * (340 KiB) past the pages it frees, since a commit copies the path to
+ * every row it changes (inode, dirent, link, fingerprint, blob_inodes, the
+ * simhash tables, the set and its 16 band rows); a directory of 1,000 files removed one by one
  * 90 pages (freed pages are used again two commits later); 8 rm -r at
- * once, whose unlinks share commits, 385 pages (1.5 MiB); 16 at once 2,585
- * (10 MiB). So a commit that finds the disk full is not retried whole:
+ * once, whose unlinks share commits and whose lookups hold back freed
+ * pages, 385 to 3,653 pages (1.5 to 14.6 MiB) in two runs; 16 at once
+ * 2,585 (10 MiB). So a commit that finds the disk full is not retried whole:
  * its requests run one by one (run_each), and a delete asks the reserve
  * for its own pages only. The paths grow with the log of the store: the
  * reserve is LMDB_RESERVE_MIN (12 single deletes), or LMDB_RESERVE_SHARE
