@@ -435,7 +435,7 @@ static const struct cli_cmd commands[] = {
 	{ "mkfs", cmd_mkfs,
 	  "STORE [--expected-pages N] [--fpr RATE] [--fmax RATE] [--max-leaf-kib K] [--filter-lines 1|2] [--near-distance K]",
 	  "make a store in an empty or new directory",
-	  "The counting filter is first sized for N pages (default 1000000) at\n"
+	  "The counting filter is first sized for N pages (default 65536) at\n"
 	  "false-positive rate RATE (default 1e-4), and grows with the store: a part of\n"
 	  "it (a leaf) that passes its design load is rebuilt 1.25 times larger, in the\n"
 	  "background, or split in two once it would pass K KiB (default 1024). --fmax\n"

@@ -530,8 +530,15 @@ static int repair(struct fsck *f, char err[512])
 		rc = fsck_repair_pack_totals(f);
 	/* Signatures of another version: all computed again, then indexed
 	 * again with the rest below. */
-	bool sigs_done = false;
+	bool sigs_done = false, layout_done = false;
 	uint8_t next[BLOBKEY_BYTES] = { 0 };
+	/* Tables of an older layout: converted first, so that the signatures
+	 * below are kept in this one. */
+	while (!rc && f->fix_layout && !layout_done)
+		rc = near_layout_convert(f->txn, &f->sh, next, NEAR_UPGRADE_BATCH, &layout_done);
+	if (!rc && f->fix_layout)
+		fsck_say(f, K_REPAIR, "repaired: near-duplicate tables converted to layout %u", NEAR_LAYOUT_VERSION);
+	memset(next, 0, sizeof next);
 	while (!rc && f->fix_sigs && !sigs_done)
 		rc = near_resign(f->txn, &f->sh, next, NEAR_UPGRADE_BATCH, &sigs_done);
 	if (!rc && f->fix_sigs && !(rc = near_version_put(f->txn, &f->sh))) {
@@ -665,7 +672,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (files && !(o->repair && o->convert))
 		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
 			 (unsigned long long)res->blob_files, dir);
-	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers))
+	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout))
 		rc = repair(&f, err);
 	if (!rc && o->repair && o->convert && files)
 		rc = convert_files(&f, err);

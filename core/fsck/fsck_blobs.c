@@ -766,6 +766,15 @@ int fsck_check_near(struct fsck *f)
 			 version >> 16, version & 0xFFFF, NEAR_SIG_VERSION >> 16, NEAR_SIG_VERSION & 0xFFFF);
 		f->fix_sigs = f->fix_any = true;
 	}
+	uint32_t layout;
+	if ((vrc = near_layout_get(f->txn, &f->sh, &layout)))
+		return vrc;
+	if (layout != NEAR_LAYOUT_VERSION) {
+		/* an older layout is no damage: a note, and repair converts it */
+		fsck_say(f, K_NOTE, "note: near-duplicate tables of layout %u, this pagededup keeps layout %u "
+			 "(the next writable mount or --repair converts them; no page is read)", layout, NEAR_LAYOUT_VERSION);
+		f->fix_layout = f->fix_any = true;
+	}
 	uint64_t nbad = 0, npending = 0;
 	fsck_prog(f, "near-duplicate tables", 0, 0);
 	int rc = near_check(f->txn, &f->sh, near_bad, f, &nbad);

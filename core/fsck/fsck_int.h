@@ -135,6 +135,7 @@ struct fsck {
 	/* what repair does */
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
 	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_packs, fix_any;
+	bool fix_layout; /* near tables of an older layout (near.h) */
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
 	bool pack_index_built;
 	uint64_t lf_ino;        /* repair: the lost+found directory */

@@ -227,7 +227,7 @@ int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
 	st->near_tables = n;
 	int rc = mdb_dbi_open(txn, "nearfeat", create, &st->db_nearfeat);
 	if (!rc)
-		rc = mdb_dbi_open(txn, "nearlsh", MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_nearlsh);
+		rc = mdb_dbi_open(txn, "nearbands", MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_nearlsh);
 	st->has_nearset = rc == 0;
 	return rc == MDB_NOTFOUND && !create ? 0 : pd_mdb_err(rc);
 }

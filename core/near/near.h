@@ -106,17 +106,49 @@ int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near
 
 /* ---- the shingle sets and the second candidate generator ----
  *
- *   nearfeat: blobkey [20] -> a shingle set (nearset.h's stored form)
- *   nearlsh:  band key u32 LE -> blobkey [20]   (dup-sorted, fixed size)
- *             one row per band of every set: NEARSET_BANDS a page
+ *   nearfeat:  blobkey [20] -> a shingle set (nearset.h's stored form)
+ *   nearbands: band index u8 -> band key u32 BE | MD5 prefix [4]
+ *              (dup-sorted, fixed size): NEARSET_BANDS rows a page; a
+ *              row stands for the blobs of that MD5 prefix whose set has
+ *              that key in that band (near_lsh.c)
  * Written and removed with the near rows (near_add_sig, near_remove); a
  * record without a set (signed by fsck's record repair, or a read-only
- * store from before the tables) is confirmed by its sketch. */
+ * store from before the tables) is confirmed by its sketch.
+ *
+ * The layout of these two tables has a version of its own, apart from the
+ * signatures' (which say what is computed, not how it is kept): the meta
+ * row "near_layout" (4 bytes little-endian; absent: layout 1).
+ *   1: nearfeat rows of nearset format 1 (a u32 a hash), and the table
+ *      nearlsh: band key u32 LE -> blobkey [20] (a node of 34 bytes a row,
+ *      about 800 bytes a page with LMDB's slack);
+ *   2: nearfeat rows of format 2 (Rice-coded gaps), the table nearbands
+ *      above (8 bytes a row), nearlsh gone.
+ * A store of layout 1 is converted when it is opened writable (before the
+ * signature upgrade, from near_part's start: every set rewritten and its
+ * band rows made, a batch of sets a transaction, the layout written last
+ * with nearlsh dropped, so that an interrupted conversion starts again at
+ * the next open; no page is read) and by `pagededup fsck --repair`.
+ * Opened read-only it is near_stale (its near answers fail with -ESTALE). */
+#define NEAR_LAYOUT_VERSION 2
+/* The store's layout into *layout (1 when none is recorded). */
+int near_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout);
+/* Record NEAR_LAYOUT_VERSION (inside a write transaction). */
+int near_layout_put(MDB_txn *txn, struct store *st);
+/* Rewrite up to `batch` sets of nearfeat in key order after *next (all-
+ * zero: from the first) in the current format with their band rows;
+ * after the last, drop layout 1's table, record the layout and set
+ * *finished. Opens (makes) the tables when the store has none open. */
+int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+			bool *finished);
+/* Bring a store opened writable to NEAR_LAYOUT_VERSION (see above). */
+int near_layout_upgrade(struct store *st);
+
 /* The set of blob k into sig (has_set false when it has none). */
 int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig);
 /* Every blob that shares a band with s; a blob sharing several bands is
  * given once per band (the caller keeps the first). cb as near_find's
- * (h and dist are 0). */
+ * (h and dist are 0); it may read any table, and adds and removes no blob
+ * and no band row meanwhile. */
 int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_hit_fn cb, void *ctx);
 /* Every shingle hash of a page read back (nearset_full_of_text), for the
  * exact resemblance of a pair too close to call (nearset_borderline):

@@ -6,10 +6,13 @@
 
 /* Take blob k's shingle set and its LSH rows out (none: nothing to do). */
 int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
+/* Blob k's band rows for set s (a row another blob of its MD5 prefix has
+ * already is kept). */
+int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s);
 /* Drop every LSH row and make them again from the sets in nearfeat. */
 int near_lsh_rebuild(MDB_txn *txn, struct store *st);
 /* fsck: every set names a record with a simhash, decodes, and has its
- * band rows. */
+ * band rows; every band row stands for a blob whose set has it. */
 int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad);
 
 #endif

@@ -1,5 +1,6 @@
 /* near_lsh.c - the shingle sets (nearfeat) and the LSH bands over them
- * (nearlsh), the second candidate generator. See near.h and nearset.h. */
+ * (nearbands), the second candidate generator. See near.h and nearset.h;
+ * the conversion of layout 1 is near_layout.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +19,120 @@ static MDB_val fp_key(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
 	return (MDB_val){ BLOBKEY_BYTES, kb };
 }
 
-static MDB_val band_key(uint8_t b[4], uint32_t band)
+/* ---- band rows (near.h, layout 2) ----
+ *
+ * nearbands: band index u8 -> band key u32 BE | md5 prefix [4]
+ * (dup-sorted, fixed size): a row says that some blob whose MD5 begins
+ * with the prefix has that key in that band. The rows of one band are
+ * packed on LMDB's pages 8 bytes apiece (a key's values are not nodes of
+ * their own), where layout 1 took a node of 34 bytes for each. The blobs a
+ * row stands for are found in `fingerprints` (a range of keys: one blob
+ * but for one in 2^32 / pages) and kept only if their set has that key in
+ * that band: a find gives the blobs of layout 1's rows of that band, in
+ * the same order (layout 1, keyed by the key alone, also met another
+ * band's row of the same 32-bit key). Two blobs of one prefix (variants of
+ * one MD5) may share a row: it goes with the last of them. */
+
+#define BAND_VAL 8
+#define BAND_PREFIX 4
+
+static MDB_val band_idx(uint8_t *b, size_t band)
 {
-	put_le32(b, band);
-	return (MDB_val){ 4, b };
+	*b = (uint8_t)band;
+	return (MDB_val){ 1, b };
 }
 
-static int put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
+static MDB_val band_val(uint8_t v[BAND_VAL], uint32_t key, const uint8_t *md5)
 {
-	uint8_t kb[BLOBKEY_BYTES], bb[4];
-	blobkey_encode(k, kb);
+	v[0] = (uint8_t)(key >> 24);
+	v[1] = (uint8_t)(key >> 16);
+	v[2] = (uint8_t)(key >> 8);
+	v[3] = (uint8_t)key;
+	memcpy(v + 4, md5, BAND_PREFIX);
+	return (MDB_val){ BAND_VAL, v };
+}
+
+int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
+{
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		MDB_val key = band_key(bb, s->band[b]), v = { BLOBKEY_BYTES, kb };
+		uint8_t bi, vb[BAND_VAL];
+		MDB_val key = band_idx(&bi, b), v = band_val(vb, s->band[b], k->md5);
 		int rc = mdb_put(txn, st->db_nearlsh, &key, &v, MDB_NODUPDATA);
-		if (rc && rc != MDB_KEYEXIST) /* two bands of one page alike */
+		if (rc && rc != MDB_KEYEXIST) /* another blob of the prefix */
 			return pd_mdb_err(rc);
 	}
 	return 0;
+}
+
+static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s);
+
+/* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
+ * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
+ * non-zero stops the walk with that value. */
+static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix,
+		       const struct blobkey *except, near_hit_fn fn, void *ctx)
+{
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, BAND_PREFIX);
+	/* the keys first: fn may read other tables, never with a cursor open */
+	struct blobkey keys[8];
+	size_t n = 0;
+	bool more = true;
+	int rc = 0;
+	while (more && !rc) {
+		MDB_cursor *c;
+		if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c))))
+			return rc;
+		MDB_val k = { BLOBKEY_BYTES, kb }, v;
+		int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		n = 0;
+		while (mrc == 0 && k.mv_size == BLOBKEY_BYTES && !memcmp(k.mv_data, prefix, BAND_PREFIX) &&
+		       n < sizeof keys / sizeof keys[0]) {
+			blobkey_decode(k.mv_data, &keys[n++]);
+			mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		}
+		more = mrc == 0 && k.mv_size == BLOBKEY_BYTES && !memcmp(k.mv_data, prefix, BAND_PREFIX);
+		if (more)
+			memcpy(kb, k.mv_data, BLOBKEY_BYTES); /* the next batch starts there */
+		else if (mrc && mrc != MDB_NOTFOUND)
+			rc = pd_mdb_err(mrc);
+		mdb_cursor_close(c);
+		struct nearset *s = n && !rc ? malloc(sizeof *s) : NULL;
+		if (n && !rc && !s)
+			rc = -ENOMEM;
+		for (size_t i = 0; i < n && !rc; i++) {
+			if (except && blobkey_equal(&keys[i], except))
+				continue;
+			int grc = set_get(txn, st, &keys[i], s);
+			if (grc == -ENOENT || grc == -EINVAL)
+				continue; /* no set, or one fsck reports */
+			if (grc)
+				rc = grc;
+			else if (s->band[b] == key)
+				rc = fn(ctx, &keys[i], 0, 0);
+		}
+		free(s);
+	}
+	return rc;
+}
+
+static int owner_found(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
+{
+	(void)ctx, (void)k, (void)h, (void)dist;
+	return 1;
+}
+
+/* Take out blob k's row of band b unless another blob of its prefix has
+ * the same key there. */
+static int del_band(MDB_txn *txn, struct store *st, const struct blobkey *k, size_t b, uint32_t key)
+{
+	int rc = band_owners(txn, st, b, key, k->md5, k, owner_found, NULL);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	uint8_t bi, vb[BAND_VAL];
+	MDB_val bk = band_idx(&bi, b), v = band_val(vb, key, k->md5);
+	int mrc = mdb_del(txn, st->db_nearlsh, &bk, &v);
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
 }
 
 int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct near_sig *sig)
@@ -48,7 +146,7 @@ int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 	MDB_val key = fp_key(kb, k), v = { nearset_encode(&sig->set, vb), vb };
 	if ((rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
 		return rc;
-	return put_bands(txn, st, k, &sig->set);
+	return near_put_bands(txn, st, k, &sig->set);
 }
 
 static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
@@ -81,14 +179,17 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	if (!s)
 		return -ENOMEM;
 	int rc = set_get(txn, st, k, s);
-	uint8_t kb[BLOBKEY_BYTES], bb[4];
+	uint8_t kb[BLOBKEY_BYTES];
 	MDB_val key = fp_key(kb, k);
 	if (!rc) {
-		for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
-			MDB_val bk = band_key(bb, s->band[b]), v = { BLOBKEY_BYTES, kb };
-			int mrc = mdb_del(txn, st->db_nearlsh, &bk, &v);
-			rc = mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
-		}
+		/* the set goes first: del_band asks the other blobs of the
+		 * prefix, and this one has no set any more */
+		int mrc = mdb_del(txn, st->db_nearfeat, &key, NULL);
+		rc = mrc ? pd_mdb_err(mrc) : 0;
+		for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
+			rc = del_band(txn, st, k, b, s->band[b]);
+		free(s);
+		return rc;
 	}
 	free(s);
 	if (rc == -ENOENT)
@@ -99,21 +200,81 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
 }
 
-static int band_rows(MDB_cursor *c, uint32_t band, near_hit_fn cb, void *ctx)
+/* The one blob whose MD5 begins with prefix: 1 and *k, or 0 (none, or
+ * several), or a negative errno. */
+static int prefix_lone(MDB_txn *txn, struct store *st, const uint8_t *prefix, struct blobkey *k)
 {
-	uint8_t bb[4];
-	MDB_val key = band_key(bb, band), v;
-	int rc = 0, mrc = mdb_cursor_get(c, &key, &v, MDB_SET);
-	if (mrc == 0)
-		mrc = mdb_cursor_get(c, &key, &v, MDB_GET_MULTIPLE);
-	while (mrc == 0 && !rc) {
-		const uint8_t *p = v.mv_data;
-		for (size_t off = 0; off + BLOBKEY_BYTES <= v.mv_size && !rc; off += BLOBKEY_BYTES) {
-			struct blobkey k;
-			blobkey_decode(p + off, &k);
-			rc = cb(ctx, &k, 0, 0);
-		}
-		mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_MULTIPLE);
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, BAND_PREFIX);
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c));
+	if (rc)
+		return rc;
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	int mrc = mdb_cursor_get(c, &key, &v, MDB_SET_RANGE), found = 0;
+	if (!mrc && key.mv_size == BLOBKEY_BYTES && !memcmp(key.mv_data, prefix, BAND_PREFIX)) {
+		blobkey_decode(key.mv_data, k);
+		mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT);
+		found = !(mrc == 0 && key.mv_size == BLOBKEY_BYTES && !memcmp(key.mv_data, prefix, BAND_PREFIX));
+	}
+	mdb_cursor_close(c);
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : found;
+}
+
+/* The prefixes of one find whose one blob is known: a page and its near
+ * neighbours share several bands, and each is looked up once (a find's
+ * callback adds and removes no blob). */
+#define LONE_CACHE 32
+struct lone_cache {
+	uint8_t prefix[LONE_CACHE][BAND_PREFIX];
+	struct blobkey k[LONE_CACHE];
+	size_t n;
+};
+
+static const struct blobkey *lone_known(const struct lone_cache *lc, const uint8_t *prefix)
+{
+	for (size_t i = 0; i < lc->n; i++)
+		if (!memcmp(lc->prefix[i], prefix, BAND_PREFIX))
+			return &lc->k[i];
+	return NULL;
+}
+
+/* The blobs a row stands for. A prefix with one blob is that blob's, its
+ * set unread: a row goes with the last blob of its prefix whose set has it
+ * (del_band), and fsck checks that every row has one (near_set_check). A
+ * prefix of several blobs: those whose set has the row. */
+static int row_owners(MDB_txn *txn, struct store *st, struct lone_cache *lc, size_t b, uint32_t key,
+		      const uint8_t *prefix, near_hit_fn cb, void *ctx)
+{
+	const struct blobkey *known = lone_known(lc, prefix);
+	if (known)
+		return cb(ctx, known, 0, 0);
+	struct blobkey k;
+	int lone = prefix_lone(txn, st, prefix, &k);
+	if (lone < 0)
+		return lone;
+	if (!lone)
+		return band_owners(txn, st, b, key, prefix, NULL, cb, ctx);
+	if (lc->n < LONE_CACHE) {
+		memcpy(lc->prefix[lc->n], prefix, BAND_PREFIX);
+		lc->k[lc->n++] = k;
+	}
+	return cb(ctx, &k, 0, 0);
+}
+
+/* The blobs of band b's rows for `key`. */
+static int band_rows(MDB_txn *txn, struct store *st, MDB_cursor *c, struct lone_cache *lc, size_t b, uint32_t key,
+		     near_hit_fn cb, void *ctx)
+{
+	uint8_t bi, vb[BAND_VAL], zero[BAND_PREFIX] = { 0 };
+	MDB_val bk = band_idx(&bi, b), v = band_val(vb, key, zero);
+	int rc = 0, mrc = mdb_cursor_get(c, &bk, &v, MDB_GET_BOTH_RANGE);
+	while (mrc == 0 && !rc && v.mv_size == BAND_VAL && !memcmp(v.mv_data, vb, 4)) {
+		uint8_t prefix[BAND_PREFIX];
+		memcpy(prefix, (const uint8_t *)v.mv_data + 4, BAND_PREFIX);
+		/* (cb writes nothing in the band table: the cursor holds) */
+		if (!(rc = row_owners(txn, st, lc, b, key, prefix, cb, ctx)))
+			mrc = mdb_cursor_get(c, &bk, &v, MDB_NEXT_DUP);
 	}
 	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
 }
@@ -123,10 +284,17 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	if (!st->has_nearset || !s->has)
 		return 0;
 	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c));
+	struct lone_cache *lc = malloc(sizeof *lc);
+	int rc = lc ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
+	if (rc) {
+		free(lc);
+		return rc;
+	}
+	lc->n = 0;
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-		rc = band_rows(c, s->band[b], cb, ctx);
+		rc = band_rows(txn, st, c, lc, b, s->band[b], cb, ctx);
 	mdb_cursor_close(c);
+	free(lc);
 	return rc > 0 ? 0 : rc;
 }
 
@@ -190,7 +358,7 @@ static int rebuild_one(void *ctx, const MDB_val *key, const struct nearset *s)
 	int rc = blob_get(c->txn, c->st, &k, &r);
 	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH)))
 		return drop_later(c, key);
-	return rc ? rc : put_bands(c->txn, c->st, &k, s);
+	return rc ? rc : near_put_bands(c->txn, c->st, &k, s);
 }
 
 int near_lsh_rebuild(MDB_txn *txn, struct store *st)
@@ -232,11 +400,11 @@ static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
 	if ((rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_nearlsh, &cur))))
 		return rc;
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		uint8_t bb[4];
-		MDB_val bk = band_key(bb, s->band[b]), v = *key;
+		uint8_t bi, vb[BAND_VAL];
+		MDB_val bk = band_idx(&bi, b), v = band_val(vb, s->band[b], k.md5);
 		int mrc = mdb_cursor_get(cur, &bk, &v, MDB_GET_BOTH);
 		if (mrc == MDB_NOTFOUND) {
-			near_report(c->bad, c->ctx, &c->nbad, "nearlsh: blob %s lacks its row of band %zu", name, b);
+			near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, b);
 			break;
 		}
 		if (mrc) {
@@ -248,12 +416,64 @@ static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
 	return rc;
 }
 
+/* Does a blob of the prefix have a set that does not decode (reported as
+ * such, so that its rows are not reported again)? */
+static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix)
+{
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, BAND_PREFIX);
+	MDB_cursor *c;
+	if (mdb_cursor_open(txn, st->db_nearfeat, &c))
+		return false;
+	MDB_val k = { BLOBKEY_BYTES, kb }, v;
+	bool damaged = false;
+	struct nearset *s = malloc(sizeof *s);
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     s && !damaged && mrc == 0 && k.mv_size >= BAND_PREFIX && !memcmp(k.mv_data, prefix, BAND_PREFIX);
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		damaged = nearset_decode(v.mv_data, v.mv_size, s) != 0;
+	free(s);
+	mdb_cursor_close(c);
+	return damaged;
+}
+
+/* Every band row stands for a blob whose set has it (a find takes the one
+ * blob of a prefix on the row's word: band_owners). */
+static int check_rows(struct lsh_ctx *c)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_nearlsh, &cur));
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const uint8_t *p = v.mv_data;
+		if (k.mv_size != 1 || v.mv_size != BAND_VAL || *(const uint8_t *)k.mv_data >= NEARSET_BANDS) {
+			near_report(c->bad, c->ctx, &c->nbad, "nearbands: a row of %zu and %zu bytes", k.mv_size,
+				    v.mv_size);
+			continue;
+		}
+		size_t b = *(const uint8_t *)k.mv_data;
+		uint32_t key = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+		rc = band_owners(c->txn, c->st, b, key, p + 4, NULL, owner_found, NULL);
+		if (rc == 0 && !prefix_damaged(c->txn, c->st, p + 4))
+			near_report(c->bad, c->ctx, &c->nbad,
+				    "nearbands: the row of band %zu, key %08x, MD5 prefix %02x%02x%02x%02x stands for no blob",
+				    b, key, p[4], p[5], p[6], p[7]);
+		rc = rc > 0 ? 0 : rc;
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
 int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
 {
 	if (!st->has_nearset)
 		return 0;
 	struct lsh_ctx c = { txn, st, bad, ctx, 0, NULL, 0, 0 };
 	int rc = each_set(txn, st, check_one, &c);
+	if (!rc)
+		rc = check_rows(&c);
 	*nbad += c.nbad;
 	return rc;
 }

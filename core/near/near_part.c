@@ -45,6 +45,8 @@ static int near_part_create(MDB_txn *txn, struct store *st)
 	if (st->params.near_distance == STORE_PARAM_UNSET)
 		st->params.near_distance = SIMHASH_NEAR_DISTANCE;
 	int rc = near_open_tables(txn, st, MDB_CREATE);
+	if (!rc)
+		rc = near_layout_put(txn, st);
 	return rc ? rc : near_version_put(txn, st);
 }
 
@@ -55,13 +57,13 @@ static int near_part_open(MDB_txn *txn, struct store *st, char err[PD_ERRLEN])
 	 * fsck --repair). */
 	unsigned create = st->readonly ? 0 : MDB_CREATE;
 	int rc = near_open_tables(txn, st, create);
-	uint32_t sigv = NEAR_SIG_VERSION;
-	if (!rc && (rc = near_version_get(txn, st, &sigv)))
+	uint32_t sigv = NEAR_SIG_VERSION, layout = NEAR_LAYOUT_VERSION;
+	if (!rc && ((rc = near_version_get(txn, st, &sigv)) || (rc = near_layout_get(txn, st, &layout))))
 		snprintf(err, PD_ERRLEN, "store %s: cannot read the signature version: %s", st->dir,
 			 strerror(-rc));
-	/* Read-only: no answers from hashes of another version; writable:
-	 * upgraded at start. */
-	st->near_stale = st->readonly && sigv != NEAR_SIG_VERSION;
+	/* Read-only: no answers from hashes of another version or tables of
+	 * another layout; writable: upgraded at start. */
+	st->near_stale = st->readonly && (sigv != NEAR_SIG_VERSION || layout != NEAR_LAYOUT_VERSION);
 	if (!rc)
 		rc = sigq_open_table(txn, st, create);
 	if (!rc)
@@ -72,7 +74,13 @@ static int near_part_open(MDB_txn *txn, struct store *st, char err[PD_ERRLEN])
 static int near_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
 {
 	(void)clean;
-	int rc = near_upgrade(st);
+	int rc = near_layout_upgrade(st);
+	if (rc) {
+		snprintf(err, PD_ERRLEN, "cannot convert the near-duplicate tables of %s to layout %u: %s; run 'pagededup fsck --repair %s'",
+			 st->dir, NEAR_LAYOUT_VERSION, strerror(-rc), st->dir);
+		return rc;
+	}
+	rc = near_upgrade(st);
 	if (rc) {
 		snprintf(err, PD_ERRLEN, "cannot compute the near-duplicate signatures of %s again for this version: %s; run 'pagededup fsck --repair %s'",
 			 st->dir, strerror(-rc), st->dir);

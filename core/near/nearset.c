@@ -232,40 +232,182 @@ double nearset_resemblance(const struct nearset *a, const struct nearset *b, boo
 	return taken ? (double)both / taken : 0;
 }
 
-size_t nearset_encode(const struct nearset *s, uint8_t *out)
+/* ---- the stored form (nearset.h) ---- */
+
+static void head_encode(const struct nearset *s, unsigned format, unsigned rice, uint8_t *out)
 {
-	out[0] = NEARSET_VERSION;
+	out[0] = (uint8_t)format;
 	out[1] = s->complete ? 1 : 0;
-	out[2] = out[3] = 0;
+	out[2] = (uint8_t)rice;
+	out[3] = 0;
 	put_le32(out + 4, s->shingles);
-	uint8_t *p = out + NEARSET_HEAD;
-	for (size_t b = 0; b < NEARSET_BANDS; b++, p += 4)
-		put_le32(p, s->band[b]);
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		put_le32(out + NEARSET_HEAD + 4 * b, s->band[b]);
+}
+
+size_t nearset_encode_v1(const struct nearset *s, uint8_t *out)
+{
+	head_encode(s, 1, 0, out);
+	uint8_t *p = out + NEARSET_FIXED;
 	for (uint32_t i = 0; i < s->n; i++, p += 4)
 		put_le32(p, s->h[i]);
 	return (size_t)(p - out);
 }
 
-int nearset_decode(const void *in, size_t len, struct nearset *s)
+/* The gaps of format 2: the first hash, then each hash less its
+ * predecessor less one (the hashes are distinct and ascending). */
+static uint32_t gap_at(const struct nearset *s, uint32_t i)
 {
-	const uint8_t *p = in;
-	size_t fixed = NEARSET_HEAD + 4 * NEARSET_BANDS;
-	memset(s, 0, sizeof *s);
-	if (len < fixed || p[0] != NEARSET_VERSION || (len - fixed) % 4 || (len - fixed) / 4 > NEARSET_K)
+	return i ? s->h[i] - s->h[i - 1] - 1 : s->h[0];
+}
+
+static uint64_t rice_bits(const struct nearset *s, unsigned r)
+{
+	uint64_t bits = (uint64_t)s->n * (r + 1);
+	for (uint32_t i = 0; i < s->n; i++)
+		bits += gap_at(s, i) >> r;
+	return bits;
+}
+
+/* The Rice parameter that codes the gaps in the fewest bits (each gap g
+ * takes (g >> r) + 1 + r bits): near log2 of the mean gap, the best of the
+ * three around it. */
+static unsigned rice_best(const struct nearset *s)
+{
+	if (!s->n)
+		return 0;
+	uint64_t mean = ((uint64_t)s->h[s->n - 1] + 1 - (s->n - 1)) / s->n;
+	unsigned r0 = mean ? 63 - (unsigned)__builtin_clzll(mean) : 0, best = 0;
+	uint64_t best_bits = UINT64_MAX;
+	for (unsigned r = r0 ? r0 - 1 : 0; r <= r0 + 1 && r < 32; r++) {
+		uint64_t bits = rice_bits(s, r);
+		if (bits < best_bits) {
+			best_bits = bits;
+			best = r;
+		}
+	}
+	return best;
+}
+
+/* Bits in stream order: each byte filled from its lowest bit. */
+struct bitw {
+	uint8_t *p;
+	size_t n;     /* bytes written */
+	uint64_t acc; /* bits not yet written, the first lowest */
+	unsigned nacc;
+};
+
+static void bits_put(struct bitw *w, uint32_t v, unsigned count) /* count <= 32 */
+{
+	w->acc |= (uint64_t)v << w->nacc;
+	w->nacc += count;
+	while (w->nacc >= 8) {
+		w->p[w->n++] = (uint8_t)w->acc;
+		w->acc >>= 8;
+		w->nacc -= 8;
+	}
+}
+
+size_t nearset_encode(const struct nearset *s, uint8_t *out)
+{
+	unsigned r = rice_best(s);
+	head_encode(s, NEARSET_FORMAT, r, out);
+	struct bitw w = { out + NEARSET_FIXED, 0, 0, 0 };
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint32_t g = gap_at(s, i), q = g >> r;
+		for (; q >= 32; q -= 32)
+			bits_put(&w, UINT32_MAX, 32);
+		bits_put(&w, (uint32_t)((UINT64_C(1) << q) - 1), q + 1); /* q ones, a zero */
+		bits_put(&w, r ? g & (uint32_t)((UINT64_C(1) << r) - 1) : 0, r);
+	}
+	if (w.nacc)
+		w.p[w.n++] = (uint8_t)w.acc;
+	return NEARSET_FIXED + w.n;
+}
+
+struct bitr {
+	const uint8_t *p;
+	size_t len;   /* bytes */
+	uint64_t at;  /* bits read */
+};
+
+/* The next bits from r->at, the first lowest: at least 57 of them, or all
+ * that are left (zero beyond). */
+static uint64_t bits_peek(const struct bitr *r)
+{
+	size_t byte = (size_t)(r->at >> 3);
+	uint8_t b[8] = { 0 };
+	memcpy(b, r->p + byte, r->len - byte < 8 ? r->len - byte : 8);
+	return get_le64(b) >> (r->at & 7);
+}
+
+/* The n hashes of format 2's Rice-coded gaps; -EINVAL when the bits do
+ * not hold exactly n ascending 32-bit hashes (padding: zero bits, fewer
+ * than 8). */
+static int gaps_decode(const uint8_t *p, size_t len, unsigned rice, struct nearset *s)
+{
+	struct bitr r = { p, len, 0 };
+	uint64_t total = (uint64_t)len * 8, prev = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint64_t q = 0;
+		for (;;) { /* the ones, then a zero */
+			uint64_t left = total - r.at, w = bits_peek(&r);
+			unsigned ones = ~w ? (unsigned)__builtin_ctzll(~w) : 64;
+			if (ones >= left)
+				return -EINVAL;
+			if (ones < 57) {
+				q += ones;
+				r.at += ones + 1;
+				break;
+			}
+			q += 56;
+			r.at += 56;
+			if (q > (UINT64_C(1) << 32) >> rice)
+				return -EINVAL;
+		}
+		if (q > (UINT64_C(1) << 32) >> rice || total - r.at < rice)
+			return -EINVAL;
+		uint64_t g = rice ? bits_peek(&r) & ((UINT64_C(1) << rice) - 1) : 0;
+		r.at += rice;
+		uint64_t h = (i ? prev + 1 : 0) + (q << rice | g);
+		if (h > UINT32_MAX)
+			return -EINVAL;
+		s->h[i] = (uint32_t)(prev = h);
+	}
+	if (total - r.at >= 8 || (total > r.at && bits_peek(&r)))
 		return -EINVAL;
-	s->has = true;
-	s->complete = p[1] & 1;
-	s->shingles = get_le32(p + 4);
-	s->n = (uint32_t)((len - fixed) / 4);
-	if ((s->complete && s->n != s->shingles) || (!s->complete && s->n != NEARSET_K))
-		return -EINVAL;
-	p += NEARSET_HEAD;
-	for (size_t b = 0; b < NEARSET_BANDS; b++, p += 4)
-		s->band[b] = get_le32(p);
+	return 0;
+}
+
+static int hashes_v1_decode(const uint8_t *p, struct nearset *s)
+{
 	for (uint32_t i = 0; i < s->n; i++, p += 4) {
 		s->h[i] = get_le32(p);
 		if (i && s->h[i] <= s->h[i - 1])
 			return -EINVAL;
 	}
 	return 0;
+}
+
+int nearset_decode(const void *in, size_t len, struct nearset *s)
+{
+	const uint8_t *p = in;
+	memset(s, 0, sizeof *s);
+	if (len < NEARSET_FIXED || (p[0] != 1 && p[0] != NEARSET_FORMAT) || p[1] > 1 || p[2] > 31)
+		return -EINVAL;
+	s->has = true;
+	s->complete = p[1] & 1;
+	s->shingles = get_le32(p + 4);
+	if (s->complete ? s->shingles > NEARSET_K : s->shingles <= NEARSET_K)
+		return -EINVAL;
+	s->n = s->complete ? s->shingles : NEARSET_K;
+	if (p[0] == 1 && len != NEARSET_FIXED + 4 * (size_t)s->n)
+		return -EINVAL;
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		s->band[b] = get_le32(p + NEARSET_HEAD + 4 * b);
+	int rc = p[0] == 1 ? hashes_v1_decode(p + NEARSET_FIXED, s)
+			   : gaps_decode(p + NEARSET_FIXED, len - NEARSET_FIXED, p[2], s);
+	if (rc)
+		memset(s, 0, sizeof *s);
+	return rc;
 }

@@ -34,13 +34,28 @@
  *     rust-doc queries met 140-200 candidates on average, and more rows
  *     a band made it worse.)
  *
- * The stored form (table `nearfeat`, near.h), NEARSET_VERSION 1,
+ * The stored form (table `nearfeat`, near.h), NEARSET_FORMAT 2,
  * little-endian:
- *   version u8 | flags u8 (1: complete) | reserved u16 | shingles u32
- *   (distinct, kept hashes) | band key u32 x NEARSET_BANDS |
- *   hash u32 x m, ascending (m = min(shingles, NEARSET_K))
- * Changing any of this changes stored features: bump NEARSET_VERSION
- * (it is part of NEAR_SIG_VERSION, so stores are upgraded, near.h).
+ *   format u8 (2) | flags u8 (1: complete) | rice u8 (0..31) | reserved u8 |
+ *   shingles u32 (distinct, kept hashes) | band key u32 x NEARSET_BANDS |
+ *   the m hashes (m = shingles when complete, else NEARSET_K) as Rice-coded
+ *   gaps: the first hash, then each hash less its predecessor less one;
+ *   a gap g is g >> rice one bits, a zero bit, then the low rice bits of g
+ *   (lowest first); bits fill each byte from its lowest bit; the last byte
+ *   is padded with zero bits.
+ * rice is the parameter that makes the row shortest (the encoder tries
+ * the three around log2 of the mean gap; the decoder takes any 0..31). A gap between n hashes spread over 2^32 takes about
+ * log2(2^32 / n) + 1.5 bits where format 1 took 32: a set of 256 hashes of
+ * a long page takes 620-700 bytes instead of 1,024 (tests/bench/README.md,
+ * "What a page costs in LMDB").
+ * Format 1 (stores made before; read, never written, and rewritten in
+ * format 2 by the layout upgrade, near.h): the same head with rice 0,
+ * then the m hashes as u32, ascending.
+ * Changing the stored form: bump NEARSET_FORMAT, keep decoding the old
+ * one, and convert stored rows (near_layout_upgrade, near.h). Changing the
+ * features (the shingles, the bottom-k, the bands) changes stored
+ * features: bump NEARSET_VERSION (it is part of NEAR_SIG_VERSION, so
+ * stores are signed again, near.h).
  *
  * Errors are negative errno values: -EINVAL, -ENOMEM.
  */
@@ -63,8 +78,12 @@
 #define NEARSET_ROWS 4
 #endif
 #define NEARSET_BINS (NEARSET_BANDS * NEARSET_ROWS)
+#define NEARSET_FORMAT 2
 #define NEARSET_HEAD 8
-#define NEARSET_MAX_BYTES (NEARSET_HEAD + 4 * NEARSET_BANDS + 4 * NEARSET_K)
+#define NEARSET_FIXED (NEARSET_HEAD + 4 * NEARSET_BANDS)
+/* Format 2 at worst: the best Rice parameter costs at most 32 bits a hash
+ * and one more bit (r = 31). */
+#define NEARSET_MAX_BYTES (NEARSET_FIXED + 4 * NEARSET_K + 1)
 /* Resemblance at or above which a candidate is answered: the judge's. */
 #define NEARSET_NEAR 0.8
 /* An estimate (a page of more than NEARSET_K shingles) this close to
@@ -105,9 +124,13 @@ int nearset_full_of_text(const char *utf8, size_t len, uint32_t **h, size_t *n);
 /* Exact resemblance of two such lists (0 when both are empty). */
 double nearset_full_resemblance(const uint32_t *a, size_t na, const uint32_t *b, size_t nb);
 
-/* Stored form: bytes written (at most NEARSET_MAX_BYTES) / 0 or -EINVAL
- * (a size or version that does not fit). */
+/* Stored form (format NEARSET_FORMAT): bytes written (at most
+ * NEARSET_MAX_BYTES). Decode: formats 1 and 2; 0 or -EINVAL (a size,
+ * format or order of hashes that does not fit; *s is then cleared). */
 size_t nearset_encode(const struct nearset *s, uint8_t *out);
 int nearset_decode(const void *in, size_t len, struct nearset *s);
+/* Format 1's form: what stores made before format 2 hold (tests of the
+ * upgrade make such rows). */
+size_t nearset_encode_v1(const struct nearset *s, uint8_t *out);
 
 #endif

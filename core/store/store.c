@@ -73,7 +73,7 @@ unsigned pd_hist_bucket(uint64_t refcount)
 
 void store_params_default(struct store_params *p)
 {
-	p->expected_pages = 1000000;
+	p->expected_pages = STORE_DEFAULT_EXPECTED_PAGES;
 	p->filter_fpr = 1e-4;
 	p->filter_lines = 2;
 	p->near_distance = STORE_PARAM_UNSET;

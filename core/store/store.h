@@ -66,8 +66,15 @@
 /* A parameter left to the part that owns it (store_part.create settles it). */
 #define STORE_PARAM_UNSET UINT32_MAX
 
+/* The filter's first design load. The filter grows with the store (a leaf
+ * past its load is rebuilt larger or split, off the seal path: gfilter.h),
+ * so a store starts small: 2^16 pages is 0.7 MB of filter where 10^6 pages
+ * took 10.8 MB before the first page, and growing to 10^6 pages keeps the
+ * rate bound (tests/bench/README.md, "The filter's first size"). */
+#define STORE_DEFAULT_EXPECTED_PAGES 65536
+
 struct store_params {
-	uint64_t expected_pages;   /* filter design load (default 1,000,000) */
+	uint64_t expected_pages;   /* filter design load (default STORE_DEFAULT_EXPECTED_PAGES) */
 	double filter_fpr;         /* target false-positive rate (default 1e-4) */
 	uint32_t filter_lines;     /* cache lines per key, 1 or 2 (default 2) */
 	uint32_t near_distance;    /* near-duplicate Hamming distance (STORE_PARAM_UNSET: near/'s default, SIMHASH_NEAR_DISTANCE) */
@@ -165,7 +172,7 @@ struct store {
 	MDB_dbi db_near[PD_NEAR_MAX_TABLES];
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
 	bool near_stale;      /* read-only, signatures of another version (near.h) */
-	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands (nearset.h) */
+	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands: nearfeat, nearbands (near.h) */
 	bool has_nearset;     /* false: a read-only store from before them */
 	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
 	bool has_sigq;        /* false when a read-only store from before it has none */

@@ -14,10 +14,33 @@
  *
  * A commit needs fresh pages even to delete (copy-on-write), so on a full
  * disk a user could not free space by removing pages. The data file is
- * kept allocated RESERVE bytes past its last used page; when the disk
- * fills, those pages still let commits, deletes first, go through. */
+ * kept allocated a reserve past its last used page; when the disk fills,
+ * those pages still let commits, deletes first, go through.
+ *
+ * What a delete takes (tests/bench/bench-lmdb-reserve.sh; tests/bench/
+ * README.md, "LMDB's reserve"): in a store of 50,000 small pages compacted
+ * by mdb_copy -c, so that no page is free, one unlink took 85 pages
+ * (340 KiB) past the pages it frees, since a commit copies the path to
+ * every row it changes (inode, dirent, link, fingerprint, blob_inodes, the
+ * simhash tables, the set and its 16 band rows); a directory of 1,000 files removed one by one
+ * 90 pages (freed pages are used again two commits later); 8 rm -r at
+ * once, whose unlinks share commits and whose lookups hold back freed
+ * pages, 385 to 3,653 pages (1.5 to 14.6 MiB) in two runs; 16 at once
+ * 2,585 (10 MiB). So a commit that finds the disk full is not retried whole:
+ * its requests run one by one (run_each), and a delete asks the reserve
+ * for its own pages only. The paths grow with the log of the store: the
+ * reserve is LMDB_RESERVE_MIN (12 single deletes), or LMDB_RESERVE_SHARE
+ * of the pages in use when that is more, up to LMDB_RESERVE_MAX (what a
+ * store of about 10^6 pages gets, and what every store kept before). */
+#define LMDB_RESERVE_MIN (4ull << 20)
+#define LMDB_RESERVE_SHARE 64
+#define LMDB_RESERVE_MAX (16ull << 20)
 
-#define LMDB_RESERVE (16ull << 20)
+uint64_t store_lmdb_reserve(uint64_t used)
+{
+	uint64_t r = used / LMDB_RESERVE_SHARE;
+	return r < LMDB_RESERVE_MIN ? LMDB_RESERVE_MIN : r > LMDB_RESERVE_MAX ? LMDB_RESERVE_MAX : r;
+}
 
 void store_reserve_lmdb_space(struct store *st)
 {
@@ -30,10 +53,11 @@ void store_reserve_lmdb_space(struct store *st)
 	mdb_env_info(st->env, &info);
 	mdb_env_stat(st->env, &ms);
 	uint64_t used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
-	uint64_t want = used + LMDB_RESERVE;
+	uint64_t reserve = store_lmdb_reserve(used);
+	uint64_t want = used + reserve;
 	if (want > info.me_mapsize)
 		want = info.me_mapsize;
-	if ((uint64_t)sb.st_size >= used + LMDB_RESERVE / 2 || (uint64_t)sb.st_size >= want)
+	if ((uint64_t)sb.st_size >= used + reserve / 2 || (uint64_t)sb.st_size >= want)
 		return;
 	/* Best effort: on a disk already full there is nothing more to take. */
 	posix_fallocate(fd, 0, (off_t)want);
@@ -174,8 +198,35 @@ static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, 
 	return rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
 }
 
+static void run_batch(struct store *st, struct store_wreq *head);
+
+/* A batch whose commit found the disk full: each request in a transaction
+ * of its own, so that what one request needs (a delete: 85 pages, the
+ * reserve's measure above) is all a commit asks of the reserve, and a
+ * request that fits is not failed by the others. */
+static void run_each(struct store *st, struct store_wreq *head)
+{
+	for (struct store_wreq *r = head, *next; r; r = next) {
+		next = r->next;
+		if (r->failed)
+			continue;
+		r->next = NULL;
+		run_batch(st, r);
+		r->next = next;
+	}
+}
+
+static bool several(const struct store_wreq *head)
+{
+	unsigned n = 0;
+	for (const struct store_wreq *r = head; r && n < 2; r = r->next)
+		n += !r->failed;
+	return n > 1;
+}
+
 /* Run a batch of requests in one transaction: one commit for all. A map
- * that fills is grown and the batch run again. */
+ * that fills is grown and the batch run again; a full disk runs the
+ * requests one by one. */
 static void run_batch(struct store *st, struct store_wreq *head)
 {
 	struct wtx w = { .st = st };
@@ -196,6 +247,12 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		if (rc == PD_EMAPFULL && (rc = grow_map(st)) == 0)
 			continue;
 		break;
+	}
+	if (rc == -ENOSPC && several(head)) {
+		free(w.unlink_after);
+		free(w.punch_after);
+		run_each(st, head);
+		return;
 	}
 	for (struct store_wreq *r = head; r; r = r->next)
 		if (!r->failed)

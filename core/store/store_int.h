@@ -29,5 +29,8 @@ void store_counters_add(struct pd_counters *to, const struct pd_counters *d);
 /* Keep LMDB_RESERVE bytes allocated past LMDB's last used page, so that
  * commits (deletes first) still go through on a full disk. */
 void store_reserve_lmdb_space(struct store *st);
+/* The bytes kept allocated past LMDB's last used page, for `used` bytes in
+ * use (store_commit.c). */
+uint64_t store_lmdb_reserve(uint64_t used);
 
 #endif

@@ -24,16 +24,18 @@
  * spread); the queries are made the same way from the rows.
  * Every row also has a shingle set (nearset.h: 64 to 575 shingles, the
  * hashes spread evenly, bands random) in nearfeat and its LSH rows in
- * nearlsh, as the signer writes them (near_add_sig), and a query is what
+ * nearbands, as the signer writes them (near_add_sig), and a query is what
  * user.dedup.near does before it names paths: near_find and near_lsh_find
  * (the planted neighbour shares the set of its row), each candidate's set
  * read and compared (nearset_resemblance). Printed besides: the bytes per
  * page of the sets and of the bands (mdb_stat of each table, pages times
  * page size; mdb_stat counts a dup-sorted table's main tree only, which
  * for the bands, one row per key nearly always, is nearly all of it).
- * PD_NEARIDX_RECORDS=1 also writes a fingerprint record per row (no blob
- * file, no name): a store for timing `pagededup clusters` over N pages,
- * not one to mount.
+ * Each row also gets a fingerprint record (no blob file, no name): the
+ * band rows (layout 2, near.h) name an MD5 prefix, and a find takes its
+ * blobs from the fingerprints, so without them the bands find nothing;
+ * PD_NEARIDX_RECORDS=0 leaves them out (the simhash tables alone). Such a
+ * store also serves for timing `pagededup clusters` over N pages.
  * The store is left in place: the mounted half of `make bench-near`
  * (tests/bench/bench-near-speed.sh) mounts it and asks through getfattr,
  * with the random rows in place around its own pages.
@@ -72,14 +74,19 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Keys of the benchmark's rows: an MD5 no page has (first byte 0xff, then
- * the row number), so they never name a real blob. */
+/* Keys of the benchmark's rows: spread over the key space as MD5s are
+ * (the band rows name a 4-byte MD5 prefix, near_lsh.c), the row number in
+ * the last 8 bytes; a real page's MD5 meets one with odds of 2^-64 a row. */
 static struct blobkey row_key(uint64_t i)
 {
 	struct blobkey k = { .variant = 0 };
-	memset(k.md5, 0xff, 16);
-	for (int b = 0; b < 8; b++)
+	uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z ^= z >> 27;
+	for (int b = 0; b < 8; b++) {
+		k.md5[b] = (uint8_t)(z >> (56 - 8 * b));
 		k.md5[8 + b] = (uint8_t)(i >> (8 * b));
+	}
 	return k;
 }
 
@@ -110,7 +117,7 @@ static void row_set(uint64_t i, struct nearset *s)
 	}
 }
 
-static bool g_records; /* PD_NEARIDX_RECORDS=1: a fingerprint record per row */
+static bool g_records; /* a fingerprint record per row (PD_NEARIDX_RECORDS=0: none) */
 
 static int insert_cb(struct wtx *w, void *p)
 {
@@ -252,7 +259,7 @@ int main(int argc, char **argv)
 	}
 	unsigned K = st->params.near_distance;
 	const char *rec = getenv("PD_NEARIDX_RECORDS");
-	g_records = rec && !strcmp(rec, "1");
+	g_records = !rec || strcmp(rec, "0");
 	uint64_t *h = malloc(n * sizeof *h);
 	uint64_t *q = malloc(queries * sizeof *q);
 	double *lat = malloc(queries * sizeof *lat);
@@ -283,7 +290,7 @@ int main(int argc, char **argv)
 	       "simhash tables alone)\n", (double)bytes / (double)n, 4 * 24);
 	printf("near_sets_bytes_per_page: %.1f bytes (nearfeat: %u to %u shingles a row, at most %d kept)\n",
 	       table_bytes(st, st->db_nearfeat) / (double)n, 64, 575, NEARSET_K);
-	printf("near_bands_bytes_per_page: %.1f bytes (nearlsh: %d bands)\n", table_bytes(st, st->db_nearlsh) / (double)n,
+	printf("near_bands_bytes_per_page: %.1f bytes (nearbands: %d bands; the main tree only, a band's rows are in its sub-database)\n", table_bytes(st, st->db_nearlsh) / (double)n,
 	       NEARSET_BANDS);
 	printf("near_insert_rate: %.0f rows/s\n", (double)n / t_ins);
 

@@ -64,5 +64,35 @@ EOF
 	pd_umount || fail umount
 }
 
+# The filter's first size: a default store starts with a filter for 2^16
+# pages (under 1 MiB), and --expected-pages still sizes it for what it is
+# told (10^6 pages at the default rate: over 8 MB).
+case_filter_first_size() {
+	local s json
+	for n in default 1000 1000000; do
+		s=$PD_TMP/first-$n
+		if [ "$n" = default ]; then
+			"$PD_BIN" mkfs "$s" >/dev/null || fail "mkfs"
+		else
+			"$PD_BIN" mkfs "$s" --expected-pages "$n" >/dev/null || fail "mkfs --expected-pages $n"
+		fi
+		json=$("$PD_BIN" stats "$s" --json) || fail "stats of $s"
+		PD_JSON=$json PD_N=$n py <<'EOF' || exit 1
+import json, os
+from fsutil import *
+f = json.loads(os.environ["PD_JSON"])["filter"]
+n = os.environ["PD_N"]
+if n == "default":
+    check(f["bytes"] < 1 << 20, "a default filter of %d bytes" % f["bytes"])
+elif n == "1000":
+    check(f["bytes"] < 64 << 10, "a filter for 1000 pages of %d bytes" % f["bytes"])
+else:
+    check(f["bytes"] > 8 << 20, "a filter for 10^6 pages of %d bytes" % f["bytes"])
+EOF
+		pd_fsck "$s" || fail "fsck of $s"
+	done
+}
+
 pd_case filter_grows_through_mount
+pd_case filter_first_size
 pd_finish

@@ -505,8 +505,9 @@ static void test_fsck_near(void **state)
 	th_rmdir(dir);
 }
 
-/* Shingle sets and bands: a band row lost, a set that does not decode, a
- * set of a blob that has no record; fsck names each, --repair mends. */
+/* Shingle sets and bands: a band row lost, a band row no set has, a set
+ * that does not decode, a set of a blob that has no record; fsck names
+ * each, --repair mends. */
 static int damage_sets_cb(struct wtx *w, void *p)
 {
 	struct store *st = w->st;
@@ -519,12 +520,18 @@ static int damage_sets_cb(struct wtx *w, void *p)
 	struct nearset *first = malloc(sizeof *first);
 	assert_non_null(first);
 	assert_int_equal(nearset_decode(v.mv_data, v.mv_size, first), 0);
-	uint8_t bk[4], fk[BLOBKEY_BYTES];
-	memcpy(fk, k.mv_data, BLOBKEY_BYTES);
+	uint8_t bk = 0, row[8]; /* nearbands: band 0 -> key u32 BE | MD5 prefix */
+	uint32_t band0 = first->band[0];
+	row[0] = (uint8_t)(band0 >> 24), row[1] = (uint8_t)(band0 >> 16), row[2] = (uint8_t)(band0 >> 8);
+	row[3] = (uint8_t)band0;
+	memcpy(row + 4, k.mv_data, 4);
 	mdb_cursor_close(c);
-	put_le32(bk, first->band[0]);
 	free(first);
-	assert_int_equal(mdb_del(w->txn, st->db_nearlsh, &(MDB_val){ 4, bk }, &(MDB_val){ BLOBKEY_BYTES, fk }), 0);
+	assert_int_equal(mdb_del(w->txn, st->db_nearlsh, &(MDB_val){ 1, &bk }, &(MDB_val){ 8, row }), 0);
+	/* a row of band 3 that no set has, under the same blob's prefix */
+	bk = 3;
+	memset(row, 0xde, 4);
+	assert_int_equal(mdb_put(w->txn, st->db_nearlsh, &(MDB_val){ 1, &bk }, &(MDB_val){ 8, row }, 0), 0);
 	/* the last set does not decode */
 	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
 	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
@@ -563,7 +570,7 @@ static void test_fsck_sets(void **state)
 	struct fsck_result r;
 	char err[512];
 	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	assert_int_equal(r.problems, 3);
+	assert_int_equal(r.problems, 4);
 	o.repair = true;
 	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
 	assert_true(r.repaired >= 1);
@@ -730,6 +737,256 @@ static void test_old_version_fsck_repair(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- the layout of the sets and bands (near.h) ---------------------------- */
+
+static int lsh_name_cb(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
+{
+	(void)h, (void)dist;
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_name(k, name);
+	strcat(ctx, name);
+	strcat(ctx, " ");
+	return 0;
+}
+
+/* "NAME " of the blob under name in the root. */
+static void blob_named(struct store *st, const char *name, char out[BLOBKEY_NAME_MAX + 1])
+{
+	struct inode in;
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &in), 0);
+	blobkey_name(&in.blob, out);
+	strcat(out, " ");
+}
+
+#define LAYOUT_PAGES 24
+/* room for every blob of a store of LAYOUT_PAGES found in every band */
+#define LSH_LIST_MAX (NEARSET_BANDS * LAYOUT_PAGES * BLOBKEY_NAME_MAX)
+
+/* What the LSH bands give for the set of inode ino's blob: every blob
+ * found, in order, by name. */
+static void lsh_list(struct store *st, uint64_t ino, char *out)
+{
+	MDB_txn *txn;
+	struct inode in;
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	out[0] = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	assert_int_equal(near_set_get(txn, st, &in.blob, sig), 0);
+	assert_true(sig->has_set);
+	assert_int_equal(near_lsh_find(txn, st, &sig->set, lsh_name_cb, out), 0);
+	store_read_end(st, txn);
+	free(sig);
+}
+
+/* Layout 1, as the code before format 2 kept it: sets as u32 arrays,
+ * band rows in nearlsh (band key u32 LE -> blobkey), no layout row. */
+static int make_layout1_cb(struct wtx *w, void *p)
+{
+	(void)p;
+	struct store *st = w->st;
+	MDB_dbi old;
+	int rc = mdb_dbi_open(w->txn, "nearlsh", MDB_DUPSORT | MDB_DUPFIXED | MDB_CREATE, &old);
+	if (rc)
+		return rc;
+	MDB_cursor *c;
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
+	MDB_val k, v;
+	uint8_t (*keys)[BLOBKEY_BYTES] = calloc(64, BLOBKEY_BYTES);
+	struct nearset *sets = calloc(64, sizeof *sets);
+	size_t n = 0;
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		assert_true(n < 64);
+		memcpy(keys[n], k.mv_data, BLOBKEY_BYTES);
+		assert_int_equal(nearset_decode(v.mv_data, v.mv_size, &sets[n]), 0);
+		n++;
+	}
+	mdb_cursor_close(c);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t buf[NEARSET_MAX_BYTES];
+		MDB_val key = { BLOBKEY_BYTES, keys[i] }, val = { nearset_encode_v1(&sets[i], buf), buf };
+		assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &key, &val, 0), 0);
+		for (size_t b = 0; b < NEARSET_BANDS; b++) {
+			uint8_t bk[4];
+			put_le32(bk, sets[i].band[b]);
+			MDB_val bkey = { 4, bk }, row = { BLOBKEY_BYTES, keys[i] };
+			rc = mdb_put(w->txn, old, &bkey, &row, MDB_NODUPDATA);
+			assert_true(rc == 0 || rc == MDB_KEYEXIST);
+		}
+	}
+	free(keys);
+	free(sets);
+	assert_int_equal(mdb_drop(w->txn, st->db_nearlsh, 1), 0);
+	MDB_val lk = { 11, "near_layout" };
+	return mdb_del(w->txn, st->db_meta, &lk, NULL);
+}
+
+
+struct layout_store {
+	uint64_t ino[LAYOUT_PAGES];
+	char lsh[LAYOUT_PAGES][LSH_LIST_MAX];
+	char answer[LAYOUT_PAGES][1024];
+};
+
+/* Families of near pages (six, four variants each), their LSH finds and
+ * answers kept, then the store put back to layout 1. */
+static void layout1_store(const char *dir, struct layout_store *ls)
+{
+	struct store *st = th_store(dir, NULL, NULL);
+	for (int i = 0; i < LAYOUT_PAGES; i++) {
+		char name[32], extra[64];
+		snprintf(name, sizeof name, "p%02d.html", i);
+		snprintf(extra, sizeof extra, i % 4 ? "variant %d of the page" : "", i % 4);
+		char *page = th_page(40 + (uint64_t)i / 4, 120 + 40 * (i / 4), extra);
+		ls->ino[i] = th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+	}
+	assert_int_equal(sigq_drain(st), 0);
+	for (int i = 0; i < LAYOUT_PAGES; i++) {
+		lsh_list(st, ls->ino[i], ls->lsh[i]);
+		assert_non_null(strchr(ls->lsh[i], ' ')); /* itself at least */
+		snprintf(ls->answer[i], sizeof ls->answer[i], "%s", near_of(st, ls->ino[i], &test_root));
+	}
+	assert_int_equal(store_write(st, make_layout1_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+}
+
+static void assert_layout2(struct store *st, const struct layout_store *ls)
+{
+	MDB_txn *txn;
+	uint32_t layout = 0;
+	MDB_dbi old;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_layout_get(txn, st, &layout), 0);
+	assert_int_equal(layout, NEAR_LAYOUT_VERSION);
+	assert_int_equal(mdb_dbi_open(txn, "nearlsh", 0, &old), MDB_NOTFOUND); /* layout 1's table is gone */
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t n = 0;
+	assert_int_equal(mdb_cursor_open(txn, st->db_nearfeat, &c), 0);
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++)
+		assert_int_equal(((const uint8_t *)v.mv_data)[0], NEARSET_FORMAT);
+	mdb_cursor_close(c);
+	assert_int_equal(n, LAYOUT_PAGES);
+	store_read_end(st, txn);
+	char *got = malloc(LSH_LIST_MAX);
+	assert_non_null(got);
+	for (int i = 0; i < LAYOUT_PAGES; i++) {
+		lsh_list(st, ls->ino[i], got);
+		assert_string_equal(got, ls->lsh[i]);
+		assert_string_equal(near_of(st, ls->ino[i], &test_root), ls->answer[i]);
+	}
+	free(got);
+}
+
+/* A store of layout 1 is converted at a writable open, losing nothing:
+ * the same blobs found by the bands, the same answers; read-only it
+ * answers nothing rather than from tables it cannot read. */
+static void test_layout1_upgraded_at_open(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct layout_store *ls = calloc(1, sizeof *ls);
+	assert_non_null(ls);
+	layout1_store(dir, ls);
+	struct fsck_opts fo = { 0 };
+	struct fsck_result fr;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+	assert_int_equal(fr.problems, 0); /* an older layout is a note, no damage */
+	struct store *st;
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_true(st->near_stale);
+	assert_string_equal(near_of(st, ls->ino[0], &test_root), "error");
+	assert_int_equal(store_close(st), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), NULL, &st, err), 0);
+	assert_false(st->near_stale);
+	assert_layout2(st, ls);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(ls);
+	th_rmdir(dir);
+}
+
+static void test_layout1_fsck_repair(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct layout_store *ls = calloc(1, sizeof *ls);
+	assert_non_null(ls);
+	layout1_store(dir, ls);
+	struct fsck_opts fo = { .repair = true };
+	struct fsck_result fr;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+	assert_true(fr.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	struct store *st;
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_false(st->near_stale);
+	assert_layout2(st, ls);
+	assert_int_equal(store_close(st), 0);
+	free(ls);
+	th_rmdir(dir);
+}
+
+/* Two blobs of one MD5 (-o nodedup copies: variants 0 and 1) share their
+ * band rows: the rows stay while either is stored, and go with the last. */
+static void test_bands_shared_prefix(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .nodedup = true };
+	struct store *st = th_store(dir, NULL, &o);
+	char *a = th_page(61, 300, ""), *b = th_page(61, 300, "one more");
+	th_put_page(st, PD_ROOT_INO, "a1.html", a);
+	th_put_page(st, PD_ROOT_INO, "a2.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	char *got = malloc(LSH_LIST_MAX), *both = malloc(LSH_LIST_MAX);
+	assert_non_null(got);
+	assert_non_null(both);
+	char n1[BLOBKEY_NAME_MAX + 1], n2[BLOBKEY_NAME_MAX + 1], nb[BLOBKEY_NAME_MAX + 1];
+	blob_named(st, "a1.html", n1);
+	blob_named(st, "a2.html", n2);
+	blob_named(st, "b.html", nb);
+	assert_string_not_equal(n1, n2); /* two blobs of one MD5 */
+	lsh_list(st, ib, both);
+	assert_non_null(strstr(both, n1));
+	assert_non_null(strstr(both, n2));
+	assert_non_null(strstr(both, nb));
+	uint64_t gone;
+	bool freed;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a1.html", &gone, &freed), 0);
+	assert_true(freed);
+	lsh_list(st, ib, got);
+	assert_null(strstr(got, n1));
+	assert_non_null(strstr(got, n2)); /* the shared rows stayed for the copy left */
+	assert_non_null(strstr(got, nb));
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a2.html", &gone, &freed), 0);
+	lsh_list(st, ib, got);
+	both[0] = 0;
+	for (int i = 0; i < NEARSET_BANDS; i++)
+		strcat(both, nb);
+	assert_string_equal(got, both); /* b alone, once a band */
+	MDB_txn *txn;
+	MDB_stat ms;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_stat(txn, st->db_nearlsh, &ms), 0);
+	store_read_end(st, txn);
+	assert_int_equal(ms.ms_entries, NEARSET_BANDS); /* a's rows went with its last copy */
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(got);
+	free(both);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -743,6 +1000,9 @@ int main(void)
 		cmocka_unit_test(test_fsck_sets),
 		cmocka_unit_test(test_old_version_upgraded_at_open),
 		cmocka_unit_test(test_old_version_fsck_repair),
+		cmocka_unit_test(test_layout1_upgraded_at_open),
+		cmocka_unit_test(test_layout1_fsck_repair),
+		cmocka_unit_test(test_bands_shared_prefix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

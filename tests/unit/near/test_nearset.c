@@ -108,25 +108,44 @@ static void test_long_estimate(void **state)
 	free(b);
 }
 
+static void assert_same_set(const struct nearset *x, const struct nearset *y)
+{
+	assert_true(y->has && y->complete == x->complete && y->shingles == x->shingles && y->n == x->n);
+	assert_memory_equal(x->h, y->h, x->n * sizeof x->h[0]);
+	assert_memory_equal(x->band, y->band, sizeof x->band);
+}
+
 static void test_stored_form(void **state)
 {
 	(void)state;
 	char *a = words(5, 2000, 0), *s = words(7, 40, 0);
 	struct nearset *x = set_of(a, NEARSET_K), *y = malloc(sizeof *y);
 	assert_non_null(y);
-	uint8_t buf[NEARSET_MAX_BYTES];
+	uint8_t buf[NEARSET_MAX_BYTES + 8];
 	size_t n = nearset_encode(x, buf);
-	assert_int_equal(n, NEARSET_MAX_BYTES);
+	/* format 2: the gaps of 256 hashes among ~2,000 take well under the
+	 * 4 bytes a hash of format 1 */
+	assert_true(n <= NEARSET_FIXED + 3 * NEARSET_K);
+	assert_int_equal(buf[0], NEARSET_FORMAT);
 	assert_int_equal(nearset_decode(buf, n, y), 0);
-	assert_memory_equal(x->h, y->h, sizeof x->h);
-	assert_memory_equal(x->band, y->band, sizeof x->band);
-	assert_true(y->has && !y->complete && y->shingles == x->shingles);
-	/* damage: a short value, another version, hashes out of order */
+	assert_same_set(x, y);
+	/* damage: a short value, a longer one, another format, a complete
+	 * flag on a sample */
 	assert_int_equal(nearset_decode(buf, n - 1, y), -EINVAL);
+	buf[n] = 0;
+	assert_int_equal(nearset_decode(buf, n + 1, y), -EINVAL);
 	assert_int_equal(nearset_decode(buf, 10, y), -EINVAL);
-	buf[0] = NEARSET_VERSION + 1;
+	buf[0] = NEARSET_FORMAT + 1;
 	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
-	buf[0] = NEARSET_VERSION;
+	buf[0] = NEARSET_FORMAT;
+	buf[1] = 1;
+	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
+	/* format 1, what older stores hold: read as before, hashes out of
+	 * order refused */
+	n = nearset_encode_v1(x, buf);
+	assert_int_equal(n, NEARSET_FIXED + 4 * NEARSET_K);
+	assert_int_equal(nearset_decode(buf, n, y), 0);
+	assert_same_set(x, y);
 	uint8_t t[4];
 	memcpy(t, buf + n - 4, 4);
 	memcpy(buf + n - 4, buf + n - 8, 4);
@@ -136,14 +155,53 @@ static void test_stored_form(void **state)
 	/* a short text is stored whole */
 	x = set_of(s, NEARSET_K);
 	n = nearset_encode(x, buf);
-	assert_int_equal(n, NEARSET_HEAD + 4 * NEARSET_BANDS + 4 * 36);
+	assert_true(n < NEARSET_FIXED + 4 * 36);
 	assert_int_equal(nearset_decode(buf, n, y), 0);
 	assert_true(y->complete && y->n == 36);
+	assert_same_set(x, y);
 	free(x);
 	free(y);
 	free(a);
 	free(s);
 	assert_int_equal(nearset_of_text_k("a", 1, NEARSET_K + 1, (struct nearset *)buf), -EINVAL);
+}
+
+/* Format 2 round-trips every kind of set: gaps of 0, the ends of the
+ * range, one hash, 256 hashes bunched or spread, random ones. */
+static void test_stored_form_edges(void **state)
+{
+	(void)state;
+	struct nearset *x = calloc(1, sizeof *x), *y = malloc(sizeof *y);
+	assert_non_null(x);
+	assert_non_null(y);
+	uint8_t buf[NEARSET_MAX_BYTES];
+	uint64_t r = 88172645463325252ull;
+	for (int round = 0; round < 400; round++) {
+		memset(x, 0, sizeof *x);
+		x->has = true;
+		uint32_t n = round < 4 ? (uint32_t[]){ 1, 2, NEARSET_K, NEARSET_K }[round] : 1 + (uint32_t)(r % NEARSET_K);
+		x->complete = round % 3 != 0 || n < NEARSET_K;
+		if (!x->complete)
+			n = NEARSET_K;
+		x->n = n;
+		x->shingles = x->complete ? n : n + 1 + (uint32_t)(r % 100000);
+		uint64_t start = round == 1 ? UINT32_MAX - 1 : round == 2 ? 0 : (r >> 7) % 1000;
+		uint64_t room = ((uint64_t)UINT32_MAX - start + 1) / n; /* the widest span that fits */
+		uint64_t span = round == 3 ? room : round % 5 == 0 ? 1 : 1 + (r >> 20) % room;
+		for (uint32_t i = 0; i < n; i++) {
+			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+			x->h[i] = (uint32_t)(start + i * span + (span > 1 ? r % span : 0));
+		}
+		for (int b = 0; b < NEARSET_BANDS; b++)
+			x->band[b] = (uint32_t)(r >> (b % 32));
+		size_t len = nearset_encode(x, buf);
+		assert_true(len <= NEARSET_MAX_BYTES);
+		assert_true(len <= NEARSET_FIXED + 4 * (size_t)n + 1);
+		assert_int_equal(nearset_decode(buf, len, y), 0);
+		assert_same_set(x, y);
+	}
+	free(x);
+	free(y);
 }
 
 static bool share_band(const struct nearset *a, const struct nearset *b)
@@ -291,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_short_exact),
 		cmocka_unit_test(test_long_estimate),
 		cmocka_unit_test(test_stored_form),
+		cmocka_unit_test(test_stored_form_edges),
 		cmocka_unit_test(test_bands),
 		cmocka_unit_test(test_found_by_bands),
 		cmocka_unit_test(test_read_back),

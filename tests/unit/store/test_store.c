@@ -19,6 +19,7 @@
 #include "base/fp.h"
 #include "helpers.h"
 #include "archive/query.h"
+#include "store/store_int.h"
 
 static void unlink_name(struct store *st, const char *name)
 {
@@ -390,6 +391,29 @@ static void test_map_grows(void **state)
 	th_rmdir(dir);
 }
 
+/* LMDB's reserve on a full disk: 4 MiB for a small store, 1/64 of the
+ * pages in use for a large one, never more than 16 MiB; a new store keeps
+ * its data file at the reserve past its pages, not more. */
+static void test_lmdb_reserve(void **state)
+{
+	(void)state;
+	assert_int_equal(store_lmdb_reserve(0), 4 << 20);
+	assert_int_equal(store_lmdb_reserve(64ull << 20), 4 << 20);
+	assert_int_equal(store_lmdb_reserve(640ull << 20), 10 << 20);
+	assert_int_equal(store_lmdb_reserve(1ull << 40), 16 << 20);
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	th_put(st, PD_ROOT_INO, "a.html", "a page", 6);
+	assert_int_equal(store_close(st), 0);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/meta/data.mdb", th_store_dir(dir));
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	assert_true(sb.st_size >= 4 << 20);
+	assert_true(sb.st_size < 5 << 20);
+	th_rmdir(dir);
+}
+
 static int put_format(struct wtx *w, void *arg)
 {
 	(void)arg;
@@ -437,6 +461,7 @@ int main(void)
 		cmocka_unit_test(test_unclean_rebuild),
 		cmocka_unit_test(test_concurrent_seals),
 		cmocka_unit_test(test_map_grows),
+		cmocka_unit_test(test_lmdb_reserve),
 		cmocka_unit_test(test_store_identity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,134 @@
+/* near_layout.c - the layout of the near tables (near.h): its version in
+ * meta, and the conversion of layout 1 (sets as u32 arrays, band rows in
+ * nearlsh) to layout 2 (Rice-coded sets, band rows in nearbands), a batch
+ * of sets a transaction, without reading a page. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/byteorder.h"
+#include "near_int.h"
+
+#define LAYOUT_KEY "near_layout"
+
+int near_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout)
+{
+	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v;
+	int rc = mdb_get(txn, st->db_meta, &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		*layout = 1;
+		return 0;
+	}
+	if (rc)
+		return pd_mdb_err(rc);
+	*layout = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
+	return 0;
+}
+
+int near_layout_put(MDB_txn *txn, struct store *st)
+{
+	uint8_t b[4];
+	put_le32(b, NEAR_LAYOUT_VERSION);
+	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v = { 4, b };
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+/* Layout 1's band table, emptied and deleted. */
+static int drop_layout1(MDB_txn *txn)
+{
+	MDB_dbi old;
+	int rc = mdb_dbi_open(txn, "nearlsh", 0, &old);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return pd_mdb_err(rc ? rc : mdb_drop(txn, old, 1));
+}
+
+struct convert {
+	uint8_t (*keys)[BLOBKEY_BYTES];
+	struct nearset *sets;
+	size_t n, cap;
+};
+
+int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+			bool *finished)
+{
+	*finished = false;
+	int rc = 0;
+	if (!st->has_nearset) {
+		/* fsck's repair: the tables were opened without creating them */
+		if ((rc = pd_mdb_err(mdb_dbi_open(txn, "nearfeat", MDB_CREATE, &st->db_nearfeat))) ||
+		    (rc = pd_mdb_err(mdb_dbi_open(txn, "nearbands", MDB_DUPSORT | MDB_DUPFIXED | MDB_CREATE,
+						  &st->db_nearlsh))))
+			return rc;
+		st->has_nearset = true;
+	}
+	struct convert c = { calloc(batch, BLOBKEY_BYTES), calloc(batch, sizeof *c.sets), 0, batch };
+	if (!c.keys || !c.sets || !batch) {
+		free(c.keys);
+		free(c.sets);
+		return batch ? -ENOMEM : -EINVAL;
+	}
+	/* the batch's sets first, then the writes: no cursor over nearfeat
+	 * while it is written */
+	MDB_cursor *cur;
+	struct nearset *s = malloc(sizeof *s);
+	rc = s ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearfeat, &cur)) : -ENOMEM;
+	bool more = false;
+	if (!rc) {
+		MDB_val key = { BLOBKEY_BYTES, next }, v;
+		int mrc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
+		for (; mrc == 0 && !(more = c.n == c.cap); mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT))
+			if (key.mv_size == BLOBKEY_BYTES && !nearset_decode(v.mv_data, v.mv_size, s)) {
+				/* (a row that does not decode is fsck's to report) */
+				memcpy(c.keys[c.n], key.mv_data, BLOBKEY_BYTES);
+				c.sets[c.n++] = *s;
+			}
+		if (more)
+			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
+		else if (mrc != MDB_NOTFOUND)
+			rc = pd_mdb_err(mrc);
+		mdb_cursor_close(cur);
+	}
+	free(s);
+	for (size_t i = 0; i < c.n && !rc; i++) {
+		struct blobkey k;
+		uint8_t vb[NEARSET_MAX_BYTES];
+		blobkey_decode(c.keys[i], &k);
+		MDB_val key = { BLOBKEY_BYTES, c.keys[i] }, v = { nearset_encode(&c.sets[i], vb), vb };
+		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
+			rc = near_put_bands(txn, st, &k, &c.sets[i]);
+	}
+	free(c.keys);
+	free(c.sets);
+	if (!rc && !more && !(rc = drop_layout1(txn)) && !(rc = near_layout_put(txn, st)))
+		*finished = true;
+	return rc;
+}
+
+struct layout_upgrade {
+	uint8_t next[BLOBKEY_BYTES];
+	bool finished;
+};
+
+static int layout_upgrade_cb(struct wtx *w, void *arg)
+{
+	struct layout_upgrade *u = arg;
+	return near_layout_convert(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
+}
+
+int near_layout_upgrade(struct store *st)
+{
+	MDB_txn *txn;
+	uint32_t layout = 0;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = near_layout_get(txn, st, &layout);
+	store_read_end(st, txn);
+	if (rc || layout == NEAR_LAYOUT_VERSION)
+		return rc;
+	struct layout_upgrade u = { { 0 }, false };
+	while (!rc && !u.finished)
+		rc = store_write(st, layout_upgrade_cb, &u);
+	return rc;
+}
