@@ -21,6 +21,7 @@
 #include "pdfs.h"
 #include "archive/mounts.h"
 #include "base/version.h"
+#include "near/ndelta.h"
 #include "store/store.h"
 #include "uring_io.h"
 
@@ -29,6 +30,7 @@ struct options {
 	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files;
 	unsigned long uring_threads, pack_mb;
 	long pack_level;
+	char *delta;
 	unsigned long mapsize_mb, sync_ms, sign_queue;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
@@ -46,6 +48,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("blob_files", blob_files),
 	{ "pack_level=%ld", offsetof(struct options, pack_level), 0 },
 	{ "pack_mb=%lu", offsetof(struct options, pack_mb), 0 },
+	{ "delta=%s", offsetof(struct options, delta), 0 },
 	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
 	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
@@ -88,6 +91,8 @@ static void usage(const char *prog)
 	       "                           by close() past sign_queue and at unmount\n"
 	       "    pack_level=N           zstd level of new pack records (default 3; -1: raw)\n"
 	       "    pack_mb=N              a pack file is closed past N MiB (default 256)\n"
+	       "    delta=RULE             near-duplicates stored as deltas against the base\n"
+	       "                           RULE picks: resemblance (default), simhash, trial, off\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
 	       "                           under objects/ (tests of format 1 stores)\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
@@ -334,6 +339,10 @@ int main(int argc, char *argv[])
 				 .no_sign_thread = o.no_sign_thread, .sign_queue = (unsigned)o.sign_queue,
 				 .pack_level = (int)o.pack_level, .pack_max_bytes = (uint64_t)o.pack_mb << 20,
 				 .blob_files = o.blob_files };
+	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
+		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
+		goto out_session;
+	}
 	if (archive_open(o.store, &so, &st, err)) {
 		start_failed(notify_fd, "pagededupfs: %s", err);
 		goto out_session;
@@ -373,6 +382,7 @@ out_session:
 out_args:
 	free(cl.mountpoint);
 	free(o.store);
+	free(o.delta);
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
 usage_error:

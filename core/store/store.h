@@ -124,6 +124,8 @@ struct store_opts {
 	uint64_t pack_max_bytes; /* a pack is closed past this, 0 = PACK_DEFAULT_MAX_BYTES */
 	bool blob_files;      /* new blobs as files under objects/, format 1's layout
 			       * (tests of format 1 stores); the store stays format 1 */
+	unsigned delta_rule;  /* how near-duplicates choose the base they are stored
+			       * as deltas against (near/ndelta.h), 0 = default */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
