@@ -402,6 +402,42 @@ int ndelta_rebase_kept(struct store *st, uint64_t *moved_total)
 
 /* ---- the queue and its thread ---------------------------------------------------- */
 
+/* Take up to NDELTA_BATCH keys from the head (under d->mu). */
+static size_t take(struct ndelta *d, struct blobkey *keys)
+{
+	size_t n = 0;
+	while (n < NDELTA_BATCH && d->n) {
+		keys[n++] = d->ring[d->head];
+		d->head = (d->head + 1) % NDELTA_QUEUE;
+		d->n--;
+	}
+	return n;
+}
+
+/* Do one batch (d->mu held on entry and on return). */
+static void work(struct ndelta *d, const struct blobkey *keys, size_t n)
+{
+	struct ndelta_counts c = { 0 };
+	pthread_mutex_unlock(&d->mu);
+	delta_batch(d->st, d->rule, keys, n, &c); /* a page that fails stays whole */
+	pthread_mutex_lock(&d->mu);
+	d->counts.tried += c.tried;
+	d->counts.stored += c.stored;
+	d->counts.bytes_before += c.bytes_before;
+	d->counts.bytes_after += c.bytes_after;
+}
+
+void ndelta_drain(struct ndelta *d)
+{
+	if (!d)
+		return;
+	struct blobkey keys[NDELTA_BATCH];
+	pthread_mutex_lock(&d->mu);
+	for (size_t n; (n = take(d, keys));)
+		work(d, keys, n);
+	pthread_mutex_unlock(&d->mu);
+}
+
 static void *ndelta_main(void *arg)
 {
 	struct ndelta *d = arg;
@@ -424,20 +460,8 @@ static void *ndelta_main(void *arg)
 			}
 			continue;
 		}
-		size_t n = 0;
-		while (n < NDELTA_BATCH && d->n) {
-			keys[n++] = d->ring[d->head];
-			d->head = (d->head + 1) % NDELTA_QUEUE;
-			d->n--;
-		}
-		struct ndelta_counts c = { 0 };
-		pthread_mutex_unlock(&d->mu);
-		delta_batch(d->st, d->rule, keys, n, &c); /* a page that fails stays whole */
-		pthread_mutex_lock(&d->mu);
-		d->counts.tried += c.tried;
-		d->counts.stored += c.stored;
-		d->counts.bytes_before += c.bytes_before;
-		d->counts.bytes_after += c.bytes_after;
+		size_t n = take(d, keys);
+		work(d, keys, n);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return NULL;

@@ -20,8 +20,10 @@
  * re-encoded; the old one becomes dead bytes).
  *
  * The queue is bounded (NDELTA_QUEUE): a key pushed when it is full is
- * dropped, and the page simply stays whole; nothing waits for the thread.
- * The queue is not persistent: pages queued at a close stay whole.
+ * dropped, and the page simply stays whole; no close() waits for the
+ * thread. A clean close of the store finishes what is queued (at most
+ * NDELTA_QUEUE pages); the queue is not persistent otherwise: pages queued
+ * when the daemon dies stay whole.
  *
  * The same thread looks after bases that died (blob.h's kept bases): each
  * delta on a kept base is decoded and stored again on its own (the store's
@@ -71,6 +73,9 @@ struct ndelta;
 int ndelta_start(struct store *st, struct ndelta **out);
 /* Stop it; what is queued stays whole. NULL is a no-op. */
 void ndelta_stop(struct ndelta *d);
+/* Do every page queued now in the caller's thread, beside the thread
+ * (a clean close). */
+void ndelta_drain(struct ndelta *d);
 /* Page k was signed: queue it (dropped when the queue is full). */
 void ndelta_push(struct ndelta *d, const struct blobkey *k);
 

@@ -447,6 +447,12 @@ int sigq_drain(struct store *st)
 	return rc;
 }
 
+void sigq_drain_deltas(struct store *st)
+{
+	if (st->sigq)
+		ndelta_drain(st->sigq->delta);
+}
+
 size_t sigq_queued(struct store *st)
 {
 	struct sigq *q = st->sigq;
