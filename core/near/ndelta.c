@@ -21,6 +21,7 @@ struct ndelta {
 	struct blobkey ring[NDELTA_QUEUE];
 	size_t head, n;
 	struct ndelta_counts counts;
+	struct pack_loc carry; /* the last record the thread's moves left dead */
 	pthread_t thread;
 	bool running, stop;
 };
@@ -260,6 +261,7 @@ struct moves {
 	struct job *v;
 	size_t n;
 	bool *moved;
+	const struct pack_loc *carry;
 };
 
 static int move_cb(struct wtx *w, void *arg)
@@ -272,18 +274,27 @@ static int move_cb(struct wtx *w, void *arg)
 			return rc;
 		m->moved[i] = rc == 0;
 	}
-	return 0;
+	/* The last batch's last dead record, punched again with this batch's:
+	 * records freed one batch after another, side by side, then share
+	 * their blocks' punch (store_commit.c merges neighbours). */
+	return m->carry && m->carry->len ? wtx_punch_after(w, m->carry) : 0;
 }
 
 /* Commit the jobs' moves (their records appended, synced first unless
  * each append was). */
-static int commit_jobs(struct store *st, struct job *v, size_t n, bool *moved)
+static int commit_jobs(struct store *st, struct job *v, size_t n, bool *moved, struct pack_loc *carry)
 {
 	if (!n)
 		return 0;
 	int rc = st->opts.sync_blobs ? 0 : pack_sync(st->packs);
-	struct moves m = { v, n, moved };
-	return rc ? rc : store_write(st, move_cb, &m);
+	struct moves m = { v, n, moved, carry };
+	if (rc || (rc = store_write(st, move_cb, &m)))
+		return rc;
+	for (size_t i = 0; carry && i < n; i++)
+		if (moved[i] && (v[i].was.pack > carry->pack ||
+				 (v[i].was.pack == carry->pack && v[i].was.off > carry->off)))
+			*carry = v[i].was;
+	return 0;
 }
 
 static void count_moves(struct ndelta_counts *c, const struct job *v, size_t n, const bool *moved)
@@ -297,7 +308,7 @@ static void count_moves(struct ndelta_counts *c, const struct job *v, size_t n, 
 }
 
 static int delta_batch(struct store *st, unsigned rule, const struct blobkey *keys, size_t n,
-		       struct ndelta_counts *c)
+		       struct ndelta_counts *c, struct pack_loc *carry)
 {
 	struct job v[NDELTA_BATCH];
 	bool moved[NDELTA_BATCH] = { false };
@@ -310,14 +321,14 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 	}
 	if (c)
 		c->tried += n;
-	int crc = commit_jobs(st, v, nj, moved);
+	int crc = commit_jobs(st, v, nj, moved, carry);
 	count_moves(c, v, nj, moved);
 	return rc ? rc : crc;
 }
 
 int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c)
 {
-	return delta_batch(st, rule ? rule : NDELTA_RULE_RESEMBLANCE, k, 1, c);
+	return delta_batch(st, rule ? rule : NDELTA_RULE_RESEMBLANCE, k, 1, c, NULL);
 }
 
 /* ---- deltas of dead bases ------------------------------------------------------ */
@@ -387,7 +398,7 @@ int ndelta_rebase_kept(struct store *st, uint64_t *moved_total)
 			rc = prepare_whole(st, &deps[i], &v[nj], &ready);
 			nj += ready;
 		}
-		int crc = commit_jobs(st, v, nj, moved);
+		int crc = commit_jobs(st, v, nj, moved, NULL);
 		rc = rc ? rc : crc;
 		size_t progress = 0;
 		for (size_t i = 0; i < nj; i++)
@@ -414,12 +425,13 @@ static size_t take(struct ndelta *d, struct blobkey *keys)
 	return n;
 }
 
-/* Do one batch (d->mu held on entry and on return). */
-static void work(struct ndelta *d, const struct blobkey *keys, size_t n)
+/* Do one batch (d->mu held on entry and on return); carry: the thread's
+ * own (a drain beside it has none). */
+static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct pack_loc *carry)
 {
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
-	delta_batch(d->st, d->rule, keys, n, &c); /* a page that fails stays whole */
+	delta_batch(d->st, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
 	pthread_mutex_lock(&d->mu);
 	d->counts.tried += c.tried;
 	d->counts.stored += c.stored;
@@ -434,7 +446,7 @@ void ndelta_drain(struct ndelta *d)
 	struct blobkey keys[NDELTA_BATCH];
 	pthread_mutex_lock(&d->mu);
 	for (size_t n; (n = take(d, keys));)
-		work(d, keys, n);
+		work(d, keys, n, NULL);
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -461,7 +473,7 @@ static void *ndelta_main(void *arg)
 			continue;
 		}
 		size_t n = take(d, keys);
-		work(d, keys, n);
+		work(d, keys, n, &d->carry);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
