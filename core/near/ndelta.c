@@ -273,6 +273,9 @@ static int move_cb(struct wtx *w, void *arg)
 		if (rc < 0)
 			return rc;
 		m->moved[i] = rc == 0;
+		/* a refused record is nobody's: its blocks go back at once */
+		if (rc == 1 && (rc = wtx_punch_after(w, &j->loc)))
+			return rc;
 	}
 	/* The last batch's last dead record, punched again with this batch's:
 	 * records freed one batch after another, side by side, then share
@@ -323,7 +326,21 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 		c->tried += n;
 	int crc = commit_jobs(st, v, nj, moved, carry);
 	count_moves(c, v, nj, moved);
-	return rc ? rc : crc;
+	if (rc || crc)
+		return rc ? rc : crc;
+	/* A move the transaction refused because of another move of the
+	 * same batch (its base became a delta in it, or too deep) is tried
+	 * once more on its own, against what is committed now. */
+	for (size_t i = 0; i < nj && !rc; i++) {
+		if (moved[i] || n == 1)
+			continue;
+		bool ready, again = false;
+		struct job j;
+		if (!(rc = prepare(st, rule, &v[i].k, &j, &ready)) && ready &&
+		    !(rc = commit_jobs(st, &j, 1, &again, carry)))
+			count_moves(c, &j, 1, &again);
+	}
+	return rc;
 }
 
 int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c)
