@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -529,6 +530,12 @@ void ndelta_stop(struct ndelta *d)
 	pthread_cond_signal(&d->cv);
 	pthread_mutex_unlock(&d->mu);
 	pthread_join(d->thread, NULL);
+	const struct ndelta_counts *c = &d->counts;
+	if (c->queued || c->kept_rebased)
+		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases\n",
+			ndelta_rule_name(d->rule), (unsigned long long)c->queued, (unsigned long long)c->dropped,
+			(unsigned long long)c->stored, (unsigned long long)c->bytes_before,
+			(unsigned long long)c->bytes_after, (unsigned long long)c->kept_rebased);
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	free(d);
