@@ -219,8 +219,47 @@ EOF
 	"$PD_BIN" fsck --deep "$STORE" || fail "fsck --deep after healing"
 }
 
+# A store made by a release of format 2 (before deltas; PD_LANDED_BUILD:
+# its build directory, else skipped) opens, reads, takes deltas for new
+# pages, and is then format 3, which that release refuses.
+case_landed_store_opens() {
+	local old=${PD_LANDED_BUILD:-}
+	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of format 2) not given"
+	local d=$PD_TMP/landed
+	mkdir -p "$d/mnt" && "$old/pagededup" mkfs "$d/store" >/dev/null || fail "mkfs of format 2"
+	"$old/pagededupfs" "$d/store" "$d/mnt" || fail "mount with the format 2 release"
+	py "$d/mnt" <<'EOF2' || { fusermount3 -u "$d/mnt"; exit 1; }
+import sys
+from fsutil import *
+from pages import page
+write(sys.argv[1] + "/a.html", page(5))
+write(sys.argv[1] + "/b.html", page(5, edits=1))
+EOF2
+	fusermount3 -u "$d/mnt" || fail "unmount of the format 2 release"
+	local i; for i in $(seq 1 100); do pgrep -f "$old/pagededupfs $d/store" >/dev/null || break; sleep 0.1; done
+	pd_mount -n -s "$d/store" || fail "mount of a format 2 store"
+	py <<'EOF2' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+eq(read(M + "/a.html"), page(5), "a page of the format 2 store")
+eq(read(M + "/b.html"), page(5, edits=1), "a page of the format 2 store")
+write(M + "/c.html", page(5, edits=2))
+d = wait_deltas(S, 1, "a near-duplicate written into the format 2 store")
+check(md5(page(5, edits=2)) in d, "the new page is the delta: %r" % d)
+EOF2
+	pd_umount || fail umount
+	"$PD_BIN" stats "$d/store" | grep -q "store format 3" || fail "the store is not format 3 after a writable open"
+	local out
+	out=$("$old/pagededup" stats "$d/store" 2>&1) && fail "the format 2 release opened a format 3 store: $out"
+	printf '%s\n' "$out" | grep -q "format version 3" || fail "the format 2 release's refusal: $out"
+}
+
 pd_case near_dup_is_delta
 pd_case base_dies
 pd_case chain_depth
 pd_case damaged_base_heals
+pd_case landed_store_opens
 pd_finish
