@@ -105,6 +105,7 @@ echo "recrawl_gzip6_per_page: $gz_b bytes; the crawl's: $gz_a bytes"
 rules=${PD_DELTA_RULES:-off resemblance}
 for rule in $rules; do
 	rm -rf "$WORK/store"
+	: >"$WORK/daemon.log" # its delta step's line is this rule's
 	mopts="-o delta=$rule ${PD_MOUNT_OPTS:-}"
 	"$PD" mkfs "$WORK/store" >/dev/null && PD_MOUNT_OPTS=$mopts mount_store "$WORK/store" || failed=1
 	timed cp -r "$CORPUS" "$WORK/mnt/a" || failed=1
@@ -116,6 +117,7 @@ for rule in $rules; do
 	first_live=$(live_of "$WORK/store")
 	echo "[$rule] crawl_du_per_gzip6: $(calc %.4f "$first_b / $gz_a") x; packs $(calc %.4f "$first_p / $gz_a") x; live records $first_live bytes ($(calc %.4f "$first_live / $gz_a") x)"
 	grep "delta step" "$WORK/daemon.log" | tail -1 | sed "s/^/[$rule] /"
+	: >"$WORK/daemon.log"
 	PD_MOUNT_OPTS=$mopts mount_store "$WORK/store" || failed=1
 	timed cp -r "$WORK/recrawl" "$WORK/mnt/r" || failed=1
 	echo "[$rule] recrawl_cp_seconds: $(cat "$WORK/seconds") s"
