@@ -82,13 +82,28 @@ static int add_lsh_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned
 	return add_cand(ctx, k, h, UINT32_MAX);
 }
 
-/* Can record r of a candidate be a base? */
-static bool usable_base(MDB_txn *txn, struct store *st, const struct fprec *r)
+/* Can record r of a candidate be a base (its depth aside)? */
+static bool usable_base(const struct fprec *r)
 {
-	unsigned depth;
 	return (r->flags & FPREC_PACKED) && !(r->flags & (FPREC_BAD | FPREC_SIG_PENDING)) &&
-	       r->size <= NDELTA_MAX_BYTES && blob_delta_depth(txn, st, r, &depth) == 0 &&
-	       depth < BLOB_DELTA_DEPTH;
+	       r->size <= NDELTA_MAX_BYTES;
+}
+
+/* Is candidate k less than BLOB_DELTA_DEPTH deep? Its records' headers
+ * are read in a read transaction of its own, kept short: a reader holds
+ * back the reuse of the pages that commits free meanwhile, and LMDB's
+ * file grows. */
+static bool shallow(struct store *st, const struct blobkey *k)
+{
+	MDB_txn *txn;
+	struct fprec r;
+	unsigned depth;
+	if (store_read_begin(st, &txn))
+		return false;
+	bool ok = blob_get(txn, st, k, &r) == 0 && blob_delta_depth(txn, st, &r, &depth) == 0 &&
+		  depth < BLOB_DELTA_DEPTH;
+	store_read_end(st, txn);
+	return ok;
 }
 
 /* Was record b appended before record r? Deltas go from newer pages to
@@ -120,7 +135,7 @@ static int find_cands(struct store *st, const struct blobkey *k, const struct fp
 	for (size_t i = 0; i < c->n && !rc; i++) {
 		struct fprec b;
 		struct near_sig bs;
-		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(txn, st, &b) || !older(&b, r))
+		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b) || !older(&b, r))
 			continue;
 		c->v[i].res = 0;
 		if (sig.has_set && near_set_get(txn, st, &c->v[i].k, &bs) == 0 && bs.has_set) {
@@ -150,17 +165,18 @@ static int by_distance(const void *a, const void *b)
 	return x->res > y->res ? -1 : x->res < y->res;
 }
 
-/* Rank the candidates; how many of the first to try. */
-static size_t rank(struct cands *c, unsigned rule)
+/* Rank the candidates and keep, in order, the first that are shallow
+ * enough (one, or NDELTA_TRIALS for the trial rule); how many. */
+static size_t rank(struct store *st, struct cands *c, unsigned rule)
 {
 	if (!c->n)
 		return 0;
-	if (rule == NDELTA_RULE_SIMHASH) {
-		qsort(c->v, c->n, sizeof c->v[0], by_distance);
-		return 1;
-	}
-	qsort(c->v, c->n, sizeof c->v[0], by_resemblance);
-	return rule == NDELTA_RULE_TRIAL ? (c->n < NDELTA_TRIALS ? c->n : NDELTA_TRIALS) : 1;
+	qsort(c->v, c->n, sizeof c->v[0], rule == NDELTA_RULE_SIMHASH ? by_distance : by_resemblance);
+	size_t want = rule == NDELTA_RULE_TRIAL ? NDELTA_TRIALS : 1, kept = 0;
+	for (size_t i = 0; i < c->n && kept < want; i++)
+		if (shallow(st, &c->v[i].k))
+			c->v[kept++] = c->v[i];
+	return kept;
 }
 
 /* ---- encoding ---------------------------------------------------------------- */
@@ -225,7 +241,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	if (!c)
 		return -ENOMEM;
 	rc = find_cands(st, k, &r, c);
-	size_t tries = rc ? 0 : rank(c, rule);
+	size_t tries = rc ? 0 : rank(st, c, rule);
 	void *page = NULL;
 	if (tries && (rc = read_bytes(st, k, &r, &page)))
 		tries = 0;
