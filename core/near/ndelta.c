@@ -89,29 +89,32 @@ static bool usable_base(const struct fprec *r)
 	       r->size <= NDELTA_MAX_BYTES;
 }
 
-/* Is candidate k less than BLOB_DELTA_DEPTH deep? Its records' headers
- * are read in a read transaction of its own, kept short: a reader holds
- * back the reuse of the pages that commits free meanwhile, and LMDB's
- * file grows. */
-static bool shallow(struct store *st, const struct blobkey *k)
-{
-	MDB_txn *txn;
-	struct fprec r;
-	unsigned depth;
-	if (store_read_begin(st, &txn))
-		return false;
-	bool ok = blob_get(txn, st, k, &r) == 0 && blob_delta_depth(txn, st, &r, &depth) == 0 &&
-		  depth < BLOB_DELTA_DEPTH;
-	store_read_end(st, txn);
-	return ok;
-}
-
-/* Was record b appended before record r? Deltas go from newer pages to
- * older ones: two pages signed together would otherwise each choose the
- * other, and only one of them could become a delta. */
+/* Was record b appended before record r? */
 static bool older(const struct fprec *b, const struct fprec *r)
 {
 	return b->pack < r->pack || (b->pack == r->pack && b->pack_off < r->pack_off);
+}
+
+/* May candidate k be the base of page record r? Less than
+ * BLOB_DELTA_DEPTH deep, and, when it is a whole record, appended before
+ * r: two pages signed together would otherwise each choose the other, and
+ * only one of them could become a delta (a page with a delta on it stays
+ * whole); so deltas go from the newer page to the older. A candidate that
+ * is a delta already had its own step (its place is that of its delta,
+ * not of its page). Its records' headers are read in a read transaction
+ * of its own, kept short: a reader holds back the reuse of the pages that
+ * commits free meanwhile, and LMDB's file grows. */
+static bool fit_base(struct store *st, const struct blobkey *k, const struct fprec *r)
+{
+	MDB_txn *txn;
+	struct fprec b;
+	unsigned depth;
+	if (store_read_begin(st, &txn))
+		return false;
+	bool ok = blob_get(txn, st, k, &b) == 0 && blob_delta_depth(txn, st, &b, &depth) == 0 &&
+		  depth < BLOB_DELTA_DEPTH && (depth > 0 || older(&b, r));
+	store_read_end(st, txn);
+	return ok;
 }
 
 /* The candidates of page k (signature sig), usable ones only, with their
@@ -135,7 +138,7 @@ static int find_cands(struct store *st, const struct blobkey *k, const struct fp
 	for (size_t i = 0; i < c->n && !rc; i++) {
 		struct fprec b;
 		struct near_sig bs;
-		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b) || !older(&b, r))
+		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b))
 			continue;
 		c->v[i].res = 0;
 		if (sig.has_set && near_set_get(txn, st, &c->v[i].k, &bs) == 0 && bs.has_set) {
@@ -165,16 +168,16 @@ static int by_distance(const void *a, const void *b)
 	return x->res > y->res ? -1 : x->res < y->res;
 }
 
-/* Rank the candidates and keep, in order, the first that are shallow
- * enough (one, or NDELTA_TRIALS for the trial rule); how many. */
-static size_t rank(struct store *st, struct cands *c, unsigned rule)
+/* Rank the candidates and keep, in order, the first that fit page
+ * record r (one, or NDELTA_TRIALS for the trial rule); how many. */
+static size_t rank(struct store *st, struct cands *c, const struct fprec *r, unsigned rule)
 {
 	if (!c->n)
 		return 0;
 	qsort(c->v, c->n, sizeof c->v[0], rule == NDELTA_RULE_SIMHASH ? by_distance : by_resemblance);
 	size_t want = rule == NDELTA_RULE_TRIAL ? NDELTA_TRIALS : 1, kept = 0;
 	for (size_t i = 0; i < c->n && kept < want; i++)
-		if (shallow(st, &c->v[i].k))
+		if (fit_base(st, &c->v[i].k, r))
 			c->v[kept++] = c->v[i];
 	return kept;
 }
@@ -241,7 +244,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	if (!c)
 		return -ENOMEM;
 	rc = find_cands(st, k, &r, c);
-	size_t tries = rc ? 0 : rank(st, c, rule);
+	size_t tries = rc ? 0 : rank(st, c, &r, rule);
 	void *page = NULL;
 	if (tries && (rc = read_bytes(st, k, &r, &page)))
 		tries = 0;
