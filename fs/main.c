@@ -21,6 +21,7 @@
 #include "pdfs.h"
 #include "archive/mounts.h"
 #include "base/version.h"
+#include "near/ndelta.h"
 #include "store/store.h"
 #include "uring_io.h"
 
@@ -31,6 +32,7 @@ struct options {
 	unsigned long compact_min_kb, compact_period_ms;
 	unsigned long uring_threads, pack_mb;
 	long pack_level;
+	char *delta;
 	unsigned long mapsize_mb, sync_ms, sign_queue;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
@@ -52,6 +54,7 @@ static const struct fuse_opt option_spec[] = {
 	{ "compact=%lf", offsetof(struct options, compact), 0 },
 	{ "compact_min_kb=%lu", offsetof(struct options, compact_min_kb), 0 },
 	{ "compact_period_ms=%lu", offsetof(struct options, compact_period_ms), 0 },
+	{ "delta=%s", offsetof(struct options, delta), 0 },
 	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
 	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
@@ -99,6 +102,8 @@ static void usage(const char *prog)
 	       "    compact_min_kb=N       ... once it has N KiB to give back (default 1024)\n"
 	       "    compact_period_ms=N    how often the compactor looks (default 10000)\n"
 	       "    nocompact              no background compactor ('pagededup compact' unmounted)\n"
+	       "    delta=RULE             near-duplicates stored as deltas against the base\n"
+	       "                           RULE picks: resemblance (default), simhash, trial, off\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
 	       "                           under objects/ (tests of format 1 stores)\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
@@ -348,6 +353,10 @@ int main(int argc, char *argv[])
 				 .compact_share = o.nocompact ? -1 : o.compact,
 				 .compact_min_dead = (uint64_t)o.compact_min_kb << 10,
 				 .compact_period_ms = (unsigned)o.compact_period_ms };
+	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
+		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
+		goto out_session;
+	}
 	if (archive_open(o.store, &so, &st, err)) {
 		start_failed(notify_fd, "pagededupfs: %s", err);
 		goto out_session;
@@ -387,6 +396,7 @@ out_session:
 out_args:
 	free(cl.mountpoint);
 	free(o.store);
+	free(o.delta);
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
 usage_error:

@@ -111,12 +111,8 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 		return rc;
 	w->delta.blobs--;
 	w->delta.stored_bytes -= (int64_t)r.size;
-	if (r.flags & FPREC_PACKED) {
-		struct pack_loc loc;
-		blob_rec_loc(&r, &loc);
-		int prc = blob_pack_account(w, &r, -1); /* dead bytes now */
-		return prc ? prc : wtx_punch_after(w, &loc);
-	}
+	if (r.flags & FPREC_PACKED)
+		return blob_delta_release(w, k, &r); /* dead bytes, or kept for its deltas */
 	char path[BLOBKEY_PATH_MAX];
 	blobkey_path(k, path);
 	return wtx_unlink_after(w, path);

@@ -118,6 +118,7 @@ int blob_mark_bad(struct store *st, const struct blobkey *k);
  * the dictionaries. */
 struct blob_pack_usage {
 	uint64_t packs, length, allocated, live, live_records, dead, dicts, dict_bytes;
+	uint64_t kept, kept_bytes; /* bases kept for their deltas (in live) */
 };
 int blob_pack_usage(struct store *st, struct blob_pack_usage *u);
 
@@ -211,14 +212,82 @@ int blob_compact_start(struct store *st);
 void blob_compact_stop(struct store *st);
 
 /* Where the delta rules meet the compactor: a record that must be encoded
- * again rather than copied as it is (a delta whose base is gone). Today
- * true for a delta whose base has no fingerprint record; such a record
- * is then handed to blob_compact_reencode, which fills *out with a
- * record of the same identity, or returns -EOPNOTSUPP (it stays where it
- * is, counted as left: no delta is chosen by the store yet). */
+ * again rather than copied as it is. A delta's base outlives it (a base
+ * whose last reference went is kept for its deltas, blob_delta_release,
+ * and its deltas are stored whole again by the delta step, ndelta.h), so
+ * a delta is copied as it is, and a kept base is moved like any record
+ * (its "dkep" row follows it). Only a delta whose base has neither a
+ * fingerprint record nor a kept row wants re-encoding; it cannot be
+ * decoded, so blob_compact_reencode returns -EOPNOTSUPP and it stays
+ * where it is, counted as left (fsck names it). */
 bool blob_compact_wants_reencode(struct store *st, const struct blobkey *k, const struct pack_rec_hdr *h);
 int blob_compact_reencode(struct store *st, const struct blobkey *k, const struct pack_rec *in,
 			  struct pack_rec *out);
+/* ---- deltas (blob_delta.c) ---------------------------------------------
+ *
+ * A page record may be a delta (PACK_ENC_DELTA: zstd with the raw bytes of
+ * another page, its base, as reference prefix). Which pages hang on a base
+ * is kept in the meta table, so that a base outlives the deltas on it:
+ *   "dlnk" | base blobkey [20] | delta blobkey [20] -> (empty)
+ *       one row per delta record, written and removed with it;
+ *   "dkep" | blobkey [20] -> pack u32 | offset u64 | length u64 | size u64 |
+ *       xxh128 [16]   (48 bytes, little-endian)
+ *       a base whose last reference went while deltas still hang on it:
+ *       its fingerprint record is gone (no near rows, twins, counts), its
+ *       pack record stays live in the pack's totals (not in its
+ *       dictionary's: dictionaries are never removed) until its last
+ *       delta is re-encoded or freed; then the row goes and the record's
+ *       blocks are punched.
+ * A record is made a delta only while nothing hangs on it, and only on a
+ * base at most BLOB_DELTA_DEPTH - 1 deep (both checked in the transaction
+ * that points the record at its delta), so a base never becomes deeper
+ * than when its deltas were taken and no read decodes more than
+ * BLOB_DELTA_DEPTH + 1 records. */
+
+/* Is packed record r a delta? 1 and its base in *base, 0 if not, -EIO if
+ * its header cannot be read. */
+int blob_delta_base(struct store *st, const struct fprec *r, struct blobkey *base);
+/* How many deltas deep record r is (0: whole), following the bases'
+ * records (fingerprints, then kept rows) in txn. -EIO: a header or base
+ * missing, or deeper than BLOB_DELTA_DEPTH. */
+int blob_delta_depth(MDB_txn *txn, struct store *st, const struct fprec *r, unsigned *depth);
+/* The kept base k's record (FPREC_PACKED, place, size, XXH3-128):
+ * -ENOENT when k is not kept. */
+int blob_delta_kept_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *out);
+/* Kept base k's record now lies at loc (the compactor moved it): -ENOENT
+ * when k is not kept. */
+int blob_delta_kept_set_loc(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct pack_loc *loc);
+/* Every kept base; fn returning non-zero stops the walk with that value
+ * (positive: 0). */
+int blob_delta_kept_each(MDB_txn *txn, struct store *st,
+			 int (*fn)(void *ctx, const struct blobkey *k, const struct fprec *r), void *ctx);
+/* Up to max deltas hanging on base (into v, *n of them). */
+int blob_delta_dependents(MDB_txn *txn, struct store *st, const struct blobkey *base, struct blobkey *v,
+			  size_t max, size_t *n);
+/* Is there a link row base -> dep? */
+int blob_delta_linked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep);
+/* Every link row (fsck). */
+int blob_delta_link_each(MDB_txn *txn, struct store *st,
+			 int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx);
+/* Point blob k, whose record is still at `was` (else nothing is done and
+ * 1 is returned), at the record at loc (appended and synced as a seal's):
+ * a delta on base (base NULL: a record that needs no other page). The old
+ * record's bytes are dead (punched after the commit). A delta is refused
+ * (1) when k has deltas of its own, when base has no fingerprint record,
+ * is bad, or is BLOB_DELTA_DEPTH deep already. */
+int blob_delta_move(struct wtx *w, const struct blobkey *k, const struct pack_loc *was, const struct pack_loc *loc,
+		    uint32_t dict, const struct blobkey *base);
+/* The last reference to packed blob k (record r, its fingerprint row
+ * deleted) went: its record becomes dead bytes, or a kept base when
+ * deltas hang on it. */
+int blob_delta_release(struct wtx *w, const struct blobkey *k, const struct fprec *r);
+/* Base k was healed (blob_heal): its deltas marked bad, which a read
+ * failed on through it, are readable again (a delta itself damaged is
+ * marked again by its next read). */
+int blob_delta_healed(struct wtx *w, const struct blobkey *k);
+/* Record r of k is no longer k's (freed, healed, moved): if it was a
+ * delta, its link goes, and a kept base left with no delta is freed. */
+int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec *r);
 
 /* ---- dictionaries (blob_dict.c) ------------------------------------------
  *

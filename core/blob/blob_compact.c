@@ -132,6 +132,7 @@ struct item {
 	struct blobkey k;
 	struct pack_loc old, copy;
 	bool copied, damaged;
+	bool kept; /* a base kept for its deltas: its "dkep" row names it */
 };
 
 struct items {
@@ -162,15 +163,21 @@ static bool same_loc(const struct pack_loc *a, const struct pack_loc *b)
 	return a->pack == b->pack && a->off == b->off && a->len == b->len;
 }
 
-/* Does the store still name the record of x at its old place? */
-static bool named_here(MDB_txn *txn, struct store *st, const struct item *x, struct fprec *r)
+/* Does the store still name the record of x at its old place (its
+ * fingerprint record, a dictionary row, or the row of a base kept for its
+ * deltas: x->kept)? */
+static bool named_here(MDB_txn *txn, struct store *st, struct item *x, struct fprec *r)
 {
 	struct pack_loc loc;
 	if (x->kind == PACK_KIND_DICT) {
 		uint64_t records;
 		return blob_dict_row(txn, st, x->k.variant, &loc, &records) == 0 && same_loc(&loc, &x->old);
 	}
-	if (x->kind != PACK_KIND_PAGE || blob_get(txn, st, &x->k, r) || !(r->flags & FPREC_PACKED))
+	if (x->kind != PACK_KIND_PAGE)
+		return false;
+	int rc = blob_get(txn, st, &x->k, r);
+	x->kept = rc == -ENOENT && blob_delta_kept_get(txn, st, &x->k, r) == 0;
+	if ((rc && !x->kept) || !(r->flags & FPREC_PACKED))
 		return false;
 	blob_rec_loc(r, &loc);
 	return same_loc(&loc, &x->old);
@@ -210,7 +217,14 @@ bool blob_compact_wants_reencode(struct store *st, const struct blobkey *k, cons
 	struct blobkey base = { .variant = h->base_variant };
 	struct fprec r;
 	memcpy(base.md5, h->base_md5, 16);
-	return blob_read(st, &base, &r) != 0;
+	if (blob_read(st, &base, &r) == 0)
+		return false;
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn))
+		return false; /* copied as it is; its check decides */
+	bool kept = blob_delta_kept_get(txn, st, &base, &r) == 0;
+	store_read_end(st, txn);
+	return !kept;
 }
 
 int blob_compact_reencode(struct store *st, const struct blobkey *k, const struct pack_rec *in,
@@ -292,7 +306,7 @@ static int move_cb(struct wtx *w, void *arg)
 			continue; /* freed, healed or moved meanwhile: its copy is dead bytes */
 		if (x->damaged) {
 			b->d.damaged++;
-			if (x->kind == PACK_KIND_PAGE && !(r.flags & FPREC_BAD)) {
+			if (x->kind == PACK_KIND_PAGE && !x->kept && !(r.flags & FPREC_BAD)) {
 				r.flags |= FPREC_BAD;
 				rc = blob_put(w->txn, st, &x->k, &r);
 			}
@@ -301,8 +315,12 @@ static int move_cb(struct wtx *w, void *arg)
 		if (x->kind == PACK_KIND_DICT) {
 			rc = blob_dict_set_loc(w, x->k.variant, &x->copy);
 		} else if (!(r.flags & FPREC_BAD)) {
-			blob_rec_set_loc(&r, &x->copy, r.pack_dict);
-			rc = blob_put(w->txn, st, &x->k, &r);
+			if (x->kept) {
+				rc = blob_delta_kept_set_loc(w->txn, st, &x->k, &x->copy);
+			} else {
+				blob_rec_set_loc(&r, &x->copy, r.pack_dict);
+				rc = blob_put(w->txn, st, &x->k, &r);
+			}
 			if (!rc)
 				rc = live_add(w->txn, st, x->old.pack, -(int64_t)x->old.len, -1);
 			if (!rc)

@@ -162,6 +162,8 @@ static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64
 	if (store_read_begin(c->st, &txn))
 		return NULL;
 	int rc = blob_get(txn, c->st, &k, &r);
+	if (rc == -ENOENT)
+		rc = blob_delta_kept_get(txn, c->st, &k, &r); /* kept for its deltas */
 	store_read_end(c->st, txn);
 	if (rc || !(r.flags & FPREC_PACKED))
 		return NULL;
@@ -279,7 +281,8 @@ int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc
 	if (r.flags & FPREC_PACKED) {
 		struct pack_loc old;
 		blob_rec_loc(&r, &old);
-		if ((rc = blob_pack_account(w, &r, -1)) || (rc = wtx_punch_after(w, &old)))
+		if ((rc = blob_delta_forget(w, k, &r)) || (rc = blob_pack_account(w, &r, -1)) ||
+		    (rc = wtx_punch_after(w, &old)))
 			return rc;
 	} else {
 		char path[BLOBKEY_PATH_MAX];
@@ -289,7 +292,7 @@ int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc
 	}
 	blob_rec_set_loc(&r, loc, dict);
 	r.flags &= (uint8_t)~FPREC_BAD;
-	if ((rc = blob_pack_account(w, &r, +1)))
+	if ((rc = blob_pack_account(w, &r, +1)) || (rc = blob_delta_healed(w, k)))
 		return rc;
 	return blob_put(w->txn, st, k, &r);
 }
@@ -449,6 +452,15 @@ int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left)
 
 /* ---- what the packs take on disk ------------------------------------------ */
 
+static int usage_kept(void *ctx, const struct blobkey *k, const struct fprec *r)
+{
+	struct blob_pack_usage *u = ctx;
+	(void)k;
+	u->kept++;
+	u->kept_bytes += r->pack_len;
+	return 0;
+}
+
 int blob_pack_usage(struct store *st, struct blob_pack_usage *u)
 {
 	memset(u, 0, sizeof *u);
@@ -485,6 +497,7 @@ int blob_pack_usage(struct store *st, struct blob_pack_usage *u)
 		}
 		mdb_cursor_close(c);
 	}
+	blob_delta_kept_each(txn, st, usage_kept, u);
 	store_read_end(st, txn);
 	free(ids);
 	/* dead: what the files hold beyond the live records, their headers and the dictionaries */

@@ -494,6 +494,8 @@ static int check_all(struct fsck *f)
 	if (!rc)
 		rc = fsck_check_near(f);
 	if (!rc)
+		rc = fsck_check_deltas(f);
+	if (!rc)
 		rc = fsck_check_packs(f);
 	if (!rc)
 		rc = fsck_pass_filter(f);
@@ -526,6 +528,8 @@ static int repair(struct fsck *f, char err[512])
 		rc = fsck_repair_counts(f);
 	if (!rc)
 		rc = fsck_repair_totals(f);
+	if (!rc)
+		rc = fsck_repair_deltas(f);
 	if (!rc)
 		rc = fsck_repair_pack_totals(f);
 	/* Signatures of another version: all computed again, then indexed

@@ -116,6 +116,7 @@ struct fsck_result {
 	uint64_t inodes, dirs, pages, blobs, blob_files;
 	uint64_t packed_blobs; /* blobs whose bytes are pack records */
 	uint64_t packs, pack_bytes, pack_live_bytes; /* pack files, their bytes, the live ones */
+	uint64_t delta_blobs, kept_bases; /* records stored as deltas; bases kept for them (blob.h) */
 	uint64_t lost;       /* pages moved to lost+found without their bytes */
 	uint64_t adopted;    /* nameless inodes or directories put in lost+found */
 	uint64_t bytes_hashed; /* deep: bytes of blob files read */

@@ -349,6 +349,9 @@ static int check_packed(struct fsck *f, const uint8_t *key, const struct fprec *
 			 (unsigned long long)r->pack_off);
 		return -EIO;
 	}
+	if ((h.encoding == PACK_ENC_DELTA || h.encoding == PACK_ENC_DELTA_DICT) &&
+	    (rc = fsck_check_delta_rec(f, &bk, &h, why)))
+		return rc;
 	if (!f->o->deep)
 		return 0;
 	void *buf = malloc(r->size ? (size_t)r->size : 1);

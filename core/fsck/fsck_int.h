@@ -134,7 +134,7 @@ struct fsck {
 	struct gfilter *anon;   /* positions when the filter files are unusable */
 	/* what repair does */
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
-	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_packs, fix_any;
+	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_packs, fix_deltas, fix_any;
 	bool fix_layout; /* near tables of an older layout (near.h) */
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
 	bool pack_index_built;
@@ -200,6 +200,14 @@ int fsck_repair_totals(struct fsck *f);
 
 int fsck_check_packs(struct fsck *f);
 int fsck_repair_pack_totals(struct fsck *f);
+/* The deltas' link rows and kept bases (blob.h): check; repair rebuilds
+ * the links from the records' headers and frees kept bases nothing hangs
+ * on (before the pack totals are recounted). */
+int fsck_check_deltas(struct fsck *f);
+int fsck_repair_deltas(struct fsck *f);
+/* A delta record (header h) of blob k: its base exists and its link row
+ * too. -EIO with the reason in why when the base is gone. */
+int fsck_check_delta_rec(struct fsck *f, const struct blobkey *k, const struct pack_rec_hdr *h, char why[160]);
 /* Make key's record again from its newest intact pack record: 0 done, 1
  * none found (or it does not decode to that MD5), or -errno. */
 int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct vec *inos);

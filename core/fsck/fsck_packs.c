@@ -99,7 +99,32 @@ static int sum_cmp(const void *a, const void *b)
 	return x->pack < y->pack ? -1 : x->pack > y->pack;
 }
 
-/* The sums per pack of the packed records in txn, sorted by pack. */
+/* Add record r to the sums of its pack. */
+static int sum_add(struct vec *sums, const struct fprec *r)
+{
+	struct pack_sum *last = NULL;
+	for (size_t i = 0; i < sums->n && !last; i++)
+		if (AT(*sums, struct pack_sum, i).pack == r->pack)
+			last = &AT(*sums, struct pack_sum, i);
+	if (!last) {
+		if (!(last = fsck_vec_push(sums)))
+			return -ENOMEM;
+		*last = (struct pack_sum){ r->pack, 0, 0 };
+	}
+	last->bytes += r->pack_len;
+	last->records++;
+	return 0;
+}
+
+/* A base kept for its deltas stays live in its pack. */
+static int sum_kept(void *ctx, const struct blobkey *k, const struct fprec *r)
+{
+	(void)k;
+	return sum_add(ctx, r);
+}
+
+/* The sums per pack of the packed records in txn (and the kept bases),
+ * sorted by pack. */
 static int live_sums(struct fsck *f, struct vec *sums)
 {
 	MDB_cursor *c;
@@ -108,28 +133,15 @@ static int live_sums(struct fsck *f, struct vec *sums)
 		return rc;
 	MDB_val k, v;
 	int mrc;
-	struct pack_sum *last = NULL;
 	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		struct fprec r;
 		if (k.mv_size != BLOBKEY_BYTES || fprec_decode(v.mv_data, v.mv_size, &r) || !(r.flags & FPREC_PACKED))
 			continue;
-		if (!last || last->pack != r.pack) {
-			last = NULL;
-			for (size_t i = 0; i < sums->n && !last; i++)
-				if (AT(*sums, struct pack_sum, i).pack == r.pack)
-					last = &AT(*sums, struct pack_sum, i);
-		}
-		if (!last) {
-			if (!(last = fsck_vec_push(sums))) {
-				rc = -ENOMEM;
-				break;
-			}
-			*last = (struct pack_sum){ r.pack, 0, 0 };
-		}
-		last->bytes += r.pack_len;
-		last->records++;
+		rc = sum_add(sums, &r);
 	}
 	mdb_cursor_close(c);
+	if (!rc)
+		rc = blob_delta_kept_each(f->txn, &f->sh, sum_kept, sums);
 	if (sums->n)
 		qsort(sums->v, sums->n, sizeof(struct pack_sum), sum_cmp);
 	return rc;
@@ -375,5 +387,210 @@ int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct ve
 			rc = ns_put_inode(f->txn, &f->sh, &in);
 		}
 	}
+	return rc;
+}
+
+/* ---- deltas ------------------------------------------------------------------ */
+
+static int link_check(void *ctx, const struct blobkey *base, const struct blobkey *dep)
+{
+	struct fsck *f = ctx;
+	char bn[BLOBKEY_NAME_MAX], dn[BLOBKEY_NAME_MAX];
+	blobkey_name(base, bn);
+	blobkey_name(dep, dn);
+	struct fprec r;
+	int rc = blob_get(f->txn, &f->sh, dep, &r);
+	if (rc == -ENOENT)
+		rc = blob_delta_kept_get(f->txn, &f->sh, dep, &r);
+	if (rc == -ENOENT) {
+		fsck_say(f, K_TOTAL, "delta link %s -> %s: no such page (repair: links rebuilt)", bn, dn);
+		f->fix_deltas = f->fix_any = true;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	struct blobkey b;
+	int d = blob_delta_base(&f->sh, &r, &b);
+	if (d == 1 && blobkey_equal(&b, base))
+		return 0;
+	if (d == -EIO)
+		return 0; /* its damaged record is the blob pass's to report */
+	fsck_say(f, K_TOTAL, "delta link %s -> %s: that page is not a delta on it (repair: links rebuilt)", bn, dn);
+	f->fix_deltas = f->fix_any = true;
+	return 0;
+}
+
+static int kept_check(void *ctx, const struct blobkey *k, const struct fprec *r)
+{
+	struct fsck *f = ctx;
+	struct blobkey one;
+	size_t n;
+	int rc = blob_delta_dependents(f->txn, &f->sh, k, &one, 1, &n);
+	if (rc)
+		return rc;
+	f->res->kept_bases++;
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_name(k, name);
+	if (!n) {
+		fsck_say(f, K_TOTAL, "kept base %s: no delta needs it any more (repair: freed)", name);
+		f->fix_deltas = f->fix_any = true;
+	}
+	struct pack_loc loc;
+	struct pack_rec_hdr h;
+	blob_rec_loc(r, &loc);
+	if (pack_read_hdr(f->sh.packs, &loc, &h) || h.kind != PACK_KIND_PAGE || memcmp(h.md5, k->md5, 16) ||
+	    h.variant != k->variant || h.size != r->size)
+		fsck_say(f, K_BLOB, "kept base %s: no intact record at pack %u offset %llu (the deltas on it cannot be read)",
+			 name, r->pack, (unsigned long long)r->pack_off);
+	return 0;
+}
+
+int fsck_check_deltas(struct fsck *f)
+{
+	int rc = blob_delta_link_each(f->txn, &f->sh, link_check, f);
+	return rc ? rc : blob_delta_kept_each(f->txn, &f->sh, kept_check, f);
+}
+
+int fsck_check_delta_rec(struct fsck *f, const struct blobkey *k, const struct pack_rec_hdr *h, char why[160])
+{
+	struct blobkey base = { .variant = h->base_variant };
+	memcpy(base.md5, h->base_md5, 16);
+	f->res->delta_blobs++;
+	struct fprec br;
+	int rc = blob_get(f->txn, &f->sh, &base, &br);
+	if (rc == -ENOENT)
+		rc = blob_delta_kept_get(f->txn, &f->sh, &base, &br);
+	char bn[BLOBKEY_NAME_MAX];
+	blobkey_name(&base, bn);
+	if (rc == -ENOENT) {
+		snprintf(why, 160, "a delta on blob %s, which the store no longer has", bn);
+		return -EIO;
+	}
+	if (rc)
+		return rc;
+	if ((rc = blob_delta_linked(f->txn, &f->sh, &base, k)) < 0)
+		return rc;
+	if (!rc) {
+		char name[BLOBKEY_NAME_MAX];
+		blobkey_name(k, name);
+		fsck_say(f, K_TOTAL, "blob %s: a delta on %s without its link row (repair: links rebuilt)", name, bn);
+		f->fix_deltas = f->fix_any = true;
+	}
+	return 0;
+}
+
+/* A link row's key without its prefix: base [20] | delta [20]. */
+struct link_pair {
+	uint8_t b[2 * BLOBKEY_BYTES];
+};
+
+/* Rebuild: every link from the records' headers. */
+struct relink {
+	struct fsck *f;
+	struct vec keys; /* link keys to write (base [20] | dep [20]) */
+};
+
+static int relink_rec(struct relink *x, const struct blobkey *k, const struct fprec *r)
+{
+	struct blobkey base;
+	if (blob_delta_base(&x->f->sh, r, &base) != 1)
+		return 0;
+	struct link_pair *e = fsck_vec_push(&x->keys);
+	if (!e)
+		return -ENOMEM;
+	blobkey_encode(&base, e->b);
+	blobkey_encode(k, e->b + BLOBKEY_BYTES);
+	return 0;
+}
+
+static int relink_kept(void *ctx, const struct blobkey *k, const struct fprec *r)
+{
+	return relink_rec(ctx, k, r);
+}
+
+static int drop_link(void *ctx, const struct blobkey *base, const struct blobkey *dep)
+{
+	struct vec *v = ctx;
+	struct link_pair *e = fsck_vec_push(v);
+	if (!e)
+		return -ENOMEM;
+	blobkey_encode(base, e->b);
+	blobkey_encode(dep, e->b + BLOBKEY_BYTES);
+	return 0;
+}
+
+static int collect_kept_keys(void *ctx, const struct blobkey *k, const struct fprec *r)
+{
+	(void)r;
+	struct vec *v = ctx;
+	struct blobkey *e = fsck_vec_push(v);
+	if (!e)
+		return -ENOMEM;
+	*e = *k;
+	return 0;
+}
+
+static int link_row(struct fsck *f, const uint8_t *pair, bool put)
+{
+	uint8_t kb[4 + 2 * BLOBKEY_BYTES];
+	memcpy(kb, "dlnk", 4);
+	memcpy(kb + 4, pair, 2 * BLOBKEY_BYTES);
+	MDB_val k = { sizeof kb, kb }, v = { 0, kb };
+	int rc = put ? mdb_put(f->txn, f->sh.db_meta, &k, &v, 0) : mdb_del(f->txn, f->sh.db_meta, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+}
+
+int fsck_repair_deltas(struct fsck *f)
+{
+	if (!f->fix_deltas)
+		return 0;
+	struct vec old = VEC(struct link_pair), kept = VEC(struct blobkey);
+	struct relink x = { f, VEC(struct link_pair) };
+	int rc = blob_delta_link_each(f->txn, &f->sh, drop_link, &old);
+	for (size_t i = 0; i < old.n && !rc; i++)
+		rc = link_row(f, AT(old, struct link_pair, i).b, false);
+	MDB_cursor *c = NULL;
+	if (!rc)
+		rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
+	MDB_val k, v;
+	for (int m = rc ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); m == 0 && !rc;
+	     m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		struct blobkey bk;
+		if (k.mv_size != BLOBKEY_BYTES || fprec_decode(v.mv_data, v.mv_size, &r))
+			continue;
+		blobkey_decode(k.mv_data, &bk);
+		rc = relink_rec(&x, &bk, &r);
+	}
+	if (c)
+		mdb_cursor_close(c);
+	if (!rc)
+		rc = blob_delta_kept_each(f->txn, &f->sh, relink_kept, &x);
+	for (size_t i = 0; i < x.keys.n && !rc; i++)
+		rc = link_row(f, AT(x.keys, struct link_pair, i).b, true);
+	/* kept bases nothing hangs on any more go (their bytes are dead) */
+	if (!rc)
+		rc = blob_delta_kept_each(f->txn, &f->sh, collect_kept_keys, &kept);
+	size_t freed = 0;
+	for (size_t i = 0; i < kept.n && !rc; i++) {
+		struct blobkey *kk = &AT(kept, struct blobkey, i), one;
+		size_t n;
+		if ((rc = blob_delta_dependents(f->txn, &f->sh, kk, &one, 1, &n)) || n)
+			continue;
+		uint8_t kb[4 + BLOBKEY_BYTES];
+		memcpy(kb, "dkep", 4);
+		blobkey_encode(kk, kb + 4);
+		MDB_val mk = { sizeof kb, kb };
+		rc = pd_mdb_err(mdb_del(f->txn, f->sh.db_meta, &mk, NULL));
+		freed++;
+	}
+	if (!rc) {
+		f->fix_packs = true; /* the totals follow */
+		fsck_say(f, K_REPAIR, "repaired: %zu delta link%s written from the records, %zu kept base%s freed",
+			 x.keys.n, x.keys.n == 1 ? "" : "s", freed, freed == 1 ? "" : "s");
+	}
+	fsck_vec_free(&old);
+	fsck_vec_free(&kept);
+	fsck_vec_free(&x.keys);
 	return rc;
 }

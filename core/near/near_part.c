@@ -97,6 +97,7 @@ static int near_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
 static int near_part_stop(struct store *st)
 {
 	sigq_drain(st);
+	sigq_drain_deltas(st);
 	sigq_stop(st);
 	return 0;
 }

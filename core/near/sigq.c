@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "ndelta.h"
 
 /* A batch being signed: its first sequence number, while in flight. */
 struct inflight {
@@ -42,6 +43,7 @@ struct sigq {
 	size_t inflight_pages;
 	pthread_t thread;
 	bool running, stop;
+	struct ndelta *delta; /* signed pages go on to their delta step */
 };
 
 /* ---- the table ---------------------------------------------------------- */
@@ -220,8 +222,11 @@ static int sign_batch(struct store *st, struct batch *b)
 	}
 	int rc = any ? store_write(st, store_batch_cb, b) : 0;
 	for (size_t i = 0; i < b->n; i++)
-		if (b->p[i].fd >= 0)
+		if (b->p[i].fd >= 0) {
 			close(b->p[i].fd);
+			if (!rc && b->p[i].sig.has)
+				ndelta_push(st->sigq->delta, &b->p[i].k);
+		}
 	return rc;
 }
 
@@ -357,6 +362,8 @@ int sigq_start(struct store *st)
 	}
 	if (!rc && !st->opts.no_sign_thread)
 		q->running = pthread_create(&q->thread, NULL, signer_main, st) == 0;
+	if (!rc)
+		rc = ndelta_start(st, &q->delta);
 	if (rc)
 		sigq_stop(st);
 	return rc;
@@ -367,6 +374,8 @@ void sigq_stop(struct store *st)
 	struct sigq *q = st->sigq;
 	if (!q)
 		return;
+	ndelta_stop(q->delta);
+	q->delta = NULL;
 	if (q->running) {
 		pthread_mutex_lock(&q->mu);
 		q->stop = true;
@@ -436,6 +445,12 @@ int sigq_drain(struct store *st)
 	}
 	pthread_mutex_unlock(&q->mu);
 	return rc;
+}
+
+void sigq_drain_deltas(struct store *st)
+{
+	if (st->sigq)
+		ndelta_drain(st->sigq->delta);
 }
 
 size_t sigq_queued(struct store *st)

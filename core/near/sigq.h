@@ -84,6 +84,9 @@ void sigq_push(struct store *st, const struct blobkey *k);
 /* Sign every page queued before the call (the caller helps). 0, or the
  * first error of a batch the caller signed. No-op on read-only stores. */
 int sigq_drain(struct store *st);
+/* Finish the delta step of the pages signed so far (ndelta.h; a clean
+ * close, after sigq_drain). */
+void sigq_drain_deltas(struct store *st);
 /* Pages in the queue and being signed (tests, benchmarks). */
 size_t sigq_queued(struct store *st);
 

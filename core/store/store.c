@@ -726,9 +726,9 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		 * LMDB never committed: mark the store unclean, durably. */
 		st->generation = gen + 1;
 		rc = store_write(st, mark_open_cb, &st->generation);
-		/* A format 1 store opened for writing takes new pages in packs
-		 * from now on: it is format 2, which the release that made it
-		 * cannot read. */
+		/* A format 1 or 2 store opened for writing takes new pages in
+		 * packs, and deltas, from now on: it is format 3, which the
+		 * release that made it cannot read safely. */
 		if (!rc && st->format < PD_FORMAT_VERSION && !o->blob_files)
 			rc = store_write(st, format_up_cb, NULL);
 		if (!rc)

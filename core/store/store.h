@@ -56,8 +56,12 @@
 /* Format 2: page bytes in packs (pack.h); records say where (FPREC_PACKED).
  * A format 1 store (a file per blob under objects/) opens too: a writable
  * open marks it format 2 (new pages go to packs at once), and
- * `pagededup fsck --repair` moves its remaining files into packs. */
-#define PD_FORMAT_VERSION 2
+ * `pagededup fsck --repair` moves its remaining files into packs.
+ * Format 3: pages may be deltas on other pages, whose bases are kept
+ * alive by meta rows (blob.h, "dlnk" and "dkep"). A release of format 2
+ * reads deltas but would free a base its deltas need, so a writable open
+ * marks a format 1 or 2 store format 3, which such a release refuses. */
+#define PD_FORMAT_VERSION 3
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17
@@ -139,6 +143,8 @@ struct store_opts {
 	double compact_share;
 	uint64_t compact_min_dead;
 	unsigned compact_period_ms;
+	unsigned delta_rule;  /* how near-duplicates choose the base they are stored
+			       * as deltas against (near/ndelta.h), 0 = default */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions

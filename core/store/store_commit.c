@@ -134,6 +134,32 @@ static void unlinks_truncate(struct wtx *w, size_t n)
 	w->n_punch = 0;
 }
 
+static int loc_cmp(const void *a, const void *b)
+{
+	const struct pack_loc *x = a, *y = b;
+	if (x->pack != y->pack)
+		return x->pack < y->pack ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Punch the dead records v[0..n), those side by side (apart by alignment
+ * padding at most) as one extent: a block two small records share is
+ * given back only by a punch that covers both. */
+static void punch_dead(struct store *st, struct pack_loc *v, size_t n)
+{
+	if (n > 1)
+		qsort(v, n, sizeof *v, loc_cmp);
+	for (size_t i = 0; i < n;) {
+		struct pack_loc run = v[i++];
+		while (i < n && v[i].pack == run.pack && v[i].off < run.off + run.len + PACK_ALIGN) {
+			if (v[i].off + v[i].len > run.off + run.len)
+				run.len = v[i].off + v[i].len - run.off;
+			i++;
+		}
+		pack_punch(st->packs, &run);
+	}
+}
+
 int wtx_punch_after(struct wtx *w, const struct pack_loc *loc)
 {
 	if (w->n_punch == w->cap_punch) {
@@ -266,8 +292,7 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		run_unlinks(st, &w);
 		/* dead records give their blocks back (a failure leaves dead
 		 * bytes, which the compactor reclaims) */
-		for (size_t i = 0; i < w.n_punch; i++)
-			pack_punch(st->packs, &w.punch_after[i]);
+		punch_dead(st, w.punch_after, w.n_punch);
 		if (++st->commits % 64 == 0)
 			store_reserve_lmdb_space(st);
 	}

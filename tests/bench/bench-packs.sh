@@ -14,7 +14,9 @@
 #   bash tests/bench/bench-packs.sh BUILD_DIR
 #
 # Environment: PD_CORPUS (tests/bench/corpus.sh), PD_SMALL_PAGES (50000),
-# PD_READS (10000), PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_MOUNT_OPTS.
+# PD_READS (10000), PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_MOUNT_OPTS,
+# PD_DELTA_RULES (the recrawl once per -o delta=RULE; "off resemblance"),
+# PD_SKIP_SMALL=1 (no small-pages run).
 # Timing is never asserted; the exit status says whether every run worked.
 set -uo pipefail
 export LC_ALL=C
@@ -59,6 +61,7 @@ umount_store() {
 timed() { local t0 t1; t0=$(date +%s.%N); "$@" || return 1; t1=$(date +%s.%N); calc %.3f "$t1 - $t0" >"$WORK/seconds"; }
 
 # --- small pages ---------------------------------------------------------------
+if [ "${PD_SKIP_SMALL:-0}" != 1 ]; then
 python3 "$top/tests/bench/recrawl.py" small "$CORPUS" "$WORK/small" "$SMALL" 1 >&2
 timed cp -r "$WORK/small" "$WORK/plain-small" || failed=1
 plain_b=$(du_b "$WORK/plain-small")
@@ -74,25 +77,62 @@ echo "small_store_du: $store_b bytes (packs $(du_b "$WORK/store-small/packs"), m
 echo "small_du_store_per_plain: $(calc %.4f "$store_b / $plain_b") x  (goal <= 0.25: $(met "$store_b <= 0.25 * $plain_b"))"
 echo "small_backing_files: $(find "$WORK/store-small" -type f | wc -l) for $SMALL pages"
 rm -rf "$WORK/store-small" "$WORK/small"
+fi
 
 # --- the recrawl ------------------------------------------------------------------
+# Once per delta rule of PD_DELTA_RULES (default "off resemblance": the
+# store without deltas is the baseline of the same run), each on a store of
+# its own; the random reads use the last one.
+deltas_of() { # STORE: "N MEAN": records stored as deltas, their mean bytes
+	"$PD" blobs "$1" | awk -F'\t' '$4 ~ /:delta/ { split($4, a, /[:+]/); n++; s += a[3] }
+		END { printf "%d %.0f", n, n ? s / n : 0 }'
+}
+live_of() { # STORE: bytes of the live pack records (dead ones wait for the compactor)
+	"$PD" stats --json "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["packs"]["live_bytes"])'
+}
 python3 "$top/tests/bench/recrawl.py" recrawl "$CORPUS" "$WORK/recrawl" 2 >&2
-"$PD" mkfs "$WORK/store" >/dev/null && mount_store "$WORK/store" || failed=1
-timed cp -r "$CORPUS" "$WORK/mnt/a" || failed=1
-echo "crawl_cp_seconds: $(cat "$WORK/seconds") s"
-umount_store || failed=1
-first_b=$(du_b "$WORK/store")
-mount_store "$WORK/store" || failed=1
-timed cp -r "$WORK/recrawl" "$WORK/mnt/r" || failed=1
-echo "recrawl_cp_seconds: $(cat "$WORK/seconds") s"
-umount_store || failed=1
-second_b=$(du_b "$WORK/store")
-gz_b=$(gzip_sum "$WORK/recrawl")
-added=$((second_b - first_b))
-echo "crawl_du: $first_b bytes; after the recrawl: $second_b bytes"
-echo "recrawl_gzip6_per_page: $gz_b bytes"
-echo "recrawl_added_per_gzip6: $(calc %.4f "$added / $gz_b") x  (goal <= 0.2: $(met "$added <= 0.2 * $gz_b"))"
-"$PD" stats "$WORK/store" | grep -E '^(blobs|packs|lmdb)' | sed 's/^/recrawl_store_/'
+# the sums take minutes: kept beside the corpus, keyed by the corpus and the generator
+gz_key=$(cat "$CACHE/corpus.info" "$top/tests/bench/recrawl.py" | md5sum | cut -c1-12)
+gz_cache=${PD_WORKDIR:-/var/tmp}/pd-gzip6-$gz_key
+if [ -s "$gz_cache" ]; then
+	read -r gz_a gz_b <"$gz_cache"
+else
+	gz_b=$(gzip_sum "$WORK/recrawl")
+	gz_a=$(gzip_sum "$CORPUS")
+	echo "$gz_a $gz_b" >"$gz_cache"
+fi
+echo "recrawl_gzip6_per_page: $gz_b bytes; the crawl's: $gz_a bytes"
+rules=${PD_DELTA_RULES:-off resemblance}
+for rule in $rules; do
+	rm -rf "$WORK/store"
+	: >"$WORK/daemon.log" # its delta step's line is this rule's
+	mopts="-o delta=$rule ${PD_MOUNT_OPTS:-}"
+	"$PD" mkfs "$WORK/store" >/dev/null && PD_MOUNT_OPTS=$mopts mount_store "$WORK/store" || failed=1
+	timed cp -r "$CORPUS" "$WORK/mnt/a" || failed=1
+	echo "[$rule] crawl_cp_seconds: $(cat "$WORK/seconds") s"
+	umount_store || failed=1
+	first_b=$(du_b "$WORK/store") first_p=$(du_b "$WORK/store/packs")
+	read -r nd md <<<"$(deltas_of "$WORK/store")"
+	echo "[$rule] crawl_du: $first_b bytes (packs $first_p); $nd pages stored as deltas, mean $md bytes"
+	first_live=$(live_of "$WORK/store")
+	echo "[$rule] crawl_du_per_gzip6: $(calc %.4f "$first_b / $gz_a") x; packs $(calc %.4f "$first_p / $gz_a") x; live records $first_live bytes ($(calc %.4f "$first_live / $gz_a") x)"
+	grep "delta step" "$WORK/daemon.log" | tail -1 | sed "s/^/[$rule] /"
+	: >"$WORK/daemon.log"
+	PD_MOUNT_OPTS=$mopts mount_store "$WORK/store" || failed=1
+	timed cp -r "$WORK/recrawl" "$WORK/mnt/r" || failed=1
+	echo "[$rule] recrawl_cp_seconds: $(cat "$WORK/seconds") s"
+	umount_store || failed=1
+	second_b=$(du_b "$WORK/store") second_p=$(du_b "$WORK/store/packs")
+	read -r nd2 md2 <<<"$(deltas_of "$WORK/store")"
+	added=$((second_b - first_b))
+	echo "[$rule] after the recrawl: du $second_b bytes (packs $second_p); $nd2 pages stored as deltas, mean $md2 bytes"
+	second_live=$(live_of "$WORK/store")
+	grep "delta step" "$WORK/daemon.log" | tail -1 | sed "s/^/[$rule] /"
+	echo "[$rule] recrawl_added_packs: $((second_p - first_p)) bytes du; live records $((second_live - first_live)) bytes ($(calc %.4f "($second_live - $first_live) / $gz_b") x of gzip -6)"
+	echo "[$rule] recrawl_added_per_gzip6: $(calc %.4f "$added / $gz_b") x  (goal <= 0.2: $(met "$added <= 0.2 * $gz_b"))"
+	"$PD" stats "$WORK/store" | grep -E '^(blobs|packs|lmdb)' | sed "s/^/[$rule] recrawl_store_/"
+	mv "$WORK/store" "$WORK/store.$rule"
+done
 
 # --- random reads -----------------------------------------------------------------
 cp -r "$CORPUS" "$WORK/plain-a"
@@ -111,12 +151,14 @@ for l in open(sys.argv[1]):
 drop_caches
 timed read_all "$WORK/plain-a" || failed=1
 plain_s=$(cat "$WORK/seconds")
-mount_store "$WORK/store" || failed=1
-drop_caches
-timed read_all "$WORK/mnt/a" || failed=1
-mnt_s=$(cat "$WORK/seconds")
-umount_store || failed=1
 echo "read_plain: $(calc %.0f "$READS / $plain_s") files/s"
-echo "read_mount: $(calc %.0f "$READS / $mnt_s") files/s"
-echo "read_mount_per_plain: $(calc %.3f "$plain_s / $mnt_s") x  (goal >= 0.8: $(met "$plain_s / $mnt_s >= 0.8"))"
+for rule in $rules; do # each rule's store, with its deltas in place
+	mount_store "$WORK/store.$rule" || failed=1
+	drop_caches
+	timed read_all "$WORK/mnt/a" || failed=1
+	mnt_s=$(cat "$WORK/seconds")
+	umount_store || failed=1
+	echo "[$rule] read_mount: $(calc %.0f "$READS / $mnt_s") files/s"
+	echo "[$rule] read_mount_per_plain: $(calc %.3f "$plain_s / $mnt_s") x  (goal >= 0.8: $(met "$plain_s / $mnt_s >= 0.8"))"
+done
 [ "$failed" = 0 ] && echo "bench-packs: all runs succeeded" || { echo "bench-packs: a run failed"; exit 1; }

@@ -1,0 +1,406 @@
+/* blob_delta.c - page records stored as deltas against other pages, and
+ * bases kept alive for them. The rows and the rules are in blob.h.
+ *
+ * Who chooses a base and when is not decided here (near/ndelta.c, after
+ * a page is signed); this file keeps the records consistent: a delta's
+ * link row is written and removed in the transaction that points a blob at
+ * it or frees it, and a base whose last reference goes while deltas hang
+ * on it is kept (its pack record live, its fingerprint record gone) until
+ * the last of them is re-encoded or freed.
+ */
+#include "blob.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define LINK_KEY (4 + 2 * BLOBKEY_BYTES)
+#define KEPT_KEY (4 + BLOBKEY_BYTES)
+#define KEPT_VAL 48
+
+static MDB_val link_key(uint8_t kb[LINK_KEY], const struct blobkey *base, const struct blobkey *dep)
+{
+	memcpy(kb, "dlnk", 4);
+	blobkey_encode(base, kb + 4);
+	if (dep)
+		blobkey_encode(dep, kb + 4 + BLOBKEY_BYTES);
+	return (MDB_val){ dep ? LINK_KEY : KEPT_KEY, kb };
+}
+
+static MDB_val kept_key(uint8_t kb[KEPT_KEY], const struct blobkey *k)
+{
+	memcpy(kb, "dkep", 4);
+	blobkey_encode(k, kb + 4);
+	return (MDB_val){ KEPT_KEY, kb };
+}
+
+int blob_delta_base(struct store *st, const struct fprec *r, struct blobkey *base)
+{
+	if (!(r->flags & FPREC_PACKED))
+		return 0;
+	struct pack_loc loc;
+	struct pack_rec_hdr h;
+	blob_rec_loc(r, &loc);
+	int rc = pack_read_hdr(st->packs, &loc, &h);
+	if (rc)
+		return rc;
+	if (h.encoding != PACK_ENC_DELTA && h.encoding != PACK_ENC_DELTA_DICT)
+		return 0;
+	memcpy(base->md5, h.base_md5, 16);
+	base->variant = h.base_variant;
+	return 1;
+}
+
+int blob_delta_kept_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *out)
+{
+	uint8_t kb[KEPT_KEY];
+	MDB_val key = kept_key(kb, k), v;
+	int rc = pd_mdb_err(mdb_get(txn, st->db_meta, &key, &v));
+	if (rc)
+		return rc;
+	if (v.mv_size != KEPT_VAL)
+		return -EUCLEAN;
+	const uint8_t *p = v.mv_data;
+	memset(out, 0, sizeof *out);
+	out->flags = FPREC_PACKED;
+	out->pack = get_le32(p);
+	out->pack_off = get_le64(p + 4);
+	out->pack_len = get_le64(p + 12);
+	out->size = get_le64(p + 20);
+	memcpy(out->xxh128, p + 28, 16);
+	return 0;
+}
+
+static int kept_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r)
+{
+	uint8_t kb[KEPT_KEY], vb[KEPT_VAL] = { 0 };
+	MDB_val key = kept_key(kb, k), v = { KEPT_VAL, vb };
+	put_le32(vb, r->pack);
+	put_le64(vb + 4, r->pack_off);
+	put_le64(vb + 12, r->pack_len);
+	put_le64(vb + 20, r->size);
+	memcpy(vb + 28, r->xxh128, 16);
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &key, &v, 0));
+}
+
+int blob_delta_kept_set_loc(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct pack_loc *loc)
+{
+	struct fprec r;
+	int rc = blob_delta_kept_get(txn, st, k, &r);
+	if (rc)
+		return rc;
+	r.pack = loc->pack;
+	r.pack_off = loc->off;
+	r.pack_len = loc->len;
+	return kept_put(txn, st, k, &r);
+}
+
+/* The record a delta's base names: its fingerprint, else its kept row. */
+static int base_rec(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *r)
+{
+	int rc = blob_get(txn, st, k, r);
+	return rc == -ENOENT ? blob_delta_kept_get(txn, st, k, r) : rc;
+}
+
+int blob_delta_depth(MDB_txn *txn, struct store *st, const struct fprec *r, unsigned *depth)
+{
+	struct fprec cur = *r;
+	for (unsigned d = 0; d <= BLOB_DELTA_DEPTH; d++) {
+		struct blobkey base;
+		int rc = blob_delta_base(st, &cur, &base);
+		if (rc <= 0) {
+			*depth = d;
+			return rc;
+		}
+		if ((rc = base_rec(txn, st, &base, &cur)))
+			return rc == -ENOENT ? -EIO : rc;
+	}
+	return -EIO;
+}
+
+/* Walk the rows of meta under prefix (pfx bytes). */
+static int meta_prefix(MDB_txn *txn, struct store *st, const uint8_t *pfx, size_t plen,
+		       int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_meta, &c));
+	if (rc)
+		return rc;
+	uint8_t kb[LINK_KEY];
+	memcpy(kb, pfx, plen);
+	MDB_val k = { plen, kb }, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size < plen || memcmp(k.mv_data, pfx, plen))
+			break;
+		rc = fn(ctx, &k, &v);
+	}
+	mdb_cursor_close(c);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+}
+
+struct kept_walk {
+	int (*fn)(void *ctx, const struct blobkey *k, const struct fprec *r);
+	void *ctx;
+	MDB_txn *txn;
+	struct store *st;
+};
+
+static int kept_step(void *p, const MDB_val *k, const MDB_val *v)
+{
+	struct kept_walk *w = p;
+	(void)v;
+	if (k->mv_size != KEPT_KEY)
+		return 0;
+	struct blobkey bk;
+	struct fprec r;
+	blobkey_decode((const uint8_t *)k->mv_data + 4, &bk);
+	int rc = blob_delta_kept_get(w->txn, w->st, &bk, &r);
+	return rc ? rc : w->fn(w->ctx, &bk, &r);
+}
+
+int blob_delta_kept_each(MDB_txn *txn, struct store *st,
+			 int (*fn)(void *ctx, const struct blobkey *k, const struct fprec *r), void *ctx)
+{
+	struct kept_walk w = { fn, ctx, txn, st };
+	return meta_prefix(txn, st, (const uint8_t *)"dkep", 4, kept_step, &w);
+}
+
+struct dep_walk {
+	struct blobkey *v;
+	size_t max, n;
+	int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep);
+	void *ctx;
+};
+
+static int dep_step(void *p, const MDB_val *k, const MDB_val *v)
+{
+	struct dep_walk *w = p;
+	(void)v;
+	if (k->mv_size != LINK_KEY)
+		return 0;
+	struct blobkey base, dep;
+	blobkey_decode((const uint8_t *)k->mv_data + 4, &base);
+	blobkey_decode((const uint8_t *)k->mv_data + 4 + BLOBKEY_BYTES, &dep);
+	if (w->fn)
+		return w->fn(w->ctx, &base, &dep);
+	if (w->n == w->max)
+		return 1;
+	w->v[w->n++] = dep;
+	return 0;
+}
+
+int blob_delta_dependents(MDB_txn *txn, struct store *st, const struct blobkey *base, struct blobkey *v,
+			  size_t max, size_t *n)
+{
+	uint8_t kb[LINK_KEY];
+	link_key(kb, base, NULL);
+	struct dep_walk w = { v, max, 0, NULL, NULL };
+	int rc = meta_prefix(txn, st, kb, KEPT_KEY, dep_step, &w);
+	*n = w.n;
+	return rc;
+}
+
+int blob_delta_link_each(MDB_txn *txn, struct store *st,
+			 int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx)
+{
+	struct dep_walk w = { NULL, 0, 0, fn, ctx };
+	return meta_prefix(txn, st, (const uint8_t *)"dlnk", 4, dep_step, &w);
+}
+
+int blob_delta_linked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep)
+{
+	uint8_t kb[LINK_KEY];
+	MDB_val key = link_key(kb, base, dep), v;
+	int rc = mdb_get(txn, st->db_meta, &key, &v);
+	return rc == MDB_NOTFOUND ? 0 : rc ? pd_mdb_err(rc) : 1;
+}
+
+static bool has_dependents(MDB_txn *txn, struct store *st, const struct blobkey *k, int *rc)
+{
+	struct blobkey one;
+	size_t n = 0;
+	*rc = blob_delta_dependents(txn, st, k, &one, 1, &n);
+	return n > 0;
+}
+
+/* A kept base's pack record out of its pack's live totals (its dictionary
+ * was counted out when it was kept). */
+static int pack_live_less(struct wtx *w, const struct fprec *r)
+{
+	struct blob_pack_live l;
+	int rc = blob_pack_live_get(w->txn, w->st, r->pack, &l);
+	if (rc)
+		return rc;
+	l.bytes = l.bytes > r->pack_len ? l.bytes - r->pack_len : 0;
+	l.records = l.records ? l.records - 1 : 0;
+	return blob_pack_live_put(w->txn, w->st, r->pack, &l);
+}
+
+/* Kept base k has no delta left: its record is dead bytes now. */
+static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
+{
+	struct fprec r;
+	int rc = blob_delta_kept_get(w->txn, w->st, k, &r);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	uint8_t kb[KEPT_KEY];
+	MDB_val key = kept_key(kb, k);
+	if ((rc = pd_mdb_err(mdb_del(w->txn, w->st->db_meta, &key, NULL))))
+		return rc;
+	struct pack_loc loc;
+	blob_rec_loc(&r, &loc);
+	if ((rc = pack_live_less(w, &r)) || (rc = wtx_punch_after(w, &loc)))
+		return rc;
+	if (depth > BLOB_DELTA_DEPTH)
+		return 0; /* a loop in damaged rows: fsck's to report */
+	/* a kept base that was a delta itself lets go of its own base */
+	struct blobkey base;
+	rc = blob_delta_base(w->st, &r, &base);
+	if (rc <= 0)
+		return rc == -EIO ? 0 : rc;
+	uint8_t lb[LINK_KEY];
+	MDB_val lk = link_key(lb, &base, k);
+	rc = mdb_del(w->txn, w->st->db_meta, &lk, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return pd_mdb_err(rc);
+	bool more = has_dependents(w->txn, w->st, &base, &rc);
+	if (rc || more)
+		return rc;
+	struct fprec live;
+	if (blob_get(w->txn, w->st, &base, &live) == 0)
+		return 0;
+	return free_kept(w, &base, depth + 1);
+}
+
+int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec *r)
+{
+	struct blobkey base;
+	int rc = blob_delta_base(w->st, r, &base);
+	if (rc <= 0)
+		return rc == -EIO ? 0 : rc; /* a damaged header: fsck reports a stray link */
+	uint8_t lb[LINK_KEY];
+	MDB_val lk = link_key(lb, &base, k);
+	rc = mdb_del(w->txn, w->st->db_meta, &lk, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return pd_mdb_err(rc);
+	bool more = has_dependents(w->txn, w->st, &base, &rc);
+	if (rc || more)
+		return rc;
+	struct fprec live;
+	if (blob_get(w->txn, w->st, &base, &live) == 0)
+		return 0; /* the base lives on by its own references */
+	return free_kept(w, &base, 1);
+}
+
+int blob_delta_release(struct wtx *w, const struct blobkey *k, const struct fprec *r)
+{
+	int rc;
+	bool hung = has_dependents(w->txn, w->st, k, &rc);
+	if (rc)
+		return rc;
+	if (hung) {
+		/* Kept for its deltas. If the same bytes were stored and freed
+		 * again meanwhile, the older kept record gives way to this
+		 * one (the same bytes: the deltas decode against either). */
+		struct fprec old;
+		if (blob_delta_kept_get(w->txn, w->st, k, &old) == 0) {
+			struct pack_loc loc;
+			blob_rec_loc(&old, &loc);
+			if ((rc = pack_live_less(w, &old)) || (rc = wtx_punch_after(w, &loc)))
+				return rc;
+		}
+		if ((rc = blob_dict_account(w, r->pack_dict, -1)))
+			return rc;
+		return kept_put(w->txn, w->st, k, r);
+	}
+	if ((rc = blob_delta_forget(w, k, r)))
+		return rc;
+	struct pack_loc loc;
+	blob_rec_loc(r, &loc);
+	if ((rc = blob_pack_account(w, r, -1))) /* dead bytes now */
+		return rc;
+	return wtx_punch_after(w, &loc);
+}
+
+/* May k's record become a delta on base? */
+static int delta_allowed(struct wtx *w, const struct blobkey *k, const struct blobkey *base, bool *ok)
+{
+	*ok = false;
+	if (blobkey_equal(k, base))
+		return 0;
+	int rc;
+	if (has_dependents(w->txn, w->st, k, &rc) || rc)
+		return rc;
+	struct fprec b;
+	if ((rc = blob_get(w->txn, w->st, base, &b)))
+		return rc == -ENOENT ? 0 : rc;
+	if (!(b.flags & FPREC_PACKED) || (b.flags & FPREC_BAD))
+		return 0;
+	unsigned depth;
+	if ((rc = blob_delta_depth(w->txn, w->st, &b, &depth)))
+		return rc == -EIO ? 0 : rc;
+	*ok = depth < BLOB_DELTA_DEPTH;
+	return 0;
+}
+
+int blob_delta_move(struct wtx *w, const struct blobkey *k, const struct pack_loc *was, const struct pack_loc *loc,
+		    uint32_t dict, const struct blobkey *base)
+{
+	struct fprec r;
+	int rc = blob_get(w->txn, w->st, k, &r);
+	if (rc == -ENOENT)
+		return 1; /* freed meanwhile: the new record is dead bytes */
+	if (rc)
+		return rc;
+	if (!(r.flags & FPREC_PACKED) || (r.flags & FPREC_BAD) || r.pack != was->pack || r.pack_off != was->off)
+		return 1;
+	if (base) {
+		bool ok;
+		if ((rc = delta_allowed(w, k, base, &ok)))
+			return rc;
+		if (!ok)
+			return 1;
+	}
+	struct pack_loc old;
+	blob_rec_loc(&r, &old);
+	if ((rc = blob_delta_forget(w, k, &r)) || (rc = blob_pack_account(w, &r, -1)) ||
+	    (rc = wtx_punch_after(w, &old)))
+		return rc;
+	blob_rec_set_loc(&r, loc, dict);
+	if ((rc = blob_pack_account(w, &r, +1)) || (rc = blob_put(w->txn, w->st, k, &r)))
+		return rc;
+	if (!base)
+		return 0;
+	uint8_t lb[LINK_KEY];
+	MDB_val lk = link_key(lb, base, k), v = { 0, lb };
+	return pd_mdb_err(mdb_put(w->txn, w->st->db_meta, &lk, &v, 0));
+}
+
+struct heal_walk {
+	struct wtx *w;
+};
+
+static int heal_step(void *p, const MDB_val *k, const MDB_val *v)
+{
+	struct wtx *w = ((struct heal_walk *)p)->w;
+	(void)v;
+	if (k->mv_size != LINK_KEY)
+		return 0;
+	struct blobkey dep;
+	struct fprec r;
+	blobkey_decode((const uint8_t *)k->mv_data + 4 + BLOBKEY_BYTES, &dep);
+	if (blob_get(w->txn, w->st, &dep, &r) || !(r.flags & FPREC_BAD))
+		return 0;
+	r.flags &= (uint8_t)~FPREC_BAD;
+	return blob_put(w->txn, w->st, &dep, &r);
+}
+
+int blob_delta_healed(struct wtx *w, const struct blobkey *k)
+{
+	uint8_t kb[LINK_KEY];
+	link_key(kb, k, NULL);
+	struct heal_walk hw = { w };
+	return meta_prefix(w->txn, w->st, kb, KEPT_KEY, heal_step, &hw);
+}

@@ -1,0 +1,588 @@
+/* ndelta.c - signed pages re-encoded as deltas against their nearest stored
+ * neighbour, and deltas of dead bases stored whole again. The design is
+ * in ndelta.h; the records' rules in blob.h (blob_delta.c).
+ */
+#include "ndelta.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "blob/blob.h"
+#include "near.h"
+
+struct ndelta {
+	struct store *st;
+	unsigned rule;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct blobkey ring[NDELTA_QUEUE];
+	size_t head, n;
+	struct ndelta_counts counts;
+	struct pack_loc carry; /* the last record the thread's moves left dead */
+	pthread_t thread;
+	bool running, stop;
+};
+
+static const char *const rule_names[] = { "resemblance", "off", "simhash", "resemblance", "trial" };
+
+int ndelta_rule_parse(const char *name, unsigned *rule)
+{
+	for (unsigned i = 1; i < sizeof rule_names / sizeof rule_names[0]; i++)
+		if (!strcmp(name, rule_names[i])) {
+			*rule = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *ndelta_rule_name(unsigned rule)
+{
+	return rule < sizeof rule_names / sizeof rule_names[0] ? rule_names[rule] : "?";
+}
+
+/* ---- choosing a base ------------------------------------------------------ */
+
+struct cand {
+	struct blobkey k;
+	unsigned dist; /* simhash distance; UINT32_MAX: found by LSH only */
+	double res;    /* estimated resemblance of the shingle sets */
+};
+
+struct cands {
+	const struct blobkey *self;
+	struct cand v[NDELTA_CANDIDATES];
+	size_t n;
+};
+
+static int add_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
+{
+	struct cands *c = ctx;
+	(void)h;
+	if (blobkey_equal(k, c->self))
+		return 0;
+	for (size_t i = 0; i < c->n; i++)
+		if (blobkey_equal(&c->v[i].k, k)) {
+			if (dist < c->v[i].dist)
+				c->v[i].dist = dist;
+			return 0;
+		}
+	if (c->n == NDELTA_CANDIDATES)
+		return 1;
+	c->v[c->n++] = (struct cand){ *k, dist, 0 };
+	return 0;
+}
+
+static int add_lsh_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
+{
+	(void)dist;
+	return add_cand(ctx, k, h, UINT32_MAX);
+}
+
+/* Can record r of a candidate be a base (its depth aside)? */
+static bool usable_base(const struct fprec *r)
+{
+	return (r->flags & FPREC_PACKED) && !(r->flags & (FPREC_BAD | FPREC_SIG_PENDING)) &&
+	       r->size <= NDELTA_MAX_BYTES;
+}
+
+/* Was record b appended before record r? */
+static bool older(const struct fprec *b, const struct fprec *r)
+{
+	return b->pack < r->pack || (b->pack == r->pack && b->pack_off < r->pack_off);
+}
+
+/* May candidate k be the base of page record r? Less than
+ * BLOB_DELTA_DEPTH deep, and, when it is a whole record, appended before
+ * r: two pages signed together would otherwise each choose the other, and
+ * only one of them could become a delta (a page with a delta on it stays
+ * whole); so deltas go from the newer page to the older. A candidate that
+ * is a delta already had its own step (its place is that of its delta,
+ * not of its page). Its records' headers are read in a read transaction
+ * of its own, kept short: a reader holds back the reuse of the pages that
+ * commits free meanwhile, and LMDB's file grows. */
+static bool fit_base(struct store *st, const struct blobkey *k, const struct fprec *r)
+{
+	MDB_txn *txn;
+	struct fprec b;
+	unsigned depth;
+	if (store_read_begin(st, &txn))
+		return false;
+	bool ok = blob_get(txn, st, k, &b) == 0 && blob_delta_depth(txn, st, &b, &depth) == 0 &&
+		  depth < BLOB_DELTA_DEPTH && (depth > 0 || older(&b, r));
+	store_read_end(st, txn);
+	return ok;
+}
+
+/* The candidates of page k (signature sig), usable ones only, with their
+ * resemblance to it. */
+static int find_cands(struct store *st, const struct blobkey *k, const struct fprec *r, struct cands *c)
+{
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	struct near_sig sig;
+	near_sig_of_rec(r, &sig);
+	unsigned maxd = st->near_tables ? st->near_tables - 1 : 0;
+	c->self = k;
+	c->n = 0;
+	if (st->near_tables && (r->flags & FPREC_HAS_SIMHASH))
+		rc = near_find(txn, st, r->simhash, maxd, add_cand, c);
+	if (!rc && !(rc = near_set_get(txn, st, k, &sig)) && sig.has_set)
+		rc = near_lsh_find(txn, st, &sig.set, add_lsh_cand, c);
+	size_t kept = 0;
+	for (size_t i = 0; i < c->n && !rc; i++) {
+		struct fprec b;
+		struct near_sig bs;
+		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b))
+			continue;
+		c->v[i].res = 0;
+		if (sig.has_set && near_set_get(txn, st, &c->v[i].k, &bs) == 0 && bs.has_set) {
+			bool exact;
+			c->v[i].res = nearset_resemblance(&sig.set, &bs.set, &exact);
+		}
+		c->v[kept++] = c->v[i];
+	}
+	c->n = kept;
+	store_read_end(st, txn);
+	return rc;
+}
+
+static int by_resemblance(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->res != y->res)
+		return x->res > y->res ? -1 : 1;
+	return x->dist < y->dist ? -1 : x->dist > y->dist;
+}
+
+static int by_distance(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->dist != y->dist)
+		return x->dist < y->dist ? -1 : 1;
+	return x->res > y->res ? -1 : x->res < y->res;
+}
+
+/* Rank the candidates and keep, in order, the first that fit page
+ * record r (one, or NDELTA_TRIALS for the trial rule); how many. */
+static size_t rank(struct store *st, struct cands *c, const struct fprec *r, unsigned rule)
+{
+	if (!c->n)
+		return 0;
+	qsort(c->v, c->n, sizeof c->v[0], rule == NDELTA_RULE_SIMHASH ? by_distance : by_resemblance);
+	size_t want = rule == NDELTA_RULE_TRIAL ? NDELTA_TRIALS : 1, kept = 0;
+	for (size_t i = 0; i < c->n && kept < want; i++)
+		if (fit_base(st, &c->v[i].k, r))
+			c->v[kept++] = c->v[i];
+	return kept;
+}
+
+/* ---- encoding ---------------------------------------------------------------- */
+
+/* A page's bytes decoded from its record (malloc'd). */
+static int read_bytes(struct store *st, const struct blobkey *k, struct fprec *r, void **out)
+{
+	int rc = blob_read(st, k, r);
+	if (rc)
+		return rc;
+	void *b = malloc(r->size ? (size_t)r->size : 1);
+	if (!b)
+		return -ENOMEM;
+	if ((rc = blob_read_packed(st, k, r, b))) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
+static int encode_delta(struct store *st, const struct blobkey *k, const struct fprec *r, const void *page,
+			const struct blobkey *bk, struct pack_rec *out)
+{
+	struct fprec br;
+	void *base;
+	int rc = read_bytes(st, bk, &br, &base);
+	if (rc)
+		return rc;
+	int level = st->opts.pack_level > 0 ? st->opts.pack_level : PACK_DEFAULT_LEVEL;
+	struct pack_encode_opts o = { .level = level, .chunk_shift = PACK_DEFAULT_CHUNK_SHIFT, .base = base,
+				      .base_len = (size_t)br.size, .base_variant = bk->variant };
+	memcpy(o.base_md5, bk->md5, 16);
+	rc = pack_encode_page(k->md5, k->variant, r->xxh128, page, -1, r->size, &o, out);
+	free(base);
+	return rc;
+}
+
+/* A page ready to be moved to its new record. */
+struct job {
+	struct blobkey k, base;
+	bool has_base;
+	struct pack_loc was, loc;
+	uint32_t dict;
+	uint64_t before, after;
+};
+
+/* Encode page k against the rule's best base; *ready when a record under
+ * the gain threshold was appended. */
+static int prepare(struct store *st, unsigned rule, const struct blobkey *k, struct job *j, bool *ready)
+{
+	*ready = false;
+	struct fprec r;
+	int rc = blob_read(st, k, &r);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	struct blobkey old;
+	if (!(r.flags & FPREC_PACKED) || (r.flags & (FPREC_BAD | FPREC_SIG_PENDING)) || r.size > NDELTA_MAX_BYTES ||
+	    blob_delta_base(st, &r, &old) != 0)
+		return 0;
+	struct cands *c = malloc(sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	rc = find_cands(st, k, &r, c);
+	size_t tries = rc ? 0 : rank(st, c, &r, rule);
+	void *page = NULL;
+	if (tries && (rc = read_bytes(st, k, &r, &page)))
+		tries = 0;
+	struct pack_rec best = { 0 };
+	for (size_t i = 0; i < tries; i++) {
+		struct pack_rec rec = { 0 };
+		if (encode_delta(st, k, &r, page, &c->v[i].k, &rec))
+			continue; /* a base that cannot be read: try the next */
+		if (!best.buf || rec.len < best.len) {
+			pack_rec_free(&best);
+			best = rec;
+			j->base = c->v[i].k;
+		} else {
+			pack_rec_free(&rec);
+		}
+	}
+	free(page);
+	free(c);
+	if (best.buf && best.len * NDELTA_GAIN_DEN < r.pack_len * NDELTA_GAIN_NUM) {
+		j->k = *k;
+		j->has_base = true;
+		blob_rec_loc(&r, &j->was);
+		j->dict = 0;
+		j->before = r.pack_len;
+		j->after = best.len;
+		rc = blob_append(st, &best, k, &j->loc);
+		*ready = rc == 0;
+	}
+	pack_rec_free(&best);
+	return rc == -EIO ? 0 : rc; /* a page that cannot be read stays as it is */
+}
+
+struct moves {
+	struct job *v;
+	size_t n;
+	bool *moved;
+	const struct pack_loc *carry;
+};
+
+static int move_cb(struct wtx *w, void *arg)
+{
+	struct moves *m = arg;
+	for (size_t i = 0; i < m->n; i++) {
+		struct job *j = &m->v[i];
+		int rc = blob_delta_move(w, &j->k, &j->was, &j->loc, j->dict, j->has_base ? &j->base : NULL);
+		if (rc < 0)
+			return rc;
+		m->moved[i] = rc == 0;
+		/* a refused record is nobody's: its blocks go back at once */
+		if (rc == 1 && (rc = wtx_punch_after(w, &j->loc)))
+			return rc;
+	}
+	/* The last batch's last dead record, punched again with this batch's:
+	 * records freed one batch after another, side by side, then share
+	 * their blocks' punch (store_commit.c merges neighbours). */
+	return m->carry && m->carry->len ? wtx_punch_after(w, m->carry) : 0;
+}
+
+/* Commit the jobs' moves (their records appended, synced first unless
+ * each append was). */
+static int commit_jobs(struct store *st, struct job *v, size_t n, bool *moved, struct pack_loc *carry)
+{
+	if (!n)
+		return 0;
+	int rc = st->opts.sync_blobs ? 0 : pack_sync(st->packs);
+	struct moves m = { v, n, moved, carry };
+	if (rc || (rc = store_write(st, move_cb, &m)))
+		return rc;
+	for (size_t i = 0; carry && i < n; i++)
+		if (moved[i] && (v[i].was.pack > carry->pack ||
+				 (v[i].was.pack == carry->pack && v[i].was.off > carry->off)))
+			*carry = v[i].was;
+	return 0;
+}
+
+static void count_moves(struct ndelta_counts *c, const struct job *v, size_t n, const bool *moved)
+{
+	for (size_t i = 0; c && i < n; i++)
+		if (moved[i]) {
+			c->stored++;
+			c->bytes_before += v[i].before;
+			c->bytes_after += v[i].after;
+		}
+}
+
+static int delta_batch(struct store *st, unsigned rule, const struct blobkey *keys, size_t n,
+		       struct ndelta_counts *c, struct pack_loc *carry)
+{
+	struct job v[NDELTA_BATCH];
+	bool moved[NDELTA_BATCH] = { false };
+	size_t nj = 0;
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		bool ready;
+		rc = prepare(st, rule, &keys[i], &v[nj], &ready);
+		nj += ready;
+	}
+	if (c)
+		c->tried += n;
+	int crc = commit_jobs(st, v, nj, moved, carry);
+	count_moves(c, v, nj, moved);
+	if (rc || crc)
+		return rc ? rc : crc;
+	/* A move the transaction refused because of another move of the
+	 * same batch (its base became a delta in it, or too deep) is tried
+	 * once more on its own, against what is committed now. */
+	for (size_t i = 0; i < nj && !rc; i++) {
+		if (moved[i] || n == 1)
+			continue;
+		bool ready, again = false;
+		struct job j;
+		if (!(rc = prepare(st, rule, &v[i].k, &j, &ready)) && ready &&
+		    !(rc = commit_jobs(st, &j, 1, &again, carry)))
+			count_moves(c, &j, 1, &again);
+	}
+	return rc;
+}
+
+int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c)
+{
+	return delta_batch(st, rule ? rule : NDELTA_RULE_RESEMBLANCE, k, 1, c, NULL);
+}
+
+/* ---- deltas of dead bases ------------------------------------------------------ */
+
+struct kept_list {
+	struct blobkey v[NDELTA_BATCH];
+	size_t n;
+};
+
+static int collect_kept(void *ctx, const struct blobkey *k, const struct fprec *r)
+{
+	struct kept_list *l = ctx;
+	(void)r;
+	l->v[l->n++] = *k;
+	return l->n == NDELTA_BATCH;
+}
+
+/* Delta k stored again on its own. */
+static int prepare_whole(struct store *st, const struct blobkey *k, struct job *j, bool *ready)
+{
+	*ready = false;
+	struct fprec r;
+	void *page;
+	int rc = read_bytes(st, k, &r, &page);
+	if (rc)
+		return rc == -ENOENT || rc == -EIO ? 0 : rc; /* a damaged one stays for fsck */
+	struct fp fp = { .size = r.size };
+	memcpy(fp.md5, k->md5, 16);
+	memcpy(fp.xxh128, r.xxh128, 16);
+	struct pack_rec rec = { 0 };
+	if (!(rc = blob_encode(st, &fp, page, -1, &rec))) {
+		*j = (struct job){ .k = *k, .dict = rec.hdr.dict };
+		blob_rec_loc(&r, &j->was);
+		rc = blob_append(st, &rec, k, &j->loc);
+		*ready = rc == 0;
+	}
+	pack_rec_free(&rec);
+	free(page);
+	return rc;
+}
+
+int ndelta_rebase_kept(struct store *st, uint64_t *moved_total)
+{
+	*moved_total = 0;
+	for (;;) {
+		struct kept_list kl = { .n = 0 };
+		struct blobkey deps[NDELTA_BATCH];
+		size_t nd = 0;
+		MDB_txn *txn;
+		int rc = store_read_begin(st, &txn);
+		if (rc)
+			return rc;
+		rc = blob_delta_kept_each(txn, st, collect_kept, &kl);
+		for (size_t i = 0; i < kl.n && !rc && nd < NDELTA_BATCH; i++) {
+			size_t n;
+			rc = blob_delta_dependents(txn, st, &kl.v[i], deps + nd, NDELTA_BATCH - nd, &n);
+			nd += n;
+		}
+		store_read_end(st, txn);
+		if (rc || !nd)
+			return rc;
+		struct job v[NDELTA_BATCH];
+		bool moved[NDELTA_BATCH] = { false };
+		size_t nj = 0;
+		for (size_t i = 0; i < nd && !rc; i++) {
+			bool ready;
+			rc = prepare_whole(st, &deps[i], &v[nj], &ready);
+			nj += ready;
+		}
+		int crc = commit_jobs(st, v, nj, moved, NULL);
+		rc = rc ? rc : crc;
+		size_t progress = 0;
+		for (size_t i = 0; i < nj; i++)
+			progress += moved[i];
+		*moved_total += progress;
+		if (rc)
+			return rc;
+		if (!progress)
+			return 0; /* what is left cannot be read: fsck names it */
+	}
+}
+
+/* ---- the queue and its thread ---------------------------------------------------- */
+
+/* Take up to NDELTA_BATCH keys from the head (under d->mu). */
+static size_t take(struct ndelta *d, struct blobkey *keys)
+{
+	size_t n = 0;
+	while (n < NDELTA_BATCH && d->n) {
+		keys[n++] = d->ring[d->head];
+		d->head = (d->head + 1) % NDELTA_QUEUE;
+		d->n--;
+	}
+	return n;
+}
+
+/* Do one batch (d->mu held on entry and on return); carry: the thread's
+ * own (a drain beside it has none). */
+static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct pack_loc *carry)
+{
+	struct ndelta_counts c = { 0 };
+	pthread_mutex_unlock(&d->mu);
+	delta_batch(d->st, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
+	pthread_mutex_lock(&d->mu);
+	d->counts.tried += c.tried;
+	d->counts.stored += c.stored;
+	d->counts.bytes_before += c.bytes_before;
+	d->counts.bytes_after += c.bytes_after;
+}
+
+void ndelta_drain(struct ndelta *d)
+{
+	if (!d)
+		return;
+	struct blobkey keys[NDELTA_BATCH];
+	pthread_mutex_lock(&d->mu);
+	for (size_t n; (n = take(d, keys));)
+		work(d, keys, n, NULL);
+	pthread_mutex_unlock(&d->mu);
+}
+
+static void *ndelta_main(void *arg)
+{
+	struct ndelta *d = arg;
+	struct blobkey keys[NDELTA_BATCH];
+	pthread_mutex_lock(&d->mu);
+	while (!d->stop) {
+		if (!d->n) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)NDELTA_KEPT_POLL_MS * 1000000;
+			ts.tv_sec += ts.tv_nsec / 1000000000;
+			ts.tv_nsec %= 1000000000;
+			int w = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+			if (w == ETIMEDOUT && !d->stop) {
+				pthread_mutex_unlock(&d->mu);
+				uint64_t moved = 0;
+				ndelta_rebase_kept(d->st, &moved);
+				pthread_mutex_lock(&d->mu);
+				d->counts.kept_rebased += moved;
+			}
+			continue;
+		}
+		size_t n = take(d, keys);
+		work(d, keys, n, &d->carry);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+int ndelta_start(struct store *st, struct ndelta **out)
+{
+	*out = NULL;
+	unsigned rule = st->opts.delta_rule ? st->opts.delta_rule : NDELTA_RULE_RESEMBLANCE;
+	if (rule == NDELTA_RULE_OFF || st->readonly)
+		return 0;
+	struct ndelta *d = calloc(1, sizeof *d);
+	if (!d)
+		return -ENOMEM;
+	d->st = st;
+	d->rule = rule;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	if (pthread_create(&d->thread, NULL, ndelta_main, d)) {
+		pthread_mutex_destroy(&d->mu);
+		pthread_cond_destroy(&d->cv);
+		free(d);
+		return -EAGAIN;
+	}
+	d->running = true;
+	*out = d;
+	return 0;
+}
+
+void ndelta_stop(struct ndelta *d)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->stop = true;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	pthread_join(d->thread, NULL);
+	const struct ndelta_counts *c = &d->counts;
+	if (c->queued || c->kept_rebased)
+		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases\n",
+			ndelta_rule_name(d->rule), (unsigned long long)c->queued, (unsigned long long)c->dropped,
+			(unsigned long long)c->stored, (unsigned long long)c->bytes_before,
+			(unsigned long long)c->bytes_after, (unsigned long long)c->kept_rebased);
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
+	free(d);
+}
+
+void ndelta_push(struct ndelta *d, const struct blobkey *k)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	if (d->n == NDELTA_QUEUE) {
+		d->counts.dropped++;
+	} else {
+		d->ring[(d->head + d->n) % NDELTA_QUEUE] = *k;
+		d->n++;
+		d->counts.queued++;
+		if (d->n == 1 || d->n == NDELTA_BATCH)
+			pthread_cond_signal(&d->cv);
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+void ndelta_counts(struct ndelta *d, struct ndelta_counts *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	*out = d->counts;
+	pthread_mutex_unlock(&d->mu);
+}

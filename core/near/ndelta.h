@@ -1,0 +1,96 @@
+/* ndelta.h - near-duplicate pages re-encoded as deltas against a stored
+ * neighbour, after they are signed, off the close() path.
+ *
+ * A seal stores a page whole (compressed, blob.h). Once the signer has
+ * committed its signature (sigq.h), the page's key joins a bounded
+ * in-memory queue; a thread of its own takes keys from it in batches and,
+ * for each page:
+ *   1. asks the near index for candidates: the pages within the store's K
+ *      of its simhash (near_find) and those sharing an LSH band of its
+ *      shingle set (near_lsh_find), at most NDELTA_CANDIDATES;
+ *   2. keeps those that can be a base (a packed, intact record of at most
+ *      NDELTA_MAX_BYTES, less than BLOB_DELTA_DEPTH deltas deep) and
+ *      ranks them by the rule (enum ndelta_rule);
+ *   3. reads the page and the base, encodes the page with the base as
+ *      zstd reference prefix and, only when that record is under
+ *      NDELTA_GAIN_NUM/NDELTA_GAIN_DEN of the page's current one, appends
+ *      it (synced under sync_blobs, as a seal's);
+ * then points each such page at its new record in one write transaction
+ * per batch (blob_delta_move: the record must still be the one that was
+ * re-encoded; the old one becomes dead bytes).
+ *
+ * The queue is bounded (NDELTA_QUEUE): a key pushed when it is full is
+ * dropped, and the page simply stays whole; no close() waits for the
+ * thread. A clean close of the store finishes what is queued (at most
+ * NDELTA_QUEUE pages); the queue is not persistent otherwise: pages queued
+ * when the daemon dies stay whole.
+ *
+ * The same thread looks after bases that died (blob.h's kept bases): each
+ * delta on a kept base is decoded and stored again on its own (the store's
+ * dictionary codec), after which the base's record is freed. A delta is
+ * never re-encoded against another base, so a page's chain only shortens.
+ *
+ * Errors are negative errno values.
+ */
+#ifndef PD_NDELTA_H
+#define PD_NDELTA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/rec.h"
+#include "store/store.h"
+
+#define NDELTA_QUEUE 4096          /* pages waiting; beyond, left whole */
+#define NDELTA_BATCH 16            /* pages moved per write transaction */
+#define NDELTA_CANDIDATES 32       /* candidates examined per page */
+#define NDELTA_TRIALS 3            /* bases tried by NDELTA_RULE_TRIAL */
+#define NDELTA_MAX_BYTES (256u << 10) /* pages and bases larger stay whole
+				       * (a delta is one frame: a read of a
+				       * range would decode the whole page) */
+#define NDELTA_GAIN_NUM 3          /* a delta is kept under 3/4 of the */
+#define NDELTA_GAIN_DEN 4          /* page's current record */
+#define NDELTA_KEPT_POLL_MS 1000   /* the thread looks for kept bases this often */
+
+/* How the base is chosen among the candidates (measured: the issue-15
+ * note). */
+enum ndelta_rule {
+	NDELTA_RULE_DEFAULT = 0,   /* NDELTA_RULE_RESEMBLANCE */
+	NDELTA_RULE_OFF,           /* no deltas */
+	NDELTA_RULE_SIMHASH,       /* the smallest simhash distance (ties: resemblance) */
+	NDELTA_RULE_RESEMBLANCE,   /* the highest estimated shingle resemblance */
+	NDELTA_RULE_TRIAL,         /* the smallest delta of the NDELTA_TRIALS most resembling */
+};
+/* "off", "simhash", "resemblance", "trial" -> the rule; -EINVAL. */
+int ndelta_rule_parse(const char *name, unsigned *rule);
+const char *ndelta_rule_name(unsigned rule);
+
+struct ndelta;
+
+/* Start the thread on a writable store (nothing when the rule is off:
+ * *out NULL). */
+int ndelta_start(struct store *st, struct ndelta **out);
+/* Stop it; what is queued stays whole. NULL is a no-op. */
+void ndelta_stop(struct ndelta *d);
+/* Do every page queued now in the caller's thread, beside the thread
+ * (a clean close). */
+void ndelta_drain(struct ndelta *d);
+/* Page k was signed: queue it (dropped when the queue is full). */
+void ndelta_push(struct ndelta *d, const struct blobkey *k);
+
+/* What the thread did (tests, benchmarks). */
+struct ndelta_counts {
+	uint64_t queued, dropped, tried, stored, kept_rebased;
+	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
+};
+void ndelta_counts(struct ndelta *d, struct ndelta_counts *out);
+
+/* One page now, in the caller's thread: 0 (stored as a delta or left),
+ * or -errno. */
+int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c);
+/* Store every delta on a kept base again on its own (the bases are freed
+ * with their last delta). *moved: records re-encoded. */
+int ndelta_rebase_kept(struct store *st, uint64_t *moved);
+
+#endif

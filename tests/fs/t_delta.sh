@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# Near-duplicate pages stored as deltas against a stored neighbour (the
+# near index chooses the base, after the page is signed): the delta reads
+# back byte-identical after a remount and after the caches are dropped; a
+# base whose last name goes is kept while a delta needs it, its deltas are
+# stored whole again and the base is freed; a chain of successive edits
+# never grows past BLOB_DELTA_DEPTH (4); a damaged base gives EIO for its
+# deltas and a refetch heals them.
+. "$(dirname "$0")/lib.sh"
+
+# pages.py: page(seed, edits) -> bytes, a ~24 KB HTML page of prose; each
+# edit changes one sentence.
+cat >"$PD_TMP/pages.py" <<'EOF'
+import random
+WORDS = ("archive crawler page river mountain weather market council school library museum "
+         "garden harbour station theatre bridge forest village castle valley island festival "
+         "season winter summer morning evening history science music letter report story").split()
+def sentence(rnd):
+    return " ".join(rnd.choice(WORDS) for _ in range(rnd.randrange(8, 16))).capitalize() + "."
+def page(seed, edits=0, n=160, salt=0):
+    """edits: successive edits (each page one more than the last); salt:
+    a different set of edits (pages that differ from the first by one
+    edit each, more from one another)."""
+    rnd = random.Random(seed)
+    sents = [sentence(rnd) for _ in range(n)]
+    er = random.Random(seed * 1000 + 1 + salt * 31)
+    for e in range(edits):
+        sents[er.randrange(n)] = sentence(random.Random(seed * 7919 + e + 1 + salt * 104729))
+    body = "\n".join("<p>%s</p>" % s for s in sents)
+    return ("<html><head><title>page %d</title></head><body>\n%s\n</body></html>\n" % (seed, body)).encode()
+EOF
+
+# deltas.py helpers on `pagededup blobs`: delta bases and chain depths.
+cat >"$PD_TMP/deltas.py" <<'EOF'
+import re, time
+from fsutil import *
+def bases(S):
+    """{key: base key} of the records stored as deltas."""
+    out = {}
+    for r in stored(S):
+        m = re.search(r":delta(?:\+dict)?:([0-9a-f]{32}(?:\.\d+)?)", r[3])
+        if m:
+            out[r[0]] = m.group(1)
+    return out
+def depth(b, k):
+    d = 0
+    while k in b:
+        k = b[k]; d += 1
+        assert d < 100, "a loop of deltas"
+    return d
+def wait_deltas(S, n, what, timeout=90.0):
+    end = time.time() + timeout
+    while True:
+        b = bases(S)
+        if len(b) >= n:
+            return b
+        if time.time() > end:
+            raise AssertionError("%s: %d pages stored as deltas after %d s, expected %d: %r"
+                                 % (what, len(b), timeout, n, stored(S)))
+        time.sleep(0.2)
+EOF
+export PYTHONPATH=$PD_TMP${PYTHONPATH:+:$PYTHONPATH}
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
+
+case_near_dup_is_delta() {
+	pd_mount || fail mount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+a, b = page(1), page(1, edits=1)
+check(a != b, "the pages differ")
+write(M + "/a.html", a)
+wait_blobs(S, 1, "the first page")
+write(M + "/b.html", b)
+d = wait_deltas(S, 1, "the near-duplicate")
+eq(d, {md5(b): md5(a)}, "delta records and their base (the newer page on the older)")
+rows = {r[0]: r for r in stored(S)}
+_, _, alen = blob_place(S, md5(a))
+_, _, blen = blob_place(S, md5(b))
+check(blen * 4 < alen, "the delta takes %d bytes, the base %d: not a quarter" % (blen, alen))
+eq(blob_bytes(S, md5(b)), b, "the delta decoded by pagededup blobs --cat")
+eq(read(M + "/b.html"), b, "the delta read through the mount")
+EOF
+	pd_remount || fail remount
+	drop_caches
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+eq(read(M + "/b.html"), page(1, edits=1), "the delta after a remount and drop_caches")
+eq(read(M + "/a.html"), page(1), "the base after a remount and drop_caches")
+eq(bases(S), {md5(page(1, edits=1)): md5(page(1))}, "delta records after the remount")
+EOF
+	pd_umount --no-fsck || fail umount
+	"$PD_BIN" fsck --deep "$STORE" || fail "fsck --deep of a store with a delta"
+}
+
+case_base_dies() {
+	pd_mount || fail mount
+	py <<'EOF' || exit 1
+import os, json
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+write(M + "/a.html", page(2))
+wait_blobs(S, 1, "the base")
+for i in range(1, 4):
+    write(M + "/b%d.html" % i, page(2, edits=1, salt=i))
+d = wait_deltas(S, 3, "three near-duplicates")
+base = md5(page(2))
+eq(sorted(d.values()), [base] * 3, "the three deltas' base")
+os.unlink(M + "/a.html")
+# the deltas read at once (their base kept for them) and afterwards
+for i in range(1, 4):
+    eq(read(M + "/b%d.html" % i), page(2, edits=1, salt=i), "delta b%d right after its base's last name went" % i)
+# the deltas are stored whole again, and the base goes
+end = time.time() + 60
+while (bases(S) or base in blob_files(S)) and time.time() < end:
+    time.sleep(0.2)
+eq(bases(S), {}, "deltas left on the dead base")
+eq(sorted(blob_files(S)), sorted(md5(page(2, edits=1, salt=i)) for i in range(1, 4)), "stored blobs")
+for i in range(1, 4):
+    eq(read(M + "/b%d.html" % i), page(2, edits=1, salt=i), "b%d stored whole again" % i)
+st = dstats(M)
+eq(st.get("blobs"), 3, "blobs in stats")
+EOF
+	pd_umount || fail umount
+	local out
+	out=$("$PD_BIN" fsck --deep "$STORE") || fail "fsck --deep after the base died: $out"
+	printf '%s\n' "$out" | grep -q "kept" && fail "fsck still reports a kept base: $out"
+	drop_caches
+	pd_mount -n -s "$STORE" || fail remount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+M = os.environ["MNT"]
+for i in range(1, 4):
+    eq(read(M + "/b%d.html" % i), page(2, edits=1, salt=i), "b%d after a remount" % i)
+EOF
+	pd_umount || fail umount
+}
+
+case_chain_depth() {
+	pd_mount || fail mount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+# ten successive edits: each page is the previous one with one sentence more changed
+for i in range(10):
+    write(M + "/v%d.html" % i, page(3, edits=i))
+    wait_blobs(S, i + 1, "version %d" % i)
+d = wait_deltas(S, 9, "nine successive edits")
+deepest = max(depth(d, k) for k in d)
+check(deepest <= 4, "a chain of %d deltas (bound 4): %r" % (deepest, d))
+check(deepest >= 2, "no delta on a delta: the chain bound is not exercised (%r)" % d)
+EOF
+	pd_remount || fail remount
+	drop_caches
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+M = os.environ["MNT"]
+for i in range(10):
+    eq(read(M + "/v%d.html" % i), page(3, edits=i), "version %d" % i)
+EOF
+	pd_umount --no-fsck || fail umount
+	"$PD_BIN" fsck --deep "$STORE" || fail "fsck --deep of a chain"
+}
+
+case_damaged_base_heals() {
+	pd_mount || fail mount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+write(M + "/a.html", page(4))
+wait_blobs(S, 1, "the base")
+write(M + "/b.html", page(4, edits=1))
+wait_deltas(S, 1, "the near-duplicate")
+EOF
+	pd_umount || fail umount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+S = os.environ["STORE"]
+damage_blob(S, md5(page(4)), at=200, n=16)
+EOF
+	pd_mount -n -s "$STORE" || fail remount
+	drop_caches
+	py <<'EOF' || exit 1
+import os, errno
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+expect_errno(errno.EIO, read, M + "/b.html")
+expect_errno(errno.EIO, read, M + "/a.html")
+# refetch the base: it heals, and so does its delta
+write(M + "/a2.html", page(4))
+eq(read(M + "/a.html"), page(4), "the base after the refetch")
+eq(read(M + "/b.html"), page(4, edits=1), "the delta after its base's refetch")
+EOF
+	pd_umount --no-fsck || fail umount
+	"$PD_BIN" fsck --deep "$STORE" || fail "fsck --deep after healing"
+}
+
+# A store made by a release of format 2 (before deltas; PD_LANDED_BUILD:
+# its build directory, else skipped) opens, reads, takes deltas for new
+# pages, and is then format 3, which that release refuses.
+case_landed_store_opens() {
+	local old=${PD_LANDED_BUILD:-}
+	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of format 2) not given"
+	local d=$PD_TMP/landed
+	mkdir -p "$d/mnt" && "$old/pagededup" mkfs "$d/store" >/dev/null || fail "mkfs of format 2"
+	"$old/pagededupfs" "$d/store" "$d/mnt" || fail "mount with the format 2 release"
+	py "$d/mnt" <<'EOF2' || { fusermount3 -u "$d/mnt"; exit 1; }
+import sys
+from fsutil import *
+from pages import page
+write(sys.argv[1] + "/a.html", page(5))
+write(sys.argv[1] + "/b.html", page(5, edits=1))
+EOF2
+	fusermount3 -u "$d/mnt" || fail "unmount of the format 2 release"
+	local i; for i in $(seq 1 100); do pgrep -f "$old/pagededupfs $d/store" >/dev/null || break; sleep 0.1; done
+	pd_mount -n -s "$d/store" || fail "mount of a format 2 store"
+	py <<'EOF2' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+eq(read(M + "/a.html"), page(5), "a page of the format 2 store")
+eq(read(M + "/b.html"), page(5, edits=1), "a page of the format 2 store")
+write(M + "/c.html", page(5, edits=2))
+d = wait_deltas(S, 1, "a near-duplicate written into the format 2 store")
+check(md5(page(5, edits=2)) in d, "the new page is the delta: %r" % d)
+EOF2
+	pd_umount || fail umount
+	"$PD_BIN" stats "$d/store" | grep -q "store format 3" || fail "the store is not format 3 after a writable open"
+	local out
+	out=$("$old/pagededup" stats "$d/store" 2>&1) && fail "the format 2 release opened a format 3 store: $out"
+	printf '%s\n' "$out" | grep -q "format version 3" || fail "the format 2 release's refusal: $out"
+}
+
+pd_case near_dup_is_delta
+pd_case base_dies
+pd_case chain_depth
+pd_case damaged_base_heals
+pd_case landed_store_opens
+pd_finish

@@ -1,0 +1,361 @@
+/* test_ndelta.c - near-duplicates stored as deltas (ndelta.h, blob.h):
+ * a near-duplicate becomes a delta on the older page and reads back; the
+ * older page never becomes a delta on the newer; a base whose last name
+ * goes is kept (out of the fingerprints, its record live) while its delta
+ * needs it, the delta is stored whole again and the base freed; a chain of
+ * successive edits stays within BLOB_DELTA_DEPTH; a move whose record
+ * changed meanwhile is refused; fsck clean at every step. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "archive/archive.h"
+#include "blob/blob.h"
+#include "helpers.h"
+#include "near/ndelta.h"
+#include "near/sigq.h"
+
+static struct store *open_store(const char *dir, bool create)
+{
+	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
+	if (create)
+		return th_store(dir, NULL, &o);
+	struct store *st;
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	return st;
+}
+
+static void read_back(struct store *st, uint64_t ino, const char *want)
+{
+	struct pd_file *f;
+	bool keep;
+	size_t len = strlen(want), got;
+	char *buf = malloc(len + 16);
+	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
+	assert_int_equal(file_read(f, buf, len + 16, 0, &got), 0);
+	assert_int_equal(got, len);
+	assert_memory_equal(buf, want, len);
+	assert_int_equal(file_release(f), 0);
+	free(buf);
+}
+
+static struct blobkey key_of(struct store *st, uint64_t ino)
+{
+	MDB_txn *txn;
+	struct inode in;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	store_read_end(st, txn);
+	assert_true(in.flags & INODE_HAS_BLOB);
+	return in.blob;
+}
+
+/* 1: k is a delta (its base in *base), 0: whole. */
+static int delta_of(struct store *st, const struct blobkey *k, struct blobkey *base)
+{
+	struct fprec r;
+	assert_int_equal(blob_read(st, k, &r), 0);
+	int rc = blob_delta_base(st, &r, base);
+	assert_true(rc >= 0);
+	return rc;
+}
+
+static unsigned depth_of(struct store *st, const struct blobkey *k)
+{
+	struct fprec r;
+	MDB_txn *txn;
+	unsigned d;
+	assert_int_equal(blob_read(st, k, &r), 0);
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_delta_depth(txn, st, &r, &d), 0);
+	store_read_end(st, txn);
+	return d;
+}
+
+static bool kept(struct store *st, const struct blobkey *k)
+{
+	MDB_txn *txn;
+	struct fprec r;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	int rc = blob_delta_kept_get(txn, st, k, &r);
+	store_read_end(st, txn);
+	assert_true(rc == 0 || rc == -ENOENT);
+	return rc == 0;
+}
+
+/* A copy of page with `n` words rewritten (edit e). */
+static char *edited(const char *page, unsigned e, unsigned n)
+{
+	char *p = strdup(page);
+	size_t len = strlen(p);
+	for (unsigned i = 0; i < n; i++) {
+		size_t at = (len / 3 + (size_t)e * 997 + i * 131) % (len - 40);
+		memcpy(p + at, "EDITED", 6);
+		p[at + 6] = (char)('a' + (e + i) % 26);
+	}
+	return p;
+}
+
+static void test_delta_and_kept_base(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *a = th_page(11, 900, ""), *b = edited(a, 1, 2);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = key_of(st, ia), kb = key_of(st, ib), base;
+	struct ndelta_counts c = { 0 };
+	/* the older page has no older neighbour: it stays whole */
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, &c), 0);
+	assert_int_equal(c.stored, 0);
+	assert_int_equal(delta_of(st, &ka, &base), 0);
+	/* the newer one becomes a delta on it, much smaller */
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, &c), 0);
+	assert_int_equal(c.stored, 1);
+	assert_true(c.bytes_after * 4 < c.bytes_before);
+	assert_int_equal(delta_of(st, &kb, &base), 1);
+	assert_true(blobkey_equal(&base, &ka));
+	assert_int_equal(depth_of(st, &kb), 1);
+	read_back(st, ib, b);
+	/* a base with a delta on it is not made a delta itself */
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, &c), 0);
+	assert_int_equal(c.stored, 1);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	/* the base's last name goes: it is kept for the delta */
+	st = open_store(dir, false);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	struct fprec r;
+	assert_int_equal(blob_read(st, &ka, &r), -ENOENT);
+	assert_true(kept(st, &ka));
+	struct blob_pack_usage u;
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.kept, 1);
+	assert_int_equal(u.live_records, 2);
+	read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	/* its delta is stored whole again, and the base goes */
+	st = open_store(dir, false);
+	read_back(st, ib, b);
+	uint64_t moved;
+	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
+	assert_int_equal(moved, 1);
+	assert_false(kept(st, &ka));
+	assert_int_equal(delta_of(st, &kb, &base), 0);
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.kept, 0);
+	assert_int_equal(u.live_records, 1);
+	read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+/* The compactor moves a base kept for its deltas like any live record: its
+ * "dkep" row follows the copy, its delta still reads, fsck is clean, and
+ * the base is freed once its delta is stored whole again. */
+static void test_compactor_moves_kept_base(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *a = th_page(13, 900, ""), *b = edited(a, 3, 2);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = key_of(st, ia), kb = key_of(st, ib), base;
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
+	assert_int_equal(delta_of(st, &kb, &base), 1);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	assert_true(kept(st, &ka));
+
+	MDB_txn *txn;
+	struct fprec before, after;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_delta_kept_get(txn, st, &ka, &before), 0);
+	store_read_end(st, txn);
+	struct blob_compact_cfg cfg;
+	struct blob_compact_stats done = { 0 };
+	blob_compact_cfg_of(st, &cfg);
+	assert_int_equal(blob_compact_pack(st, before.pack, &cfg, &done), 0);
+	assert_true(done.records_moved >= 2); /* the kept base and its delta */
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_delta_kept_get(txn, st, &ka, &after), 0);
+	store_read_end(st, txn);
+	assert_int_not_equal(after.pack, before.pack); /* the row follows the copy */
+	read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	st = open_store(dir, false);
+	read_back(st, ib, b);
+	uint64_t moved;
+	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
+	assert_int_equal(moved, 1);
+	assert_false(kept(st, &ka));
+	read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+static void test_chain_bound(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	enum { N = 10 };
+	char *v[N], name[32];
+	uint64_t ino[N];
+	v[0] = th_page(12, 900, "");
+	unsigned deepest = 0, deltas = 0;
+	for (int i = 0; i < N; i++) {
+		if (i)
+			v[i] = edited(v[i - 1], (unsigned)i, 1);
+		snprintf(name, sizeof name, "v%d.html", i);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, v[i]);
+		assert_int_equal(sigq_drain(st), 0);
+		struct blobkey k = key_of(st, ino[i]), base;
+		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k, NULL), 0);
+		unsigned d = depth_of(st, &k);
+		assert_true(d <= BLOB_DELTA_DEPTH);
+		deepest = d > deepest ? d : deepest;
+		deltas += (unsigned)delta_of(st, &k, &base);
+	}
+	assert_int_equal(deltas, N - 1);             /* every edit after the first */
+	assert_int_equal(deepest, BLOB_DELTA_DEPTH); /* the bound was reached, not passed */
+	for (int i = 0; i < N; i++)
+		read_back(st, ino[i], v[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	for (int i = 0; i < N; i++)
+		free(v[i]);
+	th_rmdir(dir);
+}
+
+struct move_args {
+	struct blobkey k;
+	struct pack_loc was, loc;
+	int rc;
+};
+
+static int move_cb(struct wtx *w, void *arg)
+{
+	struct move_args *m = arg;
+	m->rc = blob_delta_move(w, &m->k, &m->was, &m->loc, 0, NULL);
+	return m->rc < 0 ? m->rc : 0;
+}
+
+static void test_move_of_changed_record_refused(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *a = th_page(13, 300, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	struct move_args m = { .k = key_of(st, ia) };
+	struct fprec r;
+	assert_int_equal(blob_read(st, &m.k, &r), 0);
+	blob_rec_loc(&r, &m.was);
+	m.was.off += 8; /* not where the record is now */
+	m.loc = m.was;
+	assert_int_equal(store_write(st, move_cb, &m), 0);
+	assert_int_equal(m.rc, 1);
+	struct fprec now;
+	assert_int_equal(blob_read(st, &m.k, &now), 0);
+	assert_int_equal(now.pack_off, r.pack_off);
+	read_back(st, ia, a);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	th_rmdir(dir);
+}
+
+/* Delete every meta row under prefix (4 bytes). */
+static int drop_prefix_cb(struct wtx *w, void *arg)
+{
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(w->txn, w->st->db_meta, &c);
+	if (rc)
+		return -EIO;
+	MDB_val k = { 4, arg }, v;
+	for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size < 4 || memcmp(k.mv_data, arg, 4))
+			break;
+		mdb_cursor_del(c, 0);
+	}
+	mdb_cursor_close(c);
+	return 0;
+}
+
+static uint64_t fsck_problems(const char *dir, bool repair)
+{
+	struct fsck_opts o = { .deep = true, .repair = repair };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
+	return r.problems;
+}
+
+static void test_fsck_rebuilds_links(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *a = th_page(14, 900, ""), *b = edited(a, 3, 2);
+	th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey kb = key_of(st, ib), base;
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
+	assert_int_equal(delta_of(st, &kb, &base), 1);
+	/* the link rows lost: fsck names the delta, --repair writes them again */
+	assert_int_equal(store_write(st, drop_prefix_cb, "dlnk"), 0);
+	assert_int_equal(store_close(st), 0);
+	assert_true(fsck_problems(th_store_dir(dir), false) > 0);
+	assert_true(fsck_problems(th_store_dir(dir), true) > 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_delta_linked(txn, st, &base, &kb), 1);
+	store_read_end(st, txn);
+	read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_delta_and_kept_base),
+		cmocka_unit_test(test_compactor_moves_kept_base),
+		cmocka_unit_test(test_chain_bound),
+		cmocka_unit_test(test_move_of_changed_record_refused),
+		cmocka_unit_test(test_fsck_rebuilds_links),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
