@@ -37,10 +37,8 @@ int blob_delta_base(struct store *st, const struct fprec *r, struct blobkey *bas
 {
 	if (!(r->flags & FPREC_PACKED))
 		return 0;
-	struct pack_loc loc;
 	struct pack_rec_hdr h;
-	blob_rec_loc(r, &loc);
-	int rc = pack_read_hdr(st->packs, &loc, &h);
+	int rc = blob_rec_hdr(st, r, &h);
 	if (rc)
 		return rc;
 	if (h.encoding != PACK_ENC_DELTA && h.encoding != PACK_ENC_DELTA_DICT)
@@ -238,6 +236,8 @@ static int pack_live_less(struct wtx *w, const struct fprec *r)
 	return blob_pack_live_put(w->txn, w->st, r->pack, &l);
 }
 
+static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct fprec *r, unsigned depth);
+
 /* Kept base k has no delta left: its record is dead bytes now. */
 static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
 {
@@ -256,25 +256,13 @@ static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
 	if (depth > BLOB_DELTA_DEPTH)
 		return 0; /* a loop in damaged rows: fsck's to report */
 	/* a kept base that was a delta itself lets go of its own base */
-	struct blobkey base;
-	rc = blob_delta_base(w->st, &r, &base);
-	if (rc <= 0)
-		return rc == -EIO ? 0 : rc;
-	uint8_t lb[LINK_KEY];
-	MDB_val lk = link_key(lb, &base, k);
-	rc = mdb_del(w->txn, w->st->db_meta, &lk, NULL);
-	if (rc && rc != MDB_NOTFOUND)
-		return pd_mdb_err(rc);
-	bool more = has_dependents(w->txn, w->st, &base, &rc);
-	if (rc || more)
-		return rc;
-	struct fprec live;
-	if (blob_get(w->txn, w->st, &base, &live) == 0)
-		return 0;
-	return free_kept(w, &base, depth + 1);
+	return let_go_of_base(w, k, &r, depth + 1);
 }
 
-int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec *r)
+/* Record r of k, if a delta, no longer hangs on its base: the link goes,
+ * and a kept base left with no delta is freed (depth: how many kept bases
+ * were freed on the way here, a bound against loops in damaged rows). */
+static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct fprec *r, unsigned depth)
 {
 	struct blobkey base;
 	int rc = blob_delta_base(w->st, r, &base);
@@ -291,7 +279,12 @@ int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec
 	struct fprec live;
 	if (blob_get(w->txn, w->st, &base, &live) == 0)
 		return 0; /* the base lives on by its own references */
-	return free_kept(w, &base, 1);
+	return free_kept(w, &base, depth);
+}
+
+int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec *r)
+{
+	return let_go_of_base(w, k, r, 1);
 }
 
 int blob_delta_release(struct wtx *w, const struct blobkey *k, const struct fprec *r)

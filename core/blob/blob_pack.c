@@ -198,12 +198,17 @@ int blob_read_range(struct store *st, const struct blobkey *k, const struct fpre
 	}
 }
 
-int blob_chunking(struct store *st, const struct fprec *r, uint32_t *nchunks, unsigned *shift)
+int blob_rec_hdr(struct store *st, const struct fprec *r, struct pack_rec_hdr *h)
 {
 	struct pack_loc loc;
-	struct pack_rec_hdr h;
 	blob_rec_loc(r, &loc);
-	int rc = pack_read_hdr(st->packs, &loc, &h);
+	return pack_read_hdr(st->packs, &loc, h);
+}
+
+int blob_chunking(struct store *st, const struct fprec *r, uint32_t *nchunks, unsigned *shift)
+{
+	struct pack_rec_hdr h;
+	int rc = blob_rec_hdr(st, r, &h);
 	if (rc)
 		return rc;
 	*nchunks = h.nchunks;

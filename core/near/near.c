@@ -576,12 +576,12 @@ int near_rebuild(MDB_txn *txn, struct store *st)
 
 /* ---- the version of the signatures -------------------------------------- */
 
-int near_version_get(MDB_txn *txn, struct store *st, uint32_t *version)
+int near_meta_version_get(MDB_txn *txn, struct store *st, const char *key, uint32_t absent, uint32_t *version)
 {
-	MDB_val k = { 12, "near_version" }, v;
+	MDB_val k = { strlen(key), (void *)key }, v;
 	int rc = mdb_get(txn, st->db_meta, &k, &v);
 	if (rc == MDB_NOTFOUND) {
-		*version = NEAR_SIG_VERSION_FIRST;
+		*version = absent;
 		return 0;
 	}
 	if (rc)
@@ -591,12 +591,22 @@ int near_version_get(MDB_txn *txn, struct store *st, uint32_t *version)
 	return 0;
 }
 
-int near_version_put(MDB_txn *txn, struct store *st)
+int near_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint32_t version)
 {
 	uint8_t b[4];
-	put_le32(b, NEAR_SIG_VERSION);
-	MDB_val k = { 12, "near_version" }, v = { 4, b };
+	put_le32(b, version);
+	MDB_val k = { strlen(key), (void *)key }, v = { 4, b };
 	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+int near_version_get(MDB_txn *txn, struct store *st, uint32_t *version)
+{
+	return near_meta_version_get(txn, st, "near_version", NEAR_SIG_VERSION_FIRST, version);
+}
+
+int near_version_put(MDB_txn *txn, struct store *st)
+{
+	return near_meta_version_put(txn, st, "near_version", NEAR_SIG_VERSION);
 }
 
 /* The signature of blob k as this version computes it (none when its file

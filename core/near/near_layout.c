@@ -13,24 +13,12 @@
 
 int near_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout)
 {
-	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v;
-	int rc = mdb_get(txn, st->db_meta, &k, &v);
-	if (rc == MDB_NOTFOUND) {
-		*layout = 1;
-		return 0;
-	}
-	if (rc)
-		return pd_mdb_err(rc);
-	*layout = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
-	return 0;
+	return near_meta_version_get(txn, st, LAYOUT_KEY, 1, layout); /* absent: layout 1 */
 }
 
 int near_layout_put(MDB_txn *txn, struct store *st)
 {
-	uint8_t b[4];
-	put_le32(b, NEAR_LAYOUT_VERSION);
-	MDB_val k = { strlen(LAYOUT_KEY), LAYOUT_KEY }, v = { 4, b };
-	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+	return near_meta_version_put(txn, st, LAYOUT_KEY, NEAR_LAYOUT_VERSION);
 }
 
 /* Layout 1's band table, emptied and deleted. */

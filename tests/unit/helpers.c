@@ -206,3 +206,17 @@ unsigned th_page_distance(const char *a, const char *b)
 	assert_int_equal(simhash_of_page(b, strlen(b), &y), 0);
 	return simhash_distance(x.hash, y.hash);
 }
+
+void th_read_back(struct store *st, uint64_t ino, const char *want)
+{
+	struct pd_file *f;
+	bool keep;
+	size_t len = strlen(want), got;
+	char *buf = malloc(len + 16);
+	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
+	assert_int_equal(file_read(f, buf, len + 16, 0, &got), 0);
+	assert_int_equal(got, len);
+	assert_memory_equal(buf, want, len);
+	assert_int_equal(file_release(f), 0);
+	free(buf);
+}

@@ -36,6 +36,8 @@ const char *th_page_res(const char *a, const char *b);
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */
 void th_assert_fsck_clean(const char *dir);
+/* Inode ino reads back exactly the bytes of want (a string). */
+void th_read_back(struct store *st, uint64_t ino, const char *want);
 /* Count files under dir/objects (blobs of format 1's layout). */
 size_t th_count_blobs(const char *dir);
 /* Count the stored contents of st: its blob files and the live records of

@@ -32,20 +32,6 @@ static struct store *open_store(const char *dir, bool create)
 	return st;
 }
 
-static void read_back(struct store *st, uint64_t ino, const char *want)
-{
-	struct pd_file *f;
-	bool keep;
-	size_t len = strlen(want), got;
-	char *buf = malloc(len + 16);
-	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
-	assert_int_equal(file_read(f, buf, len + 16, 0, &got), 0);
-	assert_int_equal(got, len);
-	assert_memory_equal(buf, want, len);
-	assert_int_equal(file_release(f), 0);
-	free(buf);
-}
-
 static struct blobkey key_of(struct store *st, uint64_t ino)
 {
 	MDB_txn *txn;
@@ -125,7 +111,7 @@ static void test_delta_and_kept_base(void **state)
 	assert_int_equal(delta_of(st, &kb, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
 	assert_int_equal(depth_of(st, &kb), 1);
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	/* a base with a delta on it is not made a delta itself */
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, &c), 0);
 	assert_int_equal(c.stored, 1);
@@ -144,13 +130,13 @@ static void test_delta_and_kept_base(void **state)
 	assert_int_equal(blob_pack_usage(st, &u), 0);
 	assert_int_equal(u.kept, 1);
 	assert_int_equal(u.live_records, 2);
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 
 	/* its delta is stored whole again, and the base goes */
 	st = open_store(dir, false);
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	uint64_t moved;
 	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
 	assert_int_equal(moved, 1);
@@ -159,7 +145,7 @@ static void test_delta_and_kept_base(void **state)
 	assert_int_equal(blob_pack_usage(st, &u), 0);
 	assert_int_equal(u.kept, 0);
 	assert_int_equal(u.live_records, 1);
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free(a);
@@ -202,17 +188,17 @@ static void test_compactor_moves_kept_base(void **state)
 	assert_int_equal(blob_delta_kept_get(txn, st, &ka, &after), 0);
 	store_read_end(st, txn);
 	assert_int_not_equal(after.pack, before.pack); /* the row follows the copy */
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 
 	st = open_store(dir, false);
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	uint64_t moved;
 	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
 	assert_int_equal(moved, 1);
 	assert_false(kept(st, &ka));
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free(a);
@@ -246,7 +232,7 @@ static void test_chain_bound(void **state)
 	assert_int_equal(deltas, N - 1);             /* every edit after the first */
 	assert_int_equal(deepest, BLOB_DELTA_DEPTH); /* the bound was reached, not passed */
 	for (int i = 0; i < N; i++)
-		read_back(st, ino[i], v[i]);
+		th_read_back(st, ino[i], v[i]);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	for (int i = 0; i < N; i++)
@@ -285,7 +271,7 @@ static void test_move_of_changed_record_refused(void **state)
 	struct fprec now;
 	assert_int_equal(blob_read(st, &m.k, &now), 0);
 	assert_int_equal(now.pack_off, r.pack_off);
-	read_back(st, ia, a);
+	th_read_back(st, ia, a);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free(a);
@@ -341,7 +327,7 @@ static void test_fsck_rebuilds_links(void **state)
 	assert_int_equal(store_read_begin(st, &txn), 0);
 	assert_int_equal(blob_delta_linked(txn, st, &base, &kb), 1);
 	store_read_end(st, txn);
-	read_back(st, ib, b);
+	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
 	free(a);
 	free(b);

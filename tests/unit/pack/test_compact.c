@@ -62,24 +62,10 @@ static void write_and_thin(struct store *st, struct pages *p, unsigned seed)
 	}
 }
 
-static void read_back(struct store *st, uint64_t ino, const char *want)
-{
-	struct pd_file *f;
-	bool keep;
-	size_t len = strlen(want), got;
-	char *buf = malloc(len + 16);
-	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
-	assert_int_equal(file_read(f, buf, len + 16, 0, &got), 0);
-	assert_int_equal(got, len);
-	assert_memory_equal(buf, want, len);
-	assert_int_equal(file_release(f), 0);
-	free(buf);
-}
-
 static void read_all_kept(struct store *st, struct pages *p)
 {
 	for (int i = 0; i < N; i += KEEP_EVERY)
-		read_back(st, p->ino[i], p->body[i]);
+		th_read_back(st, p->ino[i], p->body[i]);
 }
 
 static void free_pages(struct pages *p)
@@ -250,12 +236,12 @@ static void test_damaged_record_stays(void **state)
 	assert_int_equal(now.pack_off, r.pack_off);
 	for (int i = 0; i < N; i += KEEP_EVERY)
 		if (i != victim)
-			read_back(st, p.ino[i], p.body[i]);
+			th_read_back(st, p.ino[i], p.body[i]);
 	/* a refetch heals it; the next pass empties and removes the pack */
 	char name[32];
 	name_of(victim, name);
 	th_put_page(st, PD_ROOT_INO, name, p.body[victim]);
-	read_back(st, p.ino[victim], p.body[victim]);
+	th_read_back(st, p.ino[victim], p.body[victim]);
 	assert_int_equal(blob_compact_run(st, &c, &d), 0);
 	assert_int_equal(pack_file_bytes(st->packs, r.pack), -ENOENT);
 	read_all_kept(st, &p);
@@ -311,7 +297,7 @@ static void test_dictionary_moves(void **state)
 	th_assert_fsck_clean(th_store_dir(dir));
 	st = open_store(dir, false);
 	for (int i = BLOB_DICT_SAMPLES; i < M; i++)
-		read_back(st, ino[i], body[i]);
+		th_read_back(st, ino[i], body[i]);
 	assert_int_equal(store_close(st), 0);
 	for (int i = 0; i < M; i++)
 		free(body[i]);

@@ -18,20 +18,6 @@
 #include "blob/blob.h"
 #include "helpers.h"
 
-static void read_back(struct store *st, uint64_t ino, const char *want)
-{
-	struct pd_file *f;
-	bool keep;
-	size_t len = strlen(want), got;
-	char *buf = malloc(len + 16);
-	assert_int_equal(file_open(st, ino, O_RDONLY, &f, &keep), 0);
-	assert_int_equal(file_read(f, buf, len + 16, 0, &got), 0);
-	assert_int_equal(got, len);
-	assert_memory_equal(buf, want, len);
-	assert_int_equal(file_release(f), 0);
-	free(buf);
-}
-
 struct tally {
 	uint64_t with_dict, without, dict_id;
 };
@@ -106,14 +92,14 @@ static void test_dictionary_trained_and_used(void **state)
 	store_read_end(st, txn);
 	assert_int_equal(records, t.with_dict);
 	for (int i = 0; i < N; i += 37)
-		read_back(st, ino[i], page[i]);
+		th_read_back(st, ino[i], page[i]);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	/* reopened: the dictionary comes back from its pack record */
 	char err[PD_ERRLEN];
 	struct store_opts o = { 0 };
 	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
-	read_back(st, ino[N - 1], page[N - 1]);
+	th_read_back(st, ino[N - 1], page[N - 1]);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	for (int i = 0; i < N; i++)
