@@ -256,6 +256,9 @@ int blob_delta_depth(MDB_txn *txn, struct store *st, const struct fprec *r, unsi
 /* The kept base k's record (FPREC_PACKED, place, size, XXH3-128):
  * -ENOENT when k is not kept. */
 int blob_delta_kept_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *out);
+/* The record base k names for the deltas on it: its fingerprint record,
+ * else its kept row; -ENOENT when it has neither. */
+int blob_delta_base_rec(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *r);
 /* Kept base k's record now lies at loc (the compactor moved it): -ENOENT
  * when k is not kept. */
 int blob_delta_kept_set_loc(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct pack_loc *loc);

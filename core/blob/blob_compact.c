@@ -217,14 +217,12 @@ bool blob_compact_wants_reencode(struct store *st, const struct blobkey *k, cons
 	struct blobkey base = { .variant = h->base_variant };
 	struct fprec r;
 	memcpy(base.md5, h->base_md5, 16);
-	if (blob_read(st, &base, &r) == 0)
-		return false;
 	MDB_txn *txn;
 	if (store_read_begin(st, &txn))
 		return false; /* copied as it is; its check decides */
-	bool kept = blob_delta_kept_get(txn, st, &base, &r) == 0;
+	bool gone = blob_delta_base_rec(txn, st, &base, &r) != 0;
 	store_read_end(st, txn);
-	return !kept;
+	return gone;
 }
 
 int blob_compact_reencode(struct store *st, const struct blobkey *k, const struct pack_rec *in,

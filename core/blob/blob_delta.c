@@ -92,8 +92,7 @@ int blob_delta_kept_set_loc(MDB_txn *txn, struct store *st, const struct blobkey
 	return kept_put(txn, st, k, &r);
 }
 
-/* The record a delta's base names: its fingerprint, else its kept row. */
-static int base_rec(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *r)
+int blob_delta_base_rec(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *r)
 {
 	int rc = blob_get(txn, st, k, r);
 	return rc == -ENOENT ? blob_delta_kept_get(txn, st, k, r) : rc;
@@ -109,7 +108,7 @@ int blob_delta_depth(MDB_txn *txn, struct store *st, const struct fprec *r, unsi
 			*depth = d;
 			return rc;
 		}
-		if ((rc = base_rec(txn, st, &base, &cur)))
+		if ((rc = blob_delta_base_rec(txn, st, &base, &cur)))
 			return rc == -ENOENT ? -EIO : rc;
 	}
 	return -EIO;

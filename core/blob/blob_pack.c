@@ -161,9 +161,7 @@ static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64
 	MDB_txn *txn;
 	if (store_read_begin(c->st, &txn))
 		return NULL;
-	int rc = blob_get(txn, c->st, &k, &r);
-	if (rc == -ENOENT)
-		rc = blob_delta_kept_get(txn, c->st, &k, &r); /* kept for its deltas */
+	int rc = blob_delta_base_rec(txn, c->st, &k, &r);
 	store_read_end(c->st, txn);
 	if (rc || !(r.flags & FPREC_PACKED))
 		return NULL;
