@@ -678,6 +678,7 @@ int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], siz
 }
 
 struct upgrade {
+	near_upgrade_step step;
 	uint8_t next[BLOBKEY_BYTES];
 	bool finished;
 };
@@ -685,25 +686,36 @@ struct upgrade {
 static int upgrade_cb(struct wtx *w, void *arg)
 {
 	struct upgrade *u = arg;
-	int rc = near_resign(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
-	if (!rc && u->finished)
-		rc = near_version_put(w->txn, w->st);
-	return rc;
+	return u->step(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
 }
 
-int near_upgrade(struct store *st)
+int near_meta_upgrade(struct store *st, const char *key, uint32_t absent, uint32_t target, near_upgrade_step step)
 {
 	MDB_txn *txn;
 	uint32_t version = 0;
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	rc = near_version_get(txn, st, &version);
+	rc = near_meta_version_get(txn, st, key, absent, &version);
 	store_read_end(st, txn);
-	if (rc || version == NEAR_SIG_VERSION)
+	if (rc || version == target)
 		return rc;
-	struct upgrade u = { { 0 }, false };
+	struct upgrade u = { .step = step };
 	while (!rc && !u.finished)
 		rc = store_write(st, upgrade_cb, &u);
 	return rc;
+}
+
+/* A batch of the signature upgrade; the version is set with its last. */
+static int resign_step(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch, bool *finished)
+{
+	int rc = near_resign(txn, st, next, batch, finished);
+	if (!rc && *finished)
+		rc = near_version_put(txn, st);
+	return rc;
+}
+
+int near_upgrade(struct store *st)
+{
+	return near_meta_upgrade(st, "near_version", NEAR_SIG_VERSION_FIRST, NEAR_SIG_VERSION, resign_step);
 }

@@ -19,5 +19,13 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
  * `absent` when there is no row, 0 when the row is damaged. */
 int near_meta_version_get(MDB_txn *txn, struct store *st, const char *key, uint32_t absent, uint32_t *version);
 int near_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint32_t version);
+/* One batch of an upgrade: from key `next` (all zeros: the first), at most
+ * `batch` rows; *finished when none is left, `next` moved on otherwise. */
+typedef int (*near_upgrade_step)(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+				 bool *finished);
+/* Unless meta's `key` already says `target` (no row: `absent`), run step
+ * in write transactions of NEAR_UPGRADE_BATCH rows until it finishes (the
+ * step itself sets the version with its last batch). */
+int near_meta_upgrade(struct store *st, const char *key, uint32_t absent, uint32_t target, near_upgrade_step step);
 
 #endif

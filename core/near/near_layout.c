@@ -93,30 +93,8 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 	return rc;
 }
 
-struct layout_upgrade {
-	uint8_t next[BLOBKEY_BYTES];
-	bool finished;
-};
-
-static int layout_upgrade_cb(struct wtx *w, void *arg)
-{
-	struct layout_upgrade *u = arg;
-	return near_layout_convert(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
-}
-
 int near_layout_upgrade(struct store *st)
 {
-	MDB_txn *txn;
-	uint32_t layout = 0;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	rc = near_layout_get(txn, st, &layout);
-	store_read_end(st, txn);
-	if (rc || layout == NEAR_LAYOUT_VERSION)
-		return rc;
-	struct layout_upgrade u = { { 0 }, false };
-	while (!rc && !u.finished)
-		rc = store_write(st, layout_upgrade_cb, &u);
-	return rc;
+	/* near_layout_convert sets the layout with its last batch */
+	return near_meta_upgrade(st, LAYOUT_KEY, 1, NEAR_LAYOUT_VERSION, near_layout_convert);
 }
