@@ -95,6 +95,8 @@ void blob_rec_loc(const struct fprec *r, struct pack_loc *loc);
 void blob_rec_set_loc(struct fprec *r, const struct pack_loc *loc, uint32_t dict);
 /* Decode packed blob k (record r) into out (r->size bytes). -EIO: damaged. */
 int blob_read_packed(struct store *st, const struct blobkey *k, const struct fprec *r, void *out);
+/* The same into a buffer of its own (*out, malloc'd, r->size bytes). */
+int blob_read_packed_alloc(struct store *st, const struct blobkey *k, const struct fprec *r, void **out);
 /* The checked header of packed record r (pack_read_hdr at its place). */
 int blob_rec_hdr(struct store *st, const struct fprec *r, struct pack_rec_hdr *h);
 /* How packed record r is cut: its chunk count and 2^shift bytes a chunk. */

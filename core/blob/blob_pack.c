@@ -174,6 +174,20 @@ static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64
 	return b;
 }
 
+int blob_read_packed_alloc(struct store *st, const struct blobkey *k, const struct fprec *r, void **out)
+{
+	void *b = malloc(r->size ? (size_t)r->size : 1);
+	if (!b)
+		return -ENOMEM;
+	int rc = blob_read_packed(st, k, r, b);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
 int blob_read_packed(struct store *st, const struct blobkey *k, const struct fprec *r, void *out)
 {
 	return read_rec(st, k, r, out, 0);

@@ -354,10 +354,8 @@ static int check_packed(struct fsck *f, const uint8_t *key, const struct fprec *
 		return rc;
 	if (!f->o->deep)
 		return 0;
-	void *buf = malloc(r->size ? (size_t)r->size : 1);
-	if (!buf)
-		return -ENOMEM;
-	rc = blob_read_packed(&f->sh, &bk, r, buf);
+	void *buf = NULL;
+	rc = blob_read_packed_alloc(&f->sh, &bk, r, &buf);
 	struct fp fp;
 	if (!rc && !(rc = fp_of_buf(buf, (size_t)r->size, &fp)) && memcmp(fp.md5, bk.md5, 16))
 		rc = -EIO;

@@ -184,21 +184,11 @@ static size_t rank(struct store *st, struct cands *c, const struct fprec *r, uns
 
 /* ---- encoding ---------------------------------------------------------------- */
 
-/* A page's bytes decoded from its record (malloc'd). */
+/* Page k's record (*r) and its bytes decoded (*out, malloc'd). */
 static int read_bytes(struct store *st, const struct blobkey *k, struct fprec *r, void **out)
 {
 	int rc = blob_read(st, k, r);
-	if (rc)
-		return rc;
-	void *b = malloc(r->size ? (size_t)r->size : 1);
-	if (!b)
-		return -ENOMEM;
-	if ((rc = blob_read_packed(st, k, r, b))) {
-		free(b);
-		return rc;
-	}
-	*out = b;
-	return 0;
+	return rc ? rc : blob_read_packed_alloc(st, k, r, out);
 }
 
 static int encode_delta(struct store *st, const struct blobkey *k, const struct fprec *r, const void *page,
@@ -246,7 +236,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	rc = find_cands(st, k, &r, c);
 	size_t tries = rc ? 0 : rank(st, c, &r, rule);
 	void *page = NULL;
-	if (tries && (rc = read_bytes(st, k, &r, &page)))
+	if (tries && (rc = blob_read_packed_alloc(st, k, &r, &page)))
 		tries = 0;
 	struct pack_rec best = { 0 };
 	for (size_t i = 0; i < tries; i++) {
