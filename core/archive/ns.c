@@ -63,7 +63,10 @@ static int put_inode_target(MDB_txn *txn, struct store *st, const struct inode *
 			    size_t tlen)
 {
 	uint8_t kb[8], vb[INODE_FIXED_BYTES + PD_SYMLINK_MAX + 1];
-	MDB_val k = store_ino_key(kb, in->ino), v = { inode_encode(in, target, tlen, vb), vb };
+	/* Layout 2 from format 4 on (a format 1 store kept by -o blob_files
+	 * must stay readable by the release that made it). */
+	size_t n = st->format >= PD_FORMAT_INODE_ROW2 ? inode_encode_row2(in, vb) : 0;
+	MDB_val k = store_ino_key(kb, in->ino), v = { n ? n : inode_encode(in, target, tlen, vb), vb };
 	return pd_mdb_err(mdb_put(txn, st->db_inodes, &k, &v, 0));
 }
 

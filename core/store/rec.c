@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "base/fp.h"
+#include "base/varint.h"
 
 void blobkey_encode(const struct blobkey *k, uint8_t out[BLOBKEY_BYTES])
 {
@@ -168,11 +169,137 @@ size_t inode_encode(const struct inode *in, const char *target, size_t tlen, uin
 	return INODE_FIXED_BYTES + tlen;
 }
 
+#define NS_PER_S 1000000000
+
+/* t - m in nanoseconds; false when it does not fit (about 292 years). */
+static bool time_diff_ns(const struct pd_time *t, const struct pd_time *m, int64_t *d)
+{
+	int64_t ds;
+	if (t->nsec >= NS_PER_S || __builtin_sub_overflow(t->sec, m->sec, &ds) || ds > 9000000000 ||
+	    ds < -9000000000)
+		return false;
+	*d = ds * NS_PER_S + (int64_t)t->nsec - (int64_t)m->nsec;
+	return true;
+}
+
+static int time_add_ns(const struct pd_time *m, int64_t d, struct pd_time *t)
+{
+	int64_t ds = d / NS_PER_S, n = (int64_t)m->nsec + d % NS_PER_S;
+	if (n < 0) {
+		n += NS_PER_S;
+		ds--;
+	} else if (n >= NS_PER_S) {
+		n -= NS_PER_S;
+		ds++;
+	}
+	if (__builtin_add_overflow(m->sec, ds, &t->sec))
+		return -EUCLEAN;
+	t->nsec = (uint32_t)n;
+	return 0;
+}
+
+size_t inode_encode_row2(const struct inode *in, uint8_t *out)
+{
+	uint8_t b[2 + 12 * VARINT_MAX_BYTES + 16];
+	int64_t da = 0, dc = 0;
+	if (S_ISLNK(in->mode) || in->mtime.nsec >= NS_PER_S || !time_diff_ns(&in->atime, &in->mtime, &da) ||
+	    !time_diff_ns(&in->ctime, &in->mtime, &dc))
+		return 0;
+	uint32_t extra = in->flags & ~INODE_HAS_BLOB;
+	uint8_t present = (da ? INODE_P_ATIME : 0) | (dc ? INODE_P_CTIME : 0) | (extra ? INODE_P_FLAGS : 0) |
+			  (in->rdev ? INODE_P_RDEV : 0) | (in->flags & INODE_HAS_BLOB ? INODE_P_BLOB : 0);
+	size_t n = 0;
+	b[n++] = INODE_ROW2_TAG;
+	b[n++] = present;
+	n += varint_put(b + n, in->mode);
+	n += varint_put(b + n, in->uid);
+	n += varint_put(b + n, in->gid);
+	n += varint_put(b + n, in->nlink);
+	n += varint_put(b + n, in->size);
+	n += varint_put(b + n, zigzag_encode(in->mtime.sec));
+	n += varint_put(b + n, in->mtime.nsec);
+	if (da)
+		n += varint_put(b + n, zigzag_encode(da));
+	if (dc)
+		n += varint_put(b + n, zigzag_encode(dc));
+	if (extra)
+		n += varint_put(b + n, extra);
+	if (in->rdev)
+		n += varint_put(b + n, in->rdev);
+	if (in->flags & INODE_HAS_BLOB) {
+		memcpy(b + n, in->blob.md5, 16);
+		n += 16;
+		n += varint_put(b + n, in->blob.variant);
+	}
+	if (n >= INODE_FIXED_BYTES)
+		return 0; /* the lengths tell the layouts apart */
+	memcpy(out, b, n);
+	return n;
+}
+
+/* A layout 2 row's next varint, no larger than max. */
+static bool row2_num(const uint8_t *p, size_t len, size_t *pos, uint64_t max, uint64_t *v)
+{
+	size_t k = varint_get(p + *pos, len - *pos, v);
+	*pos += k;
+	return k && *v <= max;
+}
+
+static int inode_decode_row2(const uint8_t *p, size_t len, struct inode *in)
+{
+	uint64_t mode, uid, gid, nlink, msec, mnsec, da = 0, dc = 0, extra = 0, rdev = 0, variant = 0;
+	size_t pos = 2;
+	if (len < 2 || p[0] != INODE_ROW2_TAG || p[1] & ~(INODE_P_ATIME | INODE_P_CTIME | INODE_P_FLAGS |
+							  INODE_P_RDEV | INODE_P_BLOB))
+		return -EUCLEAN;
+	uint8_t present = p[1];
+	if (!row2_num(p, len, &pos, UINT32_MAX, &mode) || !row2_num(p, len, &pos, UINT32_MAX, &uid) ||
+	    !row2_num(p, len, &pos, UINT32_MAX, &gid) || !row2_num(p, len, &pos, UINT32_MAX, &nlink) ||
+	    !row2_num(p, len, &pos, UINT64_MAX, &in->size) || !row2_num(p, len, &pos, UINT64_MAX, &msec) ||
+	    !row2_num(p, len, &pos, NS_PER_S - 1, &mnsec) ||
+	    (present & INODE_P_ATIME && (!row2_num(p, len, &pos, UINT64_MAX, &da) || !da)) ||
+	    (present & INODE_P_CTIME && (!row2_num(p, len, &pos, UINT64_MAX, &dc) || !dc)) ||
+	    (present & INODE_P_FLAGS &&
+	     (!row2_num(p, len, &pos, UINT32_MAX & ~INODE_HAS_BLOB, &extra) || !extra || extra & INODE_HAS_BLOB)) ||
+	    (present & INODE_P_RDEV && (!row2_num(p, len, &pos, UINT64_MAX, &rdev) || !rdev)))
+		return -EUCLEAN;
+	if (present & INODE_P_BLOB) {
+		if (len - pos < 16)
+			return -EUCLEAN;
+		memcpy(in->blob.md5, p + pos, 16);
+		pos += 16;
+		if (!row2_num(p, len, &pos, UINT32_MAX, &variant))
+			return -EUCLEAN;
+	} else {
+		memset(in->blob.md5, 0, 16);
+	}
+	if (pos != len || S_ISLNK((mode_t)mode))
+		return -EUCLEAN;
+	in->mode = (uint32_t)mode;
+	in->uid = (uint32_t)uid;
+	in->gid = (uint32_t)gid;
+	in->nlink = (uint32_t)nlink;
+	in->mtime.sec = zigzag_decode(msec);
+	in->mtime.nsec = (uint32_t)mnsec;
+	if (time_add_ns(&in->mtime, zigzag_decode(da), &in->atime) ||
+	    time_add_ns(&in->mtime, zigzag_decode(dc), &in->ctime))
+		return -EUCLEAN;
+	in->flags = (uint32_t)extra | (present & INODE_P_BLOB ? INODE_HAS_BLOB : 0);
+	in->rdev = rdev;
+	in->blob.variant = (uint32_t)variant;
+	return 0;
+}
+
 int inode_decode(const void *buf, size_t len, struct inode *in, const char **target, size_t *tlen)
 {
 	const uint8_t *p = buf;
-	if (len < INODE_FIXED_BYTES)
-		return -EUCLEAN;
+	if (len < INODE_FIXED_BYTES) {
+		if (target)
+			*target = NULL;
+		if (tlen)
+			*tlen = 0;
+		return inode_decode_row2(p, len, in);
+	}
 	in->mode = get_le32(p);
 	in->uid = get_le32(p + 4);
 	in->gid = get_le32(p + 8);

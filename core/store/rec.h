@@ -88,10 +88,30 @@ struct fprec {
 size_t fprec_encode(const struct fprec *r, uint8_t *out);
 int fprec_decode(const void *in, size_t len, struct fprec *r);
 
-/* inodes: ino (u64 BE) -> struct inode.
- * Value (little-endian): mode u32 | uid u32 | gid u32 | nlink u32 | size u64 |
- *   atime s i64 | mtime s i64 | ctime s i64 | atime ns u32 | mtime ns u32 |
- *   ctime ns u32 | flags u32 | rdev u64 | blobkey [20] | symlink target (rest) */
+/* inodes: ino (u64 BE) -> struct inode, in one of two layouts, told apart
+ * by the row's length.
+ *
+ * Layout 1 (every row of a store before format 4, and every symlink's row):
+ *   96 bytes or more. Little-endian: mode u32 | uid u32 | gid u32 |
+ *   nlink u32 | size u64 | atime s i64 | mtime s i64 | ctime s i64 |
+ *   atime ns u32 | mtime ns u32 | ctime ns u32 | flags u32 | rdev u64 |
+ *   blobkey [20] (zeros without INODE_HAS_BLOB) | reserved [4] (zeros) |
+ *   symlink target (the rest).
+ *
+ * Layout 2 (format 4 on, every other inode whose row fits; store.h): fewer
+ *   than 96 bytes. v is a varint, z a zigzag varint (base/varint.h):
+ *   tag u8 (INODE_ROW2_TAG) | present u8 | mode v | uid v | gid v | nlink v |
+ *   size v | mtime s z | mtime ns v |
+ *   atime - mtime in ns z   (with INODE_P_ATIME; else atime = mtime) |
+ *   ctime - mtime in ns z   (with INODE_P_CTIME; else ctime = mtime) |
+ *   flags other than INODE_HAS_BLOB v (with INODE_P_FLAGS, non-zero) |
+ *   rdev v                  (with INODE_P_RDEV, non-zero) |
+ *   md5 [16] | variant v    (with INODE_P_BLOB, which is INODE_HAS_BLOB)
+ *   A regular file's row is about 45 bytes instead of 96: times are one
+ *   absolute value and two short differences, and zero fields are absent.
+ *   The decoder takes nothing it would not write (unknown bits, overlong or
+ *   out-of-range numbers, bytes left over, a symlink), so fsck finds a
+ *   damaged row as undecodable. */
 #define INODE_HAS_BLOB 1u
 struct pd_time { int64_t sec; uint32_t nsec; };
 struct inode {
@@ -104,8 +124,20 @@ struct inode {
 	struct blobkey blob; /* valid when flags & INODE_HAS_BLOB */
 };
 #define INODE_FIXED_BYTES 96
+#define INODE_ROW2_TAG 0x02
+#define INODE_P_ATIME 1u
+#define INODE_P_CTIME 2u
+#define INODE_P_FLAGS 4u
+#define INODE_P_RDEV 8u
+#define INODE_P_BLOB 16u
+/* Layout 1. */
 size_t inode_encode(const struct inode *in, const char *target, size_t tlen, uint8_t *out);
-/* Decodes the fixed part; *target / *tlen point into `buf` (may be NULL). */
+/* Layout 2 into out[INODE_FIXED_BYTES]: its length (under 96), or 0 when
+ * the inode has no layout 2 row (a symlink, a time difference past int64
+ * nanoseconds, fields too large to fit): the caller writes layout 1. */
+size_t inode_encode_row2(const struct inode *in, uint8_t *out);
+/* Either layout; *target / *tlen point into `buf` (may be NULL; a layout 2
+ * row has no target). -EUCLEAN for a row that is neither. */
 int inode_decode(const void *buf, size_t len, struct inode *in, const char **target, size_t *tlen);
 
 /* dirents: parent u64 BE | name hash u64 BE  (dup-sorted)

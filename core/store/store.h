@@ -60,8 +60,12 @@
  * Format 3: pages may be deltas on other pages, whose bases are kept
  * alive by meta rows (blob.h, "dlnk" and "dkep"). A release of format 2
  * reads deltas but would free a base its deltas need, so a writable open
- * marks a format 1 or 2 store format 3, which such a release refuses. */
-#define PD_FORMAT_VERSION 3
+ * marks a format 1 or 2 store format 3, which such a release refuses.
+ * Format 4: inode rows may be in layout 2 (rec.h), which a release of
+ * format 3 cannot decode. Older rows stay as they are until the inode is
+ * next written; a writable open marks an older store format 4. */
+#define PD_FORMAT_VERSION 4
+#define PD_FORMAT_INODE_ROW2 4
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17

@@ -1,0 +1,216 @@
+/* test_rec.c - the inode row's two layouts (rec.h): layout 2 round-trips
+ * every field, falls back to layout 1 where it must, is shorter, refuses
+ * damaged rows; layout 1 rows (stores before format 4) still decode; the
+ * varints under it refuse what they never write. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "base/varint.h"
+#include "store/rec.h"
+
+static struct inode regular_file(void)
+{
+	struct inode in = { .mode = S_IFREG | 0644, .uid = 1000, .gid = 1000, .nlink = 1, .size = 12345 };
+	in.mtime = (struct pd_time){ 1795000000, 123456789 };
+	in.atime = (struct pd_time){ 1795000000, 120000000 };
+	in.ctime = (struct pd_time){ 1795000001, 5 };
+	in.flags = INODE_HAS_BLOB;
+	for (int i = 0; i < 16; i++)
+		in.blob.md5[i] = (uint8_t)(0xa0 + i);
+	return in;
+}
+
+static void assert_same(const struct inode *a, const struct inode *b)
+{
+	assert_int_equal(a->mode, b->mode);
+	assert_int_equal(a->uid, b->uid);
+	assert_int_equal(a->gid, b->gid);
+	assert_int_equal(a->nlink, b->nlink);
+	assert_int_equal(a->size, b->size);
+	assert_int_equal(a->atime.sec, b->atime.sec);
+	assert_int_equal(a->atime.nsec, b->atime.nsec);
+	assert_int_equal(a->mtime.sec, b->mtime.sec);
+	assert_int_equal(a->mtime.nsec, b->mtime.nsec);
+	assert_int_equal(a->ctime.sec, b->ctime.sec);
+	assert_int_equal(a->ctime.nsec, b->ctime.nsec);
+	assert_int_equal(a->flags, b->flags);
+	assert_int_equal(a->rdev, b->rdev);
+	if (a->flags & INODE_HAS_BLOB) {
+		assert_memory_equal(a->blob.md5, b->blob.md5, 16);
+		assert_int_equal(a->blob.variant, b->blob.variant);
+	}
+}
+
+static size_t row2_roundtrip(const struct inode *in)
+{
+	uint8_t row[INODE_FIXED_BYTES];
+	size_t n = inode_encode_row2(in, row);
+	assert_true(n > 0 && n < INODE_FIXED_BYTES);
+	struct inode out;
+	memset(&out, 0x5a, sizeof out);
+	const char *target = "x";
+	size_t tlen = 7;
+	assert_int_equal(inode_decode(row, n, &out, &target, &tlen), 0);
+	assert_null(target);
+	assert_int_equal(tlen, 0);
+	assert_same(in, &out);
+	return n;
+}
+
+static void test_row2_roundtrip(void **state)
+{
+	(void)state;
+	struct inode in = regular_file();
+	size_t n = row2_roundtrip(&in);
+	assert_true(n <= 50); /* against 96 in layout 1 */
+	in.blob.variant = 70000;
+	row2_roundtrip(&in);
+	/* a fresh file: no blob, equal times, owned by root */
+	struct inode fresh = { .mode = S_IFREG | 0600, .nlink = 1 };
+	fresh.atime = fresh.mtime = fresh.ctime = (struct pd_time){ 1795000000, 999999999 };
+	assert_true(row2_roundtrip(&fresh) <= 20);
+	/* a directory, a device, extra flags, times before 1970 and far apart */
+	struct inode dir = fresh;
+	dir.mode = S_IFDIR | 02755;
+	dir.nlink = 40000;
+	dir.ctime = (struct pd_time){ -5, 1 };
+	dir.atime = (struct pd_time){ 1795000000 + 8000000000ll, 0 };
+	row2_roundtrip(&dir);
+	struct inode dev = fresh;
+	dev.mode = S_IFCHR | 0666;
+	dev.rdev = 0x123456789abcull;
+	dev.flags = 0x80000000u | 6;
+	dev.uid = dev.gid = UINT32_MAX;
+	dev.size = UINT64_MAX;
+	row2_roundtrip(&dev);
+	struct inode neg = fresh;
+	neg.mtime = (struct pd_time){ -2000000000, 7 };
+	neg.atime = (struct pd_time){ -2000000001, 999999999 };
+	row2_roundtrip(&neg);
+}
+
+static void test_row2_falls_back(void **state)
+{
+	(void)state;
+	uint8_t row[INODE_FIXED_BYTES];
+	struct inode link = regular_file();
+	link.mode = S_IFLNK | 0777;
+	link.flags = 0;
+	assert_int_equal(inode_encode_row2(&link, row), 0); /* symlinks keep layout 1 */
+	struct inode far = regular_file();
+	far.atime.sec = INT64_MIN;
+	assert_int_equal(inode_encode_row2(&far, row), 0);
+	far = regular_file();
+	far.ctime.sec = far.mtime.sec + 9000000001ll;
+	assert_int_equal(inode_encode_row2(&far, row), 0);
+	struct inode badns = regular_file();
+	badns.mtime.nsec = 1000000000;
+	assert_int_equal(inode_encode_row2(&badns, row), 0);
+	/* every field at its widest: longer than 95 bytes, so layout 1 */
+	struct inode wide = regular_file();
+	wide.mode = wide.uid = wide.gid = wide.nlink = UINT32_MAX & ~(uint32_t)S_IFMT;
+	wide.mode = S_IFREG | 07777 | 0x7fff0000u;
+	wide.size = wide.rdev = UINT64_MAX;
+	wide.mtime.sec = INT64_MIN + 1;
+	wide.atime.sec = wide.mtime.sec + 9000000000ll;
+	wide.ctime.sec = wide.mtime.sec + 8999999999ll;
+	wide.flags = UINT32_MAX;
+	wide.blob.variant = UINT32_MAX;
+	assert_int_equal(inode_encode_row2(&wide, row), 0);
+}
+
+static void test_row1_still_decodes(void **state)
+{
+	(void)state;
+	uint8_t row[INODE_FIXED_BYTES + 16];
+	struct inode in = regular_file(), out;
+	size_t n = inode_encode(&in, NULL, 0, row);
+	assert_int_equal(n, INODE_FIXED_BYTES);
+	assert_int_equal(inode_decode(row, n, &out, NULL, NULL), 0);
+	assert_same(&in, &out);
+	struct inode link = regular_file();
+	link.mode = S_IFLNK | 0777;
+	link.flags = 0;
+	link.size = 9;
+	n = inode_encode(&link, "../target", 9, row);
+	const char *target;
+	size_t tlen;
+	assert_int_equal(inode_decode(row, n, &out, &target, &tlen), 0);
+	assert_int_equal(tlen, 9);
+	assert_memory_equal(target, "../target", 9);
+	assert_same(&link, &out);
+}
+
+static void test_row2_refuses_damage(void **state)
+{
+	(void)state;
+	struct inode in = regular_file(), out;
+	uint8_t row[INODE_FIXED_BYTES + 1], bad[INODE_FIXED_BYTES + 1];
+	size_t n = inode_encode_row2(&in, row);
+	assert_true(n > 20);
+	for (size_t cut = 0; cut < n; cut++) /* every truncation */
+		assert_int_equal(inode_decode(row, cut, &out, NULL, NULL), -EUCLEAN);
+	memcpy(bad, row, n);
+	bad[n] = 0;
+	assert_int_equal(inode_decode(bad, n + 1, &out, NULL, NULL), -EUCLEAN); /* a byte left over */
+	memcpy(bad, row, n);
+	bad[0] = 0x03;
+	assert_int_equal(inode_decode(bad, n, &out, NULL, NULL), -EUCLEAN); /* unknown tag */
+	memcpy(bad, row, n);
+	bad[1] |= 0x40;
+	assert_int_equal(inode_decode(bad, n, &out, NULL, NULL), -EUCLEAN); /* unknown field */
+	/* a symlink in layout 2 (mode S_IFLNK | 0777 = 0xa1ff: ff c3 02) */
+	struct inode fresh = { .mode = S_IFREG | 0777, .nlink = 1 };
+	size_t m = inode_encode_row2(&fresh, bad);
+	assert_int_equal(bad[2], 0xff);
+	assert_int_equal(bad[3], 0x83);
+	bad[3] = 0xc3;
+	assert_int_equal(inode_decode(bad, m, &out, NULL, NULL), -EUCLEAN);
+	/* an overlong uid (0 as 80 00) */
+	m = inode_encode_row2(&fresh, bad);
+	assert_int_equal(bad[5], 0); /* uid */
+	memmove(bad + 7, bad + 6, m - 6);
+	bad[5] = 0x80;
+	bad[6] = 0x00;
+	assert_int_equal(inode_decode(bad, m + 1, &out, NULL, NULL), -EUCLEAN);
+}
+
+static void test_varint(void **state)
+{
+	(void)state;
+	uint8_t b[VARINT_MAX_BYTES + 1];
+	uint64_t vals[] = { 0, 1, 127, 128, 16383, 16384, UINT32_MAX, UINT64_MAX >> 1, UINT64_MAX };
+	for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+		size_t n = varint_put(b, vals[i]);
+		uint64_t v;
+		assert_int_equal(varint_get(b, n, &v), n);
+		assert_int_equal(v, vals[i]);
+		assert_int_equal(varint_get(b, n - 1, &v), 0); /* ends inside */
+	}
+	assert_int_equal(varint_put(b, UINT64_MAX), VARINT_MAX_BYTES);
+	uint64_t v;
+	b[VARINT_MAX_BYTES - 1] = 0x02; /* bit 64 */
+	assert_int_equal(varint_get(b, VARINT_MAX_BYTES, &v), 0);
+	int64_t s[] = { 0, -1, 1, INT64_MIN, INT64_MAX };
+	for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+		assert_int_equal(zigzag_decode(zigzag_encode(s[i])), s[i]);
+	assert_int_equal(zigzag_encode(-1), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_row2_roundtrip),
+		cmocka_unit_test(test_row2_falls_back),
+		cmocka_unit_test(test_row1_still_decodes),
+		cmocka_unit_test(test_row2_refuses_damage),
+		cmocka_unit_test(test_varint),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
