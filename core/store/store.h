@@ -346,4 +346,10 @@ static inline MDB_val store_ino_key(uint8_t kb[8], uint64_t ino)
 struct pd_time pd_now(void);
 int pd_time_cmp(struct pd_time a, struct pd_time b);
 
+/* Rewrites LMDB's file without its free pages, crash-safely, on a store
+ * no process has open (store_lmdb.c says how). *before / *after: the
+ * file's allocated bytes. -EBUSY when the store is open elsewhere, else a
+ * negative errno with a message in err; the old file is then untouched. */
+int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char err[PD_ERRLEN]);
+
 #endif

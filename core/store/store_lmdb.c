@@ -1,0 +1,119 @@
+/* store_lmdb.c - LMDB's file rewritten without its free pages.
+ *
+ * LMDB never shrinks its file: pages freed by a commit go on the freelist
+ * and are reused by later commits, except while a reader still holds the
+ * snapshot that needs them (the signer's and the delta step's read
+ * transactions beside a crawl's commits). A crawl therefore leaves a third
+ * of the file free (34% on make bench's corpus), which du counts.
+ *
+ * store_lmdb_compact copies the environment with mdb_env_copyfd2 and
+ * MDB_CP_COMPACT (every live page renumbered into a dense file, the
+ * freelist dropped) into meta/data.mdb.compact, syncs it, renames it over
+ * meta/data.mdb and syncs the directory. A crash before the rename leaves
+ * the old file as it was and a leftover copy, which the next run removes;
+ * after it, the new file is whole. The store must be closed: the store's
+ * lock is taken for the whole run. */
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+
+#define COMPACT_TMP "data.mdb.compact"
+
+static int lock_store(const char *dir, int *lockfd, char err[PD_ERRLEN])
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/lock", dir);
+	*lockfd = open(path, O_RDWR | O_CLOEXEC);
+	if (*lockfd < 0) {
+		int e = errno;
+		snprintf(err, PD_ERRLEN, "cannot open %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (flock(*lockfd, LOCK_EX | LOCK_NB)) {
+		snprintf(err, PD_ERRLEN, "store %s is in use by another process; unmount it first", dir);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+static uint64_t file_bytes(const char *path)
+{
+	struct stat sb;
+	return stat(path, &sb) ? 0 : (uint64_t)sb.st_blocks * 512;
+}
+
+/* The compact copy of the environment in meta/ into `fd`, synced. */
+static int copy_compact(const char *meta, uint64_t mapsize, int fd, char err[PD_ERRLEN])
+{
+	MDB_env *env;
+	int rc = mdb_env_create(&env);
+	if (!rc)
+		rc = mdb_env_set_maxdbs(env, 64);
+	if (!rc)
+		rc = mdb_env_set_mapsize(env, mapsize);
+	if (!rc)
+		rc = mdb_env_open(env, meta, MDB_RDONLY, 0600);
+	if (!rc)
+		rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT);
+	if (rc)
+		snprintf(err, PD_ERRLEN, "cannot copy LMDB's file %s/data.mdb: %s", meta, mdb_strerror(rc));
+	mdb_env_close(env);
+	if (!rc && fsync(fd)) {
+		rc = errno;
+		snprintf(err, PD_ERRLEN, "cannot sync %s/%s: %s", meta, COMPACT_TMP, strerror(rc));
+	}
+	return rc > 0 ? -rc : (rc ? -EIO : 0);
+}
+
+int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char err[PD_ERRLEN])
+{
+	char meta[4096], data[4200], tmp[4200];
+	snprintf(meta, sizeof meta, "%s/meta", dir);
+	snprintf(data, sizeof data, "%s/data.mdb", meta);
+	snprintf(tmp, sizeof tmp, "%s/%s", meta, COMPACT_TMP);
+	int lockfd, rc = lock_store(dir, &lockfd, err);
+	if (rc) {
+		if (lockfd >= 0)
+			close(lockfd);
+		return rc;
+	}
+	*before = *after = file_bytes(data);
+	struct stat sb;
+	unlink(tmp); /* a copy left by a crash before its rename */
+	int fd = stat(data, &sb) ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, PD_ERRLEN, "cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	/* The map must cover the file; twice it leaves LMDB nothing to grow. */
+	rc = copy_compact(meta, (uint64_t)sb.st_size * 2 + (1u << 20), fd, err);
+	if (close(fd) && !rc)
+		rc = -errno;
+	int dfd = -1;
+	if (!rc && rename(tmp, data)) {
+		rc = -errno;
+		snprintf(err, PD_ERRLEN, "cannot rename %s to %s: %s", tmp, data, strerror(errno));
+	}
+	if (rc) {
+		unlink(tmp);
+		goto out;
+	}
+	if ((dfd = open(meta, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(dfd)) {
+		rc = -errno;
+		snprintf(err, PD_ERRLEN, "cannot sync %s: %s", meta, strerror(errno));
+	}
+	if (dfd >= 0)
+		close(dfd);
+	*after = file_bytes(data);
+out:
+	close(lockfd);
+	return rc;
+}
