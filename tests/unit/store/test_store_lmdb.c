@@ -1,0 +1,248 @@
+/* test_store_lmdb.c - the namespace rows and LMDB's file on a real store:
+ * a store of format 3 (inode rows in layout 1) opens, reads, is marked
+ * format 4 and takes layout 2 rows as its inodes are written again;
+ * store_lmdb_compact gives free pages back, loses nothing, refuses an
+ * open store and clears a copy left by a crash. */
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "archive/archive.h"
+#include "base/byteorder.h"
+#include "helpers.h"
+#include "store/store_int.h"
+
+#define FILES 600
+
+static void name_of(int i, char *out, size_t n)
+{
+	snprintf(out, n, "a-page-with-a-longish-name-%05d.html", i);
+}
+
+static void body_of(int i, char *out, size_t n)
+{
+	snprintf(out, n, "<html><body>page number %d of the test</body></html>", i);
+}
+
+static struct store *reopen(const char *dir)
+{
+	struct store *st;
+	struct store_opts o = { 0 };
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(dir, &o, &st, err), 0);
+	return st;
+}
+
+struct rowcount {
+	size_t row1, row2;
+};
+
+/* Every inode row of the store in layout 1 (as a release of format 3
+ * wrote them), and the format record set to 3, LMDB opened directly. */
+static void rows_to_format3(const char *store, uint64_t ino, struct inode *seen)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/meta", store);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi inodes, meta;
+	MDB_cursor *c;
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	mdb_env_set_mapsize(env, 1ull << 30);
+	assert_int_equal(mdb_env_open(env, path, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "inodes", 0, &inodes), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	assert_int_equal(mdb_cursor_open(txn, inodes, &c), 0);
+	MDB_val k, v;
+	static uint64_t inos[FILES * 2];
+	size_t n = 0;
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (v.mv_size < INODE_FIXED_BYTES && n < FILES * 2)
+			inos[n++] = get_be64(k.mv_data);
+	mdb_cursor_close(c);
+	for (size_t i = 0; i < n; i++) {
+		struct inode in;
+		uint8_t kb[8], row[INODE_FIXED_BYTES];
+		put_be64(kb, inos[i]);
+		k = (MDB_val){ 8, kb };
+		assert_int_equal(mdb_get(txn, inodes, &k, &v), 0);
+		assert_int_equal(inode_decode(v.mv_data, v.mv_size, &in, NULL, NULL), 0);
+		if (inos[i] == ino)
+			*seen = in;
+		MDB_val nv = { inode_encode(&in, NULL, 0, row), row };
+		assert_int_equal(mdb_put(txn, inodes, &k, &nv, 0), 0);
+	}
+	uint8_t fb[4];
+	put_le32(fb, 3);
+	MDB_val fk = { 6, "format" }, fv = { 4, fb };
+	assert_int_equal(mdb_put(txn, meta, &fk, &fv, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static struct rowcount count_rows(struct store *st)
+{
+	struct rowcount n = { 0, 0 };
+	MDB_txn *txn;
+	MDB_cursor *c;
+	MDB_val k, v;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_cursor_open(txn, st->db_inodes, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		*(v.mv_size < INODE_FIXED_BYTES ? &n.row2 : &n.row1) += 1;
+	mdb_cursor_close(c);
+	store_read_end(st, txn);
+	return n;
+}
+
+static void read_page(struct store *st, int i)
+{
+	char name[64], body[128];
+	struct inode in;
+	name_of(i, name, sizeof name);
+	body_of(i, body, sizeof body);
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &in), 0);
+	assert_int_equal(in.size, strlen(body));
+	th_read_back(st, in.ino, body);
+}
+
+static void fill(struct store *st, int from, int to)
+{
+	char name[64], body[128];
+	for (int i = from; i < to; i++) {
+		name_of(i, name, sizeof name);
+		body_of(i, body, sizeof body);
+		th_put(st, PD_ROOT_INO, name, body, strlen(body));
+	}
+}
+
+static void test_format3_rows_converted(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	assert_int_equal(st->format, 4);
+	fill(st, 0, 100);
+	struct inode before;
+	char name[64];
+	name_of(7, name, sizeof name);
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &before), 0);
+	struct rowcount n = count_rows(st);
+	assert_int_equal(n.row2, 101); /* the files; the root stays in layout 1 */
+	assert_int_equal(store_close(st), 0);
+	rows_to_format3(th_store_dir(dir), before.ino, &before);
+
+	st = reopen(th_store_dir(dir));
+	assert_int_equal(st->format, 4); /* the writable open marked it */
+	n = count_rows(st);
+	assert_int_equal(n.row2, 0);
+	assert_int_equal(n.row1, 101);
+	struct inode after;
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &after), 0);
+	assert_int_equal(before.atime.sec, after.atime.sec);
+	assert_int_equal(before.atime.nsec, after.atime.nsec);
+	assert_int_equal(before.mtime.sec, after.mtime.sec);
+	assert_int_equal(before.mtime.nsec, after.mtime.nsec);
+	assert_int_equal(before.ctime.nsec, after.ctime.nsec);
+	assert_int_equal(before.mode, after.mode);
+	assert_int_equal(before.size, after.size);
+	assert_int_equal(before.flags, after.flags);
+	assert_memory_equal(before.blob.md5, after.blob.md5, 16);
+	for (int i = 0; i < 100; i++)
+		read_page(st, i);
+	/* rewritten inodes take layout 2, the others keep theirs */
+	fill(st, 0, 10);
+	fill(st, 100, 110);
+	n = count_rows(st);
+	assert_int_equal(n.row2, 20 + 1); /* the root's mtime changed too */
+	assert_int_equal(n.row1, 90);
+	for (int i = 0; i < 110; i++)
+		read_page(st, i);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+static void test_lmdb_compact(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	const char *store = th_store_dir(dir);
+	char err[PD_ERRLEN], name[64], leftover[4200], data[4200];
+	snprintf(leftover, sizeof leftover, "%s/meta/data.mdb.compact", store);
+	snprintf(data, sizeof data, "%s/meta/data.mdb", store);
+	struct store *st = th_store(dir, NULL, NULL);
+	fill(st, 0, FILES);
+	for (int i = 0; i < FILES; i += 3) {
+		uint64_t ino;
+		bool gone;
+		name_of(i, name, sizeof name);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &ino, &gone), 0);
+	}
+	/* an open store is refused and left alone */
+	uint64_t before, after;
+	struct stat s0, s1;
+	assert_int_equal(stat(data, &s0), 0);
+	assert_int_equal(store_lmdb_compact(store, &before, &after, err), -EBUSY);
+	assert_non_null(strstr(err, "in use"));
+	assert_int_equal(stat(data, &s1), 0);
+	assert_int_equal(s0.st_ino, s1.st_ino);
+	assert_int_equal(store_close(st), 0);
+
+	/* a copy left by a crash before its rename goes */
+	int fd = open(leftover, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "half a copy", 11), 11);
+	close(fd);
+	assert_int_equal(store_lmdb_compact(store, &before, &after, err), 0);
+	assert_true(after < before);
+	assert_int_equal(access(leftover, F_OK), -1);
+	MDB_env *env;
+	MDB_stat ms;
+	MDB_envinfo info;
+	assert_int_equal(mdb_env_create(&env), 0);
+	char meta[4200];
+	snprintf(meta, sizeof meta, "%s/meta", store);
+	assert_int_equal(mdb_env_open(env, meta, MDB_RDONLY, 0600), 0);
+	mdb_env_stat(env, &ms);
+	mdb_env_info(env, &info);
+	mdb_env_close(env);
+	assert_int_equal(stat(data, &s1), 0); /* no page beyond the live ones */
+	assert_int_equal((uint64_t)s1.st_size, (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize);
+
+	th_assert_fsck_clean(store);
+	st = reopen(store);
+	for (int i = 0; i < FILES; i++) {
+		struct inode in;
+		name_of(i, name, sizeof name);
+		if (i % 3 == 0)
+			assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &in), -ENOENT);
+		else
+			read_page(st, i);
+	}
+	fill(st, FILES, FILES + 50);
+	read_page(st, FILES + 49);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(store);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_format3_rows_converted),
+		cmocka_unit_test(test_lmdb_compact),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
