@@ -425,6 +425,68 @@ case_fsck_leftovers() {
 	expect_eq "$rc" 2 "fsck with a lost page: $out"
 }
 
+# --- 10b. a store made by the landed release -----------------------------------
+
+# A store made by a build of the previous format (PD_LANDED_BUILD: its build
+# directory, else skipped) keeps every file as it was: its inode rows are
+# in layout 1 (rec.h), this build reads them, writes layout 2 for the
+# inodes it changes, and marks the store format FORMAT, which the landed
+# build refuses. `pagededup compact` then rewrites LMDB's file smaller and
+# loses nothing.
+landed_snapshot() {
+	(cd "$1" && find . -printf '%p %y %m %n %s %T@ %C@ %U %G %l\n' | sort &&
+		find . -type f -exec md5sum {} + | sort && getfattr -d -m 'user\.x' dir/p4.html)
+}
+
+case_landed_store_rows() {
+	local old=${PD_LANDED_BUILD:-} out i
+	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of format $((FORMAT - 1))) not given"
+	local d=$PD_TMP/landed
+	mkdir -p "$d/mnt" && "$old/pagededup" mkfs "$d/store" >/dev/null || fail "mkfs with the landed build"
+	"$old/pagededupfs" "$d/store" "$d/mnt" || fail "mount with the landed build"
+	(
+		set -e
+		cd "$d/mnt"
+		mkdir -p dir/sub
+		for i in $(seq 1 60); do printf '<html><body><p>page %d %s</p></body></html>\n' "$i" "$(seq "$i" $((i + 30)) | tr '\n' ' ')" >"dir/p$i.html"; done
+		cp dir/p9.html dir/sub/same-as-p9.html
+		ln dir/p1.html dir/hard.html
+		ln -s p2.html dir/sym
+		mkfifo dir/fifo
+		touch -m -d '1999-01-02 03:04:05.123456789' dir/p3.html
+		touch -m -d '1931-05-06 07:08:09.5' dir/p8.html
+		setfattr -n user.x -v y dir/p4.html
+		chmod 0600 dir/p5.html
+	) || { fusermount3 -u "$d/mnt"; fail "files written with the landed build"; }
+	landed_snapshot "$d/mnt" >"$d/before" || fail "snapshot with the landed build"
+	fusermount3 -u "$d/mnt" || fail "unmount of the landed build"
+	for i in $(seq 1 100); do pgrep -f "$old/pagededupfs $d/store" >/dev/null || break; sleep 0.1; done
+	pd_mount -n -s "$d/store" || fail "mount of the landed store"
+	landed_snapshot "$MNT" >"$d/after" || fail "snapshot with this build"
+	diff "$d/before" "$d/after" || fail "the landed store's files changed"
+	echo changed >>"$MNT/dir/p6.html" && rm "$MNT/dir/p7.html" && touch "$MNT/dir/p10.html" &&
+		printf 'new\n' >"$MNT/dir/new.html" && ln "$MNT/dir/p11.html" "$MNT/dir/p11b.html" || fail "changes"
+	expect_eq "$(tail -1 "$MNT/dir/p6.html")" changed "an appended page"
+	expect_eq "$(stat -c %h "$MNT/dir/p11.html")" 2 "nlink after ln"
+	pd_umount || fail "umount (fsck must be clean)"
+	out=$("$old/pagededup" stats "$d/store" 2>&1) && fail "the landed build opened a format $FORMAT store: $out"
+	grep -q "format version $FORMAT" <<<"$out" || fail "the landed build's refusal: $out"
+	local before_k after_k
+	before_k=$(du -sk "$d/store/meta" | cut -f1)
+	out=$("$PD_BIN" compact "$d/store" 2>&1) || fail "pagededup compact: $out"
+	grep -q "^LMDB's file rewritten without its free pages" <<<"$out" || fail "compact's LMDB line: $out"
+	after_k=$(du -sk "$d/store/meta" | cut -f1)
+	[ "$after_k" -le "$before_k" ] || fail "LMDB's file grew: $before_k -> $after_k KiB"
+	"$PD_BIN" fsck "$d/store" >/dev/null || fail "fsck after compact"
+	pd_mount -n -s "$d/store" || fail "mount after compact"
+	landed_snapshot "$MNT" | grep -v -e 'dir/p6.html' -e 'dir/p7.html' -e 'dir/p10.html' -e 'dir/p11' -e 'dir/new.html' \
+		-e '^\./dir [dy]' -e '^\. d' >"$d/after2"
+	grep -v -e 'dir/p6.html' -e 'dir/p7.html' -e 'dir/p10.html' -e 'dir/p11' -e '^\./dir [dy]' -e '^\. d' "$d/before" >"$d/before2"
+	diff "$d/before2" "$d/after2" || fail "files after compact"
+	expect_eq "$(cat "$MNT/dir/new.html")" new "a page written after the conversion"
+	pd_umount || fail "umount after compact"
+}
+
 # --- 11. reserved names ---------------------------------------------------------------
 
 case_reserved_names() {
@@ -457,6 +519,7 @@ pd_case cli_habits
 pd_case auto_unmount
 pd_case fallocate
 pd_case fsck_leftovers
+pd_case landed_store_rows
 pd_users pd-stranger >"$PD_TMP/users.log" 2>&1 || { not_ok users; sed 's/^/# /' "$PD_TMP/users.log"; pd_finish; }
 pd_case reserved_names
 pd_finish
