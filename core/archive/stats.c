@@ -113,6 +113,13 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	mdb_env_stat(st->env, &mst);
 	s->lmdb_bytes = (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize;
 	s->lmdb_mapsize = info.me_mapsize;
+	MDB_txn *txn;
+	uint64_t free_pages = 0;
+	if (store_read_begin(st, &txn) == 0) {
+		store_lmdb_free_pages(txn, &free_pages);
+		store_read_end(st, txn);
+	}
+	s->lmdb_free_bytes = free_pages * mst.ms_psize;
 	stats_disk(st->dir, &s->disk);
 	s->disk_ratio = s->c.logical_bytes > 0 ? (double)s->disk.total / (double)s->c.logical_bytes : 0;
 	store_versions(st, s->made_by, s->written_by);
@@ -158,14 +165,15 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 		 "\"leaves\":%llu,\"depth\":%u,\"keys\":%llu,\"splitting\":%s,"
 		 "\"nonzero\":%llu,\"saturated\":%llu,\"fill\":%.6f,\"fpr_estimate\":%.3g,"
 		 "\"fpr_design\":%.3g,\"fpr_worst_leaf\":%.3g,\"fpr_target\":%.3g,\"fmax\":%.3g},"
-		 "\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu,",
+		 "\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu,\"lmdb_free_bytes\":%llu,",
 	     (unsigned long long)s->filter_bytes, (unsigned long long)s->filter_counters,
 	     s->filter_lines, (unsigned long long)s->filter_leaves, s->filter_depth,
 	     (unsigned long long)s->filter_keys, s->filter_splitting ? "true" : "false",
 	     (unsigned long long)s->filter_nonzero,
 	     (unsigned long long)s->filter_saturated, s->filter_fill, s->filter_fpr_estimate,
 	     s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target, s->filter_fmax,
-	     (unsigned long long)s->lmdb_bytes, (unsigned long long)s->lmdb_mapsize);
+	     (unsigned long long)s->lmdb_bytes, (unsigned long long)s->lmdb_mapsize,
+	     (unsigned long long)s->lmdb_free_bytes);
 	const struct stats_disk *d = &s->disk;
 	emit(&o, "\"disk\":{\"total\":%llu,\"packs\":%llu,\"blobs\":%llu,\"lmdb\":%llu,\"filter\":%llu,\"staging\":%llu,"
 		 "\"other\":%llu,\"ratio_to_logical\":%.6f},\"made_by\":\"%s\",\"written_by\":\"%s\",",
@@ -246,8 +254,9 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	emit(&o, "filter fpr:       %.3g estimated from fill, %.3g from the leaves' loads (worst leaf %.3g); target %.3g, bound %.3g\n",
 	     s->filter_fpr_estimate, s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target,
 	     s->filter_fmax);
-	emit(&o, "lmdb:             %s used, map %s\n", size_str(s->lmdb_bytes, human, b1),
-	     size_str(s->lmdb_mapsize, human, b2));
+	emit(&o, "lmdb:             %s used, map %s; %s of it free (reused by later writes; pagededup compact gives it back)\n",
+	     size_str(s->lmdb_bytes, human, b1), size_str(s->lmdb_mapsize, human, b2),
+	     size_str(s->lmdb_free_bytes, human, b3));
 	emit(&o, "versions:         store format %d, made by pagededup %s, last written by %s\n", PD_FORMAT_VERSION,
 	     *s->made_by ? s->made_by : "(before 0.9.0: not recorded)",
 	     *s->written_by ? s->written_by : "(before 0.9.0: not recorded)");

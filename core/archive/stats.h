@@ -58,6 +58,7 @@ struct pd_stats {
 	bool filter_splitting;
 	uint64_t lmdb_bytes;       /* pages in use times page size */
 	uint64_t lmdb_mapsize;
+	uint64_t lmdb_free_bytes;  /* of lmdb_bytes, on LMDB's freelist */
 	struct blob_pack_usage packs; /* the page bytes on disk (blob_pack_usage) */
 	struct blob_compact_stats compact; /* what the compactor did (blob_compact_stats) */
 };

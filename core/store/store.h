@@ -351,5 +351,8 @@ int pd_time_cmp(struct pd_time a, struct pd_time b);
  * file's allocated bytes. -EBUSY when the store is open elsewhere, else a
  * negative errno with a message in err; the old file is then untouched. */
 int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char err[PD_ERRLEN]);
+/* The pages on LMDB's freelist as txn sees it: in the file, reusable by
+ * later commits, given back to the disk only by store_lmdb_compact. */
+int store_lmdb_free_pages(MDB_txn *txn, uint64_t *pages);
 
 #endif

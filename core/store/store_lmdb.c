@@ -117,3 +117,20 @@ out:
 	close(lockfd);
 	return rc;
 }
+
+int store_lmdb_free_pages(MDB_txn *txn, uint64_t *pages)
+{
+	/* LMDB's freelist is table 0: txnid -> a list of page numbers whose
+	 * first word is its length (what mdb_stat -f counts). */
+	MDB_cursor *c;
+	MDB_val k, v;
+	*pages = 0;
+	int rc = mdb_cursor_open(txn, 0, &c);
+	if (rc)
+		return rc > 0 ? -rc : -EIO;
+	while ((rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) == 0)
+		if (v.mv_size >= sizeof(size_t))
+			*pages += *(const size_t *)v.mv_data;
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : (rc > 0 ? -rc : -EIO);
+}
