@@ -354,6 +354,7 @@ static int open_store(struct fsck *f, char err[512])
 		rc = -EUCLEAN;
 	}
 	if (!rc) {
+		s->format = get_le32(fb); /* the inode rows a repair writes follow it */
 		uint64_t bits = get_le64(pb + 8);
 		s->params.expected_pages = get_le64(pb);
 		memcpy(&s->params.filter_fpr, &bits, 8);
