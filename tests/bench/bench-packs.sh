@@ -76,6 +76,10 @@ store_b=$(du_b "$WORK/store-small")
 echo "small_store_du: $store_b bytes (packs $(du_b "$WORK/store-small/packs"), meta $(du_b "$WORK/store-small/meta"))"
 echo "small_du_store_per_plain: $(calc %.4f "$store_b / $plain_b") x  (goal <= 0.25: $(met "$store_b <= 0.25 * $plain_b"))"
 echo "small_backing_files: $(find "$WORK/store-small" -type f | wc -l) for $SMALL pages"
+"$PD" compact "$WORK/store-small" | sed "s/^/small compact: /"
+store_b=$(du_b "$WORK/store-small")
+echo "small_store_du_compacted: $store_b bytes (packs $(du_b "$WORK/store-small/packs"), meta $(du_b "$WORK/store-small/meta"))"
+echo "small_du_store_per_plain_compacted: $(calc %.4f "$store_b / $plain_b") x  (goal <= 0.25: $(met "$store_b <= 0.25 * $plain_b"))"
 rm -rf "$WORK/store-small" "$WORK/small"
 fi
 
