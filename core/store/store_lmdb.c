@@ -8,7 +8,8 @@
  *
  * store_lmdb_compact copies the environment with mdb_env_copyfd2 and
  * MDB_CP_COMPACT (every live page renumbered into a dense file, the
- * freelist dropped) into meta/data.mdb.compact, syncs it, renames it over
+ * freelist dropped) into meta/data.mdb.compact, with LMDB's reserve past
+ * its pages as a writable open keeps it, syncs it, renames it over
  * meta/data.mdb and syncs the directory. A crash before the rename leaves
  * the old file as it was and a leftover copy, which the next run removes;
  * after it, the new file is whole. The store must be closed: the store's
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "store_int.h"
 
 #define COMPACT_TMP "data.mdb.compact"
 
@@ -65,6 +67,12 @@ static int copy_compact(const char *meta, uint64_t mapsize, int fd, char err[PD_
 	if (rc)
 		snprintf(err, PD_ERRLEN, "cannot copy LMDB's file %s/data.mdb: %s", meta, mdb_strerror(rc));
 	mdb_env_close(env);
+	/* LMDB's reserve (store_commit.c), as a writable open would take it
+	 * again: a store compacted on a nearly full disk keeps the room a
+	 * delete needs, and du does not move at the next mount. */
+	struct stat sb;
+	if (!rc && fstat(fd, &sb) == 0)
+		posix_fallocate(fd, 0, (off_t)((uint64_t)sb.st_size + store_lmdb_reserve((uint64_t)sb.st_size)));
 	if (!rc && fsync(fd)) {
 		rc = errno;
 		snprintf(err, PD_ERRLEN, "cannot sync %s/%s: %s", meta, COMPACT_TMP, strerror(rc));

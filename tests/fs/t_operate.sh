@@ -471,12 +471,14 @@ case_landed_store_rows() {
 	pd_umount || fail "umount (fsck must be clean)"
 	out=$("$old/pagededup" stats "$d/store" 2>&1) && fail "the landed build opened a format $FORMAT store: $out"
 	grep -q "format version $FORMAT" <<<"$out" || fail "the landed build's refusal: $out"
-	local before_k after_k
-	before_k=$(du -sk "$d/store/meta" | cut -f1)
+	local lmdb='import json, sys; d = json.load(sys.stdin); print(d["lmdb_bytes"], d["lmdb_free_bytes"])'
+	local used0 free0 used1 free1
+	read -r used0 free0 <<<"$("$PD_BIN" stats --json "$d/store" | python3 -c "$lmdb")" || fail "stats"
 	out=$("$PD_BIN" compact "$d/store" 2>&1) || fail "pagededup compact: $out"
 	grep -q "^LMDB's file rewritten without its free pages" <<<"$out" || fail "compact's LMDB line: $out"
-	after_k=$(du -sk "$d/store/meta" | cut -f1)
-	[ "$after_k" -le "$before_k" ] || fail "LMDB's file grew: $before_k -> $after_k KiB"
+	read -r used1 free1 <<<"$("$PD_BIN" stats --json "$d/store" | python3 -c "$lmdb")" || fail "stats"
+	expect_eq "$free1" 0 "LMDB's free bytes after compact (were $free0)"
+	[ "$used1" -le "$used0" ] || fail "LMDB's pages in use grew: $used0 -> $used1 bytes"
 	"$PD_BIN" fsck "$d/store" >/dev/null || fail "fsck after compact"
 	pd_mount -n -s "$d/store" || fail "mount after compact"
 	landed_snapshot "$MNT" | grep -v -e 'dir/p6.html' -e 'dir/p7.html' -e 'dir/p10.html' -e 'dir/p11' -e 'dir/new.html' \
