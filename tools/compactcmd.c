@@ -13,8 +13,8 @@
  *
  * Prints two lines: packs compacted and removed, records and bytes moved,
  * bytes given back, damaged records left (marked bad: a refetch heals
- * them; fsck --deep names them); LMDB's file before and after. Exit 0 done, 1 failed (nothing lost),
- * 2 usage error.
+ * them; fsck --deep names them); then LMDB's file before and after.
+ * Exit 0 done, 1 failed (nothing lost), 2 usage error.
  */
 #include "compactcmd.h"
 
