@@ -470,13 +470,15 @@ static const struct cli_cmd commands[] = {
 	  "(not a store, mounted, usage error).",
 	  FSCK_CANNOT },
 	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all]",
-	  "give back the dead bytes of an unmounted store's packs now",
+	  "give back the dead bytes of an unmounted store's packs and LMDB's free pages now",
 	  "Rewrites every pack whose live share is below S (default 0.5) and that has\n"
 	  "at least BYTES (default 1M; suffixes K, M, G) allocated beyond its live\n"
 	  "records: they are checked, copied to the current pack and synced, the\n"
 	  "store points at the copies, then the old pack is removed. --all: every pack\n"
 	  "with 4 KiB or more to give back. A damaged record is not copied (it stays, marked bad: a\n"
-	  "refetch heals it). A mounted store is compacted by its daemon (-o compact).\n"
+	  "refetch heals it). Then LMDB's file is rewritten without its free pages\n"
+	  "(a compact copy, synced, renamed over it). A mounted store's packs are\n"
+	  "compacted by its daemon (-o compact); its LMDB file only by this command.\n"
 	  "Exit 0 done, 1 failed (nothing lost), 2 usage error.",
 	  CLI_USAGE },
 	{ "simhash", cmd_simhash, "FILE...",
