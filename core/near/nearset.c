@@ -241,8 +241,9 @@ static void head_encode(const struct nearset *s, unsigned format, unsigned rice,
 	out[2] = (uint8_t)rice;
 	out[3] = 0;
 	put_le32(out + 4, s->shingles);
-	for (size_t b = 0; b < NEARSET_BANDS; b++)
-		put_le32(out + NEARSET_HEAD + 4 * b, s->band[b]);
+	if (format < 3) /* formats 1 and 2 kept the band keys */
+		for (size_t b = 0; b < NEARSET_BANDS; b++)
+			put_le32(out + NEARSET_HEAD + 4 * b, s->band[b]);
 }
 
 size_t nearset_encode_v1(const struct nearset *s, uint8_t *out)
@@ -308,11 +309,12 @@ static void bits_put(struct bitw *w, uint32_t v, unsigned count) /* count <= 32 
 	}
 }
 
-size_t nearset_encode(const struct nearset *s, uint8_t *out)
+/* The Rice-coded gaps of formats 2 and 3 after a head of `head` bytes. */
+static size_t encode_rice(const struct nearset *s, unsigned format, size_t head, uint8_t *out)
 {
 	unsigned r = rice_best(s);
-	head_encode(s, NEARSET_FORMAT, r, out);
-	struct bitw w = { out + NEARSET_FIXED, 0, 0, 0 };
+	head_encode(s, format, r, out);
+	struct bitw w = { out + head, 0, 0, 0 };
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t g = gap_at(s, i), q = g >> r;
 		for (; q >= 32; q -= 32)
@@ -322,7 +324,17 @@ size_t nearset_encode(const struct nearset *s, uint8_t *out)
 	}
 	if (w.nacc)
 		w.p[w.n++] = (uint8_t)w.acc;
-	return NEARSET_FIXED + w.n;
+	return head + w.n;
+}
+
+size_t nearset_encode(const struct nearset *s, uint8_t *out)
+{
+	return encode_rice(s, NEARSET_FORMAT, NEARSET_HEAD, out);
+}
+
+size_t nearset_encode_v2(const struct nearset *s, uint8_t *out)
+{
+	return encode_rice(s, 2, NEARSET_FIXED, out);
 }
 
 struct bitr {
@@ -393,7 +405,11 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 {
 	const uint8_t *p = in;
 	memset(s, 0, sizeof *s);
-	if (len < NEARSET_FIXED || (p[0] != 1 && p[0] != NEARSET_FORMAT) || p[1] > 1 || p[2] > 31)
+	if (len < NEARSET_HEAD || p[0] < 1 || p[0] > NEARSET_FORMAT || p[1] > 1 || p[2] > 31)
+		return -EINVAL;
+	/* formats 1 and 2: the band keys follow the head */
+	size_t head = p[0] < 3 ? NEARSET_FIXED : NEARSET_HEAD;
+	if (len < head)
 		return -EINVAL;
 	s->has = true;
 	s->complete = p[1] & 1;
@@ -403,11 +419,20 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 	s->n = s->complete ? s->shingles : NEARSET_K;
 	if (p[0] == 1 && len != NEARSET_FIXED + 4 * (size_t)s->n)
 		return -EINVAL;
-	for (size_t b = 0; b < NEARSET_BANDS; b++)
-		s->band[b] = get_le32(p + NEARSET_HEAD + 4 * b);
-	int rc = p[0] == 1 ? hashes_v1_decode(p + NEARSET_FIXED, s)
-			   : gaps_decode(p + NEARSET_FIXED, len - NEARSET_FIXED, p[2], s);
-	if (rc)
+	int rc = p[0] == 1 ? hashes_v1_decode(p + head, s) : gaps_decode(p + head, len - head, p[2], s);
+	if (rc) {
 		memset(s, 0, sizeof *s);
-	return rc;
+		return rc;
+	}
+	if (head == NEARSET_FIXED)
+		for (size_t b = 0; b < NEARSET_BANDS; b++)
+			s->band[b] = get_le32(p + NEARSET_HEAD + 4 * b);
+	else
+		make_bands(s->h, s->n, s->band);
+	return 0;
+}
+
+void nearset_bands(struct nearset *s)
+{
+	make_bands(s->h, s->n, s->band);
 }
