@@ -56,7 +56,7 @@ int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, cons
 {
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
 		uint8_t bi, vb[BAND_VAL];
-		MDB_val key = band_idx(&bi, b), v = band_val(vb, s->band[b], k->md5);
+		MDB_val key = band_idx(&bi, b), v = band_val(vb, nearset_band(s, b), k->md5);
 		int rc = mdb_put(txn, st->db_nearlsh, &key, &v, MDB_NODUPDATA);
 		if (rc && rc != MDB_KEYEXIST) /* another blob of the prefix */
 			return pd_mdb_err(rc);
@@ -108,7 +108,7 @@ static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, c
 				continue; /* no set, or one fsck reports */
 			if (grc)
 				rc = grc;
-			else if (s->band[b] == key)
+			else if (nearset_band(s, b) == key)
 				rc = fn(ctx, &keys[i], 0, 0);
 		}
 		free(s);
@@ -193,7 +193,7 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 		int mrc = mdb_del(txn, st->db_nearfeat, &key, NULL);
 		rc = mrc ? pd_mdb_err(mrc) : 0;
 		for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-			rc = del_band(txn, st, k, b, s->band[b]);
+			rc = del_band(txn, st, k, b, nearset_band(s, b));
 		free(s);
 		return rc;
 	}
@@ -298,7 +298,7 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	}
 	lc->n = 0;
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-		rc = band_rows(txn, st, c, lc, b, s->band[b], cb, ctx);
+		rc = band_rows(txn, st, c, lc, b, nearset_band(s, b), cb, ctx);
 	mdb_cursor_close(c);
 	free(lc);
 	return rc > 0 ? 0 : rc;
@@ -407,7 +407,7 @@ static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
 		return rc;
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
 		uint8_t bi, vb[BAND_VAL];
-		MDB_val bk = band_idx(&bi, b), v = band_val(vb, s->band[b], k.md5);
+		MDB_val bk = band_idx(&bi, b), v = band_val(vb, nearset_band(s, b), k.md5);
 		int mrc = mdb_cursor_get(cur, &bk, &v, MDB_GET_BOTH);
 		if (mrc == MDB_NOTFOUND) {
 			near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, b);

@@ -100,29 +100,37 @@ static uint64_t bin_hash(uint32_t x, size_t j)
 	return (((uint64_t)x << 32 | x) ^ c) * a;
 }
 
-/* Each bin keeps the kept hash whose bin hash is smallest (independent
+/* Bin j's kept hash: the one whose bin hash is smallest (independent
  * MinHash over the bottom-k sample: no empty bins, so short pages get
- * bands as honest as long ones); a band's key hashes its bins. */
-static void make_bands(const uint32_t *h, size_t n, uint32_t band[NEARSET_BANDS])
+ * bands as honest as long ones). */
+static uint32_t bin_arg(const uint32_t *h, size_t n, size_t j)
 {
-	uint32_t arg[NEARSET_BINS];
-	for (size_t j = 0; j < NEARSET_BINS; j++) {
-		uint64_t best = UINT64_MAX;
-		arg[j] = 0;
-		for (size_t i = 0; i < n; i++) {
-			uint64_t v = bin_hash(h[i], j);
-			if (v < best) {
-				best = v;
-				arg[j] = h[i];
-			}
+	uint64_t best = UINT64_MAX;
+	uint32_t arg = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = bin_hash(h[i], j);
+		if (v < best) {
+			best = v;
+			arg = h[i];
 		}
 	}
-	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		uint32_t key[NEARSET_ROWS + 1];
-		key[0] = (uint32_t)b;
-		memcpy(key + 1, arg + b * NEARSET_ROWS, NEARSET_ROWS * sizeof key[0]);
-		band[b] = (uint32_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_BAND) >> 32);
-	}
+	return arg;
+}
+
+/* Band b's key: a hash of its index and its bins. */
+static uint32_t make_band(const uint32_t *h, size_t n, size_t b)
+{
+	uint32_t key[NEARSET_ROWS + 1];
+	key[0] = (uint32_t)b;
+	for (size_t r = 0; r < NEARSET_ROWS; r++)
+		key[1 + r] = bin_arg(h, n, b * NEARSET_ROWS + r);
+	return (uint32_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_BAND) >> 32);
+}
+
+static void make_bands(const uint32_t *h, size_t n, uint32_t band[NEARSET_BANDS])
+{
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		band[b] = make_band(h, n, b);
 }
 
 /* Every shingle of the text into s (s->h sorted, distinct, s->n of them). */
@@ -198,6 +206,7 @@ int nearset_of_text_k(const char *text, size_t len, unsigned k, struct nearset *
 	out->complete = u <= k;
 	memcpy(out->h, s.h, out->n * sizeof *s.h);
 	make_bands(out->h, out->n, out->band);
+	out->bands = true;
 	free(s.h);
 	return 0;
 }
@@ -424,15 +433,22 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 		memset(s, 0, sizeof *s);
 		return rc;
 	}
-	if (head == NEARSET_FIXED)
+	/* format 3: the keys are computed when asked for (nearset_band): a
+	 * candidate's confirm reads the hashes only */
+	s->bands = head == NEARSET_FIXED;
+	if (s->bands)
 		for (size_t b = 0; b < NEARSET_BANDS; b++)
 			s->band[b] = get_le32(p + NEARSET_HEAD + 4 * b);
-	else
-		make_bands(s->h, s->n, s->band);
 	return 0;
 }
 
 void nearset_bands(struct nearset *s)
 {
 	make_bands(s->h, s->n, s->band);
+	s->bands = true;
+}
+
+uint32_t nearset_band(const struct nearset *s, size_t b)
+{
+	return s->bands ? s->band[b] : make_band(s->h, s->n, b);
 }

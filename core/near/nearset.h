@@ -43,10 +43,10 @@
  *   a gap g is g >> rice one bits, a zero bit, then the low rice bits of g
  *   (lowest first); bits fill each byte from its lowest bit; the last byte
  *   is padded with zero bits.
- * The band keys are not kept: they are a function of the m hashes, and
- * the decoder computes them again (64 multiply-shift bins over the m
- * hashes; tests/bench/README.md, "What a page costs in LMDB", gives the
- * price).
+ * The band keys are not kept: they are a function of the m hashes,
+ * computed again when asked for (nearset_band: 64 multiply-shift bins
+ * over the m hashes for all 16; tests/bench/README.md, "What a page costs
+ * in LMDB", gives the price).
  * rice is the parameter that makes the row shortest (the encoder tries
  * the three around log2 of the mean gap; the decoder takes any 0..31). A
  * gap between n hashes spread over 2^32 takes about log2(2^32 / n) + 1.5
@@ -104,6 +104,7 @@ struct nearset {
 	bool has;              /* false: no text */
 	bool complete;         /* every shingle held: exact resemblance */
 	uint32_t shingles;     /* distinct kept hashes of the text */
+	bool bands;            /* band[] holds the keys (else nearset_band) */
 	uint32_t band[NEARSET_BANDS];
 	uint32_t n;            /* hashes held, min(shingles, NEARSET_K) */
 	uint32_t h[NEARSET_K]; /* ascending */
@@ -141,8 +142,13 @@ int nearset_decode(const void *in, size_t len, struct nearset *s);
  * of the upgrade make such rows). */
 size_t nearset_encode_v1(const struct nearset *s, uint8_t *out);
 size_t nearset_encode_v2(const struct nearset *s, uint8_t *out);
-/* s's band keys computed again from its hashes (what format 3's decoder
- * does; the conversion of older rows trusts no stored key). */
+/* Band b's key of s: band[b] when s->bands, else computed from the
+ * hashes (4 of the 64 bins: a 16th of what all keys cost). A set decoded
+ * from format 3 has no keys until asked, so that a candidate's confirm,
+ * which reads only the hashes, pays nothing for them. */
+uint32_t nearset_band(const struct nearset *s, size_t b);
+/* Every band key of s computed from its hashes into band[] (s->bands set;
+ * the conversion of older rows trusts no stored key). */
 void nearset_bands(struct nearset *s);
 
 #endif

@@ -559,7 +559,7 @@ static int damage_sets_cb(struct wtx *w, void *p)
 	assert_non_null(first);
 	assert_int_equal(nearset_decode(v.mv_data, v.mv_size, first), 0);
 	uint8_t bk = 0, row[8]; /* nearbands: band 0 -> key u32 BE | MD5 prefix */
-	uint32_t band0 = first->band[0];
+	uint32_t band0 = nearset_band(first, 0);
 	row[0] = (uint8_t)(band0 >> 24), row[1] = (uint8_t)(band0 >> 16), row[2] = (uint8_t)(band0 >> 8);
 	row[3] = (uint8_t)band0;
 	memcpy(row + 4, k.mv_data, 4);
@@ -898,7 +898,7 @@ static int make_layout1_cb(struct wtx *w, void *p)
 		assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &key, &val, 0), 0);
 		for (size_t b = 0; b < NEARSET_BANDS; b++) {
 			uint8_t bk[4];
-			put_le32(bk, sets[i].band[b]);
+			put_le32(bk, nearset_band(&sets[i], b));
 			MDB_val bkey = { 4, bk }, row = { BLOBKEY_BYTES, keys[i] };
 			rc = mdb_put(w->txn, old, &bkey, &row, MDB_NODUPDATA);
 			assert_true(rc == 0 || rc == MDB_KEYEXIST);
@@ -935,6 +935,7 @@ static int make_layout2_cb(struct wtx *w, void *p)
 	mdb_cursor_close(c);
 	for (size_t i = 0; i < n; i++) {
 		uint8_t buf[NEARSET_MAX_BYTES];
+		nearset_bands(&sets[i]); /* format 2 keeps them */
 		MDB_val key = { BLOBKEY_BYTES, keys[i] }, val = { nearset_encode_v2(&sets[i], buf), buf };
 		assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &key, &val, 0), 0);
 		struct blobkey bk;
