@@ -92,45 +92,63 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Bin j's hash of a kept shingle hash: a multiply-shift function of its
- * own (odd multiplier, an added constant), over the 32 bits twice. */
-static uint64_t bin_hash(uint32_t x, size_t j)
+/* Bin j's hash of a kept shingle hash x: a multiply-shift function of
+ * its own, ((x << 32 | x) ^ add) * mul with an odd multiplier. */
+static void bin_fn(size_t j, uint64_t *mul, uint64_t *add)
 {
-	uint64_t a = (UINT64_C(0x9E3779B97F4A7C15) * (2 * j + 1)) | 1, c = UINT64_C(0xD6E8FEB86659FD93) * (j + 1);
-	return (((uint64_t)x << 32 | x) ^ c) * a;
+	*mul = (UINT64_C(0x9E3779B97F4A7C15) * (2 * j + 1)) | 1;
+	*add = UINT64_C(0xD6E8FEB86659FD93) * (j + 1);
 }
 
-/* Bin j's kept hash: the one whose bin hash is smallest (independent
- * MinHash over the bottom-k sample: no empty bins, so short pages get
- * bands as honest as long ones). */
-static uint32_t bin_arg(const uint32_t *h, size_t n, size_t j)
+/* Bins j0 .. j0 + count - 1: each keeps the kept hash whose bin hash is
+ * smallest, the first of them on a tie (independent MinHash over the
+ * bottom-k sample: no empty bins, so short pages get bands as honest as
+ * long ones). The hashes are the outer loop, so that the bins' minima are
+ * independent chains a core runs side by side: a set's 64 bins over 256
+ * hashes are computed again whenever its band keys are asked for (format
+ * 3 keeps none). */
+static void bin_args(const uint32_t *h, size_t n, size_t j0, size_t count, uint32_t *arg)
 {
-	uint64_t best = UINT64_MAX;
-	uint32_t arg = 0;
+	uint64_t best[NEARSET_BINS], mul[NEARSET_BINS], add[NEARSET_BINS];
+	for (size_t j = 0; j < count; j++) {
+		best[j] = UINT64_MAX;
+		arg[j] = 0;
+		bin_fn(j0 + j, &mul[j], &add[j]);
+	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t v = bin_hash(h[i], j);
-		if (v < best) {
-			best = v;
-			arg = h[i];
+		uint64_t x = (uint64_t)h[i] << 32 | h[i];
+		for (size_t j = 0; j < count; j++) {
+			uint64_t v = (x ^ add[j]) * mul[j];
+			if (v < best[j]) {
+				best[j] = v;
+				arg[j] = h[i];
+			}
 		}
 	}
-	return arg;
 }
 
-/* Band b's key: a hash of its index and its bins. */
-static uint32_t make_band(const uint32_t *h, size_t n, size_t b)
+/* A band's key: a hash of its index and its bins. */
+static uint32_t band_key(size_t b, const uint32_t *bins)
 {
 	uint32_t key[NEARSET_ROWS + 1];
 	key[0] = (uint32_t)b;
-	for (size_t r = 0; r < NEARSET_ROWS; r++)
-		key[1 + r] = bin_arg(h, n, b * NEARSET_ROWS + r);
+	memcpy(key + 1, bins, NEARSET_ROWS * sizeof key[0]);
 	return (uint32_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_BAND) >> 32);
+}
+
+static uint32_t make_band(const uint32_t *h, size_t n, size_t b)
+{
+	uint32_t arg[NEARSET_ROWS];
+	bin_args(h, n, b * NEARSET_ROWS, NEARSET_ROWS, arg);
+	return band_key(b, arg);
 }
 
 static void make_bands(const uint32_t *h, size_t n, uint32_t band[NEARSET_BANDS])
 {
+	uint32_t arg[NEARSET_BINS];
+	bin_args(h, n, 0, NEARSET_BINS, arg);
 	for (size_t b = 0; b < NEARSET_BANDS; b++)
-		band[b] = make_band(h, n, b);
+		band[b] = band_key(b, arg + b * NEARSET_ROWS);
 }
 
 /* Every shingle of the text into s (s->h sorted, distinct, s->n of them). */
