@@ -152,7 +152,8 @@ int near_layout_put(MDB_txn *txn, struct store *st);
  * *finished. Opens (makes) the tables when the store has none open. */
 int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
 			bool *finished);
-/* Bring a store opened writable to NEAR_LAYOUT_VERSION (see above). */
+/* Bring a store opened writable to NEAR_LAYOUT_VERSION (see above);
+ * -EPROTONOSUPPORT for a newer layout, which is left as it is. */
 int near_layout_upgrade(struct store *st);
 
 /* Keep sig's set (if any) in nearfeat with its band rows (nothing when

@@ -115,6 +115,16 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 
 int near_layout_upgrade(struct store *st)
 {
+	/* a newer layout is not converted back: its rows may not decode here */
+	MDB_txn *txn;
+	uint32_t layout = 1;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = near_layout_get(txn, st, &layout);
+	store_read_end(st, txn);
+	if (rc || layout > NEAR_LAYOUT_VERSION)
+		return rc ? rc : -EPROTONOSUPPORT;
 	/* near_layout_convert sets the layout with its last batch */
 	return near_meta_upgrade(st, LAYOUT_KEY, 1, NEAR_LAYOUT_VERSION, near_layout_convert);
 }
