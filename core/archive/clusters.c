@@ -208,7 +208,10 @@ static int pending_sig(struct joiner *j, const struct blobkey *k, struct near_si
 		j->cappend = cap;
 	}
 	j->pend[j->npend].page = (uint32_t)j->cur;
-	j->pend[j->npend++].sig = *sig;
+	j->pend[j->npend].sig = *sig;
+	if (sig->has_set) /* compared pair by pair below: computed once */
+		nearset_bands(&j->pend[j->npend].sig.set);
+	j->npend++;
 	return 0;
 }
 

@@ -326,10 +326,8 @@ static int query_full(struct answer *a)
 static int confirm(struct answer *a, const struct blobkey *k, const struct near_sig *sig, bool *yes, double *r)
 {
 	const struct near_sig *q = a->query;
-	if (!q->has_set || !sig->has_set) {
-		*yes = near_confirm_r(q, sig, r);
-		return 0;
-	}
+	if (!q->has_set || !sig->has_set)
+		return near_confirm_sketches(a->st, a->self && a->self->has_key ? &a->self->key : NULL, q, k, sig, yes, r);
 	bool exact;
 	*r = nearset_resemblance(&q->set, &sig->set, &exact);
 	if (nearset_borderline(exact, *r) && !query_full(a)) {

@@ -770,6 +770,11 @@ int fsck_check_near(struct fsck *f)
 	uint32_t layout;
 	if ((vrc = near_layout_get(f->txn, &f->sh, &layout)))
 		return vrc;
+	if (layout > NEAR_LAYOUT_VERSION) {
+		fsck_say(f, K_NEAR, "near-duplicate tables of layout %u, newer than this pagededup's %u: not checked "
+			 "(use the pagededup that wrote them)", layout, NEAR_LAYOUT_VERSION);
+		return 0;
+	}
 	if (layout != NEAR_LAYOUT_VERSION) {
 		/* an older layout is no damage: a note, and repair converts it */
 		fsck_say(f, K_NOTE, "note: near-duplicate tables of layout %u, this pagededup keeps layout %u "

@@ -375,9 +375,13 @@ int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct ve
 	free(buf);
 	if (!ok)
 		return 1;
+	if (!f->sh.has_nearset)
+		sig.has_set = false; /* no table for the set: the record keeps the sketch */
 	near_sig_to_rec(&sig, &r);
 	gf_positions(g, k.md5, &r.leaf, &r.pos);
 	rc = blob_put(f->txn, &f->sh, &k, &r);
+	if (!rc)
+		rc = near_set_put(f->txn, &f->sh, &k, &sig);
 	for (size_t i = 0; i < inos->n && !rc; i++) {
 		struct inode in;
 		if ((rc = ns_get_inode(f->txn, &f->sh, AT(*inos, uint64_t, i), &in)))

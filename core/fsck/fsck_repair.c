@@ -460,9 +460,13 @@ static int recreate_record(struct fsck *f, const struct kfix *x, struct vec *ino
 		return 1;
 	struct fprec r = { .refcount = inos->n, .size = fp.size, .flags = FPREC_IN_FILTER };
 	memcpy(r.xxh128, fp.xxh128, 16);
+	if (!f->sh.has_nearset)
+		sig.has_set = false; /* no table for the set: the record keeps the sketch */
 	near_sig_to_rec(&sig, &r);
 	gf_positions(g, k.md5, &r.leaf, &r.pos);
 	int rc = blob_put(f->txn, &f->sh, &k, &r);
+	if (!rc)
+		rc = near_set_put(f->txn, &f->sh, &k, &sig);
 	for (size_t i = 0; i < inos->n && !rc; i++) {
 		struct inode in;
 		if ((rc = ns_get_inode(f->txn, &f->sh, AT(*inos, uint64_t, i), &in)))

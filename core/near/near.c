@@ -70,7 +70,7 @@ void near_sig_to_rec(const struct near_sig *s, struct fprec *r)
 		return;
 	r->simhash = s->simhash;
 	r->flags |= FPREC_HAS_SIMHASH | (s->low_confidence ? FPREC_SIMHASH_LOW : 0);
-	if (s->has_sketch) {
+	if (s->has_sketch && !s->has_set) { /* a set confirms better (near.h) */
 		r->flags |= FPREC_HAS_SKETCH;
 		memcpy(r->sketch, s->sketch, MINHASH_BYTES);
 	}

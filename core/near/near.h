@@ -68,8 +68,9 @@ struct near_sig {
 int near_sig_of_page(const void *buf, size_t len, struct near_sig *out);
 /* The same for the first `size` bytes of an open file (mapped, not read). */
 int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out);
-/* Copy a signature into a fingerprint record (flags, simhash, sketch) and
- * back. */
+/* Copy a signature into a fingerprint record (flags, simhash, and the
+ * sketch unless it has a set: the caller keeps the set, near_add_sig or
+ * near_set_put) and back. */
 void near_sig_to_rec(const struct near_sig *s, struct fprec *r);
 void near_sig_of_rec(const struct fprec *r, struct near_sig *s);
 /* Is a candidate confirmed? Two pages with shingle sets: their resemblance
@@ -115,21 +116,32 @@ int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near
  * record without a set (signed by fsck's record repair, or a read-only
  * store from before the tables) is confirmed by its sketch.
  *
- * The layout of these two tables has a version of its own, apart from the
- * signatures' (which say what is computed, not how it is kept): the meta
- * row "near_layout" (4 bytes little-endian; absent: layout 1).
+ * The layout of these two tables (and whether a fingerprint record keeps
+ * a sketch) has a version of its own, apart from the signatures' (which
+ * say what is computed, not how it is kept): the meta row "near_layout"
+ * (4 bytes little-endian; absent: layout 1).
  *   1: nearfeat rows of nearset format 1 (a u32 a hash), and the table
  *      nearlsh: band key u32 LE -> blobkey [20] (a node of 34 bytes a row,
  *      about 800 bytes a page with LMDB's slack);
- *   2: nearfeat rows of format 2 (Rice-coded gaps), the table nearbands
- *      above (8 bytes a row), nearlsh gone.
- * A store of layout 1 is converted when it is opened writable (before the
- * signature upgrade, from near_part's start: every set rewritten and its
- * band rows made, a batch of sets a transaction, the layout written last
- * with nearlsh dropped, so that an interrupted conversion starts again at
- * the next open; no page is read) and by `pagededup fsck --repair`.
- * Opened read-only it is near_stale (its near answers fail with -ESTALE). */
-#define NEAR_LAYOUT_VERSION 2
+ *   2: nearfeat rows of format 2 (Rice-coded gaps, then the 16 band keys),
+ *      the table nearbands above (8 bytes a row), nearlsh gone;
+ *   3: nearfeat rows of format 3 (no band keys: the decoder computes them
+ *      from the hashes), and a fingerprint record whose blob has a set
+ *      keeps no sketch (FPREC_HAS_SKETCH clear; near_sig_to_rec): the set
+ *      confirms; a pair one of whose pages has no set (a damaged row) is
+ *      confirmed by the sketches with the missing one computed from the
+ *      page read back (near_confirm_sketches). 64 + 64 bytes a page less.
+ * A store of layout 1 or 2 is converted when it is opened writable (before
+ * the signature upgrade, from near_part's start: every set rewritten with
+ * its band rows and its record's sketch dropped, a batch of sets a
+ * transaction, the layout written last with nearlsh dropped, so that an
+ * interrupted conversion starts again at the next open; no page is read)
+ * and by `pagededup fsck --repair`. Opened read-only, layout 2 is read as
+ * it is (the same answers); layout 1 is near_stale (its near answers fail
+ * with -ESTALE). */
+#define NEAR_LAYOUT_VERSION 3
+/* The oldest layout a read-only open answers from. */
+#define NEAR_LAYOUT_READABLE 2
 /* The store's layout into *layout (1 when none is recorded). */
 int near_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout);
 /* Record NEAR_LAYOUT_VERSION (inside a write transaction). */
@@ -140,9 +152,14 @@ int near_layout_put(MDB_txn *txn, struct store *st);
  * *finished. Opens (makes) the tables when the store has none open. */
 int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
 			bool *finished);
-/* Bring a store opened writable to NEAR_LAYOUT_VERSION (see above). */
+/* Bring a store opened writable to NEAR_LAYOUT_VERSION (see above);
+ * -EPROTONOSUPPORT for a newer layout, which is left as it is. */
 int near_layout_upgrade(struct store *st);
 
+/* Keep sig's set (if any) in nearfeat with its band rows (nothing when
+ * the store has no such tables: then the caller keeps the sketch, by
+ * clearing has_set before near_sig_to_rec). */
+int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct near_sig *sig);
 /* The set of blob k into sig (has_set false when it has none). */
 int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig);
 /* Every blob that shares a band with s; a blob sharing several bands is
@@ -155,6 +172,14 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
  * from the first `size` bytes of an open file, or from blob k's file. */
 int near_full_of_fd(int fd, uint64_t size, uint32_t **h, size_t *n);
 int near_full_of_blob(struct store *st, const struct blobkey *k, uint32_t **h, size_t *n);
+/* The confirm of a pair that is not two sets (near_confirm_r): a record
+ * with a set keeps no sketch (layout 3), so a sketch either lacks is
+ * computed from its page read back (blob ka or kb; with a NULL key or a
+ * page that cannot be read it stays without, and the simhash alone
+ * decides, as for records from before the sketches). Only a pair with a
+ * page whose set row is missing or damaged reads pages back here. */
+int near_confirm_sketches(struct store *st, const struct blobkey *ka, const struct near_sig *a,
+			  const struct blobkey *kb, const struct near_sig *b, bool *yes, double *r);
 /* The answers' confirm for two stored pages: near_confirm_r, a pair of
  * sets too close to call decided on both blobs read back (a blob that
  * cannot be read keeps the estimate). */

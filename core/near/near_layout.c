@@ -1,12 +1,15 @@
 /* near_layout.c - the layout of the near tables (near.h): its version in
- * meta, and the conversion of layout 1 (sets as u32 arrays, band rows in
- * nearlsh) to layout 2 (Rice-coded sets, band rows in nearbands), a batch
- * of sets a transaction, without reading a page. */
+ * meta, and the conversion of layouts 1 (sets as u32 arrays, band rows in
+ * nearlsh) and 2 (Rice-coded sets with their band keys, a sketch in every
+ * fingerprint record) to layout 3 (Rice-coded sets without band keys, no
+ * sketch beside a set), a batch of sets a transaction, without reading a
+ * page. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/byteorder.h"
+#include "blob/blob.h"
 #include "near_int.h"
 
 #define LAYOUT_KEY "near_layout"
@@ -29,6 +32,19 @@ static int drop_layout1(MDB_txn *txn)
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	return pd_mdb_err(rc ? rc : mdb_drop(txn, old, 1));
+}
+
+/* Blob k has a set: its record keeps no sketch (layout 3). */
+static int drop_sketch(MDB_txn *txn, struct store *st, const struct blobkey *k)
+{
+	struct fprec r;
+	int rc = blob_get(txn, st, k, &r);
+	if (rc == -ENOENT)
+		return 0; /* a set without a record: fsck's to report */
+	if (rc || !(r.flags & FPREC_HAS_SKETCH))
+		return rc;
+	r.flags &= (uint8_t)~FPREC_HAS_SKETCH;
+	return blob_put(txn, st, k, &r);
 }
 
 struct convert {
@@ -82,9 +98,13 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 		struct blobkey k;
 		uint8_t vb[NEARSET_MAX_BYTES];
 		blobkey_decode(c.keys[i], &k);
+		/* the keys format 3's decoder will compute (they are the
+		 * stored ones: the same function of the same hashes) */
+		nearset_bands(&c.sets[i]);
 		MDB_val key = { BLOBKEY_BYTES, c.keys[i] }, v = { nearset_encode(&c.sets[i], vb), vb };
-		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
-			rc = near_put_bands(txn, st, &k, &c.sets[i]);
+		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))) &&
+		    !(rc = near_put_bands(txn, st, &k, &c.sets[i])))
+			rc = drop_sketch(txn, st, &k);
 	}
 	free(c.keys);
 	free(c.sets);
@@ -95,6 +115,16 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 
 int near_layout_upgrade(struct store *st)
 {
+	/* a newer layout is not converted back: its rows may not decode here */
+	MDB_txn *txn;
+	uint32_t layout = 1;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = near_layout_get(txn, st, &layout);
+	store_read_end(st, txn);
+	if (rc || layout > NEAR_LAYOUT_VERSION)
+		return rc ? rc : -EPROTONOSUPPORT;
 	/* near_layout_convert sets the layout with its last batch */
 	return near_meta_upgrade(st, LAYOUT_KEY, 1, NEAR_LAYOUT_VERSION, near_layout_convert);
 }

@@ -56,7 +56,7 @@ int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, cons
 {
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
 		uint8_t bi, vb[BAND_VAL];
-		MDB_val key = band_idx(&bi, b), v = band_val(vb, s->band[b], k->md5);
+		MDB_val key = band_idx(&bi, b), v = band_val(vb, nearset_band(s, b), k->md5);
 		int rc = mdb_put(txn, st->db_nearlsh, &key, &v, MDB_NODUPDATA);
 		if (rc && rc != MDB_KEYEXIST) /* another blob of the prefix */
 			return pd_mdb_err(rc);
@@ -108,7 +108,7 @@ static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, c
 				continue; /* no set, or one fsck reports */
 			if (grc)
 				rc = grc;
-			else if (s->band[b] == key)
+			else if (nearset_band(s, b) == key)
 				rc = fn(ctx, &keys[i], 0, 0);
 		}
 		free(s);
@@ -140,8 +140,14 @@ int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 	if (!sig->has)
 		return 0;
 	int rc = near_add(txn, st, k, sig->simhash);
-	if (rc || !sig->has_set || !st->has_nearset)
-		return rc;
+	return rc ? rc : near_set_put(txn, st, k, sig);
+}
+
+int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct near_sig *sig)
+{
+	if (!sig->has || !sig->has_set || !st->has_nearset)
+		return 0;
+	int rc;
 	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
 	MDB_val key = fp_key(kb, k), v = { nearset_encode(&sig->set, vb), vb };
 	if ((rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
@@ -187,7 +193,7 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 		int mrc = mdb_del(txn, st->db_nearfeat, &key, NULL);
 		rc = mrc ? pd_mdb_err(mrc) : 0;
 		for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-			rc = del_band(txn, st, k, b, s->band[b]);
+			rc = del_band(txn, st, k, b, nearset_band(s, b));
 		free(s);
 		return rc;
 	}
@@ -292,7 +298,7 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	}
 	lc->n = 0;
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-		rc = band_rows(txn, st, c, lc, b, s->band[b], cb, ctx);
+		rc = band_rows(txn, st, c, lc, b, nearset_band(s, b), cb, ctx);
 	mdb_cursor_close(c);
 	free(lc);
 	return rc > 0 ? 0 : rc;
@@ -401,7 +407,7 @@ static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
 		return rc;
 	for (size_t b = 0; b < NEARSET_BANDS; b++) {
 		uint8_t bi, vb[BAND_VAL];
-		MDB_val bk = band_idx(&bi, b), v = band_val(vb, s->band[b], k.md5);
+		MDB_val bk = band_idx(&bi, b), v = band_val(vb, nearset_band(s, b), k.md5);
 		int mrc = mdb_cursor_get(cur, &bk, &v, MDB_GET_BOTH);
 		if (mrc == MDB_NOTFOUND) {
 			near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, b);
@@ -513,13 +519,48 @@ int near_full_of_blob(struct store *st, const struct blobkey *k, uint32_t **h, s
 	return rc;
 }
 
-int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct near_sig *a, const struct blobkey *kb,
-		      const struct near_sig *b, bool *yes, double *r)
+/* The sketch of blob k's page read back into sig (left without one when
+ * the page cannot be read or gives none). */
+static void sketch_read_back(struct store *st, const struct blobkey *k, struct near_sig *sig)
 {
-	if (!a->has_set || !b->has_set) {
+	struct near_sig *x = malloc(sizeof *x);
+	int fd = x ? blob_open(st, k) : -ENOMEM;
+	struct stat sb;
+	if (fd >= 0 && !fstat(fd, &sb) && !near_sig_of_fd(fd, (uint64_t)sb.st_size, x) && x->has_sketch) {
+		sig->has_sketch = true;
+		memcpy(sig->sketch, x->sketch, MINHASH_BYTES);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(x);
+}
+
+int near_confirm_sketches(struct store *st, const struct blobkey *ka, const struct near_sig *a,
+			  const struct blobkey *kb, const struct near_sig *b, bool *yes, double *r)
+{
+	if ((a->has_sketch && b->has_sketch) || !a->has || !b->has) {
 		*yes = near_confirm_r(a, b, r);
 		return 0;
 	}
+	struct near_sig *x = malloc(2 * sizeof *x);
+	if (!x)
+		return -ENOMEM;
+	x[0] = *a;
+	x[1] = *b;
+	const struct blobkey *k[2] = { ka, kb };
+	for (size_t i = 0; i < 2; i++)
+		if (!x[i].has_sketch && k[i])
+			sketch_read_back(st, k[i], &x[i]);
+	*yes = near_confirm_r(&x[0], &x[1], r);
+	free(x);
+	return 0;
+}
+
+int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct near_sig *a, const struct blobkey *kb,
+		      const struct near_sig *b, bool *yes, double *r)
+{
+	if (!a->has_set || !b->has_set)
+		return near_confirm_sketches(st, ka, a, kb, b, yes, r);
 	bool exact;
 	*r = nearset_resemblance(&a->set, &b->set, &exact);
 	if (nearset_borderline(exact, *r)) {

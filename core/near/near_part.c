@@ -62,8 +62,9 @@ static int near_part_open(MDB_txn *txn, struct store *st, char err[PD_ERRLEN])
 		snprintf(err, PD_ERRLEN, "store %s: cannot read the signature version: %s", st->dir,
 			 strerror(-rc));
 	/* Read-only: no answers from hashes of another version or tables of
-	 * another layout; writable: upgraded at start. */
-	st->near_stale = st->readonly && (sigv != NEAR_SIG_VERSION || layout != NEAR_LAYOUT_VERSION);
+	 * a layout this build does not read; writable: upgraded at start. */
+	st->near_stale = st->readonly && (sigv != NEAR_SIG_VERSION || layout < NEAR_LAYOUT_READABLE ||
+					  layout > NEAR_LAYOUT_VERSION);
 	if (!rc)
 		rc = sigq_open_table(txn, st, create);
 	if (!rc)

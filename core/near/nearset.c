@@ -92,37 +92,63 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Bin j's hash of a kept shingle hash: a multiply-shift function of its
- * own (odd multiplier, an added constant), over the 32 bits twice. */
-static uint64_t bin_hash(uint32_t x, size_t j)
+/* Bin j's hash of a kept shingle hash x: a multiply-shift function of
+ * its own, ((x << 32 | x) ^ add) * mul with an odd multiplier. */
+static void bin_fn(size_t j, uint64_t *mul, uint64_t *add)
 {
-	uint64_t a = (UINT64_C(0x9E3779B97F4A7C15) * (2 * j + 1)) | 1, c = UINT64_C(0xD6E8FEB86659FD93) * (j + 1);
-	return (((uint64_t)x << 32 | x) ^ c) * a;
+	*mul = (UINT64_C(0x9E3779B97F4A7C15) * (2 * j + 1)) | 1;
+	*add = UINT64_C(0xD6E8FEB86659FD93) * (j + 1);
 }
 
-/* Each bin keeps the kept hash whose bin hash is smallest (independent
- * MinHash over the bottom-k sample: no empty bins, so short pages get
- * bands as honest as long ones); a band's key hashes its bins. */
-static void make_bands(const uint32_t *h, size_t n, uint32_t band[NEARSET_BANDS])
+/* Bins j0 .. j0 + count - 1: each keeps the kept hash whose bin hash is
+ * smallest, the first of them on a tie (independent MinHash over the
+ * bottom-k sample: no empty bins, so short pages get bands as honest as
+ * long ones). The hashes are the outer loop, so that the bins' minima are
+ * independent chains a core runs side by side: a set's 64 bins over 256
+ * hashes are computed again whenever its band keys are asked for (format
+ * 3 keeps none). */
+static void bin_args(const uint32_t *h, size_t n, size_t j0, size_t count, uint32_t *arg)
 {
-	uint32_t arg[NEARSET_BINS];
-	for (size_t j = 0; j < NEARSET_BINS; j++) {
-		uint64_t best = UINT64_MAX;
+	uint64_t best[NEARSET_BINS], mul[NEARSET_BINS], add[NEARSET_BINS];
+	for (size_t j = 0; j < count; j++) {
+		best[j] = UINT64_MAX;
 		arg[j] = 0;
-		for (size_t i = 0; i < n; i++) {
-			uint64_t v = bin_hash(h[i], j);
-			if (v < best) {
-				best = v;
+		bin_fn(j0 + j, &mul[j], &add[j]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = (uint64_t)h[i] << 32 | h[i];
+		for (size_t j = 0; j < count; j++) {
+			uint64_t v = (x ^ add[j]) * mul[j];
+			if (v < best[j]) {
+				best[j] = v;
 				arg[j] = h[i];
 			}
 		}
 	}
-	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		uint32_t key[NEARSET_ROWS + 1];
-		key[0] = (uint32_t)b;
-		memcpy(key + 1, arg + b * NEARSET_ROWS, NEARSET_ROWS * sizeof key[0]);
-		band[b] = (uint32_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_BAND) >> 32);
-	}
+}
+
+/* A band's key: a hash of its index and its bins. */
+static uint32_t band_key(size_t b, const uint32_t *bins)
+{
+	uint32_t key[NEARSET_ROWS + 1];
+	key[0] = (uint32_t)b;
+	memcpy(key + 1, bins, NEARSET_ROWS * sizeof key[0]);
+	return (uint32_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_BAND) >> 32);
+}
+
+static uint32_t make_band(const uint32_t *h, size_t n, size_t b)
+{
+	uint32_t arg[NEARSET_ROWS];
+	bin_args(h, n, b * NEARSET_ROWS, NEARSET_ROWS, arg);
+	return band_key(b, arg);
+}
+
+static void make_bands(const uint32_t *h, size_t n, uint32_t band[NEARSET_BANDS])
+{
+	uint32_t arg[NEARSET_BINS];
+	bin_args(h, n, 0, NEARSET_BINS, arg);
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		band[b] = band_key(b, arg + b * NEARSET_ROWS);
 }
 
 /* Every shingle of the text into s (s->h sorted, distinct, s->n of them). */
@@ -198,6 +224,7 @@ int nearset_of_text_k(const char *text, size_t len, unsigned k, struct nearset *
 	out->complete = u <= k;
 	memcpy(out->h, s.h, out->n * sizeof *s.h);
 	make_bands(out->h, out->n, out->band);
+	out->bands = true;
 	free(s.h);
 	return 0;
 }
@@ -241,8 +268,9 @@ static void head_encode(const struct nearset *s, unsigned format, unsigned rice,
 	out[2] = (uint8_t)rice;
 	out[3] = 0;
 	put_le32(out + 4, s->shingles);
-	for (size_t b = 0; b < NEARSET_BANDS; b++)
-		put_le32(out + NEARSET_HEAD + 4 * b, s->band[b]);
+	if (format < 3) /* formats 1 and 2 kept the band keys */
+		for (size_t b = 0; b < NEARSET_BANDS; b++)
+			put_le32(out + NEARSET_HEAD + 4 * b, s->band[b]);
 }
 
 size_t nearset_encode_v1(const struct nearset *s, uint8_t *out)
@@ -308,11 +336,12 @@ static void bits_put(struct bitw *w, uint32_t v, unsigned count) /* count <= 32 
 	}
 }
 
-size_t nearset_encode(const struct nearset *s, uint8_t *out)
+/* The Rice-coded gaps of formats 2 and 3 after a head of `head` bytes. */
+static size_t encode_rice(const struct nearset *s, unsigned format, size_t head, uint8_t *out)
 {
 	unsigned r = rice_best(s);
-	head_encode(s, NEARSET_FORMAT, r, out);
-	struct bitw w = { out + NEARSET_FIXED, 0, 0, 0 };
+	head_encode(s, format, r, out);
+	struct bitw w = { out + head, 0, 0, 0 };
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t g = gap_at(s, i), q = g >> r;
 		for (; q >= 32; q -= 32)
@@ -322,7 +351,17 @@ size_t nearset_encode(const struct nearset *s, uint8_t *out)
 	}
 	if (w.nacc)
 		w.p[w.n++] = (uint8_t)w.acc;
-	return NEARSET_FIXED + w.n;
+	return head + w.n;
+}
+
+size_t nearset_encode(const struct nearset *s, uint8_t *out)
+{
+	return encode_rice(s, NEARSET_FORMAT, NEARSET_HEAD, out);
+}
+
+size_t nearset_encode_v2(const struct nearset *s, uint8_t *out)
+{
+	return encode_rice(s, 2, NEARSET_FIXED, out);
 }
 
 struct bitr {
@@ -393,7 +432,11 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 {
 	const uint8_t *p = in;
 	memset(s, 0, sizeof *s);
-	if (len < NEARSET_FIXED || (p[0] != 1 && p[0] != NEARSET_FORMAT) || p[1] > 1 || p[2] > 31)
+	if (len < NEARSET_HEAD || p[0] < 1 || p[0] > NEARSET_FORMAT || p[1] > 1 || p[2] > 31)
+		return -EINVAL;
+	/* formats 1 and 2: the band keys follow the head */
+	size_t head = p[0] < 3 ? NEARSET_FIXED : NEARSET_HEAD;
+	if (len < head)
 		return -EINVAL;
 	s->has = true;
 	s->complete = p[1] & 1;
@@ -403,11 +446,27 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 	s->n = s->complete ? s->shingles : NEARSET_K;
 	if (p[0] == 1 && len != NEARSET_FIXED + 4 * (size_t)s->n)
 		return -EINVAL;
-	for (size_t b = 0; b < NEARSET_BANDS; b++)
-		s->band[b] = get_le32(p + NEARSET_HEAD + 4 * b);
-	int rc = p[0] == 1 ? hashes_v1_decode(p + NEARSET_FIXED, s)
-			   : gaps_decode(p + NEARSET_FIXED, len - NEARSET_FIXED, p[2], s);
-	if (rc)
+	int rc = p[0] == 1 ? hashes_v1_decode(p + head, s) : gaps_decode(p + head, len - head, p[2], s);
+	if (rc) {
 		memset(s, 0, sizeof *s);
-	return rc;
+		return rc;
+	}
+	/* format 3: the keys are computed when asked for (nearset_band): a
+	 * candidate's confirm reads the hashes only */
+	s->bands = head == NEARSET_FIXED;
+	if (s->bands)
+		for (size_t b = 0; b < NEARSET_BANDS; b++)
+			s->band[b] = get_le32(p + NEARSET_HEAD + 4 * b);
+	return 0;
+}
+
+void nearset_bands(struct nearset *s)
+{
+	make_bands(s->h, s->n, s->band);
+	s->bands = true;
+}
+
+uint32_t nearset_band(const struct nearset *s, size_t b)
+{
+	return s->bands ? s->band[b] : make_band(s->h, s->n, b);
 }

@@ -34,23 +34,29 @@
  *     rust-doc queries met 140-200 candidates on average, and more rows
  *     a band made it worse.)
  *
- * The stored form (table `nearfeat`, near.h), NEARSET_FORMAT 2,
+ * The stored form (table `nearfeat`, near.h), NEARSET_FORMAT 3,
  * little-endian:
- *   format u8 (2) | flags u8 (1: complete) | rice u8 (0..31) | reserved u8 |
- *   shingles u32 (distinct, kept hashes) | band key u32 x NEARSET_BANDS |
+ *   format u8 (3) | flags u8 (1: complete) | rice u8 (0..31) | reserved u8 |
+ *   shingles u32 (distinct, kept hashes) |
  *   the m hashes (m = shingles when complete, else NEARSET_K) as Rice-coded
  *   gaps: the first hash, then each hash less its predecessor less one;
  *   a gap g is g >> rice one bits, a zero bit, then the low rice bits of g
  *   (lowest first); bits fill each byte from its lowest bit; the last byte
  *   is padded with zero bits.
+ * The band keys are not kept: they are a function of the m hashes,
+ * computed again when asked for (nearset_band: 64 multiply-shift bins
+ * over the m hashes for all 16; tests/bench/README.md, "What a page costs
+ * in LMDB", gives the price).
  * rice is the parameter that makes the row shortest (the encoder tries
- * the three around log2 of the mean gap; the decoder takes any 0..31). A gap between n hashes spread over 2^32 takes about
- * log2(2^32 / n) + 1.5 bits where format 1 took 32: a set of 256 hashes of
- * a long page takes 620-700 bytes instead of 1,024 (tests/bench/README.md,
- * "What a page costs in LMDB").
- * Format 1 (stores made before; read, never written, and rewritten in
- * format 2 by the layout upgrade, near.h): the same head with rice 0,
- * then the m hashes as u32, ascending.
+ * the three around log2 of the mean gap; the decoder takes any 0..31). A
+ * gap between n hashes spread over 2^32 takes about log2(2^32 / n) + 1.5
+ * bits where format 1 took 32: a set of 256 hashes of a long page takes
+ * 560-640 bytes instead of 1,024.
+ * Format 2 (stores of near layout 2; read, never written, rewritten in
+ * format 3 by the layout upgrade, near.h): the same head, then the band
+ * keys u32 x NEARSET_BANDS, then the gaps as in format 3.
+ * Format 1 (stores of near layout 1; the same): format 2's head and band
+ * keys with rice 0, then the m hashes as u32, ascending.
  * Changing the stored form: bump NEARSET_FORMAT, keep decoding the old
  * one, and convert stored rows (near_layout_upgrade, near.h). Changing the
  * features (the shingles, the bottom-k, the bands) changes stored
@@ -78,11 +84,12 @@
 #define NEARSET_ROWS 4
 #endif
 #define NEARSET_BINS (NEARSET_BANDS * NEARSET_ROWS)
-#define NEARSET_FORMAT 2
+#define NEARSET_FORMAT 3
 #define NEARSET_HEAD 8
+/* The head and band keys of formats 1 and 2. */
 #define NEARSET_FIXED (NEARSET_HEAD + 4 * NEARSET_BANDS)
-/* Format 2 at worst: the best Rice parameter costs at most 32 bits a hash
- * and one more bit (r = 31). */
+/* Format 2 at worst (format 3 is shorter by the band keys): the best Rice
+ * parameter costs at most 32 bits a hash and one more bit (r = 31). */
 #define NEARSET_MAX_BYTES (NEARSET_FIXED + 4 * NEARSET_K + 1)
 /* Resemblance at or above which a candidate is answered: the judge's. */
 #define NEARSET_NEAR 0.8
@@ -97,6 +104,7 @@ struct nearset {
 	bool has;              /* false: no text */
 	bool complete;         /* every shingle held: exact resemblance */
 	uint32_t shingles;     /* distinct kept hashes of the text */
+	bool bands;            /* band[] holds the keys (else nearset_band) */
 	uint32_t band[NEARSET_BANDS];
 	uint32_t n;            /* hashes held, min(shingles, NEARSET_K) */
 	uint32_t h[NEARSET_K]; /* ascending */
@@ -125,12 +133,22 @@ int nearset_full_of_text(const char *utf8, size_t len, uint32_t **h, size_t *n);
 double nearset_full_resemblance(const uint32_t *a, size_t na, const uint32_t *b, size_t nb);
 
 /* Stored form (format NEARSET_FORMAT): bytes written (at most
- * NEARSET_MAX_BYTES). Decode: formats 1 and 2; 0 or -EINVAL (a size,
- * format or order of hashes that does not fit; *s is then cleared). */
+ * NEARSET_MAX_BYTES). Decode: formats 1 to 3 (format 3's band keys
+ * computed again); 0 or -EINVAL (a size, format or order of hashes that
+ * does not fit; *s is then cleared). */
 size_t nearset_encode(const struct nearset *s, uint8_t *out);
 int nearset_decode(const void *in, size_t len, struct nearset *s);
-/* Format 1's form: what stores made before format 2 hold (tests of the
- * upgrade make such rows). */
+/* Formats 1's and 2's forms: what stores made before format 3 hold (tests
+ * of the upgrade make such rows). */
 size_t nearset_encode_v1(const struct nearset *s, uint8_t *out);
+size_t nearset_encode_v2(const struct nearset *s, uint8_t *out);
+/* Band b's key of s: band[b] when s->bands, else computed from the
+ * hashes (4 of the 64 bins: a 16th of what all keys cost). A set decoded
+ * from format 3 has no keys until asked, so that a candidate's confirm,
+ * which reads only the hashes, pays nothing for them. */
+uint32_t nearset_band(const struct nearset *s, size_t b);
+/* Every band key of s computed from its hashes into band[] (s->bands set;
+ * the conversion of older rows trusts no stored key). */
+void nearset_bands(struct nearset *s);
 
 #endif

@@ -23,7 +23,7 @@
  * bits, and a query meets families of alike rows rather than a uniform
  * spread); the queries are made the same way from the rows.
  * Every row also has a shingle set (nearset.h: 64 to 575 shingles, the
- * hashes spread evenly, bands random) in nearfeat and its LSH rows in
+ * hashes spread evenly, their bands) in nearfeat and its LSH rows in
  * nearbands, as the signer writes them (near_add_sig), and a query is what
  * user.dedup.near does before it names paths: near_find and near_lsh_find
  * (the planted neighbour shares the set of its row), each candidate's set
@@ -111,10 +111,9 @@ static void row_set(uint64_t i, struct nearset *s)
 		r = (r ^ (r >> 29)) * 0x94d049bb133111ebull;
 		s->h[j] = j * step + (uint32_t)(r % step);
 	}
-	for (int b = 0; b < NEARSET_BANDS; b++) {
-		r = (r ^ (r >> 29)) * 0x94d049bb133111ebull;
-		s->band[b] = (uint32_t)(r >> 32);
-	}
+	/* the bands the store computes from the hashes (a stored set keeps
+	 * none since nearset format 3: its decoder computes them) */
+	nearset_bands(s);
 }
 
 static bool g_records; /* a fingerprint record per row (PD_NEARIDX_RECORDS=0: none) */

@@ -193,8 +193,37 @@ case_near_pending_kill() {
 	expect_eq "$(pdnear "$STORE" "$src/far.html")" "$(printf '0\tcopy\t/site/far.html')" "pagededup near after the unmount"
 }
 
+# A store of the landed layout (2: sets with their band keys, a sketch in
+# every record), made by the landed build, converted by the first writable
+# mount of this one: byte-identical answers for every file, fsck clean.
+case_near_landed_store_converted() {
+	local old=${PD_LANDED_BUILD:-}
+	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of near layout 2) not given"
+	local d=$PD_TMP/landed f before after out
+	mkdir -p "$d/mnt" "$d/src" && "$old/pagededup" mkfs "$d/store" >/dev/null || fail "mkfs of the landed build"
+	make_pages "$d/src"
+	"$old/pagededupfs" "$d/store" "$d/mnt" || fail "mount with the landed build"
+	mkdir "$d/mnt/site" && cp "$d"/src/* "$d/mnt/site/" && cp "$d/src/base.html" "$d/mnt/site/copy.html" ||
+		{ fusermount3 -u "$d/mnt"; fail "cp into the landed build's mount"; }
+	answers() { for f in "$1"/site/*; do printf '== %s\n' "${f#$1}"; getfattr --absolute-names --only-values -n user.dedup.near "$f"; done; }
+	before=$(answers "$d/mnt")
+	fusermount3 -u "$d/mnt" || fail "unmount of the landed build"
+	local i; for i in $(seq 1 100); do pgrep -f "$old/pagededupfs $d/store" >/dev/null || break; sleep 0.1; done
+	printf '%s\n' "$before" | grep -q "near	/site/near.html" || fail "the landed build's answers lack the near pair: $before"
+	out=$("$PD_BIN" fsck "$d/store" 2>&1) || fail "fsck of the landed store: $out"
+	printf '%s\n' "$out" | grep -q "layout 2, this pagededup keeps layout 3" || fail "no note of layout 2: $out"
+	pd_mount -n -s "$d/store" || fail "mount of the landed store"
+	after=$(answers "$MNT")
+	pd_umount || fail umount
+	expect_eq "$after" "$before" "answers after the conversion"
+	out=$("$PD_BIN" fsck "$d/store" 2>&1) || fail "fsck after the conversion: $out"
+	printf '%s\n' "$out" | grep -q "layout" && fail "not converted: $out"
+	return 0
+}
+
 pd_case near_answers
 pd_case near_permissions
 pd_case near_right_after_close
 pd_case near_pending_kill
+pd_case near_landed_store_converted
 pd_finish

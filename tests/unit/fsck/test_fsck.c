@@ -20,6 +20,7 @@
 #include "base/fp.h"
 #include "helpers.h"
 #include "archive/xattr.h"
+#include "near/near.h"
 
 /* ---- the store every case starts from ----------------------------------
  *
@@ -882,6 +883,23 @@ static void test_record_missing_rebuilt(void **state)
 	assert_int_equal(len, 6);
 	assert_memory_equal(buf, "page A", 6);
 	assert_int_equal(th_refcount(st, b.a), 2);
+	/* signed again from the page: the set kept in nearfeat, and so no
+	 * sketch in the record (near layout 3) */
+	MDB_txn *txn;
+	struct blobkey bk;
+	struct fprec fr;
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	blobkey_decode(key, &bk);
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_get(txn, st, &bk, &fr), 0);
+	assert_true(fr.flags & FPREC_HAS_SIMHASH);
+	assert_false(fr.flags & FPREC_HAS_SKETCH);
+	near_sig_of_rec(&fr, sig);
+	assert_int_equal(near_set_get(txn, st, &bk, sig), 0);
+	assert_true(sig->has_set);
+	store_read_end(st, txn);
+	free(sig);
 	assert_int_equal(store_close(st), 0);
 	base_free(&b);
 }

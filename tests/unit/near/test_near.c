@@ -407,15 +407,49 @@ static int sketch_edit_cb(struct wtx *w, void *p)
 		return rc;
 	if (e->mode == 2)
 		return near_set_remove(w->txn, w->st, &in.blob);
-	assert_true(r.flags & FPREC_HAS_SKETCH);
-	if (e->mode == 0)
+	if (e->mode == 0) { /* a sketch unlike the page's */
+		r.flags |= FPREC_HAS_SKETCH;
 		for (size_t i = 0; i < FPREC_SKETCH_BYTES; i++)
-			r.sketch[i] = (uint8_t)(r.sketch[i] ^ (0x5a + 7 * i));
-	else
+			r.sketch[i] = (uint8_t)(0x5a + 7 * i);
+	} else {
 		r.flags &= (uint8_t)~FPREC_HAS_SKETCH;
+	}
 	return blob_put(w->txn, w->st, &in.blob, &r);
 }
 
+static bool has_sketch(struct store *st, uint64_t ino)
+{
+	MDB_txn *txn;
+	struct inode in;
+	struct fprec r;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	assert_int_equal(blob_get(txn, st, &in.blob, &r), 0);
+	store_read_end(st, txn);
+	return (r.flags & FPREC_HAS_SKETCH) != 0;
+}
+
+/* The sketches' estimate for two pages, as an answer shows it. */
+static const char *sketch_res(const char *a, const char *b)
+{
+	static char out[16];
+	struct near_sig *x = malloc(sizeof *x), *y = malloc(sizeof *y);
+	assert_non_null(x);
+	assert_non_null(y);
+	assert_int_equal(near_sig_of_page(a, strlen(a), x), 0);
+	assert_int_equal(near_sig_of_page(b, strlen(b), y), 0);
+	double r;
+	assert_int_equal(minhash_resemblance(x->sketch, y->sketch, &r), 0);
+	assert_true(r >= MINHASH_NEAR_RESEMBLANCE);
+	snprintf(out, sizeof out, "%.3f", r);
+	free(x);
+	free(y);
+	return out;
+}
+
+/* Layout 3: a record with a set keeps no sketch, and the sets confirm; a
+ * page whose set is gone is confirmed by the sketches as before, the
+ * missing ones computed from the pages read back. */
 static void test_confirmation(void **state)
 {
 	(void)state;
@@ -429,16 +463,20 @@ static void test_confirmation(void **state)
 	char want[128];
 	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
 	assert_string_equal(near_of(st, ia, &test_root), want);
+	assert_false(has_sketch(st, ia));
+	assert_false(has_sketch(st, ib));
 	struct sketch_edit e = { ib, 0 };
 	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
 	assert_string_equal(near_of(st, ia, &test_root), want); /* the sets decide */
 	e.mode = 2;
 	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
-	assert_string_equal(near_of(st, ia, &test_root), ""); /* the scrambled sketch decides */
+	assert_string_equal(near_of(st, ia, &test_root), ""); /* b's scrambled sketch, a's read back */
 	e.mode = 1;
 	assert_int_equal(store_write(st, sketch_edit_cb, &e), 0);
-	snprintf(want, sizeof want, "%u\t-\tnear\t/b.html\n", d);
-	assert_string_equal(near_of(st, ia, &test_root), want); /* the simhash alone */
+	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, sketch_res(a, b));
+	assert_string_equal(near_of(st, ia, &test_root), want); /* both read back */
+	snprintf(want, sizeof want, "%u\t%s\tnear\t/a.html\n", d, sketch_res(a, b));
+	assert_string_equal(near_of(st, ib, &test_root), want); /* and asked from b */
 	free(a);
 	free(b);
 	assert_int_equal(store_close(st), 0);
@@ -521,7 +559,7 @@ static int damage_sets_cb(struct wtx *w, void *p)
 	assert_non_null(first);
 	assert_int_equal(nearset_decode(v.mv_data, v.mv_size, first), 0);
 	uint8_t bk = 0, row[8]; /* nearbands: band 0 -> key u32 BE | MD5 prefix */
-	uint32_t band0 = first->band[0];
+	uint32_t band0 = nearset_band(first, 0);
 	row[0] = (uint8_t)(band0 >> 24), row[1] = (uint8_t)(band0 >> 16), row[2] = (uint8_t)(band0 >> 8);
 	row[3] = (uint8_t)band0;
 	memcpy(row + 4, k.mv_data, 4);
@@ -578,6 +616,57 @@ static void test_fsck_sets(void **state)
 	free(a);
 	free(b);
 	free(c);
+	th_rmdir(dir);
+}
+
+/* A format-3 set whose hashes were changed still decodes, but the band
+ * keys computed from it are not those of its rows: fsck names it, and
+ * repair makes the rows agree. */
+static int damage_set_hashes_cb(struct wtx *w, void *p)
+{
+	(void)p;
+	MDB_cursor *c;
+	MDB_val k, v;
+	assert_int_equal(mdb_cursor_open(w->txn, w->st->db_nearfeat, &c), 0);
+	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+	uint8_t key[BLOBKEY_BYTES], buf[NEARSET_MAX_BYTES];
+	memcpy(key, k.mv_data, BLOBKEY_BYTES);
+	assert_int_equal(((const uint8_t *)v.mv_data)[0], NEARSET_FORMAT);
+	struct nearset *s = malloc(sizeof *s);
+	assert_non_null(s);
+	assert_int_equal(nearset_decode(v.mv_data, v.mv_size, s), 0);
+	mdb_cursor_close(c);
+	for (uint32_t i = 0; i < s->n; i++)
+		s->h[i] = s->h[i] * 2 + 1; /* other hashes, still ascending */
+	s->h[0] = 1;
+	MDB_val sv = { nearset_encode(s, buf), buf };
+	free(s);
+	return mdb_put(w->txn, w->st->db_nearfeat, &(MDB_val){ BLOBKEY_BYTES, key }, &sv, 0);
+}
+
+static void test_fsck_set_hashes(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(3, 500, ""), *b = th_page(4, 500, "");
+	th_put_page(st, PD_ROOT_INO, "a", a);
+	th_put_page(st, PD_ROOT_INO, "b", b);
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(store_write(st, damage_set_hashes_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	int lines = 0;
+	struct fsck_opts o = { .report = count_line, .ctx = &lines };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.problems >= 1);
+	o.repair = true;
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
 	th_rmdir(dir);
 }
 
@@ -809,7 +898,7 @@ static int make_layout1_cb(struct wtx *w, void *p)
 		assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &key, &val, 0), 0);
 		for (size_t b = 0; b < NEARSET_BANDS; b++) {
 			uint8_t bk[4];
-			put_le32(bk, sets[i].band[b]);
+			put_le32(bk, nearset_band(&sets[i], b));
 			MDB_val bkey = { 4, bk }, row = { BLOBKEY_BYTES, keys[i] };
 			rc = mdb_put(w->txn, old, &bkey, &row, MDB_NODUPDATA);
 			assert_true(rc == 0 || rc == MDB_KEYEXIST);
@@ -823,6 +912,56 @@ static int make_layout1_cb(struct wtx *w, void *p)
 }
 
 
+/* Layout 2, as the code before format 3 kept it: sets with their band
+ * keys (format 2), and a sketch in every fingerprint record. */
+static int make_layout2_cb(struct wtx *w, void *p)
+{
+	(void)p;
+	struct store *st = w->st;
+	MDB_cursor *c;
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
+	MDB_val k, v;
+	uint8_t (*keys)[BLOBKEY_BYTES] = calloc(64, BLOBKEY_BYTES);
+	struct nearset *sets = calloc(64, sizeof *sets);
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	size_t n = 0;
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		assert_true(n < 64);
+		memcpy(keys[n], k.mv_data, BLOBKEY_BYTES);
+		assert_int_equal(nearset_decode(v.mv_data, v.mv_size, &sets[n]), 0);
+		n++;
+	}
+	mdb_cursor_close(c);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t buf[NEARSET_MAX_BYTES];
+		nearset_bands(&sets[i]); /* format 2 keeps them */
+		MDB_val key = { BLOBKEY_BYTES, keys[i] }, val = { nearset_encode_v2(&sets[i], buf), buf };
+		assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &key, &val, 0), 0);
+		struct blobkey bk;
+		struct fprec r;
+		blobkey_decode(keys[i], &bk);
+		assert_int_equal(blob_get(w->txn, st, &bk, &r), 0);
+		assert_false(r.flags & FPREC_HAS_SKETCH);
+		int fd = blob_open(st, &bk);
+		struct stat sb;
+		assert_true(fd >= 0 && fstat(fd, &sb) == 0);
+		assert_int_equal(near_sig_of_fd(fd, (uint64_t)sb.st_size, sig), 0);
+		close(fd);
+		assert_true(sig->has_sketch);
+		r.flags |= FPREC_HAS_SKETCH;
+		memcpy(r.sketch, sig->sketch, FPREC_SKETCH_BYTES);
+		assert_int_equal(blob_put(w->txn, st, &bk, &r), 0);
+	}
+	free(keys);
+	free(sets);
+	free(sig);
+	uint8_t lv[4];
+	put_le32(lv, 2);
+	MDB_val lk = { 11, "near_layout" }, lval = { 4, lv };
+	return mdb_put(w->txn, st->db_meta, &lk, &lval, 0);
+}
+
 struct layout_store {
 	uint64_t ino[LAYOUT_PAGES];
 	char lsh[LAYOUT_PAGES][LSH_LIST_MAX];
@@ -830,8 +969,8 @@ struct layout_store {
 };
 
 /* Families of near pages (six, four variants each), their LSH finds and
- * answers kept, then the store put back to layout 1. */
-static void layout1_store(const char *dir, struct layout_store *ls)
+ * answers kept, then the store put back to layout 1 (or 2). */
+static void old_layout_store(const char *dir, struct layout_store *ls, int layout)
 {
 	struct store *st = th_store(dir, NULL, NULL);
 	for (int i = 0; i < LAYOUT_PAGES; i++) {
@@ -848,11 +987,16 @@ static void layout1_store(const char *dir, struct layout_store *ls)
 		assert_non_null(strchr(ls->lsh[i], ' ')); /* itself at least */
 		snprintf(ls->answer[i], sizeof ls->answer[i], "%s", near_of(st, ls->ino[i], &test_root));
 	}
-	assert_int_equal(store_write(st, make_layout1_cb, NULL), 0);
+	assert_int_equal(store_write(st, layout == 1 ? make_layout1_cb : make_layout2_cb, NULL), 0);
 	assert_int_equal(store_close(st), 0);
 }
 
-static void assert_layout2(struct store *st, const struct layout_store *ls)
+static void layout1_store(const char *dir, struct layout_store *ls)
+{
+	old_layout_store(dir, ls, 1);
+}
+
+static void assert_layout_now(struct store *st, const struct layout_store *ls)
 {
 	MDB_txn *txn;
 	uint32_t layout = 0;
@@ -867,6 +1011,16 @@ static void assert_layout2(struct store *st, const struct layout_store *ls)
 	assert_int_equal(mdb_cursor_open(txn, st->db_nearfeat, &c), 0);
 	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++)
 		assert_int_equal(((const uint8_t *)v.mv_data)[0], NEARSET_FORMAT);
+	mdb_cursor_close(c);
+	assert_int_equal(n, LAYOUT_PAGES);
+	/* no record keeps a sketch beside its set */
+	assert_int_equal(mdb_cursor_open(txn, st->db_fp, &c), 0);
+	n = 0;
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
+		struct fprec r;
+		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
+		assert_false(r.flags & FPREC_HAS_SKETCH);
+	}
 	mdb_cursor_close(c);
 	assert_int_equal(n, LAYOUT_PAGES);
 	store_read_end(st, txn);
@@ -903,7 +1057,7 @@ static void test_layout1_upgraded_at_open(void **state)
 	assert_int_equal(store_close(st), 0);
 	assert_int_equal(archive_open(th_store_dir(dir), NULL, &st, err), 0);
 	assert_false(st->near_stale);
-	assert_layout2(st, ls);
+	assert_layout_now(st, ls);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free(ls);
@@ -927,9 +1081,103 @@ static void test_layout1_fsck_repair(void **state)
 	struct store_opts ro = { .readonly = true };
 	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
 	assert_false(st->near_stale);
-	assert_layout2(st, ls);
+	assert_layout_now(st, ls);
 	assert_int_equal(store_close(st), 0);
 	free(ls);
+	th_rmdir(dir);
+}
+
+/* A store of layout 2 (sets with band keys, a sketch in every record):
+ * read-only it answers as it is, the same answers; a writable open
+ * converts it (format 3 sets, no sketch beside a set), losing nothing. */
+static void test_layout2_upgraded_at_open(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct layout_store *ls = calloc(1, sizeof *ls);
+	assert_non_null(ls);
+	old_layout_store(dir, ls, 2);
+	struct fsck_opts fo = { 0 };
+	struct fsck_result fr;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+	assert_int_equal(fr.problems, 0); /* an older layout is a note, no damage */
+	struct store *st;
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_false(st->near_stale);
+	char *got = malloc(LSH_LIST_MAX);
+	assert_non_null(got);
+	for (int i = 0; i < LAYOUT_PAGES; i++) {
+		lsh_list(st, ls->ino[i], got);
+		assert_string_equal(got, ls->lsh[i]);
+		assert_string_equal(near_of(st, ls->ino[i], &test_root), ls->answer[i]);
+	}
+	free(got);
+	assert_int_equal(store_close(st), 0);
+	assert_int_equal(archive_open(th_store_dir(dir), NULL, &st, err), 0);
+	assert_false(st->near_stale);
+	assert_layout_now(st, ls);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(ls);
+	th_rmdir(dir);
+}
+
+static void test_layout2_fsck_repair(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct layout_store *ls = calloc(1, sizeof *ls);
+	assert_non_null(ls);
+	old_layout_store(dir, ls, 2);
+	struct fsck_opts fo = { .repair = true };
+	struct fsck_result fr;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+	assert_true(fr.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	struct store *st;
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_layout_now(st, ls);
+	assert_int_equal(store_close(st), 0);
+	free(ls);
+	th_rmdir(dir);
+}
+
+static int newer_layout_cb(struct wtx *w, void *p)
+{
+	(void)p;
+	uint8_t lv[4];
+	put_le32(lv, NEAR_LAYOUT_VERSION + 1);
+	MDB_val lk = { 11, "near_layout" }, lval = { 4, lv };
+	return mdb_put(w->txn, w->st->db_meta, &lk, &lval, 0);
+}
+
+/* A layout newer than this build's is left alone: the writable open
+ * refuses (its rows may not decode here), fsck reports it unchecked. */
+static void test_newer_layout_left_alone(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(3, 500, "");
+	th_put_page(st, PD_ROOT_INO, "a", a);
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(store_write(st, newer_layout_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	char err[512];
+	assert_int_equal(archive_open(th_store_dir(dir), NULL, &st, err), -EPROTONOSUPPORT);
+	struct fsck_opts o = { .repair = true };
+	struct fsck_result r;
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.problems >= 1);
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_true(st->near_stale);
+	assert_int_equal(store_close(st), 0);
+	free(a);
 	th_rmdir(dir);
 }
 
@@ -998,10 +1246,14 @@ int main(void)
 		cmocka_unit_test(test_confirmation),
 		cmocka_unit_test(test_fsck_near),
 		cmocka_unit_test(test_fsck_sets),
+		cmocka_unit_test(test_fsck_set_hashes),
 		cmocka_unit_test(test_old_version_upgraded_at_open),
 		cmocka_unit_test(test_old_version_fsck_repair),
 		cmocka_unit_test(test_layout1_upgraded_at_open),
 		cmocka_unit_test(test_layout1_fsck_repair),
+		cmocka_unit_test(test_layout2_upgraded_at_open),
+		cmocka_unit_test(test_layout2_fsck_repair),
+		cmocka_unit_test(test_newer_layout_left_alone),
 		cmocka_unit_test(test_bands_shared_prefix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -112,7 +112,8 @@ static void assert_same_set(const struct nearset *x, const struct nearset *y)
 {
 	assert_true(y->has && y->complete == x->complete && y->shingles == x->shingles && y->n == x->n);
 	assert_memory_equal(x->h, y->h, x->n * sizeof x->h[0]);
-	assert_memory_equal(x->band, y->band, sizeof x->band);
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		assert_int_equal(nearset_band(x, b), nearset_band(y, b));
 }
 
 static void test_stored_form(void **state)
@@ -140,6 +141,16 @@ static void test_stored_form(void **state)
 	buf[0] = NEARSET_FORMAT;
 	buf[1] = 1;
 	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
+	/* format 3 keeps no band keys: 64 bytes fewer than format 2, which
+	 * older stores hold and is read as before (its keys as stored) */
+	size_t n3 = nearset_encode(x, buf);
+	size_t n2 = nearset_encode_v2(x, buf);
+	assert_int_equal(n2, n3 + 4 * NEARSET_BANDS);
+	assert_int_equal(buf[0], 2);
+	assert_int_equal(nearset_decode(buf, n2, y), 0);
+	assert_same_set(x, y);
+	assert_int_equal(nearset_decode(buf, n2 - 1, y), -EINVAL);
+	assert_int_equal(nearset_decode(buf, NEARSET_FIXED - 1, y), -EINVAL);
 	/* format 1, what older stores hold: read as before, hashes out of
 	 * order refused */
 	n = nearset_encode_v1(x, buf);
@@ -155,7 +166,7 @@ static void test_stored_form(void **state)
 	/* a short text is stored whole */
 	x = set_of(s, NEARSET_K);
 	n = nearset_encode(x, buf);
-	assert_true(n < NEARSET_FIXED + 4 * 36);
+	assert_true(n < NEARSET_HEAD + 4 * 36);
 	assert_int_equal(nearset_decode(buf, n, y), 0);
 	assert_true(y->complete && y->n == 36);
 	assert_same_set(x, y);
@@ -166,7 +177,7 @@ static void test_stored_form(void **state)
 	assert_int_equal(nearset_of_text_k("a", 1, NEARSET_K + 1, (struct nearset *)buf), -EINVAL);
 }
 
-/* Format 2 round-trips every kind of set: gaps of 0, the ends of the
+/* Formats 2 and 3 round-trip every kind of set: gaps of 0, the ends of the
  * range, one hash, 256 hashes bunched or spread, random ones. */
 static void test_stored_form_edges(void **state)
 {
@@ -192,13 +203,24 @@ static void test_stored_form_edges(void **state)
 			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
 			x->h[i] = (uint32_t)(start + i * span + (span > 1 ? r % span : 0));
 		}
+		/* format 2 gives back the keys it stored, whatever they are */
 		for (int b = 0; b < NEARSET_BANDS; b++)
 			x->band[b] = (uint32_t)(r >> (b % 32));
-		size_t len = nearset_encode(x, buf);
+		x->bands = true;
+		size_t len = nearset_encode_v2(x, buf);
 		assert_true(len <= NEARSET_MAX_BYTES);
 		assert_true(len <= NEARSET_FIXED + 4 * (size_t)n + 1);
 		assert_int_equal(nearset_decode(buf, len, y), 0);
 		assert_same_set(x, y);
+		/* format 3 computes them from the hashes when asked */
+		nearset_bands(x);
+		len = nearset_encode(x, buf);
+		assert_true(len <= NEARSET_HEAD + 4 * (size_t)n + 1);
+		assert_int_equal(nearset_decode(buf, len, y), 0);
+		assert_false(y->bands);
+		assert_same_set(x, y);
+		nearset_bands(y);
+		assert_memory_equal(x->band, y->band, sizeof x->band);
 	}
 	free(x);
 	free(y);
