@@ -479,6 +479,7 @@ struct pack_view {
 	struct pack_space sp;
 	struct blob_pack_live live;
 	uint64_t dict_bytes;
+	bool nursery; /* a nursery pack (pack.h): removed when empty, never copied */
 };
 
 /* Should pack p be compacted (cur: the pack taking appends)? */
@@ -489,6 +490,8 @@ static bool qualifies(const struct pack_view *p, uint32_t cur, const struct blob
 		return false; /* a pack just started: nothing to move, nothing to gain */
 	if (kept == 0 && p->live.records == 0)
 		return true; /* nothing live: the file goes */
+	if (p->nursery)
+		return false; /* its records get their final ones from the delta step */
 	uint64_t body = p->sp.length > PACK_HDR_BYTES ? p->sp.length - PACK_HDR_BYTES : 0;
 	double share = body ? (double)kept / (double)body : 1.0;
 	uint64_t gain = p->sp.allocated > kept + PACK_HDR_BYTES ? p->sp.allocated - kept - PACK_HDR_BYTES : 0;
@@ -512,6 +515,7 @@ static int view_packs(struct store *st, struct pack_view **out, size_t *n)
 	for (size_t i = 0; i < *n && !rc; i++) {
 		struct pack_view *p = &v[m];
 		p->id = ids[i];
+		p->nursery = pack_is_nursery(st->packs, ids[i]);
 		if (pack_space(st->packs, ids[i], &p->sp))
 			continue; /* gone meanwhile */
 		if (!(rc = blob_pack_live_get(txn, st, ids[i], &p->live)))

@@ -83,12 +83,20 @@ void ndelta_push(struct ndelta *d, const struct blobkey *k);
 struct ndelta_counts {
 	uint64_t queued, dropped, tried, stored, kept_rebased;
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
+	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
+	uint64_t swept;                     /* nursery records found waiting by a sweep */
 };
 void ndelta_counts(struct ndelta *d, struct ndelta_counts *out);
 
 /* One page now, in the caller's thread: 0 (stored as a delta or left),
  * or -errno. */
 int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c);
+/* The nursery's waiting records (pack.h: found from the packs and the
+ * fingerprint table, so after a restart too) given their final records
+ * (a delta by the rule, else whole), then the nursery packs with nothing
+ * live removed whole. The thread runs it whenever its queue is idle, and
+ * a drain at the end. */
+int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *c);
 /* Store every delta on a kept base again on its own (the bases are freed
  * with their last delta). *moved: records re-encoded. */
 int ndelta_rebase_kept(struct store *st, uint64_t *moved);
