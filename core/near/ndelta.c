@@ -689,13 +689,13 @@ int ndelta_start(struct store *st, struct ndelta **out)
 	d->rule = rule;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
-	if (pthread_create(&d->thread, NULL, ndelta_main, d)) {
+	if (!st->opts.no_delta_thread && pthread_create(&d->thread, NULL, ndelta_main, d)) {
 		pthread_mutex_destroy(&d->mu);
 		pthread_cond_destroy(&d->cv);
 		free(d);
 		return -EAGAIN;
 	}
-	d->running = true;
+	d->running = !st->opts.no_delta_thread;
 	*out = d;
 	return 0;
 }
@@ -708,7 +708,8 @@ void ndelta_stop(struct ndelta *d)
 	d->stop = true;
 	pthread_cond_signal(&d->cv);
 	pthread_mutex_unlock(&d->mu);
-	pthread_join(d->thread, NULL);
+	if (d->running)
+		pthread_join(d->thread, NULL);
 	const struct ndelta_counts *c = &d->counts;
 	if (c->queued || c->kept_rebased || c->moved_whole)
 		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases, %llu moved whole out of the nursery (%llu -> %llu bytes), %llu found waiting by sweeps\n",

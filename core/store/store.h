@@ -153,6 +153,8 @@ struct store_opts {
 	bool nursery;
 	int nursery_level;
 	uint64_t nursery_max_bytes;
+	bool no_delta_thread; /* the delta step and nursery moves only through
+			       * ndelta_drain and ndelta_nursery_sweep (tests) */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
