@@ -89,9 +89,15 @@ static bool usable_base(const struct fprec *r)
 	       r->size <= NDELTA_MAX_BYTES;
 }
 
-/* Was record b appended before record r? */
-static bool older(const struct fprec *b, const struct fprec *r)
+/* Did record b come before record r? A record outside the nursery has had
+ * its step already, so it comes before one still in the nursery (pack.h);
+ * otherwise records come in the order they were appended (pack ids
+ * ascend, main and nursery alike). */
+static bool older(struct store *st, const struct fprec *b, const struct fprec *r)
 {
+	bool bn = blob_in_nursery(st, b), rn = blob_in_nursery(st, r);
+	if (bn != rn)
+		return rn;
 	return b->pack < r->pack || (b->pack == r->pack && b->pack_off < r->pack_off);
 }
 
@@ -112,7 +118,7 @@ static bool fit_base(struct store *st, const struct blobkey *k, const struct fpr
 	if (store_read_begin(st, &txn))
 		return false;
 	bool ok = blob_get(txn, st, k, &b) == 0 && blob_delta_depth(txn, st, &b, &depth) == 0 &&
-		  depth < BLOB_DELTA_DEPTH && (depth > 0 || older(&b, r));
+		  depth < BLOB_DELTA_DEPTH && (depth > 0 || older(st, &b, r));
 	store_read_end(st, txn);
 	return ok;
 }
