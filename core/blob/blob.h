@@ -119,6 +119,13 @@ int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k,
  * background falls behind. */
 #define BLOB_NURSERY_LEVEL 1
 #define BLOB_NURSERY_MAX_BYTES (256ull << 20)
+/* The level of a page's final record when it is stored whole by the
+ * background step (not by close(), which keeps PACK_DEFAULT_LEVEL): the
+ * issue-15 nursery note has the measurements. store_opts.pack_level
+ * overrides both. */
+#define BLOB_FINAL_LEVEL 6
+/* blob_encode at the final level. */
+int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
 /* Should a page sealed now go to the nursery? */
 bool blob_nursery_wanted(struct store *st);
 /* Encode content fp for the nursery (its level and the current

@@ -270,9 +270,9 @@ int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec 
 
 /* ---- writing ------------------------------------------------------------ */
 
-int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
+static int encode_at(struct store *st, int level, const struct fp *fp, const void *mem, int fd,
+		     struct pack_rec *out)
 {
-	int level = st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL;
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
 	if (level > 0)
 		o.dict = blob_dict_current(st);
@@ -280,6 +280,16 @@ int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, 
 	if (!rc && level > 0)
 		blob_dict_observe(st, mem, fd, fp->size, out->len);
 	return rc;
+}
+
+int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
+{
+	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL, fp, mem, fd, out);
+}
+
+int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
+{
+	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : BLOB_FINAL_LEVEL, fp, mem, fd, out);
 }
 
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)

@@ -260,7 +260,7 @@ static int encode_whole(struct store *st, const struct blobkey *k, const struct 
 	struct fp fp = { .size = r->size };
 	memcpy(fp.md5, k->md5, 16);
 	memcpy(fp.xxh128, r->xxh128, 16);
-	return blob_encode(st, &fp, page, -1, out);
+	return blob_encode_final(st, &fp, page, -1, out);
 }
 
 /* Encode page k against the rule's best base; *ready when a record under
@@ -285,15 +285,18 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	void *page = NULL;
 	struct pack_rec whole = { 0 }, best = { 0 };
 	uint64_t against = r.pack_len;
-	if (nursery) {
-		if ((rc = blob_read_packed_alloc(st, k, &r, &page)))
-			return rc == -EIO ? 0 : rc; /* a damaged record stays for fsck and healing */
-		if ((rc = encode_whole(st, k, &r, page, &whole)))
-			goto out;
-		against = whole.len;
-	}
+	if (nursery && (rc = blob_read_packed_alloc(st, k, &r, &page)))
+		return rc == -EIO ? 0 : rc; /* a damaged record stays for fsck and healing */
 	if (deltable)
 		rc = best_delta(st, rule, k, &r, &page, &best, &j->base);
+	/* A page leaving the nursery is encoded whole too, unless its delta
+	 * is under a quarter of its compressed nursery record (then no whole
+	 * record at a higher level comes near it): the delta must beat the
+	 * record the page would otherwise get. */
+	if (!rc && nursery && !(best.buf && best.len * 4 < r.pack_len && r.pack_len < r.size)) {
+		if (!(rc = encode_whole(st, k, &r, page, &whole)))
+			against = whole.len;
+	}
 	*j = (struct job){ .k = *k, .base = j->base, .before = r.pack_len };
 	blob_rec_loc(&r, &j->was);
 	if (!rc && best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM) {
@@ -307,7 +310,6 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 		rc = blob_append(st, &whole, k, &j->loc);
 		*ready = rc == 0;
 	}
-out:
 	free(page);
 	pack_rec_free(&best);
 	pack_rec_free(&whole);
@@ -456,7 +458,7 @@ static int prepare_whole(struct store *st, const struct blobkey *k, struct job *
 	memcpy(fp.md5, k->md5, 16);
 	memcpy(fp.xxh128, r.xxh128, 16);
 	struct pack_rec rec = { 0 };
-	if (!(rc = blob_encode(st, &fp, page, -1, &rec))) {
+	if (!(rc = blob_encode_final(st, &fp, page, -1, &rec))) {
 		*j = (struct job){ .k = *k, .dict = rec.hdr.dict, .before = r.pack_len, .after = rec.len };
 		blob_rec_loc(&r, &j->was);
 		rc = blob_append(st, &rec, k, &j->loc);
