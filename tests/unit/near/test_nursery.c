@@ -175,6 +175,9 @@ static void crash_and_restart(bool append_final)
 	assert_int_equal(store_close(th_store(dir, NULL, &o)), 0);
 	char *a = th_page(31, 800, ""), *b = th_page(32, 800, "");
 	crash_child(dir, a, b, append_final);
+	/* fsck takes the waiting records (and a final record no commit named)
+	 * for what they are */
+	th_assert_fsck_clean(th_store_dir(dir));
 	struct store *st = reopen(dir);
 	struct inode in;
 	assert_int_equal(ns_lookup(st, PD_ROOT_INO, "a.html", &in), 0);
@@ -252,6 +255,53 @@ static void test_close_drains_and_compactor_skips(void **state)
 	th_rmdir(dir);
 }
 
+static int drop_record_cb(struct wtx *w, void *arg)
+{
+	uint8_t key[BLOBKEY_BYTES];
+	blobkey_encode(arg, key);
+	MDB_val k = { BLOBKEY_BYTES, key };
+	return pd_mdb_err(mdb_del(w->txn, w->st->db_fp, &k, NULL));
+}
+
+/* fsck --repair rebuilds a lost fingerprint record from the packs when the
+ * page has a nursery record and an uncommitted final one; the page reads
+ * back and leaves the nursery once. */
+static void test_repair_from_packs_with_nursery(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	assert_int_equal(store_close(th_store(dir, NULL, &o)), 0);
+	char *a = th_page(51, 800, ""), *b = th_page(52, 800, "");
+	crash_child(dir, a, b, true);
+	struct store *st = reopen(dir);
+	struct inode in;
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, "a.html", &in), 0);
+	uint64_t ia = in.ino;
+	struct blobkey ka = key_of(st, ia);
+	assert_int_equal(store_write(st, drop_record_cb, &ka), 0);
+	assert_int_equal(store_close(st), 0);
+	struct fsck_opts fo = { .repair = true };
+	struct fsck_result res;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &res, err), 0);
+	assert_true(res.repaired > 0);
+	assert_int_equal(res.lost, 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = reopen(dir);
+	th_read_back(st, ia, a);
+	struct ndelta_counts n = { 0 };
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_false(in_nursery(st, ia));
+	assert_int_equal(nursery_files(st), 0);
+	th_read_back(st, ia, a);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_restart_with_waiting_records),
 		cmocka_unit_test(test_crash_between_final_append_and_commit),
 		cmocka_unit_test(test_close_drains_and_compactor_skips),
+		cmocka_unit_test(test_repair_from_packs_with_nursery),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
