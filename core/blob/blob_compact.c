@@ -355,6 +355,7 @@ struct final {
 	uint32_t id;
 	uint64_t allocated, moved; /* the pack's allocated bytes; moved out of it */
 	bool empty;
+	bool nursery; /* an emptied nursery pack: its removal is no compaction */
 };
 
 /* Nothing live left in the pack: count it removed (the removal follows
@@ -377,7 +378,7 @@ static int final_cb(struct wtx *w, void *arg)
 		d.packs_removed = 1;
 		d.bytes_freed = f->allocated > f->moved ? f->allocated - f->moved : 0;
 	}
-	return stats_add(w->txn, w->st, &d);
+	return f->nursery ? 0 : stats_add(w->txn, w->st, &d);
 }
 
 /* ---- one pack ----------------------------------------------------------------- */
@@ -422,7 +423,7 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 		return -EROFS;
 	struct blob_compact_stats sum = { 0 };
 	struct items items = { 0 };
-	struct final f = { .id = id };
+	struct final f = { .id = id, .nursery = pack_is_nursery(st->packs, id) };
 	bool first = true;
 	/* 1. no more appends to it; every seal that appended to it committed */
 	int rc = store_write(st, roll_cb, &id);
@@ -459,7 +460,7 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 			if (items.v[i].copied)
 				pack_punch(st->packs, &items.v[i].old);
 	}
-	if (!rc) {
+	if (!rc && !f.nursery) {
 		sum.packs_compacted++;
 		if (f.empty) {
 			sum.packs_removed++;

@@ -726,6 +726,10 @@ void ndelta_stop(struct ndelta *d)
 			(unsigned long long)c->bytes_after, (unsigned long long)c->kept_rebased,
 			(unsigned long long)c->moved_whole, (unsigned long long)c->whole_before,
 			(unsigned long long)c->whole_after, (unsigned long long)c->swept);
+	uint64_t past = __atomic_load_n(&d->st->nursery_bypassed, __ATOMIC_RELAXED);
+	if (past)
+		fprintf(stderr, "pagededupfs: %llu pages sealed while the nursery was full: their final records written by close()\n",
+			(unsigned long long)past);
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	free(d);
