@@ -579,7 +579,22 @@ static void memo_after(struct store *st, struct blob_compact_memo *m, uint32_t i
 	m->v[at].records = l.records;
 }
 
+/* One pass at a time: the compactor's thread and the delta step's
+ * removal of emptied nursery packs (ndelta.h) both run passes, and two
+ * passes over one pack would copy its records twice. */
+static pthread_mutex_t pass_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done);
+
 int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
+{
+	pthread_mutex_lock(&pass_mu);
+	int rc = compact_run(st, c, done);
+	pthread_mutex_unlock(&pass_mu);
+	return rc;
+}
+
+static int compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
 {
 	if (done)
 		memset(done, 0, sizeof *done);
