@@ -27,7 +27,9 @@
 
 struct options {
 	char *store;
-	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files, nocompact;
+	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files, nocompact, nonursery;
+	long nursery_level;
+	unsigned long nursery_mb;
 	double compact;
 	unsigned long compact_min_kb, compact_period_ms;
 	unsigned long uring_threads, pack_mb;
@@ -51,6 +53,9 @@ static const struct fuse_opt option_spec[] = {
 	{ "pack_level=%ld", offsetof(struct options, pack_level), 0 },
 	{ "pack_mb=%lu", offsetof(struct options, pack_mb), 0 },
 	OPT("nocompact", nocompact),
+	OPT("nonursery", nonursery),
+	{ "nursery_level=%ld", offsetof(struct options, nursery_level), 0 },
+	{ "nursery_mb=%lu", offsetof(struct options, nursery_mb), 0 },
 	{ "compact=%lf", offsetof(struct options, compact), 0 },
 	{ "compact_min_kb=%lu", offsetof(struct options, compact_min_kb), 0 },
 	{ "compact_period_ms=%lu", offsetof(struct options, compact_period_ms), 0 },
@@ -97,6 +102,11 @@ static void usage(const char *prog)
 	       "                           by close() past sign_queue and at unmount\n"
 	       "    pack_level=N           zstd level of new pack records (default 3; -1: raw)\n"
 	       "    pack_mb=N              a pack file is closed past N MiB (default 256)\n"
+	       "    nursery_level=N        zstd level a page is written at by close(), into the\n"
+	       "                           nursery; its final record comes later (default 1; -1: raw)\n"
+	       "    nursery_mb=N           past N MiB in the nursery, close() writes the final\n"
+	       "                           record itself (default 256)\n"
+	       "    nonursery              close() writes the final record itself, always\n"
 	       "    compact=S              rewrite a pack whose live share falls below S (default\n"
 	       "                           0.5) in the background, its old file then removed\n"
 	       "    compact_min_kb=N       ... once it has N KiB to give back (default 1024)\n"
@@ -352,7 +362,9 @@ int main(int argc, char *argv[])
 				 .blob_files = o.blob_files,
 				 .compact_share = o.nocompact ? -1 : o.compact,
 				 .compact_min_dead = (uint64_t)o.compact_min_kb << 10,
-				 .compact_period_ms = (unsigned)o.compact_period_ms };
+				 .compact_period_ms = (unsigned)o.compact_period_ms,
+				 .nursery = !o.nonursery && !o.blob_files, .nursery_level = (int)o.nursery_level,
+				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20 };
 	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
 		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
 		goto out_session;

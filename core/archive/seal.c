@@ -22,6 +22,7 @@ struct seal_arg {
 	bool renamed;            /* blob_files: the bytes sit at `renamed_to` */
 	char renamed_to[BLOBKEY_PATH_MAX];
 	struct pack_rec rec;     /* the encoded record (rec.buf NULL: not yet) */
+	bool nursery;            /* rec goes to the nursery (blob.h) */
 	bool appended;           /* rec is in a pack at `loc` as `appended_key` */
 	struct blobkey appended_key;
 	struct pack_loc loc;
@@ -122,10 +123,12 @@ static int pack_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
 	if (a->appended && blobkey_equal(&a->appended_key, k))
 		return 0;
 	int rc = 0;
-	if (!a->rec.buf)
+	if (!a->rec.buf && (a->nursery = blob_nursery_wanted(st)))
+		rc = blob_encode_nursery(st, a->fp, a->src->mem, a->src->fd, &a->rec);
+	else if (!a->rec.buf)
 		rc = blob_encode(st, a->fp, a->src->mem, a->src->fd, &a->rec);
 	if (!rc)
-		rc = blob_append(st, &a->rec, k, &a->loc);
+		rc = a->nursery ? blob_append_nursery(st, &a->rec, k, &a->loc) : blob_append(st, &a->rec, k, &a->loc);
 	if (rc)
 		return rc;
 	a->appended = true;
@@ -227,7 +230,11 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 		if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
 			return -errno;
 	} else if (!likely_stored(st, fp)) {
-		rc = blob_encode(st, fp, src->mem, src->fd, &a.rec);
+		/* to the nursery (blob.h) while it has room: its final record
+		 * is written in the background */
+		a.nursery = blob_nursery_wanted(st);
+		rc = a.nursery ? blob_encode_nursery(st, fp, src->mem, src->fd, &a.rec)
+			       : blob_encode(st, fp, src->mem, src->fd, &a.rec);
 	}
 	if (rc)
 		return rc;

@@ -183,11 +183,14 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	const struct blob_pack_usage *p = &s->packs;
 	emit(&o, "\"packs\":{\"files\":%llu,\"bytes\":%llu,\"allocated\":%llu,\"live_bytes\":%llu,"
 		 "\"live_records\":%llu,\"dead_bytes\":%llu,\"dictionaries\":%llu,\"dictionary_bytes\":%llu,"
-		 "\"kept_bases\":%llu,\"kept_bytes\":%llu},",
+		 "\"kept_bases\":%llu,\"kept_bytes\":%llu,\"nursery\":{\"files\":%llu,\"bytes\":%llu,"
+		 "\"allocated\":%llu,\"live_bytes\":%llu,\"live_records\":%llu}},",
 	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
 	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
 	     (unsigned long long)p->dicts, (unsigned long long)p->dict_bytes, (unsigned long long)p->kept,
-	     (unsigned long long)p->kept_bytes);
+	     (unsigned long long)p->kept_bytes, (unsigned long long)p->nursery_packs,
+	     (unsigned long long)p->nursery_length, (unsigned long long)p->nursery_allocated,
+	     (unsigned long long)p->nursery_live, (unsigned long long)p->nursery_live_records);
 	const struct blob_compact_stats *k = &s->compact;
 	emit(&o, "\"compaction\":{\"packs_compacted\":%llu,\"packs_removed\":%llu,\"records_moved\":%llu,"
 		 "\"bytes_moved\":%llu,\"bytes_given_back\":%llu,\"damaged_left\":%llu}}",
@@ -265,6 +268,11 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	     (unsigned long long)p->packs, (unsigned long long)p->length, (unsigned long long)p->allocated,
 	     (unsigned long long)p->live, (unsigned long long)p->live_records, (unsigned long long)p->dead,
 	     (unsigned long long)p->dict_bytes, (unsigned long long)p->dicts);
+	if (p->nursery_packs)
+		emit(&o, "  of which nursery: %llu files, %llu bytes (%llu allocated): %llu live in %llu records waiting for their final record\n",
+		     (unsigned long long)p->nursery_packs, (unsigned long long)p->nursery_length,
+		     (unsigned long long)p->nursery_allocated, (unsigned long long)p->nursery_live,
+		     (unsigned long long)p->nursery_live_records);
 	if (p->kept)
 		emit(&o, "kept for deltas:  %llu bytes of %llu pages no file names any more (in live)\n",
 		     (unsigned long long)p->kept_bytes, (unsigned long long)p->kept);

@@ -109,6 +109,32 @@ int blob_read_range(struct store *st, const struct blobkey *k, const struct fpre
 int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
 /* Give rec the identity k and append it (synced under sync_blobs). */
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc);
+
+/* The nursery (pack.h): where close() puts a new page when the store has
+ * one (store_opts.nursery), encoded at BLOB_NURSERY_LEVEL (cheap: the
+ * record lives until the delta step writes the final one, ndelta.h), as
+ * long as the nursery's packs hold less than BLOB_NURSERY_MAX_BYTES;
+ * past that a seal writes the final record itself (counted in
+ * st->nursery_bypassed), so the nursery stays bounded when the
+ * background falls behind. */
+#define BLOB_NURSERY_LEVEL 1
+#define BLOB_NURSERY_MAX_BYTES (256ull << 20)
+/* The level of a page's final record when it is stored whole by the
+ * background step (not by close(), which keeps PACK_DEFAULT_LEVEL): the
+ * issue-15 nursery note has the measurements. store_opts.pack_level
+ * overrides both. */
+#define BLOB_FINAL_LEVEL 6
+/* blob_encode at the final level. */
+int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
+/* Should a page sealed now go to the nursery? */
+bool blob_nursery_wanted(struct store *st);
+/* Encode content fp for the nursery (its level and the current
+ * dictionary). */
+int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
+/* blob_append into the nursery. */
+int blob_append_nursery(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc);
+/* Is packed record r in the nursery (waiting for its final record)? */
+bool blob_in_nursery(struct store *st, const struct fprec *r);
 /* A write of the content of a record marked bad: the record now points at
  * the fresh copy at loc (every inode on it reads the good bytes again); the
  * damaged bytes are dead. */
@@ -122,6 +148,8 @@ int blob_mark_bad(struct store *st, const struct blobkey *k);
  * the dictionaries. */
 struct blob_pack_usage {
 	uint64_t packs, length, allocated, live, live_records, dead, dicts, dict_bytes;
+	/* of which in the nursery's packs (pack.h) */
+	uint64_t nursery_packs, nursery_length, nursery_allocated, nursery_live, nursery_live_records;
 	uint64_t kept, kept_bytes; /* bases kept for their deltas (in live) */
 };
 int blob_pack_usage(struct store *st, struct blob_pack_usage *u);

@@ -355,6 +355,7 @@ struct final {
 	uint32_t id;
 	uint64_t allocated, moved; /* the pack's allocated bytes; moved out of it */
 	bool empty;
+	bool nursery; /* an emptied nursery pack: its removal is no compaction */
 };
 
 /* Nothing live left in the pack: count it removed (the removal follows
@@ -377,7 +378,7 @@ static int final_cb(struct wtx *w, void *arg)
 		d.packs_removed = 1;
 		d.bytes_freed = f->allocated > f->moved ? f->allocated - f->moved : 0;
 	}
-	return stats_add(w->txn, w->st, &d);
+	return f->nursery ? 0 : stats_add(w->txn, w->st, &d);
 }
 
 /* ---- one pack ----------------------------------------------------------------- */
@@ -422,7 +423,7 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 		return -EROFS;
 	struct blob_compact_stats sum = { 0 };
 	struct items items = { 0 };
-	struct final f = { .id = id };
+	struct final f = { .id = id, .nursery = pack_is_nursery(st->packs, id) };
 	bool first = true;
 	/* 1. no more appends to it; every seal that appended to it committed */
 	int rc = store_write(st, roll_cb, &id);
@@ -459,7 +460,7 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 			if (items.v[i].copied)
 				pack_punch(st->packs, &items.v[i].old);
 	}
-	if (!rc) {
+	if (!rc && !f.nursery) {
 		sum.packs_compacted++;
 		if (f.empty) {
 			sum.packs_removed++;
@@ -479,6 +480,7 @@ struct pack_view {
 	struct pack_space sp;
 	struct blob_pack_live live;
 	uint64_t dict_bytes;
+	bool nursery; /* a nursery pack (pack.h): removed when empty, never copied */
 };
 
 /* Should pack p be compacted (cur: the pack taking appends)? */
@@ -489,6 +491,8 @@ static bool qualifies(const struct pack_view *p, uint32_t cur, const struct blob
 		return false; /* a pack just started: nothing to move, nothing to gain */
 	if (kept == 0 && p->live.records == 0)
 		return true; /* nothing live: the file goes */
+	if (p->nursery)
+		return false; /* its records get their final ones from the delta step */
 	uint64_t body = p->sp.length > PACK_HDR_BYTES ? p->sp.length - PACK_HDR_BYTES : 0;
 	double share = body ? (double)kept / (double)body : 1.0;
 	uint64_t gain = p->sp.allocated > kept + PACK_HDR_BYTES ? p->sp.allocated - kept - PACK_HDR_BYTES : 0;
@@ -512,6 +516,7 @@ static int view_packs(struct store *st, struct pack_view **out, size_t *n)
 	for (size_t i = 0; i < *n && !rc; i++) {
 		struct pack_view *p = &v[m];
 		p->id = ids[i];
+		p->nursery = pack_is_nursery(st->packs, ids[i]);
 		if (pack_space(st->packs, ids[i], &p->sp))
 			continue; /* gone meanwhile */
 		if (!(rc = blob_pack_live_get(txn, st, ids[i], &p->live)))
@@ -574,7 +579,22 @@ static void memo_after(struct store *st, struct blob_compact_memo *m, uint32_t i
 	m->v[at].records = l.records;
 }
 
+/* One pass at a time: the compactor's thread and the delta step's
+ * removal of emptied nursery packs (ndelta.h) both run passes, and two
+ * passes over one pack would copy its records twice. */
+static pthread_mutex_t pass_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done);
+
 int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
+{
+	pthread_mutex_lock(&pass_mu);
+	int rc = compact_run(st, c, done);
+	pthread_mutex_unlock(&pass_mu);
+	return rc;
+}
+
+static int compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
 {
 	if (done)
 		memset(done, 0, sizeof *done);

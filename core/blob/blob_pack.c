@@ -270,9 +270,9 @@ int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec 
 
 /* ---- writing ------------------------------------------------------------ */
 
-int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
+static int encode_at(struct store *st, int level, const struct fp *fp, const void *mem, int fd,
+		     struct pack_rec *out)
 {
-	int level = st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL;
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
 	if (level > 0)
 		o.dict = blob_dict_current(st);
@@ -282,10 +282,51 @@ int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, 
 	return rc;
 }
 
+int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
+{
+	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL, fp, mem, fd, out);
+}
+
+int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
+{
+	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : BLOB_FINAL_LEVEL, fp, mem, fd, out);
+}
+
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
 {
 	pack_rec_set_id(rec, k->md5, k->variant);
 	return pack_append(st->packs, rec, st->opts.sync_blobs, loc);
+}
+
+bool blob_nursery_wanted(struct store *st)
+{
+	if (!st->opts.nursery)
+		return false;
+	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
+	if (pack_nursery_bytes(st->packs) < max)
+		return true;
+	__atomic_add_fetch(&st->nursery_bypassed, 1, __ATOMIC_RELAXED);
+	return false;
+}
+
+int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
+{
+	int level = st->opts.nursery_level ? st->opts.nursery_level : BLOB_NURSERY_LEVEL;
+	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
+	if (level > 0)
+		o.dict = blob_dict_current(st);
+	return pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
+}
+
+int blob_append_nursery(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
+{
+	pack_rec_set_id(rec, k->md5, k->variant);
+	return pack_append_nursery(st->packs, rec, st->opts.sync_blobs, loc);
+}
+
+bool blob_in_nursery(struct store *st, const struct fprec *r)
+{
+	return (r->flags & FPREC_PACKED) && pack_is_nursery(st->packs, r->pack);
 }
 
 int blob_heal(struct wtx *w, const struct blobkey *k, const struct pack_loc *loc, uint32_t dict)
@@ -501,6 +542,13 @@ int blob_pack_usage(struct store *st, struct blob_pack_usage *u)
 		u->allocated += sp.allocated;
 		u->live += l.bytes;
 		u->live_records += l.records;
+		if (pack_is_nursery(st->packs, ids[i])) {
+			u->nursery_packs++;
+			u->nursery_length += sp.length;
+			u->nursery_allocated += sp.allocated;
+			u->nursery_live += l.bytes;
+			u->nursery_live_records += l.records;
+		}
 	}
 	/* the dictionaries: meta rows "dict" | id */
 	MDB_cursor *c;

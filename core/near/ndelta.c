@@ -89,9 +89,15 @@ static bool usable_base(const struct fprec *r)
 	       r->size <= NDELTA_MAX_BYTES;
 }
 
-/* Was record b appended before record r? */
-static bool older(const struct fprec *b, const struct fprec *r)
+/* Did record b come before record r? A record outside the nursery has had
+ * its step already, so it comes before one still in the nursery (pack.h);
+ * otherwise records come in the order they were appended (pack ids
+ * ascend, main and nursery alike). */
+static bool older(struct store *st, const struct fprec *b, const struct fprec *r)
 {
+	bool bn = blob_in_nursery(st, b), rn = blob_in_nursery(st, r);
+	if (bn != rn)
+		return rn;
 	return b->pack < r->pack || (b->pack == r->pack && b->pack_off < r->pack_off);
 }
 
@@ -112,7 +118,7 @@ static bool fit_base(struct store *st, const struct blobkey *k, const struct fpr
 	if (store_read_begin(st, &txn))
 		return false;
 	bool ok = blob_get(txn, st, k, &b) == 0 && blob_delta_depth(txn, st, &b, &depth) == 0 &&
-		  depth < BLOB_DELTA_DEPTH && (depth > 0 || older(&b, r));
+		  depth < BLOB_DELTA_DEPTH && (depth > 0 || older(st, &b, r));
 	store_read_end(st, txn);
 	return ok;
 }
@@ -217,8 +223,50 @@ struct job {
 	uint64_t before, after;
 };
 
+/* The best delta of page k (record r, its bytes in *page, read here
+ * when NULL) among the rule's candidates: *best (best->buf NULL: none),
+ * its base in *base. */
+static int best_delta(struct store *st, unsigned rule, const struct blobkey *k, const struct fprec *r, void **page,
+		      struct pack_rec *best, struct blobkey *base)
+{
+	struct cands *c = malloc(sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	int rc = find_cands(st, k, r, c);
+	size_t tries = rc ? 0 : rank(st, c, r, rule);
+	if (tries && !*page && (rc = blob_read_packed_alloc(st, k, r, page)))
+		tries = 0;
+	for (size_t i = 0; i < tries; i++) {
+		struct pack_rec rec = { 0 };
+		if (encode_delta(st, k, r, *page, &c->v[i].k, &rec))
+			continue; /* a base that cannot be read: try the next */
+		if (!best->buf || rec.len < best->len) {
+			pack_rec_free(best);
+			*best = rec;
+			*base = c->v[i].k;
+		} else {
+			pack_rec_free(&rec);
+		}
+	}
+	free(c);
+	return rc;
+}
+
+/* Page k (record r, bytes page) encoded whole with the store's codec
+ * settings (its final record when no delta pays). */
+static int encode_whole(struct store *st, const struct blobkey *k, const struct fprec *r, const void *page,
+			struct pack_rec *out)
+{
+	struct fp fp = { .size = r->size };
+	memcpy(fp.md5, k->md5, 16);
+	memcpy(fp.xxh128, r->xxh128, 16);
+	return blob_encode_final(st, &fp, page, -1, out);
+}
+
 /* Encode page k against the rule's best base; *ready when a record under
- * the gain threshold was appended. */
+ * the gain threshold was appended. A page still in the nursery (pack.h)
+ * always gets its final record: the delta when it is under the gain
+ * threshold of the page encoded whole, else the page whole. */
 static int prepare(struct store *st, unsigned rule, const struct blobkey *k, struct job *j, bool *ready)
 {
 	*ready = false;
@@ -226,44 +274,45 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	int rc = blob_read(st, k, &r);
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;
-	struct blobkey old;
-	if (!(r.flags & FPREC_PACKED) || (r.flags & (FPREC_BAD | FPREC_SIG_PENDING)) || r.size > NDELTA_MAX_BYTES ||
-	    blob_delta_base(st, &r, &old) != 0)
+	if (!(r.flags & FPREC_PACKED) || (r.flags & (FPREC_BAD | FPREC_SIG_PENDING)))
 		return 0;
-	struct cands *c = malloc(sizeof *c);
-	if (!c)
-		return -ENOMEM;
-	rc = find_cands(st, k, &r, c);
-	size_t tries = rc ? 0 : rank(st, c, &r, rule);
+	bool nursery = blob_in_nursery(st, &r);
+	struct blobkey old;
+	bool deltable = rule != NDELTA_RULE_OFF && r.size <= NDELTA_MAX_BYTES &&
+			(nursery || blob_delta_base(st, &r, &old) == 0);
+	if (!deltable && !nursery)
+		return 0;
 	void *page = NULL;
-	if (tries && (rc = blob_read_packed_alloc(st, k, &r, &page)))
-		tries = 0;
-	struct pack_rec best = { 0 };
-	for (size_t i = 0; i < tries; i++) {
-		struct pack_rec rec = { 0 };
-		if (encode_delta(st, k, &r, page, &c->v[i].k, &rec))
-			continue; /* a base that cannot be read: try the next */
-		if (!best.buf || rec.len < best.len) {
-			pack_rec_free(&best);
-			best = rec;
-			j->base = c->v[i].k;
-		} else {
-			pack_rec_free(&rec);
-		}
+	struct pack_rec whole = { 0 }, best = { 0 };
+	uint64_t against = r.pack_len;
+	if (nursery && (rc = blob_read_packed_alloc(st, k, &r, &page)))
+		return rc == -EIO ? 0 : rc; /* a damaged record stays for fsck and healing */
+	if (deltable)
+		rc = best_delta(st, rule, k, &r, &page, &best, &j->base);
+	/* A page leaving the nursery is encoded whole too, unless its delta
+	 * is under a quarter of its compressed nursery record (then no whole
+	 * record at a higher level comes near it): the delta must beat the
+	 * record the page would otherwise get. */
+	if (!rc && nursery && !(best.buf && best.len * 4 < r.pack_len && r.pack_len < r.size)) {
+		if (!(rc = encode_whole(st, k, &r, page, &whole)))
+			against = whole.len;
 	}
-	free(page);
-	free(c);
-	if (best.buf && best.len * NDELTA_GAIN_DEN < r.pack_len * NDELTA_GAIN_NUM) {
-		j->k = *k;
+	*j = (struct job){ .k = *k, .base = j->base, .before = r.pack_len };
+	blob_rec_loc(&r, &j->was);
+	if (!rc && best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM) {
 		j->has_base = true;
-		blob_rec_loc(&r, &j->was);
-		j->dict = 0;
-		j->before = r.pack_len;
 		j->after = best.len;
 		rc = blob_append(st, &best, k, &j->loc);
 		*ready = rc == 0;
+	} else if (!rc && nursery) {
+		j->dict = whole.hdr.dict;
+		j->after = whole.len;
+		rc = blob_append(st, &whole, k, &j->loc);
+		*ready = rc == 0;
 	}
+	free(page);
 	pack_rec_free(&best);
+	pack_rec_free(&whole);
 	return rc == -EIO ? 0 : rc; /* a page that cannot be read stays as it is */
 }
 
@@ -313,11 +362,32 @@ static int commit_jobs(struct store *st, struct job *v, size_t n, bool *moved, s
 static void count_moves(struct ndelta_counts *c, const struct job *v, size_t n, const bool *moved)
 {
 	for (size_t i = 0; c && i < n; i++)
-		if (moved[i]) {
+		if (moved[i] && v[i].has_base) {
 			c->stored++;
 			c->bytes_before += v[i].before;
 			c->bytes_after += v[i].after;
+		} else if (moved[i]) {
+			c->moved_whole++;
+			c->whole_before += v[i].before;
+			c->whole_after += v[i].after;
 		}
+}
+
+static int prepare_whole(struct store *st, const struct blobkey *k, struct job *j, bool *ready);
+
+/* Page k, if its record is still in the nursery (its delta was refused:
+ * it has deltas of its own, or its base changed), moved out whole. */
+static int leave_nursery(struct store *st, const struct blobkey *k, struct ndelta_counts *c, struct pack_loc *carry)
+{
+	struct fprec r;
+	if (blob_read(st, k, &r) || !blob_in_nursery(st, &r) || (r.flags & (FPREC_BAD | FPREC_SIG_PENDING)))
+		return 0;
+	bool ready, moved = false;
+	struct job j;
+	int rc = prepare_whole(st, k, &j, &ready);
+	if (!rc && ready && !(rc = commit_jobs(st, &j, 1, &moved, carry)))
+		count_moves(c, &j, 1, &moved);
+	return rc;
 }
 
 static int delta_batch(struct store *st, unsigned rule, const struct blobkey *keys, size_t n,
@@ -342,13 +412,15 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 	 * same batch (its base became a delta in it, or too deep) is tried
 	 * once more on its own, against what is committed now. */
 	for (size_t i = 0; i < nj && !rc; i++) {
-		if (moved[i] || n == 1)
+		if (moved[i])
 			continue;
 		bool ready, again = false;
 		struct job j;
-		if (!(rc = prepare(st, rule, &v[i].k, &j, &ready)) && ready &&
+		if (n > 1 && !(rc = prepare(st, rule, &v[i].k, &j, &ready)) && ready &&
 		    !(rc = commit_jobs(st, &j, 1, &again, carry)))
 			count_moves(c, &j, 1, &again);
+		if (!rc && !again)
+			rc = leave_nursery(st, &v[i].k, c, carry);
 	}
 	return rc;
 }
@@ -386,8 +458,8 @@ static int prepare_whole(struct store *st, const struct blobkey *k, struct job *
 	memcpy(fp.md5, k->md5, 16);
 	memcpy(fp.xxh128, r.xxh128, 16);
 	struct pack_rec rec = { 0 };
-	if (!(rc = blob_encode(st, &fp, page, -1, &rec))) {
-		*j = (struct job){ .k = *k, .dict = rec.hdr.dict };
+	if (!(rc = blob_encode_final(st, &fp, page, -1, &rec))) {
+		*j = (struct job){ .k = *k, .dict = rec.hdr.dict, .before = r.pack_len, .after = rec.len };
 		blob_rec_loc(&r, &j->was);
 		rc = blob_append(st, &rec, k, &j->loc);
 		*ready = rc == 0;
@@ -438,6 +510,105 @@ int ndelta_rebase_kept(struct store *st, uint64_t *moved_total)
 	}
 }
 
+/* ---- the nursery's waiting records ---------------------------------------------- */
+
+struct waiting {
+	struct store *st;
+	MDB_txn *txn;
+	struct blobkey *v;
+	size_t n, cap;
+};
+
+/* A record of a nursery pack is waiting when its page's fingerprint
+ * record names its place (a page moved, freed or sealed again leaves a
+ * dead one) and the page is signed (an unsigned one joins the queue when
+ * the signer is done with it). */
+static int find_waiting(void *ctx, const struct pack_rec_hdr *h, const struct pack_loc *loc)
+{
+	struct waiting *w = ctx;
+	if (h->kind != PACK_KIND_PAGE)
+		return 0;
+	struct blobkey k = { .variant = h->variant };
+	memcpy(k.md5, h->md5, 16);
+	struct fprec r;
+	if (blob_get(w->txn, w->st, &k, &r) || !(r.flags & FPREC_PACKED) || r.pack != loc->pack ||
+	    r.pack_off != loc->off || (r.flags & (FPREC_BAD | FPREC_SIG_PENDING)))
+		return 0;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 256;
+		struct blobkey *v = realloc(w->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		w->v = v;
+		w->cap = cap;
+	}
+	w->v[w->n++] = k;
+	return 0;
+}
+
+/* The waiting records of nursery pack id, added to *w. */
+static int waiting_in(struct store *st, uint32_t id, struct waiting *w)
+{
+	int rc = store_read_begin(st, &w->txn);
+	if (rc)
+		return rc;
+	uint64_t damaged;
+	rc = pack_scan(st->packs, id, find_waiting, w, &damaged);
+	store_read_end(st, w->txn);
+	return rc == -EIO ? 0 : rc; /* removed meanwhile */
+}
+
+int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *c)
+{
+	if (st->readonly)
+		return 0;
+	uint32_t *ids;
+	size_t n;
+	int rc = pack_nursery_list(st->packs, &ids, &n);
+	if (rc || !n) {
+		if (!rc)
+			free(ids);
+		return rc;
+	}
+	struct waiting w = { .st = st };
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = waiting_in(st, ids[i], &w);
+	free(ids);
+	if (c)
+		c->swept += w.n;
+	for (size_t i = 0; i < w.n && !rc; i += NDELTA_BATCH) {
+		size_t m = w.n - i < NDELTA_BATCH ? w.n - i : NDELTA_BATCH;
+		rc = delta_batch(st, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
+	}
+	free(w.v);
+	/* the nursery packs left with nothing live go whole */
+	struct blob_compact_cfg cfg = { .share = 0 };
+	return rc ? rc : blob_compact_run(st, &cfg, NULL);
+}
+
+/* Counts of one pass added to the thread's. */
+static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
+{
+	to->tried += c->tried;
+	to->stored += c->stored;
+	to->bytes_before += c->bytes_before;
+	to->bytes_after += c->bytes_after;
+	to->moved_whole += c->moved_whole;
+	to->whole_before += c->whole_before;
+	to->whole_after += c->whole_after;
+	to->swept += c->swept;
+}
+
+/* A sweep by the thread (d->mu held on entry and on return). */
+static void sweep(struct ndelta *d)
+{
+	struct ndelta_counts c = { 0 };
+	pthread_mutex_unlock(&d->mu);
+	ndelta_nursery_sweep(d->st, d->rule, &c); /* what fails waits for the next */
+	pthread_mutex_lock(&d->mu);
+	add_counts(&d->counts, &c);
+}
+
 /* ---- the queue and its thread ---------------------------------------------------- */
 
 /* Take up to NDELTA_BATCH keys from the head (under d->mu). */
@@ -460,10 +631,7 @@ static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct 
 	pthread_mutex_unlock(&d->mu);
 	delta_batch(d->st, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
 	pthread_mutex_lock(&d->mu);
-	d->counts.tried += c.tried;
-	d->counts.stored += c.stored;
-	d->counts.bytes_before += c.bytes_before;
-	d->counts.bytes_after += c.bytes_after;
+	add_counts(&d->counts, &c);
 }
 
 void ndelta_drain(struct ndelta *d)
@@ -474,6 +642,7 @@ void ndelta_drain(struct ndelta *d)
 	pthread_mutex_lock(&d->mu);
 	for (size_t n; (n = take(d, keys));)
 		work(d, keys, n, NULL);
+	sweep(d); /* the nursery emptied, so that a clean stop leaves none */
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -496,6 +665,8 @@ static void *ndelta_main(void *arg)
 				ndelta_rebase_kept(d->st, &moved);
 				pthread_mutex_lock(&d->mu);
 				d->counts.kept_rebased += moved;
+				if (!d->n && !d->stop)
+					sweep(d);
 			}
 			continue;
 		}
@@ -510,7 +681,14 @@ int ndelta_start(struct store *st, struct ndelta **out)
 {
 	*out = NULL;
 	unsigned rule = st->opts.delta_rule ? st->opts.delta_rule : NDELTA_RULE_RESEMBLANCE;
-	if (rule == NDELTA_RULE_OFF || st->readonly)
+	if (st->readonly)
+		return 0;
+	uint32_t *ids;
+	size_t nn = 0;
+	if (!st->opts.nursery && pack_nursery_list(st->packs, &ids, &nn) == 0)
+		free(ids);
+	/* with deltas off, the thread still moves the nursery's pages */
+	if (rule == NDELTA_RULE_OFF && !st->opts.nursery && !nn)
 		return 0;
 	struct ndelta *d = calloc(1, sizeof *d);
 	if (!d)
@@ -519,13 +697,13 @@ int ndelta_start(struct store *st, struct ndelta **out)
 	d->rule = rule;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
-	if (pthread_create(&d->thread, NULL, ndelta_main, d)) {
+	if (!st->opts.no_delta_thread && pthread_create(&d->thread, NULL, ndelta_main, d)) {
 		pthread_mutex_destroy(&d->mu);
 		pthread_cond_destroy(&d->cv);
 		free(d);
 		return -EAGAIN;
 	}
-	d->running = true;
+	d->running = !st->opts.no_delta_thread;
 	*out = d;
 	return 0;
 }
@@ -538,13 +716,20 @@ void ndelta_stop(struct ndelta *d)
 	d->stop = true;
 	pthread_cond_signal(&d->cv);
 	pthread_mutex_unlock(&d->mu);
-	pthread_join(d->thread, NULL);
+	if (d->running)
+		pthread_join(d->thread, NULL);
 	const struct ndelta_counts *c = &d->counts;
-	if (c->queued || c->kept_rebased)
-		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases\n",
+	if (c->queued || c->kept_rebased || c->moved_whole)
+		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases, %llu moved whole out of the nursery (%llu -> %llu bytes), %llu found waiting by sweeps\n",
 			ndelta_rule_name(d->rule), (unsigned long long)c->queued, (unsigned long long)c->dropped,
 			(unsigned long long)c->stored, (unsigned long long)c->bytes_before,
-			(unsigned long long)c->bytes_after, (unsigned long long)c->kept_rebased);
+			(unsigned long long)c->bytes_after, (unsigned long long)c->kept_rebased,
+			(unsigned long long)c->moved_whole, (unsigned long long)c->whole_before,
+			(unsigned long long)c->whole_after, (unsigned long long)c->swept);
+	uint64_t past = __atomic_load_n(&d->st->nursery_bypassed, __ATOMIC_RELAXED);
+	if (past)
+		fprintf(stderr, "pagededupfs: %llu pages sealed while the nursery was full: their final records written by close()\n",
+			(unsigned long long)past);
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	free(d);

@@ -19,11 +19,26 @@
  * per batch (blob_delta_move: the record must still be the one that was
  * re-encoded; the old one becomes dead bytes).
  *
+ * The nursery (pack.h, blob.h). A page sealed while the store has a
+ * nursery sits there, encoded cheaply, until this step writes its final
+ * record into a main pack: the delta when one pays (under the gain
+ * threshold of the page encoded whole at BLOB_FINAL_LEVEL), else the page
+ * whole at that level; the nursery record is then dead, and a nursery pack
+ * with nothing live is removed whole. A delta refused in the transaction
+ * (the page got deltas of its own meanwhile) is followed by the whole move,
+ * so every page leaves the nursery once.
+ *
  * The queue is bounded (NDELTA_QUEUE): a key pushed when it is full is
- * dropped, and the page simply stays whole; no close() waits for the
- * thread. A clean close of the store finishes what is queued (at most
- * NDELTA_QUEUE pages); the queue is not persistent otherwise: pages queued
- * when the daemon dies stay whole.
+ * dropped; no close() waits for the thread. A page outside the nursery
+ * then stays whole. A page in the nursery is found again by the sweep
+ * (ndelta_nursery_sweep), which the thread runs whenever its queue has been
+ * idle for NDELTA_KEPT_POLL_MS, and a clean close runs last: the waiting
+ * records are those of the nursery packs that their page's fingerprint
+ * record still names, so a crash or a restart loses none of them (the
+ * queue itself is not persistent). While the thread falls behind, the
+ * nursery grows up to its bound (BLOB_NURSERY_MAX_BYTES); past it, a
+ * seal writes the page's final record itself (at PACK_DEFAULT_LEVEL), as
+ * without a nursery, and such a page may still become a delta later.
  *
  * The same thread looks after bases that died (blob.h's kept bases): each
  * delta on a kept base is decoded and stored again on its own (the store's
@@ -83,12 +98,20 @@ void ndelta_push(struct ndelta *d, const struct blobkey *k);
 struct ndelta_counts {
 	uint64_t queued, dropped, tried, stored, kept_rebased;
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
+	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
+	uint64_t swept;                     /* nursery records found waiting by a sweep */
 };
 void ndelta_counts(struct ndelta *d, struct ndelta_counts *out);
 
 /* One page now, in the caller's thread: 0 (stored as a delta or left),
  * or -errno. */
 int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c);
+/* The nursery's waiting records (pack.h: found from the packs and the
+ * fingerprint table, so after a restart too) given their final records
+ * (a delta by the rule, else whole), then the nursery packs with nothing
+ * live removed whole. The thread runs it whenever its queue is idle, and
+ * a drain at the end. */
+int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *c);
 /* Store every delta on a kept base again on its own (the bases are freed
  * with their last delta). *moved: records re-encoded. */
 int ndelta_rebase_kept(struct store *st, uint64_t *moved);

@@ -1,7 +1,9 @@
 /* pack.c - the pack files of a store: appends, reads, scans. The format is
  * in pack.h.
  *
- * One pack takes appends at a time (the highest id). Appends are
+ * One main pack takes appends at a time (the last main pack), and one
+ * nursery pack takes the nursery's (pack.h); a new pack of either gets
+ * the next id. Appends are
  * serialised by the set's mutex and written with pwrite at an offset the
  * set keeps, so a failed write (a full disk) is cut back with ftruncate and
  * the next append starts where the last good record ended. A record left
@@ -42,20 +44,30 @@ struct pack_fd {
 	bool removed; /* unlinked: no new reader, closed at refs 0 */
 };
 
+/* A stream of appends: the pack taking them and where the next goes. The
+ * main packs and the nursery (pack.h) each have one. */
+struct pack_writer {
+	uint32_t cur;       /* pack taking appends, 0: none */
+	int fd;             /* its descriptor, -1: none open */
+	uint64_t end;       /* where the next record goes (before alignment) */
+	int unsynced_fd;    /* a pack closed for appends but not synced yet, -1 */
+	bool dirty;         /* appends since the last sync */
+};
+
 struct pack_set {
 	int dirfd;         /* STORE/packs */
 	bool readonly;
 	uint64_t max_bytes;
 	pthread_mutex_t mu; /* the writer state and the descriptor table */
-	uint32_t cur;       /* pack taking appends, 0: none yet */
-	int cur_fd;
-	uint64_t cur_end;   /* where the next record goes (before alignment) */
-	int unsynced_fd;    /* a pack closed for appends but not synced yet, -1 */
-	bool dirty;         /* appends since the last sync */
+	struct pack_writer w[PACK_STREAMS];
+	uint32_t last;      /* the highest pack id present or made */
 	struct pack_fd *fds; /* read descriptors by id */
 	size_t nfds;
 	uint32_t *retired;  /* packs a compaction is removing (pack_retire) */
 	size_t nretired, capretired;
+	uint32_t *nursery;  /* the nursery packs present, ascending */
+	size_t nnursery, capnursery;
+	uint64_t nursery_bytes; /* their length in all */
 };
 
 void pack_name(uint32_t id, char out[PACK_NAME_MAX])
@@ -125,7 +137,8 @@ int pack_list(struct pack_set *ps, uint32_t **ids, size_t *n)
 	return 0;
 }
 
-static int check_pack_hdr(int fd, uint32_t id)
+/* Check the header of pack id; *flags (may be NULL) gets its flags. */
+static int check_pack_hdr_flags(int fd, uint32_t id, uint32_t *flags)
 {
 	uint8_t h[PACK_HDR_BYTES];
 	ssize_t n = fd_pread_full(fd, h, sizeof h, 0);
@@ -135,7 +148,14 @@ static int check_pack_hdr(int fd, uint32_t id)
 		return -EIO;
 	if (get_le32(h + 8) > PACK_VERSION)
 		return -EPROTO;
+	if (flags)
+		*flags = get_le32(h + 20);
 	return get_le32(h + 16) == id && get_le32(h + 12) == PACK_HDR_BYTES ? 0 : -EIO;
+}
+
+static int check_pack_hdr(int fd, uint32_t id)
+{
+	return check_pack_hdr_flags(fd, id, NULL);
 }
 
 /* Hold the read descriptor of pack id (opened on first use, kept until
@@ -196,6 +216,97 @@ static void fd_drop(struct pack_set *ps, uint32_t id)
 	pthread_mutex_unlock(&ps->mu);
 }
 
+/* ---- the nursery's packs (mutex held) ---------------------------------- */
+
+static bool nursery_has(const struct pack_set *ps, uint32_t id, size_t *at)
+{
+	size_t lo = 0, hi = ps->nnursery;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (ps->nursery[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (at)
+		*at = lo;
+	return lo < ps->nnursery && ps->nursery[lo] == id;
+}
+
+static int nursery_add(struct pack_set *ps, uint32_t id, uint64_t bytes)
+{
+	size_t at;
+	if (nursery_has(ps, id, &at))
+		return 0;
+	if (ps->nnursery == ps->capnursery) {
+		size_t cap = ps->capnursery ? 2 * ps->capnursery : 8;
+		uint32_t *v = realloc(ps->nursery, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		ps->nursery = v;
+		ps->capnursery = cap;
+	}
+	memmove(ps->nursery + at + 1, ps->nursery + at, (ps->nnursery - at) * sizeof *ps->nursery);
+	ps->nursery[at] = id;
+	ps->nnursery++;
+	ps->nursery_bytes += bytes;
+	return 0;
+}
+
+static void nursery_drop(struct pack_set *ps, uint32_t id, uint64_t bytes)
+{
+	size_t at;
+	if (!nursery_has(ps, id, &at))
+		return;
+	memmove(ps->nursery + at, ps->nursery + at + 1, (ps->nnursery - at - 1) * sizeof *ps->nursery);
+	ps->nnursery--;
+	ps->nursery_bytes = ps->nursery_bytes > bytes ? ps->nursery_bytes - bytes : 0;
+}
+
+/* Which packs are the nursery's (their header's flag), and the pack the
+ * main appends continue in (the last main pack, if intact and not full). */
+static int survey(struct pack_set *ps)
+{
+	uint32_t *ids;
+	size_t n;
+	int rc = pack_list(ps, &ids, &n);
+	if (rc)
+		return rc;
+	uint32_t last_main = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		char name[PACK_NAME_MAX];
+		pack_name(ids[i], name);
+		int fd = openat(ps->dirfd, name, O_RDONLY | O_CLOEXEC);
+		uint32_t flags = 0;
+		struct stat sb;
+		if (fd >= 0 && check_pack_hdr_flags(fd, ids[i], &flags) == 0 && (flags & PACK_FLAG_NURSERY) &&
+		    fstat(fd, &sb) == 0)
+			rc = nursery_add(ps, ids[i], (uint64_t)sb.st_size);
+		else
+			last_main = ids[i]; /* a damaged header counts as a main pack: fsck names it */
+		if (fd >= 0)
+			close(fd);
+	}
+	ps->last = n ? ids[n - 1] : 0;
+	free(ids);
+	if (rc || ps->readonly || !last_main)
+		return rc;
+	/* Appends continue in the last main pack if it is intact. */
+	char name[PACK_NAME_MAX];
+	pack_name(last_main, name);
+	int wfd = openat(ps->dirfd, name, O_RDWR | O_CLOEXEC);
+	struct stat sb;
+	if (wfd >= 0 && check_pack_hdr(wfd, last_main) == 0 && fstat(wfd, &sb) == 0 &&
+	    (uint64_t)sb.st_size < ps->max_bytes) {
+		ps->w[PACK_MAIN].cur = last_main;
+		ps->w[PACK_MAIN].fd = wfd;
+		ps->w[PACK_MAIN].end = (uint64_t)sb.st_size;
+	} else if (wfd >= 0) {
+		close(wfd);
+	}
+	return 0;
+}
+
 int pack_set_open(int dirfd, bool readonly, uint64_t max_bytes, struct pack_set **out)
 {
 	if (!readonly && mkdirat(dirfd, PACK_DIR, 0700) && errno != EEXIST)
@@ -212,35 +323,13 @@ int pack_set_open(int dirfd, bool readonly, uint64_t max_bytes, struct pack_set 
 	ps->dirfd = fd;
 	ps->readonly = readonly;
 	ps->max_bytes = max_bytes ? max_bytes : PACK_DEFAULT_MAX_BYTES;
-	ps->cur_fd = ps->unsynced_fd = -1;
+	for (int i = 0; i < PACK_STREAMS; i++)
+		ps->w[i].fd = ps->w[i].unsynced_fd = -1;
 	pthread_mutex_init(&ps->mu, NULL);
-	if (!readonly) {
-		/* Appends continue in the last pack if it is intact. */
-		uint32_t *ids;
-		size_t n;
-		int rc = pack_list(ps, &ids, &n);
-		if (rc) {
-			pack_set_close(ps);
-			return rc;
-		}
-		if (n) {
-			char name[PACK_NAME_MAX];
-			uint32_t last = ids[n - 1];
-			pack_name(last, name);
-			int wfd = openat(fd, name, O_RDWR | O_CLOEXEC);
-			struct stat sb;
-			if (wfd >= 0 && check_pack_hdr(wfd, last) == 0 && fstat(wfd, &sb) == 0 &&
-			    (uint64_t)sb.st_size < ps->max_bytes) {
-				ps->cur = last;
-				ps->cur_fd = wfd;
-				ps->cur_end = (uint64_t)sb.st_size;
-			} else {
-				if (wfd >= 0)
-					close(wfd);
-				ps->cur = last; /* the next pack is last + 1 */
-			}
-		}
-		free(ids);
+	int rc = fd >= 0 ? survey(ps) : 0;
+	if (rc) {
+		pack_set_close(ps);
+		return rc;
 	}
 	*out = ps;
 	return 0;
@@ -250,33 +339,90 @@ void pack_set_close(struct pack_set *ps)
 {
 	if (!ps)
 		return;
-	if (ps->cur_fd >= 0)
-		close(ps->cur_fd);
-	if (ps->unsynced_fd >= 0)
-		close(ps->unsynced_fd);
+	for (int i = 0; i < PACK_STREAMS; i++) {
+		if (ps->w[i].fd >= 0)
+			close(ps->w[i].fd);
+		if (ps->w[i].unsynced_fd >= 0)
+			close(ps->w[i].unsynced_fd);
+	}
 	for (size_t i = 0; i < ps->nfds; i++)
 		if (ps->fds[i].fd >= 0)
 			close(ps->fds[i].fd);
 	free(ps->fds);
 	free(ps->retired);
+	free(ps->nursery);
 	if (ps->dirfd >= 0)
 		close(ps->dirfd);
 	pthread_mutex_destroy(&ps->mu);
 	free(ps);
 }
 
-uint32_t pack_current(struct pack_set *ps)
+static uint32_t current_of(struct pack_set *ps, int stream)
 {
 	pthread_mutex_lock(&ps->mu);
-	uint32_t id = ps->cur_fd >= 0 ? ps->cur : 0;
+	uint32_t id = ps->w[stream].fd >= 0 ? ps->w[stream].cur : 0;
 	pthread_mutex_unlock(&ps->mu);
 	return id;
 }
 
-/* Start pack cur+1 (mutex held). */
-static int start_pack(struct pack_set *ps, bool sync)
+uint32_t pack_current(struct pack_set *ps)
 {
-	uint32_t id = ps->cur + 1;
+	return current_of(ps, PACK_MAIN);
+}
+
+uint32_t pack_nursery_current(struct pack_set *ps)
+{
+	return current_of(ps, PACK_NURSERY);
+}
+
+bool pack_is_nursery(struct pack_set *ps, uint32_t id)
+{
+	pthread_mutex_lock(&ps->mu);
+	bool r = nursery_has(ps, id, NULL);
+	pthread_mutex_unlock(&ps->mu);
+	return r;
+}
+
+uint64_t pack_nursery_bytes(struct pack_set *ps)
+{
+	pthread_mutex_lock(&ps->mu);
+	uint64_t b = ps->nursery_bytes;
+	pthread_mutex_unlock(&ps->mu);
+	return b;
+}
+
+int pack_nursery_list(struct pack_set *ps, uint32_t **ids, size_t *n)
+{
+	pthread_mutex_lock(&ps->mu);
+	*n = ps->nnursery;
+	*ids = malloc((*n ? *n : 1) * sizeof **ids);
+	if (*ids && *n)
+		memcpy(*ids, ps->nursery, *n * sizeof **ids);
+	pthread_mutex_unlock(&ps->mu);
+	return *ids ? 0 : -ENOMEM;
+}
+
+/* Stop appends to stream w's pack (mutex held): its descriptor is kept
+ * for the next pack_sync if it has unsynced appends. */
+static void end_pack(struct pack_writer *w)
+{
+	if (w->fd < 0)
+		return;
+	if (w->dirty && w->unsynced_fd < 0) {
+		w->unsynced_fd = w->fd; /* synced at the next pack_sync */
+	} else {
+		if (w->dirty)
+			fdatasync(w->fd);
+		close(w->fd);
+	}
+	w->fd = -1;
+	w->dirty = false;
+}
+
+/* Start pack last+1 for stream (mutex held). */
+static int start_pack(struct pack_set *ps, int stream, bool sync)
+{
+	uint32_t id = ps->last + 1;
 	char name[PACK_NAME_MAX];
 	pack_name(id, name);
 	int fd = openat(ps->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -287,59 +433,62 @@ static int start_pack(struct pack_set *ps, bool sync)
 	put_le32(h + 8, PACK_VERSION);
 	put_le32(h + 12, PACK_HDR_BYTES);
 	put_le32(h + 16, id);
+	put_le32(h + 20, stream == PACK_NURSERY ? PACK_FLAG_NURSERY : 0);
 	put_le64(h + 24, (uint64_t)time(NULL));
 	put_le64(h + 56, XXH3_64bits(h, 56));
 	int rc = fd_pwrite_all(fd, h, sizeof h, 0);
 	if (!rc && sync && (fdatasync(fd) || fsync(ps->dirfd)))
 		rc = -errno;
+	if (!rc && stream == PACK_NURSERY)
+		rc = nursery_add(ps, id, PACK_HDR_BYTES);
 	if (rc) {
 		close(fd);
 		unlinkat(ps->dirfd, name, 0);
 		return rc;
 	}
-	if (ps->cur_fd >= 0) {
-		if (ps->dirty && ps->unsynced_fd < 0) {
-			ps->unsynced_fd = ps->cur_fd; /* synced at the next pack_sync */
-		} else {
-			if (ps->dirty)
-				fdatasync(ps->cur_fd);
-			close(ps->cur_fd);
-		}
-	}
-	ps->cur = id;
-	ps->cur_fd = fd;
-	ps->cur_end = PACK_HDR_BYTES;
+	struct pack_writer *w = &ps->w[stream];
+	end_pack(w);
+	ps->last = id;
+	w->cur = id;
+	w->fd = fd;
+	w->end = PACK_HDR_BYTES;
 	return 0;
 }
 
-int pack_append(struct pack_set *ps, const struct pack_rec *r, bool sync, struct pack_loc *loc)
+static int append_to(struct pack_set *ps, int stream, const struct pack_rec *r, bool sync, struct pack_loc *loc)
 {
 	if (ps->readonly)
 		return -EROFS;
 	pthread_mutex_lock(&ps->mu);
+	struct pack_writer *w = &ps->w[stream];
+	uint64_t max = stream == PACK_NURSERY ? PACK_NURSERY_PACK_BYTES : ps->max_bytes;
+	if (stream == PACK_NURSERY && ps->max_bytes < max)
+		max = ps->max_bytes;
 	int rc = 0;
-	uint64_t off = (ps->cur_end + PACK_ALIGN - 1) & ~(uint64_t)(PACK_ALIGN - 1);
-	if (ps->cur_fd < 0 || (off + r->len > ps->max_bytes && ps->cur_end > PACK_HDR_BYTES)) {
-		if ((rc = start_pack(ps, sync)))
+	uint64_t off = (w->end + PACK_ALIGN - 1) & ~(uint64_t)(PACK_ALIGN - 1);
+	if (w->fd < 0 || (off + r->len > max && w->end > PACK_HDR_BYTES)) {
+		if ((rc = start_pack(ps, stream, sync)))
 			goto out;
 		off = PACK_HDR_BYTES;
 	}
 	static const uint8_t zeros[PACK_ALIGN];
-	uint64_t was = ps->cur_end;
+	uint64_t was = w->end;
 	if (off > was)
-		rc = fd_pwrite_all(ps->cur_fd, zeros, (size_t)(off - was), was);
+		rc = fd_pwrite_all(w->fd, zeros, (size_t)(off - was), was);
 	if (!rc)
-		rc = fd_pwrite_all(ps->cur_fd, r->buf, r->len, off);
+		rc = fd_pwrite_all(w->fd, r->buf, r->len, off);
 	if (rc) {
 		/* nothing names these bytes: cut them off (a full disk) */
-		if (ftruncate(ps->cur_fd, (off_t)was))
-			ps->cur_end = off + r->len; /* could not cut: step over them */
+		if (ftruncate(w->fd, (off_t)was))
+			w->end = off + r->len; /* could not cut: step over them */
 		goto out;
 	}
-	ps->cur_end = off + r->len;
-	ps->dirty = true;
-	*loc = (struct pack_loc){ ps->cur, off, r->len };
-	int fd = sync ? dup(ps->cur_fd) : -1;
+	if (stream == PACK_NURSERY)
+		ps->nursery_bytes += off + r->len - w->end;
+	w->end = off + r->len;
+	w->dirty = true;
+	*loc = (struct pack_loc){ w->cur, off, r->len };
+	int fd = sync ? dup(w->fd) : -1;
 	pthread_mutex_unlock(&ps->mu);
 	if (sync) {
 		/* the sync outside the mutex: other appends go on meanwhile */
@@ -353,24 +502,42 @@ out:
 	return rc;
 }
 
+int pack_append(struct pack_set *ps, const struct pack_rec *r, bool sync, struct pack_loc *loc)
+{
+	return append_to(ps, PACK_MAIN, r, sync, loc);
+}
+
+int pack_append_nursery(struct pack_set *ps, const struct pack_rec *r, bool sync, struct pack_loc *loc)
+{
+	return append_to(ps, PACK_NURSERY, r, sync, loc);
+}
+
 int pack_sync(struct pack_set *ps)
 {
 	if (ps->readonly)
 		return 0;
 	pthread_mutex_lock(&ps->mu);
 	int rc = 0;
-	if (ps->unsynced_fd >= 0) {
-		if (fdatasync(ps->unsynced_fd))
-			rc = -errno;
-		close(ps->unsynced_fd);
-		ps->unsynced_fd = -1;
+	bool dir = false;
+	for (int i = 0; i < PACK_STREAMS && !rc; i++) {
+		struct pack_writer *w = &ps->w[i];
+		if (w->unsynced_fd >= 0) {
+			if (fdatasync(w->unsynced_fd))
+				rc = -errno;
+			close(w->unsynced_fd);
+			w->unsynced_fd = -1;
+			dir = true;
+		}
+		if (!rc && w->dirty && w->fd >= 0) {
+			if (fdatasync(w->fd))
+				rc = -errno;
+			else
+				w->dirty = false;
+			dir = true;
+		}
 	}
-	if (!rc && ps->dirty && ps->cur_fd >= 0) {
-		if (fdatasync(ps->cur_fd) || fsync(ps->dirfd))
-			rc = -errno;
-		else
-			ps->dirty = false;
-	}
+	if (!rc && dir && fsync(ps->dirfd))
+		rc = -errno;
 	pthread_mutex_unlock(&ps->mu);
 	return rc;
 }
@@ -606,7 +773,14 @@ int pack_remove(struct pack_set *ps, uint32_t id)
 	char name[PACK_NAME_MAX];
 	pack_name(id, name);
 	pthread_mutex_lock(&ps->mu);
-	int rc = id == ps->cur && ps->cur_fd >= 0 ? -EBUSY : unlinkat(ps->dirfd, name, 0) ? -errno : 0;
+	bool busy = false;
+	for (int i = 0; i < PACK_STREAMS; i++)
+		busy |= ps->w[i].cur == id && ps->w[i].fd >= 0;
+	struct stat sb;
+	uint64_t bytes = fstatat(ps->dirfd, name, &sb, 0) == 0 ? (uint64_t)sb.st_size : 0;
+	int rc = busy ? -EBUSY : unlinkat(ps->dirfd, name, 0) ? -errno : 0;
+	if (!rc)
+		nursery_drop(ps, id, bytes);
 	if (!rc && id < ps->nfds) {
 		struct pack_fd *p = &ps->fds[id];
 		p->removed = true;
@@ -626,7 +800,11 @@ int pack_rollover(struct pack_set *ps, uint32_t id, bool sync)
 	if (ps->readonly)
 		return -EROFS;
 	pthread_mutex_lock(&ps->mu);
-	int rc = ps->cur_fd >= 0 && ps->cur == id ? start_pack(ps, sync) : 0;
+	int rc = 0;
+	if (ps->w[PACK_MAIN].fd >= 0 && ps->w[PACK_MAIN].cur == id)
+		rc = start_pack(ps, PACK_MAIN, sync);
+	else if (ps->w[PACK_NURSERY].fd >= 0 && ps->w[PACK_NURSERY].cur == id)
+		end_pack(&ps->w[PACK_NURSERY]); /* the next nursery append starts a pack */
 	pthread_mutex_unlock(&ps->mu);
 	return rc;
 }

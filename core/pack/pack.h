@@ -22,7 +22,12 @@
  *    8  version u32                        PACK_VERSION (1)
  *   12  header bytes u32                   64
  *   16  pack id u32                        the N of the file name
- *   20  reserved u32                       0
+ *   20  flags u32                          bit 0 PACK_FLAG_NURSERY: a
+ *                                          nursery pack (below); other
+ *                                          bits 0. Written as 0 before
+ *                                          the nursery existed, and an
+ *                                          older reader that ignores it
+ *                                          sees an ordinary pack
  *   24  created u64                        seconds since the epoch
  *   32  reserved [24]                      0
  *   56  check u64                          XXH3-64 of bytes 0..55
@@ -71,6 +76,19 @@
  * matches what LMDB expects, every chunk decodes to its length and the
  * XXH3-128 of what it decoded matches: otherwise the read is -EIO.
  *
+ * The nursery. A page sealed at close() is appended to a nursery pack
+ * (flags bit 0), a pack of the same format that takes only those
+ * appends; a background step (ndelta.h) writes the page's final record
+ * (a delta, or the page whole at the store's level) into a main pack and
+ * points the page at it, after which the nursery record is dead. A
+ * nursery pack with no live record left is removed whole (the
+ * compactor's removal, blob.h); its records are never copied. Which
+ * records of a nursery pack are still waiting is known from the packs
+ * and the fingerprint table alone (a record is waiting when its page's
+ * fingerprint record names its place), so nothing else need survive a
+ * crash. Nursery packs are at most PACK_NURSERY_PACK_BYTES long and
+ * share the id sequence with the main packs.
+ *
  * Version 1 is written by this code. A pack of a newer version is refused
  * (-EPROTO) rather than guessed at.
  * ---------------------------------------------------------------------------
@@ -104,6 +122,11 @@ enum pack_enc {
 #define PACK_DEFAULT_MAX_BYTES (256ull << 20) /* a pack is closed past this */
 #define PACK_DEFAULT_CHUNK_SHIFT 18          /* 256 KiB chunks */
 #define PACK_DEFAULT_LEVEL 3                 /* zstd level */
+
+#define PACK_FLAG_NURSERY 1u                 /* pack header flags: a nursery pack */
+#define PACK_NURSERY_PACK_BYTES (32ull << 20) /* a nursery pack is closed past this */
+/* The two streams of appends a set keeps. */
+enum { PACK_MAIN = 0, PACK_NURSERY = 1, PACK_STREAMS = 2 };
 
 /* Where a record is: pack id, offset of its header, header + payload bytes. */
 struct pack_loc {
@@ -186,8 +209,10 @@ void pack_set_close(struct pack_set *ps);
  * returning. *loc is where it went. -ENOSPC when the disk is full: the pack
  * is cut back to where it was, nothing else changes. */
 int pack_append(struct pack_set *ps, const struct pack_rec *r, bool sync, struct pack_loc *loc);
+/* The same into the nursery (its own packs, pack.h's format). */
+int pack_append_nursery(struct pack_set *ps, const struct pack_rec *r, bool sync, struct pack_loc *loc);
 /* Make every appended record durable (the packs written since the last
- * sync). */
+ * sync, main and nursery). */
 int pack_sync(struct pack_set *ps);
 
 /* Read and check the header of the record at loc. -EIO if it is not an
@@ -246,8 +271,9 @@ int pack_punch(struct pack_set *ps, const struct pack_loc *loc);
  * which its last reader closes; a later read of it is -EIO. -EBUSY for
  * the pack taking appends. */
 int pack_remove(struct pack_set *ps, uint32_t id);
-/* If pack id takes the appends, start the next pack (sync: the new file
- * and its directory durable first), so that id receives no more. */
+/* If pack id takes the main appends, start the next pack (sync: the new
+ * file and its directory durable first); if it takes the nursery's, the
+ * next nursery append starts one. Either way id receives no more. */
 int pack_rollover(struct pack_set *ps, uint32_t id, bool sync);
 /* Packs being removed: pack_retire(id, true) before the transaction that
  * decides a removal, false if it does not happen. A commit that would
@@ -265,6 +291,13 @@ int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_r
 int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps);
 /* The pack appends go to now (0 before the first). */
 uint32_t pack_current(struct pack_set *ps);
+/* The nursery pack taking appends now (0: none). */
+uint32_t pack_nursery_current(struct pack_set *ps);
+/* Is pack id a nursery pack? */
+bool pack_is_nursery(struct pack_set *ps, uint32_t id);
+/* The nursery packs present (ascending, malloc'd) and their length in all. */
+int pack_nursery_list(struct pack_set *ps, uint32_t **ids, size_t *n);
+uint64_t pack_nursery_bytes(struct pack_set *ps);
 void pack_name(uint32_t id, char out[PACK_NAME_MAX]);
 
 #endif

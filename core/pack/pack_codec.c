@@ -62,12 +62,21 @@ static struct zctx *zctx_get(void)
 
 /* ---- dictionaries ------------------------------------------------------ */
 
+/* A CDict carries its compression level, which takes priority over the
+ * context's (zstd: a referenced CDict's level wins), so a dictionary keeps
+ * one CDict per level it is used at: the one it was made for at once, the
+ * others made on their first use. */
+#define PACK_DICT_LEVELS 23 /* zstd levels 1..22 */
+
 struct pack_dict {
 	uint32_t id;
 	void *bytes;
 	size_t len;
+	int level;               /* the level of c */
 	ZSTD_CDict *c;
 	ZSTD_DDict *d;
+	pthread_mutex_t mu;      /* the other levels' CDicts */
+	ZSTD_CDict *at[PACK_DICT_LEVELS];
 };
 
 struct pack_dict *pack_dict_new(uint32_t id, const void *bytes, size_t len, int level)
@@ -80,7 +89,9 @@ struct pack_dict *pack_dict_new(uint32_t id, const void *bytes, size_t len, int 
 	memcpy(d->bytes, bytes, len);
 	d->id = id;
 	d->len = len;
-	d->c = ZSTD_createCDict(d->bytes, len, level > 0 ? level : PACK_DEFAULT_LEVEL);
+	d->level = level > 0 ? level : PACK_DEFAULT_LEVEL;
+	pthread_mutex_init(&d->mu, NULL);
+	d->c = ZSTD_createCDict(d->bytes, len, d->level);
 	d->d = ZSTD_createDDict(d->bytes, len);
 	if (!d->c || !d->d) {
 		pack_dict_free(d);
@@ -94,9 +105,27 @@ void pack_dict_free(struct pack_dict *d)
 	if (!d)
 		return;
 	ZSTD_freeCDict(d->c);
+	for (int i = 0; i < PACK_DICT_LEVELS; i++)
+		ZSTD_freeCDict(d->at[i]);
 	ZSTD_freeDDict(d->d);
+	pthread_mutex_destroy(&d->mu);
 	free(d->bytes);
 	free(d);
+}
+
+/* Dictionary d's CDict for level (NULL: out of memory). The cache is
+ * internal state: a dictionary is shared read-only otherwise. */
+static const ZSTD_CDict *cdict_at(const struct pack_dict *cd, int level)
+{
+	if (level == cd->level || level <= 0 || level >= PACK_DICT_LEVELS)
+		return cd->c;
+	struct pack_dict *d = (struct pack_dict *)cd;
+	pthread_mutex_lock(&d->mu);
+	if (!d->at[level])
+		d->at[level] = ZSTD_createCDict(d->bytes, d->len, level);
+	const ZSTD_CDict *c = d->at[level];
+	pthread_mutex_unlock(&d->mu);
+	return c;
 }
 
 uint32_t pack_dict_id(const struct pack_dict *d)
@@ -206,8 +235,10 @@ static int cctx_setup(ZSTD_CCtx *c, const struct pack_encode_opts *o)
 	if (o->base) {
 		if (ZSTD_isError(ZSTD_CCtx_refPrefix(c, o->base, o->base_len)))
 			return -ENOMEM;
-	} else if (o->dict && ZSTD_isError(ZSTD_CCtx_refCDict(c, o->dict->c))) {
-		return -ENOMEM;
+	} else if (o->dict) {
+		const ZSTD_CDict *cd = cdict_at(o->dict, o->level);
+		if (!cd || ZSTD_isError(ZSTD_CCtx_refCDict(c, cd)))
+			return -ENOMEM;
 	}
 	return 0;
 }

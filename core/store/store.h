@@ -149,6 +149,16 @@ struct store_opts {
 	unsigned compact_period_ms;
 	unsigned delta_rule;  /* how near-duplicates choose the base they are stored
 			       * as deltas against (near/ndelta.h), 0 = default */
+	/* The nursery (pack.h): a sealed page goes to a nursery pack at
+	 * nursery_level (0 = BLOB_NURSERY_LEVEL, < 0 = raw) and its final
+	 * record is written by the delta step; while the nursery holds more
+	 * than nursery_max_bytes (0 = BLOB_NURSERY_MAX_BYTES) a seal writes
+	 * the final record itself, as without a nursery. */
+	bool nursery;
+	int nursery_level;
+	uint64_t nursery_max_bytes;
+	bool no_delta_thread; /* the delta step and nursery moves only through
+			       * ndelta_drain and ndelta_nursery_sweep (tests) */
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -238,6 +248,7 @@ struct store {
 	uint64_t commits;     /* batches committed (leader only) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
 	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */
+	uint64_t nursery_bypassed; /* seals that found the nursery full (atomic) */
 	uint64_t objdirs[4096 / 64]; /* objects/ subdirectories known to exist */
 };
 

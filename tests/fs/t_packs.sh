@@ -3,7 +3,10 @@
 # pack takes several pages at once: exactly those read EIO (logged with
 # their path and blob), fsck names them, and writing the same bytes again
 # heals them. A store made by format 1 (a file per blob) opens, and
-# `pagededup fsck --repair` moves its files into packs.
+# `pagededup fsck --repair` moves its files into packs. A store made
+# without the nursery (PD_LANDED_BUILD, a build before it, or -o nonursery)
+# opens with it: new pages go through the nursery and leave it, the
+# nursery pack goes, and the older build still checks the store.
 . "$(dirname "$0")/lib.sh"
 
 case_damaged_region_heals() {
@@ -176,6 +179,67 @@ EOF
 	pd_umount || fail umount
 }
 
+case_nursery_on_older_store() {
+	local s=$PD_TMP/older.store old=${PD_LANDED_BUILD:-}
+	if [ -x "$old/pagededupfs" ]; then
+		note "store made by $old"
+		mkdir -p "$s" && "$old/pagededup" mkfs "$s" >/dev/null || fail "mkfs of the older build"
+		local PDFS_BIN_SAVED=$PDFS_BIN
+		PDFS_BIN=$old/pagededupfs
+		pd_mount -n -s "$s" || fail "mount with the older build"
+		PDFS_BIN=$PDFS_BIN_SAVED
+	else
+		pd_mount -s "$s" nonursery || fail "mount with nonursery"
+	fi
+	py "$PD_TMP/older.json" <<'EOF' || exit 1
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+pages = {}
+for i in range(30):
+    rnd = random.Random(i)
+    body = ("<html><body>%d %s</body></html>" % (i, " ".join("w%d" % rnd.randrange(5000) for _ in range(2000)))).encode()
+    write("%s/old%d.html" % (M, i), body)
+    pages["old%d.html" % i] = md5(body)
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+	pd_umount || fail "unmount of the older store"
+	"$PD_BIN" stats "$s" | grep -q "of which nursery" && fail "a nursery before this build"
+	pd_mount -n -s "$s" || fail "mount of the older store"
+	py "$PD_TMP/older.json" <<'EOF' || exit 1
+import os, sys, json, random, time, subprocess
+from fsutil import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+pages = json.load(open(sys.argv[1]))
+for i in range(30):
+    rnd = random.Random(100 + i)
+    body = ("<html><body>new %d %s</body></html>" % (i, " ".join("v%d" % rnd.randrange(5000) for _ in range(2000)))).encode()
+    write("%s/new%d.html" % (M, i), body)
+    pages["new%d.html" % i] = md5(body)
+json.dump(pages, open(sys.argv[1], "w"))
+stats = subprocess.run([os.environ["PD_BIN"], "stats", S], stdout=subprocess.PIPE).stdout.decode()
+check("of which nursery" in stats, "no nursery after the writes: %s" % stats)
+for name, m in pages.items():  # read from the nursery or from their final records
+    eq(md5(read(M + "/" + name)), m, "content of " + name)
+end = time.time() + 60  # the background step empties the nursery, whose pack goes
+while True:
+    stats = subprocess.run([os.environ["PD_BIN"], "stats", S], stdout=subprocess.PIPE).stdout.decode()
+    if "of which nursery" not in stats:
+        break
+    check(time.time() < end, "the nursery is still there after 60 s: %s" % stats)
+    time.sleep(0.5)
+for name, m in pages.items():
+    eq(md5(read(M + "/" + name)), m, "content of " + name)
+eq(len(stored(S)), 60, "stored blobs")
+EOF
+	pd_umount || fail umount
+	pd_fsck "$s" || fail "fsck after the nursery"
+	if [ -x "$old/pagededupfs" ]; then
+		"$old/pagededup" fsck --deep "$s" >"$PD_TMP/older-fsck.out" 2>&1 || { cat "$PD_TMP/older-fsck.out"; fail "the older build's fsck"; }
+	fi
+}
+
 pd_case damaged_region_heals
 pd_case format1_converted
+pd_case nursery_on_older_store
 pd_finish

@@ -1,0 +1,315 @@
+/* test_nursery.c - the nursery (pack.h, blob.h, ndelta.h): a sealed page
+ * is appended to a nursery pack, reads from there, and gets its final
+ * record (a delta on an older neighbour, else the page whole) from the
+ * delta step exactly once, after which the emptied nursery pack is removed
+ * whole; a crash between the final record's append and the commit that
+ * names it, and a crash with pages still waiting, lose nothing: after the
+ * restart the waiting records are found again from the packs and moved;
+ * the compactor never copies a nursery record; fsck clean at every step. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "archive/archive.h"
+#include "blob/blob.h"
+#include "helpers.h"
+#include "near/ndelta.h"
+#include "near/sigq.h"
+
+static struct store_opts nursery_opts(void)
+{
+	return (struct store_opts){ .nursery = true, .no_sign_thread = true, .no_delta_thread = true };
+}
+
+static struct store *reopen(const char *dir)
+{
+	struct store_opts o = nursery_opts();
+	struct store *st;
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	return st;
+}
+
+static struct blobkey key_of(struct store *st, uint64_t ino)
+{
+	MDB_txn *txn;
+	struct inode in;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	store_read_end(st, txn);
+	assert_true(in.flags & INODE_HAS_BLOB);
+	return in.blob;
+}
+
+static bool in_nursery(struct store *st, uint64_t ino)
+{
+	struct blobkey k = key_of(st, ino);
+	struct fprec r;
+	assert_int_equal(blob_read(st, &k, &r), 0);
+	assert_true(r.flags & FPREC_PACKED);
+	return blob_in_nursery(st, &r);
+}
+
+static size_t nursery_files(struct store *st)
+{
+	uint32_t *ids;
+	size_t n;
+	assert_int_equal(pack_nursery_list(st->packs, &ids, &n), 0);
+	free(ids);
+	return n;
+}
+
+/* A copy of page with two words rewritten. */
+static char *edited(const char *page)
+{
+	char *p = strdup(page);
+	size_t len = strlen(p);
+	memcpy(p + len / 2, "EDITEDx", 7);
+	memcpy(p + len / 3, "CHANGEy", 7);
+	return p;
+}
+
+static void test_page_moved_once(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	struct store *st = th_store(dir, NULL, &o);
+	char *a = th_page(21, 900, ""), *b = edited(a), *c = th_page(22, 700, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", c);
+	/* at close() the pages went to the nursery, and read from there */
+	assert_true(in_nursery(st, ia) && in_nursery(st, ib) && in_nursery(st, ic));
+	assert_int_equal(nursery_files(st), 1);
+	th_read_back(st, ib, b);
+	struct blob_pack_usage u;
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.nursery_live_records, 3);
+	assert_int_equal(u.live_records, 3);
+	/* unsigned pages wait for the signer */
+	struct ndelta_counts n = { 0 };
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_int_equal(n.swept, 0);
+	assert_true(in_nursery(st, ia));
+	/* signed: each gets its final record, b as a delta on a */
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_int_equal(n.swept, 3);
+	assert_int_equal(n.stored, 1);
+	assert_int_equal(n.moved_whole, 2);
+	assert_false(in_nursery(st, ia) || in_nursery(st, ib) || in_nursery(st, ic));
+	struct blobkey kb = key_of(st, ib), base;
+	struct fprec r;
+	assert_int_equal(blob_read(st, &kb, &r), 0);
+	assert_int_equal(blob_delta_base(st, &r, &base), 1);
+	struct blobkey ka = key_of(st, ia);
+	assert_true(blobkey_equal(&base, &ka));
+	/* the emptied nursery pack went whole */
+	assert_int_equal(nursery_files(st), 0);
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.nursery_packs, 0);
+	assert_int_equal(u.live_records, 3);
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	th_read_back(st, ic, c);
+	/* moved once: another sweep finds nothing */
+	memset(&n, 0, sizeof n);
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_int_equal(n.swept + n.stored + n.moved_whole, 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(c);
+	th_rmdir(dir);
+}
+
+/* The child writes pages into the nursery, signs them, optionally appends
+ * the final record of the first to the main pack (synced) without the
+ * commit that would name it, and dies without closing the store. */
+static void crash_child(const char *dir, const char *a, const char *b, bool append_final)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct store *st = reopen(dir);
+		uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+		th_put_page(st, PD_ROOT_INO, "b.html", b);
+		if (sigq_drain(st))
+			_exit(2);
+		if (append_final) {
+			struct blobkey k = key_of(st, ia);
+			struct fprec r;
+			struct fp fp = { .size = strlen(a) };
+			memcpy(fp.md5, k.md5, 16);
+			if (blob_read(st, &k, &r))
+				_exit(3);
+			memcpy(fp.xxh128, r.xxh128, 16);
+			struct pack_rec rec = { 0 };
+			struct pack_loc loc;
+			if (blob_encode(st, &fp, a, -1, &rec) || blob_append(st, &rec, &k, &loc) ||
+			    pack_sync(st->packs))
+				_exit(4);
+		}
+		_exit(0); /* no close: a crash */
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void crash_and_restart(bool append_final)
+{
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	assert_int_equal(store_close(th_store(dir, NULL, &o)), 0);
+	char *a = th_page(31, 800, ""), *b = th_page(32, 800, "");
+	crash_child(dir, a, b, append_final);
+	/* fsck takes the waiting records (and a final record no commit named)
+	 * for what they are */
+	th_assert_fsck_clean(th_store_dir(dir));
+	struct store *st = reopen(dir);
+	struct inode in;
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, "a.html", &in), 0);
+	uint64_t ia = in.ino;
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, "b.html", &in), 0);
+	uint64_t ib = in.ino;
+	/* the pages wait in the nursery, and read */
+	assert_true(in_nursery(st, ia) && in_nursery(st, ib));
+	th_read_back(st, ia, a);
+	struct blob_pack_usage u;
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.nursery_live_records, 2);
+	uint64_t dead_before = u.dead;
+	if (append_final)
+		assert_true(dead_before > 0); /* the record no commit named */
+	/* found again from the packs and moved, once */
+	struct ndelta_counts n = { 0 };
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_int_equal(n.swept, 2);
+	assert_int_equal(n.stored + n.moved_whole, 2);
+	assert_false(in_nursery(st, ia) || in_nursery(st, ib));
+	assert_int_equal(nursery_files(st), 0);
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.live_records, 2);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+static void test_restart_with_waiting_records(void **state)
+{
+	(void)state;
+	crash_and_restart(false);
+}
+
+static void test_crash_between_final_append_and_commit(void **state)
+{
+	(void)state;
+	crash_and_restart(true);
+}
+
+/* A clean close moves what waits (the store closes with no nursery), and
+ * the compactor, even asked for every pack, never copies a nursery record. */
+static void test_close_drains_and_compactor_skips(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	struct store *st = th_store(dir, NULL, &o);
+	char *a = th_page(41, 900, ""), *b = th_page(42, 900, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	th_put_page(st, PD_ROOT_INO, "b.html", b);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
+	struct blob_compact_cfg c = { .share = 1.01, .min_dead = 0 };
+	struct blob_compact_stats done;
+	assert_int_equal(blob_compact_run(st, &c, &done), 0);
+	assert_int_equal(done.records_moved, 0);
+	assert_true(in_nursery(st, ia));
+	th_read_back(st, ia, a);
+	assert_int_equal(store_close(st), 0);
+	st = reopen(dir);
+	assert_false(in_nursery(st, ia));
+	assert_int_equal(nursery_files(st), 0);
+	th_read_back(st, ia, a);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+static int drop_record_cb(struct wtx *w, void *arg)
+{
+	uint8_t key[BLOBKEY_BYTES];
+	blobkey_encode(arg, key);
+	MDB_val k = { BLOBKEY_BYTES, key };
+	return pd_mdb_err(mdb_del(w->txn, w->st->db_fp, &k, NULL));
+}
+
+/* fsck --repair rebuilds a lost fingerprint record from the packs when the
+ * page has a nursery record and an uncommitted final one; the page reads
+ * back and leaves the nursery once. */
+static void test_repair_from_packs_with_nursery(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	assert_int_equal(store_close(th_store(dir, NULL, &o)), 0);
+	char *a = th_page(51, 800, ""), *b = th_page(52, 800, "");
+	crash_child(dir, a, b, true);
+	struct store *st = reopen(dir);
+	struct inode in;
+	assert_int_equal(ns_lookup(st, PD_ROOT_INO, "a.html", &in), 0);
+	uint64_t ia = in.ino;
+	struct blobkey ka = key_of(st, ia);
+	assert_int_equal(store_write(st, drop_record_cb, &ka), 0);
+	assert_int_equal(store_close(st), 0);
+	struct fsck_opts fo = { .repair = true };
+	struct fsck_result res;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &res, err), 0);
+	assert_true(res.repaired > 0);
+	assert_int_equal(res.lost, 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = reopen(dir);
+	th_read_back(st, ia, a);
+	struct ndelta_counts n = { 0 };
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_false(in_nursery(st, ia));
+	assert_int_equal(nursery_files(st), 0);
+	th_read_back(st, ia, a);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_page_moved_once),
+		cmocka_unit_test(test_restart_with_waiting_records),
+		cmocka_unit_test(test_crash_between_final_append_and_commit),
+		cmocka_unit_test(test_close_drains_and_compactor_skips),
+		cmocka_unit_test(test_repair_from_packs_with_nursery),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
