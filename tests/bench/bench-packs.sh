@@ -167,12 +167,13 @@ timed read_all "$WORK/plain-a" || failed=1
 plain_s=$(cat "$WORK/seconds")
 echo "read_plain: $(calc %.0f "$READS / $plain_s") files/s"
 for rule in $rules; do # each rule's store, with its deltas in place
+	log0=$(wc -l <"$WORK/daemon.log")
 	mount_store "$WORK/store.$rule" || failed=1
 	drop_caches
 	timed read_all "$WORK/mnt/a" || failed=1
 	mnt_s=$(cat "$WORK/seconds")
 	umount_store || failed=1
-	echo "[$rule] read_mount: $(calc %.0f "$READS / $mnt_s") files/s"
+	echo "[$rule] read_mount: $(calc %.0f "$READS / $mnt_s") files/s over $(transport_since "$log0")"
 	echo "[$rule] read_mount_per_plain: $(calc %.3f "$plain_s / $mnt_s") x  (goal >= 0.8: $(met "$plain_s / $mnt_s >= 0.8"))"
 done
 # The last rule's store read the same way over /dev/fuse (the reads above
@@ -180,6 +181,10 @@ done
 # PD_READ_BASE (another build, e.g. main's) on both transports; then the
 # floor (bench_nullfs holding the corpus's names, no disk behind them) on
 # both; then the plain copy again, since its rate moves with the load.
+# The transport the last pagededupfs mount served on: the fuse module's
+# enable_uring is global (tests/run.sh turns it off and on), so it is read
+# from the daemon's log, not assumed. LINE: the log's length before the mount.
+transport_since() { tail -n +$(($1 + 1)) "$WORK/daemon.log" | grep -q "serving requests over io_uring" && echo io_uring || echo /dev/fuse; }
 read_through() { # LABEL: read the listed files under $WORK/mnt/a, print files/s and the ratio
 	drop_caches
 	timed read_all "$WORK/mnt/a" || failed=1
@@ -192,9 +197,11 @@ for base in "$BUILD" ${PD_READ_BASE:+"$(cd "$PD_READ_BASE" && pwd)"}; do
 	for t in devfuse uring; do
 		[ "$base" = "$BUILD" ] && [ $t = uring ] && continue # measured above
 		o=""; [ $t = devfuse ] && o="-o no_uring"
+		log0=$(wc -l <"$WORK/daemon.log")
 		PDFS=$base/pagededupfs PD_MOUNT_OPTS="$o ${PD_MOUNT_OPTS:-}" mount_store "$WORK/store.$last" || failed=1
 		read_through "[$last] read_${tag}mount_$t"
 		umount_store || failed=1
+		echo "[$last] read_${tag}mount_$t served over $(transport_since "$log0")"
 	done
 done
 for t in devfuse uring; do
