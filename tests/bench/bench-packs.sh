@@ -53,6 +53,10 @@ mount_store() { # STORE
 	echo "bench-packs: mount of $1 failed" >&2; cat "$WORK/daemon.log" >&2
 	return 1
 }
+# The transport the last pagededupfs mount served on: the fuse module's
+# enable_uring is global (tests/run.sh turns it off and on), so it is read
+# from the daemon's log, not assumed. LINE: the log's length before the mount.
+transport_since() { tail -n +$(($1 + 1)) "$WORK/daemon.log" | grep -q "serving requests over io_uring" && echo io_uring || echo /dev/fuse; }
 umount_store() {
 	fusermount3 -u "$WORK/mnt" || return 1
 	wait "$DPID"; local rc=$?
@@ -181,10 +185,6 @@ done
 # PD_READ_BASE (another build, e.g. main's) on both transports; then the
 # floor (bench_nullfs holding the corpus's names, no disk behind them) on
 # both; then the plain copy again, since its rate moves with the load.
-# The transport the last pagededupfs mount served on: the fuse module's
-# enable_uring is global (tests/run.sh turns it off and on), so it is read
-# from the daemon's log, not assumed. LINE: the log's length before the mount.
-transport_since() { tail -n +$(($1 + 1)) "$WORK/daemon.log" | grep -q "serving requests over io_uring" && echo io_uring || echo /dev/fuse; }
 read_through() { # LABEL: read the listed files under $WORK/mnt/a, print files/s and the ratio
 	drop_caches
 	timed read_all "$WORK/mnt/a" || failed=1
