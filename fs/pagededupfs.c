@@ -352,6 +352,9 @@ static void pd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = keep;
+	/* A read-only handle has nothing to seal at close(): no FLUSH round
+	 * trip for it (FOPEN_NOFLUSH; the kernel still sends RELEASE). */
+	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		file_release(f);
 }

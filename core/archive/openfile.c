@@ -53,6 +53,11 @@ struct live {
 	uint32_t lazy_chunks;
 	unsigned lazy_shift;
 	struct fprec lazy_rec;
+	/* A packed page of one frame, decoded (and checked) into memory at the
+	 * first read of an open, charged to the staging budget: reads copy
+	 * from it, with no memory file to make, map and close per open. */
+	char *page;
+	size_t page_len;
 	bool kcache;           /* the kernel's page cache holds kcache_key's bytes */
 	struct blobkey kcache_key;
 };
@@ -97,6 +102,7 @@ static void live_free(struct live *li)
 	if (li->hash.md5)
 		fp_free(&li->hash);
 	free(li->mem);
+	free(li->page);
 	pthread_mutex_destroy(&li->mu);
 	free(li);
 }
@@ -410,8 +416,46 @@ static int lazy_fill(struct store *st, struct live *li, uint64_t off, uint64_t l
  * otherwise a large packed page is set up for decoding by chunks as reads
  * reach them (lazy_fill), so that a read at an offset never decodes the
  * whole file. */
+static bool mem_charge(struct store *st, size_t n);
+static void mem_uncharge(struct store *st, size_t n);
+
+/* The largest page decoded into memory rather than into a memory file. */
+#define PAGE_MEM_MAX (1u << 20)
+
+/* Decode li's packed page r (one frame) into memory: 0, or 1 when it does
+ * not fit in the budget (the caller decodes into a memory file), or the
+ * read's error. */
+static int decode_to_memory(struct store *st, struct live *li, const struct fprec *r)
+{
+	size_t len = (size_t)r->size, cap = len ? len : 1;
+	if (r->size > PAGE_MEM_MAX || !mem_charge(st, cap))
+		return 1;
+	char *p = malloc(cap);
+	int rc = p ? blob_read_packed(st, &li->blob, r, p) : -ENOMEM;
+	if (rc) {
+		free(p);
+		mem_uncharge(st, cap);
+		return rc == -ENOMEM || rc == -ENOSPC ? rc : -EIO;
+	}
+	li->page = p;
+	li->page_len = len;
+	return 0;
+}
+
+static void free_page(struct store *st, struct live *li)
+{
+	if (!li->page)
+		return;
+	free(li->page);
+	mem_uncharge(st, li->page_len ? li->page_len : 1);
+	li->page = NULL;
+	li->page_len = 0;
+}
+
 static int open_blob(struct store *st, struct live *li, bool whole)
 {
+	if (li->page)
+		return 0; /* one frame, decoded whole */
 	if (li->blob_fd >= 0 && li->blob_verified)
 		return whole ? lazy_fill(st, li, 0, UINT64_MAX) : 0;
 	if (!li->has_blob)
@@ -445,6 +489,13 @@ static int open_blob(struct store *st, struct live *li, bool whole)
 			return 0;
 		}
 	}
+	if (!rc && li->blob_fd < 0 && !whole && (r.flags & FPREC_PACKED) && !(r.flags & FPREC_BAD)) {
+		int m = decode_to_memory(st, li, &r);
+		if (m <= 0) {
+			rc = m;
+			goto done;
+		}
+	}
 	if (!rc && li->blob_fd < 0) {
 		/* a packed page is decoded (and checked) here, once per open */
 		int fd = blob_open_rec(st, &li->blob, &r);
@@ -455,6 +506,7 @@ static int open_blob(struct store *st, struct live *li, bool whole)
 	}
 	if (!rc && !(r.flags & FPREC_PACKED))
 		rc = blob_verify(li->blob_fd, &r);
+done:
 	if (rc == -ENOENT || rc == -EUCLEAN)
 		rc = -EIO;
 	if (rc == -EIO)
@@ -463,8 +515,9 @@ static int open_blob(struct store *st, struct live *li, bool whole)
 	return rc;
 }
 
-static void close_blob(struct live *li)
+static void close_blob(struct store *st, struct live *li)
 {
+	free_page(st, li);
 	if (li->blob_fd >= 0)
 		close(li->blob_fd);
 	li->blob_fd = -1;
@@ -538,9 +591,14 @@ static bool mem_charge(struct store *st, size_t n)
 	return false;
 }
 
+static void mem_uncharge(struct store *st, size_t n)
+{
+	__atomic_sub_fetch(&st->mem_staged, n, __ATOMIC_RELAXED);
+}
+
 static void drop_mem(struct store *st, struct live *li)
 {
-	__atomic_sub_fetch(&st->mem_staged, li->mem_cap, __ATOMIC_RELAXED);
+	mem_uncharge(st, li->mem_cap);
 	free(li->mem);
 	li->mem = NULL;
 	li->mem_cap = 0;
@@ -649,8 +707,14 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 	if (rc)
 		return rc;
 	li->hash_ok = false;
+	if (li->page && li->page_len != li->size)
+		return -EIO;
 	if (mem_reserve(st, li, li->size) == 0) {
 		li->in_mem = true;
+		if (li->page) {
+			memcpy(li->mem, li->page, li->page_len);
+			return 0;
+		}
 		size_t got = 0;
 		while (got < li->size) {
 			ssize_t n = pread(li->blob_fd, li->mem + got, (size_t)li->size - got, (off_t)got);
@@ -664,7 +728,8 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 	}
 	if ((rc = open_staging_file(st, li)))
 		return rc;
-	if ((rc = copy_range(li->blob_fd, li->staging_fd, li->size)))
+	if ((rc = li->page ? fd_pwrite_all(li->staging_fd, li->page, li->page_len, 0)
+			   : copy_range(li->blob_fd, li->staging_fd, li->size)))
 		close_staging_file(st, li);
 	return rc;
 }
@@ -717,7 +782,7 @@ static int seal(struct store *st, struct live *li)
 	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->staging, li->staging_fd };
 	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, li->ctime, &res)))
 		return rc;
-	close_blob(li);
+	close_blob(st, li);
 	if (li->in_mem) {
 		drop_mem(st, li);
 	} else if (res.dup) {
@@ -810,6 +875,15 @@ int file_read(struct pd_file *f, void *buf, size_t size, uint64_t off, size_t *g
 	if (fd < 0) {
 		if ((rc = open_blob(f->st, li, false)) || (rc = lazy_fill(f->st, li, off, size)))
 			goto out;
+		if (li->page) {
+			if (off + size > li->page_len) {
+				rc = -EIO;
+				goto out;
+			}
+			memcpy(buf, li->page + off, size);
+			*got = size;
+			goto out;
+		}
 		fd = li->blob_fd;
 	}
 	while (*got < size) {
@@ -926,7 +1000,7 @@ int file_release(struct pd_file *f)
 	if (last && rc)
 		give_up_staged(st, li, rc); /* nothing can seal it later */
 	if (last)
-		close_blob(li);
+		close_blob(st, li);
 	pthread_mutex_unlock(&li->mu);
 	free(f);
 	int src = settle(st, li, 1, 0);

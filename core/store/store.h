@@ -128,7 +128,8 @@ struct store_opts {
 	uint64_t mapsize;     /* initial LMDB map size, 0 = automatic */
 	unsigned sync_ms;     /* background LMDB sync period when not durable, 0 = 1000 */
 	bool create;          /* create a store (default params) if dir is empty or missing */
-	unsigned stage_mem_mb; /* memory for pages being written, 0 = 32 MiB (beyond: staging files) */
+	unsigned stage_mem_mb; /* memory for pages being written (beyond: staging files) and pages
+				* decoded for reading (beyond: memory files), 0 = 32 MiB */
 	bool no_split_thread; /* filter splits only through store_filter_step (tests) */
 	unsigned split_chunk; /* records moved per split step, 0 = 2048 */
 	bool no_sign_thread;  /* signatures only through sigq_drain and over-bound seals (tests) */
@@ -244,7 +245,7 @@ struct store {
 	struct sigq *sigq;
 	struct live_table *live;
 	uint64_t staging_seq;
-	uint64_t mem_staged;  /* bytes of pages being written held in memory */
+	uint64_t mem_staged;  /* bytes of pages held in memory: being written, or decoded for open files */
 	uint64_t commits;     /* batches committed (leader only) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
 	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */

@@ -16,7 +16,8 @@
 # Environment: PD_CORPUS (tests/bench/corpus.sh), PD_SMALL_PAGES (50000),
 # PD_READS (10000), PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_MOUNT_OPTS,
 # PD_DELTA_RULES (the recrawl once per -o delta=RULE; "off resemblance"),
-# PD_SKIP_SMALL=1 (no small-pages run).
+# PD_SKIP_SMALL=1 (no small-pages run), PD_READ_BASE (a build dir whose
+# daemon also reads the last store, for a before/after in one run).
 # Timing is never asserted; the exit status says whether every run worked.
 set -uo pipefail
 export LC_ALL=C
@@ -52,6 +53,10 @@ mount_store() { # STORE
 	echo "bench-packs: mount of $1 failed" >&2; cat "$WORK/daemon.log" >&2
 	return 1
 }
+# The transport the last pagededupfs mount served on: the fuse module's
+# enable_uring is global (tests/run.sh turns it off and on), so it is read
+# from the daemon's log, not assumed. LINE: the log's length before the mount.
+transport_since() { tail -n +$(($1 + 1)) "$WORK/daemon.log" | grep -q "serving requests over io_uring" && echo io_uring || echo /dev/fuse; }
 umount_store() {
 	fusermount3 -u "$WORK/mnt" || return 1
 	wait "$DPID"; local rc=$?
@@ -170,12 +175,49 @@ timed read_all "$WORK/plain-a" || failed=1
 plain_s=$(cat "$WORK/seconds")
 echo "read_plain: $(calc %.0f "$READS / $plain_s") files/s"
 for rule in $rules; do # each rule's store, with its deltas in place
+	log0=$(wc -l <"$WORK/daemon.log")
 	mount_store "$WORK/store.$rule" || failed=1
 	drop_caches
 	timed read_all "$WORK/mnt/a" || failed=1
 	mnt_s=$(cat "$WORK/seconds")
 	umount_store || failed=1
-	echo "[$rule] read_mount: $(calc %.0f "$READS / $mnt_s") files/s"
+	echo "[$rule] read_mount: $(calc %.0f "$READS / $mnt_s") files/s over $(transport_since "$log0")"
 	echo "[$rule] read_mount_per_plain: $(calc %.3f "$plain_s / $mnt_s") x  (goal >= 0.8: $(met "$plain_s / $mnt_s >= 0.8"))"
 done
+# The last rule's store read the same way over /dev/fuse (the reads above
+# use FUSE over io_uring when the kernel offers it), and by the daemon of
+# PD_READ_BASE (another build, e.g. main's) on both transports; then the
+# floor (bench_nullfs holding the corpus's names, no disk behind them) on
+# both; then the plain copy again, since its rate moves with the load.
+read_through() { # LABEL: read the listed files under $WORK/mnt/a, print files/s and the ratio
+	drop_caches
+	timed read_all "$WORK/mnt/a" || failed=1
+	local s; s=$(cat "$WORK/seconds")
+	echo "$1: $(calc %.0f "$READS / $s") files/s, per plain $(calc %.3f "$plain_s / $s") x"
+}
+last=${rules##* }
+for base in "$BUILD" ${PD_READ_BASE:+"$(cd "$PD_READ_BASE" && pwd)"}; do
+	tag=""; [ "$base" = "$BUILD" ] || tag="base_"
+	for t in devfuse uring; do
+		[ "$base" = "$BUILD" ] && [ $t = uring ] && continue # measured above
+		o=""; [ $t = devfuse ] && o="-o no_uring"
+		log0=$(wc -l <"$WORK/daemon.log")
+		PDFS=$base/pagededupfs PD_MOUNT_OPTS="$o ${PD_MOUNT_OPTS:-}" mount_store "$WORK/store.$last" || failed=1
+		read_through "[$last] read_${tag}mount_$t"
+		umount_store || failed=1
+		echo "[$last] read_${tag}mount_$t served over $(transport_since "$log0")"
+	done
+done
+for t in devfuse uring; do
+	o=""; [ $t = uring ] && o="-o uring"
+	"$BUILD/bench/bench_nullfs" "$WORK/mnt" -f $o >>"$WORK/daemon.log" 2>&1 &
+	DPID=$!
+	for _ in $(seq 1 200); do mountpoint -q "$WORK/mnt" && break; sleep 0.05; done
+	cp -r "$CORPUS" "$WORK/mnt/a" || failed=1
+	read_through "read_floor_nullfs_$t"
+	umount_store || failed=1
+done
+drop_caches
+timed read_all "$WORK/plain-a" || failed=1
+echo "read_plain_again: $(calc %.0f "$READS / $(cat "$WORK/seconds")") files/s"
 [ "$failed" = 0 ] && echo "bench-packs: all runs succeeded" || { echo "bench-packs: a run failed"; exit 1; }

@@ -7,6 +7,7 @@
 # without the nursery (PD_LANDED_BUILD, a build before it, or -o nonursery)
 # opens with it: new pages go through the nursery and leave it, the
 # nursery pack goes, and the older build still checks the store.
+# A read-only close costs no FLUSH round trip.
 . "$(dirname "$0")/lib.sh"
 
 case_damaged_region_heals() {
@@ -239,7 +240,29 @@ EOF
 	fi
 }
 
+# A read-only open costs no FLUSH at close (FOPEN_NOFLUSH): a reader's
+# round trips are lookup, open, read and release. A writer's close still
+# flushes, and its bytes are read back at once.
+case_read_round_trips() {
+	pd_mount debug || fail mount
+	local i before after
+	for i in 1 2 3; do printf 'page %d\n' "$i" >"$MNT/p$i" || fail "write p$i"; done
+	# a new daemon and kernel cache: the pages are read from the packs
+	pd_remount debug || fail remount
+	before=$(grep -a -c "opcode: FLUSH" "$PDFS_LOG")
+	reads=$(grep -a -c "opcode: READ " "$PDFS_LOG")
+	for i in 1 2 3 1 2 3; do expect_eq "$(cat "$MNT/p$i")" "page $i" "content of p$i"; done
+	after=$(grep -a -c "opcode: FLUSH" "$PDFS_LOG")
+	[ "$after" = "$before" ] || fail "$((after - before)) FLUSH requests for six read-only closes"
+	[ "$(grep -a -c "opcode: READ " "$PDFS_LOG")" -ge $((reads + 3)) ] || fail "the pages were not read through the daemon"
+	echo more >>"$MNT/p1" || fail append
+	[ "$(grep -a -c "opcode: FLUSH" "$PDFS_LOG")" -gt "$after" ] || fail "no FLUSH at a writer's close"
+	expect_eq "$(cat "$MNT/p1")" $'page 1\nmore' "p1 after the append"
+	pd_umount || fail umount
+}
+
 pd_case damaged_region_heals
 pd_case format1_converted
 pd_case nursery_on_older_store
+pd_case read_round_trips
 pd_finish

@@ -1,7 +1,8 @@
 /* test_packstore.c - packs inside a store: a dictionary trained from the
  * store's own pages and used by the records after it (and read back after
  * a reopen), its live-record count kept, the disk blocks of deleted pages
- * given back, and fsck --deep clean throughout. */
+ * given back, and fsck --deep clean throughout; pages read through open
+ * files, decoded into memory or by chunks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include "archive/archive.h"
 #include "blob/blob.h"
 #include "helpers.h"
+#include "near/ndelta.h"
 
 struct tally {
 	uint64_t with_dict, without, dict_id;
@@ -187,12 +189,117 @@ static void test_large_page_reads_by_chunk(void **state)
 	th_rmdir(dir);
 }
 
+/* The bytes of an open file, read through f from offset 0. */
+static void assert_reads(struct pd_file *f, const char *want, size_t len)
+{
+	char *buf = malloc(len + 1);
+	size_t got;
+	assert_non_null(buf);
+	assert_int_equal(file_read(f, buf, len + 1, 0, &got), 0);
+	assert_int_equal(got, len);
+	assert_memory_equal(buf, want, len);
+	free(buf);
+}
+
+/* A packed page of one frame is decoded at an open's first read into
+ * memory charged to the staging budget, and given back at the last close;
+ * past the budget the page is decoded into a memory file instead. A
+ * writer of a page decoded in memory starts from those bytes, whether its
+ * staged copy is in memory or (the budget full) in a staging file. A
+ * damaged record reads EIO through either. */
+static void test_pages_decoded_into_memory(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	/* no delta step or compactor: the damaged record below stays where it is */
+	struct store_opts o = { .stage_mem_mb = 1, .delta_rule = NDELTA_RULE_OFF, .compact_share = -1 };
+	struct store *st = th_store(dir, NULL, &o);
+	enum { N = 40 };
+	char *pages[N];
+	uint64_t inos[N];
+	struct pd_file *fs[N];
+	bool keep;
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "p%02d.html", i);
+		pages[i] = th_page(300 + (uint64_t)i, 8000, "");
+		assert_true(strlen(pages[i]) > 40000 && strlen(pages[i]) < (1u << PACK_DEFAULT_CHUNK_SHIFT));
+		inos[i] = th_put_page(st, PD_ROOT_INO, name, pages[i]);
+	}
+	assert_int_equal(st->mem_staged, 0);
+	/* all open at once: the first ones in memory, the rest past 1 MiB in
+	 * memory files; every one reads its own bytes */
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(file_open(st, inos[i], O_RDONLY, &fs[i], &keep), 0);
+		assert_reads(fs[i], pages[i], strlen(pages[i]));
+		if (i == 0)
+			assert_int_equal(st->mem_staged, strlen(pages[0]));
+	}
+	assert_true(st->mem_staged > (1u << 20) - 40000 && st->mem_staged <= (1u << 20));
+	/* a writer of page 0 (decoded in memory) with the budget full: its
+	 * staged copy is a staging file made from the decoded bytes */
+	struct pd_file *w;
+	size_t done, len0 = strlen(pages[0]);
+	assert_int_equal(file_open(st, inos[0], O_WRONLY, &w, &keep), 0);
+	assert_int_equal(file_write(w, "TAIL", 4, len0, &done), 0);
+	assert_int_equal(file_release(w), 0);
+	char *grown = malloc(len0 + 5);
+	assert_non_null(grown);
+	memcpy(grown, pages[0], len0);
+	memcpy(grown + len0, "TAIL", 5);
+	assert_reads(fs[0], grown, len0 + 4);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(file_release(fs[i]), 0);
+	assert_int_equal(st->mem_staged, 0);
+	th_read_back(st, inos[0], grown);
+	/* the same with room in the budget: the staged copy in memory */
+	struct pd_file *r;
+	size_t len1 = strlen(pages[1]);
+	assert_int_equal(file_open(st, inos[1], O_RDONLY, &r, &keep), 0);
+	assert_reads(r, pages[1], len1);
+	assert_int_equal(st->mem_staged, len1);
+	assert_int_equal(file_open(st, inos[1], O_WRONLY, &w, &keep), 0);
+	assert_int_equal(file_write(w, "TAIL", 4, len1, &done), 0);
+	assert_int_equal(file_release(w), 0);
+	assert_int_equal(file_release(r), 0);
+	assert_int_equal(st->mem_staged, 0);
+	memcpy(grown, pages[1], len1);
+	memcpy(grown + len1, "TAIL", 5);
+	th_read_back(st, inos[1], grown);
+	free(grown);
+	/* damage page 2's record: EIO, and nothing stays charged */
+	struct inode in;
+	struct fprec rec;
+	MDB_txn *txn;
+	assert_int_equal(ns_getattr(st, inos[2], &in), 0);
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_get(txn, st, &in.blob, &rec), 0);
+	store_read_end(st, txn);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), rec.pack);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)(rec.pack_off + PACK_REC_HDR + 16)), 8);
+	close(fd);
+	char buf[100];
+	size_t got;
+	assert_int_equal(file_open(st, inos[2], O_RDONLY, &r, &keep), 0);
+	assert_int_equal(file_read(r, buf, sizeof buf, 0, &got), -EIO);
+	assert_int_equal(st->mem_staged, 0);
+	assert_int_equal(file_release(r), 0);
+	for (int i = 0; i < N; i++)
+		free(pages[i]);
+	store_abandon(st); /* the record is damaged: no fsck */
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dictionary_trained_and_used),
 		cmocka_unit_test(test_deleted_pages_give_blocks_back),
 		cmocka_unit_test(test_large_page_reads_by_chunk),
+		cmocka_unit_test(test_pages_decoded_into_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
