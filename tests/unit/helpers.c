@@ -90,6 +90,25 @@ uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void 
 	return in.ino;
 }
 
+struct blobkey th_blob_of(struct store *st, uint64_t ino)
+{
+	MDB_txn *txn;
+	struct inode in;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
+	store_read_end(st, txn);
+	assert_true(in.flags & INODE_HAS_BLOB);
+	return in.blob;
+}
+
+struct fprec th_fprec_of(struct store *st, uint64_t ino)
+{
+	struct blobkey k = th_blob_of(st, ino);
+	struct fprec r;
+	assert_int_equal(blob_read(st, &k, &r), 0);
+	return r;
+}
+
 uint64_t th_refcount(struct store *st, uint64_t ino)
 {
 	char buf[QUERY_MAX];

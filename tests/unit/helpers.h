@@ -32,6 +32,10 @@ unsigned th_page_distance(const char *a, const char *b);
 /* The resemblance user.dedup.near shows for two pages ("%.3f", one of four
  * rotating static buffers). */
 const char *th_page_res(const char *a, const char *b);
+/* The blob of inode ino (asserted to have one), and its fingerprint
+ * record. */
+struct blobkey th_blob_of(struct store *st, uint64_t ino);
+struct fprec th_fprec_of(struct store *st, uint64_t ino);
 /* Refcount of ino's blob (0 if none). */
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */

@@ -32,17 +32,6 @@ static struct store *open_store(const char *dir, bool create)
 	return st;
 }
 
-static struct blobkey key_of(struct store *st, uint64_t ino)
-{
-	MDB_txn *txn;
-	struct inode in;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
-	store_read_end(st, txn);
-	assert_true(in.flags & INODE_HAS_BLOB);
-	return in.blob;
-}
-
 /* 1: k is a delta (its base in *base), 0: whole. */
 static int delta_of(struct store *st, const struct blobkey *k, struct blobkey *base)
 {
@@ -98,7 +87,7 @@ static void test_delta_and_kept_base(void **state)
 	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
 	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey ka = key_of(st, ia), kb = key_of(st, ib), base;
+	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
 	struct ndelta_counts c = { 0 };
 	/* the older page has no older neighbour: it stays whole */
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, &c), 0);
@@ -165,7 +154,7 @@ static void test_compactor_moves_kept_base(void **state)
 	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
 	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey ka = key_of(st, ia), kb = key_of(st, ib), base;
+	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
 	assert_int_equal(delta_of(st, &kb, &base), 1);
@@ -222,7 +211,7 @@ static void test_chain_bound(void **state)
 		snprintf(name, sizeof name, "v%d.html", i);
 		ino[i] = th_put_page(st, PD_ROOT_INO, name, v[i]);
 		assert_int_equal(sigq_drain(st), 0);
-		struct blobkey k = key_of(st, ino[i]), base;
+		struct blobkey k = th_blob_of(st, ino[i]), base;
 		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k, NULL), 0);
 		unsigned d = depth_of(st, &k);
 		assert_true(d <= BLOB_DELTA_DEPTH);
@@ -260,7 +249,7 @@ static void test_move_of_changed_record_refused(void **state)
 	struct store *st = open_store(dir, true);
 	char *a = th_page(13, 300, "");
 	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
-	struct move_args m = { .k = key_of(st, ia) };
+	struct move_args m = { .k = th_blob_of(st, ia) };
 	struct fprec r;
 	assert_int_equal(blob_read(st, &m.k, &r), 0);
 	blob_rec_loc(&r, &m.was);
@@ -313,7 +302,7 @@ static void test_fsck_rebuilds_links(void **state)
 	th_put_page(st, PD_ROOT_INO, "a.html", a);
 	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey kb = key_of(st, ib), base;
+	struct blobkey kb = th_blob_of(st, ib), base;
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
 	assert_int_equal(delta_of(st, &kb, &base), 1);
 	/* the link rows lost: fsck names the delta, --repair writes them again */

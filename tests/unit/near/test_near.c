@@ -419,14 +419,7 @@ static int sketch_edit_cb(struct wtx *w, void *p)
 
 static bool has_sketch(struct store *st, uint64_t ino)
 {
-	MDB_txn *txn;
-	struct inode in;
-	struct fprec r;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
-	assert_int_equal(blob_get(txn, st, &in.blob, &r), 0);
-	store_read_end(st, txn);
-	return (r.flags & FPREC_HAS_SKETCH) != 0;
+	return (th_fprec_of(st, ino).flags & FPREC_HAS_SKETCH) != 0;
 }
 
 /* The sketches' estimate for two pages, as an answer shows it. */
@@ -707,14 +700,7 @@ static int make_old_cb(struct wtx *w, void *p)
 
 static uint64_t stored_simhash(struct store *st, uint64_t ino)
 {
-	MDB_txn *txn;
-	struct inode in;
-	struct fprec r;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
-	assert_int_equal(blob_get(txn, st, &in.blob, &r), 0);
-	store_read_end(st, txn);
-	return r.simhash;
+	return th_fprec_of(st, ino).simhash;
 }
 
 static uint32_t stored_version(struct store *st)
@@ -991,11 +977,6 @@ static void old_layout_store(const char *dir, struct layout_store *ls, int layou
 	assert_int_equal(store_close(st), 0);
 }
 
-static void layout1_store(const char *dir, struct layout_store *ls)
-{
-	old_layout_store(dir, ls, 1);
-}
-
 static void assert_layout_now(struct store *st, const struct layout_store *ls)
 {
 	MDB_txn *txn;
@@ -1034,16 +1015,17 @@ static void assert_layout_now(struct store *st, const struct layout_store *ls)
 	free(got);
 }
 
-/* A store of layout 1 is converted at a writable open, losing nothing:
- * the same blobs found by the bands, the same answers; read-only it
- * answers nothing rather than from tables it cannot read. */
-static void test_layout1_upgraded_at_open(void **state)
+/* A store of an older layout is converted at a writable open, losing
+ * nothing: the same blobs found by the bands, the same answers. Read-only,
+ * layout 1 answers nothing rather than from tables it cannot read, and
+ * layout 2 (sets with band keys, a sketch in every record) answers as it
+ * is, the same answers. */
+static void check_upgraded_at_open(int layout)
 {
-	(void)state;
 	char *dir = th_tmpdir();
 	struct layout_store *ls = calloc(1, sizeof *ls);
 	assert_non_null(ls);
-	layout1_store(dir, ls);
+	old_layout_store(dir, ls, layout);
 	struct fsck_opts fo = { 0 };
 	struct fsck_result fr;
 	char err[512];
@@ -1052,8 +1034,20 @@ static void test_layout1_upgraded_at_open(void **state)
 	struct store *st;
 	struct store_opts ro = { .readonly = true };
 	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
-	assert_true(st->near_stale);
-	assert_string_equal(near_of(st, ls->ino[0], &test_root), "error");
+	if (layout == 1) {
+		assert_true(st->near_stale);
+		assert_string_equal(near_of(st, ls->ino[0], &test_root), "error");
+	} else {
+		assert_false(st->near_stale);
+		char *got = malloc(LSH_LIST_MAX);
+		assert_non_null(got);
+		for (int i = 0; i < LAYOUT_PAGES; i++) {
+			lsh_list(st, ls->ino[i], got);
+			assert_string_equal(got, ls->lsh[i]);
+			assert_string_equal(near_of(st, ls->ino[i], &test_root), ls->answer[i]);
+		}
+		free(got);
+	}
 	assert_int_equal(store_close(st), 0);
 	assert_int_equal(archive_open(th_store_dir(dir), NULL, &st, err), 0);
 	assert_false(st->near_stale);
@@ -1062,88 +1056,53 @@ static void test_layout1_upgraded_at_open(void **state)
 	th_assert_fsck_clean(th_store_dir(dir));
 	free(ls);
 	th_rmdir(dir);
+}
+
+/* fsck --repair converts an older layout as a writable open does. */
+static void check_fsck_repair(int layout)
+{
+	char *dir = th_tmpdir();
+	struct layout_store *ls = calloc(1, sizeof *ls);
+	assert_non_null(ls);
+	old_layout_store(dir, ls, layout);
+	struct fsck_opts fo = { .repair = true };
+	struct fsck_result fr;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
+	assert_true(fr.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	struct store *st;
+	struct store_opts ro = { .readonly = true };
+	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
+	assert_false(st->near_stale);
+	assert_layout_now(st, ls);
+	assert_int_equal(store_close(st), 0);
+	free(ls);
+	th_rmdir(dir);
+}
+
+static void test_layout1_upgraded_at_open(void **state)
+{
+	(void)state;
+	check_upgraded_at_open(1);
 }
 
 static void test_layout1_fsck_repair(void **state)
 {
 	(void)state;
-	char *dir = th_tmpdir();
-	struct layout_store *ls = calloc(1, sizeof *ls);
-	assert_non_null(ls);
-	layout1_store(dir, ls);
-	struct fsck_opts fo = { .repair = true };
-	struct fsck_result fr;
-	char err[512];
-	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
-	assert_true(fr.repaired >= 1);
-	th_assert_fsck_clean(th_store_dir(dir));
-	struct store *st;
-	struct store_opts ro = { .readonly = true };
-	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
-	assert_false(st->near_stale);
-	assert_layout_now(st, ls);
-	assert_int_equal(store_close(st), 0);
-	free(ls);
-	th_rmdir(dir);
+	check_fsck_repair(1);
 }
 
-/* A store of layout 2 (sets with band keys, a sketch in every record):
- * read-only it answers as it is, the same answers; a writable open
- * converts it (format 3 sets, no sketch beside a set), losing nothing. */
 static void test_layout2_upgraded_at_open(void **state)
 {
 	(void)state;
-	char *dir = th_tmpdir();
-	struct layout_store *ls = calloc(1, sizeof *ls);
-	assert_non_null(ls);
-	old_layout_store(dir, ls, 2);
-	struct fsck_opts fo = { 0 };
-	struct fsck_result fr;
-	char err[512];
-	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
-	assert_int_equal(fr.problems, 0); /* an older layout is a note, no damage */
-	struct store *st;
-	struct store_opts ro = { .readonly = true };
-	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
-	assert_false(st->near_stale);
-	char *got = malloc(LSH_LIST_MAX);
-	assert_non_null(got);
-	for (int i = 0; i < LAYOUT_PAGES; i++) {
-		lsh_list(st, ls->ino[i], got);
-		assert_string_equal(got, ls->lsh[i]);
-		assert_string_equal(near_of(st, ls->ino[i], &test_root), ls->answer[i]);
-	}
-	free(got);
-	assert_int_equal(store_close(st), 0);
-	assert_int_equal(archive_open(th_store_dir(dir), NULL, &st, err), 0);
-	assert_false(st->near_stale);
-	assert_layout_now(st, ls);
-	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(th_store_dir(dir));
-	free(ls);
-	th_rmdir(dir);
+	check_upgraded_at_open(2);
 }
 
 static void test_layout2_fsck_repair(void **state)
 {
 	(void)state;
-	char *dir = th_tmpdir();
-	struct layout_store *ls = calloc(1, sizeof *ls);
-	assert_non_null(ls);
-	old_layout_store(dir, ls, 2);
-	struct fsck_opts fo = { .repair = true };
-	struct fsck_result fr;
-	char err[512];
-	assert_int_equal(fsck_run(th_store_dir(dir), &fo, &fr, err), 0);
-	assert_true(fr.repaired >= 1);
-	th_assert_fsck_clean(th_store_dir(dir));
-	struct store *st;
-	struct store_opts ro = { .readonly = true };
-	assert_int_equal(archive_open(th_store_dir(dir), &ro, &st, err), 0);
-	assert_layout_now(st, ls);
-	assert_int_equal(store_close(st), 0);
-	free(ls);
-	th_rmdir(dir);
+	check_fsck_repair(2);
 }
 
 static int newer_layout_cb(struct wtx *w, void *p)

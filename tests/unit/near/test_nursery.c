@@ -38,22 +38,9 @@ static struct store *reopen(const char *dir)
 	return st;
 }
 
-static struct blobkey key_of(struct store *st, uint64_t ino)
-{
-	MDB_txn *txn;
-	struct inode in;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(ns_get_inode(txn, st, ino, &in), 0);
-	store_read_end(st, txn);
-	assert_true(in.flags & INODE_HAS_BLOB);
-	return in.blob;
-}
-
 static bool in_nursery(struct store *st, uint64_t ino)
 {
-	struct blobkey k = key_of(st, ino);
-	struct fprec r;
-	assert_int_equal(blob_read(st, &k, &r), 0);
+	struct fprec r = th_fprec_of(st, ino);
 	assert_true(r.flags & FPREC_PACKED);
 	return blob_in_nursery(st, &r);
 }
@@ -107,11 +94,11 @@ static void test_page_moved_once(void **state)
 	assert_int_equal(n.stored, 1);
 	assert_int_equal(n.moved_whole, 2);
 	assert_false(in_nursery(st, ia) || in_nursery(st, ib) || in_nursery(st, ic));
-	struct blobkey kb = key_of(st, ib), base;
+	struct blobkey kb = th_blob_of(st, ib), base;
 	struct fprec r;
 	assert_int_equal(blob_read(st, &kb, &r), 0);
 	assert_int_equal(blob_delta_base(st, &r, &base), 1);
-	struct blobkey ka = key_of(st, ia);
+	struct blobkey ka = th_blob_of(st, ia);
 	assert_true(blobkey_equal(&base, &ka));
 	/* the emptied nursery pack went whole */
 	assert_int_equal(nursery_files(st), 0);
@@ -147,7 +134,7 @@ static void crash_child(const char *dir, const char *a, const char *b, bool appe
 		if (sigq_drain(st))
 			_exit(2);
 		if (append_final) {
-			struct blobkey k = key_of(st, ia);
+			struct blobkey k = th_blob_of(st, ia);
 			struct fprec r;
 			struct fp fp = { .size = strlen(a) };
 			memcpy(fp.md5, k.md5, 16);
@@ -278,7 +265,7 @@ static void test_repair_from_packs_with_nursery(void **state)
 	struct inode in;
 	assert_int_equal(ns_lookup(st, PD_ROOT_INO, "a.html", &in), 0);
 	uint64_t ia = in.ino;
-	struct blobkey ka = key_of(st, ia);
+	struct blobkey ka = th_blob_of(st, ia);
 	assert_int_equal(store_write(st, drop_record_cb, &ka), 0);
 	assert_int_equal(store_close(st), 0);
 	struct fsck_opts fo = { .repair = true };
