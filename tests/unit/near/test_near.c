@@ -505,34 +505,51 @@ static void count_line(void *ctx, const char *line)
 	(*(int *)ctx)++;
 }
 
+/* A store at dir with n pages (of seeds 3, 4, ...), signed: its near rows
+ * are there. */
+static struct store *signed_pages(const char *dir, unsigned n)
+{
+	struct store *st = th_store(dir, NULL, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		char *page = th_page(3 + i, 500, ""), name[2] = { (char)('a' + i), 0 };
+		th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+	}
+	assert_int_equal(sigq_drain(st), 0);
+	return st;
+}
+
+/* fsck of the closed store at dir: the problems it finds (and *lines, the
+ * lines it prints); then --repair mends them, and fsck finds it clean. */
+static uint64_t fsck_finds_then_repairs(const char *dir, int *lines)
+{
+	struct fsck_opts o = { .report = count_line, .ctx = lines };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	uint64_t problems = r.problems;
+	int repair_lines = 0;
+	o.repair = true;
+	o.ctx = &repair_lines;
+	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+	assert_true(r.repaired >= 1);
+	th_assert_fsck_clean(th_store_dir(dir));
+	return problems;
+}
+
 static void test_fsck_near(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
-	struct store *st = th_store(dir, NULL, NULL);
-	char *a = th_page(3, 500, ""), *b = th_page(4, 500, "");
-	th_put_page(st, PD_ROOT_INO, "a", a);
-	th_put_page(st, PD_ROOT_INO, "b", b);
-	assert_int_equal(sigq_drain(st), 0); /* the rows are there */
+	struct store *st = signed_pages(dir, 2);
 	assert_int_equal(store_write(st, drop_row_cb, NULL), 0);
 	assert_int_equal(store_write(st, stray_row_cb, NULL), 0);
 	assert_int_equal(store_close(st), 0);
-
-	int lines = 0;
-	struct fsck_opts o = { .report = count_line, .ctx = &lines };
-	struct fsck_result r;
-	char err[512];
-	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
 	/* a missing row, and a stray row of near0 naming a blob that has no
 	 * record (its rows in the other tables are explained by that row) */
-	assert_int_equal(r.problems, 2);
+	int lines = 0;
+	assert_int_equal(fsck_finds_then_repairs(dir, &lines), 2);
 	assert_int_equal(lines, 2);
-	o.repair = true;
-	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	assert_true(r.repaired >= 1);
-	th_assert_fsck_clean(th_store_dir(dir));
-	free(a);
-	free(b);
 	th_rmdir(dir);
 }
 
@@ -588,27 +605,11 @@ static void test_fsck_sets(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
-	struct store *st = th_store(dir, NULL, NULL);
-	char *a = th_page(3, 500, ""), *b = th_page(4, 500, ""), *c = th_page(5, 500, "");
-	th_put_page(st, PD_ROOT_INO, "a", a);
-	th_put_page(st, PD_ROOT_INO, "b", b);
-	th_put_page(st, PD_ROOT_INO, "c", c);
-	assert_int_equal(sigq_drain(st), 0);
+	struct store *st = signed_pages(dir, 3);
 	assert_int_equal(store_write(st, damage_sets_cb, NULL), 0);
 	assert_int_equal(store_close(st), 0);
 	int lines = 0;
-	struct fsck_opts o = { .report = count_line, .ctx = &lines };
-	struct fsck_result r;
-	char err[512];
-	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	assert_int_equal(r.problems, 4);
-	o.repair = true;
-	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	assert_true(r.repaired >= 1);
-	th_assert_fsck_clean(th_store_dir(dir));
-	free(a);
-	free(b);
-	free(c);
+	assert_int_equal(fsck_finds_then_repairs(dir, &lines), 4);
 	th_rmdir(dir);
 }
 
@@ -641,25 +642,11 @@ static void test_fsck_set_hashes(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
-	struct store *st = th_store(dir, NULL, NULL);
-	char *a = th_page(3, 500, ""), *b = th_page(4, 500, "");
-	th_put_page(st, PD_ROOT_INO, "a", a);
-	th_put_page(st, PD_ROOT_INO, "b", b);
-	assert_int_equal(sigq_drain(st), 0);
+	struct store *st = signed_pages(dir, 2);
 	assert_int_equal(store_write(st, damage_set_hashes_cb, NULL), 0);
 	assert_int_equal(store_close(st), 0);
 	int lines = 0;
-	struct fsck_opts o = { .report = count_line, .ctx = &lines };
-	struct fsck_result r;
-	char err[512];
-	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	assert_true(r.problems >= 1);
-	o.repair = true;
-	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	assert_true(r.repaired >= 1);
-	th_assert_fsck_clean(th_store_dir(dir));
-	free(a);
-	free(b);
+	assert_true(fsck_finds_then_repairs(dir, &lines) >= 1);
 	th_rmdir(dir);
 }
 
