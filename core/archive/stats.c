@@ -122,6 +122,7 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	s->lmdb_free_bytes = free_pages * mst.ms_psize;
 	stats_disk(st->dir, &s->disk);
 	s->disk_ratio = s->c.logical_bytes > 0 ? (double)s->disk.total / (double)s->c.logical_bytes : 0;
+	s->format = st->format;
 	store_versions(st, s->made_by, s->written_by);
 	blob_pack_usage(st, &s->packs);
 	blob_compact_stats(st, &s->compact);
@@ -260,7 +261,7 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	emit(&o, "lmdb:             %s used, map %s; %s of it free (reused by later writes; pagededup compact gives it back)\n",
 	     size_str(s->lmdb_bytes, human, b1), size_str(s->lmdb_mapsize, human, b2),
 	     size_str(s->lmdb_free_bytes, human, b3));
-	emit(&o, "versions:         store format %d, made by pagededup %s, last written by %s\n", PD_FORMAT_VERSION,
+	emit(&o, "versions:         store format %u, made by pagededup %s, last written by %s\n", s->format,
 	     *s->made_by ? s->made_by : "(before 0.9.0: not recorded)",
 	     *s->written_by ? s->written_by : "(before 0.9.0: not recorded)");
 	const struct blob_pack_usage *p = &s->packs;

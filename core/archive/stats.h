@@ -40,6 +40,7 @@ struct pd_stats {
 	struct pd_counters c;
 	struct stats_disk disk;
 	double disk_ratio;         /* disk.total / logical bytes (0 when empty) */
+	uint32_t format;           /* the store's format as opened (store.h) */
 	char made_by[STORE_VERSION_LEN], written_by[STORE_VERSION_LEN];
 	double saved_ratio;        /* 1 - stored/logical */
 	uint64_t filter_bytes;     /* counters of every leaf */

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "archive/archive.h"
+#include "archive/stats.h"
 #include "base/byteorder.h"
 #include "helpers.h"
 #include "store/store_int.h"
@@ -127,6 +128,24 @@ static void fill(struct store *st, int from, int to)
 	}
 }
 
+/* stats of the store at dir, opened read-only, say it is of format fmt. */
+static void assert_stats_format(const char *dir, uint32_t fmt)
+{
+	struct store *st;
+	struct store_opts o = { .readonly = true };
+	char err[PD_ERRLEN], text[8192], want[32];
+	assert_int_equal(archive_open(dir, &o, &st, err), 0);
+	struct pd_stats *s = calloc(1, sizeof *s);
+	assert_non_null(s);
+	assert_int_equal(stats_collect(st, s), 0);
+	assert_int_equal(s->format, fmt);
+	assert_true(stats_format(s, STATS_TEXT, text, sizeof text) < sizeof text);
+	snprintf(want, sizeof want, "store format %u,", fmt);
+	assert_non_null(strstr(text, want));
+	free(s);
+	assert_int_equal(store_close(st), 0);
+}
+
 static void test_format3_rows_converted(void **state)
 {
 	(void)state;
@@ -142,6 +161,7 @@ static void test_format3_rows_converted(void **state)
 	assert_int_equal(n.row2, 101); /* the files; the root stays in layout 1 */
 	assert_int_equal(store_close(st), 0);
 	rows_to_format3(th_store_dir(dir), before.ino, &before);
+	assert_stats_format(th_store_dir(dir), 3); /* the store's, not this build's */
 
 	st = reopen(th_store_dir(dir));
 	assert_int_equal(st->format, 4); /* the writable open marked it */
