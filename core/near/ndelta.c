@@ -646,10 +646,59 @@ void ndelta_drain(struct ndelta *d)
 	pthread_mutex_unlock(&d->mu);
 }
 
+uint64_t ndelta_yield_ns(uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
+			 uint64_t nursery_max)
+{
+	if (nursery_now <= nursery_before || nursery_now >= nursery_max / 2)
+		return 0;
+	uint64_t cap = (uint64_t)NDELTA_YIELD_MAX_MS * 1000000u;
+	return batch_ns < cap / NDELTA_YIELD ? batch_ns * NDELTA_YIELD : cap;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Rest ns (d->mu held), unless the store stops meanwhile: pushes signal
+ * d->cv, so the wait goes on until the time is up. */
+static void rest(struct ndelta *d, uint64_t ns)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(ns / 1000000000u);
+	until.tv_nsec += (long)(ns % 1000000000u);
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) != ETIMEDOUT)
+		;
+	d->counts.rests++;
+}
+
+/* One batch of the thread, then its rest when writers are busy (ndelta.h). */
+static void batch_then_yield(struct ndelta *d, struct blobkey *keys, uint64_t *nursery_seen)
+{
+	uint64_t t0 = now_ns();
+	work(d, keys, take(d, keys), &d->carry);
+	uint64_t took = now_ns() - t0;
+	struct store *st = d->st;
+	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
+	uint64_t nursery = pack_nursery_bytes(st->packs);
+	uint64_t ns = st->opts.nursery ? ndelta_yield_ns(took, *nursery_seen, nursery, max) : 0;
+	*nursery_seen = nursery;
+	if (ns)
+		rest(d, ns);
+}
+
 static void *ndelta_main(void *arg)
 {
 	struct ndelta *d = arg;
 	struct blobkey keys[NDELTA_BATCH];
+	uint64_t nursery_seen = pack_nursery_bytes(d->st->packs);
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
 		if (!d->n) {
@@ -670,8 +719,7 @@ static void *ndelta_main(void *arg)
 			}
 			continue;
 		}
-		size_t n = take(d, keys);
-		work(d, keys, n, &d->carry);
+		batch_then_yield(d, keys, &nursery_seen);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
@@ -720,12 +768,13 @@ void ndelta_stop(struct ndelta *d)
 		pthread_join(d->thread, NULL);
 	const struct ndelta_counts *c = &d->counts;
 	if (c->queued || c->kept_rebased || c->moved_whole)
-		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases, %llu moved whole out of the nursery (%llu -> %llu bytes), %llu found waiting by sweeps\n",
+		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases, %llu moved whole out of the nursery (%llu -> %llu bytes), %llu found waiting by sweeps, %llu rests yielded to writers\n",
 			ndelta_rule_name(d->rule), (unsigned long long)c->queued, (unsigned long long)c->dropped,
 			(unsigned long long)c->stored, (unsigned long long)c->bytes_before,
 			(unsigned long long)c->bytes_after, (unsigned long long)c->kept_rebased,
 			(unsigned long long)c->moved_whole, (unsigned long long)c->whole_before,
-			(unsigned long long)c->whole_after, (unsigned long long)c->swept);
+			(unsigned long long)c->whole_after, (unsigned long long)c->swept,
+			(unsigned long long)c->rests);
 	uint64_t past = __atomic_load_n(&d->st->nursery_bypassed, __ATOMIC_RELAXED);
 	if (past)
 		fprintf(stderr, "pagededupfs: %llu pages sealed while the nursery was full: their final records written by close()\n",

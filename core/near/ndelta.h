@@ -40,6 +40,17 @@
  * seal writes the page's final record itself (at PACK_DEFAULT_LEVEL), as
  * without a nursery, and such a page may still become a delta later.
  *
+ * The thread yields to writers (ndelta_yield_ns): while pages arrive (the
+ * nursery grew since its last batch) and the nursery holds less than half
+ * its bound, it rests NDELTA_YIELD times as long as its batch took, so it
+ * takes at most a quarter of a core from close() during a burst, and
+ * catches up when the writers pause, the nursery passes half its bound, or
+ * at a clean close (ndelta_drain). It rests between batches, never inside
+ * a transaction, so no seal waits for a resting thread; keys pushed while
+ * its queue is full are found again by the sweep. On two cores the step's
+ * final encoding otherwise takes about a quarter of the daemon's CPU in a
+ * burst of new pages (the issue-15 note has the profile).
+ *
  * The same thread looks after bases that died (blob.h's kept bases): each
  * delta on a kept base is decoded and stored again on its own (the store's
  * dictionary codec), after which the base's record is freed. A delta is
@@ -67,6 +78,9 @@
 #define NDELTA_GAIN_NUM 3          /* a delta is kept under 3/4 of the */
 #define NDELTA_GAIN_DEN 4          /* page's current record */
 #define NDELTA_KEPT_POLL_MS 1000   /* the thread looks for kept bases this often */
+#define NDELTA_YIELD 3             /* while pages arrive, the thread rests this
+				    * many times as long as its last batch took */
+#define NDELTA_YIELD_MAX_MS 250    /* ... and at most this long at a time */
 
 /* How the base is chosen among the candidates (measured: the issue-15
  * note). */
@@ -100,6 +114,7 @@ struct ndelta_counts {
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */
+	uint64_t rests;                     /* rests yielded to writers */
 };
 void ndelta_counts(struct ndelta *d, struct ndelta_counts *out);
 
@@ -115,5 +130,13 @@ int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *
 /* Store every delta on a kept base again on its own (the bases are freed
  * with their last delta). *moved: records re-encoded. */
 int ndelta_rebase_kept(struct store *st, uint64_t *moved);
+
+/* How long the thread rests after a batch that took batch_ns, the
+ * nursery having held nursery_before bytes at the end of the previous
+ * batch and nursery_now at the end of this one, of a bound of
+ * nursery_max: NDELTA_YIELD x batch_ns (at most NDELTA_YIELD_MAX_MS) while
+ * the nursery grew and holds less than half its bound; else 0. In ns. */
+uint64_t ndelta_yield_ns(uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
+			 uint64_t nursery_max);
 
 #endif

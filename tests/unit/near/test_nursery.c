@@ -289,6 +289,64 @@ static void test_repair_from_packs_with_nursery(void **state)
 	th_rmdir(dir);
 }
 
+/* The delta thread's rest (ndelta.h): only while the nursery grows and is
+ * under half its bound; NDELTA_YIELD times the batch, capped. */
+static void test_yield_rule(void **state)
+{
+	(void)state;
+	const uint64_t ms = 1000000, max = 256u << 20;
+	assert_int_equal(ndelta_yield_ns(10 * ms, 1000, 1000, max), 0);     /* no page arrived */
+	assert_int_equal(ndelta_yield_ns(10 * ms, 2000, 1000, max), 0);     /* the nursery shrank */
+	assert_int_equal(ndelta_yield_ns(10 * ms, 1000, 5000, max), NDELTA_YIELD * 10 * ms);
+	assert_int_equal(ndelta_yield_ns(10 * ms, 1000, max / 2, max), 0);  /* half full: catch up */
+	assert_int_equal(ndelta_yield_ns(10000 * ms, 1000, 5000, max), (uint64_t)NDELTA_YIELD_MAX_MS * ms);
+	assert_int_equal(ndelta_yield_ns(0, 1000, 5000, max), 0);
+}
+
+/* With the signer and the delta thread running, a burst of pages (half of
+ * them near-duplicates of the other half) written while the thread rests
+ * between batches: a clean close still gives every page its final record
+ * (the nursery gone), the near-duplicates are deltas, and everything reads
+ * back. */
+static void test_burst_with_resting_thread(void **state)
+{
+	(void)state;
+	enum { PAIRS = 48 };
+	char *dir = th_tmpdir();
+	struct store_opts o = { .nursery = true };
+	struct store *st = th_store(dir, NULL, &o);
+	char *pages[2 * PAIRS];
+	uint64_t ino[2 * PAIRS];
+	for (int i = 0; i < PAIRS; i++) {
+		pages[2 * i] = th_page(100 + i, 900, "");
+		pages[2 * i + 1] = edited(pages[2 * i]);
+	}
+	for (int i = 0; i < 2 * PAIRS; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "p%03d.html", i);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, pages[i]);
+	}
+	assert_int_equal(store_close(st), 0);
+	st = reopen(dir);
+	assert_int_equal(nursery_files(st), 0);
+	int deltas = 0;
+	for (int i = 0; i < 2 * PAIRS; i++) {
+		assert_false(in_nursery(st, ino[i]));
+		struct fprec r = th_fprec_of(st, ino[i]);
+		struct blobkey base;
+		int d = blob_delta_base(st, &r, &base);
+		assert_true(d >= 0);
+		deltas += d;
+		th_read_back(st, ino[i], pages[i]);
+	}
+	assert_true(deltas >= PAIRS / 2);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	for (int i = 0; i < 2 * PAIRS; i++)
+		free(pages[i]);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +355,8 @@ int main(void)
 		cmocka_unit_test(test_crash_between_final_append_and_commit),
 		cmocka_unit_test(test_close_drains_and_compactor_skips),
 		cmocka_unit_test(test_repair_from_packs_with_nursery),
+		cmocka_unit_test(test_yield_rule),
+		cmocka_unit_test(test_burst_with_resting_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
