@@ -19,6 +19,9 @@ struct ndelta {
 	unsigned rule;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	pthread_cond_t swept_cv; /* a sweep ended */
+	bool sweeping;
+	uint64_t dropped_swept;  /* counts.dropped when the last sweep began */
 	struct blobkey ring[NDELTA_QUEUE];
 	size_t head, n;
 	struct ndelta_counts counts;
@@ -599,14 +602,26 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 	to->swept += c->swept;
 }
 
-/* A sweep by the thread (d->mu held on entry and on return). */
-static void sweep(struct ndelta *d)
+/* A sweep (d->mu held on entry and on return), one at a time: two at
+ * once find the same waiting records and encode each twice, the second
+ * copy left dead. The thread skips its sweep while another runs (wait
+ * false); a drain waits for it, then sweeps what is left (wait true). */
+static void sweep(struct ndelta *d, bool wait)
 {
+	while (d->sweeping) {
+		if (!wait)
+			return;
+		pthread_cond_wait(&d->swept_cv, &d->mu);
+	}
+	d->sweeping = true;
+	d->dropped_swept = d->counts.dropped;
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
 	ndelta_nursery_sweep(d->st, d->rule, &c); /* what fails waits for the next */
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
+	d->sweeping = false;
+	pthread_cond_broadcast(&d->swept_cv);
 }
 
 /* ---- the queue and its thread ---------------------------------------------------- */
@@ -642,14 +657,14 @@ void ndelta_drain(struct ndelta *d)
 	pthread_mutex_lock(&d->mu);
 	for (size_t n; (n = take(d, keys));)
 		work(d, keys, n, NULL);
-	sweep(d); /* the nursery emptied, so that a clean stop leaves none */
+	sweep(d, true); /* the nursery emptied, so that a clean stop leaves none */
 	pthread_mutex_unlock(&d->mu);
 }
 
-uint64_t ndelta_yield_ns(uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
+uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
 			 uint64_t nursery_max)
 {
-	if (nursery_now <= nursery_before || nursery_now >= nursery_max / 2)
+	if (pages < NDELTA_BATCH || nursery_now <= nursery_before || nursery_now >= nursery_max / 2)
 		return 0;
 	uint64_t cap = (uint64_t)NDELTA_YIELD_MAX_MS * 1000000u;
 	return batch_ns < cap / NDELTA_YIELD ? batch_ns * NDELTA_YIELD : cap;
@@ -683,12 +698,13 @@ static void rest(struct ndelta *d, uint64_t ns)
 static void batch_then_yield(struct ndelta *d, struct blobkey *keys, uint64_t *nursery_seen)
 {
 	uint64_t t0 = now_ns();
-	work(d, keys, take(d, keys), &d->carry);
+	size_t n = take(d, keys);
+	work(d, keys, n, &d->carry);
 	uint64_t took = now_ns() - t0;
 	struct store *st = d->st;
 	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
 	uint64_t nursery = pack_nursery_bytes(st->packs);
-	uint64_t ns = st->opts.nursery ? ndelta_yield_ns(took, *nursery_seen, nursery, max) : 0;
+	uint64_t ns = st->opts.nursery ? ndelta_yield_ns(n, took, *nursery_seen, nursery, max) : 0;
 	*nursery_seen = nursery;
 	if (ns)
 		rest(d, ns);
@@ -701,6 +717,17 @@ static void *ndelta_main(void *arg)
 	uint64_t nursery_seen = pack_nursery_bytes(d->st->packs);
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
+		if (!d->n && d->counts.dropped != d->dropped_swept) {
+			/* keys were dropped while the queue was full: their
+			 * pages wait in the nursery, found by a sweep now
+			 * rather than after a pause writers may never make
+			 * (or the one running, when a drain sweeps now) */
+			if (d->sweeping)
+				pthread_cond_wait(&d->swept_cv, &d->mu);
+			else
+				sweep(d, false);
+			continue;
+		}
 		if (!d->n) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -715,7 +742,7 @@ static void *ndelta_main(void *arg)
 				pthread_mutex_lock(&d->mu);
 				d->counts.kept_rebased += moved;
 				if (!d->n && !d->stop)
-					sweep(d);
+					sweep(d, false);
 			}
 			continue;
 		}
@@ -745,9 +772,11 @@ int ndelta_start(struct store *st, struct ndelta **out)
 	d->rule = rule;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
+	pthread_cond_init(&d->swept_cv, NULL);
 	if (!st->opts.no_delta_thread && pthread_create(&d->thread, NULL, ndelta_main, d)) {
 		pthread_mutex_destroy(&d->mu);
 		pthread_cond_destroy(&d->cv);
+		pthread_cond_destroy(&d->swept_cv);
 		free(d);
 		return -EAGAIN;
 	}
@@ -781,6 +810,7 @@ void ndelta_stop(struct ndelta *d)
 			(unsigned long long)past);
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
+	pthread_cond_destroy(&d->swept_cv);
 	free(d);
 }
 

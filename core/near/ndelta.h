@@ -31,8 +31,10 @@
  * The queue is bounded (NDELTA_QUEUE): a key pushed when it is full is
  * dropped; no close() waits for the thread. A page outside the nursery
  * then stays whole. A page in the nursery is found again by the sweep
- * (ndelta_nursery_sweep), which the thread runs whenever its queue has been
- * idle for NDELTA_KEPT_POLL_MS, and a clean close runs last: the waiting
+ * (ndelta_nursery_sweep), which the thread runs as soon as its queue
+ * empties after keys were dropped, and whenever it has been idle for
+ * NDELTA_KEPT_POLL_MS, and a clean close runs last (one sweep at a time:
+ * two would encode the same pages twice): the waiting
  * records are those of the nursery packs that their page's fingerprint
  * record still names, so a crash or a restart loses none of them (the
  * queue itself is not persistent). While the thread falls behind, the
@@ -40,9 +42,9 @@
  * seal writes the page's final record itself (at PACK_DEFAULT_LEVEL), as
  * without a nursery, and such a page may still become a delta later.
  *
- * The thread yields to writers (ndelta_yield_ns): while pages arrive (the
- * nursery grew since its last batch) and the nursery holds less than half
- * its bound, it rests NDELTA_YIELD times as long as its batch took, so it
+ * The thread yields to writers (ndelta_yield_ns): while pages arrive
+ * faster than it moves them (a full batch, the nursery grown since the
+ * last) and the nursery holds less than half its bound, it rests NDELTA_YIELD times as long as its batch took, so it
  * takes at most a quarter of a core from close() during a burst, and
  * catches up when the writers pause, the nursery passes half its bound, or
  * at a clean close (ndelta_drain). It rests between batches, never inside
@@ -131,12 +133,16 @@ int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *
  * with their last delta). *moved: records re-encoded. */
 int ndelta_rebase_kept(struct store *st, uint64_t *moved);
 
-/* How long the thread rests after a batch that took batch_ns, the
- * nursery having held nursery_before bytes at the end of the previous
+/* How long the thread rests after a batch of `pages` that took batch_ns,
+ * the nursery having held nursery_before bytes at the end of the previous
  * batch and nursery_now at the end of this one, of a bound of
- * nursery_max: NDELTA_YIELD x batch_ns (at most NDELTA_YIELD_MAX_MS) while
- * the nursery grew and holds less than half its bound; else 0. In ns. */
-uint64_t ndelta_yield_ns(uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
+ * nursery_max: NDELTA_YIELD x batch_ns (at most NDELTA_YIELD_MAX_MS) after
+ * a full batch (NDELTA_BATCH pages: writers outpace the step) while the
+ * nursery grew and holds less than half its bound; else 0. In ns. (Pages
+ * written one at a time keep batches of one, taken in the order written,
+ * so that a page is not in one batch with its own near-duplicate, which
+ * could then take it as base before it gets its own delta.) */
+uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
 			 uint64_t nursery_max);
 
 #endif

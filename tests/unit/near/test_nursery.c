@@ -289,18 +289,21 @@ static void test_repair_from_packs_with_nursery(void **state)
 	th_rmdir(dir);
 }
 
-/* The delta thread's rest (ndelta.h): only while the nursery grows and is
- * under half its bound; NDELTA_YIELD times the batch, capped. */
+/* The delta thread's rest (ndelta.h): only after a full batch, while the
+ * nursery grows and is under half its bound; NDELTA_YIELD times the
+ * batch, capped. */
 static void test_yield_rule(void **state)
 {
 	(void)state;
 	const uint64_t ms = 1000000, max = 256u << 20;
-	assert_int_equal(ndelta_yield_ns(10 * ms, 1000, 1000, max), 0);     /* no page arrived */
-	assert_int_equal(ndelta_yield_ns(10 * ms, 2000, 1000, max), 0);     /* the nursery shrank */
-	assert_int_equal(ndelta_yield_ns(10 * ms, 1000, 5000, max), NDELTA_YIELD * 10 * ms);
-	assert_int_equal(ndelta_yield_ns(10 * ms, 1000, max / 2, max), 0);  /* half full: catch up */
-	assert_int_equal(ndelta_yield_ns(10000 * ms, 1000, 5000, max), (uint64_t)NDELTA_YIELD_MAX_MS * ms);
-	assert_int_equal(ndelta_yield_ns(0, 1000, 5000, max), 0);
+	const size_t full = NDELTA_BATCH;
+	assert_int_equal(ndelta_yield_ns(full, 10 * ms, 1000, 1000, max), 0);     /* no page arrived */
+	assert_int_equal(ndelta_yield_ns(full, 10 * ms, 2000, 1000, max), 0);     /* the nursery shrank */
+	assert_int_equal(ndelta_yield_ns(full, 10 * ms, 1000, 5000, max), NDELTA_YIELD * 10 * ms);
+	assert_int_equal(ndelta_yield_ns(full - 1, 10 * ms, 1000, 5000, max), 0); /* the step keeps up */
+	assert_int_equal(ndelta_yield_ns(full, 10 * ms, 1000, max / 2, max), 0);  /* half full: catch up */
+	assert_int_equal(ndelta_yield_ns(full, 10000 * ms, 1000, 5000, max), (uint64_t)NDELTA_YIELD_MAX_MS * ms);
+	assert_int_equal(ndelta_yield_ns(full, 0, 1000, 5000, max), 0);
 }
 
 /* With the signer and the delta thread running, a burst of pages (half of
