@@ -506,8 +506,8 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 		memset(s, 0, sizeof *s);
 		return rc;
 	}
-	/* format 3: the keys are computed when asked for (nearset_band): a
-	 * candidate's confirm reads the hashes only */
+	/* formats 3 and 4: the keys are computed when asked for
+	 * (nearset_band): a candidate's confirm reads the hashes only */
 	s->bands = head == NEARSET_FIXED;
 	if (s->bands)
 		for (size_t b = 0; b < NEARSET_BANDS; b++)
