@@ -25,7 +25,9 @@
  *   - bands: NEARSET_BANDS bands of NEARSET_ROWS MinHash bins, each bin
  *     the kept hash that minimises a multiply-shift function of its own,
  *     over the kept hashes (the whole set for a short page, the bottom-k
- *     sample for a long one); a band's key is a 32-bit hash of its index
+ *     sample for a long one; the function is of the hash twice at 32
+ *     bits, of a 64-bit mix of it once cut short: "Stored precision"
+ *     below); a band's key is a 32-bit hash of its index
  *     and its bins. Two pages of resemblance R share at least one band
  *     with probability about 1 - (1 - R^r)^b: 0.9998 at R = 0.8, 0.89 at
  *     0.6, 0.12 at 0.3 for r = 4, b = 16. (One-permutation bins with
