@@ -211,7 +211,7 @@ static int pending_sig(struct joiner *j, const struct blobkey *k, struct near_si
 	j->pend[j->npend].sig = *sig;
 	if (sig->has_set) { /* compared pair by pair below: computed once, */
 		/* at the precision of the store's band rows */
-		nearset_truncate(&j->pend[j->npend].sig.set, near_set_bits(j->st));
+		near_set_for_store(j->st, &j->pend[j->npend].sig.set);
 		nearset_bands(&j->pend[j->npend].sig.set);
 	}
 	j->npend++;

@@ -161,13 +161,19 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 /* Bring a store opened writable to NEAR_LAYOUT_VERSION (see above);
  * -EPROTONOSUPPORT for a newer layout, which is left as it is. */
 int near_layout_upgrade(struct store *st);
-/* The precision of st's sets and band rows (nearset.h): NEARSET_BITS,
- * or 32 for a read-only store of layout 2 or 3. A set computed from a
- * page (32 bits) is truncated to it before its band keys are compared
- * with the store's (near_lsh_find does so). */
-static inline unsigned near_set_bits(const struct store *st)
+/* s as st's rows hold it (nearset.h): a set computed from a page (32
+ * bits) is brought to it before its band keys are compared with the
+ * store's (near_lsh_find does so) and before it is compared as a stored
+ * set would be: layout 4, nearset_to_stored; a read-only store of layout
+ * 2 or 3, the 32-bit hashes and the band keys of those layouts. */
+static inline void near_set_for_store(const struct store *st, struct nearset *s)
 {
-	return st->near_sets_full ? 32 : NEARSET_BITS;
+	if (!st->near_sets_full) {
+		nearset_to_stored(s);
+	} else if (!s->legacy_bands) {
+		s->legacy_bands = true;
+		s->bands = false;
+	}
 }
 
 /* Keep sig's set (if any) in nearfeat with its band rows (nothing when

@@ -107,7 +107,7 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 		blobkey_decode(c.keys[i], &k);
 		/* the top bits of the same hashes (no page read), and the
 		 * band keys format 4's decoder will compute from them */
-		nearset_truncate(&c.sets[i], NEARSET_BITS);
+		nearset_to_stored(&c.sets[i]);
 		nearset_bands(&c.sets[i]);
 		MDB_val key = { BLOBKEY_BYTES, c.keys[i] }, v = { nearset_encode(&c.sets[i], vb), vb };
 		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))) &&

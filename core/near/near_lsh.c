@@ -148,12 +148,12 @@ int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 	if (!sig->has || !sig->has_set || !st->has_nearset)
 		return 0;
 	/* the band keys of the values stored (a writable store is of the
-	 * current layout: its sets are at NEARSET_BITS) */
+	 * current layout) */
 	struct nearset *s = malloc(sizeof *s);
 	if (!s)
 		return -ENOMEM;
 	*s = sig->set;
-	nearset_truncate(s, NEARSET_BITS);
+	nearset_to_stored(s);
 	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
 	MDB_val key = fp_key(kb, k), v = { nearset_encode(s, vb), vb };
 	int rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
@@ -299,10 +299,10 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 		return 0;
 	MDB_cursor *c;
 	struct lone_cache *lc = malloc(sizeof *lc);
-	/* the band keys at the precision of the store's rows */
-	struct nearset *at = s->bits > near_set_bits(st) ? malloc(sizeof *at) : NULL;
-	int rc = lc && (at || s->bits <= near_set_bits(st)) ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c))
-							     : -ENOMEM;
+	/* the band keys of the store's rows */
+	bool as_is = s->legacy_bands == st->near_sets_full;
+	struct nearset *at = as_is ? NULL : malloc(sizeof *at);
+	int rc = lc && (at || as_is) ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
 	if (rc) {
 		free(lc);
 		free(at);
@@ -310,7 +310,7 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	}
 	if (at) {
 		*at = *s;
-		nearset_truncate(at, near_set_bits(st));
+		near_set_for_store(st, at);
 		s = at;
 	}
 	lc->n = 0;

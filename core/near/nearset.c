@@ -113,17 +113,17 @@ static void bin_fn(size_t j, uint64_t *mul, uint64_t *add)
  * on values whose low bits are all zero the multiply-shift bins are far
  * from min-wise (rust-doc pages of resemblance 0.80-0.84 then shared no
  * band, and a query met 40% more candidates). */
-static uint64_t bin_input(uint32_t h, bool cut)
+static uint64_t bin_input(uint32_t h, bool legacy)
 {
-	if (!cut)
+	if (legacy)
 		return (uint64_t)h << 32 | h;
-	uint64_t z = (uint64_t)h * UINT64_C(0x9E3779B97F4A7C15);
+	uint64_t z = (uint64_t)(h >> (32 - NEARSET_BITS)) * UINT64_C(0x9E3779B97F4A7C15);
 	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
 	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
 	return z ^ (z >> 31);
 }
 
-static void bin_args(const uint32_t *h, size_t n, bool cut, size_t j0, size_t count, uint32_t *arg)
+static void bin_args(const uint32_t *h, size_t n, bool legacy, size_t j0, size_t count, uint32_t *arg)
 {
 	uint64_t best[NEARSET_BINS], mul[NEARSET_BINS], add[NEARSET_BINS];
 	for (size_t j = 0; j < count; j++) {
@@ -132,12 +132,14 @@ static void bin_args(const uint32_t *h, size_t n, bool cut, size_t j0, size_t co
 		bin_fn(j0 + j, &mul[j], &add[j]);
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t x = bin_input(h[i], cut);
+		uint64_t x = bin_input(h[i], legacy);
+		/* layout 4: a bin is the top bits, whatever the set holds */
+		uint32_t at = legacy ? h[i] : h[i] & ~(UINT32_MAX >> NEARSET_BITS);
 		for (size_t j = 0; j < count; j++) {
 			uint64_t v = (x ^ add[j]) * mul[j];
 			if (v < best[j]) {
 				best[j] = v;
-				arg[j] = h[i];
+				arg[j] = at;
 			}
 		}
 	}
@@ -156,14 +158,14 @@ static uint32_t band_key(size_t b, const uint32_t *bins)
 static uint32_t make_band(const struct nearset *s, size_t b)
 {
 	uint32_t arg[NEARSET_ROWS];
-	bin_args(s->h, s->n, s->bits < 32, b * NEARSET_ROWS, NEARSET_ROWS, arg);
+	bin_args(s->h, s->n, s->legacy_bands, b * NEARSET_ROWS, NEARSET_ROWS, arg);
 	return band_key(b, arg);
 }
 
 static void make_bands(const struct nearset *s, uint32_t band[NEARSET_BANDS])
 {
 	uint32_t arg[NEARSET_BINS];
-	bin_args(s->h, s->n, s->bits < 32, 0, NEARSET_BINS, arg);
+	bin_args(s->h, s->n, s->legacy_bands, 0, NEARSET_BINS, arg);
 	for (size_t b = 0; b < NEARSET_BANDS; b++)
 		band[b] = band_key(b, arg + b * NEARSET_ROWS);
 }
@@ -253,6 +255,20 @@ static uint32_t bits_mask(unsigned bits)
 	return bits >= 32 ? UINT32_MAX : ~(UINT32_MAX >> bits);
 }
 
+/* The precision a layout-4 store keeps a set of n hashes at. */
+static unsigned stored_bits(uint32_t n)
+{
+	return n <= NEARSET_FULL_MAX ? 32 : NEARSET_BITS;
+}
+
+void nearset_to_stored(struct nearset *s)
+{
+	if (s->legacy_bands)
+		s->bands = false;
+	s->legacy_bands = false;
+	nearset_truncate(s, stored_bits(s->n));
+}
+
 void nearset_truncate(struct nearset *s, unsigned bits)
 {
 	if (bits >= s->bits)
@@ -305,7 +321,7 @@ static void head_encode(const struct nearset *s, unsigned format, unsigned rice,
 	out[0] = (uint8_t)format;
 	out[1] = s->complete ? 1 : 0;
 	out[2] = (uint8_t)rice;
-	out[3] = format >= 4 ? NEARSET_BITS : 0;
+	out[3] = format >= 4 ? (uint8_t)stored_bits(s->n) : 0;
 	put_le32(out + 4, s->shingles);
 	if (format < 3) /* formats 1 and 2 kept the band keys */
 		for (size_t b = 0; b < NEARSET_BANDS; b++)
@@ -323,17 +339,18 @@ size_t nearset_encode_v1(const struct nearset *s, uint8_t *out)
 
 /* The values a stored form codes: the hashes at `bits` bits (32: as
  * they are; else each shifted down to its top bits), and whether they are
- * distinct (formats 1-3: a gap is then the difference less one). */
+ * distinct (formats 2 and 3: a gap is then the difference less one;
+ * format 4 codes a repeat as a gap of 0, at any precision). */
 struct gaps {
 	uint32_t v[NEARSET_K];
 	uint32_t n;
 	bool distinct;
 };
 
-static void gaps_of(const struct nearset *s, unsigned bits, struct gaps *g)
+static void gaps_of(const struct nearset *s, unsigned bits, bool distinct, struct gaps *g)
 {
 	g->n = s->n;
-	g->distinct = bits == 32;
+	g->distinct = distinct;
 	for (uint32_t i = 0; i < s->n; i++)
 		g->v[i] = bits == 32 ? s->h[i] : s->h[i] >> (32 - bits);
 }
@@ -396,7 +413,7 @@ static void bits_put(struct bitw *w, uint32_t v, unsigned count) /* count <= 32 
 static size_t encode_rice(const struct nearset *s, unsigned format, size_t head, uint8_t *out)
 {
 	struct gaps all, *gs = &all;
-	gaps_of(s, format >= 4 ? NEARSET_BITS : 32, gs);
+	gaps_of(s, format >= 4 ? stored_bits(s->n) : 32, format < 4, gs);
 	unsigned r = rice_best(gs);
 	head_encode(s, format, r, out);
 	struct bitw w = { out + head, 0, 0, 0 };
@@ -414,7 +431,7 @@ static size_t encode_rice(const struct nearset *s, unsigned format, size_t head,
 
 size_t nearset_encode(const struct nearset *s, uint8_t *out)
 {
-	return s->bits >= NEARSET_BITS ? encode_rice(s, NEARSET_FORMAT, NEARSET_HEAD, out) : 0;
+	return s->bits >= stored_bits(s->n) ? encode_rice(s, NEARSET_FORMAT, NEARSET_HEAD, out) : 0;
 }
 
 size_t nearset_encode_v3(const struct nearset *s, uint8_t *out)
@@ -515,6 +532,7 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 		return -EINVAL;
 	s->n = s->complete ? s->shingles : NEARSET_K;
 	s->bits = (uint8_t)bits;
+	s->legacy_bands = p[0] < 4;
 	if (p[0] == 1 && len != NEARSET_FIXED + 4 * (size_t)s->n)
 		return -EINVAL;
 	int rc = p[0] == 1 ? hashes_v1_decode(p + head, s)

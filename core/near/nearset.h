@@ -25,9 +25,9 @@
  *   - bands: NEARSET_BANDS bands of NEARSET_ROWS MinHash bins, each bin
  *     the kept hash that minimises a multiply-shift function of its own,
  *     over the kept hashes (the whole set for a short page, the bottom-k
- *     sample for a long one; the function is of the hash twice at 32
- *     bits, of a 64-bit mix of it once cut short: "Stored precision"
- *     below); a band's key is a 32-bit hash of its index
+ *     sample for a long one; the function is of a 64-bit mix of the
+ *     hash's top NEARSET_BITS bits, or of the 32-bit hash twice in near
+ *     layouts 2 and 3: "Stored precision" below); a band's key is a 32-bit hash of its index
  *     and its bins. Two pages of resemblance R share at least one band
  *     with probability about 1 - (1 - R^r)^b: 0.9998 at R = 0.8, 0.89 at
  *     0.6, 0.12 at 0.3 for r = 4, b = 16. (One-permutation bins with
@@ -37,29 +37,39 @@
  *     a band made it worse.)
  *
  * Stored precision (nearset format 4, near layout 4): a set is computed
- * with 32-bit hashes and stored with the top NEARSET_BITS bits of each.
- * The estimator and the exact resemblance of two complete sets only ask
- * which hashes are equal and in what order, and truncation keeps the
- * order (it may make neighbours equal, never swap them), so every
- * comparison is made on the top bits both sets hold (nearset_resemblance
- * compares at the smaller precision of the two): the kept list is the
- * same bottom-k of the same 32-bit hashes, each cut short, and may hold
- * a value twice. What the cut adds is false matches: two different
- * hashes, one of each page, equal in their top NEARSET_BITS bits. A
- * page of N shingles spreads its bottom k over 2^NEARSET_BITS * k / N
- * values, so a hash of the other page's sample meets one of its own with
- * probability about N / 2^NEARSET_BITS: an estimate of R is raised by at
- * most about 2 (1 - R) N / 2^NEARSET_BITS (tests/bench/README.md, "Near
- * layout 4", measures it: 0.006 at N = 10^5 and 24 bits), and complete
- * sets (N <= 256) by under 2^-15. The band keys are computed from the
- * values as held, so a store's band rows and the sets it compares with
- * them are at the store's precision (near_lsh_find truncates a query's
- * set; a read-only store of an older layout keeps 32 bits, near.h).
+ * with 32-bit hashes and stored with the top NEARSET_BITS bits of each
+ * (all 32 for a set of at most NEARSET_FULL_MAX hashes). The estimator and
+ * the exact resemblance of two complete sets only ask which hashes are
+ * equal and in what order, and truncation keeps the order (it may make
+ * neighbours equal, never swap them), so every comparison is made on the
+ * top bits both sets hold (nearset_resemblance compares at the smaller
+ * precision of the two): the kept list is the same bottom-k of the same
+ * 32-bit hashes, each cut short, and may hold a value twice. What the cut
+ * adds is false matches: two different hashes, one of each page, equal in
+ * their top b bits. A page of N shingles spreads its bottom k over about
+ * 2^b * k / N values, so a hash of the other page's sample meets one of
+ * its own with probability about N / 2^b, and an estimate of R rises by
+ * less than 2 (1 - R) N / 2^b (bench_near --false-matches, tests/bench/
+ * README.md "Near layout 4": at N = 10^5 and b = 24, a mean rise of
+ * 0.0001-0.0003 and at most 2 of 256, against a standard error of 0.025;
+ * an estimate within NEARSET_MARGIN of the line is decided on the pages
+ * read back at 32 bits anyway). Complete sets of N <= 256 hashes meet a
+ * false match with probability under N^2 / 2^b = 2^-8 ... 2^-16 a pair;
+ * what that costs is answers among the many pages of a few words (one
+ * shingle each: the same set of one value), which is why those keep 32
+ * bits.
+ * The band keys of layout 4 are computed from the top NEARSET_BITS bits of
+ * each hash, whatever the set's precision (so that a set of 16 hashes and
+ * one of 17 can share a band), through a 64-bit mix (bin_input); those of
+ * layouts 2 and 3 from the 32-bit hash twice (legacy_bands: a set decoded
+ * from formats 1-3, looked up in such a store's band rows by a read-only
+ * open, near.h).
  *
  * The stored form (table `nearfeat`, near.h), NEARSET_FORMAT 4,
  * little-endian:
  *   format u8 (4) | flags u8 (1: complete) | rice u8 (0..31) |
- *   bits u8 (the precision b, 8..32; NEARSET_BITS when written) |
+ *   bits u8 (the precision b, 8..32: NEARSET_BITS when written, 32 for a
+ *   set of at most NEARSET_FULL_MAX hashes) |
  *   shingles u32 (distinct 32-bit hashes of the text) |
  *   the m values (m = shingles when complete, else NEARSET_K; each the top
  *   b bits of a kept hash, so 0 .. 2^b - 1, ascending, maybe repeated) as
@@ -121,6 +131,11 @@
 #define NEARSET_BITS 24
 #endif
 #define NEARSET_BITS_MIN 8
+/* Sets of at most this many hashes are stored at 32 bits: among the many
+ * pages of a few words, one false match at NEARSET_BITS makes a pair of
+ * unrelated one-shingle pages (or one of 3 shingles sharing 2) an answer
+ * of resemblance 1.0 (tests/bench/README.md, "Near layout 4"). */
+#define NEARSET_FULL_MAX 16
 /* The head and band keys of formats 1 and 2. */
 #define NEARSET_FIXED (NEARSET_HEAD + 4 * NEARSET_BANDS)
 /* Format 2 at worst (formats 3 and 4 are shorter by the band keys): the
@@ -143,6 +158,8 @@ struct nearset {
 	bool bands;            /* band[] holds the keys (else nearset_band) */
 	uint32_t band[NEARSET_BANDS];
 	uint8_t bits;          /* precision of h[]: its top `bits` bits (8..32) */
+	bool legacy_bands;     /* band keys of near layouts 2 and 3 (decoded
+				* from formats 1-3): bins of the hash twice */
 	uint32_t n;            /* hashes held, min(shingles, NEARSET_K) */
 	uint32_t h[NEARSET_K]; /* ascending (repeats once truncated), the low
 				* 32 - bits bits zero */
@@ -175,6 +192,9 @@ double nearset_full_resemblance(const uint32_t *a, size_t na, const uint32_t *b,
 /* Keep the top `bits` bits of every hash of s (nothing when it holds no
  * more); band keys it had are computed again when next asked for. */
 void nearset_truncate(struct nearset *s, unsigned bits);
+/* s as a store of near layout 4 keeps it: at NEARSET_BITS (32 when it
+ * holds at most NEARSET_FULL_MAX hashes), the band keys of layout 4. */
+void nearset_to_stored(struct nearset *s);
 /* Stored form (format NEARSET_FORMAT, the hashes at NEARSET_BITS; s holds
  * at least that many): bytes written (at most NEARSET_MAX_BYTES). Decode:
  * formats 1 to 4 (the band keys of formats 3 and 4 computed again; a

@@ -108,8 +108,11 @@ static void analyse_methods(const char *html, size_t len, const struct html_text
 	p->ns = xmalloc(sizeof *p->ns);
 	if (t->binary ? (memset(p->ns, 0, sizeof *p->ns), 0) : nearset_of_text(t->text, t->len, p->ns))
 		die("nearset_of_text failed");
-	if (p->ns->has) { /* what the store holds (--set-bits) */
-		nearset_truncate(p->ns, g_set_bits);
+	if (p->ns->has) { /* what the store holds (--set-bits; 32: near layout 3's) */
+		if (g_set_bits == 32)
+			p->ns->legacy_bands = true;
+		else if (p->ns->n > NEARSET_FULL_MAX)
+			nearset_truncate(p->ns, g_set_bits);
 		nearset_bands(p->ns);
 	}
 	double c3 = now(CLOCK_THREAD_CPUTIME_ID);
@@ -165,6 +168,7 @@ static void truncate_set(const struct nearset *s, unsigned k, struct nearset *ou
 {
 	out->has = s->has;
 	out->bits = s->bits;
+	out->legacy_bands = s->legacy_bands;
 	out->shingles = s->shingles;
 	out->n = s->n < k ? s->n : k;
 	out->complete = s->shingles <= k;

@@ -873,6 +873,7 @@ static size_t sets_of_pages(struct wtx *w, uint8_t (*keys)[BLOBKEY_BYTES], struc
 		assert_true(sig->has_set);
 		assert_int_equal(sig->set.bits, 32);
 		sets[i] = sig->set;
+		sets[i].legacy_bands = true; /* the band keys of those layouts */
 		nearset_bands(&sets[i]);
 	}
 	free(sig);

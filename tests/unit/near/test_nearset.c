@@ -122,7 +122,7 @@ static struct nearset *stored_of(const struct nearset *x)
 	struct nearset *t = malloc(sizeof *t);
 	assert_non_null(t);
 	*t = *x;
-	nearset_truncate(t, NEARSET_BITS);
+	nearset_to_stored(t);
 	return t;
 }
 
@@ -163,7 +163,10 @@ static void test_stored_form(void **state)
 	buf[3] = 33;
 	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
 	/* format 3, what stores of near layout 3 hold: the 32-bit hashes,
-	 * read at 32 bits; its reserved byte must be 0 */
+	 * read at 32 bits with that layout's band keys; its reserved byte
+	 * must be 0 */
+	x->legacy_bands = true;
+	nearset_bands(x); /* (formats 1 and 2 write them) */
 	assert_int_equal(nearset_encode_v3(x, buf), n3);
 	assert_int_equal(buf[0], 3);
 	assert_int_equal(nearset_decode(buf, n3, y), 0);
@@ -194,6 +197,34 @@ static void test_stored_form(void **state)
 	/* a set cut to fewer bits than the store's is not written */
 	nearset_truncate(xt, NEARSET_BITS - 1);
 	assert_int_equal(nearset_encode(xt, buf), 0);
+	free(x);
+	free(xt);
+	/* a set of a few hashes keeps all 32 bits; its band keys are those
+	 * of its top NEARSET_BITS bits, as a longer set's */
+	char *few = words(9, 14, 0);
+	x = set_of(few, NEARSET_K);
+	assert_int_equal(x->n, 10);
+	xt = stored_of(x);
+	assert_int_equal(xt->bits, 32);
+	n = nearset_encode(x, buf);
+	assert_int_equal(buf[3], 32);
+	assert_int_equal(nearset_decode(buf, n, y), 0);
+	assert_int_equal(y->bits, 32);
+	assert_false(y->legacy_bands);
+	assert_same_set(x, y);
+	struct nearset *cut = stored_of(x);
+	nearset_truncate(cut, NEARSET_BITS);
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		assert_int_equal(nearset_band(y, b), nearset_band(cut, b));
+	/* the same hashes in format 3 are of the old band keys */
+	assert_int_equal(nearset_decode(buf, nearset_encode_v3(x, buf), y), 0);
+	assert_true(y->legacy_bands);
+	size_t differ = 0;
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		differ += nearset_band(y, b) != nearset_band(cut, b);
+	assert_true(differ > NEARSET_BANDS / 2);
+	free(cut);
+	free(few);
 	free(x);
 	free(xt);
 	/* a short text is stored whole */
@@ -229,6 +260,7 @@ static void test_stored_form_edges(void **state)
 		memset(x, 0, sizeof *x);
 		x->has = true;
 		x->bits = 32;
+		x->legacy_bands = true; /* the rows of formats 2 and 3 */
 		uint32_t n = round < 4 ? (uint32_t[]){ 1, 2, NEARSET_K, NEARSET_K }[round] : 1 + (uint32_t)(r % NEARSET_K);
 		x->complete = round % 3 != 0 || n < NEARSET_K;
 		if (!x->complete)
@@ -266,7 +298,7 @@ static void test_stored_form_edges(void **state)
 		assert_true(len <= NEARSET_HEAD + 4 * (size_t)n + 1);
 		assert_int_equal(nearset_decode(buf, len, y), 0);
 		assert_false(y->bands);
-		assert_int_equal(y->bits, NEARSET_BITS);
+		assert_int_equal(y->bits, n <= NEARSET_FULL_MAX ? 32 : NEARSET_BITS);
 		assert_same_set(xt, y);
 		for (uint32_t i = 1; i < n; i++)
 			repeats += xt->h[i] == xt->h[i - 1];
@@ -325,6 +357,18 @@ static void test_truncated_compare(void **state)
 	nearset_truncate(&q, 32); /* no more bits than held: nothing */
 	assert_int_equal(q.bits, 32);
 	assert_int_equal(q.h[0], 0x123456F0);
+	/* two pages of one shingle each, equal in their top NEARSET_BITS
+	 * bits: sets that small are stored at 32 bits, so they stay apart */
+	struct nearset u = { .has = true, .complete = true, .shingles = 1, .bits = 32, .n = 1 },
+		       v = { .has = true, .complete = true, .shingles = 1, .bits = 32, .n = 1 };
+	u.h[0] = 0xABCDEF01;
+	v.h[0] = 0xABCDEF02;
+	nearset_to_stored(&u);
+	nearset_to_stored(&v);
+	assert_true(nearset_resemblance(&u, &v, NULL) == 0.0);
+	nearset_truncate(&u, NEARSET_BITS);
+	nearset_truncate(&v, NEARSET_BITS);
+	assert_true(nearset_resemblance(&u, &v, NULL) == 1.0); /* what NEARSET_FULL_MAX prevents */
 }
 
 static bool share_band(const struct nearset *a, const struct nearset *b)
