@@ -209,8 +209,11 @@ static int pending_sig(struct joiner *j, const struct blobkey *k, struct near_si
 	}
 	j->pend[j->npend].page = (uint32_t)j->cur;
 	j->pend[j->npend].sig = *sig;
-	if (sig->has_set) /* compared pair by pair below: computed once */
+	if (sig->has_set) { /* compared pair by pair below: computed once, */
+		/* at the precision of the store's band rows */
+		near_set_for_store(j->st, &j->pend[j->npend].sig.set);
 		nearset_bands(&j->pend[j->npend].sig.set);
+	}
 	j->npend++;
 	return 0;
 }

@@ -131,15 +131,21 @@ int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near
  *      confirms; a pair one of whose pages has no set (a damaged row) is
  *      confirmed by the sketches with the missing one computed from the
  *      page read back (near_confirm_sketches). 64 + 64 bytes a page less.
- * A store of layout 1 or 2 is converted when it is opened writable (before
- * the signature upgrade, from near_part's start: every set rewritten with
- * its band rows and its record's sketch dropped, a batch of sets a
- * transaction, the layout written last with nearlsh dropped, so that an
- * interrupted conversion starts again at the next open; no page is read)
- * and by `pagededup fsck --repair`. Opened read-only, layout 2 is read as
- * it is (the same answers); layout 1 is near_stale (its near answers fail
- * with -ESTALE). */
-#define NEAR_LAYOUT_VERSION 3
+ *   4: nearfeat rows of format 4 (the top NEARSET_BITS bits of each hash,
+ *      nearset.h), and the band rows of the keys computed from them
+ *      (which are not layout 3's: the bins of a band are chosen among the
+ *      values as held). 32 - NEARSET_BITS bits a kept hash less.
+ * A store of layout 1 to 3 is converted when it is opened writable (before
+ * the signature upgrade, from near_part's start: the band rows emptied by
+ * the first batch, every set truncated and rewritten with its band rows
+ * and its record's sketch dropped, a batch of sets a transaction, the
+ * layout written last with nearlsh dropped, so that an interrupted
+ * conversion starts again at the next open; no page is read) and by
+ * `pagededup fsck --repair`. Opened read-only, layouts 2 and 3 are read as
+ * they are (st->near_sets_full: sets at 32 bits, and a query's set looked
+ * up in the bands at 32 bits: the same answers as before); layout 1 is
+ * near_stale (its near answers fail with -ESTALE). */
+#define NEAR_LAYOUT_VERSION 4
 /* The oldest layout a read-only open answers from. */
 #define NEAR_LAYOUT_READABLE 2
 /* The store's layout into *layout (1 when none is recorded). */
@@ -155,6 +161,20 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 /* Bring a store opened writable to NEAR_LAYOUT_VERSION (see above);
  * -EPROTONOSUPPORT for a newer layout, which is left as it is. */
 int near_layout_upgrade(struct store *st);
+/* s as st's rows hold it (nearset.h): a set computed from a page (32
+ * bits) is brought to it before its band keys are compared with the
+ * store's (near_lsh_find does so) and before it is compared as a stored
+ * set would be: layout 4, nearset_to_stored; a read-only store of layout
+ * 2 or 3, the 32-bit hashes and the band keys of those layouts. */
+static inline void near_set_for_store(const struct store *st, struct nearset *s)
+{
+	if (!st->near_sets_full) {
+		nearset_to_stored(s);
+	} else if (!s->legacy_bands) {
+		s->legacy_bands = true;
+		s->bands = false;
+	}
+}
 
 /* Keep sig's set (if any) in nearfeat with its band rows (nothing when
  * the store has no such tables: then the caller keeps the sketch, by

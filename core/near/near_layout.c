@@ -1,9 +1,9 @@
 /* near_layout.c - the layout of the near tables (near.h): its version in
  * meta, and the conversion of layouts 1 (sets as u32 arrays, band rows in
- * nearlsh) and 2 (Rice-coded sets with their band keys, a sketch in every
- * fingerprint record) to layout 3 (Rice-coded sets without band keys, no
- * sketch beside a set), a batch of sets a transaction, without reading a
- * page. */
+ * nearlsh), 2 (Rice-coded sets with their band keys, a sketch in every
+ * fingerprint record) and 3 (32-bit sets without band keys, no sketch
+ * beside a set) to layout 4 (sets at NEARSET_BITS, the band rows of
+ * their keys), a batch of sets a transaction, without reading a page. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +66,13 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 			return rc;
 		st->has_nearset = true;
 	}
+	/* The first batch empties the band rows: their keys were computed
+	 * from 32-bit hashes, and each set puts its own again. (A conversion
+	 * interrupted and started again empties them again: the sets already
+	 * in format 4 decode to the same values.) */
+	static const uint8_t first[BLOBKEY_BYTES];
+	if (!memcmp(next, first, BLOBKEY_BYTES) && (rc = pd_mdb_err(mdb_drop(txn, st->db_nearlsh, 0))))
+		return rc;
 	struct convert c = { calloc(batch, BLOBKEY_BYTES), calloc(batch, sizeof *c.sets), 0, batch };
 	if (!c.keys || !c.sets || !batch) {
 		free(c.keys);
@@ -98,8 +105,9 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 		struct blobkey k;
 		uint8_t vb[NEARSET_MAX_BYTES];
 		blobkey_decode(c.keys[i], &k);
-		/* the keys format 3's decoder will compute (they are the
-		 * stored ones: the same function of the same hashes) */
+		/* the top bits of the same hashes (no page read), and the
+		 * band keys format 4's decoder will compute from them */
+		nearset_to_stored(&c.sets[i]);
 		nearset_bands(&c.sets[i]);
 		MDB_val key = { BLOBKEY_BYTES, c.keys[i] }, v = { nearset_encode(&c.sets[i], vb), vb };
 		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))) &&
@@ -108,8 +116,10 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 	}
 	free(c.keys);
 	free(c.sets);
-	if (!rc && !more && !(rc = drop_layout1(txn)) && !(rc = near_layout_put(txn, st)))
+	if (!rc && !more && !(rc = drop_layout1(txn)) && !(rc = near_layout_put(txn, st))) {
 		*finished = true;
+		st->near_sets_full = false;
+	}
 	return rc;
 }
 

@@ -147,12 +147,20 @@ int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 {
 	if (!sig->has || !sig->has_set || !st->has_nearset)
 		return 0;
-	int rc;
+	/* the band keys of the values stored (a writable store is of the
+	 * current layout) */
+	struct nearset *s = malloc(sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	*s = sig->set;
+	nearset_to_stored(s);
 	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
-	MDB_val key = fp_key(kb, k), v = { nearset_encode(&sig->set, vb), vb };
-	if ((rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))))
-		return rc;
-	return near_put_bands(txn, st, k, &sig->set);
+	MDB_val key = fp_key(kb, k), v = { nearset_encode(s, vb), vb };
+	int rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
+	if (!rc)
+		rc = near_put_bands(txn, st, k, s);
+	free(s);
+	return rc;
 }
 
 static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
@@ -291,16 +299,26 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 		return 0;
 	MDB_cursor *c;
 	struct lone_cache *lc = malloc(sizeof *lc);
-	int rc = lc ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
+	/* the band keys of the store's rows */
+	bool as_is = s->legacy_bands == st->near_sets_full;
+	struct nearset *at = as_is ? NULL : malloc(sizeof *at);
+	int rc = lc && (at || as_is) ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
 	if (rc) {
 		free(lc);
+		free(at);
 		return rc;
+	}
+	if (at) {
+		*at = *s;
+		near_set_for_store(st, at);
+		s = at;
 	}
 	lc->n = 0;
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
 		rc = band_rows(txn, st, c, lc, b, nearset_band(s, b), cb, ctx);
 	mdb_cursor_close(c);
 	free(lc);
+	free(at);
 	return rc > 0 ? 0 : rc;
 }
 

@@ -65,6 +65,8 @@ static int near_part_open(MDB_txn *txn, struct store *st, char err[PD_ERRLEN])
 	 * a layout this build does not read; writable: upgraded at start. */
 	st->near_stale = st->readonly && (sigv != NEAR_SIG_VERSION || layout < NEAR_LAYOUT_READABLE ||
 					  layout > NEAR_LAYOUT_VERSION);
+	/* (a writable open converts them at start: near_layout_convert) */
+	st->near_sets_full = layout < 4;
 	if (!rc)
 		rc = sigq_open_table(txn, st, create);
 	if (!rc)

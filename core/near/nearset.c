@@ -107,7 +107,23 @@ static void bin_fn(size_t j, uint64_t *mul, uint64_t *add)
  * independent chains a core runs side by side: a set's 64 bins over 256
  * hashes are computed again whenever its band keys are asked for (format
  * 3 keeps none). */
-static void bin_args(const uint32_t *h, size_t n, size_t j0, size_t count, uint32_t *arg)
+/* A kept hash as the bins see it. At 32 bits, the hash twice (the band
+ * keys of near layouts 2 and 3, which a read-only open of such a store
+ * still looks up); cut short, a 64-bit mix of it (splitmix64's finaliser):
+ * on values whose low bits are all zero the multiply-shift bins are far
+ * from min-wise (rust-doc pages of resemblance 0.80-0.84 then shared no
+ * band, and a query met 40% more candidates). */
+static uint64_t bin_input(uint32_t h, bool legacy)
+{
+	if (legacy)
+		return (uint64_t)h << 32 | h;
+	uint64_t z = (uint64_t)(h >> (32 - NEARSET_BITS)) * UINT64_C(0x9E3779B97F4A7C15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+	return z ^ (z >> 31);
+}
+
+static void bin_args(const uint32_t *h, size_t n, bool legacy, size_t j0, size_t count, uint32_t *arg)
 {
 	uint64_t best[NEARSET_BINS], mul[NEARSET_BINS], add[NEARSET_BINS];
 	for (size_t j = 0; j < count; j++) {
@@ -116,12 +132,14 @@ static void bin_args(const uint32_t *h, size_t n, size_t j0, size_t count, uint3
 		bin_fn(j0 + j, &mul[j], &add[j]);
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t x = (uint64_t)h[i] << 32 | h[i];
+		uint64_t x = bin_input(h[i], legacy);
+		/* layout 4: a bin is the top bits, whatever the set holds */
+		uint32_t at = legacy ? h[i] : h[i] & ~(UINT32_MAX >> NEARSET_BITS);
 		for (size_t j = 0; j < count; j++) {
 			uint64_t v = (x ^ add[j]) * mul[j];
 			if (v < best[j]) {
 				best[j] = v;
-				arg[j] = h[i];
+				arg[j] = at;
 			}
 		}
 	}
@@ -136,17 +154,18 @@ static uint32_t band_key(size_t b, const uint32_t *bins)
 	return (uint32_t)(XXH3_64bits_withSeed(key, sizeof key, SEED_BAND) >> 32);
 }
 
-static uint32_t make_band(const uint32_t *h, size_t n, size_t b)
+/* Band b's key of s's hashes as held (at their precision). */
+static uint32_t make_band(const struct nearset *s, size_t b)
 {
 	uint32_t arg[NEARSET_ROWS];
-	bin_args(h, n, b * NEARSET_ROWS, NEARSET_ROWS, arg);
+	bin_args(s->h, s->n, s->legacy_bands, b * NEARSET_ROWS, NEARSET_ROWS, arg);
 	return band_key(b, arg);
 }
 
-static void make_bands(const uint32_t *h, size_t n, uint32_t band[NEARSET_BANDS])
+static void make_bands(const struct nearset *s, uint32_t band[NEARSET_BANDS])
 {
 	uint32_t arg[NEARSET_BINS];
-	bin_args(h, n, 0, NEARSET_BINS, arg);
+	bin_args(s->h, s->n, s->legacy_bands, 0, NEARSET_BINS, arg);
 	for (size_t b = 0; b < NEARSET_BANDS; b++)
 		band[b] = band_key(b, arg + b * NEARSET_ROWS);
 }
@@ -222,11 +241,43 @@ int nearset_of_text_k(const char *text, size_t len, unsigned k, struct nearset *
 	out->shingles = (uint32_t)u;
 	out->n = (uint32_t)(u < k ? u : k);
 	out->complete = u <= k;
+	out->bits = 32;
 	memcpy(out->h, s.h, out->n * sizeof *s.h);
-	make_bands(out->h, out->n, out->band);
+	make_bands(out, out->band);
 	out->bands = true;
 	free(s.h);
 	return 0;
+}
+
+/* The mask that keeps the top `bits` bits of a hash. */
+static uint32_t bits_mask(unsigned bits)
+{
+	return bits >= 32 ? UINT32_MAX : ~(UINT32_MAX >> bits);
+}
+
+/* The precision a layout-4 store keeps a set of n hashes at. */
+static unsigned stored_bits(uint32_t n)
+{
+	return n <= NEARSET_FULL_MAX ? 32 : NEARSET_BITS;
+}
+
+void nearset_to_stored(struct nearset *s)
+{
+	if (s->legacy_bands)
+		s->bands = false;
+	s->legacy_bands = false;
+	nearset_truncate(s, stored_bits(s->n));
+}
+
+void nearset_truncate(struct nearset *s, unsigned bits)
+{
+	if (bits >= s->bits)
+		return;
+	uint32_t m = bits_mask(bits);
+	for (uint32_t i = 0; i < s->n; i++)
+		s->h[i] &= m;
+	s->bits = (uint8_t)bits;
+	s->bands = false;
 }
 
 double nearset_resemblance(const struct nearset *a, const struct nearset *b, bool *exact)
@@ -235,6 +286,9 @@ double nearset_resemblance(const struct nearset *a, const struct nearset *b, boo
 		*exact = false;
 	if (!a->has || !b->has)
 		return 0;
+	/* at the precision both hold: values equal there are one hash (or
+	 * a false match of that precision, nearset.h) */
+	uint32_t m = bits_mask(a->bits < b->bits ? a->bits : b->bits);
 	/* The k smallest of the union are among the two lists' hashes; an
 	 * incomplete list holds exactly k, so the walk never passes a hash
 	 * it lacks. */
@@ -243,9 +297,10 @@ double nearset_resemblance(const struct nearset *a, const struct nearset *b, boo
 		     : a->complete ? b->n : a->n;
 	uint32_t i = 0, j = 0, taken = 0, both = 0;
 	while (taken < k && (i < a->n || j < b->n)) {
-		if (j == b->n || (i < a->n && a->h[i] < b->h[j])) {
+		uint32_t x = i < a->n ? a->h[i] & m : 0, y = j < b->n ? b->h[j] & m : 0;
+		if (j == b->n || (i < a->n && x < y)) {
 			i++;
-		} else if (i == a->n || b->h[j] < a->h[i]) {
+		} else if (i == a->n || y < x) {
 			j++;
 		} else {
 			both++;
@@ -266,7 +321,7 @@ static void head_encode(const struct nearset *s, unsigned format, unsigned rice,
 	out[0] = (uint8_t)format;
 	out[1] = s->complete ? 1 : 0;
 	out[2] = (uint8_t)rice;
-	out[3] = 0;
+	out[3] = format >= 4 ? (uint8_t)stored_bits(s->n) : 0;
 	put_le32(out + 4, s->shingles);
 	if (format < 3) /* formats 1 and 2 kept the band keys */
 		for (size_t b = 0; b < NEARSET_BANDS; b++)
@@ -282,29 +337,47 @@ size_t nearset_encode_v1(const struct nearset *s, uint8_t *out)
 	return (size_t)(p - out);
 }
 
-/* The gaps of format 2: the first hash, then each hash less its
- * predecessor less one (the hashes are distinct and ascending). */
-static uint32_t gap_at(const struct nearset *s, uint32_t i)
+/* The values a stored form codes: the hashes at `bits` bits (32: as
+ * they are; else each shifted down to its top bits), and whether they are
+ * distinct (formats 2 and 3: a gap is then the difference less one;
+ * format 4 codes a repeat as a gap of 0, at any precision). */
+struct gaps {
+	uint32_t v[NEARSET_K];
+	uint32_t n;
+	bool distinct;
+};
+
+static void gaps_of(const struct nearset *s, unsigned bits, bool distinct, struct gaps *g)
 {
-	return i ? s->h[i] - s->h[i - 1] - 1 : s->h[0];
+	g->n = s->n;
+	g->distinct = distinct;
+	for (uint32_t i = 0; i < s->n; i++)
+		g->v[i] = bits == 32 ? s->h[i] : s->h[i] >> (32 - bits);
 }
 
-static uint64_t rice_bits(const struct nearset *s, unsigned r)
+/* The first value, then each value less its predecessor (less one when
+ * they are distinct). */
+static uint32_t gap_at(const struct gaps *g, uint32_t i)
 {
-	uint64_t bits = (uint64_t)s->n * (r + 1);
-	for (uint32_t i = 0; i < s->n; i++)
-		bits += gap_at(s, i) >> r;
+	return i ? g->v[i] - g->v[i - 1] - (g->distinct ? 1 : 0) : g->v[0];
+}
+
+static uint64_t rice_bits(const struct gaps *g, unsigned r)
+{
+	uint64_t bits = (uint64_t)g->n * (r + 1);
+	for (uint32_t i = 0; i < g->n; i++)
+		bits += gap_at(g, i) >> r;
 	return bits;
 }
 
 /* The Rice parameter that codes the gaps in the fewest bits (each gap g
  * takes (g >> r) + 1 + r bits): near log2 of the mean gap, the best of the
  * three around it. */
-static unsigned rice_best(const struct nearset *s)
+static unsigned rice_best(const struct gaps *s)
 {
 	if (!s->n)
 		return 0;
-	uint64_t mean = ((uint64_t)s->h[s->n - 1] + 1 - (s->n - 1)) / s->n;
+	uint64_t mean = ((uint64_t)s->v[s->n - 1] + 1 - (s->distinct ? s->n - 1 : 0)) / s->n;
 	unsigned r0 = mean ? 63 - (unsigned)__builtin_clzll(mean) : 0, best = 0;
 	uint64_t best_bits = UINT64_MAX;
 	for (unsigned r = r0 ? r0 - 1 : 0; r <= r0 + 1 && r < 32; r++) {
@@ -336,14 +409,16 @@ static void bits_put(struct bitw *w, uint32_t v, unsigned count) /* count <= 32 
 	}
 }
 
-/* The Rice-coded gaps of formats 2 and 3 after a head of `head` bytes. */
+/* The Rice-coded gaps of formats 2 to 4 after a head of `head` bytes. */
 static size_t encode_rice(const struct nearset *s, unsigned format, size_t head, uint8_t *out)
 {
-	unsigned r = rice_best(s);
+	struct gaps all, *gs = &all;
+	gaps_of(s, format >= 4 ? stored_bits(s->n) : 32, format < 4, gs);
+	unsigned r = rice_best(gs);
 	head_encode(s, format, r, out);
 	struct bitw w = { out + head, 0, 0, 0 };
 	for (uint32_t i = 0; i < s->n; i++) {
-		uint32_t g = gap_at(s, i), q = g >> r;
+		uint32_t g = gap_at(gs, i), q = g >> r;
 		for (; q >= 32; q -= 32)
 			bits_put(&w, UINT32_MAX, 32);
 		bits_put(&w, (uint32_t)((UINT64_C(1) << q) - 1), q + 1); /* q ones, a zero */
@@ -356,12 +431,17 @@ static size_t encode_rice(const struct nearset *s, unsigned format, size_t head,
 
 size_t nearset_encode(const struct nearset *s, uint8_t *out)
 {
-	return encode_rice(s, NEARSET_FORMAT, NEARSET_HEAD, out);
+	return s->bits >= stored_bits(s->n) ? encode_rice(s, NEARSET_FORMAT, NEARSET_HEAD, out) : 0;
+}
+
+size_t nearset_encode_v3(const struct nearset *s, uint8_t *out)
+{
+	return s->bits == 32 ? encode_rice(s, 3, NEARSET_HEAD, out) : 0;
 }
 
 size_t nearset_encode_v2(const struct nearset *s, uint8_t *out)
 {
-	return encode_rice(s, 2, NEARSET_FIXED, out);
+	return s->bits == 32 ? encode_rice(s, 2, NEARSET_FIXED, out) : 0;
 }
 
 struct bitr {
@@ -380,13 +460,15 @@ static uint64_t bits_peek(const struct bitr *r)
 	return get_le64(b) >> (r->at & 7);
 }
 
-/* The n hashes of format 2's Rice-coded gaps; -EINVAL when the bits do
- * not hold exactly n ascending 32-bit hashes (padding: zero bits, fewer
- * than 8). */
-static int gaps_decode(const uint8_t *p, size_t len, unsigned rice, struct nearset *s)
+/* The n hashes of Rice-coded gaps of `bits`-bit values (formats 2 and 3:
+ * 32, distinct; format 4: repeats allowed) into s at that precision;
+ * -EINVAL when the bits do not hold exactly n ascending values below
+ * 2^bits (padding: zero bits, fewer than 8). */
+static int gaps_decode(const uint8_t *p, size_t len, unsigned rice, unsigned bits, bool distinct,
+		       struct nearset *s)
 {
 	struct bitr r = { p, len, 0 };
-	uint64_t total = (uint64_t)len * 8, prev = 0;
+	uint64_t total = (uint64_t)len * 8, prev = 0, over = UINT64_C(1) << bits;
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint64_t q = 0;
 		for (;;) { /* the ones, then a zero */
@@ -401,17 +483,18 @@ static int gaps_decode(const uint8_t *p, size_t len, unsigned rice, struct nears
 			}
 			q += 56;
 			r.at += 56;
-			if (q > (UINT64_C(1) << 32) >> rice)
+			if (q > over >> rice)
 				return -EINVAL;
 		}
-		if (q > (UINT64_C(1) << 32) >> rice || total - r.at < rice)
+		if (q > over >> rice || total - r.at < rice)
 			return -EINVAL;
 		uint64_t g = rice ? bits_peek(&r) & ((UINT64_C(1) << rice) - 1) : 0;
 		r.at += rice;
-		uint64_t h = (i ? prev + 1 : 0) + (q << rice | g);
-		if (h > UINT32_MAX)
+		uint64_t h = (i ? prev + (distinct ? 1 : 0) : 0) + (q << rice | g);
+		if (h >= over)
 			return -EINVAL;
-		s->h[i] = (uint32_t)(prev = h);
+		prev = h;
+		s->h[i] = (uint32_t)(h << (32 - bits));
 	}
 	if (total - r.at >= 8 || (total > r.at && bits_peek(&r)))
 		return -EINVAL;
@@ -434,6 +517,10 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 	memset(s, 0, sizeof *s);
 	if (len < NEARSET_HEAD || p[0] < 1 || p[0] > NEARSET_FORMAT || p[1] > 1 || p[2] > 31)
 		return -EINVAL;
+	/* format 4: the precision it was written at; older ones: 32 bits */
+	unsigned bits = p[0] >= 4 ? p[3] : 32;
+	if (bits < NEARSET_BITS_MIN || bits > 32 || (p[0] < 4 && p[3]))
+		return -EINVAL;
 	/* formats 1 and 2: the band keys follow the head */
 	size_t head = p[0] < 3 ? NEARSET_FIXED : NEARSET_HEAD;
 	if (len < head)
@@ -444,15 +531,18 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 	if (s->complete ? s->shingles > NEARSET_K : s->shingles <= NEARSET_K)
 		return -EINVAL;
 	s->n = s->complete ? s->shingles : NEARSET_K;
+	s->bits = (uint8_t)bits;
+	s->legacy_bands = p[0] < 4;
 	if (p[0] == 1 && len != NEARSET_FIXED + 4 * (size_t)s->n)
 		return -EINVAL;
-	int rc = p[0] == 1 ? hashes_v1_decode(p + head, s) : gaps_decode(p + head, len - head, p[2], s);
+	int rc = p[0] == 1 ? hashes_v1_decode(p + head, s)
+			   : gaps_decode(p + head, len - head, p[2], bits, p[0] < 4, s);
 	if (rc) {
 		memset(s, 0, sizeof *s);
 		return rc;
 	}
-	/* format 3: the keys are computed when asked for (nearset_band): a
-	 * candidate's confirm reads the hashes only */
+	/* formats 3 and 4: the keys are computed when asked for
+	 * (nearset_band): a candidate's confirm reads the hashes only */
 	s->bands = head == NEARSET_FIXED;
 	if (s->bands)
 		for (size_t b = 0; b < NEARSET_BANDS; b++)
@@ -462,11 +552,11 @@ int nearset_decode(const void *in, size_t len, struct nearset *s)
 
 void nearset_bands(struct nearset *s)
 {
-	make_bands(s->h, s->n, s->band);
+	make_bands(s, s->band);
 	s->bands = true;
 }
 
 uint32_t nearset_band(const struct nearset *s, size_t b)
 {
-	return s->bands ? s->band[b] : make_band(s->h, s->n, b);
+	return s->bands ? s->band[b] : make_band(s, b);
 }

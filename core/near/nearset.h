@@ -25,7 +25,9 @@
  *   - bands: NEARSET_BANDS bands of NEARSET_ROWS MinHash bins, each bin
  *     the kept hash that minimises a multiply-shift function of its own,
  *     over the kept hashes (the whole set for a short page, the bottom-k
- *     sample for a long one); a band's key is a 32-bit hash of its index
+ *     sample for a long one; the function is of a 64-bit mix of the
+ *     hash's top NEARSET_BITS bits, or of the 32-bit hash twice in near
+ *     layouts 2 and 3: "Stored precision" below); a band's key is a 32-bit hash of its index
  *     and its bins. Two pages of resemblance R share at least one band
  *     with probability about 1 - (1 - R^r)^b: 0.9998 at R = 0.8, 0.89 at
  *     0.6, 0.12 at 0.3 for r = 4, b = 16. (One-permutation bins with
@@ -34,29 +36,66 @@
  *     rust-doc queries met 140-200 candidates on average, and more rows
  *     a band made it worse.)
  *
- * The stored form (table `nearfeat`, near.h), NEARSET_FORMAT 3,
+ * Stored precision (nearset format 4, near layout 4): a set is computed
+ * with 32-bit hashes and stored with the top NEARSET_BITS bits of each
+ * (all 32 for a set of at most NEARSET_FULL_MAX hashes). The estimator and
+ * the exact resemblance of two complete sets only ask which hashes are
+ * equal and in what order, and truncation keeps the order (it may make
+ * neighbours equal, never swap them), so every comparison is made on the
+ * top bits both sets hold (nearset_resemblance compares at the smaller
+ * precision of the two): the kept list is the same bottom-k of the same
+ * 32-bit hashes, each cut short, and may hold a value twice. What the cut
+ * adds is false matches: two different hashes, one of each page, equal in
+ * their top b bits. A page of N shingles spreads its bottom k over about
+ * 2^b * k / N values, so a hash of the other page's sample meets one of
+ * its own with probability about N / 2^b, and an estimate of R rises by
+ * less than 2 (1 - R) N / 2^b (bench_near --false-matches, tests/bench/
+ * README.md "Near layout 4": at N = 10^5 and b = 24, a mean rise of
+ * 0.0001-0.0003 and at most 2 of 256, against a standard error of 0.025;
+ * an estimate within NEARSET_MARGIN of the line is decided on the pages
+ * read back at 32 bits anyway). Complete sets of N <= 256 hashes meet a
+ * false match with probability under N^2 / 2^b = 2^-8 ... 2^-16 a pair;
+ * what that costs is answers among the many pages of a few words (one
+ * shingle each: the same set of one value), which is why those keep 32
+ * bits.
+ * The band keys of layout 4 are computed from the top NEARSET_BITS bits of
+ * each hash, whatever the set's precision (so that a set of 16 hashes and
+ * one of 17 can share a band), through a 64-bit mix (bin_input); those of
+ * layouts 2 and 3 from the 32-bit hash twice (legacy_bands: a set decoded
+ * from formats 1-3, looked up in such a store's band rows by a read-only
+ * open, near.h).
+ *
+ * The stored form (table `nearfeat`, near.h), NEARSET_FORMAT 4,
  * little-endian:
- *   format u8 (3) | flags u8 (1: complete) | rice u8 (0..31) | reserved u8 |
- *   shingles u32 (distinct, kept hashes) |
- *   the m hashes (m = shingles when complete, else NEARSET_K) as Rice-coded
- *   gaps: the first hash, then each hash less its predecessor less one;
- *   a gap g is g >> rice one bits, a zero bit, then the low rice bits of g
- *   (lowest first); bits fill each byte from its lowest bit; the last byte
- *   is padded with zero bits.
- * The band keys are not kept: they are a function of the m hashes,
+ *   format u8 (4) | flags u8 (1: complete) | rice u8 (0..31) |
+ *   bits u8 (the precision b, 8..32: NEARSET_BITS when written, 32 for a
+ *   set of at most NEARSET_FULL_MAX hashes) |
+ *   shingles u32 (distinct 32-bit hashes of the text) |
+ *   the m values (m = shingles when complete, else NEARSET_K; each the top
+ *   b bits of a kept hash, so 0 .. 2^b - 1, ascending, maybe repeated) as
+ *   Rice-coded gaps: the first value, then each value less its
+ *   predecessor (0 for a repeat); a gap g is g >> rice one bits, a zero
+ *   bit, then the low rice bits of g (lowest first); bits fill each byte
+ *   from its lowest bit; the last byte is padded with zero bits.
+ * The band keys are not kept: they are a function of the m values,
  * computed again when asked for (nearset_band: 64 multiply-shift bins
- * over the m hashes for all 16; tests/bench/README.md, "What a page costs
+ * over the m values for all 16; tests/bench/README.md, "What a page costs
  * in LMDB", gives the price).
  * rice is the parameter that makes the row shortest (the encoder tries
  * the three around log2 of the mean gap; the decoder takes any 0..31). A
- * gap between n hashes spread over 2^32 takes about log2(2^32 / n) + 1.5
- * bits where format 1 took 32: a set of 256 hashes of a long page takes
- * 560-640 bytes instead of 1,024.
- * Format 2 (stores of near layout 2; read, never written, rewritten in
- * format 3 by the layout upgrade, near.h): the same head, then the band
- * keys u32 x NEARSET_BANDS, then the gaps as in format 3.
+ * gap between n values spread over 2^b takes about log2(2^b / n) + 1.5
+ * bits: 32 - b bits a value less than format 3.
+ * Format 3 (stores of near layout 3; read, never written, rewritten in
+ * format 4 by the layout upgrade, near.h): b is 32 (the byte reserved,
+ * 0), and a gap is each hash less its predecessor less one (the hashes
+ * are distinct).
+ * Format 2 (stores of near layout 2; the same): format 3's head, then the
+ * band keys u32 x NEARSET_BANDS, then the gaps as in format 3.
  * Format 1 (stores of near layout 1; the same): format 2's head and band
  * keys with rice 0, then the m hashes as u32, ascending.
+ * A set decoded from formats 1-3 is held at 32 bits (what a read-only
+ * open of such a store compares with its band rows); nearset_truncate
+ * brings it to NEARSET_BITS.
  * Changing the stored form: bump NEARSET_FORMAT, keep decoding the old
  * one, and convert stored rows (near_layout_upgrade, near.h). Changing the
  * features (the shingles, the bottom-k, the bands) changes stored
@@ -84,12 +123,24 @@
 #define NEARSET_ROWS 4
 #endif
 #define NEARSET_BINS (NEARSET_BANDS * NEARSET_ROWS)
-#define NEARSET_FORMAT 3
+#define NEARSET_FORMAT 4
 #define NEARSET_HEAD 8
+/* Bits of each kept hash a stored set holds (format 4; above). Changing
+ * it changes the stored sets and their band rows: a new near layout. */
+#ifndef NEARSET_BITS
+#define NEARSET_BITS 24
+#endif
+#define NEARSET_BITS_MIN 8
+/* Sets of at most this many hashes are stored at 32 bits: among the many
+ * pages of a few words, one false match at NEARSET_BITS makes a pair of
+ * unrelated one-shingle pages (or one of 3 shingles sharing 2) an answer
+ * of resemblance 1.0 (tests/bench/README.md, "Near layout 4"). */
+#define NEARSET_FULL_MAX 16
 /* The head and band keys of formats 1 and 2. */
 #define NEARSET_FIXED (NEARSET_HEAD + 4 * NEARSET_BANDS)
-/* Format 2 at worst (format 3 is shorter by the band keys): the best Rice
- * parameter costs at most 32 bits a hash and one more bit (r = 31). */
+/* Format 2 at worst (formats 3 and 4 are shorter by the band keys): the
+ * best Rice parameter costs at most 32 bits a hash and one more bit
+ * (r = 31). */
 #define NEARSET_MAX_BYTES (NEARSET_FIXED + 4 * NEARSET_K + 1)
 /* Resemblance at or above which a candidate is answered: the judge's. */
 #define NEARSET_NEAR 0.8
@@ -106,8 +157,12 @@ struct nearset {
 	uint32_t shingles;     /* distinct kept hashes of the text */
 	bool bands;            /* band[] holds the keys (else nearset_band) */
 	uint32_t band[NEARSET_BANDS];
+	uint8_t bits;          /* precision of h[]: its top `bits` bits (8..32) */
+	bool legacy_bands;     /* band keys of near layouts 2 and 3 (decoded
+				* from formats 1-3): bins of the hash twice */
 	uint32_t n;            /* hashes held, min(shingles, NEARSET_K) */
-	uint32_t h[NEARSET_K]; /* ascending */
+	uint32_t h[NEARSET_K]; /* ascending (repeats once truncated), the low
+				* 32 - bits bits zero */
 };
 
 /* Features of UTF-8 text keeping the k smallest hashes (k <= NEARSET_K;
@@ -119,8 +174,10 @@ static inline int nearset_of_text(const char *utf8, size_t len, struct nearset *
 }
 
 /* Resemblance of two feature sets (0..1; 0 when either has no text); k is
- * the smaller of the two sets' k (NEARSET_K for stored ones). *exact tells
- * whether it is exact (both complete), may be NULL. */
+ * the smaller of the two sets' k (NEARSET_K for stored ones); the hashes
+ * are compared at the smaller of the two precisions. *exact tells whether
+ * it is exact (both complete; up to the false matches of that precision),
+ * may be NULL. */
 double nearset_resemblance(const struct nearset *a, const struct nearset *b, bool *exact);
 
 /* Is the decision on r (an estimate unless exact) too close to call? */
@@ -132,16 +189,25 @@ int nearset_full_of_text(const char *utf8, size_t len, uint32_t **h, size_t *n);
 /* Exact resemblance of two such lists (0 when both are empty). */
 double nearset_full_resemblance(const uint32_t *a, size_t na, const uint32_t *b, size_t nb);
 
-/* Stored form (format NEARSET_FORMAT): bytes written (at most
- * NEARSET_MAX_BYTES). Decode: formats 1 to 3 (format 3's band keys
- * computed again); 0 or -EINVAL (a size, format or order of hashes that
- * does not fit; *s is then cleared). */
+/* Keep the top `bits` bits of every hash of s (nothing when it holds no
+ * more); band keys it had are computed again when next asked for. */
+void nearset_truncate(struct nearset *s, unsigned bits);
+/* s as a store of near layout 4 keeps it: at NEARSET_BITS (32 when it
+ * holds at most NEARSET_FULL_MAX hashes), the band keys of layout 4. */
+void nearset_to_stored(struct nearset *s);
+/* Stored form (format NEARSET_FORMAT, the hashes at NEARSET_BITS; s holds
+ * at least that many): bytes written (at most NEARSET_MAX_BYTES). Decode:
+ * formats 1 to 4 (the band keys of formats 3 and 4 computed again; a
+ * format-4 set at its stored precision, the older ones at 32 bits); 0 or
+ * -EINVAL (a size, format, precision or order of hashes that does not
+ * fit; *s is then cleared). */
 size_t nearset_encode(const struct nearset *s, uint8_t *out);
 int nearset_decode(const void *in, size_t len, struct nearset *s);
-/* Formats 1's and 2's forms: what stores made before format 3 hold (tests
- * of the upgrade make such rows). */
+/* Formats 1's to 3's forms (32-bit hashes; s at 32 bits): what stores
+ * made before format 4 hold (tests of the upgrade make such rows). */
 size_t nearset_encode_v1(const struct nearset *s, uint8_t *out);
 size_t nearset_encode_v2(const struct nearset *s, uint8_t *out);
+size_t nearset_encode_v3(const struct nearset *s, uint8_t *out);
 /* Band b's key of s: band[b] when s->bands, else computed from the
  * hashes (4 of the 64 bins: a 16th of what all keys cost). A set decoded
  * from format 3 has no keys until asked, so that a candidate's confirm,

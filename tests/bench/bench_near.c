@@ -2413,6 +2413,85 @@ static const double thresholds[] = {0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.72, 0
 
 #include "near_rules.h"
 
+/* --false-matches: what cutting the kept hashes to b bits adds to the
+ * bottom-k estimate (nearset.h, "Stored precision"), on random sets: two
+ * sets of N hashes of resemblance R (shared hashes, the rest each its
+ * own), compared at 32 bits and at b bits. Prints the mean rise of the
+ * estimate, its largest, and the share of pairs whose estimate moved. */
+static int cmp_u32_fm(const void *p, const void *q)
+{
+	uint32_t x = *(const uint32_t *)p, y = *(const uint32_t *)q;
+	return (x > y) - (x < y);
+}
+
+static uint64_t fm_rng = UINT64_C(0x66616c7365);
+static uint32_t fm_next(void)
+{
+	fm_rng ^= fm_rng << 13, fm_rng ^= fm_rng >> 7, fm_rng ^= fm_rng << 17;
+	return (uint32_t)(fm_rng >> 32);
+}
+
+static void fm_set(uint32_t *all, size_t n, struct nearset *s)
+{
+	qsort(all, n, sizeof *all, cmp_u32_fm);
+	size_t u = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!u || all[u - 1] != all[i])
+			all[u++] = all[i];
+	memset(s, 0, sizeof *s);
+	s->has = true;
+	s->bits = 32;
+	s->shingles = (uint32_t)u;
+	s->complete = u <= NEARSET_K;
+	s->n = (uint32_t)(u < NEARSET_K ? u : NEARSET_K);
+	memcpy(s->h, all, s->n * sizeof *all);
+}
+
+static int false_matches(void)
+{
+	static const size_t sizes[] = { 200, 1000, 10000, 30000, 100000 };
+	static const unsigned bits[] = { 16, 20, 24, 28 };
+	static const double rs[] = { 0.7, 0.8 };
+	const int trials = 400;
+	struct nearset *x = xmalloc(sizeof *x), *y = xmalloc(sizeof *y);
+	uint32_t *a = xmalloc(100000 * sizeof *a), *b = xmalloc(100000 * sizeof *b);
+	printf("## false matches of the cut (%d pairs a line; rise = estimate at b bits less at 32)\n", trials);
+	for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+		for (size_t ri = 0; ri < sizeof rs / sizeof rs[0]; ri++)
+			for (size_t bi = 0; bi < sizeof bits / sizeof bits[0]; bi++) {
+				size_t n = sizes[si];
+				/* R = s / (2n - s): s = 2nR / (1 + R) shared */
+				size_t shared = (size_t)(2.0 * (double)n * rs[ri] / (1 + rs[ri]) + 0.5);
+				double sum = 0, max = 0;
+				int moved = 0;
+				fm_rng = UINT64_C(0x66616c7365) + si * 131 + ri * 17; /* the same pairs for every b */
+				for (int t = 0; t < trials; t++) {
+					for (size_t i = 0; i < n; i++) {
+						a[i] = fm_next();
+						b[i] = i < shared ? a[i] : fm_next();
+					}
+					fm_set(a, n, x);
+					fm_set(b, n, y);
+					double r32 = nearset_resemblance(x, y, NULL);
+					nearset_truncate(x, bits[bi]);
+					nearset_truncate(y, bits[bi]);
+					double rise = nearset_resemblance(x, y, NULL) - r32;
+					sum += rise;
+					max = rise > max ? rise : max;
+					moved += rise != 0;
+				}
+				printf("false_match_n%zu_r%.1f_b%u: mean rise %.5f max %.4f moved %.3f "
+				       "(bound 2(1-R)N/2^b %.5f)\n",
+				       n, rs[ri], bits[bi], sum / trials, max, (double)moved / trials,
+				       2 * (1 - rs[ri]) * (double)n / (double)(UINT64_C(1) << bits[bi]));
+			}
+	free(x);
+	free(y);
+	free(a);
+	free(b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t nbases = 2000, zh_bases = 300, nneg = 2000, speed_mb = 64;
@@ -2473,6 +2552,11 @@ int main(int argc, char **argv)
 			g_chunk = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
 			dump = argv[++i];
+		else if (!strcmp(argv[i], "--set-bits") && i + 1 < argc && atoi(argv[i + 1]) >= NEARSET_BITS_MIN &&
+			 atoi(argv[i + 1]) <= 32)
+			g_set_bits = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--false-matches"))
+			return false_matches();
 		else if (!strcmp(argv[i], "--grid"))
 			grid = true;
 		else if (!strcmp(argv[i], "--counter") && i + 1 < argc && !strcmp(argv[i + 1], "all"))
@@ -2491,7 +2575,8 @@ int main(int argc, char **argv)
 					"                  [--confirm sketch|align|both] [--rep tok|chunk] [--hunks H] "
 					"[--kept F]\n                  [--align-r R] [--min-tokens N] [--no-rename-check] "
 					"[--chunk C] [--dmax-frac X] [--grid] [--dump FILE]\n"
-					"                  [--pkg DIR]... [--pkg-max N] [--rules FILE] [--counter all|stamp]\n");
+					"                  [--pkg DIR]... [--pkg-max N] [--rules FILE] [--counter all|stamp]\n"
+					"                  [--set-bits B] [--false-matches]\n");
 			return 2;
 		}
 	}

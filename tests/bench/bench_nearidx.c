@@ -103,6 +103,7 @@ static void row_set(uint64_t i, struct nearset *s)
 		r = (r ^ (r >> 31)) * 0xbf58476d1ce4e5b9ull;
 	uint32_t shingles = 64 + (uint32_t)(r % 512);
 	s->has = true;
+	s->bits = 32;
 	s->shingles = shingles;
 	s->n = shingles < NEARSET_K ? shingles : NEARSET_K;
 	s->complete = shingles <= NEARSET_K;

@@ -95,6 +95,10 @@ static unsigned top_blocks(const char *t, size_t len, uint64_t top[PRE])
 	return k;
 }
 
+/* Bits of each kept hash the sets hold, as a store holds them (nearset.h;
+ * --set-bits: 32 gives the sets of near layout 3). */
+static unsigned g_set_bits = NEARSET_BITS;
+
 static void analyse_methods(const char *html, size_t len, const struct html_text *t, struct page *p)
 {
 	double c = now(CLOCK_THREAD_CPUTIME_ID);
@@ -104,6 +108,13 @@ static void analyse_methods(const char *html, size_t len, const struct html_text
 	p->ns = xmalloc(sizeof *p->ns);
 	if (t->binary ? (memset(p->ns, 0, sizeof *p->ns), 0) : nearset_of_text(t->text, t->len, p->ns))
 		die("nearset_of_text failed");
+	if (p->ns->has) { /* what the store holds (--set-bits; 32: near layout 3's) */
+		if (g_set_bits == 32)
+			p->ns->legacy_bands = true;
+		else if (p->ns->n > NEARSET_FULL_MAX)
+			nearset_truncate(p->ns, g_set_bits);
+		nearset_bands(p->ns);
+	}
 	double c3 = now(CLOCK_THREAD_CPUTIME_ID);
 	t_nearset += c3 - c2;
 	p->ntop = t->binary ? 0 : (uint8_t)top_blocks(t->text, t->len, p->top);
@@ -156,6 +167,8 @@ static bool share_band(const struct nearset *a, const struct nearset *b)
 static void truncate_set(const struct nearset *s, unsigned k, struct nearset *out)
 {
 	out->has = s->has;
+	out->bits = s->bits;
+	out->legacy_bands = s->legacy_bands;
 	out->shingles = s->shingles;
 	out->n = s->n < k ? s->n : k;
 	out->complete = s->shingles <= k;

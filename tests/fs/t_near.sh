@@ -193,12 +193,14 @@ case_near_pending_kill() {
 	expect_eq "$(pdnear "$STORE" "$src/far.html")" "$(printf '0\tcopy\t/site/far.html')" "pagededup near after the unmount"
 }
 
-# A store of the landed layout (2: sets with their band keys, a sketch in
-# every record), made by the landed build, converted by the first writable
-# mount of this one: byte-identical answers for every file, fsck clean.
+# A store of the landed layout (3: 32-bit sets without band keys; or 2:
+# sets with their band keys, a sketch in every record), made by the landed
+# build, converted by the first writable mount of this one (sets cut to
+# NEARSET_BITS, band rows made again, no page read): byte-identical
+# answers for every file, every set row of format 4, fsck clean.
 case_near_landed_store_converted() {
 	local old=${PD_LANDED_BUILD:-}
-	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of near layout 2) not given"
+	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of near layout 2 or 3) not given"
 	local d=$PD_TMP/landed f before after out
 	mkdir -p "$d/mnt" "$d/src" && "$old/pagededup" mkfs "$d/store" >/dev/null || fail "mkfs of the landed build"
 	make_pages "$d/src"
@@ -211,13 +213,19 @@ case_near_landed_store_converted() {
 	local i; for i in $(seq 1 100); do pgrep -f "$old/pagededupfs $d/store" >/dev/null || break; sleep 0.1; done
 	printf '%s\n' "$before" | grep -q "near	/site/near.html" || fail "the landed build's answers lack the near pair: $before"
 	out=$("$PD_BIN" fsck "$d/store" 2>&1) || fail "fsck of the landed store: $out"
-	printf '%s\n' "$out" | grep -q "layout 2, this pagededup keeps layout 3" || fail "no note of layout 2: $out"
+	printf '%s\n' "$out" | grep -Eq "layout [23], this pagededup keeps layout 4" || fail "no note of layout 2 or 3: $out"
 	pd_mount -n -s "$d/store" || fail "mount of the landed store"
 	after=$(answers "$MNT")
 	pd_umount || fail umount
 	expect_eq "$after" "$before" "answers after the conversion"
 	out=$("$PD_BIN" fsck "$d/store" 2>&1) || fail "fsck after the conversion: $out"
 	printf '%s\n' "$out" | grep -q "layout" && fail "not converted: $out"
+	# the first byte of every set row: its format
+	local formats
+	formats=$(mdb_dump -s nearfeat "$d/store/meta" |
+		awk '/^HEADER=END/ { d = 1; next } /^DATA=END/ { d = 0 } d && ++n % 2 == 0 { print substr($1, 1, 2) }' | sort | uniq -c)
+	printf '%s\n' "$formats" | grep -Eq '^ *[0-9]+ 04$' && [ "$(printf '%s\n' "$formats" | wc -l)" = 1 ] ||
+		fail "set rows not all of format 4: $formats"
 	return 0
 }
 

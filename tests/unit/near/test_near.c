@@ -842,107 +842,157 @@ static void lsh_list(struct store *st, uint64_t ino, char *out)
 	free(sig);
 }
 
-/* Layout 1, as the code before format 2 kept it: sets as u32 arrays,
- * band rows in nearlsh (band key u32 LE -> blobkey), no layout row. */
-static int make_layout1_cb(struct wtx *w, void *p)
+struct layout_store {
+	uint64_t ino[LAYOUT_PAGES];
+	char lsh[LAYOUT_PAGES][LSH_LIST_MAX];     /* found by the bands of layout 4 */
+	char lsh_old[LAYOUT_PAGES][LSH_LIST_MAX]; /* by those of the 32-bit sets */
+	char answer[LAYOUT_PAGES][1024];
+};
+
+/* The sets of a store before layout 4: every set of nearfeat (in key
+ * order) computed again from its page, at 32 bits. */
+static size_t sets_of_pages(struct wtx *w, uint8_t (*keys)[BLOBKEY_BYTES], struct nearset *sets)
 {
-	(void)p;
-	struct store *st = w->st;
-	MDB_dbi old;
-	int rc = mdb_dbi_open(w->txn, "nearlsh", MDB_DUPSORT | MDB_DUPFIXED | MDB_CREATE, &old);
-	if (rc)
-		return rc;
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
 	MDB_cursor *c;
-	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
+	assert_int_equal(mdb_cursor_open(w->txn, w->st->db_nearfeat, &c), 0);
 	MDB_val k, v;
-	uint8_t (*keys)[BLOBKEY_BYTES] = calloc(64, BLOBKEY_BYTES);
-	struct nearset *sets = calloc(64, sizeof *sets);
 	size_t n = 0;
-	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		assert_true(n < 64);
-		memcpy(keys[n], k.mv_data, BLOBKEY_BYTES);
-		assert_int_equal(nearset_decode(v.mv_data, v.mv_size, &sets[n]), 0);
-		n++;
-	}
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		memcpy(keys[n++], k.mv_data, BLOBKEY_BYTES);
 	mdb_cursor_close(c);
 	for (size_t i = 0; i < n; i++) {
+		struct blobkey bk;
+		blobkey_decode(keys[i], &bk);
+		int fd = blob_open(w->st, &bk);
+		struct stat sb;
+		assert_true(fd >= 0 && fstat(fd, &sb) == 0);
+		assert_int_equal(near_sig_of_fd(fd, (uint64_t)sb.st_size, sig), 0);
+		close(fd);
+		assert_true(sig->has_set);
+		assert_int_equal(sig->set.bits, 32);
+		sets[i] = sig->set;
+		sets[i].legacy_bands = true; /* the band keys of those layouts */
+		nearset_bands(&sets[i]);
+	}
+	free(sig);
+	return n;
+}
+
+/* What a find gives by the 32-bit sets' bands: band by band, the blobs
+ * whose key there is the page's, in key order (the order of a band's rows
+ * for distinct MD5 prefixes). */
+static void lists_of_sets(struct wtx *w, struct layout_store *ls, uint8_t (*keys)[BLOBKEY_BYTES],
+			  const struct nearset *sets, size_t n)
+{
+	for (int p = 0; p < LAYOUT_PAGES; p++) {
+		struct inode in;
+		uint8_t kb[BLOBKEY_BYTES];
+		assert_int_equal(ns_get_inode(w->txn, w->st, ls->ino[p], &in), 0);
+		blobkey_encode(&in.blob, kb);
+		size_t x = 0;
+		while (x < n && memcmp(keys[x], kb, BLOBKEY_BYTES))
+			x++;
+		assert_true(x < n);
+		ls->lsh_old[p][0] = 0;
+		for (size_t b = 0; b < NEARSET_BANDS; b++)
+			for (size_t y = 0; y < n; y++)
+				if (sets[y].band[b] == sets[x].band[b]) {
+					struct blobkey k;
+					blobkey_decode(keys[y], &k);
+					lsh_name_cb(ls->lsh_old[p], &k, 0, 0);
+				}
+	}
+}
+
+/* A sketch in every fingerprint record (layouts 1 and 2). */
+static void put_sketch(struct wtx *w, const uint8_t key[BLOBKEY_BYTES])
+{
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	struct blobkey bk;
+	struct fprec r;
+	blobkey_decode(key, &bk);
+	assert_int_equal(blob_get(w->txn, w->st, &bk, &r), 0);
+	assert_false(r.flags & FPREC_HAS_SKETCH);
+	int fd = blob_open(w->st, &bk);
+	struct stat sb;
+	assert_true(fd >= 0 && fstat(fd, &sb) == 0);
+	assert_int_equal(near_sig_of_fd(fd, (uint64_t)sb.st_size, sig), 0);
+	close(fd);
+	assert_true(sig->has_sketch);
+	r.flags |= FPREC_HAS_SKETCH;
+	memcpy(r.sketch, sig->sketch, FPREC_SKETCH_BYTES);
+	assert_int_equal(blob_put(w->txn, w->st, &bk, &r), 0);
+	free(sig);
+}
+
+struct old_layout {
+	struct layout_store *ls;
+	int layout;
+};
+
+/* The store put back to an older layout, its sets computed from the pages
+ * at 32 bits as that code kept them:
+ *   1 (before format 2): sets as u32 arrays, band rows in nearlsh (band
+ *     key u32 LE -> blobkey), no layout row, a sketch in every record;
+ *   2 (before format 3): sets with their band keys (format 2), the band
+ *     rows of those keys in nearbands, a sketch in every record;
+ *   3 (before format 4): 32-bit sets without band keys (format 3), the
+ *     band rows of their keys, no sketch beside a set. */
+static int make_layout_cb(struct wtx *w, void *p)
+{
+	struct old_layout *o = p;
+	struct store *st = w->st;
+	uint8_t (*keys)[BLOBKEY_BYTES] = calloc(64, BLOBKEY_BYTES);
+	struct nearset *sets = calloc(64, sizeof *sets);
+	assert_non_null(keys);
+	assert_non_null(sets);
+	size_t n = sets_of_pages(w, keys, sets);
+	assert_int_equal(n, LAYOUT_PAGES);
+	lists_of_sets(w, o->ls, keys, sets, n);
+	MDB_dbi old;
+	if (o->layout == 1)
+		assert_int_equal(mdb_dbi_open(w->txn, "nearlsh", MDB_DUPSORT | MDB_DUPFIXED | MDB_CREATE, &old), 0);
+	assert_int_equal(mdb_drop(w->txn, st->db_nearlsh, o->layout == 1), 0);
+	for (size_t i = 0; i < n; i++) {
 		uint8_t buf[NEARSET_MAX_BYTES];
-		MDB_val key = { BLOBKEY_BYTES, keys[i] }, val = { nearset_encode_v1(&sets[i], buf), buf };
+		struct blobkey bk;
+		blobkey_decode(keys[i], &bk);
+		size_t len = o->layout == 1 ? nearset_encode_v1(&sets[i], buf)
+			     : o->layout == 2 ? nearset_encode_v2(&sets[i], buf)
+					      : nearset_encode_v3(&sets[i], buf);
+		assert_true(len > 0);
+		MDB_val key = { BLOBKEY_BYTES, keys[i] }, val = { len, buf };
 		assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &key, &val, 0), 0);
+		if (o->layout < 3)
+			put_sketch(w, keys[i]);
+		if (o->layout > 1) {
+			assert_int_equal(near_put_bands(w->txn, st, &bk, &sets[i]), 0);
+			continue;
+		}
 		for (size_t b = 0; b < NEARSET_BANDS; b++) {
-			uint8_t bk[4];
-			put_le32(bk, nearset_band(&sets[i], b));
-			MDB_val bkey = { 4, bk }, row = { BLOBKEY_BYTES, keys[i] };
-			rc = mdb_put(w->txn, old, &bkey, &row, MDB_NODUPDATA);
+			uint8_t bkey[4];
+			put_le32(bkey, nearset_band(&sets[i], b));
+			MDB_val bkv = { 4, bkey }, row = { BLOBKEY_BYTES, keys[i] };
+			int rc = mdb_put(w->txn, old, &bkv, &row, MDB_NODUPDATA);
 			assert_true(rc == 0 || rc == MDB_KEYEXIST);
 		}
 	}
 	free(keys);
 	free(sets);
-	assert_int_equal(mdb_drop(w->txn, st->db_nearlsh, 1), 0);
 	MDB_val lk = { 11, "near_layout" };
-	return mdb_del(w->txn, st->db_meta, &lk, NULL);
-}
-
-
-/* Layout 2, as the code before format 3 kept it: sets with their band
- * keys (format 2), and a sketch in every fingerprint record. */
-static int make_layout2_cb(struct wtx *w, void *p)
-{
-	(void)p;
-	struct store *st = w->st;
-	MDB_cursor *c;
-	assert_int_equal(mdb_cursor_open(w->txn, st->db_nearfeat, &c), 0);
-	MDB_val k, v;
-	uint8_t (*keys)[BLOBKEY_BYTES] = calloc(64, BLOBKEY_BYTES);
-	struct nearset *sets = calloc(64, sizeof *sets);
-	struct near_sig *sig = malloc(sizeof *sig);
-	assert_non_null(sig);
-	size_t n = 0;
-	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		assert_true(n < 64);
-		memcpy(keys[n], k.mv_data, BLOBKEY_BYTES);
-		assert_int_equal(nearset_decode(v.mv_data, v.mv_size, &sets[n]), 0);
-		n++;
-	}
-	mdb_cursor_close(c);
-	for (size_t i = 0; i < n; i++) {
-		uint8_t buf[NEARSET_MAX_BYTES];
-		nearset_bands(&sets[i]); /* format 2 keeps them */
-		MDB_val key = { BLOBKEY_BYTES, keys[i] }, val = { nearset_encode_v2(&sets[i], buf), buf };
-		assert_int_equal(mdb_put(w->txn, st->db_nearfeat, &key, &val, 0), 0);
-		struct blobkey bk;
-		struct fprec r;
-		blobkey_decode(keys[i], &bk);
-		assert_int_equal(blob_get(w->txn, st, &bk, &r), 0);
-		assert_false(r.flags & FPREC_HAS_SKETCH);
-		int fd = blob_open(st, &bk);
-		struct stat sb;
-		assert_true(fd >= 0 && fstat(fd, &sb) == 0);
-		assert_int_equal(near_sig_of_fd(fd, (uint64_t)sb.st_size, sig), 0);
-		close(fd);
-		assert_true(sig->has_sketch);
-		r.flags |= FPREC_HAS_SKETCH;
-		memcpy(r.sketch, sig->sketch, FPREC_SKETCH_BYTES);
-		assert_int_equal(blob_put(w->txn, st, &bk, &r), 0);
-	}
-	free(keys);
-	free(sets);
-	free(sig);
+	if (o->layout == 1)
+		return mdb_del(w->txn, st->db_meta, &lk, NULL);
 	uint8_t lv[4];
-	put_le32(lv, 2);
-	MDB_val lk = { 11, "near_layout" }, lval = { 4, lv };
+	put_le32(lv, (uint32_t)o->layout);
+	MDB_val lval = { 4, lv };
 	return mdb_put(w->txn, st->db_meta, &lk, &lval, 0);
 }
 
-struct layout_store {
-	uint64_t ino[LAYOUT_PAGES];
-	char lsh[LAYOUT_PAGES][LSH_LIST_MAX];
-	char answer[LAYOUT_PAGES][1024];
-};
-
 /* Families of near pages (six, four variants each), their LSH finds and
- * answers kept, then the store put back to layout 1 (or 2). */
+ * answers kept, then the store put back to an older layout. */
 static void old_layout_store(const char *dir, struct layout_store *ls, int layout)
 {
 	struct store *st = th_store(dir, NULL, NULL);
@@ -960,7 +1010,8 @@ static void old_layout_store(const char *dir, struct layout_store *ls, int layou
 		assert_non_null(strchr(ls->lsh[i], ' ')); /* itself at least */
 		snprintf(ls->answer[i], sizeof ls->answer[i], "%s", near_of(st, ls->ino[i], &test_root));
 	}
-	assert_int_equal(store_write(st, layout == 1 ? make_layout1_cb : make_layout2_cb, NULL), 0);
+	struct old_layout o = { ls, layout };
+	assert_int_equal(store_write(st, make_layout_cb, &o), 0);
 	assert_int_equal(store_close(st), 0);
 }
 
@@ -1003,10 +1054,12 @@ static void assert_layout_now(struct store *st, const struct layout_store *ls)
 }
 
 /* A store of an older layout is converted at a writable open, losing
- * nothing: the same blobs found by the bands, the same answers. Read-only,
- * layout 1 answers nothing rather than from tables it cannot read, and
- * layout 2 (sets with band keys, a sketch in every record) answers as it
- * is, the same answers. */
+ * nothing and reading no page: the blobs found by the bands and the
+ * answers of a store made by this build (layout 4: the sets cut to
+ * NEARSET_BITS, the band rows of their keys). Read-only, layout 1 answers
+ * nothing rather than from tables it cannot read, and layouts 2 and 3
+ * answer as they are, at 32 bits: the same answers, the bands of the
+ * 32-bit sets. */
 static void check_upgraded_at_open(int layout)
 {
 	char *dir = th_tmpdir();
@@ -1030,7 +1083,7 @@ static void check_upgraded_at_open(int layout)
 		assert_non_null(got);
 		for (int i = 0; i < LAYOUT_PAGES; i++) {
 			lsh_list(st, ls->ino[i], got);
-			assert_string_equal(got, ls->lsh[i]);
+			assert_string_equal(got, ls->lsh_old[i]);
 			assert_string_equal(near_of(st, ls->ino[i], &test_root), ls->answer[i]);
 		}
 		free(got);
@@ -1090,6 +1143,18 @@ static void test_layout2_fsck_repair(void **state)
 {
 	(void)state;
 	check_fsck_repair(2);
+}
+
+static void test_layout3_upgraded_at_open(void **state)
+{
+	(void)state;
+	check_upgraded_at_open(3);
+}
+
+static void test_layout3_fsck_repair(void **state)
+{
+	(void)state;
+	check_fsck_repair(3);
 }
 
 static int newer_layout_cb(struct wtx *w, void *p)
@@ -1199,6 +1264,8 @@ int main(void)
 		cmocka_unit_test(test_layout1_fsck_repair),
 		cmocka_unit_test(test_layout2_upgraded_at_open),
 		cmocka_unit_test(test_layout2_fsck_repair),
+		cmocka_unit_test(test_layout3_upgraded_at_open),
+		cmocka_unit_test(test_layout3_fsck_repair),
 		cmocka_unit_test(test_newer_layout_left_alone),
 		cmocka_unit_test(test_bands_shared_prefix),
 	};

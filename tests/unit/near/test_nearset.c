@@ -116,22 +116,38 @@ static void assert_same_set(const struct nearset *x, const struct nearset *y)
 		assert_int_equal(nearset_band(x, b), nearset_band(y, b));
 }
 
+/* x cut to the stored precision (what a stored set holds). */
+static struct nearset *stored_of(const struct nearset *x)
+{
+	struct nearset *t = malloc(sizeof *t);
+	assert_non_null(t);
+	*t = *x;
+	nearset_to_stored(t);
+	return t;
+}
+
 static void test_stored_form(void **state)
 {
 	(void)state;
 	char *a = words(5, 2000, 0), *s = words(7, 40, 0);
-	struct nearset *x = set_of(a, NEARSET_K), *y = malloc(sizeof *y);
+	struct nearset *x = set_of(a, NEARSET_K), *y = malloc(sizeof *y), *xt = stored_of(x);
 	assert_non_null(y);
+	assert_int_equal(x->bits, 32);
 	uint8_t buf[NEARSET_MAX_BYTES + 8];
+	size_t n3 = nearset_encode_v3(x, buf);
 	size_t n = nearset_encode(x, buf);
-	/* format 2: the gaps of 256 hashes among ~2,000 take well under the
-	 * 4 bytes a hash of format 1 */
-	assert_true(n <= NEARSET_FIXED + 3 * NEARSET_K);
+	/* format 4: the top NEARSET_BITS bits of each hash, 32 - NEARSET_BITS
+	 * bits a hash fewer than format 3 (a bit of slack for the Rice
+	 * parameter's choice) */
+	assert_true(n * 8 <= n3 * 8 - (32 - NEARSET_BITS - 1) * NEARSET_K);
 	assert_int_equal(buf[0], NEARSET_FORMAT);
+	assert_int_equal(buf[0], 4);
+	assert_int_equal(buf[3], NEARSET_BITS);
 	assert_int_equal(nearset_decode(buf, n, y), 0);
-	assert_same_set(x, y);
+	assert_int_equal(y->bits, NEARSET_BITS);
+	assert_same_set(xt, y);
 	/* damage: a short value, a longer one, another format, a complete
-	 * flag on a sample */
+	 * flag on a sample, a precision out of range */
 	assert_int_equal(nearset_decode(buf, n - 1, y), -EINVAL);
 	buf[n] = 0;
 	assert_int_equal(nearset_decode(buf, n + 1, y), -EINVAL);
@@ -141,9 +157,25 @@ static void test_stored_form(void **state)
 	buf[0] = NEARSET_FORMAT;
 	buf[1] = 1;
 	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
-	/* format 3 keeps no band keys: 64 bytes fewer than format 2, which
-	 * older stores hold and is read as before (its keys as stored) */
-	size_t n3 = nearset_encode(x, buf);
+	buf[1] = 0;
+	buf[3] = NEARSET_BITS_MIN - 1;
+	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
+	buf[3] = 33;
+	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
+	/* format 3, what stores of near layout 3 hold: the 32-bit hashes,
+	 * read at 32 bits with that layout's band keys; its reserved byte
+	 * must be 0 */
+	x->legacy_bands = true;
+	nearset_bands(x); /* (formats 1 and 2 write them) */
+	assert_int_equal(nearset_encode_v3(x, buf), n3);
+	assert_int_equal(buf[0], 3);
+	assert_int_equal(nearset_decode(buf, n3, y), 0);
+	assert_int_equal(y->bits, 32);
+	assert_same_set(x, y);
+	buf[3] = NEARSET_BITS;
+	assert_int_equal(nearset_decode(buf, n3, y), -EINVAL);
+	/* format 2 keeps the band keys: 64 bytes more than format 3, read as
+	 * before (its keys as stored) */
 	size_t n2 = nearset_encode_v2(x, buf);
 	assert_int_equal(n2, n3 + 4 * NEARSET_BANDS);
 	assert_int_equal(buf[0], 2);
@@ -162,34 +194,73 @@ static void test_stored_form(void **state)
 	memcpy(buf + n - 4, buf + n - 8, 4);
 	memcpy(buf + n - 8, t, 4);
 	assert_int_equal(nearset_decode(buf, n, y), -EINVAL);
+	/* a set cut to fewer bits than the store's is not written */
+	nearset_truncate(xt, NEARSET_BITS - 1);
+	assert_int_equal(nearset_encode(xt, buf), 0);
 	free(x);
+	free(xt);
+	/* a set of a few hashes keeps all 32 bits; its band keys are those
+	 * of its top NEARSET_BITS bits, as a longer set's */
+	char *few = words(9, 14, 0);
+	x = set_of(few, NEARSET_K);
+	assert_int_equal(x->n, 10);
+	xt = stored_of(x);
+	assert_int_equal(xt->bits, 32);
+	n = nearset_encode(x, buf);
+	assert_int_equal(buf[3], 32);
+	assert_int_equal(nearset_decode(buf, n, y), 0);
+	assert_int_equal(y->bits, 32);
+	assert_false(y->legacy_bands);
+	assert_same_set(x, y);
+	struct nearset *cut = stored_of(x);
+	nearset_truncate(cut, NEARSET_BITS);
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		assert_int_equal(nearset_band(y, b), nearset_band(cut, b));
+	/* the same hashes in format 3 are of the old band keys */
+	assert_int_equal(nearset_decode(buf, nearset_encode_v3(x, buf), y), 0);
+	assert_true(y->legacy_bands);
+	size_t differ = 0;
+	for (size_t b = 0; b < NEARSET_BANDS; b++)
+		differ += nearset_band(y, b) != nearset_band(cut, b);
+	assert_true(differ > NEARSET_BANDS / 2);
+	free(cut);
+	free(few);
+	free(x);
+	free(xt);
 	/* a short text is stored whole */
 	x = set_of(s, NEARSET_K);
+	xt = stored_of(x);
 	n = nearset_encode(x, buf);
 	assert_true(n < NEARSET_HEAD + 4 * 36);
 	assert_int_equal(nearset_decode(buf, n, y), 0);
 	assert_true(y->complete && y->n == 36);
-	assert_same_set(x, y);
+	assert_same_set(xt, y);
 	free(x);
+	free(xt);
 	free(y);
 	free(a);
 	free(s);
 	assert_int_equal(nearset_of_text_k("a", 1, NEARSET_K + 1, (struct nearset *)buf), -EINVAL);
 }
 
-/* Formats 2 and 3 round-trip every kind of set: gaps of 0, the ends of the
- * range, one hash, 256 hashes bunched or spread, random ones. */
+/* Formats 2 to 4 round-trip every kind of set: gaps of 0, the ends of the
+ * range, one hash, 256 hashes bunched or spread, random ones; format 4
+ * gives the hashes cut to NEARSET_BITS (repeated where they were closer
+ * than that), and the band keys of the values it holds. */
 static void test_stored_form_edges(void **state)
 {
 	(void)state;
-	struct nearset *x = calloc(1, sizeof *x), *y = malloc(sizeof *y);
+	struct nearset *x = calloc(1, sizeof *x), *y = malloc(sizeof *y), *xt;
 	assert_non_null(x);
 	assert_non_null(y);
 	uint8_t buf[NEARSET_MAX_BYTES];
 	uint64_t r = 88172645463325252ull;
+	unsigned repeats = 0;
 	for (int round = 0; round < 400; round++) {
 		memset(x, 0, sizeof *x);
 		x->has = true;
+		x->bits = 32;
+		x->legacy_bands = true; /* the rows of formats 2 and 3 */
 		uint32_t n = round < 4 ? (uint32_t[]){ 1, 2, NEARSET_K, NEARSET_K }[round] : 1 + (uint32_t)(r % NEARSET_K);
 		x->complete = round % 3 != 0 || n < NEARSET_K;
 		if (!x->complete)
@@ -214,16 +285,90 @@ static void test_stored_form_edges(void **state)
 		assert_same_set(x, y);
 		/* format 3 computes them from the hashes when asked */
 		nearset_bands(x);
-		len = nearset_encode(x, buf);
+		len = nearset_encode_v3(x, buf);
 		assert_true(len <= NEARSET_HEAD + 4 * (size_t)n + 1);
 		assert_int_equal(nearset_decode(buf, len, y), 0);
 		assert_false(y->bands);
 		assert_same_set(x, y);
 		nearset_bands(y);
 		assert_memory_equal(x->band, y->band, sizeof x->band);
+		/* format 4: the values cut short, band keys of those */
+		xt = stored_of(x);
+		len = nearset_encode(x, buf);
+		assert_true(len <= NEARSET_HEAD + 4 * (size_t)n + 1);
+		assert_int_equal(nearset_decode(buf, len, y), 0);
+		assert_false(y->bands);
+		assert_int_equal(y->bits, n <= NEARSET_FULL_MAX ? 32 : NEARSET_BITS);
+		assert_same_set(xt, y);
+		for (uint32_t i = 1; i < n; i++)
+			repeats += xt->h[i] == xt->h[i - 1];
+		free(xt);
 	}
+	assert_true(repeats > 0); /* the bunched rounds repeat values */
 	free(x);
 	free(y);
+}
+
+/* Comparisons at the coarser precision of the two: a set computed from a
+ * page (32 bits) against a stored one gives what two stored sets give,
+ * and cutting both changes the resemblance only by false matches (two
+ * hashes equal in their top bits), which can only raise it. */
+static void test_truncated_compare(void **state)
+{
+	(void)state;
+	size_t changed = 0;
+	for (unsigned t = 0; t < 60; t++) {
+		/* short pages (complete sets) and long ones (bottom-k) */
+		unsigned len = t % 2 ? 3000 : 200;
+		char *a = words(50000 * t, len, 0), *b = words(50000 * t, len, 7 + t % 13);
+		struct nearset *x = set_of(a, NEARSET_K), *y = set_of(b, NEARSET_K);
+		struct nearset *xt = stored_of(x), *yt = stored_of(y);
+		bool e32, e;
+		double r32 = nearset_resemblance(x, y, &e32), r = nearset_resemblance(xt, yt, &e);
+		assert_true(e == e32);
+		assert_true(r >= r32);
+		changed += r != r32;
+		assert_true(nearset_resemblance(x, yt, NULL) == r);
+		assert_true(nearset_resemblance(xt, y, NULL) == r);
+		free(x);
+		free(y);
+		free(xt);
+		free(yt);
+		free(a);
+		free(b);
+	}
+	/* at 24 bits a false match among these few thousand shingles is
+	 * rarer than one in a thousand pairs */
+	assert_true(changed <= 1);
+	/* a cut that joins two hashes of one page: the pair is one value
+	 * twice, and both pages' copies of it count as shared */
+	struct nearset p = { .has = true, .complete = true, .shingles = 2, .bits = 32, .n = 2 },
+		       q = { .has = true, .complete = true, .shingles = 2, .bits = 32, .n = 2 };
+	p.h[0] = 0x12345601;
+	p.h[1] = 0x12345602;
+	q.h[0] = 0x12345601;
+	q.h[1] = 0x77000000;
+	assert_true(nearset_resemblance(&p, &q, NULL) == 1.0 / 3);
+	nearset_truncate(&p, 24);
+	assert_true(p.h[0] == p.h[1] && p.bits == 24);
+	assert_true(nearset_resemblance(&p, &q, NULL) == 1.0 / 3); /* the same hashes shared at 24 bits */
+	q.h[0] = 0x123456F0;                                       /* another hash, equal in 24 bits */
+	assert_true(nearset_resemblance(&p, &q, NULL) == 1.0 / 3);
+	nearset_truncate(&q, 32); /* no more bits than held: nothing */
+	assert_int_equal(q.bits, 32);
+	assert_int_equal(q.h[0], 0x123456F0);
+	/* two pages of one shingle each, equal in their top NEARSET_BITS
+	 * bits: sets that small are stored at 32 bits, so they stay apart */
+	struct nearset u = { .has = true, .complete = true, .shingles = 1, .bits = 32, .n = 1 },
+		       v = { .has = true, .complete = true, .shingles = 1, .bits = 32, .n = 1 };
+	u.h[0] = 0xABCDEF01;
+	v.h[0] = 0xABCDEF02;
+	nearset_to_stored(&u);
+	nearset_to_stored(&v);
+	assert_true(nearset_resemblance(&u, &v, NULL) == 0.0);
+	nearset_truncate(&u, NEARSET_BITS);
+	nearset_truncate(&v, NEARSET_BITS);
+	assert_true(nearset_resemblance(&u, &v, NULL) == 1.0); /* what NEARSET_FULL_MAX prevents */
 }
 
 static bool share_band(const struct nearset *a, const struct nearset *b)
@@ -372,6 +517,7 @@ int main(void)
 		cmocka_unit_test(test_long_estimate),
 		cmocka_unit_test(test_stored_form),
 		cmocka_unit_test(test_stored_form_edges),
+		cmocka_unit_test(test_truncated_compare),
 		cmocka_unit_test(test_bands),
 		cmocka_unit_test(test_found_by_bands),
 		cmocka_unit_test(test_read_back),
