@@ -35,6 +35,12 @@ void live_table_free(struct live_table *t);
 void live_ref(struct store *st, uint64_t ino, uint64_t n);
 /* The kernel dropped n references (the entry is freed at zero). */
 int live_forget(struct store *st, uint64_t ino, uint64_t n);
+/* Entries in the table: inodes the kernel references or that are in use
+ * (each holds an entry's memory until its FORGET; the README's scale
+ * section measures how much); *states (NULL: not wanted): of them, those
+ * with a file state (pinned, or holding staged bytes or an open blob).
+ * 0 on a store without the table. */
+size_t live_count(struct store *st, size_t *states);
 /* ino lost its last name: delete it (and release its blob) now, or when the
  * last open handle on it closes. */
 int live_orphaned(struct store *st, uint64_t ino);

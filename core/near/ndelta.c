@@ -759,5 +759,6 @@ void ndelta_counts(struct ndelta *d, struct ndelta_counts *out)
 		return;
 	pthread_mutex_lock(&d->mu);
 	*out = d->counts;
+	out->waiting = d->n;
 	pthread_mutex_unlock(&d->mu);
 }

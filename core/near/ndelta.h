@@ -100,6 +100,7 @@ struct ndelta_counts {
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */
+	uint64_t waiting;                   /* in the queue now */
 };
 void ndelta_counts(struct ndelta *d, struct ndelta_counts *out);
 
