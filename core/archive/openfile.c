@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +87,8 @@ struct live_table {
 	struct live_ino **buckets;
 	size_t nbuckets, count;
 	size_t states;         /* entries with a file state */
+	size_t freed;          /* entries freed since the last trim */
+	uint64_t trims;
 };
 
 struct pd_file {
@@ -246,6 +251,18 @@ static int delete_orphan(struct store *st, uint64_t ino)
  * bytes again, so its blob reference must not wait for the kernel's FORGET,
  * which comes whenever the kernel evicts its inode. The entry itself is
  * freed once the kernel holds no reference either. */
+/* The kernel forgets inodes in bursts (memory pressure, drop_caches): a
+ * crawl's worth of entries freed leaves the heap's pages resident, since
+ * malloc gives back only the top of an arena. Measured at 360,000 pages
+ * of bench-scale: RssAnon stayed at 130 MiB once every entry was
+ * forgotten, and malloc_trim gave back 70 MiB of it. */
+static void give_back_memory(void)
+{
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
 static int settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_t forget)
 {
 	struct live_table *t = st->live;
@@ -264,6 +281,11 @@ static int settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_
 		drop = li->state, li->state = NULL, t->states--;
 	if (gone && li->state)
 		t->states--;
+	bool trim = gone && ++t->freed >= LIVE_TRIM_EVERY;
+	if (trim) {
+		t->freed = 0;
+		t->trims++;
+	}
 	pthread_mutex_unlock(&t->mu);
 	uint64_t ino = li->ino;
 	if (drop)
@@ -273,6 +295,8 @@ static int settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_
 			unstage(st, li->state);
 		live_free(li);
 	}
+	if (trim)
+		give_back_memory();
 	return delete ? delete_orphan(st, ino) : 0;
 }
 
@@ -324,19 +348,17 @@ void live_ref(struct store *st, uint64_t ino, uint64_t n)
 	pthread_mutex_unlock(&t->mu);
 }
 
-size_t live_count(struct store *st, size_t *states)
+void live_counts(struct store *st, struct live_counts *out)
 {
 	struct live_table *t = st->live;
-	size_t n = 0, k = 0;
-	if (t) {
-		pthread_mutex_lock(&t->mu);
-		n = t->count;
-		k = t->states;
-		pthread_mutex_unlock(&t->mu);
-	}
-	if (states)
-		*states = k;
-	return n;
+	memset(out, 0, sizeof *out);
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->mu);
+	out->entries = t->count;
+	out->states = t->states;
+	out->trims = t->trims;
+	pthread_mutex_unlock(&t->mu);
 }
 
 int live_pin(struct store *st, uint64_t ino)

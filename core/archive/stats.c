@@ -141,9 +141,10 @@ void stats_daemon(struct store *st, struct stats_daemon *out)
 	struct sigq_counts q;
 	sigq_counts(st, &q);
 	out->running = true;
-	size_t states;
-	out->inodes_held = live_count(st, &states);
-	out->file_states = states;
+	struct live_counts lc;
+	live_counts(st, &lc);
+	out->inodes_held = lc.entries;
+	out->file_states = lc.states;
 	out->staged_bytes = __atomic_load_n(&st->mem_staged, __ATOMIC_RELAXED);
 	out->sign_queue = q.queued;
 	out->signed_by_thread = q.by_thread;
