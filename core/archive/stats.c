@@ -152,6 +152,8 @@ void stats_daemon(struct store *st, struct stats_daemon *out)
 	out->signed_by_drain = q.by_drain;
 	out->delta_queue = q.delta.waiting;
 	out->delta_dropped = q.delta.dropped;
+	out->delta_tried = q.delta.tried;
+	out->delta_candidates = q.delta.candidates;
 }
 
 struct out { char *buf; size_t size, len; };
@@ -227,12 +229,13 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	if (dm->running)
 		emit(&o, ",\"daemon\":{\"inodes_held\":%llu,\"file_states\":%llu,\"staged_bytes\":%llu,\"sign_queue\":%llu,"
 			 "\"signed_by_thread\":%llu,\"signed_by_writers\":%llu,\"signed_by_drain\":%llu,"
-			 "\"delta_queue\":%llu,\"delta_dropped\":%llu}",
+			 "\"delta_queue\":%llu,\"delta_dropped\":%llu,\"delta_tried\":%llu,\"delta_candidates\":%llu}",
 		     (unsigned long long)dm->inodes_held, (unsigned long long)dm->file_states,
 		     (unsigned long long)dm->staged_bytes,
 		     (unsigned long long)dm->sign_queue, (unsigned long long)dm->signed_by_thread,
 		     (unsigned long long)dm->signed_by_writers, (unsigned long long)dm->signed_by_drain,
-		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped);
+		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped,
+		     (unsigned long long)dm->delta_tried, (unsigned long long)dm->delta_candidates);
 	emit(&o, "}");
 	return o.len;
 }
@@ -320,12 +323,13 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	     size_str(k->bytes_freed, human, b2), (unsigned long long)k->damaged);
 	const struct stats_daemon *dm = &s->daemon;
 	if (dm->running)
-		emit(&o, "daemon:           %llu inodes held (%llu with a file state), %s staged in memory; signer: %llu queued, signed %llu by its thread, %llu by writers past the bound, %llu by drains; delta step: %llu queued, %llu dropped\n",
+		emit(&o, "daemon:           %llu inodes held (%llu with a file state), %s staged in memory; signer: %llu queued, signed %llu by its thread, %llu by writers past the bound, %llu by drains; delta step: %llu queued, %llu dropped, %llu candidates examined for %llu pages\n",
 		     (unsigned long long)dm->inodes_held, (unsigned long long)dm->file_states,
 		     size_str(dm->staged_bytes, human, b1),
 		     (unsigned long long)dm->sign_queue, (unsigned long long)dm->signed_by_thread,
 		     (unsigned long long)dm->signed_by_writers, (unsigned long long)dm->signed_by_drain,
-		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped);
+		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped,
+		     (unsigned long long)dm->delta_candidates, (unsigned long long)dm->delta_tried);
 	return o.len;
 }
 

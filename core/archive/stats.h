@@ -48,6 +48,7 @@ struct stats_daemon {
 	uint64_t signed_by_thread, signed_by_writers, signed_by_drain;
 	uint64_t delta_queue;      /* pages waiting for their delta step (ndelta.h) */
 	uint64_t delta_dropped;    /* pushed on a full queue (left to the nursery sweep) */
+	uint64_t delta_tried, delta_candidates; /* pages the step took, candidates it examined */
 };
 void stats_daemon(struct store *st, struct stats_daemon *out);
 
