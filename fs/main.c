@@ -35,7 +35,7 @@ struct options {
 	unsigned long uring_threads, pack_mb;
 	long pack_level;
 	char *delta;
-	unsigned long mapsize_mb, sync_ms, sign_queue;
+	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
 };
@@ -60,6 +60,7 @@ static const struct fuse_opt option_spec[] = {
 	{ "compact_min_kb=%lu", offsetof(struct options, compact_min_kb), 0 },
 	{ "compact_period_ms=%lu", offsetof(struct options, compact_period_ms), 0 },
 	{ "delta=%s", offsetof(struct options, delta), 0 },
+	{ "delta_candidates=%lu", offsetof(struct options, delta_candidates), 0 },
 	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
 	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
@@ -114,6 +115,8 @@ static void usage(const char *prog)
 	       "    nocompact              no background compactor ('pagededup compact' unmounted)\n"
 	       "    delta=RULE             near-duplicates stored as deltas against the base\n"
 	       "                           RULE picks: resemblance (default), simhash, trial, off\n"
+	       "    delta_candidates=N     near neighbours a base is chosen among (default and\n"
+	       "                           most 32; fewer cost less CPU per page at scale)\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
 	       "                           under objects/ (tests of format 1 stores)\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
@@ -364,9 +367,15 @@ int main(int argc, char *argv[])
 				 .compact_min_dead = (uint64_t)o.compact_min_kb << 10,
 				 .compact_period_ms = (unsigned)o.compact_period_ms,
 				 .nursery = !o.nonursery && !o.blob_files, .nursery_level = (int)o.nursery_level,
-				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20 };
+				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20,
+				 .delta_candidates = (unsigned)o.delta_candidates };
 	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
 		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
+		goto out_session;
+	}
+	if (o.delta_candidates > NDELTA_CANDIDATES) {
+		start_failed(notify_fd, "pagededupfs: -o delta_candidates=%lu: at most %d", o.delta_candidates,
+			     NDELTA_CANDIDATES);
 		goto out_session;
 	}
 	if (archive_open(o.store, &so, &st, err)) {

@@ -35,6 +35,18 @@ void live_table_free(struct live_table *t);
 void live_ref(struct store *st, uint64_t ino, uint64_t n);
 /* The kernel dropped n references (the entry is freed at zero). */
 int live_forget(struct store *st, uint64_t ino, uint64_t n);
+/* Entries in the table: inodes the kernel references or that are in use
+ * (each holds an entry's memory until its FORGET; the README's scale
+ * section measures how much); of them, those with a file state (pinned,
+ * or holding staged bytes or an open blob); and how often the memory of
+ * LIVE_TRIM_EVERY freed entries was given back to the system
+ * (malloc_trim). Zeros on a store without the table. */
+#define LIVE_TRIM_EVERY 16384
+struct live_counts {
+	size_t entries, states;
+	uint64_t trims;
+};
+void live_counts(struct store *st, struct live_counts *out);
 /* ino lost its last name: delete it (and release its blob) now, or when the
  * last open handle on it closes. */
 int live_orphaned(struct store *st, uint64_t ino);

@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "near/sigq.h"
+#include "openfile.h"
+
 /* ---- bytes on disk by part ---------------------------------------------- */
 
 /* Allocated bytes of everything below the directory fd (closed here). */
@@ -126,7 +129,31 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	store_versions(st, s->made_by, s->written_by);
 	blob_pack_usage(st, &s->packs);
 	blob_compact_stats(st, &s->compact);
+	stats_daemon(st, &s->daemon);
 	return 0;
+}
+
+void stats_daemon(struct store *st, struct stats_daemon *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!st->live)
+		return;
+	struct sigq_counts q;
+	sigq_counts(st, &q);
+	out->running = true;
+	struct live_counts lc;
+	live_counts(st, &lc);
+	out->inodes_held = lc.entries;
+	out->file_states = lc.states;
+	out->staged_bytes = __atomic_load_n(&st->mem_staged, __ATOMIC_RELAXED);
+	out->sign_queue = q.queued;
+	out->signed_by_thread = q.by_thread;
+	out->signed_by_writers = q.by_writers;
+	out->signed_by_drain = q.by_drain;
+	out->delta_queue = q.delta.waiting;
+	out->delta_dropped = q.delta.dropped;
+	out->delta_tried = q.delta.tried;
+	out->delta_candidates = q.delta.candidates;
 }
 
 struct out { char *buf; size_t size, len; };
@@ -194,10 +221,22 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	     (unsigned long long)p->nursery_live, (unsigned long long)p->nursery_live_records);
 	const struct blob_compact_stats *k = &s->compact;
 	emit(&o, "\"compaction\":{\"packs_compacted\":%llu,\"packs_removed\":%llu,\"records_moved\":%llu,"
-		 "\"bytes_moved\":%llu,\"bytes_given_back\":%llu,\"damaged_left\":%llu}}",
+		 "\"bytes_moved\":%llu,\"bytes_given_back\":%llu,\"damaged_left\":%llu}",
 	     (unsigned long long)k->packs_compacted, (unsigned long long)k->packs_removed,
 	     (unsigned long long)k->records_moved, (unsigned long long)k->bytes_moved,
 	     (unsigned long long)k->bytes_freed, (unsigned long long)k->damaged);
+	const struct stats_daemon *dm = &s->daemon;
+	if (dm->running)
+		emit(&o, ",\"daemon\":{\"inodes_held\":%llu,\"file_states\":%llu,\"staged_bytes\":%llu,\"sign_queue\":%llu,"
+			 "\"signed_by_thread\":%llu,\"signed_by_writers\":%llu,\"signed_by_drain\":%llu,"
+			 "\"delta_queue\":%llu,\"delta_dropped\":%llu,\"delta_tried\":%llu,\"delta_candidates\":%llu}",
+		     (unsigned long long)dm->inodes_held, (unsigned long long)dm->file_states,
+		     (unsigned long long)dm->staged_bytes,
+		     (unsigned long long)dm->sign_queue, (unsigned long long)dm->signed_by_thread,
+		     (unsigned long long)dm->signed_by_writers, (unsigned long long)dm->signed_by_drain,
+		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped,
+		     (unsigned long long)dm->delta_tried, (unsigned long long)dm->delta_candidates);
+	emit(&o, "}");
 	return o.len;
 }
 
@@ -282,6 +321,15 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	     (unsigned long long)k->packs_compacted, (unsigned long long)k->packs_removed,
 	     (unsigned long long)k->records_moved, size_str(k->bytes_moved, human, b1),
 	     size_str(k->bytes_freed, human, b2), (unsigned long long)k->damaged);
+	const struct stats_daemon *dm = &s->daemon;
+	if (dm->running)
+		emit(&o, "daemon:           %llu inodes held (%llu with a file state), %s staged in memory; signer: %llu queued, signed %llu by its thread, %llu by writers past the bound, %llu by drains; delta step: %llu queued, %llu dropped, %llu candidates examined for %llu pages\n",
+		     (unsigned long long)dm->inodes_held, (unsigned long long)dm->file_states,
+		     size_str(dm->staged_bytes, human, b1),
+		     (unsigned long long)dm->sign_queue, (unsigned long long)dm->signed_by_thread,
+		     (unsigned long long)dm->signed_by_writers, (unsigned long long)dm->signed_by_drain,
+		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped,
+		     (unsigned long long)dm->delta_candidates, (unsigned long long)dm->delta_tried);
 	return o.len;
 }
 

@@ -36,6 +36,22 @@ struct stats_tree {
 };
 int stats_tree(struct store *st, uint64_t dir, struct stats_tree *t);
 
+/* What the process holding a writable store has in memory and in its
+ * queues now (running: false for a read-only open, which has none): for a
+ * mounted store, the daemon's. */
+struct stats_daemon {
+	bool running;
+	uint64_t inodes_held;      /* live-inode table entries (openfile.h) */
+	uint64_t file_states;      /* of them, with a file state (open, or holding bytes) */
+	uint64_t staged_bytes;     /* pages held in memory: being written, decoded for reads */
+	uint64_t sign_queue;       /* pages waiting for their signature (sigq.h) */
+	uint64_t signed_by_thread, signed_by_writers, signed_by_drain;
+	uint64_t delta_queue;      /* pages waiting for their delta step (ndelta.h) */
+	uint64_t delta_dropped;    /* pushed on a full queue (left to the nursery sweep) */
+	uint64_t delta_tried, delta_candidates; /* pages the step took, candidates it examined */
+};
+void stats_daemon(struct store *st, struct stats_daemon *out);
+
 struct pd_stats {
 	struct pd_counters c;
 	struct stats_disk disk;
@@ -62,6 +78,7 @@ struct pd_stats {
 	uint64_t lmdb_free_bytes;  /* of lmdb_bytes, on LMDB's freelist */
 	struct blob_pack_usage packs; /* the page bytes on disk (blob_pack_usage) */
 	struct blob_compact_stats compact; /* what the compactor did (blob_compact_stats) */
+	struct stats_daemon daemon;
 };
 
 int stats_collect(struct store *st, struct pd_stats *out);

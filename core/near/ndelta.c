@@ -58,7 +58,7 @@ struct cand {
 struct cands {
 	const struct blobkey *self;
 	struct cand v[NDELTA_CANDIDATES];
-	size_t n;
+	size_t n, max;
 };
 
 static int add_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
@@ -73,7 +73,7 @@ static int add_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned dis
 				c->v[i].dist = dist;
 			return 0;
 		}
-	if (c->n == NDELTA_CANDIDATES)
+	if (c->n == c->max)
 		return 1;
 	c->v[c->n++] = (struct cand){ *k, dist, 0 };
 	return 0;
@@ -139,6 +139,8 @@ static int find_cands(struct store *st, const struct blobkey *k, const struct fp
 	unsigned maxd = st->near_tables ? st->near_tables - 1 : 0;
 	c->self = k;
 	c->n = 0;
+	c->max = st->opts.delta_candidates && st->opts.delta_candidates < NDELTA_CANDIDATES ? st->opts.delta_candidates
+											      : NDELTA_CANDIDATES;
 	if (st->near_tables && (r->flags & FPREC_HAS_SIMHASH))
 		rc = near_find(txn, st, r->simhash, maxd, add_cand, c);
 	if (!rc && !(rc = near_set_get(txn, st, k, &sig)) && sig.has_set)
@@ -230,12 +232,13 @@ struct job {
  * when NULL) among the rule's candidates: *best (best->buf NULL: none),
  * its base in *base. */
 static int best_delta(struct store *st, unsigned rule, const struct blobkey *k, const struct fprec *r, void **page,
-		      struct pack_rec *best, struct blobkey *base)
+		      struct pack_rec *best, struct blobkey *base, uint64_t *examined)
 {
 	struct cands *c = malloc(sizeof *c);
 	if (!c)
 		return -ENOMEM;
 	int rc = find_cands(st, k, r, c);
+	*examined += c->n;
 	size_t tries = rc ? 0 : rank(st, c, r, rule);
 	if (tries && !*page && (rc = blob_read_packed_alloc(st, k, r, page)))
 		tries = 0;
@@ -270,7 +273,8 @@ static int encode_whole(struct store *st, const struct blobkey *k, const struct 
  * the gain threshold was appended. A page still in the nursery (pack.h)
  * always gets its final record: the delta when it is under the gain
  * threshold of the page encoded whole, else the page whole. */
-static int prepare(struct store *st, unsigned rule, const struct blobkey *k, struct job *j, bool *ready)
+static int prepare(struct store *st, unsigned rule, const struct blobkey *k, struct job *j, bool *ready,
+		   uint64_t *examined)
 {
 	*ready = false;
 	struct fprec r;
@@ -291,7 +295,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	if (nursery && (rc = blob_read_packed_alloc(st, k, &r, &page)))
 		return rc == -EIO ? 0 : rc; /* a damaged record stays for fsck and healing */
 	if (deltable)
-		rc = best_delta(st, rule, k, &r, &page, &best, &j->base);
+		rc = best_delta(st, rule, k, &r, &page, &best, &j->base, examined);
 	/* A page leaving the nursery is encoded whole too, unless its delta
 	 * is under a quarter of its compressed nursery record (then no whole
 	 * record at a higher level comes near it): the delta must beat the
@@ -399,14 +403,17 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 	struct job v[NDELTA_BATCH];
 	bool moved[NDELTA_BATCH] = { false };
 	size_t nj = 0;
+	uint64_t examined = 0;
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		bool ready;
-		rc = prepare(st, rule, &keys[i], &v[nj], &ready);
+		rc = prepare(st, rule, &keys[i], &v[nj], &ready, &examined);
 		nj += ready;
 	}
-	if (c)
+	if (c) {
 		c->tried += n;
+		c->candidates += examined;
+	}
 	int crc = commit_jobs(st, v, nj, moved, carry);
 	count_moves(c, v, nj, moved);
 	if (rc || crc)
@@ -419,7 +426,7 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 			continue;
 		bool ready, again = false;
 		struct job j;
-		if (n > 1 && !(rc = prepare(st, rule, &v[i].k, &j, &ready)) && ready &&
+		if (n > 1 && !(rc = prepare(st, rule, &v[i].k, &j, &ready, &examined)) && ready &&
 		    !(rc = commit_jobs(st, &j, 1, &again, carry)))
 			count_moves(c, &j, 1, &again);
 		if (!rc && !again)
@@ -600,6 +607,7 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 	to->whole_before += c->whole_before;
 	to->whole_after += c->whole_after;
 	to->swept += c->swept;
+	to->candidates += c->candidates;
 }
 
 /* A sweep (d->mu held on entry and on return), one at a time: two at
@@ -838,5 +846,6 @@ void ndelta_counts(struct ndelta *d, struct ndelta_counts *out)
 		return;
 	pthread_mutex_lock(&d->mu);
 	*out = d->counts;
+	out->waiting = d->n;
 	pthread_mutex_unlock(&d->mu);
 }

@@ -72,7 +72,8 @@
 
 #define NDELTA_QUEUE 4096          /* pages waiting; beyond, left whole */
 #define NDELTA_BATCH 16            /* pages moved per write transaction */
-#define NDELTA_CANDIDATES 32       /* candidates examined per page */
+#define NDELTA_CANDIDATES 32       /* candidates examined per page (at most;
+				    * -o delta_candidates lowers it) */
 #define NDELTA_TRIALS 3            /* bases tried by NDELTA_RULE_TRIAL */
 #define NDELTA_MAX_BYTES (256u << 10) /* pages and bases larger stay whole
 				       * (a delta is one frame: a read of a
@@ -117,6 +118,8 @@ struct ndelta_counts {
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */
 	uint64_t rests;                     /* rests yielded to writers */
+	uint64_t waiting;                   /* in the queue now */
+	uint64_t candidates;                /* candidates examined: a page's sets read and compared */
 };
 void ndelta_counts(struct ndelta *d, struct ndelta_counts *out);
 

@@ -44,6 +44,7 @@ struct sigq {
 	pthread_t thread;
 	bool running, stop;
 	struct ndelta *delta; /* signed pages go on to their delta step */
+	struct sigq_counts counts; /* who signed how many (queued: unused) */
 };
 
 /* ---- the table ---------------------------------------------------------- */
@@ -307,9 +308,9 @@ static void finish_batch(struct sigq *q, struct inflight *f)
 	pthread_cond_broadcast(&q->done_cv);
 }
 
-/* Sign one batch of the keys pushed before `limit`. Called without q->mu;
- * *idle when there were none. */
-static int work_batch(struct store *st, uint64_t limit, bool *idle)
+/* Sign one batch of the keys pushed before `limit`, counted in *signed.
+ * Called without q->mu; *idle when there were none. */
+static int work_batch(struct store *st, uint64_t limit, bool *idle, uint64_t *signed_pages)
 {
 	struct sigq *q = st->sigq;
 	struct batch *b = malloc(sizeof *b);
@@ -323,6 +324,7 @@ static int work_batch(struct store *st, uint64_t limit, bool *idle)
 	int rc = b->n ? sign_batch(st, b) : 0;
 	pthread_mutex_lock(&q->mu);
 	finish_batch(q, &f);
+	*signed_pages += b->n;
 	pthread_mutex_unlock(&q->mu);
 	free(b);
 	return rc;
@@ -361,7 +363,7 @@ static void *signer_main(void *arg)
 		waited = false;
 		pthread_mutex_unlock(&q->mu);
 		bool idle;
-		work_batch(st, UINT64_MAX, &idle); /* a failed page keeps its row */
+		work_batch(st, UINT64_MAX, &idle, &q->counts.by_thread); /* a failed page keeps its row */
 		pthread_mutex_lock(&q->mu);
 	}
 	pthread_mutex_unlock(&q->mu);
@@ -436,7 +438,7 @@ void sigq_push(struct store *st, const struct blobkey *k)
 	pthread_mutex_unlock(&q->mu);
 	while (over) {
 		bool idle;
-		work_batch(st, UINT64_MAX, &idle);
+		work_batch(st, UINT64_MAX, &idle, &q->counts.by_writers);
 		pthread_mutex_lock(&q->mu);
 		over = q->n > q->max && !idle;
 		pthread_mutex_unlock(&q->mu);
@@ -464,7 +466,7 @@ int sigq_drain(struct store *st)
 		if (q->n && q->seq_head < limit) {
 			pthread_mutex_unlock(&q->mu);
 			bool idle;
-			int brc = work_batch(st, limit, &idle);
+			int brc = work_batch(st, limit, &idle, &q->counts.by_drain);
 			rc = rc ? rc : brc;
 			pthread_mutex_lock(&q->mu);
 		} else if (inflight_before(q, limit)) {
@@ -492,6 +494,20 @@ size_t sigq_queued(struct store *st)
 	size_t n = q->n + q->inflight_pages;
 	pthread_mutex_unlock(&q->mu);
 	return n;
+}
+
+void sigq_counts(struct store *st, struct sigq_counts *out)
+{
+	struct sigq *q = st->sigq;
+	memset(out, 0, sizeof *out);
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	*out = q->counts;
+	out->queued = q->n + q->inflight_pages;
+	struct ndelta *d = q->delta;
+	pthread_mutex_unlock(&q->mu);
+	ndelta_counts(d, &out->delta);
 }
 
 /* ---- fsck ------------------------------------------------------------------ */

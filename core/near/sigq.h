@@ -51,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ndelta.h"
 #include "near.h"
 #include "store/rec.h"
 #include "store/store.h"
@@ -89,6 +90,14 @@ int sigq_drain(struct store *st);
 void sigq_drain_deltas(struct store *st);
 /* Pages in the queue and being signed (tests, benchmarks). */
 size_t sigq_queued(struct store *st);
+/* The queue now and who signed its pages since the open: the thread,
+ * writers past the bound (their close() waited for it), drains (queries,
+ * the clean close). A signer falling behind shows as by_writers growing. */
+struct sigq_counts {
+	uint64_t queued, by_thread, by_writers, by_drain;
+	struct ndelta_counts delta; /* the delta step after it (ndelta.h) */
+};
+void sigq_counts(struct store *st, struct sigq_counts *out);
 
 /* ---- answers ------------------------------------------------------------- */
 

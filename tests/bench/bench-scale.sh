@@ -11,7 +11,10 @@
 # PD_SCALE_STEP pages (default 1,000,000, the last step may be shorter) a
 # row goes to scale.csv:
 #   pages, seconds, pages/s of the step, RssAnon and RssFile of the daemon
-#   (KiB), the store's du (KiB), its files.
+#   (KiB), the store's du (KiB), its files, and from the daemon's stats:
+#   the inodes it holds (the kernel's references), the pages its writers
+#   signed themselves because the signer's queue was past its bound, and the
+#   pages the delta step's full queue dropped (left to the nursery sweep).
 # At the end: the unmount's time, du and files of the store against the
 # plain directory and against gzip -6 per page (both priced on every
 # PD_SCALE_SAMPLE-th page, default 100, scaled to all pages: writing the
@@ -19,6 +22,12 @@
 # fsck`, and scale.png (gnuplot): pages/s and RSS against pages stored.
 # Goals printed beside the figures: each step's pages/s within 15% of the
 # first step's; RssAnon at most filter + 64 MiB + a per-inode amount.
+# The per-inode amount is measured at the end: RssAnon and the inodes held
+# before and after `echo 2 > /proc/sys/vm/drop_caches` (the kernel forgets
+# the inodes it does not use: FORGET requests), their differences' ratio
+# the bytes per inode; what stays is the rest (filter, LMDB, queues,
+# caches), printed against the filter + 64 MiB. Without root the drop is
+# skipped and said so.
 #
 # Environment: PD_SCALE_DIR (work directory, default /var/tmp/pd-scale; it
 # needs the store's size free), PD_SCALE_PAGES, PD_SCALE_STEP,
@@ -64,6 +73,12 @@ mountpoint -q "$mnt" || { echo "bench-scale: the mount did not come up" >&2; cat
 rss() { # KEY -> KiB of the daemon's KEY line in /proc/PID/status
 	awk -v k="$1:" '$1 == k { print $2 }' "/proc/$daemon_pid/status"
 }
+daemon_stats() { # -> "inodes_held signed_by_writers delta_dropped" from the mount's stats
+	"$PD" stats "$mnt" --json 2>/dev/null | python3 -c 'import json, sys
+d = json.load(sys.stdin).get("daemon", {})
+print(d.get("inodes_held", -1), d.get("signed_by_writers", -1), d.get("delta_dropped", -1))' 2>/dev/null ||
+		echo "-1 -1 -1"
+}
 store_files() { find "$store" -xdev \( -type f -o -type d \) | wc -l; }
 store_du() { du -sk "$store" | cut -f1; }
 progress() { # -> the sum over writers of field N of their progress lines
@@ -80,17 +95,18 @@ for ((w = 0; w < writers; w++)); do
 	gen_pids+=($!)
 done
 
-echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files" >"$csv"
+echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped" >"$csv"
 next=$step last_t=$t0 last_n=0 first_rate=""
 running() { local p; for p in "${gen_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 row() { # pages now -> a CSV row and a line
 	local n=$1 t rate
 	t=$(now)
 	rate=$(awk -v a="$n" -v b="$last_n" -v x="$t" -v y="$last_t" 'BEGIN { printf "%.0f", (a - b) / (x - y) }')
-	local anon file du files
+	local anon file du files held helped dropped
 	anon=$(rss RssAnon) file=$(rss RssFile) du=$(store_du) files=$(store_files)
-	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files" >>"$csv"
-	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files"
+	read -r held helped dropped < <(daemon_stats)
+	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped" >>"$csv"
+	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue"
 	[ -n "$first_rate" ] || first_rate=$rate
 	last_t=$t last_n=$n
 }
@@ -111,8 +127,29 @@ echo "scale_total_pages_per_s: $(awk -v a="$n" -v x="$t_end" -v y="$t0" 'BEGIN {
 
 filter_kib=$(du -sk "$store/filter" "$store/filter.d" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
 anon_end=$(rss RssAnon)
+read -r held_end _ _ < <(daemon_stats)
 echo "scale_filter: $filter_kib KiB"
+echo "scale_rss_end: RssAnon $anon_end KiB, RssFile $(rss RssFile) KiB, $held_end inodes held"
 echo "scale_rss_anon_over_filter: $(( (anon_end - filter_kib) / 1024 )) MiB (goal: <= 64 MiB plus the per-inode amount)"
+# The per-inode part: the kernel forgets the inodes it does not use.
+if sync && echo 2 2>/dev/null >/proc/sys/vm/drop_caches; then
+	held_drop=$held_end
+	for ((i = 0; i < 60; i++)); do # FORGETs arrive in batches: wait until they stop
+		sleep 1
+		read -r h _ _ < <(daemon_stats)
+		[ "$h" -ge "$held_drop" ] && [ "$i" -ge 2 ] && break
+		held_drop=$h
+	done
+	anon_drop=$(rss RssAnon)
+	echo "scale_rss_after_drop_caches: RssAnon $anon_drop KiB, RssFile $(rss RssFile) KiB, $held_drop inodes held"
+	awk -v a="$anon_end" -v b="$anon_drop" -v x="$held_end" -v y="$held_drop" -v f="$filter_kib" 'BEGIN {
+		if (x > y) printf "scale_bytes_per_inode: %.0f (%.0f KiB given back for %d inodes forgotten)\n", (a - b) * 1024 / (x - y), a - b, x - y
+		else print "scale_bytes_per_inode: unknown (no inode was forgotten)"
+		printf "scale_rss_anon_rest_over_filter: %.1f MiB (goal: <= 64 MiB; RssAnon after the drop, minus the filter)\n", (b - f) / 1024
+	}'
+else
+	echo "scale_rss_after_drop_caches: skipped (/proc/sys/vm/drop_caches not writable: run as root)"
+fi
 
 t1=$(now)
 fusermount3 -u "$mnt"

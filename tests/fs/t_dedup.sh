@@ -596,6 +596,44 @@ EOF
 	printf '%s\n' "$txt" | grep -qi pages || fail "pagededup stats prints no pages line: $txt"
 }
 
+# The daemon's section of a mount's stats: the inodes the kernel holds
+# keep an entry each, and no file state once their files are closed (the
+# memory a crawl costs per file: README, bench-scale). An unmounted store
+# has no daemon section.
+case_stats_daemon() {
+	pd_mount || fail mount
+	mkdir "$MNT/d" || fail mkdir
+	local i
+	for ((i = 0; i < 200; i++)); do
+		printf '<html><body><p>page %d of the daemon case</p></body></html>\n' "$i" >"$MNT/d/p$i.html" || fail "write p$i"
+	done
+	exec 7<"$MNT/d/p0.html" || fail "open p0"
+	local js
+	js=$("$PD_BIN" stats "$MNT" --json) || fail "pagededup stats --json of the mount"
+	exec 7<&-
+	py "$js" <<'EOF' || exit 1
+import sys, json
+from fsutil import *
+d = json.loads(sys.argv[1]).get("daemon")
+check(isinstance(d, dict), "the mount's stats have no daemon section")
+check(d["inodes_held"] >= 201, "inodes held %d, want the 200 files and their directory" % d["inodes_held"])
+eq(d["file_states"], 1, "file states with one file open")
+for k in ("staged_bytes", "sign_queue", "signed_by_thread", "signed_by_writers", "signed_by_drain", "delta_queue", "delta_dropped"):
+    check(isinstance(d.get(k), int) and d[k] >= 0, "daemon %s: %r" % (k, d.get(k)))
+check(d["signed_by_thread"] + d["signed_by_writers"] + d["signed_by_drain"] + d["sign_queue"] >= 200,
+      "pages signed or queued: %r" % d)
+EOF
+	"$PD_BIN" stats "$MNT" | grep -q '^daemon: .* inodes held (0 with a file state)' ||
+		fail "the text stats' daemon line: $("$PD_BIN" stats "$MNT" | grep daemon)"
+	pd_umount || fail umount
+	js=$("$PD_BIN" stats "$STORE" --json) || fail "pagededup stats --json"
+	py "$js" <<'EOF' || exit 1
+import sys, json
+from fsutil import *
+check("daemon" not in json.loads(sys.argv[1]), "an unmounted store's stats have a daemon section")
+EOF
+}
+
 case_nodedup() {
 	pd_mount nodedup || fail "mount -o nodedup"
 	py <<'EOF' || exit 1
@@ -805,6 +843,7 @@ pd_case md5_collision
 pd_case dedup_attrs_readonly
 pd_case sealed_after_close
 pd_case stats_exact
+pd_case stats_daemon
 pd_case nodedup
 pd_case sync_blobs
 PD_CASE_TIMEOUT=600 pd_case huge_2g

@@ -104,6 +104,11 @@ case_no_store_by_accident() {
 	expect_eq "$(grep -c . <<<"$out")" 2 "lines for an unknown option: $out"
 	find "$d/store" -printf '%P %s %T@\n' | sort >"$d/after"
 	diff "$d/before" "$d/after" || fail "the store changed after a refused mount"
+	# a value out of range: refused with its bound
+	rc=0; out=$("$PDFS_BIN" "$d/store" "$d/mnt" -f -o delta_candidates=33 2>&1) || rc=$?
+	expect_eq "$rc" 1 "-o delta_candidates=33: $out"
+	grep -q "delta_candidates=33: at most 32" <<<"$out" || fail "-o delta_candidates=33: $out"
+	mountpoint -q "$d/mnt" && fail "mounted with delta_candidates=33"
 	rc=0; "$PDFS_BIN" "$d/missing2" "$d/mnt" -f -o no_such_option >/dev/null 2>&1 || rc=$?
 	[ -e "$d/missing2" ] && fail "an unknown option left a store behind"
 	# the store as its own mount point, inside it, and around it

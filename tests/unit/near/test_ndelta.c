@@ -229,6 +229,54 @@ static void test_chain_bound(void **state)
 	th_rmdir(dir);
 }
 
+/* A page's base is chosen among at most -o delta_candidates neighbours
+ * (the delta step's CPU per page grows with the candidates it reads and
+ * compares, bench-scale); fewer still find a base. */
+static void test_candidates_bound(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	enum { N = 8 };
+	char *v[N], name[32];
+	struct blobkey k[N];
+	v[0] = th_page(14, 900, "");
+	for (int i = 0; i < N; i++) {
+		if (i)
+			v[i] = edited(v[0], (unsigned)i, 1);
+		snprintf(name, sizeof name, "v%d.html", i);
+		k[i] = th_blob_of(st, th_put_page(st, PD_ROOT_INO, name, v[i]));
+	}
+	assert_int_equal(sigq_drain(st), 0);
+	struct ndelta_counts c = { 0 };
+	struct blobkey base;
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k[N - 1], &c), 0);
+	assert_int_equal(c.tried, 1);
+	assert_int_equal(c.candidates, N - 1); /* every other edit of the page */
+	assert_int_equal(delta_of(st, &k[N - 1], &base), 1);
+	assert_int_equal(store_close(st), 0);
+
+	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true, .delta_candidates = 2 };
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k[N - 2], &c), 0);
+	assert_int_equal(c.candidates, 2);
+	assert_int_equal(delta_of(st, &k[N - 2], &base), 1);
+	for (int i = 0; i < N; i++) {
+		char path[32];
+		snprintf(path, sizeof path, "v%d.html", i);
+		struct inode in;
+		assert_int_equal(ns_lookup(st, PD_ROOT_INO, path, &in), 0);
+		th_read_back(st, in.ino, v[i]);
+	}
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	for (int i = 0; i < N; i++)
+		free(v[i]);
+	th_rmdir(dir);
+}
+
 struct move_args {
 	struct blobkey k;
 	struct pack_loc was, loc;
@@ -329,6 +377,7 @@ int main(void)
 		cmocka_unit_test(test_delta_and_kept_base),
 		cmocka_unit_test(test_compactor_moves_kept_base),
 		cmocka_unit_test(test_chain_bound),
+		cmocka_unit_test(test_candidates_bound),
 		cmocka_unit_test(test_move_of_changed_record_refused),
 		cmocka_unit_test(test_fsck_rebuilds_links),
 	};
