@@ -294,8 +294,8 @@ int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, in
 
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
 {
-	pack_rec_set_id(rec, k->md5, k->variant);
-	return pack_append(st->packs, rec, st->opts.sync_blobs, loc);
+	int rc = pack_rec_set_id(rec, k->md5, k->variant);
+	return rc ? rc : pack_append(st->packs, rec, st->opts.sync_blobs, loc);
 }
 
 bool blob_nursery_wanted(struct store *st)
@@ -320,8 +320,8 @@ int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, 
 
 int blob_append_nursery(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
 {
-	pack_rec_set_id(rec, k->md5, k->variant);
-	return pack_append_nursery(st->packs, rec, st->opts.sync_blobs, loc);
+	int rc = pack_rec_set_id(rec, k->md5, k->variant);
+	return rc ? rc : pack_append_nursery(st->packs, rec, st->opts.sync_blobs, loc);
 }
 
 bool blob_in_nursery(struct store *st, const struct fprec *r)

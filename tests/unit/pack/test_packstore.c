@@ -170,7 +170,9 @@ static void test_large_page_reads_by_chunk(void **state)
 	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
-	uint64_t chunk0 = r.pack_off + PACK_REC_HDR + (uint64_t)nchunks * PACK_CHUNK_ENT;
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
+	uint64_t chunk0 = r.pack_off + h.hdr_len + (uint64_t)nchunks * PACK_CHUNK_ENT;
 	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)chunk0 + 16), 8);
 	close(fd);
 	struct pd_file *f;
@@ -279,7 +281,9 @@ static void test_pages_decoded_into_memory(void **state)
 	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), rec.pack);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)(rec.pack_off + PACK_REC_HDR + 16)), 8);
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &rec, &h), 0);
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)(rec.pack_off + h.hdr_len + 16)), 8);
 	close(fd);
 	char buf[100];
 	size_t got;
