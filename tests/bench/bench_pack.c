@@ -3,12 +3,12 @@
  * blob_dict.c (zstd level, dictionary size, chunk size).
  *
  *   bench_pack [--levels 1,3,6,9] [--dicts 0,32,64,110] [--sample-pct 10]
- *              [--sample-first N] [--sample-max BYTES] [--dict-file F] < file-list
+ *              [--sample-first N | --sample-pages N] [--sample-max BYTES] [--dict-file F] < file-list
  *
  * Reads the files named on stdin (one path a line; duplicates by content
  * are dropped), trains a dictionary of each size on a sample of the pages
- * (every 100/pct-th page, or the first N pages as a store's first training
- * sees them: --sample-first; each cut to --sample-max bytes, 64 KiB unless
+ * (every 100/pct-th page, N pages spread evenly: --sample-pages, or the
+ * first N pages as a store's first training sees them: --sample-first; each cut to --sample-max bytes, 64 KiB unless
  * told), or takes the dictionary of file F (--dict-file, e.g. one read out
  * of a store's pack), then compresses every page alone at each level
  * with each dictionary and prints one line per setting:
@@ -69,7 +69,7 @@ static int parse_list(const char *s, int *v, int max)
 int main(int argc, char **argv)
 {
 	int levels[8] = { 1, 3, 6, 9 }, nlev = 4, dicts[8] = { 0, 32, 64, 110 }, ndict = 4, pct = 10;
-	size_t first = 0, smax = 65536;
+	size_t first = 0, spread = 0, smax = 65536;
 	const char *dict_file = NULL;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--levels"))
@@ -80,6 +80,8 @@ int main(int argc, char **argv)
 			pct = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--sample-first"))
 			first = (size_t)atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--sample-pages"))
+			spread = (size_t)atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--sample-max"))
 			smax = (size_t)atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--dict-file"))
@@ -117,7 +119,8 @@ int main(int argc, char **argv)
 	printf("pages %zu, raw %zu bytes\n", n, raw);
 	/* the training sample: every (100/pct)-th page or the first ones, cut
 	 * to smax bytes each */
-	size_t step = first ? 1 : pct > 0 ? (size_t)(100 / pct) : 10, ns = 0, sbytes = 0;
+	size_t step = first ? 1 : spread ? (n / spread > 0 ? n / spread : 1) : pct > 0 ? (size_t)(100 / pct) : 10;
+	size_t ns = 0, sbytes = 0;
 	size_t end = first && first < n ? first : n;
 	size_t *ssz = malloc((n / step + 1) * sizeof *ssz);
 	char *sample = malloc(raw + 1);

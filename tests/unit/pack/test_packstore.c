@@ -109,6 +109,40 @@ static void test_dictionary_trained_and_used(void **state)
 	th_rmdir(dir);
 }
 
+/* The training sample is drawn from all the pages sealed since the last
+ * training, not the most recent ones: a crawl that moved from one site
+ * to another keeps both in its next dictionary. The pages after the first
+ * dictionary are of site A, then of site B, each with a boilerplate of
+ * its own; the second training starts while the last BLOB_DICT_SAMPLES
+ * pages are all of site B, yet its dictionary holds A's boilerplate too. */
+static void test_dictionary_sample_spread(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	static const char a_mark[] = "<nav class=\"alpha-site\">alpha navigation: home, archive, about alpha</nav>";
+	static const char b_mark[] = "<nav class=\"beta-site\">beta navigation: start, index, contact beta</nav>";
+	enum { FIRST = BLOB_DICT_SAMPLES, A = 1000, B = 700 };
+	char name[32];
+	for (int i = 0; i < FIRST + A + B; i++) {
+		char *page = th_page((uint64_t)i, 300, i < FIRST + A ? a_mark : b_mark);
+		snprintf(name, sizeof name, "p%04d.html", i);
+		th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+		if (i == FIRST)
+			blob_dict_settle(st); /* the first training */
+	}
+	blob_dict_settle(st); /* the second, started among the B pages */
+	const struct pack_dict *d = blob_dict_current(st);
+	assert_non_null(d);
+	assert_int_equal(pack_dict_id(d), 2);
+	size_t len;
+	const char *bytes = pack_dict_bytes(d, &len);
+	assert_non_null(memmem(bytes, len, "beta navigation", 15));
+	assert_non_null(memmem(bytes, len, "alpha navigation", 16));
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
 
 /* Deleted pages give their disk blocks back at once (hole punching), for
  * records that span whole blocks; smaller ones wait for compaction. */
@@ -301,6 +335,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dictionary_trained_and_used),
+		cmocka_unit_test(test_dictionary_sample_spread),
 		cmocka_unit_test(test_deleted_pages_give_blocks_back),
 		cmocka_unit_test(test_large_page_reads_by_chunk),
 		cmocka_unit_test(test_pages_decoded_into_memory),
