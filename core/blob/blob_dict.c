@@ -114,6 +114,16 @@ static uint32_t newest_id(struct store *st)
 
 static void dicts_free(void *p);
 
+/* Pages to be sealed before the next training, for a store of blobs
+ * pages: as many again while the store is young (its first dictionaries
+ * saw a few packages or sites of the crawl and are soon unfit), then 3
+ * times as many (the store has grown 4 times): blob.h. */
+static uint64_t train_after(uint64_t blobs)
+{
+	uint64_t n = blobs < BLOB_DICT_YOUNG ? blobs : 3 * blobs;
+	return n > BLOB_DICT_SAMPLES ? n : BLOB_DICT_SAMPLES;
+}
+
 void blob_dict_release(struct store *st)
 {
 	struct dicts *d = st->blob_priv;
@@ -165,8 +175,9 @@ static struct dicts *dicts_of(struct store *st)
 		pthread_mutex_init(&d->mu, NULL);
 		d->st = st;
 		d->max_id = newest_id(st);
-		/* a store that has a dictionary retrains once it grew 4 times */
-		d->next_train = d->max_id ? 3 * (uint64_t)(st->counters.blobs > 0 ? st->counters.blobs : 1) : BLOB_DICT_SAMPLES;
+		/* a store that has a dictionary retrains once it grew (train_after) */
+		d->next_train = d->max_id ? train_after(st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1)
+					  : BLOB_DICT_SAMPLES;
 		__atomic_store_n((struct dicts **)&st->blob_priv, d, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&init_mu);
@@ -324,9 +335,8 @@ static void *trainer(void *arg)
 		d->cur = dict;
 		d->cur_tried = true;
 		d->max_id = id;
-		/* next: when the store has grown about 4 times, or drifts */
-		uint64_t blobs = st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1;
-		d->next_train = 3 * blobs > BLOB_DICT_SAMPLES ? 3 * blobs : BLOB_DICT_SAMPLES;
+		/* next: when the store has grown (train_after), or drifts */
+		d->next_train = train_after(st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1);
 	} else {
 		if (dict)
 			pack_dict_free(dict);
