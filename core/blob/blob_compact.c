@@ -257,6 +257,8 @@ static int copy_item(struct store *st, struct item *x)
 		pack_rec_free(&rec);
 		return 0;
 	}
+	if (!rc) /* a layout 1 record takes the lean header on its way (pack.h) */
+		rc = pack_rec_set_layout(&rec, PACK_REC_LAYOUT);
 	if (!rc)
 		rc = pack_append(st->packs, &rec, false, &x->copy);
 	x->copied = rc == 0;

@@ -3,8 +3,10 @@
  * In memory: every dictionary loaded so far (by id, kept until the store
  * closes, so that a decode never races with its dictionary's removal),
  * the current one, and the training sample: BLOB_DICT_SAMPLES slots of at
- * most BLOB_DICT_SAMPLE_MAX bytes (8 MiB), filled in turn by the pages
- * encoded, so that a training sees the recent pages.
+ * most BLOB_DICT_SAMPLE_MAX bytes (8 MiB), a reservoir (Vitter's
+ * algorithm R) over the pages sealed since the last training: each of
+ * them is in the sample with the same chance, whatever order a crawler
+ * writes them in.
  */
 #include "blob.h"
 
@@ -30,7 +32,9 @@ struct dicts {
 	/* the sample */
 	char *slots;
 	size_t sizes[BLOB_DICT_SAMPLES];
-	unsigned filled, next_slot;
+	unsigned filled;
+	uint64_t seen;           /* pages offered to the reservoir since the last training */
+	uint64_t rng;            /* its random state (xorshift64*) */
 	/* when to train */
 	uint64_t pages;          /* pages encoded since the last training (or open) */
 	uint64_t next_train;     /* train when pages reaches this */
@@ -110,6 +114,16 @@ static uint32_t newest_id(struct store *st)
 
 static void dicts_free(void *p);
 
+/* Pages to be sealed before the next training, for a store of blobs
+ * pages: as many again while the store is young (its first dictionaries
+ * saw a few packages or sites of the crawl and are soon unfit), then 3
+ * times as many (the store has grown 4 times): blob.h. */
+static uint64_t train_after(uint64_t blobs)
+{
+	uint64_t n = blobs < BLOB_DICT_YOUNG ? blobs : 3 * blobs;
+	return n > BLOB_DICT_SAMPLES ? n : BLOB_DICT_SAMPLES;
+}
+
 void blob_dict_release(struct store *st)
 {
 	struct dicts *d = st->blob_priv;
@@ -161,8 +175,9 @@ static struct dicts *dicts_of(struct store *st)
 		pthread_mutex_init(&d->mu, NULL);
 		d->st = st;
 		d->max_id = newest_id(st);
-		/* a store that has a dictionary retrains once it grew 4 times */
-		d->next_train = d->max_id ? 3 * (uint64_t)(st->counters.blobs > 0 ? st->counters.blobs : 1) : BLOB_DICT_SAMPLES;
+		/* a store that has a dictionary retrains once it grew (train_after) */
+		d->next_train = d->max_id ? train_after(st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1)
+					  : BLOB_DICT_SAMPLES;
 		__atomic_store_n((struct dicts **)&st->blob_priv, d, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&init_mu);
@@ -320,15 +335,16 @@ static void *trainer(void *arg)
 		d->cur = dict;
 		d->cur_tried = true;
 		d->max_id = id;
-		/* next: when the store has grown about 4 times, or drifts */
-		uint64_t blobs = st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1;
-		d->next_train = 3 * blobs > BLOB_DICT_SAMPLES ? 3 * blobs : BLOB_DICT_SAMPLES;
+		/* next: when the store has grown (train_after), or drifts */
+		d->next_train = train_after(st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1);
 	} else {
 		if (dict)
 			pack_dict_free(dict);
 		d->next_train = d->pages + 4 * BLOB_DICT_SAMPLES; /* try again later */
 	}
 	d->pages = 0;
+	d->filled = 0; /* the next sample: the pages after this training */
+	d->seen = 0;
 	d->base_raw = d->base_enc = d->win_raw = d->win_enc = 0;
 	d->base_n = d->win_n = 0;
 	d->drifted = false;
@@ -359,6 +375,32 @@ static bool drift_step(struct dicts *d, uint64_t len, uint64_t enc)
 	return worse;
 }
 
+/* The reservoir's slot for the page offered now, or -1: not taken
+ * (mutex held). */
+static int reservoir_slot(struct dicts *d)
+{
+	d->seen++;
+	if (d->filled < BLOB_DICT_SAMPLES)
+		return (int)d->filled++;
+	if (!d->rng)
+		d->rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)d;
+	d->rng ^= d->rng >> 12;
+	d->rng ^= d->rng << 25;
+	d->rng ^= d->rng >> 27;
+	uint64_t j = (d->rng * 0x2545F4914F6CDD1Dull) % d->seen;
+	return j < BLOB_DICT_SAMPLES ? (int)j : -1;
+}
+
+void blob_dict_drift(struct store *st, uint64_t len, uint64_t enc_len)
+{
+	struct dicts *d = dicts_of(st);
+	if (!d || st->readonly || len < 64)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->drifted |= drift_step(d, len, enc_len);
+	pthread_mutex_unlock(&d->mu);
+}
+
 void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, uint64_t enc_len)
 {
 	struct dicts *d = dicts_of(st);
@@ -377,21 +419,21 @@ void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, 
 		pthread_mutex_unlock(&d->mu);
 		return;
 	}
-	unsigned slot = d->next_slot;
-	d->next_slot = (slot + 1) % BLOB_DICT_SAMPLES;
-	if (d->filled < BLOB_DICT_SAMPLES)
-		d->filled++;
-	size_t take = len < BLOB_DICT_SAMPLE_MAX ? (size_t)len : BLOB_DICT_SAMPLE_MAX;
-	char *dst = d->slots + (size_t)slot * BLOB_DICT_SAMPLE_MAX;
-	if (mem) {
-		memcpy(dst, mem, take);
-	} else {
-		ssize_t got = fd_pread_full(fd, dst, take, 0);
-		take = got > 0 ? (size_t)got : 0;
+	int slot = reservoir_slot(d);
+	if (slot >= 0) {
+		size_t take = len < BLOB_DICT_SAMPLE_MAX ? (size_t)len : BLOB_DICT_SAMPLE_MAX;
+		char *dst = d->slots + (size_t)slot * BLOB_DICT_SAMPLE_MAX;
+		if (mem) {
+			memcpy(dst, mem, take);
+		} else {
+			ssize_t got = fd_pread_full(fd, dst, take, 0);
+			take = got > 0 ? (size_t)got : 0;
+		}
+		d->sizes[slot] = take;
 	}
-	d->sizes[slot] = take;
 	d->pages++;
-	d->drifted |= drift_step(d, len, enc_len);
+	if (enc_len)
+		d->drifted |= drift_step(d, len, enc_len);
 	bool train = d->filled == BLOB_DICT_SAMPLES && (d->pages >= d->next_train || d->drifted);
 	if (train) {
 		d->thr_done = false;

@@ -270,32 +270,37 @@ int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec 
 
 /* ---- writing ------------------------------------------------------------ */
 
-static int encode_at(struct store *st, int level, const struct fp *fp, const void *mem, int fd,
+/* sealed: the page is being sealed now (it joins the dictionaries'
+ * sample); otherwise it was sampled when it was sealed (its final record
+ * counts in their measure of drift only). */
+static int encode_at(struct store *st, int level, bool sealed, const struct fp *fp, const void *mem, int fd,
 		     struct pack_rec *out)
 {
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
 	if (level > 0)
 		o.dict = blob_dict_current(st);
 	int rc = pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
-	if (!rc && level > 0)
+	if (!rc && level > 0 && sealed)
 		blob_dict_observe(st, mem, fd, fp->size, out->len);
+	else if (!rc && level > 0)
+		blob_dict_drift(st, fp->size, out->len);
 	return rc;
 }
 
 int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
 {
-	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL, fp, mem, fd, out);
+	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : PACK_DEFAULT_LEVEL, true, fp, mem, fd, out);
 }
 
 int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
 {
-	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : BLOB_FINAL_LEVEL, fp, mem, fd, out);
+	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : BLOB_FINAL_LEVEL, false, fp, mem, fd, out);
 }
 
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
 {
-	pack_rec_set_id(rec, k->md5, k->variant);
-	return pack_append(st->packs, rec, st->opts.sync_blobs, loc);
+	int rc = pack_rec_set_id(rec, k->md5, k->variant);
+	return rc ? rc : pack_append(st->packs, rec, st->opts.sync_blobs, loc);
 }
 
 bool blob_nursery_wanted(struct store *st)
@@ -315,13 +320,16 @@ int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, 
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
 	if (level > 0)
 		o.dict = blob_dict_current(st);
-	return pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
+	int rc = pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
+	if (!rc) /* sampled as it is sealed; its level is not the final records' */
+		blob_dict_observe(st, mem, fd, fp->size, 0);
+	return rc;
 }
 
 int blob_append_nursery(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
 {
-	pack_rec_set_id(rec, k->md5, k->variant);
-	return pack_append_nursery(st->packs, rec, st->opts.sync_blobs, loc);
+	int rc = pack_rec_set_id(rec, k->md5, k->variant);
+	return rc ? rc : pack_append_nursery(st->packs, rec, st->opts.sync_blobs, loc);
 }
 
 bool blob_in_nursery(struct store *st, const struct fprec *r)

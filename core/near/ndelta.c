@@ -608,6 +608,16 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 	to->whole_after += c->whole_after;
 	to->swept += c->swept;
 	to->candidates += c->candidates;
+	to->cpu_ns += c->cpu_ns;
+}
+
+/* The calling thread's CPU time (ns): what the step costs, apart from the
+ * load of the machine around it. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* A sweep (d->mu held on entry and on return), one at a time: two at
@@ -625,7 +635,9 @@ static void sweep(struct ndelta *d, bool wait)
 	d->dropped_swept = d->counts.dropped;
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
+	uint64_t t0 = thread_cpu_ns();
 	ndelta_nursery_sweep(d->st, d->rule, &c); /* what fails waits for the next */
+	c.cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
 	d->sweeping = false;
@@ -652,7 +664,9 @@ static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct 
 {
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
+	uint64_t t0 = thread_cpu_ns();
 	delta_batch(d->st, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
+	c.cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
 }
@@ -812,6 +826,10 @@ void ndelta_stop(struct ndelta *d)
 			(unsigned long long)c->moved_whole, (unsigned long long)c->whole_before,
 			(unsigned long long)c->whole_after, (unsigned long long)c->swept,
 			(unsigned long long)c->rests);
+	uint64_t done = c->stored + c->moved_whole;
+	if (done && c->cpu_ns)
+		fprintf(stderr, "pagededupfs: delta step CPU: %.2f s for %llu final records, %.0f pages/s of one core\n",
+			(double)c->cpu_ns / 1e9, (unsigned long long)done, (double)done * 1e9 / (double)c->cpu_ns);
 	uint64_t past = __atomic_load_n(&d->st->nursery_bypassed, __ATOMIC_RELAXED);
 	if (past)
 		fprintf(stderr, "pagededupfs: %llu pages sealed while the nursery was full: their final records written by close()\n",

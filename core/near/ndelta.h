@@ -114,6 +114,7 @@ void ndelta_push(struct ndelta *d, const struct blobkey *k);
 /* What the thread did (tests, benchmarks). */
 struct ndelta_counts {
 	uint64_t queued, dropped, tried, stored, kept_rebased;
+	uint64_t cpu_ns; /* CPU time of the batches and sweeps (the thread's) */
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */

@@ -137,8 +137,9 @@ int pack_list(struct pack_set *ps, uint32_t **ids, size_t *n)
 	return 0;
 }
 
-/* Check the header of pack id; *flags (may be NULL) gets its flags. */
-static int check_pack_hdr_flags(int fd, uint32_t id, uint32_t *flags)
+/* Check the header of pack id; *flags (may be NULL) gets its flags,
+ * *version (may be NULL) its version. */
+static int check_pack_hdr_flags(int fd, uint32_t id, uint32_t *flags, uint32_t *version)
 {
 	uint8_t h[PACK_HDR_BYTES];
 	ssize_t n = fd_pread_full(fd, h, sizeof h, 0);
@@ -150,12 +151,14 @@ static int check_pack_hdr_flags(int fd, uint32_t id, uint32_t *flags)
 		return -EPROTO;
 	if (flags)
 		*flags = get_le32(h + 20);
+	if (version)
+		*version = get_le32(h + 8);
 	return get_le32(h + 16) == id && get_le32(h + 12) == PACK_HDR_BYTES ? 0 : -EIO;
 }
 
 static int check_pack_hdr(int fd, uint32_t id)
 {
-	return check_pack_hdr_flags(fd, id, NULL);
+	return check_pack_hdr_flags(fd, id, NULL, NULL);
 }
 
 /* Hold the read descriptor of pack id (opened on first use, kept until
@@ -279,7 +282,7 @@ static int survey(struct pack_set *ps)
 		int fd = openat(ps->dirfd, name, O_RDONLY | O_CLOEXEC);
 		uint32_t flags = 0;
 		struct stat sb;
-		if (fd >= 0 && check_pack_hdr_flags(fd, ids[i], &flags) == 0 && (flags & PACK_FLAG_NURSERY) &&
+		if (fd >= 0 && check_pack_hdr_flags(fd, ids[i], &flags, NULL) == 0 && (flags & PACK_FLAG_NURSERY) &&
 		    fstat(fd, &sb) == 0)
 			rc = nursery_add(ps, ids[i], (uint64_t)sb.st_size);
 		else
@@ -291,13 +294,15 @@ static int survey(struct pack_set *ps)
 	free(ids);
 	if (rc || ps->readonly || !last_main)
 		return rc;
-	/* Appends continue in the last main pack if it is intact. */
+	/* Appends continue in the last main pack if it is intact and of this
+	 * version (a version 1 pack holds layout 1 records only: pack.h). */
 	char name[PACK_NAME_MAX];
 	pack_name(last_main, name);
 	int wfd = openat(ps->dirfd, name, O_RDWR | O_CLOEXEC);
 	struct stat sb;
-	if (wfd >= 0 && check_pack_hdr(wfd, last_main) == 0 && fstat(wfd, &sb) == 0 &&
-	    (uint64_t)sb.st_size < ps->max_bytes) {
+	uint32_t version = 0;
+	if (wfd >= 0 && check_pack_hdr_flags(wfd, last_main, NULL, &version) == 0 && version == PACK_VERSION &&
+	    fstat(wfd, &sb) == 0 && (uint64_t)sb.st_size < ps->max_bytes) {
 		ps->w[PACK_MAIN].cur = last_main;
 		ps->w[PACK_MAIN].fd = wfd;
 		ps->w[PACK_MAIN].end = (uint64_t)sb.st_size;
@@ -547,12 +552,13 @@ int pack_read_hdr(struct pack_set *ps, const struct pack_loc *loc, struct pack_r
 	int fd = fd_hold(ps, loc->pack);
 	if (fd < 0)
 		return fd;
-	uint8_t b[PACK_REC_HDR];
-	ssize_t n = fd_pread_full(fd, b, sizeof b, loc->off);
+	uint8_t b[PACK_REC_HDR_MAX];
+	size_t want = loc->len < sizeof b ? (size_t)loc->len : sizeof b;
+	ssize_t n = fd_pread_full(fd, b, want, loc->off);
 	fd_drop(ps, loc->pack);
 	if (n < 0)
 		return (int)n;
-	if (n != PACK_REC_HDR || pack_hdr_decode(b, h) || PACK_REC_HDR + h->payload != loc->len)
+	if ((size_t)n != want || pack_hdr_decode(b, want, h) || h->hdr_len + h->payload != loc->len)
 		return -EIO;
 	return 0;
 }
@@ -584,7 +590,7 @@ int pack_read_page(struct pack_set *ps, const struct pack_loc *loc, const uint8_
 		rc = -EIO;
 	else if (!(payload = malloc(h.payload ? (size_t)h.payload : 1)))
 		rc = -ENOMEM;
-	ssize_t n = rc ? 0 : fd_pread_full(fd, payload, (size_t)h.payload, loc->off + PACK_REC_HDR);
+	ssize_t n = rc ? 0 : fd_pread_full(fd, payload, (size_t)h.payload, loc->off + h.hdr_len);
 	fd_drop(ps, loc->pack);
 	if (!rc)
 		rc = n < 0 ? (int)n : (uint64_t)n != h.payload ? -EIO : pack_decode_all(&h, payload, deps, out);
@@ -623,7 +629,7 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 		rc = -ENOMEM;
 		goto done;
 	}
-	ssize_t n = fd_pread_full(fd, table, tlen, loc->off + PACK_REC_HDR);
+	ssize_t n = fd_pread_full(fd, table, tlen, loc->off + h.hdr_len);
 	if (n < 0 || (size_t)n != tlen) {
 		rc = n < 0 ? (int)n : -EIO;
 		goto done;
@@ -639,7 +645,7 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 			rc = -EIO;
 			break;
 		}
-		n = fd_pread_full(fd, src, slen, loc->off + PACK_REC_HDR + pos);
+		n = fd_pread_full(fd, src, slen, loc->off + h.hdr_len + pos);
 		if (n < 0 || (size_t)n != slen) {
 			rc = n < 0 ? (int)n : -EIO;
 			break;
@@ -668,7 +674,7 @@ int pack_read_dict(struct pack_set *ps, const struct pack_loc *loc, uint32_t id,
 	if (rc)
 		return rc;
 	void *b = malloc(h.size ? (size_t)h.size : 1);
-	ssize_t n = b ? fd_pread_full(fd, b, (size_t)h.size, loc->off + PACK_REC_HDR) : 0;
+	ssize_t n = b ? fd_pread_full(fd, b, (size_t)h.size, loc->off + h.hdr_len) : 0;
 	fd_drop(ps, loc->pack);
 	if (!b)
 		return -ENOMEM;
@@ -699,8 +705,10 @@ static int scan_fd(int fd, uint32_t id,
 		return -ENOMEM;
 	uint64_t end = (uint64_t)sb.st_size, off = PACK_HDR_BYTES, wstart = 0, wlen = 0;
 	int rc = 0;
-	while (off + PACK_REC_HDR <= end) {
-		if (off < wstart || off + PACK_REC_HDR > wstart + wlen) {
+	while (off + PACK_REC_HDR_MIN <= end) {
+		/* the window holds the longest header there can be here */
+		uint64_t need = end - off < PACK_REC_HDR_MAX ? end - off : PACK_REC_HDR_MAX;
+		if (off < wstart || off + need > wstart + wlen) {
 			ssize_t n = fd_pread_full(fd, win, SCAN_WINDOW, off);
 			if (n < 0) {
 				rc = (int)n;
@@ -708,14 +716,14 @@ static int scan_fd(int fd, uint32_t id,
 			}
 			wstart = off;
 			wlen = (uint64_t)n;
-			if (wlen < PACK_REC_HDR)
+			if (wlen < need)
 				break; /* the file is shorter than its size said */
 		}
 		const uint8_t *b = win + (off - wstart);
 		struct pack_rec_hdr h;
 		bool zero_pad = get_le32(b) == 0; /* alignment padding is not damage */
-		if (pack_hdr_decode(b, &h) == 0 && h.payload <= end - off - PACK_REC_HDR) {
-			struct pack_loc loc = { id, off, PACK_REC_HDR + h.payload };
+		if (pack_hdr_decode(b, (size_t)need, &h) == 0 && h.payload <= end - off - h.hdr_len) {
+			struct pack_loc loc = { id, off, h.hdr_len + h.payload };
 			if ((rc = fn(ctx, &h, &loc)))
 				break;
 			off = (off + loc.len + PACK_ALIGN - 1) & ~(uint64_t)(PACK_ALIGN - 1);
@@ -855,7 +863,7 @@ bool pack_retired(struct pack_set *ps, uint32_t id)
 int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec *out)
 {
 	memset(out, 0, sizeof *out);
-	if (loc->len < PACK_REC_HDR || loc->len > SIZE_MAX)
+	if (loc->len < PACK_REC_HDR_MIN || loc->len > SIZE_MAX)
 		return -EIO;
 	int fd = fd_hold(ps, loc->pack);
 	if (fd < 0)
@@ -864,7 +872,7 @@ int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_r
 	ssize_t n = buf ? fd_pread_full(fd, buf, (size_t)loc->len, loc->off) : 0;
 	fd_drop(ps, loc->pack);
 	int rc = !buf ? -ENOMEM : n < 0 ? (int)n : (uint64_t)n != loc->len ? -EIO : 0;
-	if (!rc && (pack_hdr_decode(buf, &out->hdr) || PACK_REC_HDR + out->hdr.payload != loc->len))
+	if (!rc && (pack_hdr_decode(buf, (size_t)loc->len, &out->hdr) || out->hdr.hdr_len + out->hdr.payload != loc->len))
 		rc = -EIO;
 	if (rc) {
 		free(buf);
@@ -883,7 +891,7 @@ int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps)
 	void *out = malloc(h->size ? (size_t)h->size : 1);
 	if (!out)
 		return -ENOMEM;
-	int rc = pack_decode_all(h, r->buf + PACK_REC_HDR, deps, out);
+	int rc = pack_decode_all(h, r->buf + h->hdr_len, deps, out);
 	free(out);
 	return rc;
 }

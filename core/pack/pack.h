@@ -12,14 +12,16 @@
  * This module knows files, records and codecs only (it includes nothing
  * above core/base): base < pack < store < blob.
  *
- * ---- On-disk format, version 1 -------------------------------------------
+ * ---- On-disk format, version 2 (version 1 is read) ------------------------
  *
  * Files: STORE/packs/pack-NNNNNNNN (the pack id, 8 decimal digits, from 1).
  * Every integer is little-endian.
  *
  * Pack header (PACK_HDR_BYTES = 64, at offset 0):
  *    0  magic "PDPACK\r\n"                 8 bytes
- *    8  version u32                        PACK_VERSION (1)
+ *    8  version u32                        PACK_VERSION (2; 1 in a pack
+ *                                          written before layout 2
+ *                                          records existed)
  *   12  header bytes u32                   64
  *   16  pack id u32                        the N of the file name
  *   20  flags u32                          bit 0 PACK_FLAG_NURSERY: a
@@ -33,9 +35,43 @@
  *   56  check u64                          XXH3-64 of bytes 0..55
  *
  * Records follow, each at an offset that is a multiple of 8 (zero padding
- * in between), appended and never rewritten. A record:
+ * in between), appended and never rewritten. A record is a header, then
+ * its payload. The header has one of two layouts, told apart by its magic,
+ * so that a record stays what it is wherever it is copied (the compactor
+ * copies records between packs, blob_compact.c): a version 2 pack holds
+ * records of either layout; a version 1 pack only layout 1.
  *
- * Record header (PACK_REC_HDR = 96 bytes):
+ * Record header, layout 2 (written since pack version 2; 45 to 100
+ * bytes: PACK_REC_HDR_MIN .. PACK_REC_HDR_MAX): only the fields a record
+ * has, the numbers as varints (core/base/varint.h, LEB128):
+ *    0  magic u32                          PACK_REC_MAGIC2 ("PDR2")
+ *    4  kind u8                            as in layout 1
+ *    5  encoding u8                        as in layout 1
+ *    6  flags u8                           bit 0 PACK_RF_VARIANT, bit 1
+ *                                          PACK_RF_DICT, bit 2 PACK_RF_BASE,
+ *                                          bit 3 PACK_RF_CHUNKS: which of the
+ *                                          optional fields below follow;
+ *                                          other bits 0
+ *    7  md5 [16]                           as in layout 1
+ *   23  xxh128 [16]                        as in layout 1
+ *   39  raw size varint
+ *       payload bytes varint
+ *       [variant varint]                   PACK_RF_VARIANT: the variant (or
+ *                                          dictionary id) is not 0
+ *       [dict varint]                      PACK_RF_DICT: encoding 2 or 4
+ *       [chunk shift u8, nchunks varint]   PACK_RF_CHUNKS: nchunks > 1
+ *       [base md5 [16], base variant varint]  PACK_RF_BASE: encoding 3 or 4
+ *       check u32                          the low 32 bits of the XXH3-64
+ *                                          of the header bytes before it
+ * A field left out is 0 (nchunks 1). The flags must be exactly what the
+ * encoding, variant and nchunks imply, and each varint in its shortest
+ * form, so a header has one encoding: a reader refuses any other (-EIO).
+ * Why: the 96 bytes of layout 1 were a third of a typical delta record
+ * (about 200 bytes of payload) and most of a small page's; layout 2 takes
+ * 45-50 bytes for a whole page, 62-66 for a delta.
+ *
+ * Record header, layout 1 (PACK_REC_HDR = 96 bytes; written by pack
+ * version 1, read everywhere, still written on request: pack_rec_set_layout):
  *    0  magic u32                          PACK_REC_MAGIC ("PDR1")
  *    4  kind u8                            1 page, 2 dictionary
  *    5  encoding u8                        0 raw, 1 zstd, 2 zstd with the
@@ -89,8 +125,10 @@
  * crash. Nursery packs are at most PACK_NURSERY_PACK_BYTES long and
  * share the id sequence with the main packs.
  *
- * Version 1 is written by this code. A pack of a newer version is refused
- * (-EPROTO) rather than guessed at.
+ * Version 2 is written by this code, version 1 read: appends never go to
+ * a version 1 pack (a store's next append starts a new pack), so a
+ * version 1 pack holds layout 1 records only. A pack of a newer version
+ * is refused (-EPROTO) rather than guessed at.
  * ---------------------------------------------------------------------------
  */
 #ifndef PD_PACK_H
@@ -100,10 +138,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PACK_VERSION 1
+#define PACK_VERSION 2
 #define PACK_HDR_BYTES 64
-#define PACK_REC_HDR 96
-#define PACK_REC_MAGIC 0x31524450u /* "PDR1" */
+#define PACK_REC_HDR 96             /* a layout 1 record header */
+#define PACK_REC_MAGIC 0x31524450u  /* "PDR1": layout 1 */
+#define PACK_REC_MAGIC2 0x32524450u /* "PDR2": layout 2 */
+#define PACK_REC_LAYOUT 2           /* the layout new records get */
+#define PACK_REC_HDR_MIN 45         /* layout 2: the smallest header */
+#define PACK_REC_HDR_MAX 104        /* either layout fits in this */
+/* Layout 2 header flags: the optional fields present. */
+#define PACK_RF_VARIANT 1u
+#define PACK_RF_DICT 2u
+#define PACK_RF_BASE 4u
+#define PACK_RF_CHUNKS 8u
+#define PACK_RF_ALL 15u
 #define PACK_CHUNK_ENT 24
 #define PACK_ALIGN 8
 #define PACK_DIR "packs"
@@ -137,6 +185,8 @@ struct pack_loc {
 
 /* A decoded record header. */
 struct pack_rec_hdr {
+	uint8_t layout;   /* 1 or 2 (above) */
+	uint32_t hdr_len; /* its bytes on disk: the payload follows */
 	uint8_t kind, encoding, chunk_shift;
 	uint8_t md5[16];
 	uint32_t variant;
@@ -191,8 +241,13 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 /* Encode a dictionary as a record of its own. */
 int pack_encode_dict(uint32_t id, const void *dict, size_t len, struct pack_rec *out);
 /* Change the identity a built page record carries (its variant is chosen
- * in the transaction, after the bytes were encoded). */
-void pack_rec_set_id(struct pack_rec *r, const uint8_t md5[16], uint32_t variant);
+ * in the transaction, after the bytes were encoded). The header's length
+ * may change with it (layout 2). -ENOMEM. */
+int pack_rec_set_id(struct pack_rec *r, const uint8_t md5[16], uint32_t variant);
+/* Give a record (built, or read by pack_read_rec) header layout 1 or 2,
+ * its payload unchanged (the compactor gives copied layout 1 records
+ * layout 2; tests make layout 1 records). -EINVAL, -ENOMEM. */
+int pack_rec_set_layout(struct pack_rec *r, unsigned layout);
 
 /* The packs of one store. Appends are serialised inside; reads run in
  * parallel (pread on cached descriptors). */

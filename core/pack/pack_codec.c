@@ -18,6 +18,7 @@
 
 #include "base/byteorder.h"
 #include "base/fdio.h"
+#include "base/varint.h"
 
 /* ---- per-thread contexts --------------------------------------------- */
 
@@ -156,7 +157,7 @@ int pack_dict_train(const void *samples, const size_t *sizes, unsigned n, size_t
 
 /* ---- headers ---------------------------------------------------------- */
 
-void pack_hdr_encode(const struct pack_rec_hdr *h, uint8_t out[PACK_REC_HDR])
+static void hdr_encode_v1(const struct pack_rec_hdr *h, uint8_t *out)
 {
 	memset(out, 0, PACK_REC_HDR);
 	put_le32(out, PACK_REC_MAGIC);
@@ -175,10 +176,62 @@ void pack_hdr_encode(const struct pack_rec_hdr *h, uint8_t out[PACK_REC_HDR])
 	put_le64(out + 88, XXH3_64bits(out, 88));
 }
 
-int pack_hdr_decode(const uint8_t in[PACK_REC_HDR], struct pack_rec_hdr *h)
+static bool wants_dict(uint8_t encoding)
 {
-	if (get_le32(in) != PACK_REC_MAGIC || get_le64(in + 88) != XXH3_64bits(in, 88))
+	return encoding == PACK_ENC_ZSTD_DICT || encoding == PACK_ENC_DELTA_DICT;
+}
+
+static bool wants_base(uint8_t encoding)
+{
+	return encoding == PACK_ENC_DELTA || encoding == PACK_ENC_DELTA_DICT;
+}
+
+/* Layout 2 (pack.h): the fields a record has, nothing else. */
+static size_t hdr_encode_v2(const struct pack_rec_hdr *h, uint8_t *out)
+{
+	uint8_t flags = (h->variant ? PACK_RF_VARIANT : 0) | (wants_dict(h->encoding) ? PACK_RF_DICT : 0) |
+			(wants_base(h->encoding) ? PACK_RF_BASE : 0) | (h->nchunks > 1 ? PACK_RF_CHUNKS : 0);
+	put_le32(out, PACK_REC_MAGIC2);
+	out[4] = h->kind;
+	out[5] = h->encoding;
+	out[6] = flags;
+	memcpy(out + 7, h->md5, 16);
+	memcpy(out + 23, h->xxh128, 16);
+	size_t n = 39;
+	n += varint_put(out + n, h->size);
+	n += varint_put(out + n, h->payload);
+	if (flags & PACK_RF_VARIANT)
+		n += varint_put(out + n, h->variant);
+	if (flags & PACK_RF_DICT)
+		n += varint_put(out + n, h->dict);
+	if (flags & PACK_RF_CHUNKS) {
+		out[n++] = h->chunk_shift;
+		n += varint_put(out + n, h->nchunks);
+	}
+	if (flags & PACK_RF_BASE) {
+		memcpy(out + n, h->base_md5, 16);
+		n += 16;
+		n += varint_put(out + n, h->base_variant);
+	}
+	put_le32(out + n, (uint32_t)XXH3_64bits(out, n));
+	return n + 4;
+}
+
+size_t pack_hdr_encode(const struct pack_rec_hdr *h, uint8_t out[PACK_REC_HDR_MAX])
+{
+	if (h->layout == 1) {
+		hdr_encode_v1(h, out);
+		return PACK_REC_HDR;
+	}
+	return hdr_encode_v2(h, out);
+}
+
+static int hdr_decode_v1(const uint8_t *in, size_t avail, struct pack_rec_hdr *h)
+{
+	if (avail < PACK_REC_HDR || get_le64(in + 88) != XXH3_64bits(in, 88))
 		return -EIO;
+	h->layout = 1;
+	h->hdr_len = PACK_REC_HDR;
 	h->kind = in[4];
 	h->encoding = in[5];
 	h->chunk_shift = in[6];
@@ -191,6 +244,77 @@ int pack_hdr_decode(const uint8_t in[PACK_REC_HDR], struct pack_rec_hdr *h)
 	h->dict = get_le32(in + 64);
 	memcpy(h->base_md5, in + 68, 16);
 	h->base_variant = get_le32(in + 84);
+	return 0;
+}
+
+/* One varint field of a layout 2 header at *pos (of avail bytes); false
+ * when malformed or past max. */
+static bool v2_field(const uint8_t *in, size_t avail, size_t *pos, uint64_t max, uint64_t *v)
+{
+	size_t n = varint_get(in + *pos, avail - *pos, v);
+	*pos += n;
+	return n > 0 && *v <= max;
+}
+
+static int hdr_decode_v2(const uint8_t *in, size_t avail, struct pack_rec_hdr *h)
+{
+	if (avail < PACK_REC_HDR_MIN)
+		return -EIO;
+	uint8_t flags = in[6];
+	if (flags & ~PACK_RF_ALL)
+		return -EIO;
+	h->layout = 2;
+	h->kind = in[4];
+	h->encoding = in[5];
+	memcpy(h->md5, in + 7, 16);
+	memcpy(h->xxh128, in + 23, 16);
+	size_t pos = 39;
+	uint64_t v = 0;
+	bool ok = v2_field(in, avail, &pos, UINT64_MAX, &h->size) && v2_field(in, avail, &pos, UINT64_MAX, &h->payload);
+	h->variant = h->dict = h->base_variant = 0;
+	h->chunk_shift = 0;
+	h->nchunks = 1;
+	memset(h->base_md5, 0, 16);
+	if (ok && (flags & PACK_RF_VARIANT) && (ok = v2_field(in, avail, &pos, UINT32_MAX, &v)))
+		h->variant = (uint32_t)v;
+	if (ok && (flags & PACK_RF_DICT) && (ok = v2_field(in, avail, &pos, UINT32_MAX, &v)))
+		h->dict = (uint32_t)v;
+	if (ok && (flags & PACK_RF_CHUNKS)) {
+		ok = pos < avail;
+		if (ok)
+			h->chunk_shift = in[pos++];
+		if (ok && (ok = v2_field(in, avail, &pos, UINT32_MAX, &v)))
+			h->nchunks = (uint32_t)v;
+	}
+	if (ok && (flags & PACK_RF_BASE)) {
+		ok = avail - pos >= 16;
+		if (ok) {
+			memcpy(h->base_md5, in + pos, 16);
+			pos += 16;
+			ok = v2_field(in, avail, &pos, UINT32_MAX, &v);
+			h->base_variant = (uint32_t)v;
+		}
+	}
+	if (!ok || avail - pos < 4 || get_le32(in + pos) != (uint32_t)XXH3_64bits(in, pos))
+		return -EIO;
+	h->hdr_len = (uint32_t)(pos + 4);
+	/* one encoding per header: the flags say exactly what the encoding needs */
+	if (!!(flags & PACK_RF_DICT) != wants_dict(h->encoding) || !!(flags & PACK_RF_BASE) != wants_base(h->encoding) ||
+	    !!(flags & PACK_RF_VARIANT) != (h->variant != 0) || !!(flags & PACK_RF_CHUNKS) != (h->nchunks > 1))
+		return -EIO;
+	return 0;
+}
+
+int pack_hdr_decode(const uint8_t *in, size_t avail, struct pack_rec_hdr *h)
+{
+	if (avail < 4)
+		return -EIO;
+	uint32_t magic = get_le32(in);
+	int rc = magic == PACK_REC_MAGIC2 ? hdr_decode_v2(in, avail, h)
+		 : magic == PACK_REC_MAGIC ? hdr_decode_v1(in, avail, h)
+					    : -EIO;
+	if (rc)
+		return rc;
 	if ((h->kind != PACK_KIND_PAGE && h->kind != PACK_KIND_DICT) || h->encoding > PACK_ENC_DELTA_DICT ||
 	    h->nchunks == 0 || (h->nchunks > 1 && (h->chunk_shift < 12 || h->chunk_shift > 30)))
 		return -EIO;
@@ -208,11 +332,58 @@ void pack_rec_free(struct pack_rec *r)
 	r->len = 0;
 }
 
-void pack_rec_set_id(struct pack_rec *r, const uint8_t md5[16], uint32_t variant)
+/* Write r->hdr in front of the payload at r->buf + from (payload bytes
+ * long; the buffer is r->buf's, of at least from + payload bytes): the
+ * payload moves when the header's length changes. -ENOMEM. */
+static int rec_rehead(struct pack_rec *r, size_t from)
+{
+	uint8_t hb[PACK_REC_HDR_MAX];
+	size_t hl = pack_hdr_encode(&r->hdr, hb);
+	size_t payload = (size_t)r->hdr.payload;
+	if (hl > from) {
+		uint8_t *nb = malloc(hl + payload);
+		if (!nb)
+			return -ENOMEM;
+		memcpy(nb + hl, r->buf + from, payload);
+		free(r->buf);
+		r->buf = nb;
+	} else if (hl < from) {
+		memmove(r->buf + hl, r->buf + from, payload);
+	}
+	memcpy(r->buf, hb, hl);
+	r->hdr.hdr_len = (uint32_t)hl;
+	r->len = hl + payload;
+	return 0;
+}
+
+int pack_rec_set_id(struct pack_rec *r, const uint8_t md5[16], uint32_t variant)
 {
 	memcpy(r->hdr.md5, md5, 16);
 	r->hdr.variant = variant;
-	pack_hdr_encode(&r->hdr, r->buf);
+	return rec_rehead(r, r->hdr.hdr_len);
+}
+
+int pack_rec_set_layout(struct pack_rec *r, unsigned layout)
+{
+	if (layout != 1 && layout != 2)
+		return -EINVAL;
+	if (r->hdr.layout == layout)
+		return 0;
+	r->hdr.layout = (uint8_t)layout;
+	return rec_rehead(r, r->hdr.hdr_len);
+}
+
+/* A record just built: its payload at r->buf + PACK_REC_HDR_MAX, its
+ * header fields set but its identity; the header (this code's layout)
+ * goes in front. */
+static int rec_init(struct pack_rec *r, const uint8_t md5[16], uint32_t variant)
+{
+	r->hdr.layout = PACK_REC_LAYOUT;
+	r->hdr.hdr_len = PACK_REC_HDR_MAX;
+	int rc = pack_rec_set_id(r, md5, variant);
+	if (rc)
+		pack_rec_free(r);
+	return rc;
 }
 
 static void xxh128_canon(const void *p, size_t n, uint8_t out[16])
@@ -275,14 +446,14 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 	size_t table = chunked ? (size_t)nchunks * PACK_CHUNK_ENT : 0;
 	size_t one = chunked ? csize : (size_t)size;
 	size_t bound = ZSTD_compressBound(one) > one ? ZSTD_compressBound(one) : one;
-	size_t cap = PACK_REC_HDR + table + (chunked ? (size_t)nchunks * bound : bound);
+	size_t cap = PACK_REC_HDR_MAX + table + (chunked ? (size_t)nchunks * bound : bound);
 	uint8_t *rec = malloc(cap), *raw = buf ? NULL : malloc(one ? one : 1);
 	if (!rec || (!buf && !raw)) {
 		free(rec);
 		free(raw);
 		return -ENOMEM;
 	}
-	size_t pos = PACK_REC_HDR + table;
+	size_t pos = PACK_REC_HDR_MAX + table; /* the header goes in front at the end */
 	int rc = 0;
 	bool any_packed = false;
 	for (uint32_t i = 0; i < nchunks && !rc; i++) {
@@ -303,7 +474,7 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 		}
 		any_packed |= (size_t)n < len;
 		if (chunked) {
-			uint8_t *e = rec + PACK_REC_HDR + (size_t)i * PACK_CHUNK_ENT;
+			uint8_t *e = rec + PACK_REC_HDR_MAX + (size_t)i * PACK_CHUNK_ENT;
 			put_le32(e, (uint32_t)n);
 			put_le32(e + 4, 0);
 			xxh128_canon(src, len, e + 8);
@@ -321,7 +492,7 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 	h->nchunks = nchunks;
 	memcpy(h->xxh128, xxh128, 16);
 	h->size = size;
-	h->payload = pos - PACK_REC_HDR;
+	h->payload = pos - PACK_REC_HDR_MAX;
 	if (!any_packed && !chunked) {
 		h->encoding = PACK_ENC_RAW; /* nothing gained: no dependency either */
 	} else if (o->base) {
@@ -334,18 +505,16 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 	if (h->encoding == PACK_ENC_ZSTD_DICT)
 		h->dict = o->dict->id;
 	out->buf = rec;
-	out->len = pos;
-	pack_rec_set_id(out, md5, variant);
-	return 0;
+	return rec_init(out, md5, variant);
 }
 
 int pack_encode_dict(uint32_t id, const void *dict, size_t len, struct pack_rec *out)
 {
 	memset(out, 0, sizeof *out);
-	out->buf = malloc(PACK_REC_HDR + len);
+	out->buf = malloc(PACK_REC_HDR_MAX + len);
 	if (!out->buf)
 		return -ENOMEM;
-	memcpy(out->buf + PACK_REC_HDR, dict, len);
+	memcpy(out->buf + PACK_REC_HDR_MAX, dict, len);
 	struct pack_rec_hdr *h = &out->hdr;
 	h->kind = PACK_KIND_DICT;
 	h->encoding = PACK_ENC_RAW;
@@ -354,9 +523,7 @@ int pack_encode_dict(uint32_t id, const void *dict, size_t len, struct pack_rec 
 	xxh128_canon(dict, len, h->xxh128);
 	uint8_t md5_of_id[16] = { 0 };
 	put_le32(md5_of_id, id);
-	out->len = PACK_REC_HDR + len;
-	pack_rec_set_id(out, md5_of_id, id);
-	return 0;
+	return rec_init(out, md5_of_id, id);
 }
 
 /* ---- decoding --------------------------------------------------------- */

@@ -4,9 +4,11 @@
 
 #include "pack.h"
 
-void pack_hdr_encode(const struct pack_rec_hdr *h, uint8_t out[PACK_REC_HDR]);
-/* -EIO unless in is an intact record header. */
-int pack_hdr_decode(const uint8_t in[PACK_REC_HDR], struct pack_rec_hdr *h);
+/* Header h in its layout (h->layout): the bytes written. */
+size_t pack_hdr_encode(const struct pack_rec_hdr *h, uint8_t out[PACK_REC_HDR_MAX]);
+/* -EIO unless the avail bytes at in start with an intact record header
+ * (either layout; h->layout and h->hdr_len say which and how long). */
+int pack_hdr_decode(const uint8_t *in, size_t avail, struct pack_rec_hdr *h);
 /* Decode a whole payload into out (h->size bytes) and check its XXH3-128. */
 int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const struct pack_deps *deps, void *out);
 /* Decode chunk i (its stored bytes at src) into out and check it. */

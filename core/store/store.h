@@ -63,8 +63,12 @@
  * marks a format 1 or 2 store format 3, which such a release refuses.
  * Format 4: inode rows may be in layout 2 (rec.h), which a release of
  * format 3 cannot decode. Older rows stay as they are until the inode is
- * next written; a writable open marks an older store format 4. */
-#define PD_FORMAT_VERSION 4
+ * next written; a writable open marks an older store format 4.
+ * Format 5: packs of version 2, whose records may have header layout 2
+ * (pack.h), which a release of format 4 takes for damage (and its fsck
+ * --repair would drop). Packs of version 1 are read as they are; a
+ * writable open marks an older store format 5. */
+#define PD_FORMAT_VERSION 5
 #define PD_FORMAT_INODE_ROW2 4
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */

@@ -2,11 +2,15 @@
  * real pages: the sizes and speeds behind the defaults of pack.h and
  * blob_dict.c (zstd level, dictionary size, chunk size).
  *
- *   bench_pack [--levels 1,3,6,9] [--dicts 0,32,64,110] [--sample-pct 10] < file-list
+ *   bench_pack [--levels 1,3,6,9] [--dicts 0,32,64,110] [--sample-pct 10]
+ *              [--sample-first N | --sample-pages N] [--sample-max BYTES] [--dict-file F] < file-list
  *
  * Reads the files named on stdin (one path a line; duplicates by content
  * are dropped), trains a dictionary of each size on a sample of the pages
- * (every 100/pct-th page), then compresses every page alone at each level
+ * (every 100/pct-th page, N pages spread evenly: --sample-pages, or the
+ * first N pages as a store's first training sees them: --sample-first; each cut to --sample-max bytes, 64 KiB unless
+ * told), or takes the dictionary of file F (--dict-file, e.g. one read out
+ * of a store's pack), then compresses every page alone at each level
  * with each dictionary and prints one line per setting:
  *   level L dict KiB: N bytes (ratio R of raw), compress X MB/s, decompress Y MB/s
  * plus the raw size and the dictionary training time.
@@ -65,6 +69,8 @@ static int parse_list(const char *s, int *v, int max)
 int main(int argc, char **argv)
 {
 	int levels[8] = { 1, 3, 6, 9 }, nlev = 4, dicts[8] = { 0, 32, 64, 110 }, ndict = 4, pct = 10;
+	size_t first = 0, spread = 0, smax = 65536;
+	const char *dict_file = NULL;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--levels"))
 			nlev = parse_list(argv[i + 1], levels, 8);
@@ -72,6 +78,18 @@ int main(int argc, char **argv)
 			ndict = parse_list(argv[i + 1], dicts, 8);
 		else if (!strcmp(argv[i], "--sample-pct"))
 			pct = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--sample-first"))
+			first = (size_t)atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--sample-pages"))
+			spread = (size_t)atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--sample-max"))
+			smax = (size_t)atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--dict-file"))
+			dict_file = argv[i + 1];
+	}
+	if (dict_file) {
+		dicts[0] = -1; /* the file's */
+		ndict = 1;
 	}
 	size_t cap = 1024, n = 0, raw = 0;
 	struct page *p = malloc(cap * sizeof *p);
@@ -99,12 +117,15 @@ int main(int argc, char **argv)
 		raw += len;
 	}
 	printf("pages %zu, raw %zu bytes\n", n, raw);
-	/* the training sample: every (100/pct)-th page, cut to 64 KiB each */
-	size_t step = pct > 0 ? (size_t)(100 / pct) : 10, ns = 0, sbytes = 0;
+	/* the training sample: every (100/pct)-th page or the first ones, cut
+	 * to smax bytes each */
+	size_t step = first ? 1 : spread ? (n / spread > 0 ? n / spread : 1) : pct > 0 ? (size_t)(100 / pct) : 10;
+	size_t ns = 0, sbytes = 0;
+	size_t end = first && first < n ? first : n;
 	size_t *ssz = malloc((n / step + 1) * sizeof *ssz);
 	char *sample = malloc(raw + 1);
-	for (size_t i = 0; i < n; i += step) {
-		size_t l = p[i].len < 65536 ? p[i].len : 65536;
+	for (size_t i = 0; i < end; i += step) {
+		size_t l = p[i].len < smax ? p[i].len : smax;
 		memcpy(sample + sbytes, p[i].buf, l);
 		ssz[ns++] = l;
 		sbytes += l;
@@ -118,7 +139,14 @@ int main(int argc, char **argv)
 	for (int di = 0; di < ndict; di++) {
 		void *dict = NULL;
 		size_t dlen = 0;
-		if (dicts[di] > 0) {
+		if (dicts[di] < 0) {
+			dict = slurp(dict_file, &dlen);
+			if (!dict) {
+				printf("dict file %s: cannot be read\n", dict_file);
+				return 1;
+			}
+			printf("dict from %s: %zu bytes\n", dict_file, dlen);
+		} else if (dicts[di] > 0) {
 			dict = malloc((size_t)dicts[di] * 1024);
 			double t0 = now();
 			dlen = ZDICT_trainFromBuffer(dict, (size_t)dicts[di] * 1024, sample, ssz, (unsigned)ns);

@@ -7,7 +7,8 @@
 # without the nursery (PD_LANDED_BUILD, a build before it, or -o nonursery)
 # opens with it: new pages go through the nursery and leave it, the
 # nursery pack goes, and fsck finds the store clean (a build of format 3
-# refuses it now: t_operate landed_store_rows).
+# refuses it now: t_operate landed_store_rows). A store of pack version 1
+# (PD_LANDED_BUILD) reads, and compaction gives its records layout 2.
 # A read-only close costs no FLUSH round trip.
 . "$(dirname "$0")/lib.sh"
 
@@ -238,6 +239,85 @@ EOF
 	pd_fsck "$s" || fail "fsck after the nursery"
 }
 
+# A store whose packs are of version 1 (record headers of layout 1: made
+# by PD_LANDED_BUILD, a build of store format 4 or older) reads as it
+# was, deltas and chunked pages included, and fsck --deep finds it clean;
+# new pages go to a new pack of version 2; `pagededup compact --all` gives
+# every record the lean header (layout 2) and the store stays clean.
+case_pack_version1_store() {
+	local s=$PD_TMP/v1.store old=${PD_LANDED_BUILD:-}
+	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of pack version 1) not given"
+	"$old/pagededup" --version | grep -q "store format [1-4])" || skip "PD_LANDED_BUILD writes packs of version 2"
+	mkdir -p "$s" && "$old/pagededup" mkfs "$s" >/dev/null || fail "mkfs of the older build"
+	local PDFS_BIN_SAVED=$PDFS_BIN
+	PDFS_BIN=$old/pagededupfs
+	pd_mount -n -s "$s" || fail "mount with the older build"
+	PDFS_BIN=$PDFS_BIN_SAVED
+	py "$PD_TMP/v1.json" <<'EOF' || exit 1
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+pages = {}
+r1 = random.Random(1)
+base = " ".join("w%d" % r1.randrange(5000) for _ in range(3000))
+for i in range(40):  # near copies of one page (deltas), and pages of their own
+    rnd = random.Random(i)
+    body = base if i % 2 == 0 else " ".join("u%d" % rnd.randrange(9000) for _ in range(3000))
+    body = ("<html><body>%d %s</body></html>" % (i, body)).encode()
+    write("%s/p%d.html" % (M, i), body)
+    pages["p%d.html" % i] = md5(body)
+big = "".join("<p>line %d of a long page %d</p>\n" % (j, r1.randrange(10**6)) for j in range(20000)).encode()
+write(M + "/big.html", big)  # over 256 KiB: stored in chunks
+pages["big.html"] = md5(big)
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+	pd_umount || fail "unmount of the older build"
+	"$PD_BIN" fsck --deep "$s" >/dev/null || fail "fsck --deep of the version 1 store"
+	pd_mount -n -s "$s" || fail "mount of the version 1 store"
+	py "$PD_TMP/v1.json" <<'EOF' || exit 1
+import os, sys, json, random
+from fsutil import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+pages = json.load(open(sys.argv[1]))
+for name, m in pages.items():
+    eq(md5(read(M + "/" + name)), m, "content of " + name)
+check(any(":delta:" in r[3] for r in stored(S)), "no delta among the older build's records")
+for i in range(5):
+    rnd = random.Random(50 + i)
+    body = ("<html><body>new %d %s</body></html>" % (i, " ".join("v%d" % rnd.randrange(5000) for _ in range(2000)))).encode()
+    write("%s/new%d.html" % (M, i), body)
+    pages["new%d.html" % i] = md5(body)
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+	pd_umount || fail umount
+	py "$PD_TMP/v1.json" <<'EOF' || exit 1
+import os, struct
+from fsutil import *
+S = os.environ["STORE"]
+v = {}
+for r in stored(S):
+    path, off, n = blob_place(S, r[0])
+    with open(path, "rb") as f:
+        v[path] = struct.unpack_from("<I", f.read(12), 8)[0]
+check(1 in v.values(), "no pack of version 1 left: %s" % v)
+check(2 in v.values(), "the new pages are not in a pack of version 2: %s" % v)
+EOF
+	"$PD_BIN" compact --all "$s" >/dev/null || fail "compact --all"
+	"$PD_BIN" fsck --deep "$s" >/dev/null || fail "fsck --deep after compact --all"
+	py "$PD_TMP/v1.json" <<'EOF' || exit 1
+import os, sys, json
+from fsutil import *
+S = os.environ["STORE"]
+pages = json.load(open(sys.argv[1]))
+for r in stored(S):
+    path, off, n = blob_place(S, r[0])
+    with open(path, "rb") as f:
+        f.seek(off)
+        eq(f.read(4), b"PDR2", "the header of %s's record after compact --all" % r[0])
+eq(sorted(md5(blob_bytes(S, r[0])) for r in stored(S)), sorted(set(pages.values())), "the stored pages")
+EOF
+}
+
 # A read-only open costs no FLUSH at close (FOPEN_NOFLUSH): a reader's
 # round trips are lookup, open, read and release. A writer's close still
 # flushes, and its bytes are read back at once.
@@ -262,5 +342,6 @@ case_read_round_trips() {
 pd_case damaged_region_heals
 pd_case format1_converted
 pd_case nursery_on_older_store
+pd_case pack_version1_store
 pd_case read_round_trips
 pd_finish

@@ -220,7 +220,9 @@ static void test_damaged_record_stays(void **state)
 	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(r.pack_off + PACK_REC_HDR + 4)), 4);
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(r.pack_off + h.hdr_len + 4)), 4);
 	close(fd);
 	struct blob_compact_cfg c = cfg_all();
 	struct blob_compact_stats d;

@@ -270,7 +270,7 @@ static int scan_fn(void *ctx, const struct pack_rec_hdr *h, const struct pack_lo
 	(void)loc;
 	if (h->kind == PACK_KIND_PAGE) {
 		s->pages++;
-		s->variants |= 1u << h->variant;
+		s->variants |= h->variant < 32 ? 1u << h->variant : 0;
 	} else {
 		s->dicts++;
 	}
@@ -322,12 +322,208 @@ static void test_scan_damage_and_rollover(void **state)
 	teardown(&f);
 }
 
+
+/* Record headers of layout 2 (pack.h) take only the fields a record has:
+ * every combination of optional fields comes back as it was written, and
+ * a whole page's header is under half of layout 1's 96 bytes. */
+static void test_lean_headers(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 0);
+	char *base = text(3, 6000), *page = malloc(6000);
+	memcpy(page, base, 6000);
+	memcpy(page + 3000, "one changed sentence", 20);
+	size_t big = 3 * (1u << 16) + 77;
+	char *large = text(4, big);
+	struct pack_dict *pd;
+	{
+		enum { NS = 100, SL = 2000 };
+		char *samples = malloc(NS * SL);
+		size_t sizes[NS];
+		for (int i = 0; i < NS; i++) {
+			char *t = text(500 + (uint64_t)i, SL);
+			memcpy(samples + i * SL, t, SL);
+			sizes[i] = SL;
+			free(t);
+		}
+		void *dict;
+		size_t dlen;
+		assert_int_equal(pack_dict_train(samples, sizes, NS, 8192, &dict, &dlen), 0);
+		pd = pack_dict_new(300, dict, dlen, 3); /* an id of two varint bytes */
+		assert_non_null(pd);
+		free(samples);
+		free(dict);
+	}
+	struct deps_ctx dc = { pd, base, 6000 };
+	struct pack_deps deps = { dep_dict, dep_base, &dc };
+	struct {
+		const char *buf;
+		size_t len;
+		uint32_t variant;
+		struct pack_encode_opts o;
+		uint8_t enc;
+		unsigned max_hdr;
+	} c[] = {
+		{ page, 6000, 0, { .level = 3 }, PACK_ENC_ZSTD, 50 },
+		{ page, 6000, 70000, { .level = 3 }, PACK_ENC_ZSTD, 53 },
+		{ page, 6000, 0, { .level = 3, .dict = pd }, PACK_ENC_ZSTD_DICT, 52 },
+		{ page, 6000, 2, { .level = 3, .base = base, .base_len = 6000, .base_variant = 1 }, PACK_ENC_DELTA, 67 },
+		{ large, big, 0, { .level = 3, .chunk_shift = 16, .dict = pd }, PACK_ENC_ZSTD_DICT, 56 },
+		{ page, 10, 5, { .level = 0 }, PACK_ENC_RAW, 48 },
+	};
+	struct pack_loc loc[6];
+	for (int i = 0; i < 6; i++) {
+		uint8_t md5[16] = { 1, 2, 3 }, x[16];
+		canon(c[i].buf, c[i].len, x);
+		struct pack_rec r;
+		assert_int_equal(pack_encode_page(md5, c[i].variant, x, c[i].buf, -1, c[i].len, &c[i].o, &r), 0);
+		assert_int_equal(r.hdr.layout, 2);
+		assert_true(r.hdr.hdr_len <= c[i].max_hdr);
+		assert_int_equal(pack_append(f.ps, &r, false, &loc[i]), 0);
+		pack_rec_free(&r);
+		struct pack_rec_hdr h;
+		assert_int_equal(pack_read_hdr(f.ps, &loc[i], &h), 0);
+		assert_int_equal(h.layout, 2);
+		assert_true(h.hdr_len <= c[i].max_hdr);
+		assert_int_equal(h.hdr_len + h.payload, loc[i].len);
+		assert_int_equal(h.kind, PACK_KIND_PAGE);
+		assert_int_equal(h.encoding, c[i].enc);
+		assert_int_equal(h.variant, c[i].variant);
+		assert_int_equal(h.size, c[i].len);
+		assert_memory_equal(h.md5, md5, 16);
+		assert_memory_equal(h.xxh128, x, 16);
+		assert_int_equal(h.dict, c[i].o.dict ? 300 : 0);
+		assert_int_equal(h.base_variant, c[i].o.base ? 1 : 0);
+		assert_int_equal(h.nchunks, c[i].len > (1u << 16) ? 4 : 1);
+		char *got = malloc(c[i].len + 1);
+		assert_int_equal(pack_read_page(f.ps, &loc[i], md5, c[i].variant, c[i].len, x, &deps, got), 0);
+		assert_memory_equal(got, c[i].buf, c[i].len);
+		free(got);
+	}
+	/* a dictionary record is lean too */
+	size_t dlen;
+	const void *db = pack_dict_bytes(pd, &dlen);
+	struct pack_rec dr;
+	assert_int_equal(pack_encode_dict(300, db, dlen, &dr), 0);
+	assert_true(dr.hdr.hdr_len <= 50);
+	struct pack_loc dl;
+	assert_int_equal(pack_append(f.ps, &dr, false, &dl), 0);
+	pack_rec_free(&dr);
+	void *back;
+	size_t blen;
+	assert_int_equal(pack_read_dict(f.ps, &dl, 300, &back, &blen), 0);
+	assert_int_equal(blen, dlen);
+	assert_memory_equal(back, db, dlen);
+	free(back);
+	/* a scan finds every record at its place and length */
+	struct scan_ctx s = { 0 };
+	uint64_t damaged;
+	assert_int_equal(pack_scan(f.ps, 1, scan_fn, &s, &damaged), 0);
+	assert_int_equal(damaged, 0);
+	assert_int_equal(s.pages, 6);
+	assert_int_equal(s.dicts, 1);
+	/* any byte of a lean header changed: the record is damaged (EIO) */
+	int fd = openat(f.dfd, "packs/pack-00000001", O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t b;
+	assert_int_equal(pread(fd, &b, 1, (off_t)loc[3].off + 6), 1); /* the flags */
+	b ^= PACK_RF_VARIANT;
+	assert_int_equal(pwrite(fd, &b, 1, (off_t)loc[3].off + 6), 1);
+	close(fd);
+	struct pack_rec_hdr h;
+	assert_int_equal(pack_read_hdr(f.ps, &loc[3], &h), -EIO);
+	pack_dict_free(pd);
+	free(base);
+	free(page);
+	free(large);
+	teardown(&f);
+}
+
+/* A pack of version 1 holding layout 1 records (what stores made before
+ * layout 2 have) reads and scans as before; appends go to a new pack of
+ * version 2, never into it; a layout 1 record given layout 2 (as the
+ * compactor does) is the same record with a shorter header. */
+static void test_version1_pack(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 0);
+	struct pack_encode_opts o = { .level = 3 };
+	char *pages[3];
+	size_t sizes[3] = { 100, 5000, 70000 };
+	struct pack_loc loc[3];
+	uint8_t md5[16] = { 1, 2, 3 };
+	for (int i = 0; i < 3; i++) {
+		uint8_t x[16];
+		pages[i] = text(50 + (uint64_t)i, sizes[i]);
+		canon(pages[i], sizes[i], x);
+		struct pack_rec r;
+		assert_int_equal(pack_encode_page(md5, (uint32_t)i, x, pages[i], -1, sizes[i], &o, &r), 0);
+		assert_int_equal(pack_rec_set_layout(&r, 1), 0);
+		assert_int_equal(r.hdr.hdr_len, PACK_REC_HDR);
+		assert_int_equal(pack_append(f.ps, &r, false, &loc[i]), 0);
+		pack_rec_free(&r);
+	}
+	pack_set_close(f.ps);
+	/* the pack as version 1 wrote it: version 1 in its header */
+	int fd = openat(f.dfd, "packs/pack-00000001", O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t ph[PACK_HDR_BYTES];
+	assert_int_equal(pread(fd, ph, sizeof ph, 0), sizeof ph);
+	assert_int_equal(ph[8], PACK_VERSION);
+	ph[8] = 1;
+	uint64_t sum = XXH3_64bits(ph, 56);
+	for (int i = 0; i < 8; i++)
+		ph[56 + i] = (uint8_t)(sum >> (8 * i));
+	assert_int_equal(pwrite(fd, ph, sizeof ph, 0), sizeof ph);
+	close(fd);
+	open_set(&f, 0);
+	for (int i = 0; i < 3; i++) {
+		struct pack_rec_hdr h;
+		assert_int_equal(pack_read_hdr(f.ps, &loc[i], &h), 0);
+		assert_int_equal(h.layout, 1);
+		check(&f, pages[i], sizes[i], (uint32_t)i, &loc[i], NULL);
+	}
+	struct scan_ctx s = { 0 };
+	uint64_t damaged;
+	assert_int_equal(pack_scan(f.ps, 1, scan_fn, &s, &damaged), 0);
+	assert_int_equal(damaged, 0);
+	assert_int_equal(s.pages, 3);
+	/* a new record goes to pack 2, of this version, in layout 2 */
+	struct pack_loc l2;
+	put(&f, pages[1], sizes[1], 9, &o, &l2);
+	assert_int_equal(l2.pack, 2);
+	fd = openat(f.dfd, "packs/pack-00000002", O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, ph, sizeof ph, 0), sizeof ph);
+	close(fd);
+	assert_int_equal(ph[8], PACK_VERSION);
+	/* a layout 1 record copied with layout 2: same bytes, shorter */
+	struct pack_rec r;
+	assert_int_equal(pack_read_rec(f.ps, &loc[2], &r), 0);
+	assert_int_equal(r.hdr.layout, 1);
+	assert_int_equal(pack_rec_set_layout(&r, 2), 0);
+	assert_true(r.len + 40 <= loc[2].len);
+	assert_int_equal(pack_rec_check(&r, NULL), 0);
+	struct pack_loc l3;
+	assert_int_equal(pack_append(f.ps, &r, false, &l3), 0);
+	assert_int_equal(l3.len, r.len);
+	pack_rec_free(&r);
+	check(&f, pages[2], sizes[2], 2, &l3, NULL);
+	for (int i = 0; i < 3; i++)
+		free(pages[i]);
+	teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_chunks),
 		cmocka_unit_test(test_dict_and_delta),
+		cmocka_unit_test(test_lean_headers),
+		cmocka_unit_test(test_version1_pack),
 		cmocka_unit_test(test_scan_damage_and_rollover),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

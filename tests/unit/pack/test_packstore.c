@@ -109,6 +109,48 @@ static void test_dictionary_trained_and_used(void **state)
 	th_rmdir(dir);
 }
 
+/* The training sample is drawn from all the pages sealed since the last
+ * training, not the most recent ones: a crawl that moved from one site
+ * to another keeps both in its next dictionary. After the second
+ * dictionary, 400 pages of site A, then pages of site B, each site with
+ * a boilerplate of its own, until the third training: it starts with at
+ * least BLOB_DICT_SAMPLES pages of B the last ones sealed, yet its
+ * dictionary holds A's boilerplate too. */
+static uint32_t dict_now(struct store *st)
+{
+	blob_dict_settle(st);
+	const struct pack_dict *d = blob_dict_current(st);
+	return d ? pack_dict_id(d) : 0;
+}
+
+static void test_dictionary_sample_spread(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	static const char a_mark[] = "<nav class=\"alpha-site\">alpha navigation: home, archive, about alpha</nav>";
+	static const char b_mark[] = "<nav class=\"beta-site\">beta navigation: start, index, contact beta</nav>";
+	char name[32];
+	int i = 0, a_after = 0, b_pages = 0;
+	for (; dict_now(st) < 3; i++) {
+		assert_true(i < 40 * BLOB_DICT_SAMPLES);
+		bool site_a = dict_now(st) < 2 || a_after < 400;
+		if (dict_now(st) == 2)
+			site_a ? a_after++ : b_pages++;
+		char *page = th_page((uint64_t)i, 300, site_a ? a_mark : b_mark);
+		snprintf(name, sizeof name, "p%05d.html", i);
+		th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+	}
+	/* the last BLOB_DICT_SAMPLES pages before the training were all B's */
+	assert_true(b_pages >= BLOB_DICT_SAMPLES);
+	size_t len;
+	const char *bytes = pack_dict_bytes(blob_dict_current(st), &len);
+	assert_non_null(memmem(bytes, len, "beta navigation", 15));
+	assert_non_null(memmem(bytes, len, "alpha navigation", 16));
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
 
 /* Deleted pages give their disk blocks back at once (hole punching), for
  * records that span whole blocks; smaller ones wait for compaction. */
@@ -170,7 +212,9 @@ static void test_large_page_reads_by_chunk(void **state)
 	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
-	uint64_t chunk0 = r.pack_off + PACK_REC_HDR + (uint64_t)nchunks * PACK_CHUNK_ENT;
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
+	uint64_t chunk0 = r.pack_off + h.hdr_len + (uint64_t)nchunks * PACK_CHUNK_ENT;
 	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)chunk0 + 16), 8);
 	close(fd);
 	struct pd_file *f;
@@ -279,7 +323,9 @@ static void test_pages_decoded_into_memory(void **state)
 	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), rec.pack);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)(rec.pack_off + PACK_REC_HDR + 16)), 8);
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &rec, &h), 0);
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)(rec.pack_off + h.hdr_len + 16)), 8);
 	close(fd);
 	char buf[100];
 	size_t got;
@@ -297,6 +343,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dictionary_trained_and_used),
+		cmocka_unit_test(test_dictionary_sample_spread),
 		cmocka_unit_test(test_deleted_pages_give_blocks_back),
 		cmocka_unit_test(test_large_page_reads_by_chunk),
 		cmocka_unit_test(test_pages_decoded_into_memory),

@@ -151,7 +151,7 @@ static void test_format3_rows_converted(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	assert_int_equal(st->format, 4);
+	assert_int_equal(st->format, PD_FORMAT_VERSION);
 	fill(st, 0, 100);
 	struct inode before;
 	char name[64];
@@ -164,7 +164,7 @@ static void test_format3_rows_converted(void **state)
 	assert_stats_format(th_store_dir(dir), 3); /* the store's, not this build's */
 
 	st = reopen(th_store_dir(dir));
-	assert_int_equal(st->format, 4); /* the writable open marked it */
+	assert_int_equal(st->format, PD_FORMAT_VERSION); /* the writable open marked it */
 	n = count_rows(st);
 	assert_int_equal(n.row2, 0);
 	assert_int_equal(n.row1, 101);
