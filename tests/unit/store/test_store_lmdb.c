@@ -47,15 +47,47 @@ struct rowcount {
 	size_t row1, row2;
 };
 
+/* The name held by an inode row, as the `links` row an older release
+ * kept instead. */
+static void name_to_links_row(MDB_txn *txn, MDB_dbi dirents, MDB_dbi links, const struct inode *in)
+{
+	uint8_t kb[16], lk[8], lv[LINK_VAL_MAX];
+	put_be64(kb, in->name_parent);
+	put_be64(kb + 8, in->name_hash);
+	MDB_val k = { 16, kb }, v;
+	MDB_cursor *c;
+	assert_int_equal(mdb_cursor_open(txn, dirents, &c), 0);
+	bool found = false;
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); rc == 0 && !found;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		const char *name;
+		size_t len;
+		uint64_t child;
+		uint32_t type;
+		assert_int_equal(dirent_val_decode(v.mv_data, v.mv_size, &name, &len, &child, &type), 0);
+		if (child != in->ino)
+			continue;
+		put_be64(lk, in->ino);
+		put_be64(lv, in->name_parent);
+		memcpy(lv + 8, name, len);
+		MDB_val nk = { 8, lk }, nv = { 8 + len, lv };
+		mdb_cursor_close(c);
+		assert_int_equal(mdb_put(txn, links, &nk, &nv, MDB_NODUPDATA), 0);
+		return;
+	}
+	fail_msg("inode %llu: no dirent for the name its row holds", (unsigned long long)in->ino);
+}
+
 /* Every inode row of the store in layout 1 (as a release of format 3
- * wrote them), and the format record set to 3, LMDB opened directly. */
+ * wrote them, every name in `links`), and the format record set to 3,
+ * LMDB opened directly. */
 static void rows_to_format3(const char *store, uint64_t ino, struct inode *seen)
 {
 	char path[4200];
 	snprintf(path, sizeof path, "%s/meta", store);
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi inodes, meta;
+	MDB_dbi inodes, meta, dirents, links;
 	MDB_cursor *c;
 	assert_int_equal(mdb_env_create(&env), 0);
 	mdb_env_set_maxdbs(env, 64);
@@ -64,6 +96,8 @@ static void rows_to_format3(const char *store, uint64_t ino, struct inode *seen)
 	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
 	assert_int_equal(mdb_dbi_open(txn, "inodes", 0, &inodes), 0);
 	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	assert_int_equal(mdb_dbi_open(txn, "dirents", MDB_DUPSORT, &dirents), 0);
+	assert_int_equal(mdb_dbi_open(txn, "links", MDB_DUPSORT, &links), 0);
 	assert_int_equal(mdb_cursor_open(txn, inodes, &c), 0);
 	MDB_val k, v;
 	static uint64_t inos[FILES * 2];
@@ -79,6 +113,10 @@ static void rows_to_format3(const char *store, uint64_t ino, struct inode *seen)
 		k = (MDB_val){ 8, kb };
 		assert_int_equal(mdb_get(txn, inodes, &k, &v), 0);
 		assert_int_equal(inode_decode(v.mv_data, v.mv_size, &in, NULL, NULL), 0);
+		in.ino = inos[i];
+		if (in.name_parent)
+			name_to_links_row(txn, dirents, links, &in);
+		in.name_parent = in.name_hash = 0;
 		if (inos[i] == ino)
 			*seen = in;
 		MDB_val nv = { inode_encode(&in, NULL, 0, row), row };
@@ -151,7 +189,7 @@ static void test_format3_rows_converted(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	assert_int_equal(st->format, 4);
+	assert_int_equal(st->format, PD_FORMAT_VERSION);
 	fill(st, 0, 100);
 	struct inode before;
 	char name[64];
@@ -164,7 +202,7 @@ static void test_format3_rows_converted(void **state)
 	assert_stats_format(th_store_dir(dir), 3); /* the store's, not this build's */
 
 	st = reopen(th_store_dir(dir));
-	assert_int_equal(st->format, 4); /* the writable open marked it */
+	assert_int_equal(st->format, PD_FORMAT_VERSION); /* the writable open marked it */
 	n = count_rows(st);
 	assert_int_equal(n.row2, 0);
 	assert_int_equal(n.row1, 101);
