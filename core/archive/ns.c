@@ -548,8 +548,9 @@ static int link_cb(struct wtx *w, void *p)
 	in.nlink++;
 	in.ctime = w->now;
 	touch_mc(&dir, w->now);
-	if ((rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
-	    (rc = name_another(w->txn, st, &in, a->parent, a->name)) ||
+	/* the first name is looked up before the new dirent can share its hash */
+	if ((rc = name_another(w->txn, st, &in, a->parent, a->name)) ||
+	    (rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
 	    (rc = ns_put_inode(w->txn, st, &in)) || (rc = ns_put_inode(w->txn, st, &dir)))
 		return rc;
 	a->out = in;
