@@ -312,11 +312,123 @@ static void test_lmdb_compact(void **state)
 	th_rmdir(dir);
 }
 
+/* Pages and entries of one table, LMDB opened directly (a closed store). */
+static MDB_stat table_stat(const char *store, const char *table, bool *exists)
+{
+	char meta[4200];
+	snprintf(meta, sizeof meta, "%s/meta", store);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi d;
+	MDB_stat ms = { 0 };
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	assert_int_equal(mdb_env_open(env, meta, MDB_RDONLY, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	*exists = mdb_dbi_open(txn, table, 0, &d) == 0;
+	if (*exists)
+		assert_int_equal(mdb_stat(txn, d, &ms), 0);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return ms;
+}
+
+struct listing {
+	char text[1 << 17];
+	size_t n;
+};
+
+static int list_one(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t type, uint64_t off,
+		    const struct inode *in)
+{
+	(void)in;
+	struct listing *l = ctx;
+	l->n += (size_t)snprintf(l->text + l->n, sizeof l->text - l->n, "%.*s %llu %u %llx\n", (int)len, name,
+				 (unsigned long long)ino, type, (unsigned long long)off);
+	assert_true(l->n < sizeof l->text);
+	return 0;
+}
+
+/* compact writes the per-file tables again in key order: fuller pages,
+ * the same rows (readdir gives the same names at the same offsets), and
+ * a scratch table left by a crash goes. */
+static void test_lmdb_compact_repacks(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char store[4200], name[64], err[PD_ERRLEN];
+	snprintf(store, sizeof store, "%s", th_store_dir(dir));
+	fill(st, 0, 1500);
+	struct inode in, sub;
+	const struct pd_cred cred = { 0, 0, 0, NULL };
+	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "sub", S_IFDIR | 0755, 0, NULL, &cred, &sub), 0);
+	for (int i = 0; i < 200; i++) { /* two names each: link rows with two values */
+		name_of(i, name, sizeof name);
+		assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &in), 0);
+		assert_int_equal(ns_link(st, in.ino, sub.ino, name, &in), 0);
+	}
+	for (int i = 0; i < 300; i++) /* one page under many files: blob_inodes values */
+		th_put(st, sub.ino, (snprintf(name, sizeof name, "same-%d", i), name), "the same page", 13);
+	static struct listing before, after;
+	assert_int_equal(ns_readdir(st, PD_ROOT_INO, 0, false, list_one, &before), 0);
+	assert_int_equal(store_close(st), 0);
+	bool exists;
+	MDB_stat d0 = table_stat(store, "dirents", &exists), b0 = table_stat(store, "blob_inodes", &exists);
+	MDB_stat l0 = table_stat(store, "links", &exists);
+
+	/* a scratch table as a crash in the middle would leave it */
+	char meta[4200];
+	snprintf(meta, sizeof meta, "%s/meta", store);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi scratch;
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	assert_int_equal(mdb_env_open(env, meta, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "repack.scratch", MDB_CREATE | MDB_DUPSORT, &scratch), 0);
+	MDB_val k = { 3, "key" }, v = { 5, "value" };
+	assert_int_equal(mdb_put(txn, scratch, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+
+	uint64_t lb, la;
+	assert_int_equal(store_lmdb_compact(store, &lb, &la, err), 0);
+	MDB_stat d1 = table_stat(store, "dirents", &exists), b1 = table_stat(store, "blob_inodes", &exists);
+	MDB_stat l1 = table_stat(store, "links", &exists);
+	table_stat(store, "repack.scratch", &exists);
+	assert_false(exists);
+	assert_int_equal(d1.ms_entries, d0.ms_entries);
+	assert_int_equal(b1.ms_entries, b0.ms_entries);
+	assert_int_equal(l1.ms_entries, l0.ms_entries);
+	assert_true(l0.ms_entries >= 400);
+	/* a key-ordered table fills its leaves: fewer of them */
+	assert_true(d1.ms_leaf_pages < d0.ms_leaf_pages);
+	assert_true(b1.ms_leaf_pages < b0.ms_leaf_pages);
+	print_message("dirents leaf pages %zu -> %zu, blob_inodes %zu -> %zu\n", d0.ms_leaf_pages, d1.ms_leaf_pages,
+		      b0.ms_leaf_pages, b1.ms_leaf_pages);
+
+	th_assert_fsck_clean(store);
+	st = reopen(store);
+	assert_int_equal(ns_readdir(st, PD_ROOT_INO, 0, false, list_one, &after), 0);
+	assert_string_equal(before.text, after.text);
+	for (int i = 0; i < 1500; i++)
+		read_page(st, i);
+	th_read_back(st, th_put(st, sub.ino, "same-299", "the same page", 13), "the same page");
+	fill(st, 1500, 1600); /* and it takes more */
+	read_page(st, 1599);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(store);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format3_rows_converted),
 		cmocka_unit_test(test_lmdb_compact),
+		cmocka_unit_test(test_lmdb_compact_repacks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
