@@ -9,8 +9,8 @@
  *                      (default BLOB_COMPACT_MIN_DEAD, 1 MiB; suffixes K M G)
  *     --all            every pack with a block (4 KiB) of dead bytes
  *
- * Then rewrites LMDB's file without its free pages, its per-file tables
- * first written again in key order (store_lmdb_compact).
+ * Then rewrites LMDB's file without its free pages, every table first
+ * written again in key order (store_lmdb_compact).
  *
  * Prints two lines: packs compacted and removed, records and bytes moved,
  * bytes given back, damaged records left (marked bad: a refetch heals

@@ -18,8 +18,9 @@
  * A copy keeps each page as it is, and a table whose keys arrive in no
  * order (dirents by name hash, blob_inodes by MD5) has its leaf pages
  * about two thirds full after a crawl: a third of those tables' bytes is
- * LMDB's slack. Before the copy, the per-file tables (REPACK_TABLES) are
- * written again in key order with MDB_APPEND, which fills each leaf page:
+ * LMDB's slack (so with fingerprints and the near tables, by MD5 and by
+ * hash). Before the copy, every table is written again in key order with
+ * MDB_APPEND, which fills each leaf page:
  * each table into a scratch table, then back, in one write transaction per
  * table, so that a crash leaves every table whole (a scratch table left
  * behind is dropped by the next run). A table too large for one
@@ -62,10 +63,8 @@ static uint64_t file_bytes(const char *path)
 	return stat(path, &sb) ? 0 : (uint64_t)sb.st_blocks * 512;
 }
 
-/* The tables written again in key order before the copy (the rows every
- * file has: core/archive/ns.c, core/blob/blob.c). */
-static const char *const REPACK_TABLES[] = { "dirents", "links", "inodes", "blob_inodes" };
 #define REPACK_SCRATCH "repack.scratch"
+#define REPACK_MAX_TABLES 64
 
 /* Every row of `from` appended to the empty table `to`, in key order: a
  * key's first value with MDB_APPEND, its other values with MDB_APPENDDUP. */
@@ -105,7 +104,7 @@ static int repack_table(MDB_env *env, const char *name)
 		return rc;
 	if ((rc = mdb_dbi_open(txn, name, 0, &t)) || (rc = mdb_dbi_flags(txn, t, &flags))) {
 		mdb_txn_abort(txn);
-		return rc == MDB_NOTFOUND ? 0 : rc;
+		return rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? 0 : rc; /* not a table */
 	}
 	flags &= MDB_REVERSEKEY | MDB_DUPSORT | MDB_INTEGERKEY | MDB_DUPFIXED | MDB_INTEGERDUP | MDB_REVERSEDUP;
 	bool dups = flags & MDB_DUPSORT;
@@ -136,6 +135,33 @@ static int drop_scratch(MDB_env *env)
 	return mdb_txn_commit(txn);
 }
 
+/* The names of the environment's tables: the keys of LMDB's main table. */
+static int table_names(MDB_env *env, char names[][64], size_t *n)
+{
+	MDB_txn *txn;
+	MDB_dbi main_db;
+	MDB_cursor *c;
+	int rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return rc;
+	if ((rc = mdb_dbi_open(txn, NULL, 0, &main_db)) || (rc = mdb_cursor_open(txn, main_db, &c))) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && *n < REPACK_MAX_TABLES;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size == 0 || k.mv_size >= 64 || memchr(k.mv_data, 0, k.mv_size))
+			continue;
+		memcpy(names[*n], k.mv_data, k.mv_size);
+		names[(*n)++][k.mv_size] = 0;
+	}
+	mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	return mrc == 0 || mrc == MDB_NOTFOUND ? 0 : mrc;
+}
+
 static int repack_tables(const char *meta, uint64_t mapsize, char err[PD_ERRLEN])
 {
 	MDB_env *env;
@@ -148,8 +174,12 @@ static int repack_tables(const char *meta, uint64_t mapsize, char err[PD_ERRLEN]
 		rc = mdb_env_open(env, meta, 0, 0600);
 	if (!rc)
 		rc = drop_scratch(env);
-	for (size_t i = 0; i < sizeof REPACK_TABLES / sizeof REPACK_TABLES[0] && !rc; i++)
-		if ((rc = repack_table(env, REPACK_TABLES[i])) == MDB_TXN_FULL || rc == MDB_MAP_FULL)
+	char names[REPACK_MAX_TABLES][64];
+	size_t n = 0;
+	if (!rc)
+		rc = table_names(env, names, &n);
+	for (size_t i = 0; i < n && !rc; i++)
+		if ((rc = repack_table(env, names[i])) == MDB_TXN_FULL || rc == MDB_MAP_FULL)
 			rc = 0; /* too large for one transaction: left as it is */
 	if (rc)
 		snprintf(err, PD_ERRLEN, "cannot write the tables of %s/data.mdb again: %s", meta, mdb_strerror(rc));

@@ -349,7 +349,7 @@ static int list_one(void *ctx, const char *name, size_t len, uint64_t ino, uint3
 	return 0;
 }
 
-/* compact writes the per-file tables again in key order: fuller pages,
+/* compact writes every table again in key order: fuller pages,
  * the same rows (readdir gives the same names at the same offsets), and
  * a scratch table left by a crash goes. */
 static void test_lmdb_compact_repacks(void **state)
@@ -375,7 +375,7 @@ static void test_lmdb_compact_repacks(void **state)
 	assert_int_equal(store_close(st), 0);
 	bool exists;
 	MDB_stat d0 = table_stat(store, "dirents", &exists), b0 = table_stat(store, "blob_inodes", &exists);
-	MDB_stat l0 = table_stat(store, "links", &exists);
+	MDB_stat l0 = table_stat(store, "links", &exists), f0 = table_stat(store, "fingerprints", &exists);
 
 	/* a scratch table as a crash in the middle would leave it */
 	char meta[4200];
@@ -396,12 +396,14 @@ static void test_lmdb_compact_repacks(void **state)
 	uint64_t lb, la;
 	assert_int_equal(store_lmdb_compact(store, &lb, &la, err), 0);
 	MDB_stat d1 = table_stat(store, "dirents", &exists), b1 = table_stat(store, "blob_inodes", &exists);
-	MDB_stat l1 = table_stat(store, "links", &exists);
+	MDB_stat l1 = table_stat(store, "links", &exists), f1 = table_stat(store, "fingerprints", &exists);
 	table_stat(store, "repack.scratch", &exists);
 	assert_false(exists);
 	assert_int_equal(d1.ms_entries, d0.ms_entries);
 	assert_int_equal(b1.ms_entries, b0.ms_entries);
 	assert_int_equal(l1.ms_entries, l0.ms_entries);
+	assert_int_equal(f1.ms_entries, f0.ms_entries);
+	assert_true(f1.ms_leaf_pages < f0.ms_leaf_pages); /* keyed by MD5 too */
 	assert_true(l0.ms_entries >= 400);
 	/* a key-ordered table fills its leaves: fewer of them */
 	assert_true(d1.ms_leaf_pages < d0.ms_leaf_pages);
