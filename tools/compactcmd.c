@@ -9,7 +9,8 @@
  *                      (default BLOB_COMPACT_MIN_DEAD, 1 MiB; suffixes K M G)
  *     --all            every pack with a block (4 KiB) of dead bytes
  *
- * Then rewrites LMDB's file without its free pages (store_lmdb_compact).
+ * Then rewrites LMDB's file without its free pages, every table first
+ * written again in key order (store_lmdb_compact).
  *
  * Prints two lines: packs compacted and removed, records and bytes moved,
  * bytes given back, damaged records left (marked bad: a refetch heals
@@ -125,7 +126,7 @@ int cmd_compact(int argc, char **argv)
 	/* LMDB's free pages too: nothing else gives them back to the disk. */
 	uint64_t lmdb_before, lmdb_after;
 	if (store_lmdb_compact(where.dir, &lmdb_before, &lmdb_after, err)) {
-		cli_error("%s (nothing is lost: LMDB's file is as it was)", err);
+		cli_error("%s (nothing is lost: LMDB's rows are as they were)", err);
 		return CLI_FAIL;
 	}
 	printf("LMDB's file rewritten without its free pages: %llu bytes allocated (were %llu)\n",

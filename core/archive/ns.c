@@ -5,6 +5,12 @@
  * resize retries the batch), so they only read their argument struct and
  * write its result fields.
  *
+ * Every name is a dirent (parent, name hash -> name, child). The way back,
+ * from an inode to its names (paths, a directory's "..", fsck), is the
+ * inode's own row for an inode of one name (format 5 on: the parent and the
+ * name hash, about 10 bytes, where a `links` row cost about 50 with LMDB's
+ * overhead), else one `links` row per name (ns.h says when which).
+ *
  * A name removed from an inode with no other name makes the inode an
  * orphan: it stays (nlink 0, listed in `orphans`) while a process has it
  * open or the kernel still holds a lookup on it, and goes with its blob
@@ -66,6 +72,13 @@ static int put_inode_target(MDB_txn *txn, struct store *st, const struct inode *
 	/* Layout 2 from format 4 on (a format 1 store kept by -o blob_files
 	 * must stay readable by the release that made it). */
 	size_t n = st->format >= PD_FORMAT_INODE_ROW2 ? inode_encode_row2(in, vb) : 0;
+	if (!n && in->name_parent) {
+		/* Layout 1 has no room for the name (fields too large for layout
+		 * 2 with it): the name goes to `links`. */
+		struct inode moved = *in;
+		int rc = ns_name_to_links(txn, st, &moved);
+		return rc ? rc : put_inode_target(txn, st, &moved, target, tlen);
+	}
 	MDB_val k = store_ino_key(kb, in->ino), v = { n ? n : inode_encode(in, target, tlen, vb), vb };
 	return pd_mdb_err(mdb_put(txn, st->db_inodes, &k, &v, 0));
 }
@@ -169,16 +182,176 @@ static int link_del(MDB_txn *txn, struct store *st, uint64_t ino, uint64_t paren
 	return pd_mdb_err(mdb_del(txn, st->db_links, &k, &v));
 }
 
-/* The parent of a directory (its one link); the root is its own parent. */
+/* ---- names kept in inode rows (ns.h) ---------------------------------- */
+
+bool ns_may_hold_name(const struct store *st, const struct inode *in)
+{
+	return st->format >= PD_FORMAT_NAME_IN_ROW && !S_ISLNK(in->mode) && in->ino != PD_ROOT_INO;
+}
+
+int ns_dirent_name(MDB_txn *txn, struct store *st, uint64_t parent, uint64_t hash, uint64_t ino,
+		   char *name, size_t *len)
+{
+	uint8_t kb[16];
+	MDB_val k = dirent_key(kb, parent, hash), v;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_dirents, &c));
+	if (rc)
+		return rc;
+	int mrc;
+	rc = -ENOENT;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		const char *n;
+		uint64_t child;
+		uint32_t type;
+		if (dirent_val_decode(v.mv_data, v.mv_size, &n, len, &child, &type) == 0 && child == ino &&
+		    *len <= PD_NAME_MAX) {
+			memcpy(name, n, *len);
+			rc = 0;
+			break;
+		}
+	}
+	mdb_cursor_close(c);
+	if (mrc && mrc != MDB_NOTFOUND)
+		rc = pd_mdb_err(mrc);
+	return rc;
+}
+
+int ns_names(MDB_txn *txn, struct store *st, const struct inode *in, ns_name_fn fn, void *ctx)
+{
+	char name[PD_NAME_MAX];
+	size_t len;
+	if (in->name_parent) {
+		int rc = ns_dirent_name(txn, st, in->name_parent, in->name_hash, in->ino, name, &len);
+		return rc ? (rc == -ENOENT ? -EUCLEAN : rc) : fn(ctx, in->name_parent, name, len);
+	}
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_links, &c));
+	if (rc)
+		return rc;
+	uint8_t kb[8];
+	MDB_val k = store_ino_key(kb, in->ino), v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		if (v.mv_size < 9 || v.mv_size > LINK_VAL_MAX) {
+			rc = -EUCLEAN;
+			break;
+		}
+		len = v.mv_size - 8;
+		memcpy(name, (char *)v.mv_data + 8, len);
+		rc = fn(ctx, get_be64(v.mv_data), name, len);
+	}
+	mdb_cursor_close(c);
+	return rc ? rc : mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+}
+
+int ns_name_to_links(MDB_txn *txn, struct store *st, struct inode *in)
+{
+	if (!in->name_parent)
+		return 0;
+	char name[PD_NAME_MAX + 1];
+	size_t len;
+	uint64_t parent = in->name_parent;
+	int rc = ns_dirent_name(txn, st, parent, in->name_hash, in->ino, name, &len);
+	in->name_parent = in->name_hash = 0;
+	if (rc)
+		return rc;
+	name[len] = 0;
+	return link_put(txn, st, in->ino, parent, name);
+}
+
+int ns_name_from_links(MDB_txn *txn, struct store *st, struct inode *in)
+{
+	if (in->name_parent || !ns_may_hold_name(st, in))
+		return 0;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_links, &c));
+	if (rc)
+		return rc;
+	uint8_t kb[8];
+	MDB_val k = store_ino_key(kb, in->ino), v;
+	size_t count = 0;
+	int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+	if (mrc == 0)
+		mrc = mdb_cursor_count(c, &count);
+	if (mrc == 0 && count == 1 && v.mv_size >= 9 && v.mv_size <= LINK_VAL_MAX) {
+		uint64_t parent = get_be64(v.mv_data), hash = dirent_hash((char *)v.mv_data + 8, v.mv_size - 8);
+		if ((rc = pd_mdb_err(mdb_cursor_del(c, 0))) == 0) {
+			in->name_parent = parent;
+			in->name_hash = hash;
+			rc = 1;
+		}
+	} else if (mrc && mrc != MDB_NOTFOUND) {
+		rc = pd_mdb_err(mrc);
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+/* The first name of an inode that has none yet (a new inode): in its row
+ * when it may hold one, else in `links`. */
+static int name_first(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name)
+{
+	if (!ns_may_hold_name(st, in))
+		return link_put(txn, st, in->ino, parent, name);
+	in->name_parent = parent;
+	in->name_hash = dirent_hash(name, strlen(name));
+	return 0;
+}
+
+/* A second name for in: the first leaves its row for `links`. */
+static int name_another(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name)
+{
+	int rc = ns_name_to_links(txn, st, in);
+	return rc ? rc : link_put(txn, st, in->ino, parent, name);
+}
+
+/* (parent, name) is no longer a name of in (its dirent is the caller's). */
+static int name_drop(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name)
+{
+	if (!in->name_parent)
+		return link_del(txn, st, in->ino, parent, name);
+	if (in->name_parent != parent || in->name_hash != dirent_hash(name, strlen(name)))
+		return -EUCLEAN; /* a row that holds a name has no other */
+	in->name_parent = in->name_hash = 0;
+	return 0;
+}
+
+/* The name (parent, name) of in becomes (newparent, newname). */
+static int name_move(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name,
+		     uint64_t newparent, const char *newname)
+{
+	int rc;
+	if (!in->name_parent)
+		return (rc = link_del(txn, st, in->ino, parent, name)) ? rc
+								  : link_put(txn, st, in->ino, newparent, newname);
+	if ((rc = name_drop(txn, st, in, parent, name)))
+		return rc;
+	in->name_parent = newparent;
+	in->name_hash = dirent_hash(newname, strlen(newname));
+	return 0;
+}
+
+/* The parent of a directory (its one name); the root is its own parent. */
 static int dir_parent(MDB_txn *txn, struct store *st, uint64_t dir, uint64_t *parent)
 {
 	if (dir == PD_ROOT_INO) {
 		*parent = PD_ROOT_INO;
 		return 0;
 	}
+	struct inode d;
+	int rc = ns_get_inode(txn, st, dir, &d);
+	if (rc)
+		return rc;
+	if (d.name_parent) {
+		*parent = d.name_parent;
+		return 0;
+	}
 	uint8_t kb[8];
 	MDB_val k = store_ino_key(kb, dir), v;
-	int rc = pd_mdb_err(mdb_get(txn, st->db_links, &k, &v));
+	rc = pd_mdb_err(mdb_get(txn, st->db_links, &k, &v));
 	if (rc == -ENOENT)
 		return -ENOENT; /* removed directory */
 	if (rc)
@@ -316,9 +489,9 @@ static int mknode_cb(struct wtx *w, void *p)
 	in.atime = in.mtime = in.ctime = w->now;
 	size_t tlen = a->target ? strlen(a->target) : 0;
 	in.size = S_ISLNK(in.mode) ? tlen : 0;
-	if ((rc = put_inode_target(w->txn, st, &in, a->target, tlen)) ||
-	    (rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
-	    (rc = link_put(w->txn, st, in.ino, a->parent, a->name)))
+	if ((rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
+	    (rc = name_first(w->txn, st, &in, a->parent, a->name)) ||
+	    (rc = put_inode_target(w->txn, st, &in, a->target, tlen)))
 		return rc;
 	if (S_ISDIR(in.mode))
 		dir.nlink++;
@@ -375,8 +548,9 @@ static int link_cb(struct wtx *w, void *p)
 	in.nlink++;
 	in.ctime = w->now;
 	touch_mc(&dir, w->now);
-	if ((rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
-	    (rc = link_put(w->txn, st, in.ino, a->parent, a->name)) ||
+	/* the first name is looked up before the new dirent can share its hash */
+	if ((rc = name_another(w->txn, st, &in, a->parent, a->name)) ||
+	    (rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
 	    (rc = ns_put_inode(w->txn, st, &in)) || (rc = ns_put_inode(w->txn, st, &dir)))
 		return rc;
 	a->out = in;
@@ -404,7 +578,7 @@ static int drop_name(struct wtx *w, uint64_t parent, const char *name, struct in
 	struct store *st = w->st;
 	int rc = dirent_del(w->txn, st, parent, name, in->ino, in->mode);
 	if (!rc)
-		rc = link_del(w->txn, st, in->ino, parent, name);
+		rc = name_drop(w->txn, st, in, parent, name);
 	if (rc)
 		return rc;
 	in->ctime = w->now;
@@ -412,6 +586,9 @@ static int drop_name(struct wtx *w, uint64_t parent, const char *name, struct in
 		in->nlink = 0;
 	else if (in->nlink > 0)
 		in->nlink--;
+	/* back at one name: it goes back into the row */
+	if (in->nlink == 1 && !S_ISDIR(in->mode) && (rc = ns_name_from_links(w->txn, st, in)) < 0)
+		return rc;
 	*gone = in->nlink == 0;
 	if (*gone && (rc = orphan_mark(w->txn, st, in->ino, true)))
 		return rc;
@@ -513,9 +690,8 @@ static int move_entry(struct wtx *w, uint64_t parent, const char *name, uint64_t
 	struct store *st = w->st;
 	int rc;
 	if ((rc = dirent_del(w->txn, st, parent, name, in->ino, in->mode)) ||
-	    (rc = link_del(w->txn, st, in->ino, parent, name)) ||
 	    (rc = dirent_put(w->txn, st, newparent, newname, in->ino, in->mode)) ||
-	    (rc = link_put(w->txn, st, in->ino, newparent, newname)))
+	    (rc = name_move(w->txn, st, in, parent, name, newparent, newname)))
 		return rc;
 	in->ctime = w->now;
 	return ns_put_inode(w->txn, st, in);
@@ -555,13 +731,11 @@ static int rename_exchange(struct wtx *w, struct rename_arg *a, struct inode *sr
 			return rc;
 	}
 	if ((rc = dirent_del(w->txn, st, a->parent, a->name, src->ino, src->mode)) ||
-	    (rc = link_del(w->txn, st, src->ino, a->parent, a->name)) ||
 	    (rc = dirent_del(w->txn, st, a->newparent, a->newname, dst->ino, dst->mode)) ||
-	    (rc = link_del(w->txn, st, dst->ino, a->newparent, a->newname)) ||
 	    (rc = dirent_put(w->txn, st, a->newparent, a->newname, src->ino, src->mode)) ||
-	    (rc = link_put(w->txn, st, src->ino, a->newparent, a->newname)) ||
 	    (rc = dirent_put(w->txn, st, a->parent, a->name, dst->ino, dst->mode)) ||
-	    (rc = link_put(w->txn, st, dst->ino, a->parent, a->name)))
+	    (rc = name_move(w->txn, st, src, a->parent, a->name, a->newparent, a->newname)) ||
+	    (rc = name_move(w->txn, st, dst, a->newparent, a->newname, a->parent, a->name)))
 		return rc;
 	src->ctime = dst->ctime = w->now;
 	if ((rc = ns_put_inode(w->txn, st, src)) || (rc = ns_put_inode(w->txn, st, dst)))

@@ -32,6 +32,31 @@ bool cred_in_group(const struct pd_cred *c, uint32_t gid);
 /* Inside a write transaction (for core modules). */
 int ns_get_inode(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *out);
 int ns_put_inode(MDB_txn *txn, struct store *st, const struct inode *in);
+/* Names kept in inode rows (format 5 on). An inode with exactly one name
+ * (a file of nlink 1, any directory but the root) keeps that name in its
+ * own row (name_parent and name_hash, rec.h) instead of a `links` row,
+ * when the store's format allows it and the row is of layout 2 (not a
+ * symlink). A second name (link) moves the first into `links`; when a
+ * file is back at one name, that name goes back into its row. */
+bool ns_may_hold_name(const struct store *st, const struct inode *in);
+/* Every name of an inode: fn(ctx, parent, name, len) for each, the one in
+ * its row or its `links` rows; a non-zero return of fn stops the walk and
+ * is returned. -EUCLEAN when the row names a dirent that is not there. */
+typedef int (*ns_name_fn)(void *ctx, uint64_t parent, const char *name, size_t len);
+int ns_names(MDB_txn *txn, struct store *st, const struct inode *in, ns_name_fn fn, void *ctx);
+/* The name of inode ino in dirent (parent, hash), copied to
+ * name[PD_NAME_MAX]; -ENOENT when that dirent does not name it. */
+int ns_dirent_name(MDB_txn *txn, struct store *st, uint64_t parent, uint64_t hash, uint64_t ino,
+		   char *name, size_t *len);
+/* The name held by in's row moved to a `links` row; in's name fields are
+ * cleared (the caller writes the inode). -ENOENT, fields cleared all the
+ * same, when the dirent it named is gone (fsck). 0 for an inode whose row
+ * holds no name. */
+int ns_name_to_links(MDB_txn *txn, struct store *st, struct inode *in);
+/* The reverse: an inode that may hold its name and has exactly one
+ * `links` row takes that name into in (the row is deleted; the caller
+ * writes the inode). 1 when it did, 0 when it had nothing to do. */
+int ns_name_from_links(MDB_txn *txn, struct store *st, struct inode *in);
 /* Delete an inode that has no name left: its xattrs, its blob reference,
  * its orphan mark. */
 int ns_delete_inode(struct wtx *w, uint64_t ino);

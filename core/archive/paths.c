@@ -1,8 +1,9 @@
 /* paths.c - path names of inodes for query answers, filtered by what the
  * caller may reach: search permission on every directory from the root and
  * read permission on the file, as the kernel would check them. Paths are
- * built backwards through the `links` table (a directory has one link,
- * its parent), so no absolute host path is ever formed. */
+ * built backwards through each inode's names (ns_names: the one held in
+ * its row, or its `links` rows; a directory has one name, under its
+ * parent), so no absolute host path is ever formed. */
 #include "paths.h"
 
 #include <errno.h>
@@ -37,6 +38,21 @@ static int prepend(char *buf, size_t *start, const char *name, size_t len)
 	return 0;
 }
 
+struct one_name {
+	uint64_t parent;
+	char name[PD_NAME_MAX];
+	size_t len;
+};
+
+static int take_first_name(void *ctx, uint64_t parent, const char *name, size_t len)
+{
+	struct one_name *o = ctx;
+	o->parent = parent;
+	memcpy(o->name, name, len);
+	o->len = len;
+	return 1;
+}
+
 /* Build the path of (parent, name) and check search permission on every
  * directory above it. */
 static int path_of_link(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, size_t nlen,
@@ -54,16 +70,33 @@ static int path_of_link(MDB_txn *txn, struct store *st, uint64_t parent, const c
 			return -EACCES;
 		if (parent == PD_ROOT_INO)
 			return 0;
-		uint8_t kb[8];
-		MDB_val k = store_ino_key(kb, parent), v;
-		if ((rc = pd_mdb_err(mdb_get(txn, st->db_links, &k, &v))))
-			return rc;
-		if (v.mv_size < 8)
-			return -EUCLEAN;
-		parent = get_be64(v.mv_data);
-		rc = prepend(buf, start, (char *)v.mv_data + 8, v.mv_size - 8);
+		struct one_name up;
+		if ((rc = ns_names(txn, st, &d, take_first_name, &up)) != 1)
+			return rc ? rc : -ENOENT;
+		parent = up.parent;
+		rc = prepend(buf, start, up.name, up.len);
 	}
 	return rc;
+}
+
+struct path_walk {
+	MDB_txn *txn;
+	struct store *st;
+	const struct pd_cred *cred;
+	char *buf;
+	size_t bufsize;
+	path_fn cb;
+	void *ctx;
+};
+
+static int path_of_name(void *ctx, uint64_t parent, const char *name, size_t len)
+{
+	struct path_walk *p = ctx;
+	size_t start;
+	int rc = path_of_link(p->txn, p->st, parent, name, len, p->cred, p->buf, p->bufsize, &start);
+	if (rc == 0)
+		return p->cb(p->ctx, p->buf + start, p->bufsize - start);
+	return rc == -EACCES || rc == -ENAMETOOLONG ? 0 : rc;
 }
 
 int path_names(MDB_txn *txn, struct store *st, uint64_t ino, const struct pd_cred *cred, path_fn cb,
@@ -75,34 +108,13 @@ int path_names(MDB_txn *txn, struct store *st, uint64_t ino, const struct pd_cre
 		return rc;
 	if (cred && !path_may(&in, cred, 4))
 		return 0;
-	MDB_cursor *c;
-	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_links, &c))))
-		return rc;
 	enum { BUF = 3 * PATH_MAX };
 	char *buf = malloc(BUF);
-	if (!buf) {
-		mdb_cursor_close(c);
+	if (!buf)
 		return -ENOMEM;
-	}
-	uint8_t kb[8];
-	MDB_val k = store_ino_key(kb, ino), v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
-		size_t start;
-		if (v.mv_size < 9) {
-			rc = -EUCLEAN;
-			break;
-		}
-		int prc = path_of_link(txn, st, get_be64(v.mv_data), (char *)v.mv_data + 8, v.mv_size - 8,
-				       cred, buf, BUF, &start);
-		if (prc == 0)
-			rc = cb(ctx, buf + start, BUF - start);
-		else if (prc != -EACCES && prc != -ENAMETOOLONG)
-			rc = prc;
-	}
+	struct path_walk p = { txn, st, cred, buf, BUF, cb, ctx };
+	rc = ns_names(txn, st, &in, path_of_name, &p);
 	free(buf);
-	mdb_cursor_close(c);
 	return rc;
 }
 

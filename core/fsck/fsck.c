@@ -36,7 +36,8 @@
  *
  * Repair. The check only reads (a read transaction) and collects what is
  * wrong; repair then runs one write transaction, in this order: names
- * (dirents and links), blob_inodes, per-blob fixes (refcounts, unreferenced
+ * (dirents and links; names held in inode rows become link records first,
+ * and go back into the rows once link counts are recounted), blob_inodes, per-blob fixes (refcounts, unreferenced
  * records, records rebuilt from files, lost pages to lost+found), nameless
  * inodes to lost+found, the directory tree (extra names, directories cut
  * off from the root), then link counts, orphan marks and totals recounted
@@ -515,8 +516,14 @@ static int repair(struct fsck *f, char err[512])
 	f->now = pd_now();
 	fsck_prog(f, "repair", 0, 0);
 	int rc = pd_mdb_err(mdb_txn_begin(f->sh.env, NULL, 0, &f->txn));
+	/* The name repairs work on link records: names held in inode rows
+	 * become link records first, and go back into the rows at the end. */
+	if (!rc)
+		rc = fsck_repair_names_to_links(f, false);
 	if (!rc)
 		rc = fsck_repair_names(f);
+	if (!rc)
+		rc = fsck_repair_names_to_links(f, true);
 	if (!rc)
 		rc = fsck_repair_blob_index(f);
 	if (!rc)
@@ -527,6 +534,8 @@ static int repair(struct fsck *f, char err[512])
 		rc = fsck_repair_tree(f);
 	if (!rc)
 		rc = fsck_repair_counts(f);
+	if (!rc)
+		rc = fsck_repair_names_to_rows(f);
 	if (!rc)
 		rc = fsck_repair_totals(f);
 	if (!rc)
@@ -677,7 +686,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (files && !(o->repair && o->convert))
 		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
 			 (unsigned long long)res->blob_files, dir);
-	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout))
+	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout || f.fix_names))
 		rc = repair(&f, err);
 	if (!rc && o->repair && o->convert && files)
 		rc = convert_files(&f, err);

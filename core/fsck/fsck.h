@@ -11,7 +11,9 @@
  *    and every counter at 15 has its exact count in `saturated`, and only
  *    those do (not checked after an unclean stop: the filter is rebuilt at
  *    the next open then);
- *  - dirents and links mirror each other, every name's type matches its
+ *  - dirents and the way back from inodes to their names (link records,
+ *    and the one name an inode row may hold instead: ns.h) mirror each
+ *    other (compared by name hash), every name's type matches its
  *    inode and is filed under its hash, every parent is a directory, link
  *    counts are right, every inode with nlink > 0 has a name, every inode
  *    with none is an orphan (and none is left in a cleanly closed store),
@@ -35,7 +37,12 @@
  * Repair (opts.repair) fixes everything above that it can without guessing,
  * in one LMDB transaction, and never deletes a blob file that an inode
  * refers to:
- *  - names: a dirent whose inode does not exist is removed; a dirent without
+ *  - names (names held by inode rows become link records for the repair,
+ *    and every inode of one name holds it in its row again at the end,
+ *    which also converts a store of format 4; a row whose dirent is gone
+ *    has lost that name, the bytes of the name being in the dirent only:
+ *    the inode goes to lost+found, unless it has other names): a dirent
+ *    whose inode does not exist is removed; a dirent without
  *    its link record gets one, a link record without its dirent gets it back
  *    (or goes, if its name is taken or its parent is gone); wrong types and
  *    hashes are rewritten; a name in a parent that is not a directory, or

@@ -136,6 +136,8 @@ struct fsck {
 	struct vec nfix, arena, stale, missing, kfix, rm_files;
 	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_packs, fix_deltas, fix_any;
 	bool fix_layout; /* near tables of an older layout (near.h) */
+	bool fix_names;  /* names in link records that inode rows may hold (ns.h) */
+	uint64_t names_to_rows;
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
 	bool pack_index_built;
 	uint64_t lf_ino;        /* repair: the lost+found directory */
@@ -214,6 +216,8 @@ int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct ve
 
 /* ---- fsck_repair.c: the repair steps */
 
+int fsck_repair_names_to_links(struct fsck *f, bool last);
+int fsck_repair_names_to_rows(struct fsck *f);
 int fsck_repair_names(struct fsck *f);
 int fsck_repair_blob_index(struct fsck *f);
 int fsck_move_damaged(struct fsck *f, const uint8_t *key, struct moved *m);

@@ -18,18 +18,18 @@ static void sum_add(XXH128_hash_t *s, const void *buf, size_t len)
 	s->high64 += h.high64;
 }
 
-/* The fact "name (parent, name) is inode child of type type". */
-static void name_fact(XXH128_hash_t *s, uint64_t child, uint32_t type, uint64_t parent, const char *name,
-		      size_t len)
+/* The fact "the name of hash `hash` (dirent_hash) in parent is inode child
+ * of type type". By the hash rather than the name, since an inode row that
+ * holds its one name (ns.h) holds only its hash; a name filed under another
+ * hash is found by the dirent pass itself. */
+static void name_fact(XXH128_hash_t *s, uint64_t child, uint32_t type, uint64_t parent, uint64_t hash)
 {
-	uint8_t b[17 + PD_NAME_MAX];
-	if (len > PD_NAME_MAX)
-		len = PD_NAME_MAX;
+	uint8_t b[25];
 	put_be64(b, child);
 	put_be64(b + 8, parent);
 	b[16] = (uint8_t)(type >> 12);
-	memcpy(b + 17, name, len);
-	sum_add(s, b, 17 + len);
+	put_be64(b + 17, hash);
+	sum_add(s, b, sizeof b);
 }
 
 /* The fact "inode ino is on blob key". */
@@ -136,6 +136,29 @@ static int check_inode(struct fsck *f, const struct inode *in, uint64_t names, u
 	return 0;
 }
 
+/* The name an inode's row holds (ns.h), beside its link records (names of
+ * them so far); or, with none, whether its one link record could move into
+ * the row (a store of an earlier format, or a file back at one name). */
+static int name_in_row(struct fsck *f, const struct inode *in, uint32_t type, uint64_t *names,
+		       uint64_t *parent)
+{
+	if (!in->name_parent) {
+		if (*names == 1 && ns_may_hold_name(&f->sh, in) && (S_ISDIR(in->mode) || in->nlink == 1))
+			f->names_to_rows++;
+		return 0;
+	}
+	if (*names) {
+		fsck_say(f, K_LINK, "inode %llu: its row holds a name and it has %llu link records too (repair: all kept as link records, then recounted)",
+		    (unsigned long long)in->ino, (unsigned long long)*names);
+		f->fix_any = true;
+	}
+	if (!(*names)++)
+		*parent = in->name_parent;
+	name_fact(&f->s_link, in->ino, type, in->name_parent, in->name_hash);
+	f->n_link++;
+	return 0;
+}
+
 int fsck_pass_inodes(struct fsck *f)
 {
 	MDB_cursor *ci = NULL, *cl = NULL, *co = NULL;
@@ -182,9 +205,11 @@ int fsck_pass_inodes(struct fsck *f)
 			uint64_t p = get_be64(lv.mv_data);
 			if (!names++)
 				parent = p;
-			name_fact(&f->s_link, ino, type, p, (const char *)lv.mv_data + 8, lv.mv_size - 8);
+			name_fact(&f->s_link, ino, type, p, dirent_hash((const char *)lv.mv_data + 8, lv.mv_size - 8));
 			f->n_link++;
 		}
+		if (decoded && !rc)
+			rc = name_in_row(f, &in, type, &names, &parent);
 		while (orc == 0 && (ok.mv_size != 8 || get_be64(ok.mv_data) < ino)) {
 			fsck_say(f, K_ORPHAN, "orphan mark for inode %llu, which does not exist (repair: removed)",
 			    ok.mv_size == 8 ? (unsigned long long)get_be64(ok.mv_data) : 0ull);
@@ -219,6 +244,12 @@ int fsck_pass_inodes(struct fsck *f)
 		rc = pd_mdb_err(irc);
 	if (!rc && !have_root && !dir_find(f, PD_ROOT_INO))
 		fsck_say(f, K_TREE, "the root directory (inode 1) is missing (cannot be repaired)");
+	if (!rc && f->names_to_rows) {
+		/* an earlier form is no damage: a note, and repair converts it */
+		fsck_say(f, K_NOTE, "note: %llu inodes of one name keep it in a link record, this pagededup keeps it in the inode's row (--repair moves them)",
+		    (unsigned long long)f->names_to_rows);
+		f->fix_names = f->fix_any = true;
+	}
 	fsck_prog(f, "inodes", done, done);
 out:
 	if (ci)
@@ -400,7 +431,7 @@ int fsck_pass_dirents(struct fsck *f)
 			    name, (unsigned long long)parent);
 			rc = fsck_add_nfix(f, NF_REHASH, parent, child, hash, type, name, len, NULL, 0);
 		}
-		name_fact(&f->s_dirent, child, type, parent, name, len);
+		name_fact(&f->s_dirent, child, type, parent, dirent_hash(name, len));
 		f->n_dirent++;
 	}
 	mdb_cursor_close(c);
@@ -438,6 +469,37 @@ int fsck_dirent_lookup(MDB_cursor *c, uint64_t parent, const char *name, size_t 
 			return 0;
 	}
 	return -ENOENT;
+}
+
+/* The names inode rows hold whose dirent is gone. */
+static int diagnose_names_in_rows(struct fsck *f, uint64_t *found, uint64_t *done, uint64_t total)
+{
+	MDB_cursor *ci;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_inodes, &ci));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(ci, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(ci, &k, &v, MDB_NEXT)) {
+		struct inode in;
+		char name[PD_NAME_MAX];
+		size_t len;
+		if (k.mv_size != 8 || inode_decode(v.mv_data, v.mv_size, &in, NULL, NULL) || !in.name_parent)
+			continue;
+		fsck_tick(f, "names (diagnosis)", done, total);
+		in.ino = get_be64(k.mv_data);
+		int nrc = ns_dirent_name(f->txn, &f->sh, in.name_parent, in.name_hash, in.ino, name, &len);
+		if (nrc == -ENOENT) {
+			fsck_say(f, K_LINK, "inode %llu: its row names a dirent in %llu that is not there (repair: the name is lost; the inode goes to /%s unless it has another)",
+			    (unsigned long long)in.ino, (unsigned long long)in.name_parent, FSCK_LOST_FOUND);
+			f->fix_any = true;
+			++*found;
+		} else if (nrc) {
+			rc = nrc;
+		}
+	}
+	mdb_cursor_close(ci);
+	return rc ? rc : mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
 }
 
 /* The sums differ: find the names that differ, one lookup per fact. */
@@ -479,7 +541,8 @@ int fsck_diagnose_names(struct fsck *f)
 			rc = fsck_add_nfix(f, NF_TYPE, parent, child, hash, type, name, len, NULL, 0);
 			found++;
 		}
-		if (!rc && !link_exists(cl, child, parent, name, len)) {
+		bool in_row = grc == 0 && ci.name_parent == parent && ci.name_hash == dirent_hash(name, len);
+		if (!rc && !in_row && !link_exists(cl, child, parent, name, len)) {
 			fsck_say(f, K_LINK, "dirent '%.*s' in %llu (inode %llu) has no link record (repair: added)", (int)len,
 			    name, (unsigned long long)parent, (unsigned long long)child);
 			rc = fsck_add_nfix(f, NF_ADD_LINK, parent, child, hash, type, name, len, NULL, 0);
@@ -498,6 +561,10 @@ int fsck_diagnose_names(struct fsck *f)
 		struct inode in;
 		if (ns_get_inode(f->txn, &f->sh, ino, &in) == -ENOENT)
 			continue; /* a stray link: reported by the inode pass */
+		if (in.name_parent) {
+			found++; /* a name in its row and link records: reported by the inode pass */
+			continue;
+		}
 		if (fsck_dirent_lookup(cd2, parent, name, len, &child, &type)) {
 			fsck_say(f, K_LINK, "inode %llu: link record '%.*s' in %llu has no dirent (repair: dirent restored)",
 			    (unsigned long long)ino, (int)len, name, (unsigned long long)parent);
@@ -513,6 +580,8 @@ int fsck_diagnose_names(struct fsck *f)
 	}
 	if (!rc && mrc != MDB_NOTFOUND)
 		rc = pd_mdb_err(mrc);
+	if (!rc)
+		rc = diagnose_names_in_rows(f, &found, &done, total);
 	if (!rc && !found && !f->bad_inodes)
 		fsck_say(f, K_NAME, "dirents and links disagree, but no single entry could be named (cannot be repaired)");
 	fsck_prog(f, "names (diagnosis)", done, done);

@@ -60,6 +60,101 @@ static int r_link(struct fsck *f, bool add, uint64_t ino, uint64_t parent, const
 	return rc == MDB_KEYEXIST || rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
 }
 
+/* ---- repair: names held in inode rows (ns.h) ----------------------------- */
+
+static bool holds_name(struct fsck *f, const struct inode *in)
+{
+	(void)f;
+	return in->name_parent != 0;
+}
+
+/* An inode of one name whose row does not hold it yet. */
+static bool may_take_name(struct fsck *f, const struct inode *in)
+{
+	return !in->name_parent && ns_may_hold_name(&f->sh, in) && (S_ISDIR(in->mode) || in->nlink == 1);
+}
+
+/* The inodes `want` picks, collected first: their rows change below. */
+static int inodes_where(struct fsck *f, bool (*want)(struct fsck *f, const struct inode *in), struct vec *out)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_inodes, &c));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct inode in;
+		if (k.mv_size != 8 || inode_decode(v.mv_data, v.mv_size, &in, NULL, NULL))
+			continue;
+		in.ino = get_be64(k.mv_data);
+		if (!want(f, &in))
+			continue;
+		uint64_t *p = fsck_vec_push(out);
+		if (!p)
+			rc = -ENOMEM;
+		else
+			*p = in.ino;
+	}
+	mdb_cursor_close(c);
+	return rc ? rc : mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+}
+
+static int r_link(struct fsck *f, bool add, uint64_t ino, uint64_t parent, const char *name, size_t len);
+
+/* Before the name repairs, which work on link records: every name an
+ * inode row holds becomes one. A name whose dirent is not found stays in
+ * the row for the first call (the dirent may be misfiled under another
+ * hash, which the name repairs refile), and is dropped by the second, after
+ * them: the inode is then nameless (lost+found) or keeps its other names. */
+int fsck_repair_names_to_links(struct fsck *f, bool last)
+{
+	struct vec inos = VEC(uint64_t);
+	int rc = inodes_where(f, holds_name, &inos);
+	for (size_t i = 0; i < inos.n && !rc; i++) {
+		struct inode in;
+		char name[PD_NAME_MAX];
+		size_t len;
+		if ((rc = ns_get_inode(f->txn, &f->sh, AT(inos, uint64_t, i), &in)))
+			break;
+		int nrc = ns_dirent_name(f->txn, &f->sh, in.name_parent, in.name_hash, in.ino, name, &len);
+		if (nrc == 0)
+			rc = r_link(f, true, in.ino, in.name_parent, name, len);
+		else if (nrc != -ENOENT)
+			rc = nrc;
+		else if (!last)
+			continue;
+		in.name_parent = in.name_hash = 0;
+		if (!rc)
+			rc = ns_put_inode(f->txn, &f->sh, &in);
+	}
+	fsck_vec_free(&inos);
+	return rc;
+}
+
+/* After them: every inode of one name takes it back into its row (also
+ * converting the link records of a store of an earlier format). */
+int fsck_repair_names_to_rows(struct fsck *f)
+{
+	struct vec inos = VEC(uint64_t);
+	uint64_t moved = 0;
+	int rc = inodes_where(f, may_take_name, &inos);
+	for (size_t i = 0; i < inos.n && !rc; i++) {
+		struct inode in;
+		if ((rc = ns_get_inode(f->txn, &f->sh, AT(inos, uint64_t, i), &in)))
+			break;
+		if ((rc = ns_name_from_links(f->txn, &f->sh, &in)) == 1) {
+			moved++;
+			rc = ns_put_inode(f->txn, &f->sh, &in);
+		}
+	}
+	if (!rc && moved)
+		fsck_say(f, K_REPAIR, "repaired: %llu inodes hold their one name in their row, not in a link record",
+		    (unsigned long long)moved);
+	fsck_vec_free(&inos);
+	return rc;
+}
+
 static int r_raw_del(struct fsck *f, MDB_dbi db, const struct nfix *x)
 {
 	MDB_val k = { x->len, f->arena.v + x->off }, v = { x->vlen, f->arena.v + x->off + x->len };

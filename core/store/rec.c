@@ -200,14 +200,15 @@ static int time_add_ns(const struct pd_time *m, int64_t d, struct pd_time *t)
 
 size_t inode_encode_row2(const struct inode *in, uint8_t *out)
 {
-	uint8_t b[2 + 12 * VARINT_MAX_BYTES + 16];
+	uint8_t b[2 + 13 * VARINT_MAX_BYTES + 16 + 8];
 	int64_t da = 0, dc = 0;
 	if (S_ISLNK(in->mode) || in->mtime.nsec >= NS_PER_S || !time_diff_ns(&in->atime, &in->mtime, &da) ||
 	    !time_diff_ns(&in->ctime, &in->mtime, &dc))
 		return 0;
 	uint32_t extra = in->flags & ~INODE_HAS_BLOB;
 	uint8_t present = (da ? INODE_P_ATIME : 0) | (dc ? INODE_P_CTIME : 0) | (extra ? INODE_P_FLAGS : 0) |
-			  (in->rdev ? INODE_P_RDEV : 0) | (in->flags & INODE_HAS_BLOB ? INODE_P_BLOB : 0);
+			  (in->rdev ? INODE_P_RDEV : 0) | (in->flags & INODE_HAS_BLOB ? INODE_P_BLOB : 0) |
+			  (in->name_parent ? INODE_P_NAME : 0);
 	size_t n = 0;
 	b[n++] = INODE_ROW2_TAG;
 	b[n++] = present;
@@ -231,6 +232,11 @@ size_t inode_encode_row2(const struct inode *in, uint8_t *out)
 		n += 16;
 		n += varint_put(b + n, in->blob.variant);
 	}
+	if (in->name_parent) {
+		n += varint_put(b + n, in->name_parent);
+		put_le64(b + n, in->name_hash);
+		n += 8;
+	}
 	if (n >= INODE_FIXED_BYTES)
 		return 0; /* the lengths tell the layouts apart */
 	memcpy(out, b, n);
@@ -250,7 +256,7 @@ static int inode_decode_row2(const uint8_t *p, size_t len, struct inode *in)
 	uint64_t mode, uid, gid, nlink, msec, mnsec, da = 0, dc = 0, extra = 0, rdev = 0, variant = 0;
 	size_t pos = 2;
 	if (len < 2 || p[0] != INODE_ROW2_TAG || p[1] & ~(INODE_P_ATIME | INODE_P_CTIME | INODE_P_FLAGS |
-							  INODE_P_RDEV | INODE_P_BLOB))
+							  INODE_P_RDEV | INODE_P_BLOB | INODE_P_NAME))
 		return -EUCLEAN;
 	uint8_t present = p[1];
 	if (!row2_num(p, len, &pos, UINT32_MAX, &mode) || !row2_num(p, len, &pos, UINT32_MAX, &uid) ||
@@ -272,6 +278,15 @@ static int inode_decode_row2(const uint8_t *p, size_t len, struct inode *in)
 			return -EUCLEAN;
 	} else {
 		memset(in->blob.md5, 0, 16);
+	}
+	in->name_parent = in->name_hash = 0;
+	if (present & INODE_P_NAME) {
+		if (!row2_num(p, len, &pos, UINT64_MAX, &in->name_parent) || !in->name_parent || len - pos < 8)
+			return -EUCLEAN;
+		in->name_hash = get_le64(p + pos);
+		pos += 8;
+		if (in->name_hash >> 53 != 1)
+			return -EUCLEAN;
 	}
 	if (pos != len || S_ISLNK((mode_t)mode))
 		return -EUCLEAN;
@@ -314,6 +329,7 @@ int inode_decode(const void *buf, size_t len, struct inode *in, const char **tar
 	in->flags = get_le32(p + 60);
 	in->rdev = get_le64(p + 64);
 	blobkey_decode(p + 72, &in->blob);
+	in->name_parent = in->name_hash = 0;
 	if (target)
 		*target = (const char *)p + INODE_FIXED_BYTES;
 	if (tlen)

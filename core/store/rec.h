@@ -106,7 +106,12 @@ int fprec_decode(const void *in, size_t len, struct fprec *r);
  *   ctime - mtime in ns z   (with INODE_P_CTIME; else ctime = mtime) |
  *   flags other than INODE_HAS_BLOB v (with INODE_P_FLAGS, non-zero) |
  *   rdev v                  (with INODE_P_RDEV, non-zero) |
- *   md5 [16] | variant v    (with INODE_P_BLOB, which is INODE_HAS_BLOB)
+ *   md5 [16] | variant v    (with INODE_P_BLOB, which is INODE_HAS_BLOB) |
+ *   parent v | name hash u64 LE  (with INODE_P_NAME; format 5 on: the
+ *                           inode's one name is the dirent (parent, hash)
+ *                           whose child is this inode, and it has no
+ *                           `links` row; parent non-zero, the hash as
+ *                           dirent_hash makes them, bit 53 its top bit)
  *   A regular file's row is about 45 bytes instead of 96: times are one
  *   absolute value and two short differences, and zero fields are absent.
  *   The decoder takes nothing it would not write (unknown bits, overlong or
@@ -122,6 +127,10 @@ struct inode {
 	uint32_t flags;
 	uint64_t rdev;
 	struct blobkey blob; /* valid when flags & INODE_HAS_BLOB */
+	/* Non-zero name_parent (layout 2 rows, format 5 on): the inode's one
+	 * name is in dirent (name_parent, name_hash), and `links` has no row
+	 * for it (ns.c says when a name is kept here). */
+	uint64_t name_parent, name_hash;
 };
 #define INODE_FIXED_BYTES 96
 #define INODE_ROW2_TAG 0x02
@@ -130,7 +139,9 @@ struct inode {
 #define INODE_P_FLAGS 4u
 #define INODE_P_RDEV 8u
 #define INODE_P_BLOB 16u
-/* Layout 1. */
+#define INODE_P_NAME 32u
+/* Layout 1 (which has no room for name_parent: the caller gives such an
+ * inode a `links` row instead). */
 size_t inode_encode(const struct inode *in, const char *target, size_t tlen, uint8_t *out);
 /* Layout 2 into out[INODE_FIXED_BYTES]: its length (under 96), or 0 when
  * the inode has no layout 2 row (a symlink, a time difference past int64
@@ -153,7 +164,9 @@ int dirent_val_decode(const void *buf, size_t blen, const char **name, size_t *l
  * are "." and "..". */
 uint64_t dirent_off(uint64_t hash, unsigned dupidx);
 
-/* links: ino u64 BE (dup-sorted) -> parent u64 BE | name: every name of an inode. */
+/* links: ino u64 BE (dup-sorted) -> parent u64 BE | name: every name of an
+ * inode, except the one name of an inode whose row holds it (INODE_P_NAME,
+ * format 5 on). */
 #define LINK_VAL_MAX (8 + PD_NAME_MAX)
 
 #endif

@@ -64,12 +64,20 @@
  * Format 4: inode rows may be in layout 2 (rec.h), which a release of
  * format 3 cannot decode. Older rows stay as they are until the inode is
  * next written; a writable open marks an older store format 4.
- * Format 5: packs of version 2, whose records may have header layout 2
- * (pack.h), which a release of format 4 takes for damage (and its fsck
- * --repair would drop). Packs of version 1 are read as they are; a
- * writable open marks an older store format 5. */
+ * Format 5: two changes a release of format 4 would misread, made
+ * together:
+ *   - packs of version 2, whose records may have header layout 2
+ *     (pack.h), which a release of format 4 takes for damage (and its fsck
+ *     --repair would drop). Packs of version 1 are read as they are;
+ *   - the one name of an inode may be held by its own layout 2 row
+ *     (INODE_P_NAME, rec.h) instead of a `links` row, which a release of
+ *     format 4 would not find. Both forms are read; names written from
+ *     then on take the new form, and `pagededup fsck --repair` converts
+ *     the rest.
+ * A writable open marks an older store format 5. */
 #define PD_FORMAT_VERSION 5
 #define PD_FORMAT_INODE_ROW2 4
+#define PD_FORMAT_NAME_IN_ROW 5
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17

@@ -13,10 +13,22 @@
  * meta/data.mdb and syncs the directory. A crash before the rename leaves
  * the old file as it was and a leftover copy, which the next run removes;
  * after it, the new file is whole. The store must be closed: the store's
- * lock is taken for the whole run. */
+ * lock is taken for the whole run.
+ *
+ * A copy keeps each page as it is, and a table whose keys arrive in no
+ * order (dirents by name hash, blob_inodes by MD5) has its leaf pages
+ * about two thirds full after a crawl: a third of those tables' bytes is
+ * LMDB's slack (so with fingerprints and the near tables, by MD5 and by
+ * hash). Before the copy, every table is written again in key order with
+ * MDB_APPEND, which fills each leaf page:
+ * each table into a scratch table, then back, in one write transaction per
+ * table, so that a crash leaves every table whole (a scratch table left
+ * behind is dropped by the next run). A table too large for one
+ * transaction (MDB_TXN_FULL) is left as it is. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -49,6 +61,130 @@ static uint64_t file_bytes(const char *path)
 {
 	struct stat sb;
 	return stat(path, &sb) ? 0 : (uint64_t)sb.st_blocks * 512;
+}
+
+#define REPACK_SCRATCH "repack.scratch"
+#define REPACK_MAX_TABLES 64
+
+/* Every row of `from` appended to the empty table `to`, in key order: a
+ * key's first value with MDB_APPEND, its other values with MDB_APPENDDUP. */
+static int append_all(MDB_txn *txn, MDB_dbi from, MDB_dbi to, bool dups)
+{
+	MDB_cursor *c, *w;
+	int rc = mdb_cursor_open(txn, from, &c);
+	if (rc)
+		return rc;
+	if ((rc = mdb_cursor_open(txn, to, &w))) {
+		mdb_cursor_close(c);
+		return rc;
+	}
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(c, &k, &v, dups ? MDB_NEXT_NODUP : MDB_NEXT)) {
+		rc = mdb_cursor_put(w, &k, &v, MDB_APPEND);
+		for (int d = dups && !rc ? mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP) : MDB_NOTFOUND; d == 0 && !rc;
+		     d = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP))
+			rc = mdb_cursor_put(w, &k, &v, MDB_APPENDDUP);
+	}
+	mdb_cursor_close(w);
+	mdb_cursor_close(c);
+	return rc ? rc : (mrc == MDB_NOTFOUND ? 0 : mrc);
+}
+
+/* Table `name` written again in key order: copied into the scratch table,
+ * emptied, filled back from it; one transaction. */
+static int repack_table(MDB_env *env, const char *name)
+{
+	MDB_txn *txn;
+	MDB_dbi t, scratch;
+	unsigned flags;
+	int rc = mdb_txn_begin(env, NULL, 0, &txn);
+	if (rc)
+		return rc;
+	if ((rc = mdb_dbi_open(txn, name, 0, &t)) || (rc = mdb_dbi_flags(txn, t, &flags))) {
+		mdb_txn_abort(txn);
+		return rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? 0 : rc; /* not a table */
+	}
+	flags &= MDB_REVERSEKEY | MDB_DUPSORT | MDB_INTEGERKEY | MDB_DUPFIXED | MDB_INTEGERDUP | MDB_REVERSEDUP;
+	bool dups = flags & MDB_DUPSORT;
+	if (!(rc = mdb_dbi_open(txn, REPACK_SCRATCH, MDB_CREATE | flags, &scratch)) &&
+	    !(rc = mdb_drop(txn, scratch, 0)) && !(rc = append_all(txn, t, scratch, dups)) &&
+	    !(rc = mdb_drop(txn, t, 0)) && !(rc = append_all(txn, scratch, t, dups)))
+		rc = mdb_drop(txn, scratch, 1);
+	return rc ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
+}
+
+/* A scratch table left by a crash, dropped. */
+static int drop_scratch(MDB_env *env)
+{
+	MDB_txn *txn;
+	MDB_dbi d;
+	int rc = mdb_txn_begin(env, NULL, 0, &txn);
+	if (rc)
+		return rc;
+	rc = mdb_dbi_open(txn, REPACK_SCRATCH, 0, &d);
+	if (rc == MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return 0;
+	}
+	if (rc || (rc = mdb_drop(txn, d, 1))) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
+}
+
+/* The names of the environment's tables: the keys of LMDB's main table. */
+static int table_names(MDB_env *env, char names[][64], size_t *n)
+{
+	MDB_txn *txn;
+	MDB_dbi main_db;
+	MDB_cursor *c;
+	int rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return rc;
+	if ((rc = mdb_dbi_open(txn, NULL, 0, &main_db)) || (rc = mdb_cursor_open(txn, main_db, &c))) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && *n < REPACK_MAX_TABLES;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size == 0 || k.mv_size >= 64 || memchr(k.mv_data, 0, k.mv_size))
+			continue;
+		memcpy(names[*n], k.mv_data, k.mv_size);
+		names[(*n)++][k.mv_size] = 0;
+	}
+	mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	return mrc == 0 || mrc == MDB_NOTFOUND ? 0 : mrc;
+}
+
+static int repack_tables(const char *meta, uint64_t mapsize, char err[PD_ERRLEN])
+{
+	MDB_env *env;
+	int rc = mdb_env_create(&env);
+	if (!rc)
+		rc = mdb_env_set_maxdbs(env, 64);
+	if (!rc)
+		rc = mdb_env_set_mapsize(env, mapsize);
+	if (!rc)
+		rc = mdb_env_open(env, meta, 0, 0600);
+	if (!rc)
+		rc = drop_scratch(env);
+	char names[REPACK_MAX_TABLES][64];
+	size_t n = 0;
+	if (!rc)
+		rc = table_names(env, names, &n);
+	for (size_t i = 0; i < n && !rc; i++)
+		if ((rc = repack_table(env, names[i])) == MDB_TXN_FULL || rc == MDB_MAP_FULL)
+			rc = 0; /* too large for one transaction: left as it is */
+	if (rc)
+		snprintf(err, PD_ERRLEN, "cannot write the tables of %s/data.mdb again: %s", meta, mdb_strerror(rc));
+	mdb_env_close(env);
+	return rc > 0 ? -rc : (rc ? -EIO : 0);
 }
 
 /* The compact copy of the environment in meta/ into `fd`, synced. */
@@ -101,8 +237,11 @@ int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char 
 		snprintf(err, PD_ERRLEN, "cannot create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	/* The map must cover the file; twice it leaves LMDB nothing to grow. */
-	rc = copy_compact(meta, (uint64_t)sb.st_size * 2 + (1u << 20), fd, err);
+	/* The map must cover the file; twice it leaves LMDB nothing to grow,
+	 * three times leaves room for the scratch copies of the repack. */
+	rc = repack_tables(meta, (uint64_t)sb.st_size * 3 + (64u << 20), err);
+	if (!rc)
+		rc = copy_compact(meta, (uint64_t)sb.st_size * 3 + (64u << 20), fd, err);
 	if (close(fd) && !rc)
 		rc = -errno;
 	int dfd = -1;

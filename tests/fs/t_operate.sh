@@ -437,7 +437,8 @@ case_fsck_leftovers() {
 # in layout 1 (rec.h), this build reads them, writes layout 2 for the
 # inodes it changes, and marks the store format FORMAT, which the landed
 # build refuses. `pagededup compact` then rewrites LMDB's file smaller and
-# loses nothing.
+# loses nothing, and `pagededup fsck --repair` moves the names of one-name
+# inodes from `links` into their rows (format 5), with the same files.
 landed_snapshot() {
 	(cd "$1" && find . -printf '%p %y %m %n %s %T@ %C@ %U %G %l\n' | sort &&
 		find . -type f -exec md5sum {} + | sort && getfattr -d -m 'user\.x' dir/p4.html)
@@ -485,6 +486,9 @@ case_landed_store_rows() {
 	expect_eq "$free1" 0 "LMDB's free bytes after compact (were $free0)"
 	[ "$used1" -le "$used0" ] || fail "LMDB's pages in use grew: $used0 -> $used1 bytes"
 	"$PD_BIN" fsck "$d/store" >/dev/null || fail "fsck after compact"
+	out=$("$PD_BIN" fsck --repair "$d/store" 2>&1) || fail "fsck --repair: $out"
+	grep -q "inodes hold their one name in their row" <<<"$out" || fail "the names were not moved into the rows: $out"
+	"$PD_BIN" fsck "$d/store" >/dev/null || fail "fsck after the names moved"
 	pd_mount -n -s "$d/store" || fail "mount after compact"
 	landed_snapshot "$MNT" | grep -v -e 'dir/p6.html' -e 'dir/p7.html' -e 'dir/p10.html' -e 'dir/p11' -e 'dir/new.html' \
 		-e '^\./dir [dy]' -e '^\. d' >"$d/after2"

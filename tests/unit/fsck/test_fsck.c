@@ -228,7 +228,8 @@ static void raw_put_inode(struct raw *r, const struct inode *in)
 {
 	uint8_t kb[8], vb[INODE_FIXED_BYTES];
 	put_be64(kb, in->ino);
-	MDB_val k = { 8, kb }, v = { inode_encode(in, NULL, 0, vb), vb };
+	size_t n = inode_encode_row2(in, vb); /* the layout the store writes, which may hold a name */
+	MDB_val k = { 8, kb }, v = { n ? n : inode_encode(in, NULL, 0, vb), vb };
 	assert_int_equal(mdb_put(r->txn, r->inodes, &k, &v, 0), 0);
 }
 
@@ -243,9 +244,18 @@ static void raw_dirent(struct raw *r, bool add, uint64_t parent, const char *nam
 			 0);
 }
 
+/* A name of ino taken away from where the store keeps it (its row or a
+ * link record), or added as a link record. */
 static void raw_link(struct raw *r, bool add, uint64_t ino, uint64_t parent, const char *name)
 {
 	size_t len = strlen(name);
+	struct inode in;
+	raw_get_inode(r, ino, &in);
+	if (!add && in.name_parent == parent && in.name_hash == dirent_hash(name, len)) {
+		in.name_parent = in.name_hash = 0;
+		raw_put_inode(r, &in);
+		return;
+	}
 	uint8_t kb[8], vb[LINK_VAL_MAX];
 	put_be64(kb, ino);
 	put_be64(vb, parent);
@@ -824,6 +834,8 @@ static void test_wrong_totals(void **state)
 	base_free(&b);
 }
 
+/* A name kept in a link record (a file of two names keeps both there)
+ * whose dirent is gone: the dirent is restored from the record. */
 static void test_link_record_without_dirent(void **state)
 {
 	(void)state;
@@ -831,14 +843,46 @@ static void test_link_record_without_dirent(void **state)
 	base_make(&b, NULL);
 	struct raw r;
 	raw_open(&r, b.store);
-	raw_dirent(&r, false, b.sub, "a2.html", b.a2, S_IFREG);
+	raw_dirent(&r, false, PD_ROOT_INO, "b2.html", b.b, S_IFREG);
 	raw_commit(&r);
-	assert_found(b.store, false, "link record 'a2.html'");
+	assert_found(b.store, false, "link record 'b2.html'");
 	repair_ok(b.store, false);
 	struct store *st = open_rw(&b);
 	struct inode in;
-	assert_int_equal(lookup(st, b.sub, "a2.html", &in), 0);
+	assert_int_equal(lookup(st, PD_ROOT_INO, "b2.html", &in), 0);
+	assert_int_equal(in.ino, b.b);
+	assert_int_equal(in.nlink, 2);
+	assert_int_equal(store_close(st), 0);
+	base_free(&b);
+}
+
+/* A file of one name keeps it in its inode row (its parent and the name's
+ * hash, not the name): with its dirent gone the name is lost, and the
+ * page goes to lost+found with its bytes. */
+static void test_name_in_row_without_dirent(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	struct inode in;
+	raw_get_inode(&r, b.a2, &in);
+	assert_int_equal(in.name_parent, b.sub);
+	assert_true(in.name_hash == dirent_hash("a2.html", 7));
+	raw_dirent(&r, false, b.sub, "a2.html", b.a2, S_IFREG);
+	raw_commit(&r);
+	assert_found(b.store, false, "its row names a dirent");
+	repair_ok(b.store, false);
+	struct store *st = open_rw(&b);
+	char name[32], buf[64];
+	size_t got;
+	snprintf(name, sizeof name, "%llu", (unsigned long long)b.a2);
+	assert_int_equal(lookup(st, lost_found(st), name, &in), 0);
 	assert_int_equal(in.ino, b.a2);
+	assert_int_equal(in.nlink, 1);
+	read_content(st, b.a2, buf, sizeof buf, &got);
+	assert_true(got > 0);
 	assert_int_equal(store_close(st), 0);
 	base_free(&b);
 }
@@ -1161,6 +1205,7 @@ int main(void)
 		cmocka_unit_test(test_directory_nameless),
 		cmocka_unit_test(test_wrong_totals),
 		cmocka_unit_test(test_link_record_without_dirent),
+		cmocka_unit_test(test_name_in_row_without_dirent),
 		cmocka_unit_test(test_dirent_without_link_record),
 		cmocka_unit_test(test_record_missing_rebuilt),
 		cmocka_unit_test(test_unreferenced_record),

@@ -41,6 +41,8 @@ static void assert_same(const struct inode *a, const struct inode *b)
 	assert_int_equal(a->ctime.nsec, b->ctime.nsec);
 	assert_int_equal(a->flags, b->flags);
 	assert_int_equal(a->rdev, b->rdev);
+	assert_int_equal(a->name_parent, b->name_parent);
+	assert_true(a->name_hash == b->name_hash);
 	if (a->flags & INODE_HAS_BLOB) {
 		assert_memory_equal(a->blob.md5, b->blob.md5, 16);
 		assert_int_equal(a->blob.variant, b->blob.variant);
@@ -181,6 +183,45 @@ static void test_row2_refuses_damage(void **state)
 	assert_int_equal(inode_decode(bad, m + 1, &out, NULL, NULL), -EUCLEAN);
 }
 
+/* The one name an inode row may hold (format 5): its parent and the
+ * name's hash, about 10 bytes more; a damaged one is refused. */
+static void test_row2_name(void **state)
+{
+	(void)state;
+	struct inode in = regular_file(), out;
+	size_t plain = row2_roundtrip(&in);
+	in.name_parent = 4242;
+	in.name_hash = dirent_hash("index.html", 10);
+	size_t n = row2_roundtrip(&in);
+	assert_int_equal(n, plain + 2 + 8);
+	in.name_parent = UINT64_MAX;
+	row2_roundtrip(&in);
+	/* a layout 1 row holds no name */
+	uint8_t row[INODE_FIXED_BYTES + 8];
+	assert_int_equal(inode_encode(&in, NULL, 0, row), INODE_FIXED_BYTES);
+	assert_int_equal(inode_decode(row, INODE_FIXED_BYTES, &out, NULL, NULL), 0);
+	assert_int_equal(out.name_parent, 0);
+	assert_true(out.name_hash == 0);
+	/* not a hash dirent_hash makes: bit 53 clear */
+	in.name_parent = 4242;
+	n = inode_encode_row2(&in, row);
+	assert_int_equal(row[n - 2] & 0xe0, 0x20); /* hash bits 53..55, little-endian */
+	row[n - 2] &= 0x1f;
+	assert_int_equal(inode_decode(row, n, &out, NULL, NULL), -EUCLEAN);
+	row[n - 2] |= 0x60; /* bit 54: above the hash's range */
+	assert_int_equal(inode_decode(row, n, &out, NULL, NULL), -EUCLEAN);
+	/* parent 0 */
+	in.name_parent = 1;
+	n = inode_encode_row2(&in, row);
+	assert_int_equal(row[n - 9], 1);
+	row[n - 9] = 0;
+	assert_int_equal(inode_decode(row, n, &out, NULL, NULL), -EUCLEAN);
+	/* every truncation */
+	n = inode_encode_row2(&in, row);
+	for (size_t cut = 0; cut < n; cut++)
+		assert_int_equal(inode_decode(row, cut, &out, NULL, NULL), -EUCLEAN);
+}
+
 static void test_varint(void **state)
 {
 	(void)state;
@@ -210,6 +251,7 @@ int main(void)
 		cmocka_unit_test(test_row2_falls_back),
 		cmocka_unit_test(test_row1_still_decodes),
 		cmocka_unit_test(test_row2_refuses_damage),
+		cmocka_unit_test(test_row2_name),
 		cmocka_unit_test(test_varint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -47,15 +47,47 @@ struct rowcount {
 	size_t row1, row2;
 };
 
+/* The name held by an inode row, as the `links` row an older release
+ * kept instead. */
+static void name_to_links_row(MDB_txn *txn, MDB_dbi dirents, MDB_dbi links, const struct inode *in)
+{
+	uint8_t kb[16], lk[8], lv[LINK_VAL_MAX];
+	put_be64(kb, in->name_parent);
+	put_be64(kb + 8, in->name_hash);
+	MDB_val k = { 16, kb }, v;
+	MDB_cursor *c;
+	assert_int_equal(mdb_cursor_open(txn, dirents, &c), 0);
+	bool found = false;
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); rc == 0 && !found;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		const char *name;
+		size_t len;
+		uint64_t child;
+		uint32_t type;
+		assert_int_equal(dirent_val_decode(v.mv_data, v.mv_size, &name, &len, &child, &type), 0);
+		if (child != in->ino)
+			continue;
+		put_be64(lk, in->ino);
+		put_be64(lv, in->name_parent);
+		memcpy(lv + 8, name, len);
+		MDB_val nk = { 8, lk }, nv = { 8 + len, lv };
+		mdb_cursor_close(c);
+		assert_int_equal(mdb_put(txn, links, &nk, &nv, MDB_NODUPDATA), 0);
+		return;
+	}
+	fail_msg("inode %llu: no dirent for the name its row holds", (unsigned long long)in->ino);
+}
+
 /* Every inode row of the store in layout 1 (as a release of format 3
- * wrote them), and the format record set to 3, LMDB opened directly. */
+ * wrote them, every name in `links`), and the format record set to 3,
+ * LMDB opened directly. */
 static void rows_to_format3(const char *store, uint64_t ino, struct inode *seen)
 {
 	char path[4200];
 	snprintf(path, sizeof path, "%s/meta", store);
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi inodes, meta;
+	MDB_dbi inodes, meta, dirents, links;
 	MDB_cursor *c;
 	assert_int_equal(mdb_env_create(&env), 0);
 	mdb_env_set_maxdbs(env, 64);
@@ -64,6 +96,8 @@ static void rows_to_format3(const char *store, uint64_t ino, struct inode *seen)
 	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
 	assert_int_equal(mdb_dbi_open(txn, "inodes", 0, &inodes), 0);
 	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	assert_int_equal(mdb_dbi_open(txn, "dirents", MDB_DUPSORT, &dirents), 0);
+	assert_int_equal(mdb_dbi_open(txn, "links", MDB_DUPSORT, &links), 0);
 	assert_int_equal(mdb_cursor_open(txn, inodes, &c), 0);
 	MDB_val k, v;
 	static uint64_t inos[FILES * 2];
@@ -79,6 +113,10 @@ static void rows_to_format3(const char *store, uint64_t ino, struct inode *seen)
 		k = (MDB_val){ 8, kb };
 		assert_int_equal(mdb_get(txn, inodes, &k, &v), 0);
 		assert_int_equal(inode_decode(v.mv_data, v.mv_size, &in, NULL, NULL), 0);
+		in.ino = inos[i];
+		if (in.name_parent)
+			name_to_links_row(txn, dirents, links, &in);
+		in.name_parent = in.name_hash = 0;
 		if (inos[i] == ino)
 			*seen = in;
 		MDB_val nv = { inode_encode(&in, NULL, 0, row), row };
@@ -274,11 +312,125 @@ static void test_lmdb_compact(void **state)
 	th_rmdir(dir);
 }
 
+/* Pages and entries of one table, LMDB opened directly (a closed store). */
+static MDB_stat table_stat(const char *store, const char *table, bool *exists)
+{
+	char meta[4200];
+	snprintf(meta, sizeof meta, "%s/meta", store);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi d;
+	MDB_stat ms = { 0 };
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	assert_int_equal(mdb_env_open(env, meta, MDB_RDONLY, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	*exists = mdb_dbi_open(txn, table, 0, &d) == 0;
+	if (*exists)
+		assert_int_equal(mdb_stat(txn, d, &ms), 0);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return ms;
+}
+
+struct listing {
+	char text[1 << 17];
+	size_t n;
+};
+
+static int list_one(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t type, uint64_t off,
+		    const struct inode *in)
+{
+	(void)in;
+	struct listing *l = ctx;
+	l->n += (size_t)snprintf(l->text + l->n, sizeof l->text - l->n, "%.*s %llu %u %llx\n", (int)len, name,
+				 (unsigned long long)ino, type, (unsigned long long)off);
+	assert_true(l->n < sizeof l->text);
+	return 0;
+}
+
+/* compact writes every table again in key order: fuller pages,
+ * the same rows (readdir gives the same names at the same offsets), and
+ * a scratch table left by a crash goes. */
+static void test_lmdb_compact_repacks(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char store[4200], name[64], err[PD_ERRLEN];
+	snprintf(store, sizeof store, "%s", th_store_dir(dir));
+	fill(st, 0, 1500);
+	struct inode in, sub;
+	const struct pd_cred cred = { 0, 0, 0, NULL };
+	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "sub", S_IFDIR | 0755, 0, NULL, &cred, &sub), 0);
+	for (int i = 0; i < 200; i++) { /* two names each: link rows with two values */
+		name_of(i, name, sizeof name);
+		assert_int_equal(ns_lookup(st, PD_ROOT_INO, name, &in), 0);
+		assert_int_equal(ns_link(st, in.ino, sub.ino, name, &in), 0);
+	}
+	for (int i = 0; i < 300; i++) /* one page under many files: blob_inodes values */
+		th_put(st, sub.ino, (snprintf(name, sizeof name, "same-%d", i), name), "the same page", 13);
+	static struct listing before, after;
+	assert_int_equal(ns_readdir(st, PD_ROOT_INO, 0, false, list_one, &before), 0);
+	assert_int_equal(store_close(st), 0);
+	bool exists;
+	MDB_stat d0 = table_stat(store, "dirents", &exists), b0 = table_stat(store, "blob_inodes", &exists);
+	MDB_stat l0 = table_stat(store, "links", &exists), f0 = table_stat(store, "fingerprints", &exists);
+
+	/* a scratch table as a crash in the middle would leave it */
+	char meta[4200];
+	snprintf(meta, sizeof meta, "%s/meta", store);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi scratch;
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	assert_int_equal(mdb_env_open(env, meta, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "repack.scratch", MDB_CREATE | MDB_DUPSORT, &scratch), 0);
+	MDB_val k = { 3, "key" }, v = { 5, "value" };
+	assert_int_equal(mdb_put(txn, scratch, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+
+	uint64_t lb, la;
+	assert_int_equal(store_lmdb_compact(store, &lb, &la, err), 0);
+	MDB_stat d1 = table_stat(store, "dirents", &exists), b1 = table_stat(store, "blob_inodes", &exists);
+	MDB_stat l1 = table_stat(store, "links", &exists), f1 = table_stat(store, "fingerprints", &exists);
+	table_stat(store, "repack.scratch", &exists);
+	assert_false(exists);
+	assert_int_equal(d1.ms_entries, d0.ms_entries);
+	assert_int_equal(b1.ms_entries, b0.ms_entries);
+	assert_int_equal(l1.ms_entries, l0.ms_entries);
+	assert_int_equal(f1.ms_entries, f0.ms_entries);
+	assert_true(f1.ms_leaf_pages < f0.ms_leaf_pages); /* keyed by MD5 too */
+	assert_true(l0.ms_entries >= 400);
+	/* a key-ordered table fills its leaves: fewer of them */
+	assert_true(d1.ms_leaf_pages < d0.ms_leaf_pages);
+	assert_true(b1.ms_leaf_pages < b0.ms_leaf_pages);
+	print_message("dirents leaf pages %zu -> %zu, blob_inodes %zu -> %zu\n", d0.ms_leaf_pages, d1.ms_leaf_pages,
+		      b0.ms_leaf_pages, b1.ms_leaf_pages);
+
+	th_assert_fsck_clean(store);
+	st = reopen(store);
+	assert_int_equal(ns_readdir(st, PD_ROOT_INO, 0, false, list_one, &after), 0);
+	assert_string_equal(before.text, after.text);
+	for (int i = 0; i < 1500; i++)
+		read_page(st, i);
+	th_read_back(st, th_put(st, sub.ino, "same-299", "the same page", 13), "the same page");
+	fill(st, 1500, 1600); /* and it takes more */
+	read_page(st, 1599);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(store);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format3_rows_converted),
 		cmocka_unit_test(test_lmdb_compact),
+		cmocka_unit_test(test_lmdb_compact_repacks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
