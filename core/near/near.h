@@ -132,9 +132,10 @@ int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near
  *      confirmed by the sketches with the missing one computed from the
  *      page read back (near_confirm_sketches). 64 + 64 bytes a page less.
  *   4: nearfeat rows of format 4 (the top NEARSET_BITS bits of each hash,
- *      nearset.h), and the band rows of the keys computed from them
- *      (which are not layout 3's: the bins of a band are chosen among the
- *      values as held). 32 - NEARSET_BITS bits a kept hash less.
+ *      all 32 for a set of at most NEARSET_FULL_MAX hashes, nearset.h),
+ *      and the band rows of the keys computed from the top NEARSET_BITS
+ *      bits (not layout 3's keys: the bins see a mix of those bits).
+ *      32 - NEARSET_BITS bits a kept hash less.
  * A store of layout 1 to 3 is converted when it is opened writable (before
  * the signature upgrade, from near_part's start: the band rows emptied by
  * the first batch, every set truncated and rewritten with its band rows
