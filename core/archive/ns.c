@@ -107,37 +107,49 @@ struct dirent_hit {
 	uint64_t hash;
 };
 
-static int dirent_find(MDB_txn *txn, struct store *st, uint64_t parent, const char *name,
-		       struct dirent_hit *hit)
+/* fn(ctx, value) for each dirent of (parent, hash), in the order stored:
+ * 0 goes on, 1 stops with 0 (found), a negative value stops with it;
+ * -ENOENT past the last. */
+static int dirent_dups(MDB_txn *txn, struct store *st, uint64_t parent, uint64_t hash,
+		       int (*fn)(void *ctx, const MDB_val *v), void *ctx)
 {
-	size_t len = strlen(name);
 	uint8_t kb[16];
-	uint64_t hash = dirent_hash(name, len);
 	MDB_val k = dirent_key(kb, parent, hash), v;
 	MDB_cursor *c;
 	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_dirents, &c));
 	if (rc)
 		return rc;
-	int mrc;
-	rc = -ENOENT;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
-		const char *n;
-		size_t nlen;
-		if (dirent_val_decode(v.mv_data, v.mv_size, &n, &nlen, &hit->child, &hit->type)) {
-			rc = -EUCLEAN;
-			break;
-		}
-		if (nlen == len && memcmp(n, name, len) == 0) {
-			hit->hash = hash;
-			rc = 0;
-			break;
-		}
-	}
+	int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+	while (mrc == 0 && !(rc = fn(ctx, &v)))
+		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP);
 	mdb_cursor_close(c);
 	if (mrc && mrc != MDB_NOTFOUND)
-		rc = pd_mdb_err(mrc);
-	return rc;
+		return pd_mdb_err(mrc);
+	return rc == 1 ? 0 : rc ? rc : -ENOENT;
+}
+
+struct name_match {
+	const char *name;
+	size_t len;
+	struct dirent_hit *hit;
+};
+
+static int match_name(void *ctx, const MDB_val *v)
+{
+	struct name_match *m = ctx;
+	const char *n;
+	size_t nlen;
+	if (dirent_val_decode(v->mv_data, v->mv_size, &n, &nlen, &m->hit->child, &m->hit->type))
+		return -EUCLEAN;
+	return nlen == m->len && memcmp(n, m->name, m->len) == 0;
+}
+
+static int dirent_find(MDB_txn *txn, struct store *st, uint64_t parent, const char *name,
+		       struct dirent_hit *hit)
+{
+	struct name_match m = { name, strlen(name), hit };
+	hit->hash = dirent_hash(name, m.len);
+	return dirent_dups(txn, st, parent, hit->hash, match_name, &m);
 }
 
 static int dirent_put(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, uint64_t child,
@@ -189,33 +201,30 @@ bool ns_may_hold_name(const struct store *st, const struct inode *in)
 	return st->format >= PD_FORMAT_NAME_IN_ROW && !S_ISLNK(in->mode) && in->ino != PD_ROOT_INO;
 }
 
+struct child_match {
+	uint64_t ino;
+	char *name;
+	size_t *len;
+};
+
+static int match_child(void *ctx, const MDB_val *v)
+{
+	struct child_match *m = ctx;
+	const char *n;
+	uint64_t child;
+	uint32_t type;
+	if (dirent_val_decode(v->mv_data, v->mv_size, &n, m->len, &child, &type) || child != m->ino ||
+	    *m->len > PD_NAME_MAX)
+		return 0;
+	memcpy(m->name, n, *m->len);
+	return 1;
+}
+
 int ns_dirent_name(MDB_txn *txn, struct store *st, uint64_t parent, uint64_t hash, uint64_t ino,
 		   char *name, size_t *len)
 {
-	uint8_t kb[16];
-	MDB_val k = dirent_key(kb, parent, hash), v;
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_dirents, &c));
-	if (rc)
-		return rc;
-	int mrc;
-	rc = -ENOENT;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
-		const char *n;
-		uint64_t child;
-		uint32_t type;
-		if (dirent_val_decode(v.mv_data, v.mv_size, &n, len, &child, &type) == 0 && child == ino &&
-		    *len <= PD_NAME_MAX) {
-			memcpy(name, n, *len);
-			rc = 0;
-			break;
-		}
-	}
-	mdb_cursor_close(c);
-	if (mrc && mrc != MDB_NOTFOUND)
-		rc = pd_mdb_err(mrc);
-	return rc;
+	struct child_match m = { ino, name, len };
+	return dirent_dups(txn, st, parent, hash, match_child, &m);
 }
 
 int ns_names(MDB_txn *txn, struct store *st, const struct inode *in, ns_name_fn fn, void *ctx)

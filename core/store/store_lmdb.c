@@ -162,16 +162,27 @@ static int table_names(MDB_env *env, char names[][64], size_t *n)
 	return mrc == 0 || mrc == MDB_NOTFOUND ? 0 : mrc;
 }
 
+/* The environment in meta/ opened with `flags`, for the compaction alone
+ * (the store is locked): an LMDB error, *env to close either way. */
+static int open_env(const char *meta, uint64_t mapsize, unsigned flags, MDB_env **env)
+{
+	int rc = mdb_env_create(env);
+	if (rc) {
+		*env = NULL;
+		return rc;
+	}
+	rc = mdb_env_set_maxdbs(*env, 64);
+	if (!rc)
+		rc = mdb_env_set_mapsize(*env, mapsize);
+	if (!rc)
+		rc = mdb_env_open(*env, meta, flags, 0600);
+	return rc;
+}
+
 static int repack_tables(const char *meta, uint64_t mapsize, char err[PD_ERRLEN])
 {
 	MDB_env *env;
-	int rc = mdb_env_create(&env);
-	if (!rc)
-		rc = mdb_env_set_maxdbs(env, 64);
-	if (!rc)
-		rc = mdb_env_set_mapsize(env, mapsize);
-	if (!rc)
-		rc = mdb_env_open(env, meta, 0, 0600);
+	int rc = open_env(meta, mapsize, 0, &env);
 	if (!rc)
 		rc = drop_scratch(env);
 	char names[REPACK_MAX_TABLES][64];
@@ -191,13 +202,7 @@ static int repack_tables(const char *meta, uint64_t mapsize, char err[PD_ERRLEN]
 static int copy_compact(const char *meta, uint64_t mapsize, int fd, char err[PD_ERRLEN])
 {
 	MDB_env *env;
-	int rc = mdb_env_create(&env);
-	if (!rc)
-		rc = mdb_env_set_maxdbs(env, 64);
-	if (!rc)
-		rc = mdb_env_set_mapsize(env, mapsize);
-	if (!rc)
-		rc = mdb_env_open(env, meta, MDB_RDONLY, 0600);
+	int rc = open_env(meta, mapsize, MDB_RDONLY, &env);
 	if (!rc)
 		rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT);
 	if (rc)
