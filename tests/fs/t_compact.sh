@@ -66,6 +66,18 @@ case_space_comes_back() {
 print(p["allocated"] - p["live_bytes"] - p["dictionary_bytes"])')
 	note "before: packs $before bytes allocated in $n_before files, $dead allocated beyond the live records"
 	[ "$dead" -gt 1000000 ] || fail "only $dead dead bytes after deleting four fifths of the pages"
+	# the newest pack takes the appends after the remount (the compactor's
+	# copies too), so it is never compacted: its dead bytes stay by design
+	local newest newest_dead
+	newest=$(find "$STORE/packs" -name 'pack-*' | sort | tail -1)
+	newest_dead=$("$PD_BIN" blobs "$STORE" | python3 -c 'import os, sys
+name, live = os.path.basename(sys.argv[1]), 0
+for line in sys.stdin:
+    pack, _, place = line.split("\t")[3].partition(":")
+    if pack == name:
+        live += int(place.split(":")[0].split("+")[1])
+print(max(0, os.stat(sys.argv[1]).st_blocks * 512 - live))' "$newest")
+	note "of which in $(basename "$newest"), the pack that will take appends: $newest_dead"
 	pd_mount -n -s "$STORE" pack_mb=1,compact_period_ms=1500,compact_min_kb=256 || fail remount
 	# readers during the compaction: every page, again and again, its
 	# cached pages dropped after each read so that each open reads the store
@@ -109,9 +121,10 @@ EOF
 	n_after=$(packs_n "$STORE")
 	note "after: packs $after bytes allocated in $n_after files; given back $((before - after)) of $dead dead bytes"
 	[ "$n_after" -lt "$n_before" ] || fail "pack files: $n_before before, $n_after after"
-	# about the dead bytes come back (within 5% of them, and a few blocks)
-	[ $((before - after)) -ge $((dead * 95 / 100 - 16384)) ] ||
-		fail "given back $((before - after)) bytes of $dead dead"
+	# about the dead bytes of the packs it may compact come back (within
+	# 5% of them, and a few blocks)
+	[ $((before - after)) -ge $(((dead - newest_dead) * 95 / 100 - 16384)) ] ||
+		fail "given back $((before - after)) bytes of $dead dead ($newest_dead of them in the pack taking appends)"
 	"$PD_BIN" stats "$STORE" | grep '^compaction:' || fail "no compaction line in pagededup stats"
 	pd_mount -n -s "$STORE" || fail "mount after the compaction"
 	check_pages "$PD_TMP/left" || exit 1
