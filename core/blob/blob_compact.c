@@ -18,6 +18,7 @@
  * to stop (a daemon's unmount) or killed.
  */
 #include "blob.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -654,14 +655,7 @@ static void *compactor_main(void *arg)
 	struct compactor *k = arg;
 	int last = 0;
 	for (;;) {
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += k->period_ms / 1000;
-		until.tv_nsec += (long)(k->period_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = pd_deadline_ns(CLOCK_MONOTONIC, (uint64_t)k->period_ms * 1000000u);
 		pthread_mutex_lock(&k->mu);
 		while (!k->stop && pthread_cond_timedwait(&k->cv, &k->mu, &until) != ETIMEDOUT)
 			;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "blob/blob.h"
+#include "base/clock.h"
 #include "near.h"
 
 struct ndelta {
@@ -615,9 +616,7 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
  * load of the machine around it. */
 static uint64_t thread_cpu_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return pd_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* A sweep (d->mu held on entry and on return), one at a time: two at
@@ -692,25 +691,11 @@ uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_befor
 	return batch_ns < cap / NDELTA_YIELD ? batch_ns * NDELTA_YIELD : cap;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* Rest ns (d->mu held), unless the store stops meanwhile: pushes signal
  * d->cv, so the wait goes on until the time is up. */
 static void rest(struct ndelta *d, uint64_t ns)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)(ns / 1000000000u);
-	until.tv_nsec += (long)(ns % 1000000000u);
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = pd_deadline_ns(CLOCK_REALTIME, ns);
 	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) != ETIMEDOUT)
 		;
 	d->counts.rests++;
@@ -719,10 +704,10 @@ static void rest(struct ndelta *d, uint64_t ns)
 /* One batch of the thread, then its rest when writers are busy (ndelta.h). */
 static void batch_then_yield(struct ndelta *d, struct blobkey *keys, uint64_t *nursery_seen)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
 	size_t n = take(d, keys);
 	work(d, keys, n, &d->carry);
-	uint64_t took = now_ns() - t0;
+	uint64_t took = pd_clock_ns(CLOCK_MONOTONIC) - t0;
 	struct store *st = d->st;
 	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
 	uint64_t nursery = pack_nursery_bytes(st->packs);
@@ -751,11 +736,7 @@ static void *ndelta_main(void *arg)
 			continue;
 		}
 		if (!d->n) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)NDELTA_KEPT_POLL_MS * 1000000;
-			ts.tv_sec += ts.tv_nsec / 1000000000;
-			ts.tv_nsec %= 1000000000;
+			struct timespec ts = pd_deadline_ns(CLOCK_REALTIME, (uint64_t)NDELTA_KEPT_POLL_MS * 1000000u);
 			int w = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 			if (w == ETIMEDOUT && !d->stop) {
 				pthread_mutex_unlock(&d->mu);

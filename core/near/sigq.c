@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "base/clock.h"
 #include "ndelta.h"
 
 /* A batch being signed: its first sequence number, while in flight. */
@@ -333,11 +334,7 @@ static int work_batch(struct store *st, uint64_t limit, bool *idle, uint64_t *si
 /* Wait on cv for at most ms milliseconds (under q->mu). */
 static void wait_ms(struct sigq *q, pthread_cond_t *cv, unsigned ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)ms * 1000000;
-	ts.tv_sec += ts.tv_nsec / 1000000000;
-	ts.tv_nsec %= 1000000000;
+	struct timespec ts = pd_deadline_ns(CLOCK_REALTIME, (uint64_t)ms * 1000000u);
 	pthread_cond_timedwait(cv, &q->mu, &ts);
 }
 

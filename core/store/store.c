@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "base/fp.h"
+#include "base/clock.h"
 
 
 static void stop_sync_thread(struct store *st);
@@ -568,14 +569,7 @@ static void *sync_main(void *arg)
 	unsigned ms = st->opts.sync_ms ? st->opts.sync_ms : 1000;
 	pthread_mutex_lock(&st->sync_mu);
 	while (!st->sync_stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (long)(ms % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = pd_deadline_ns(CLOCK_REALTIME, (uint64_t)ms * 1000000u);
 		pthread_cond_timedwait(&st->sync_cv, &st->sync_mu, &ts);
 		if (st->sync_stop)
 			break;

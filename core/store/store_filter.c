@@ -23,6 +23,7 @@
  * queue behind one chunk at most, a few milliseconds.
  */
 #include "store.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -161,13 +162,6 @@ struct chunk_arg {
 	uint64_t ns;    /* time the callback took (its last run) */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The first key past the cursor (or the start of the range). */
 static void chunk_start(const struct gf_split *s, uint8_t kb[BLOBKEY_BYTES])
 {
@@ -247,9 +241,9 @@ static int chunk_work(struct wtx *w, struct chunk_arg *a)
 static int chunk_cb(struct wtx *w, void *arg)
 {
 	struct chunk_arg *a = arg;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
 	int rc = chunk_work(w, a);
-	a->ns = now_ns() - t0;
+	a->ns = pd_clock_ns(CLOCK_MONOTONIC) - t0;
 	return rc;
 }
 
