@@ -14,7 +14,10 @@
 #   (KiB), the store's du (KiB), its files, and from the daemon's stats:
 #   the inodes it holds (the kernel's references), the pages its writers
 #   signed themselves because the signer's queue was past its bound, and the
-#   pages the delta step's full queue dropped (left to the nursery sweep).
+#   pages the delta step's full queue dropped (left to the nursery sweep),
+#   the daemon's CPU seconds (user + system) of the step per 1,000 pages
+#   (a figure of the work, apart from what else the machine runs) and the
+#   load average at the row.
 # At the end: the unmount's time, du and files of the store against the
 # plain directory and against gzip -6 per page (both priced on every
 # PD_SCALE_SAMPLE-th page, default 100, scaled to all pages: writing the
@@ -79,6 +82,9 @@ d = json.load(sys.stdin).get("daemon", {})
 print(d.get("inodes_held", -1), d.get("signed_by_writers", -1), d.get("delta_dropped", -1))' 2>/dev/null ||
 		echo "-1 -1 -1"
 }
+cpu_ticks() { # -> the daemon's user + system clock ticks so far
+	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$daemon_pid/stat"
+}
 store_files() { find "$store" -xdev \( -type f -o -type d \) | wc -l; }
 store_du() { du -sk "$store" | cut -f1; }
 progress() { # -> the sum over writers of field N of their progress lines
@@ -95,18 +101,22 @@ for ((w = 0; w < writers; w++)); do
 	gen_pids+=($!)
 done
 
-echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped" >"$csv"
-next=$step last_t=$t0 last_n=0 first_rate=""
+echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped,daemon_cpu_s_per_1000,load1" >"$csv"
+hz=$(getconf CLK_TCK)
+next=$step last_t=$t0 last_n=0 first_rate="" last_ticks=$(cpu_ticks)
 running() { local p; for p in "${gen_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 row() { # pages now -> a CSV row and a line
 	local n=$1 t rate
 	t=$(now)
 	rate=$(awk -v a="$n" -v b="$last_n" -v x="$t" -v y="$last_t" 'BEGIN { printf "%.0f", (a - b) / (x - y) }')
-	local anon file du files held helped dropped
+	local anon file du files held helped dropped ticks cpu load
 	anon=$(rss RssAnon) file=$(rss RssFile) du=$(store_du) files=$(store_files)
 	read -r held helped dropped < <(daemon_stats)
-	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped" >>"$csv"
-	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue"
+	ticks=$(cpu_ticks) load=$(cut -d' ' -f1 /proc/loadavg)
+	cpu=$(awk -v a="$ticks" -v b="$last_ticks" -v h="$hz" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.3f", (a - b) / h / (n - m) * 1000 }')
+	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load" >>"$csv"
+	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, daemon CPU $cpu s per 1,000 pages, load $load"
+	last_ticks=$ticks
 	[ -n "$first_rate" ] || first_rate=$rate
 	last_t=$t last_n=$n
 }
@@ -174,6 +184,9 @@ echo "scale_fsck_seconds: $(awk -v x="$(now)" -v y="$t1" 'BEGIN { printf "%.1f",
 
 awk -F, -v f="$first_rate" 'NR > 1 && f > 0 {
 	r = $3 / f; printf "scale_step_over_first: %s pages %.3f%s\n", $1, r, (r < 0.85 || r > 1.15) ? " (outside 15%)" : ""
+}' "$csv"
+awk -F, 'NR == 2 { f = $11 } NR > 1 && f > 0 {
+	printf "scale_step_cpu_over_first: %s pages %.3f (daemon CPU %s s per 1,000 pages, load %s)\n", $1, $11 / f, $11, $12
 }' "$csv"
 if command -v gnuplot >/dev/null; then
 	gnuplot <<-EOF
