@@ -7,7 +7,16 @@
  *                      (default BLOB_COMPACT_SHARE, 0.5)
  *     --min-dead BYTES ... and that have at least BYTES to give back
  *                      (default BLOB_COMPACT_MIN_DEAD, 1 MiB; suffixes K M G)
- *     --all            every pack with a block (4 KiB) of dead bytes
+ *     --all            every pack with a live record, each page record
+ *                      encoded again at BLOB_COLD_LEVEL with the store's
+ *                      newest dictionary when that is smaller (blob.h);
+ *                      as `git gc --aggressive`, it rewrites every pack
+ *     --level N        the zstd level records are encoded again at (0:
+ *                      copied as they are; default BLOB_COMPACT_COLD_LEVEL,
+ *                      as the daemon's compactor, or BLOB_COLD_LEVEL with
+ *                      --all)
+ *     --no-cold-deltas deltas copied as they are (only whole pages encoded
+ *                      again)
  *
  * Then rewrites LMDB's file without its free pages, every table first
  * written again in key order (store_lmdb_compact).
@@ -51,6 +60,15 @@ static bool parse_bytes(const char *s, uint64_t *out)
 	return true;
 }
 
+/* CPU seconds of this process (user and system): its cost whatever else
+ * the machine runs. */
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* A debugging stop (PD_COMPACT_STOP, blob_compact.c) waits until killed. */
 static bool never(void *ctx)
 {
@@ -63,10 +81,13 @@ int cmd_compact(int argc, char **argv)
 	static const struct option opts[] = { { "share", required_argument, 0, 's' },
 					      { "min-dead", required_argument, 0, 'm' },
 					      { "all", no_argument, 0, 'a' },
+					      { "level", required_argument, 0, 'l' },
+					      { "no-cold-deltas", no_argument, 0, 'd' },
 					      { 0, 0, 0, 0 } };
 	double share = BLOB_COMPACT_SHARE;
 	uint64_t min_dead = BLOB_COMPACT_MIN_DEAD;
-	int c;
+	bool all = false, cold_deltas = true;
+	int level = -1, c;
 	while ((c = cli_getopt(argc, argv, "", opts)) != -1) {
 		char *end;
 		if (c == 's') {
@@ -79,6 +100,14 @@ int cmd_compact(int argc, char **argv)
 		} else if (c == 'a') {
 			share = 1.0; /* every pack with a block's worth of dead bytes */
 			min_dead = 4096;
+			all = true; /* ... and every other one with a live record */
+		} else if (c == 'l') {
+			level = (int)strtol(optarg, &end, 10);
+			if (*end || end == optarg || level < 0 || level > 22)
+				return cli_usage_error("--level takes a zstd level from 0 (copy as they are) to 22, not '%s'",
+						       optarg);
+		} else if (c == 'd') {
+			cold_deltas = false;
 		} else {
 			return cli_current->usage_status;
 		}
@@ -99,10 +128,14 @@ int cmd_compact(int argc, char **argv)
 		return CLI_FAIL;
 	}
 	struct blob_compact_cfg cfg = { .share = share, .min_dead = min_dead, .stop = never, .debug_stops = true };
+	cfg.every_pack = all;
+	cfg.cold.level = level >= 0 ? level : all ? BLOB_COLD_LEVEL : BLOB_COMPACT_COLD_LEVEL;
+	cfg.cold.deltas = cold_deltas;
 	struct blob_compact_stats d;
 	struct blob_pack_usage before, after;
 	blob_pack_usage(st, &before);
 	struct timespec t0, t1;
+	double cpu0 = cpu_seconds();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = blob_compact_run(st, &cfg, &d);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -118,6 +151,8 @@ int cmd_compact(int argc, char **argv)
 	       (unsigned long long)d.bytes_freed, (unsigned long long)d.damaged,
 	       d.damaged == 1 ? "" : "s", (unsigned long long)after.packs, (unsigned long long)after.allocated,
 	       (unsigned long long)before.packs, (unsigned long long)before.allocated);
+	printf("encoded again at level %d: %llu records, %llu bytes smaller; %.2f s of CPU\n", cfg.cold.level,
+	       (unsigned long long)d.records_cold, (unsigned long long)d.bytes_cold_saved, cpu_seconds() - cpu0);
 	if (rc || crc) {
 		cli_error("%s: %s (nothing is lost: what was not moved stays where it was)", where.dir,
 			  strerror(-(rc ? rc : crc)));

@@ -469,13 +469,18 @@ static const struct cli_cmd commands[] = {
 	  "or --repair, removes them), 4 could not check\n"
 	  "(not a store, mounted, usage error).",
 	  FSCK_CANNOT },
-	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all]",
+	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all] [--level N] [--no-cold-deltas]",
 	  "give back the dead bytes of an unmounted store's packs and LMDB's free pages now",
 	  "Rewrites every pack whose live share is below S (default 0.5) and that has\n"
 	  "at least BYTES (default 1M; suffixes K, M, G) allocated beyond its live\n"
 	  "records: they are checked, copied to the current pack and synced, the\n"
-	  "store points at the copies, then the old pack is removed. --all: every pack\n"
-	  "with 4 KiB or more to give back. A damaged record is not copied (it stays, marked bad: a\n"
+	  "store points at the copies, then the old pack is removed. A page record\n"
+	  "copied is encoded again at zstd level N (default 9; 0: copied as it is)\n"
+	  "with the store's newest dictionary, and kept so only when that is smaller\n"
+	  "(--no-cold-deltas: deltas copied as they are). --all: every pack with a live\n"
+	  "record, at level 19 unless --level says otherwise (the store made as small\n"
+	  "as it can be now; it rewrites every pack, as git gc --aggressive does).\n"
+	  "A damaged record is not copied (it stays, marked bad: a\n"
 	  "refetch heals it). Then LMDB's file is rewritten without its free pages\n"
 	  "(a compact copy, synced, renamed over it). A mounted store's packs are\n"
 	  "compacted by its daemon (-o compact); its LMDB file only by this command.\n"

@@ -164,6 +164,8 @@ int blob_convert_files(struct store *st, uint64_t *moved, uint64_t *left);
 /* Decode pack record rec (read with pack_read_rec) in memory with the
  * store's dictionaries and bases, and check it: 0, or -EIO if damaged. */
 int blob_rec_check(struct store *st, const struct pack_rec *rec);
+/* The same, keeping the page's raw bytes (*out, malloc'd, hdr.size). */
+int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out);
 
 /* ---- the compactor (blob_compact.c) ---------------------------------------
  *
@@ -195,8 +197,10 @@ int blob_rec_check(struct store *st, const struct pack_rec *rec);
  * Its outcome, summed over the store's life, in the meta row
  *   "compact" -> packs compacted u64 | packs removed u64 | records moved u64 |
  *                bytes moved u64 | bytes given back u64 | damaged records
- *                left u64 (little-endian, 48 bytes; a reader takes the
- *                fields it knows from a longer row)
+ *                left u64 | records encoded again u64 | bytes that saved
+ *                u64 (little-endian, 64 bytes; 48 before records were
+ *                encoded again: a reader takes the fields it knows from a
+ *                longer row, and zeros for those a shorter row lacks)
  * changed in the transactions that move records and remove packs. */
 #define BLOB_COMPACT_SHARE 0.5           /* rewrite a pack less than half live */
 #define BLOB_COMPACT_MIN_DEAD (1ull << 20) /* ... with at least this to give back */
@@ -206,13 +210,47 @@ int blob_rec_check(struct store *st, const struct pack_rec *rec);
 
 struct blob_compact_stats {
 	uint64_t packs_compacted, packs_removed, records_moved, bytes_moved, bytes_freed, damaged;
+	uint64_t records_cold, bytes_cold_saved; /* of those moved: encoded again, and the bytes that saved */
 };
 /* The totals of the "compact" row (zero when the store has none). */
 int blob_compact_stats(struct store *st, struct blob_compact_stats *out);
 
+/* ---- records encoded again when copied (blob_cold.c) -------------------
+ *
+ * The compactor may encode a record it copies again, colder: decoded
+ * whole (and so checked), encoded at a higher zstd level, a whole page
+ * with the store's newest dictionary (a page stored before the first
+ * dictionary gets one), a delta against the same base; the new record is
+ * kept only when it is smaller. Identity, size and XXH3-128 are the
+ * page's and do not change. A base encoded again still decodes to the
+ * same bytes, so the deltas on it stay valid. Levels (issue-15 cold
+ * note, measured on make bench's corpus and two Debian doc sets):
+ * BLOB_COLD_LEVEL for `pagededup compact --all` (the operator's "make it
+ * small now"), BLOB_COMPACT_COLD_LEVEL for the background compactor,
+ * which encodes again only the records it copies anyway. */
+#define BLOB_COLD_LEVEL 19
+#define BLOB_COMPACT_COLD_LEVEL 9
+
+struct blob_cold_cfg {
+	int level;   /* zstd level; <= 0: records are copied as they are */
+	bool deltas; /* deltas too (else only whole pages) */
+};
+/* Record in (read by pack_read_rec, a page) encoded again by c: 1 and
+ * *out (pack_rec_free) when that is smaller, 0 when the old bytes stay
+ * (not smaller, a dictionary record, c says no), -EIO when in is damaged
+ * or its base cannot be read, -ENOMEM. Outside any transaction. */
+int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct blob_cold_cfg *c,
+		       struct pack_rec *out);
+
 struct blob_compact_cfg {
 	double share;       /* compact packs below this live share */
 	uint64_t min_dead;  /* with at least this many bytes to give back */
+	/* Encode the page records copied again (blob_cold.c); level 0:
+	 * copied as they are. */
+	struct blob_cold_cfg cold;
+	/* Every pack with a live record qualifies, dead bytes or not
+	 * (`pagededup compact --all`: every record encoded cold). */
+	bool every_pack;
 	/* Asked between batches; true stops the pass (-ECANCELED). */
 	bool (*stop)(void *ctx);
 	void *ctx;

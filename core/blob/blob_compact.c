@@ -31,17 +31,18 @@
 /* ---- the "compact" row ---------------------------------------------------- */
 
 #define STATS_KEY "compact"
-#define STATS_FIELDS 6
+#define STATS_FIELDS 8
 
 static void stats_to(const struct blob_compact_stats *s, uint64_t v[STATS_FIELDS])
 {
 	v[0] = s->packs_compacted, v[1] = s->packs_removed, v[2] = s->records_moved;
 	v[3] = s->bytes_moved, v[4] = s->bytes_freed, v[5] = s->damaged;
+	v[6] = s->records_cold, v[7] = s->bytes_cold_saved;
 }
 
 static void stats_from(const uint64_t v[STATS_FIELDS], struct blob_compact_stats *s)
 {
-	*s = (struct blob_compact_stats){ v[0], v[1], v[2], v[3], v[4], v[5] };
+	*s = (struct blob_compact_stats){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7] };
 }
 
 static int stats_get(MDB_txn *txn, struct store *st, struct blob_compact_stats *s)
@@ -102,6 +103,7 @@ void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c)
 	*c = (struct blob_compact_cfg){
 		.share = st->opts.compact_share > 0 ? st->opts.compact_share : BLOB_COMPACT_SHARE,
 		.min_dead = st->opts.compact_min_dead ? st->opts.compact_min_dead : BLOB_COMPACT_MIN_DEAD,
+		.cold = { .level = BLOB_COMPACT_COLD_LEVEL },
 	};
 }
 
@@ -134,6 +136,9 @@ struct item {
 	struct pack_loc old, copy;
 	bool copied, damaged;
 	bool kept; /* a base kept for its deltas: its "dkep" row names it */
+	bool cold; /* the copy was encoded again (blob_cold.c) ... */
+	uint32_t dict; /* ... and needs this dictionary (0: none) */
+	uint64_t saved; /* ... and is this much smaller */
 };
 
 struct items {
@@ -233,10 +238,35 @@ int blob_compact_reencode(struct store *st, const struct blobkey *k, const struc
 	return -EOPNOTSUPP; /* the delta rules fill this (a delta chosen by the store) */
 }
 
-/* Copy x's record to the pack taking appends, checked first. A damaged
- * record is not copied (x->damaged); one that must be encoded again and
- * cannot be stays where it is. */
-static int copy_item(struct store *st, struct item *x)
+/* Encode page record rec of x again, colder (blob_cold.c): 0 when done
+ * (rec replaced, x->cold set) or not worth it (rec as it was), -ENOMEM;
+ * any other failure leaves rec to the check of a plain copy, which
+ * decides whether it is damaged. A kept base is copied as it is: its
+ * row does not count it in a dictionary's records. */
+static int copy_cold(struct store *st, struct item *x, struct pack_rec *rec, const struct blob_compact_cfg *c)
+{
+	if (x->kept || c->cold.level <= 0)
+		return 1;
+	struct pack_rec again;
+	int rc = pack_rec_set_layout(rec, PACK_REC_LAYOUT); /* the size to beat is the lean header's */
+	if (!rc)
+		rc = blob_cold_reencode(st, rec, &c->cold, &again);
+	if (rc == 1) {
+		x->cold = true;
+		x->dict = again.hdr.encoding == PACK_ENC_ZSTD_DICT ? again.hdr.dict : 0;
+		x->saved = rec->len - again.len;
+		pack_rec_free(rec);
+		*rec = again;
+		return 0;
+	}
+	return rc == 0 ? 0 : rc == -ENOMEM ? rc : 1;
+}
+
+/* Copy x's record to the pack taking appends, checked first (encoded
+ * again when c says so: that decode is the check). A damaged record is
+ * not copied (x->damaged); one that must be encoded again and cannot be
+ * stays where it is. */
+static int copy_item(struct store *st, struct item *x, const struct blob_compact_cfg *c)
 {
 	struct pack_rec rec, again = { 0 };
 	int rc = pack_read_rec(st->packs, &x->old, &rec);
@@ -250,7 +280,9 @@ static int copy_item(struct store *st, struct item *x)
 		if (rc == -EOPNOTSUPP)
 			return 0;
 		rec = again;
-	} else if (!rc) {
+	} else if (!rc && x->kind == PACK_KIND_PAGE && (rc = copy_cold(st, x, &rec, c)) <= 0) {
+		; /* encoded again (and so checked), or out of memory */
+	} else if (!rc || rc == 1) {
 		rc = x->kind == PACK_KIND_PAGE ? blob_rec_check(st, &rec) : pack_rec_check(&rec, NULL);
 	}
 	if (rc == -EIO) {
@@ -283,6 +315,17 @@ static int live_add(MDB_txn *txn, struct store *st, uint32_t pack, int64_t bytes
 	l.bytes = (int64_t)l.bytes + bytes > 0 ? (uint64_t)((int64_t)l.bytes + bytes) : 0;
 	l.records = (int64_t)l.records + records > 0 ? (uint64_t)((int64_t)l.records + records) : 0;
 	return blob_pack_live_put(txn, st, pack, &l);
+}
+
+/* x's copy was encoded again: the page leaves its old dictionary's count
+ * (record r, as committed) for the new one's. The new one is the store's
+ * newest, whose row was committed before it was used (blob_dict.c). */
+static int cold_dict_moved(struct wtx *w, const struct item *x, const struct fprec *r)
+{
+	if (!x->cold || x->dict == r->pack_dict)
+		return 0;
+	int rc = blob_dict_account(w, r->pack_dict, -1);
+	return rc ? rc : blob_dict_account(w, x->dict, +1);
 }
 
 struct move_batch {
@@ -319,8 +362,10 @@ static int move_cb(struct wtx *w, void *arg)
 			if (x->kept) {
 				rc = blob_delta_kept_set_loc(w->txn, st, &x->k, &x->copy);
 			} else {
-				blob_rec_set_loc(&r, &x->copy, r.pack_dict);
-				rc = blob_put(w->txn, st, &x->k, &r);
+				rc = cold_dict_moved(w, x, &r);
+				blob_rec_set_loc(&r, &x->copy, x->cold ? x->dict : r.pack_dict);
+				if (!rc)
+					rc = blob_put(w->txn, st, &x->k, &r);
 			}
 			if (!rc)
 				rc = live_add(w->txn, st, x->old.pack, -(int64_t)x->old.len, -1);
@@ -331,6 +376,10 @@ static int move_cb(struct wtx *w, void *arg)
 		}
 		b->d.records_moved++;
 		b->d.bytes_moved += x->copy.len;
+		if (x->cold) {
+			b->d.records_cold++;
+			b->d.bytes_cold_saved += x->saved;
+		}
 	}
 	return rc ? rc : stats_add(w->txn, st, &b->d);
 }
@@ -397,7 +446,7 @@ static int copy_and_move(struct store *st, struct item *v, size_t n, const struc
 		size_t to = from;
 		uint64_t bytes = 0;
 		while (to < n && to - from < BLOB_COMPACT_BATCH && bytes < BLOB_COMPACT_BATCH_BYTES && !rc) {
-			rc = copy_item(st, &v[to]);
+			rc = copy_item(st, &v[to], c);
 			bytes += v[to++].old.len;
 		}
 		/* the copies are durable before the commit that names them */
@@ -496,6 +545,8 @@ static bool qualifies(const struct pack_view *p, uint32_t cur, const struct blob
 		return true; /* nothing live: the file goes */
 	if (p->nursery)
 		return false; /* its records get their final ones from the delta step */
+	if (c->every_pack && p->live.records > 0)
+		return true; /* every record encoded cold (compact --all) */
 	uint64_t body = p->sp.length > PACK_HDR_BYTES ? p->sp.length - PACK_HDR_BYTES : 0;
 	double share = body ? (double)kept / (double)body : 1.0;
 	uint64_t gain = p->sp.allocated > kept + PACK_HDR_BYTES ? p->sp.allocated - kept - PACK_HDR_BYTES : 0;

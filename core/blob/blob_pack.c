@@ -236,6 +236,14 @@ int blob_rec_check(struct store *st, const struct pack_rec *rec)
 	return pack_rec_check(rec, &d);
 }
 
+int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out)
+{
+	struct deps_ctx c = { st, 0 };
+	struct pack_deps d;
+	deps_init(&d, &c);
+	return pack_rec_decode(rec, &d, out);
+}
+
 int blob_open_rec(struct store *st, const struct blobkey *k, const struct fprec *r)
 {
 	if (!(r->flags & FPREC_PACKED)) {

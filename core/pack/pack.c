@@ -883,15 +883,28 @@ int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_r
 	return 0;
 }
 
-int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps)
+int pack_rec_decode(const struct pack_rec *r, const struct pack_deps *deps, void **out)
 {
 	const struct pack_rec_hdr *h = &r->hdr;
+	*out = NULL;
 	if (h->size > SIZE_MAX)
 		return -EIO;
-	void *out = malloc(h->size ? (size_t)h->size : 1);
-	if (!out)
+	void *b = malloc(h->size ? (size_t)h->size : 1);
+	if (!b)
 		return -ENOMEM;
-	int rc = pack_decode_all(h, r->buf + h->hdr_len, deps, out);
+	int rc = pack_decode_all(h, r->buf + h->hdr_len, deps, b);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
+int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps)
+{
+	void *out;
+	int rc = pack_rec_decode(r, deps, &out);
 	free(out);
 	return rc;
 }

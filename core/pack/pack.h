@@ -344,6 +344,9 @@ int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_r
 /* Decode a record read by pack_read_rec in memory and check it (every
  * chunk, the XXH3-128 of the raw bytes): 0, or -EIO when it is damaged. */
 int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps);
+/* The same, keeping what it decoded: *out (malloc'd, hdr.size bytes) the
+ * page's raw bytes, checked against its XXH3-128. -EIO, -ENOMEM. */
+int pack_rec_decode(const struct pack_rec *r, const struct pack_deps *deps, void **out);
 /* The pack appends go to now (0 before the first). */
 uint32_t pack_current(struct pack_set *ps);
 /* The nursery pack taking appends now (0: none). */

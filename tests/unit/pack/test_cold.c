@@ -1,0 +1,300 @@
+/* test_cold.c - records encoded again, colder, when the compactor copies
+ * them (blob_cold.c): a record encoded again smaller reads back the same
+ * bytes with the same XXH3-128; a page stored before the store's first
+ * dictionary gets the newest one, and the dictionaries' counts of the
+ * records that need them follow; a record whose new encoding is not
+ * smaller keeps its bytes; a crash after the copies and after the commit
+ * leaves a store fsck --deep accepts and that reads every page. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "archive/archive.h"
+#include "blob/blob.h"
+#include "helpers.h"
+
+/* Pages before the first dictionary, and as many after it. */
+enum { EARLY = BLOB_DICT_SAMPLES, M = BLOB_DICT_SAMPLES + 200 };
+
+struct pages {
+	char *body[M];
+	uint64_t ino[M];
+};
+
+static struct store *open_store(const char *dir, bool create)
+{
+	struct store_opts o = { .compact_share = -1 }; /* the tests run the passes */
+	if (create)
+		return th_store(dir, NULL, &o);
+	struct store *st;
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	return st;
+}
+
+/* M pages alike in their boilerplate (a dictionary pays), the first EARLY
+ * stored before the store's first dictionary. */
+static void write_pages(struct store *st, struct pages *p, unsigned seed)
+{
+	char name[32];
+	for (int i = 0; i < M; i++) {
+		p->body[i] = th_page(seed + (uint64_t)i, 400 + (unsigned)(i * 53) % 700,
+				     "<div class=\"nav\"><a href=\"/\">home</a> <a href=\"/news\">news</a> "
+				     "<a href=\"/about\">about us</a> the same navigation on every page</div>");
+		snprintf(name, sizeof name, "c%04d.html", i);
+		p->ino[i] = th_put_page(st, PD_ROOT_INO, name, p->body[i]);
+		if (i == EARLY)
+			blob_dict_settle(st);
+	}
+	blob_dict_settle(st);
+}
+
+static void read_all(struct store *st, struct pages *p)
+{
+	for (int i = 0; i < M; i++)
+		th_read_back(st, p->ino[i], p->body[i]);
+}
+
+static void free_pages(struct pages *p)
+{
+	for (int i = 0; i < M; i++)
+		free(p->body[i]);
+}
+
+static struct blob_compact_cfg cfg_cold(int level)
+{
+	return (struct blob_compact_cfg){ .share = 1.0, .min_dead = 0, .every_pack = true,
+					  .cold = { .level = level, .deltas = true } };
+}
+
+static uint64_t dict_records(struct store *st, uint32_t id)
+{
+	MDB_txn *txn;
+	struct pack_loc loc;
+	uint64_t records = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_dict_row(txn, st, id, &loc, &records), 0);
+	store_read_end(st, txn);
+	return records;
+}
+
+static uint32_t newest_dict(struct store *st)
+{
+	const struct pack_dict *d = blob_dict_current(st);
+	assert_non_null(d);
+	return pack_dict_id(d);
+}
+
+/* Every record encoded again at level 19: the live bytes fall, each page
+ * reads back with its size and XXH3-128 unchanged, the early pages (no
+ * dictionary) now need the newest one, and its row counts every page. */
+static void test_reencoded_smaller_reads_back(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pages p;
+	write_pages(st, &p, 100);
+	uint32_t dict = newest_dict(st);
+	struct fprec early = th_fprec_of(st, p.ino[0]), late = th_fprec_of(st, p.ino[M - 1]);
+	assert_int_equal(early.pack_dict, 0); /* stored before the first dictionary */
+	assert_int_equal(late.pack_dict, dict);
+	assert_true(dict_records(st, dict) < M - EARLY); /* the pages stored after it */
+	struct blob_pack_usage before, after;
+	assert_int_equal(blob_pack_usage(st, &before), 0);
+
+	struct blob_compact_cfg c = cfg_cold(19);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(blob_pack_usage(st, &after), 0);
+	printf("# live bytes %llu -> %llu; %llu of %llu records encoded again, %llu bytes smaller\n",
+	       (unsigned long long)before.live, (unsigned long long)after.live, (unsigned long long)d.records_cold,
+	       (unsigned long long)d.records_moved, (unsigned long long)d.bytes_cold_saved);
+	assert_int_equal(d.damaged, 0);
+	assert_true(d.records_cold >= EARLY); /* every early page at least */
+	assert_true(d.bytes_cold_saved > 0);
+	assert_int_equal(before.live - after.live, d.bytes_cold_saved);
+	assert_int_equal(after.live_records, before.live_records);
+	struct fprec now = th_fprec_of(st, p.ino[0]);
+	assert_int_equal(now.pack_dict, dict);
+	assert_true(now.pack_len < early.pack_len);
+	assert_int_equal(now.size, early.size);
+	assert_memory_equal(now.xxh128, early.xxh128, 16);
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &now, &h), 0);
+	assert_int_equal(h.encoding, PACK_ENC_ZSTD_DICT);
+	assert_int_equal(h.dict, dict);
+	assert_memory_equal(h.xxh128, early.xxh128, 16);
+	assert_int_equal(dict_records(st, dict), M); /* every page needs it now */
+	read_all(st, &p);
+	struct blob_compact_stats total;
+	assert_int_equal(blob_compact_stats(st, &total), 0);
+	assert_int_equal(total.records_cold, d.records_cold);
+	assert_int_equal(total.bytes_cold_saved, d.bytes_cold_saved);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir)); /* deep: every record decoded */
+	st = open_store(dir, false); /* no dictionary in memory: loaded from its row */
+	read_all(st, &p);
+	assert_int_equal(store_close(st), 0);
+	free_pages(&p);
+	th_rmdir(dir);
+}
+
+/* A record whose new encoding is not smaller keeps its bytes: encoded at
+ * level 19, then copied again at level 1, every record moves with its
+ * length as it was and none counts as encoded again. */
+static void test_not_smaller_keeps_bytes(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pages p;
+	write_pages(st, &p, 300);
+	struct blob_compact_cfg c = cfg_cold(19);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.records_cold > 0);
+	struct fprec was[M];
+	for (int i = 0; i < M; i++)
+		was[i] = th_fprec_of(st, p.ino[i]);
+	c = cfg_cold(1);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.records_moved, M + 1); /* and the dictionary's record */
+	assert_int_equal(d.records_cold, 0);
+	for (int i = 0; i < M; i++) {
+		struct fprec now = th_fprec_of(st, p.ino[i]);
+		assert_int_not_equal(now.pack, was[i].pack); /* moved ... */
+		assert_int_equal(now.pack_len, was[i].pack_len); /* ... as it was */
+		assert_int_equal(now.pack_dict, was[i].pack_dict);
+	}
+	/* level 0: copied as they are, whatever they would gain */
+	c = cfg_cold(0);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.records_moved, M + 1);
+	assert_int_equal(d.records_cold, 0);
+	read_all(st, &p);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_pages(&p);
+	th_rmdir(dir);
+}
+
+/* A damaged record is not encoded again either: it stays, marked bad,
+ * and the others are encoded and moved. */
+static void test_damaged_record_not_reencoded(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pages p;
+	write_pages(st, &p, 500);
+	int victim = 7;
+	struct blobkey k = th_blob_of(st, p.ino[victim]);
+	struct fprec r = th_fprec_of(st, p.ino[victim]);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(r.pack_off + h.hdr_len + 4)), 4);
+	close(fd);
+	struct blob_compact_cfg c = cfg_cold(19);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.damaged, 1);
+	assert_int_equal(d.records_moved, M - 1 + 1); /* the others and the dictionary */
+	struct fprec now;
+	assert_int_equal(blob_read(st, &k, &now), 0);
+	assert_true(now.flags & FPREC_BAD);
+	assert_int_equal(now.pack, r.pack);
+	for (int i = 0; i < M; i++)
+		if (i != victim)
+			th_read_back(st, p.ino[i], p.body[i]);
+	assert_int_equal(store_close(st), 0);
+	free_pages(&p);
+	th_rmdir(dir);
+}
+
+static void fsck_counts(const char *dir, uint64_t *problems, uint64_t *leftovers)
+{
+	struct fsck_opts o = { .deep = true };
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
+	*problems = r.problems;
+	*leftovers = r.leftovers;
+}
+
+/* A crash after the re-encoded copies are synced (the commit never came:
+ * the pages are read from their old records, the copies are dead bytes)
+ * or after the commit (the pages read from the copies, the emptied pack a
+ * leftover): fsck --deep finds no damage and every page reads. */
+static void crash_after(const char *step, bool committed)
+{
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pages p;
+	write_pages(st, &p, 900);
+	uint32_t dict = newest_dict(st);
+	uint32_t old = th_fprec_of(st, p.ino[0]).pack;
+	struct fprec was = th_fprec_of(st, p.ino[0]);
+	struct blob_compact_cfg c = cfg_cold(19);
+	c.debug_stops = true;
+	setenv("PD_COMPACT_STOP", step, 1);
+	struct blob_compact_stats d = { 0 };
+	int rc = blob_compact_pack(st, old, &c, &d);
+	unsetenv("PD_COMPACT_STOP");
+	assert_int_equal(rc, -ECANCELED);
+	store_abandon(st);
+	uint64_t problems, leftovers;
+	fsck_counts(th_store_dir(dir), &problems, &leftovers);
+	assert_int_equal(problems, 0);
+	assert_int_equal(leftovers, committed ? 1 : 0);
+	st = open_store(dir, false);
+	read_all(st, &p);
+	struct fprec now = th_fprec_of(st, p.ino[0]);
+	if (committed) { /* encoded again, and counted in the newest dictionary */
+		assert_int_equal(now.pack_dict, dict);
+		assert_true(now.pack_len < was.pack_len);
+	} else { /* as before the pass */
+		assert_int_equal(now.pack, was.pack);
+		assert_int_equal(now.pack_off, was.pack_off);
+		assert_int_equal(now.pack_dict, 0);
+	}
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_pages(&p);
+	th_rmdir(dir);
+}
+
+static void test_crash_after_copies(void **state)
+{
+	(void)state;
+	crash_after("copied", false);
+}
+
+static void test_crash_after_commit(void **state)
+{
+	(void)state;
+	crash_after("committed", true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reencoded_smaller_reads_back),
+		cmocka_unit_test(test_not_smaller_keeps_bytes),
+		cmocka_unit_test(test_damaged_record_not_reencoded),
+		cmocka_unit_test(test_crash_after_copies),
+		cmocka_unit_test(test_crash_after_commit),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
