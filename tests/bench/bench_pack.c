@@ -15,7 +15,22 @@
  *   level L dict KiB: N bytes (ratio R of raw), compress X MB/s, decompress Y MB/s
  * (MB/s of raw bytes per CPU second of the one thread that does the work)
  * plus the raw size and the dictionary training time.
+ *
+ * Frames (--frames 65536,262144 [--frame-levels 9,19]): what storing the
+ * pages in frames of several pages would take, the design the corpus's
+ * 0.5 goal needs (issue 15). With the last dictionary trained, pages are
+ * laid end to end in frames of at most F bytes (a larger page alone) in
+ * path order (the order of the list) and in simhash order (sorted by
+ * their 64-bit simhash, so that alike pages share a frame), each frame
+ * compressed at each level, and one line printed per setting:
+ *   frames F level L ORDER SET: N bytes (R of raw; A of the pages alone),
+ *   P pages a frame, decode U us a frame
+ * SET is "all" (every page) or "alone" (the pages with no other page
+ * within SIMHASH_NEAR_DISTANCE bits: roughly those a store keeps whole
+ * rather than as deltas); F 0 is each page alone, the baseline. The
+ * decode time (thread CPU) is what a random read of one page would pay.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +38,8 @@
 #include <xxhash.h>
 #include <zdict.h>
 #include <zstd.h>
+
+#include "near/simhash.h"
 
 struct page {
 	char *buf;
@@ -56,6 +73,129 @@ static char *slurp(const char *path, size_t *len)
 	return b;
 }
 
+/* ---- frames ---------------------------------------------------------- */
+
+struct frame_set {
+	const char *order, *set;
+	size_t *idx; /* the pages, in frame order */
+	size_t n;
+};
+
+static const uint64_t *sort_keys;
+
+static int by_key(const void *a, const void *b)
+{
+	uint64_t x = sort_keys[*(const size_t *)a], y = sort_keys[*(const size_t *)b];
+	return x < y ? -1 : x > y;
+}
+
+/* One setting: frames of at most fsize bytes (0: each page alone). */
+static void frames_one(const struct page *p, const struct frame_set *fs, size_t fsize, int level, const void *dict,
+		       size_t dlen, ZSTD_CCtx *c, ZSTD_DCtx *d, size_t alone_bytes)
+{
+	ZSTD_CDict *cd = ZSTD_createCDict(dict, dlen, level);
+	ZSTD_DDict *dd = ZSTD_createDDict(dict, dlen);
+	size_t cap = fsize > 0 ? fsize : 1, total = 0, raw = 0, frames = 0;
+	for (size_t i = 0; i < fs->n; i++)
+		cap = p[fs->idx[i]].len > cap ? p[fs->idx[i]].len : cap;
+	char *buf = malloc(cap), *out = malloc(ZSTD_compressBound(cap)), *back = malloc(cap);
+	double td = 0;
+	for (size_t i = 0; i < fs->n;) {
+		size_t len = 0, j = i;
+		do {
+			memcpy(buf + len, p[fs->idx[j]].buf, p[fs->idx[j]].len);
+			len += p[fs->idx[j++]].len;
+		} while (fsize > 0 && j < fs->n && len + p[fs->idx[j]].len <= fsize);
+		size_t r = ZSTD_compress_usingCDict(c, out, ZSTD_compressBound(len), buf, len, cd);
+		double t0 = now();
+		size_t b = ZSTD_decompress_usingDDict(d, back, len, out, r, dd);
+		td += now() - t0;
+		if (ZSTD_isError(r) || b != len || memcmp(back, buf, len)) {
+			printf("frames: round trip failed\n");
+			exit(1);
+		}
+		total += r < len ? r : len;
+		raw += len;
+		frames++;
+		i = j;
+	}
+	printf("frames %zu level %d %s %s: %zu bytes (%.4f of raw; %.3f of the pages alone), %.1f pages a frame, "
+	       "decode %.0f us a frame\n",
+	       fsize, level, fs->order, fs->set, total, (double)total / (double)raw,
+	       alone_bytes ? (double)total / (double)alone_bytes : 1.0, (double)fs->n / (double)frames,
+	       td / (double)frames * 1e6);
+	fflush(stdout);
+	free(buf);
+	free(out);
+	free(back);
+	ZSTD_freeCDict(cd);
+	ZSTD_freeDDict(dd);
+}
+
+/* Each page alone at level (the baseline of the frames' figures). */
+static size_t alone_total(const struct page *p, const struct frame_set *fs, int level, const void *dict, size_t dlen,
+			  ZSTD_CCtx *c)
+{
+	ZSTD_CDict *cd = ZSTD_createCDict(dict, dlen, level);
+	size_t total = 0, cap = 1;
+	for (size_t i = 0; i < fs->n; i++)
+		cap = p[fs->idx[i]].len > cap ? p[fs->idx[i]].len : cap;
+	char *out = malloc(ZSTD_compressBound(cap));
+	for (size_t i = 0; i < fs->n; i++) {
+		const struct page *q = &p[fs->idx[i]];
+		size_t r = ZSTD_compress_usingCDict(c, out, ZSTD_compressBound(q->len), q->buf, q->len, cd);
+		total += !ZSTD_isError(r) && r < q->len ? r : q->len;
+	}
+	free(out);
+	ZSTD_freeCDict(cd);
+	return total;
+}
+
+static void frames_run(const struct page *p, size_t n, const int *fsizes, int nf, const int *levels, int nl,
+		       const void *dict, size_t dlen)
+{
+	uint64_t *sh = malloc(n * sizeof *sh);
+	bool *near = calloc(n, sizeof *near);
+	size_t nohash = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct simhash_result r;
+		sh[i] = simhash_of_page(p[i].buf, p[i].len, &r) == 0 && !r.none ? r.hash : 0;
+		nohash += sh[i] == 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; sh[i] && j < n; j++)
+			if (sh[j] && simhash_distance(sh[i], sh[j]) <= SIMHASH_NEAR_DISTANCE)
+				near[i] = near[j] = true;
+	struct frame_set sets[4] = { { "path", "all", NULL, 0 }, { "simhash", "all", NULL, 0 },
+				     { "path", "alone", NULL, 0 }, { "simhash", "alone", NULL, 0 } };
+	for (int s = 0; s < 4; s++) {
+		sets[s].idx = malloc(n * sizeof(size_t));
+		for (size_t i = 0; i < n; i++)
+			if (s < 2 || !near[i])
+				sets[s].idx[sets[s].n++] = i;
+		if (s % 2) {
+			sort_keys = sh;
+			qsort(sets[s].idx, sets[s].n, sizeof(size_t), by_key);
+		}
+	}
+	printf("frames: %zu pages, %zu of them with no other within %d bits of simhash (%zu without a simhash)\n", n,
+	       sets[2].n, SIMHASH_NEAR_DISTANCE, nohash);
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+	ZSTD_DCtx *d = ZSTD_createDCtx();
+	for (int li = 0; li < nl; li++)
+		for (int s = 0; s < 4; s++) {
+			size_t alone = alone_total(p, &sets[s], levels[li], dict, dlen, c);
+			for (int fi = 0; fi < nf; fi++)
+				frames_one(p, &sets[s], (size_t)fsizes[fi], levels[li], dict, dlen, c, d, alone);
+		}
+	for (int s = 0; s < 4; s++)
+		free(sets[s].idx);
+	ZSTD_freeCCtx(c);
+	ZSTD_freeDCtx(d);
+	free(sh);
+	free(near);
+}
+
 static int parse_list(const char *s, int *v, int max)
 {
 	int n = 0;
@@ -74,6 +214,7 @@ int main(int argc, char **argv)
 	int levels[8] = { 1, 3, 6, 9 }, nlev = 4, dicts[8] = { 0, 32, 64, 110 }, ndict = 4, pct = 10;
 	size_t first = 0, spread = 0, smax = 65536;
 	const char *dict_file = NULL;
+	int fsizes[8], nf = 0, flevels[8] = { 9, 19 }, nfl = 2;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--levels"))
 			nlev = parse_list(argv[i + 1], levels, 8);
@@ -89,6 +230,10 @@ int main(int argc, char **argv)
 			smax = (size_t)atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--dict-file"))
 			dict_file = argv[i + 1];
+		else if (!strcmp(argv[i], "--frames"))
+			nf = parse_list(argv[i + 1], fsizes, 8);
+		else if (!strcmp(argv[i], "--frame-levels"))
+			nfl = parse_list(argv[i + 1], flevels, 8);
 	}
 	if (dict_file) {
 		dicts[0] = -1; /* the file's */
@@ -159,6 +304,10 @@ int main(int argc, char **argv)
 				continue;
 			}
 			printf("dict %d KiB: trained on %zu pages (%zu bytes) in %.2f s\n", dicts[di], ns, sbytes, now() - t0);
+		}
+		if (nf && di == ndict - 1 && dict) {
+			frames_run(p, n, fsizes, nf, flevels, nfl, dict, dlen);
+			nlev = 0; /* the frames only */
 		}
 		for (int li = 0; li < nlev; li++) {
 			ZSTD_CDict *cd = dict ? ZSTD_createCDict(dict, dlen, levels[li]) : NULL;

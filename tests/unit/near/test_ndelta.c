@@ -195,6 +195,53 @@ static void test_compactor_moves_kept_base(void **state)
 	th_rmdir(dir);
 }
 
+/* Records encoded again by the compactor (blob_cold.c): the base and its
+ * delta both copied with the cold level; the delta names its base by
+ * blob, so a base whose record changed encoding still serves it (the
+ * decoder decodes the base to its bytes); the delta, encoded again on
+ * the same base, stays a delta at the same depth; both read back, fsck
+ * --deep is clean; and a base encoded again under a delta whose page was
+ * read before still gives the same bytes after a reopen. */
+static void test_cold_base_and_delta(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *a = th_page(17, 1500, ""), *b = edited(a, 5, 3);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
+	assert_int_equal(delta_of(st, &kb, &base), 1);
+	struct fprec ra = th_fprec_of(st, ia), rb = th_fprec_of(st, ib);
+	struct blob_compact_cfg cfg = { .share = 1.0, .every_pack = true, .cold = { .level = 19, .deltas = true } };
+	struct blob_compact_stats done = { 0 };
+	assert_int_equal(blob_compact_run(st, &cfg, &done), 0);
+	assert_true(done.records_cold >= 1); /* the base at least: stored at level 3 */
+	struct fprec na = th_fprec_of(st, ia), nb = th_fprec_of(st, ib);
+	assert_int_not_equal(na.pack, ra.pack);
+	assert_true(na.pack_len < ra.pack_len);
+	assert_memory_equal(na.xxh128, ra.xxh128, 16);
+	assert_int_not_equal(nb.pack, rb.pack);
+	assert_true(nb.pack_len <= rb.pack_len); /* encoded again only if smaller */
+	assert_int_equal(delta_of(st, &kb, &base), 1);
+	assert_true(blobkey_equal(&base, &ka));
+	assert_int_equal(depth_of(st, &kb), 1);
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	th_read_back(st, ib, b);
+	th_read_back(st, ia, a);
+	assert_int_equal(store_close(st), 0);
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
 static void test_chain_bound(void **state)
 {
 	(void)state;
@@ -376,6 +423,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delta_and_kept_base),
 		cmocka_unit_test(test_compactor_moves_kept_base),
+		cmocka_unit_test(test_cold_base_and_delta),
 		cmocka_unit_test(test_chain_bound),
 		cmocka_unit_test(test_candidates_bound),
 		cmocka_unit_test(test_move_of_changed_record_refused),
