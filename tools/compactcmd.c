@@ -10,7 +10,8 @@
  *     --all            every pack with a live record, each page record
  *                      encoded again at BLOB_COLD_LEVEL with the store's
  *                      newest dictionary when that is smaller (blob.h);
- *                      as `git gc --aggressive`, it rewrites every pack
+ *                      as `git gc --aggressive`, it rewrites every pack;
+ *                      then the dictionaries no record needs any more go
  *     --level N        the zstd level records are encoded again at (0:
  *                      copied as they are; default BLOB_COMPACT_COLD_LEVEL,
  *                      as the daemon's compactor, or BLOB_COLD_LEVEL with
@@ -140,6 +141,12 @@ int cmd_compact(int argc, char **argv)
 	int rc = blob_compact_run(st, &cfg, &d);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	/* every record was encoded again with the newest dictionary: the
+	 * older ones no record needs go (nothing is encoded meanwhile: the
+	 * store is not mounted) */
+	uint64_t dicts_dropped = 0, dict_bytes_dropped = 0;
+	if (!rc && all && cfg.cold.level > 0)
+		rc = blob_dict_drop_unused(st, &dicts_dropped, &dict_bytes_dropped);
 	blob_pack_usage(st, &after);
 	int crc = store_close(st);
 	printf("compacted %llu pack%s (%llu removed): %llu records, %llu bytes moved in %.2f s (%.1f MB/s); "
@@ -153,6 +160,9 @@ int cmd_compact(int argc, char **argv)
 	       (unsigned long long)before.packs, (unsigned long long)before.allocated);
 	printf("encoded again at level %d: %llu records, %llu bytes smaller; %.2f s of CPU\n", cfg.cold.level,
 	       (unsigned long long)d.records_cold, (unsigned long long)d.bytes_cold_saved, cpu_seconds() - cpu0);
+	if (dicts_dropped)
+		printf("dictionaries no record needs any more: %llu removed (%llu bytes)\n",
+		       (unsigned long long)dicts_dropped, (unsigned long long)dict_bytes_dropped);
 	if (rc || crc) {
 		cli_error("%s: %s (nothing is lost: what was not moved stays where it was)", where.dir,
 			  strerror(-(rc ? rc : crc)));

@@ -174,9 +174,12 @@ int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out);
  * stay). The compactor rewrites a pack whose live share (live records and
  * dictionaries over the pack's length) is below a threshold and that has
  * at least a minimum of allocated bytes beyond its live ones: its live
- * records are copied, verbatim and checked first (a damaged record is not
- * copied: it stays, is marked bad and counted), to the pack taking
- * appends; then the pack is removed. Crash-safe at every step:
+ * records are copied, verbatim or encoded again colder when that is
+ * smaller (blob_cold.c: cfg.cold), and checked first (a damaged record is
+ * not copied: it stays, is marked bad and counted), to the pack taking
+ * appends; then the pack is removed. A page record encoded again moves
+ * from its old dictionary's count to the new one's in the commit of step
+ * 3. Crash-safe at every step:
  *  1. the pack stops taking appends (a rollover, inside a write
  *     transaction, so that every seal that appended to it has committed
  *     once that transaction has);
@@ -386,9 +389,10 @@ int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec
  *   "dict" | id u32 BE -> pack u32 | offset u64 | length u64 | records u64
  * (little-endian). records counts the live page records that need it
  * (changed with them). A dictionary lives at least as long as a record
- * needs it: one no record needs any more is kept too (a page encoded with
- * it outside a transaction may still be on its way in; the geometric rule
- * keeps them few). Training runs on a thread of its own, off close(). */
+ * needs it: one no record needs any more is kept too while the store is
+ * mounted (a page encoded with it outside a transaction may still be on
+ * its way in; the geometric rule keeps them few), and goes at
+ * `pagededup compact --all` (blob_dict_drop_unused). Training runs on a thread of its own, off close(). */
 #define BLOB_DICT_BYTES (110 * 1024) /* the size trained (measured: issue-15 note) */
 #define BLOB_DICT_SAMPLES 512         /* pages in the training sample */
 #define BLOB_DICT_SAMPLE_MAX (16 * 1024) /* bytes of a page in the sample */
@@ -413,6 +417,17 @@ int blob_dict_account(struct wtx *w, uint32_t id, int sign);
 int blob_dict_row(MDB_txn *txn, struct store *st, uint32_t id, struct pack_loc *loc, uint64_t *records);
 /* Dictionary id's record is now at loc (the compactor moved it). */
 int blob_dict_set_loc(struct wtx *w, uint32_t id, const struct pack_loc *loc);
+/* Every dictionary no record needs any more (its row counts none; no
+ * base kept for its deltas needs it), other than the newest, goes: its
+ * row is deleted and its record's blocks punched after the commit (they
+ * are dead bytes, which the compactor gives back whole). Once the
+ * compactor encoded every record again with the newest dictionary, the
+ * older ones are such. Only where no page is being encoded outside a
+ * transaction, since such a page may still be on its way in with an
+ * older dictionary: an unmounted store (`pagededup compact --all`), never
+ * a mounted one. *dropped, *bytes: the dictionaries and their records'
+ * bytes. */
+int blob_dict_drop_unused(struct store *st, uint64_t *dropped, uint64_t *bytes);
 /* Wait for a training in progress (tests). */
 void blob_dict_settle(struct store *st);
 /* No more trainings; wait for one in progress (blob_part's stop). */

@@ -477,3 +477,88 @@ int blob_dict_account(struct wtx *w, uint32_t id, int sign)
 	 * store (blob.h). */
 	return dict_row_put(w->txn, st, id, &loc, records ? records - 1 : 0);
 }
+
+/* ---- dictionaries no record needs ----------------------------------------- */
+
+struct drop {
+	struct store *st;
+	uint32_t newest;
+	uint32_t *needed; /* by kept bases (their rows count in no dictionary) */
+	size_t n_needed, cap;
+	uint64_t dropped, bytes;
+};
+
+static int kept_needs(void *ctx, const struct blobkey *k, const struct fprec *r)
+{
+	(void)k;
+	struct drop *d = ctx;
+	struct pack_rec_hdr h;
+	int rc = blob_rec_hdr(d->st, r, &h);
+	if (rc)
+		return rc;
+	if (h.encoding != PACK_ENC_ZSTD_DICT)
+		return 0;
+	if (d->n_needed == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 16;
+		uint32_t *v = realloc(d->needed, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		d->needed = v;
+		d->cap = cap;
+	}
+	d->needed[d->n_needed++] = h.dict;
+	return 0;
+}
+
+static bool needed_by_kept(const struct drop *d, uint32_t id)
+{
+	for (size_t i = 0; i < d->n_needed; i++)
+		if (d->needed[i] == id)
+			return true;
+	return false;
+}
+
+/* Every row of a dictionary no record needs, other than the newest and
+ * those a kept base needs, deleted; its record's blocks punched after the
+ * commit. */
+static int drop_cb(struct wtx *w, void *arg)
+{
+	struct drop *d = arg;
+	d->dropped = d->bytes = 0; /* the callback may run again */
+	d->n_needed = 0;
+	int rc = blob_delta_kept_each(w->txn, w->st, kept_needs, d);
+	MDB_cursor *c;
+	if (rc || (rc = pd_mdb_err(mdb_cursor_open(w->txn, w->st->db_meta, &c))))
+		return rc;
+	MDB_val k = { 4, "dict" }, v;
+	for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0 && !rc; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || memcmp(k.mv_data, "dict", 4) || v.mv_size != 28)
+			break;
+		const uint8_t *kp = k.mv_data, *p = v.mv_data;
+		uint32_t id = (uint32_t)kp[4] << 24 | (uint32_t)kp[5] << 16 | (uint32_t)kp[6] << 8 | kp[7];
+		struct pack_loc loc = { get_le32(p), get_le64(p + 4), get_le64(p + 12) };
+		if (get_le64(p + 20) != 0 || id == d->newest || needed_by_kept(d, id))
+			continue;
+		if (!(rc = pd_mdb_err(mdb_cursor_del(c, 0))))
+			rc = wtx_punch_after(w, &loc);
+		d->dropped++;
+		d->bytes += loc.len;
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+int blob_dict_drop_unused(struct store *st, uint64_t *dropped, uint64_t *bytes)
+{
+	*dropped = *bytes = 0;
+	if (st->readonly)
+		return -EROFS;
+	struct drop d = { .st = st, .newest = newest_id(st) };
+	int rc = store_write(st, drop_cb, &d);
+	free(d.needed);
+	if (!rc) {
+		*dropped = d.dropped;
+		*bytes = d.bytes;
+	}
+	return rc;
+}

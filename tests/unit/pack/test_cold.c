@@ -3,7 +3,8 @@
  * bytes with the same XXH3-128; a page stored before the store's first
  * dictionary gets the newest one, and the dictionaries' counts of the
  * records that need them follow; a record whose new encoding is not
- * smaller keeps its bytes; a crash after the copies and after the commit
+ * smaller keeps its bytes; a dictionary no record needs any more goes;
+ * a crash after the copies and after the commit
  * leaves a store fsck --deep accepts and that reads every page. */
 #include <errno.h>
 #include <fcntl.h>
@@ -223,6 +224,68 @@ static void test_damaged_record_not_reencoded(void **state)
 	th_rmdir(dir);
 }
 
+/* A dictionary no record needs any more goes (blob_dict_drop_unused, as
+ * `pagededup compact --all` does after its pass), one that records need
+ * or the newest stays: a store trained twice keeps both while pages need
+ * the first; once every page was encoded again with the second, the
+ * first's row and record go, and every page still reads, after a reopen
+ * too (the dictionaries loaded from their rows), fsck --deep clean. */
+static void test_unneeded_dictionary_goes(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	enum { T = 3 * BLOB_DICT_SAMPLES };
+	static char *body[T];
+	static uint64_t ino[T];
+	char name[32];
+	for (int i = 0; i < T; i++) {
+		body[i] = th_page(7000 + (uint64_t)i, 300 + (unsigned)(i * 31) % 500,
+				  "<div class=\"nav\"><a href=\"/\">home</a> the same navigation on every page</div>");
+		snprintf(name, sizeof name, "t%04d.html", i);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, body[i]);
+		if (i % 64 == 0)
+			blob_dict_settle(st);
+	}
+	blob_dict_settle(st);
+	uint32_t newest = newest_dict(st);
+	assert_true(newest >= 2);
+	assert_true(dict_records(st, 1) > 0);
+	uint64_t dropped, bytes;
+	assert_int_equal(blob_dict_drop_unused(st, &dropped, &bytes), 0);
+	assert_int_equal(dropped, 0); /* every one is needed */
+	struct blob_compact_cfg c = cfg_cold(19);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(dict_records(st, newest), T);
+	for (uint32_t id = 1; id < newest; id++)
+		assert_int_equal(dict_records(st, id), 0);
+	assert_int_equal(blob_dict_drop_unused(st, &dropped, &bytes), 0);
+	assert_int_equal(dropped, newest - 1);
+	assert_true(bytes > 0);
+	MDB_txn *txn;
+	struct pack_loc loc;
+	uint64_t records;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	for (uint32_t id = 1; id < newest; id++)
+		assert_int_equal(blob_dict_row(txn, st, id, &loc, &records), -ENOENT);
+	assert_int_equal(blob_dict_row(txn, st, newest, &loc, &records), 0);
+	store_read_end(st, txn);
+	for (int i = 0; i < T; i++)
+		th_read_back(st, ino[i], body[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	for (int i = 0; i < T; i++)
+		th_read_back(st, ino[i], body[i]);
+	/* the newest is still the one new records are encoded with */
+	assert_int_equal(newest_dict(st), newest);
+	assert_int_equal(store_close(st), 0);
+	for (int i = 0; i < T; i++)
+		free(body[i]);
+	th_rmdir(dir);
+}
+
 static void fsck_counts(const char *dir, uint64_t *problems, uint64_t *leftovers)
 {
 	struct fsck_opts o = { .deep = true };
@@ -293,6 +356,7 @@ int main(void)
 		cmocka_unit_test(test_reencoded_smaller_reads_back),
 		cmocka_unit_test(test_not_smaller_keeps_bytes),
 		cmocka_unit_test(test_damaged_record_not_reencoded),
+		cmocka_unit_test(test_unneeded_dictionary_goes),
 		cmocka_unit_test(test_crash_after_copies),
 		cmocka_unit_test(test_crash_after_commit),
 	};
