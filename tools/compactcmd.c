@@ -16,8 +16,9 @@
  *                      copied as they are; default BLOB_COMPACT_COLD_LEVEL,
  *                      as the daemon's compactor, or BLOB_COLD_LEVEL with
  *                      --all)
- *     --no-cold-deltas deltas copied as they are (only whole pages encoded
- *                      again)
+ *     --no-cold-deltas with --all: deltas copied as they are (only whole
+ *                      pages encoded again; without --all that is always so,
+ *                      as in the daemon's compactor)
  *
  * Then rewrites LMDB's file without its free pages, every table first
  * written again in key order (store_lmdb_compact).
@@ -131,7 +132,7 @@ int cmd_compact(int argc, char **argv)
 	struct blob_compact_cfg cfg = { .share = share, .min_dead = min_dead, .stop = never, .debug_stops = true };
 	cfg.every_pack = all;
 	cfg.cold.level = level >= 0 ? level : all ? BLOB_COLD_LEVEL : BLOB_COMPACT_COLD_LEVEL;
-	cfg.cold.deltas = cold_deltas;
+	cfg.cold.deltas = all && cold_deltas; /* without --all, the daemon's pass: whole pages only (blob.h) */
 	struct blob_compact_stats d;
 	struct blob_pack_usage before, after;
 	blob_pack_usage(st, &before);

@@ -229,8 +229,13 @@ int blob_compact_stats(struct store *st, struct blob_compact_stats *out);
  * same bytes, so the deltas on it stay valid. Levels (issue-15 cold
  * note, measured on make bench's corpus and two Debian doc sets):
  * BLOB_COLD_LEVEL for `pagededup compact --all` (the operator's "make it
- * small now"), BLOB_COMPACT_COLD_LEVEL for the background compactor,
- * which encodes again only the records it copies anyway. */
+ * small now": whole pages and deltas), BLOB_COMPACT_COLD_LEVEL for the
+ * background compactor, which encodes again only the whole pages it
+ * copies anyway: per CPU second, deltas give a third of what whole pages
+ * give (at level 9 on the corpus and its recrawl: whole pages 1.87 MB
+ * smaller for 6.7 s of CPU, deltas 0.62 MB more for 6.5 s more), and the
+ * level 9 encode (84 MB of raw pages a CPU second with the dictionary,
+ * against 3 at level 19) bounds the work of one pack to seconds. */
 #define BLOB_COLD_LEVEL 19
 #define BLOB_COMPACT_COLD_LEVEL 9
 

@@ -103,7 +103,7 @@ void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c)
 	*c = (struct blob_compact_cfg){
 		.share = st->opts.compact_share > 0 ? st->opts.compact_share : BLOB_COMPACT_SHARE,
 		.min_dead = st->opts.compact_min_dead ? st->opts.compact_min_dead : BLOB_COMPACT_MIN_DEAD,
-		.cold = { .level = BLOB_COMPACT_COLD_LEVEL },
+		.cold = { .level = BLOB_COMPACT_COLD_LEVEL, .deltas = false }, /* whole pages: blob.h */
 	};
 }
 
