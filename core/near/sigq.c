@@ -343,6 +343,7 @@ static void wait_ms(struct sigq *q, pthread_cond_t *cv, unsigned ms)
  * waits for the pages meanwhile (a query signs them itself). */
 static void *signer_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "pd-signer"); /* its CPU apart in /proc/PID/task */
 	struct store *st = arg;
 	struct sigq *q = st->sigq;
 	bool waited = false;
