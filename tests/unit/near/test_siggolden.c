@@ -113,13 +113,18 @@ static uint64_t set_digest(const struct near_sig *sig)
 		uint32_t key = nearset_band(s, b);
 		memcpy(buf + n + 4 * b, &key, 4);
 	}
-	/* the keys kept through the cut are those computed afresh */
-	struct nearset *fresh = malloc(sizeof *fresh);
+	/* the keys kept through the cut are those computed afresh, a band at
+	 * a time and all at once */
+	struct nearset *fresh = malloc(2 * sizeof *fresh), *all = fresh + 1;
 	assert_non_null(fresh);
 	*fresh = *s;
 	fresh->bands = false;
-	for (size_t b = 0; b < NEARSET_BANDS; b++)
+	*all = *fresh;
+	nearset_bands(all);
+	for (size_t b = 0; b < NEARSET_BANDS; b++) {
 		assert_int_equal(nearset_band(fresh, b), nearset_band(s, b));
+		assert_int_equal(all->band[b], nearset_band(s, b));
+	}
 	uint64_t d = XXH3_64bits(buf, n + 4 * NEARSET_BANDS);
 	free(fresh);
 	free(buf);
