@@ -703,6 +703,7 @@ static bool compactor_stopping(void *ctx)
 
 static void *compactor_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "pd-compact"); /* its CPU apart in /proc/PID/task */
 	struct compactor *k = arg;
 	int last = 0;
 	for (;;) {

@@ -296,6 +296,7 @@ static int new_dict_cb(struct wtx *w, void *arg)
 
 static void *trainer(void *arg)
 {
+	pthread_setname_np(pthread_self(), "pd-dict"); /* its CPU apart in /proc/PID/task */
 	struct dicts *d = arg;
 	struct store *st = d->st;
 	/* the sample, laid end to end (copied: encoders keep filling slots) */

@@ -719,6 +719,7 @@ static void batch_then_yield(struct ndelta *d, struct blobkey *keys, uint64_t *n
 
 static void *ndelta_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "pd-delta"); /* its CPU apart in /proc/PID/task */
 	struct ndelta *d = arg;
 	struct blobkey keys[NDELTA_BATCH];
 	uint64_t nursery_seen = pack_nursery_bytes(d->st->packs);

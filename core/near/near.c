@@ -22,18 +22,26 @@ _Static_assert(MINHASH_BYTES == FPREC_SKETCH_BYTES, "a fingerprint record holds 
 
 /* ---- signatures --------------------------------------------------------- */
 
-int near_sig_of_page(const void *buf, size_t len, struct near_sig *out)
+/* The signature of a page; the sketch too when `sketch` says so (always,
+ * or only for a page without a shingle set). */
+enum sketch_rule { SKETCH_ALWAYS, SKETCH_WITHOUT_SET };
+
+static int sig_of_page(const void *buf, size_t len, enum sketch_rule sketch, struct near_sig *out)
 {
 	memset(out, 0, sizeof *out);
 	struct html_text t;
 	int rc = html_extract(len ? buf : "", len, 0, &t);
 	if (rc || t.binary)
 		return rc;
-	/* One extraction serves both signals. */
+	/* One extraction serves every signal. */
 	struct simhash_result r;
 	struct minhash_sketch m;
-	if (!(rc = simhash_of_text(t.text, t.len, &r)) && !r.none && !(rc = minhash_of_text(t.text, t.len, &m)))
-		rc = nearset_of_text(t.text, t.len, &out->set);
+	bool want_sketch = false;
+	if (!(rc = simhash_of_text(t.text, t.len, &r)) && !r.none && !(rc = nearset_of_text(t.text, t.len, &out->set))) {
+		want_sketch = sketch == SKETCH_ALWAYS || !out->set.has;
+		if (want_sketch)
+			rc = minhash_of_text(t.text, t.len, &m);
+	}
 	html_text_free(&t);
 	if (rc || r.none) {
 		memset(out, 0, sizeof *out);
@@ -42,10 +50,21 @@ int near_sig_of_page(const void *buf, size_t len, struct near_sig *out)
 	out->simhash = r.hash;
 	out->has = true;
 	out->low_confidence = r.low_confidence;
-	out->has_sketch = true;
-	memcpy(out->sketch, m.bytes, MINHASH_BYTES);
+	out->has_sketch = want_sketch;
+	if (want_sketch)
+		memcpy(out->sketch, m.bytes, MINHASH_BYTES);
 	out->has_set = out->set.has;
 	return 0;
+}
+
+int near_sig_of_page(const void *buf, size_t len, struct near_sig *out)
+{
+	return sig_of_page(buf, len, SKETCH_ALWAYS, out);
+}
+
+int near_sig_for_record(const void *buf, size_t len, struct near_sig *out)
+{
+	return sig_of_page(buf, len, SKETCH_WITHOUT_SET, out);
 }
 
 int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out)

@@ -66,6 +66,11 @@ struct near_sig {
 
 /* Signature of a page's bytes (only the first HTML_MAX_INPUT are read). */
 int near_sig_of_page(const void *buf, size_t len, struct near_sig *out);
+/* The same without the sketch when the page has a shingle set: what a
+ * fingerprint record keeps (near_sig_to_rec drops such a sketch), for the
+ * signer, which stores the signature and compares it with nothing. The
+ * simhash and the set are near_sig_of_page's, bit for bit. */
+int near_sig_for_record(const void *buf, size_t len, struct near_sig *out);
 /* The same for the first `size` bytes of an open file (mapped, not read). */
 int near_sig_of_fd(int fd, uint64_t size, struct near_sig *out);
 /* Copy a signature into a fingerprint record (flags, simhash, and the

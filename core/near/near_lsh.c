@@ -299,10 +299,12 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 		return 0;
 	MDB_cursor *c;
 	struct lone_cache *lc = malloc(sizeof *lc);
-	/* the band keys of the store's rows */
-	bool as_is = s->legacy_bands == st->near_sets_full;
-	struct nearset *at = as_is ? NULL : malloc(sizeof *at);
-	int rc = lc && (at || as_is) ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
+	/* the band keys of the store's rows, all computed in one pass over
+	 * the hashes (a band at a time mixes each hash once per band: the
+	 * delta step's sets come from nearfeat without their keys) */
+	bool as_is = s->legacy_bands == st->near_sets_full, keyed = as_is && s->bands;
+	struct nearset *at = keyed ? NULL : malloc(sizeof *at);
+	int rc = lc && (at || keyed) ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
 	if (rc) {
 		free(lc);
 		free(at);
@@ -310,7 +312,10 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	}
 	if (at) {
 		*at = *s;
-		near_set_for_store(st, at);
+		if (!as_is)
+			near_set_for_store(st, at);
+		if (!at->bands)
+			nearset_bands(at);
 		s = at;
 	}
 	lc->n = 0;

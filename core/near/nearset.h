@@ -190,7 +190,9 @@ int nearset_full_of_text(const char *utf8, size_t len, uint32_t **h, size_t *n);
 double nearset_full_resemblance(const uint32_t *a, size_t na, const uint32_t *b, size_t nb);
 
 /* Keep the top `bits` bits of every hash of s (nothing when it holds no
- * more); band keys it had are computed again when next asked for. */
+ * more); band keys it had are kept when they are layout 4's and the cut
+ * leaves NEARSET_BITS or more (they read no more), else computed again
+ * when next asked for. */
 void nearset_truncate(struct nearset *s, unsigned bits);
 /* s as a store of near layout 4 keeps it: at NEARSET_BITS (32 when it
  * holds at most NEARSET_FULL_MAX hashes), the band keys of layout 4. */

@@ -130,7 +130,8 @@ int sigq_each(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct 
  * their page faults and, at each unmap, a TLB shootdown on the daemon's
  * other CPUs: about a tenth of the daemon's time in a burst of new pages,
  * the issue-15 note.) */
-static int sign_record(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig)
+static int sign_record(struct store *st, const struct blobkey *k, const struct fprec *r, bool for_record,
+		       struct near_sig *sig)
 {
 	if (r->flags & FPREC_BAD)
 		return -EIO;
@@ -138,7 +139,7 @@ static int sign_record(struct store *st, const struct blobkey *k, const struct f
 	int rc = blob_read_packed_alloc(st, k, r, &page);
 	if (rc)
 		return rc == -ENOMEM ? rc : -EIO;
-	rc = near_sig_of_page(page, (size_t)r->size, sig);
+	rc = for_record ? near_sig_for_record(page, (size_t)r->size, sig) : near_sig_of_page(page, (size_t)r->size, sig);
 	free(page);
 	return rc;
 }
@@ -147,9 +148,10 @@ static int sign_record(struct store *st, const struct blobkey *k, const struct f
  * *fd, which stays open (the caller closes it) so that its inode number
  * cannot be taken by another file before same_file compares it. *sb (a
  * blob file's) and *at (a packed record's place) say which bytes were
- * signed. */
-static int sign_file(struct store *st, const struct blobkey *k, int *fd, struct stat *sb, struct pack_loc *at,
-		     struct near_sig *sig)
+ * signed. for_record: the signature is only stored (near_sig_for_record:
+ * a packed page with a set gets no sketch, which nothing would read). */
+static int sign_file(struct store *st, const struct blobkey *k, bool for_record, int *fd, struct stat *sb,
+		     struct pack_loc *at, struct near_sig *sig)
 {
 	struct fprec r;
 	*fd = -1;
@@ -160,7 +162,7 @@ static int sign_file(struct store *st, const struct blobkey *k, int *fd, struct 
 	memset(sb, 0, sizeof *sb);
 	if (r.flags & FPREC_PACKED) {
 		blob_rec_loc(&r, at);
-		return sign_record(st, k, &r, sig);
+		return sign_record(st, k, &r, for_record, sig);
 	}
 	*fd = blob_open_rec(st, k, &r);
 	if (*fd < 0)
@@ -178,7 +180,7 @@ int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *s
 	int fd;
 	struct stat sb;
 	struct pack_loc at;
-	int rc = sign_file(st, k, &fd, &sb, &at, sig);
+	int rc = sign_file(st, k, false, &fd, &sb, &at, sig);
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -248,7 +250,7 @@ static int sign_batch(struct store *st, struct batch *b)
 	bool any = false;
 	for (size_t i = 0; i < b->n; i++) {
 		struct page *p = &b->p[i];
-		p->ok = sign_file(st, &p->k, &p->fd, &p->sb, &p->at, &p->sig) == 0;
+		p->ok = sign_file(st, &p->k, true, &p->fd, &p->sb, &p->at, &p->sig) == 0;
 		any |= p->ok;
 	}
 	int rc = any ? store_write(st, store_batch_cb, b) : 0;
@@ -343,6 +345,7 @@ static void wait_ms(struct sigq *q, pthread_cond_t *cv, unsigned ms)
  * waits for the pages meanwhile (a query signs them itself). */
 static void *signer_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "pd-signer"); /* its CPU apart in /proc/PID/task */
 	struct store *st = arg;
 	struct sigq *q = st->sigq;
 	bool waited = false;

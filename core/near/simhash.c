@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #define XXH_INLINE_ALL /* the features are short: inlined XXH3 is twice as fast */
@@ -189,6 +190,7 @@ struct slot {
 struct ftab {
 	struct slot *slot;
 	size_t cap;     /* slots, a power of two; features < cap / 2 */
+	size_t room;    /* slots the arrays have room for (>= cap; kept ones may be larger) */
 	uint64_t *key;  /* cap / 2 */
 	uint32_t *tf;   /* cap / 2 */
 	size_t used;
@@ -199,13 +201,82 @@ struct ftab {
 	size_t queued;
 };
 
+/* Each thread keeps the arrays of its last table (up to SPARE_MAX_CAP
+ * slots) for the next page. A fresh calloc'd table comes from pages the
+ * kernel has not yet given: the first probe of a slot maps the shared zero
+ * page and the write that follows copies it, and each such copy flushes
+ * the TLB of every CPU that runs the daemon (an IPI): in a cp -r of the
+ * corpus that was a sixth of the signer's time. A table kept is cleared
+ * with memset instead. Freed at the thread's exit (the key's destructor). */
+#define SPARE_MAX_CAP ((size_t)1 << 15) /* 512 KiB of slots, 192 KiB of features */
+
+struct ftab_spare {
+	struct slot *slot;
+	uint64_t *key;
+	uint32_t *tf;
+	size_t cap;
+};
+
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_free(void *p)
+{
+	struct ftab_spare *sp = p;
+	free(sp->slot);
+	free(sp->key);
+	free(sp->tf);
+	free(sp);
+}
+
+static void spare_key_make(void)
+{
+	pthread_key_create(&spare_key, spare_free);
+}
+
+static struct ftab_spare *spare_get(void)
+{
+	pthread_once(&spare_once, spare_key_make);
+	struct ftab_spare *sp = pthread_getspecific(spare_key);
+	if (sp)
+		return sp;
+	sp = calloc(1, sizeof *sp);
+	if (sp && pthread_setspecific(spare_key, sp)) {
+		free(sp);
+		sp = NULL;
+	}
+	return sp;
+}
+
+/* The thread's kept arrays if they hold cap slots or more (taken: the
+ * thread keeps none meanwhile). */
+static bool ftab_take_spare(struct ftab *t, size_t cap)
+{
+	struct ftab_spare *sp = spare_get();
+	if (!sp || !sp->slot || sp->cap < cap)
+		return false;
+	t->slot = sp->slot;
+	t->key = sp->key;
+	t->tf = sp->tf;
+	sp->slot = NULL;
+	sp->key = NULL;
+	sp->tf = NULL;
+	memset(t->slot, 0, cap * sizeof *t->slot);
+	t->room = sp->cap;
+	sp->cap = 0;
+	return true;
+}
+
 static int ftab_init(struct ftab *t, size_t cap)
 {
 	memset(t, 0, sizeof *t);
 	t->cap = cap;
+	if (ftab_take_spare(t, cap))
+		return 0;
 	t->slot = calloc(cap, sizeof *t->slot);
 	t->key = malloc(cap / 2 * sizeof *t->key);
 	t->tf = malloc(cap / 2 * sizeof *t->tf);
+	t->room = cap;
 	if (!t->slot || !t->key || !t->tf) {
 		free(t->slot);
 		free(t->key);
@@ -215,11 +286,21 @@ static int ftab_init(struct ftab *t, size_t cap)
 	return 0;
 }
 
+/* Keep the arrays for the thread's next table when they are the largest
+ * it has and not too large; else free them. */
 static void ftab_free(struct ftab *t)
 {
-	free(t->slot);
-	free(t->key);
-	free(t->tf);
+	struct ftab_spare *sp = t->room <= SPARE_MAX_CAP ? spare_get() : NULL;
+	if (sp && t->slot && t->room > sp->cap) {
+		free(sp->slot);
+		free(sp->key);
+		free(sp->tf);
+		*sp = (struct ftab_spare){ t->slot, t->key, t->tf, t->room };
+	} else {
+		free(t->slot);
+		free(t->key);
+		free(t->tf);
+	}
 	t->slot = NULL;
 	t->key = NULL;
 	t->tf = NULL;
@@ -248,7 +329,7 @@ static void ftab_grow(struct ftab *t)
 	}
 	free(t->slot);
 	t->slot = slot;
-	t->cap = cap;
+	t->cap = t->room = cap;
 }
 
 static void ftab_insert(struct ftab *t, uint64_t h)

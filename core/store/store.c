@@ -565,6 +565,7 @@ static void remove_staging(struct store *st)
 
 static void *sync_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "pd-sync"); /* its CPU apart in /proc/PID/task */
 	struct store *st = arg;
 	unsigned ms = st->opts.sync_ms ? st->opts.sync_ms : 1000;
 	pthread_mutex_lock(&st->sync_mu);

@@ -285,6 +285,7 @@ static bool split_stopping(struct store *st)
  * at the next wake-up; the filter only loses speed meanwhile. */
 static void *split_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "pd-split"); /* its CPU apart in /proc/PID/task */
 	struct store *st = arg;
 	pthread_mutex_lock(&st->split_mu);
 	while (!st->split_stop) {

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "text/html.h"
+#include "text/html_int.h"
 #include "near/simhash.h"
 
 /* The changes these tests make keep a page within 3 bits: tighter than the
@@ -515,6 +516,41 @@ static void assert_binary(const void *buf, size_t len)
 	assert_true(r.hash == 0);
 }
 
+/* html_count_controls skips 8 bytes at a time where nothing is to be
+ * counted: the counts equal a count byte by byte, whatever the mix of
+ * controls, tabs, line ends, DEL, C1 sequences and text. */
+static void test_count_controls(void **state)
+{
+	(void)state;
+	static const uint8_t alphabet[] = { 0, 1, '\t', '\n', 0x0B, '\f', '\r', 0x1A, 0x1B, 0x1F, ' ',
+					     'a', '<', 0x7F, 0x80, 0x9F, 0xA0, 0xC2, 0xC3, 0xFF };
+	uint64_t seed = 42;
+	uint8_t buf[96];
+	for (int round = 0; round < 20000; round++) {
+		size_t n = (size_t)(rng_next(&seed) % sizeof buf);
+		unsigned plain = (unsigned)(rng_next(&seed) % 4); /* mostly text in some rounds */
+		for (size_t i = 0; i < n; i++) {
+			uint64_t r = rng_next(&seed);
+			buf[i] = r % 4 < plain ? 'x' : alphabet[(r >> 8) % sizeof alphabet];
+		}
+		size_t limit = round % 3 ? SIZE_MAX : (size_t)(rng_next(&seed) % (sizeof buf + 1));
+		bool c1 = round & 1;
+		size_t want_nul = 0, want_ctrl = 0, m = n < limit ? n : limit;
+		for (size_t i = 0; i < m; i++) {
+			uint8_t c = buf[i];
+			want_nul += !c;
+			want_ctrl += (c < 0x20 && c != '\t' && c != '\n' && c != 0x0B && c != '\f' && c != '\r' &&
+				      c != 0x1B && c != 0x1A) || c == 0x7F ||
+				     (c1 && c == 0xC2 && i + 1 < n && buf[i + 1] >= 0x80 && buf[i + 1] < 0xA0);
+		}
+		size_t nul, ctrl;
+		html_count_controls(buf, n, limit, c1, &nul, &ctrl);
+		if (nul != want_nul || ctrl != want_ctrl)
+			fail_msg("round %d (n %zu, limit %zu, c1 %d): %zu NULs and %zu controls, want %zu and %zu", round,
+				 n, limit, c1, nul, ctrl, want_nul, want_ctrl);
+	}
+}
+
 static void test_binary(void **state)
 {
 	(void)state;
@@ -871,6 +907,7 @@ int main(void)
 		cmocka_unit_test(test_charset_declarations),
 		cmocka_unit_test(test_invalid_bytes),
 		cmocka_unit_test(test_binary),
+		cmocka_unit_test(test_count_controls),
 		cmocka_unit_test(test_near_english),
 		cmocka_unit_test(test_near_chinese),
 		cmocka_unit_test(test_far),
