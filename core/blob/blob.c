@@ -53,7 +53,7 @@ int blob_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fpr
 int blob_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r)
 {
 	uint8_t kb[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
-	MDB_val key = key_val(kb, k), v = { fprec_encode(r, vb), vb };
+	MDB_val key = key_val(kb, k), v = { fprec_encode(r, store_fp_row2(st), vb), vb };
 	return pd_mdb_err(mdb_put(txn, st->db_fp, &key, &v, 0));
 }
 

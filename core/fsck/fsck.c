@@ -614,6 +614,9 @@ static int repair(struct fsck *f, char err[512])
 	}
 	if (rebuild)
 		fsck_say(f, K_REPAIR, "repaired: filter and exact counts rebuilt from the stored positions");
+	if (f->fix_fprows) /* by the writable open above (store_fp_rows_upgrade) */
+		fsck_say(f, K_REPAIR, "repaired: %llu fingerprint rows rewritten in layout 2",
+			 (unsigned long long)f->fp_rows1);
 	fsck_prog(f, "repair", 1, 1);
 	return 0;
 }
@@ -686,7 +689,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (files && !(o->repair && o->convert))
 		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
 			 (unsigned long long)res->blob_files, dir);
-	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout || f.fix_names))
+	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout || f.fix_names || f.fix_fprows))
 		rc = repair(&f, err);
 	if (!rc && o->repair && o->convert && files)
 		rc = convert_files(&f, err);

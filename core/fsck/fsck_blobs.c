@@ -620,6 +620,7 @@ int fsck_pass_blobs(struct fsck *f)
 			}
 			memcpy(kr->key, fk.mv_data, BLOBKEY_BYTES);
 			kr->bad = fprec_decode(fv.mv_data, fv.mv_size, &kr->r) != 0;
+			f->fp_rows1 += !kr->bad && fprec_is_row1(fv.mv_data, fv.mv_size);
 			fsck_tick(f, "blobs", &done, total);
 		}
 		/* its blob_inodes entries, counted per key */
@@ -722,6 +723,13 @@ int fsck_pass_blobs(struct fsck *f)
 		rc = fsck_add_raw(f, NF_RAW_FP, &fk, &fv);
 	}
 	fsck_prog(f, "blobs", done, done);
+	if (!rc && f->fp_rows1) {
+		/* an older layout is no damage: a note, and repair's writable
+		 * open rewrites them (store_fp_rows_upgrade) */
+		fsck_say(f, K_NOTE, "note: %llu fingerprint rows of layout 1, this pagededup writes layout 2 "
+			 "(the next writable mount or --repair converts them)", (unsigned long long)f->fp_rows1);
+		f->fix_fprows = f->fix_any = true;
+	}
 	if (objfd >= 0)
 		close(objfd);
 	free(present);

@@ -137,7 +137,9 @@ struct fsck {
 	bool fix_filter, fix_near, fix_sigs, fix_sigq, fix_packs, fix_deltas, fix_any;
 	bool fix_layout; /* near tables of an older layout (near.h) */
 	bool fix_names;  /* names in link records that inode rows may hold (ns.h) */
+	bool fix_fprows; /* fingerprint rows of layout 1 (rec.h) */
 	uint64_t names_to_rows;
+	uint64_t fp_rows1;    /* fingerprint rows of layout 1 (rec.h): a writable open converts them */
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
 	bool pack_index_built;
 	uint64_t lf_ino;        /* repair: the lost+found directory */

@@ -69,7 +69,7 @@ bool blobkey_parse(const char *name, struct blobkey *k)
 	return fp_unhex(name, k->md5) == 0;
 }
 
-size_t fprec_encode(const struct fprec *r, uint8_t *out)
+static size_t fprec_encode_row1(const struct fprec *r, uint8_t *out)
 {
 	put_le64(out, r->refcount);
 	put_le64(out + 8, r->size);
@@ -102,7 +102,7 @@ size_t fprec_encode(const struct fprec *r, uint8_t *out)
 	return n;
 }
 
-int fprec_decode(const void *in, size_t len, struct fprec *r)
+static int fprec_decode_row1(const void *in, size_t len, struct fprec *r)
 {
 	const uint8_t *p = in;
 	if (len < 44)
@@ -142,6 +142,141 @@ int fprec_decode(const void *in, size_t len, struct fprec *r)
 		r->pack_dict = get_le32(p + n + 20);
 	}
 	return 0;
+}
+
+/* Layout 1's length for the flags, nlines and k of a row's bytes 40-42. */
+static size_t row1_len(const uint8_t *p)
+{
+	return 44 + 4u * p[41] + p[42] + ((p[40] & FPREC_LEAF) ? 4 : 0) + ((p[40] & FPREC_HAS_SKETCH) ? FPREC_SKETCH_BYTES : 0) +
+	       ((p[40] & FPREC_PACKED) ? 24 : 0);
+}
+
+bool fprec_is_row1(const void *in, size_t len)
+{
+	const uint8_t *p = in;
+	return len >= 44 && p[43] == 0 && len == row1_len(p);
+}
+
+static size_t fprec_encode_row2(const struct fprec *r, uint8_t *out)
+{
+	uint8_t flags = (uint8_t)(r->leaf ? r->flags | FPREC_LEAF : r->flags & ~FPREC_LEAF);
+	uint8_t present = (uint8_t)((r->simhash ? FPREC_P_SIMHASH : 0) |
+				    ((flags & FPREC_PACKED) && r->pack_dict ? FPREC_P_DICT : 0));
+	size_t n = 0;
+	out[n++] = FPREC_ROW2_TAG;
+	out[n++] = flags;
+	out[n++] = present;
+	n += varint_put(out + n, r->refcount);
+	n += varint_put(out + n, r->size);
+	memcpy(out + n, r->xxh128, 16);
+	n += 16;
+	if (present & FPREC_P_SIMHASH) {
+		put_le64(out + n, r->simhash);
+		n += 8;
+	}
+	out[n++] = r->pos.nlines;
+	out[n++] = r->pos.k;
+	for (unsigned i = 0; i < r->pos.nlines; i++)
+		n += varint_put(out + n, r->pos.line[i]);
+	memcpy(out + n, r->pos.off, r->pos.k);
+	n += r->pos.k;
+	if (flags & FPREC_LEAF)
+		n += varint_put(out + n, r->leaf);
+	if (flags & FPREC_HAS_SKETCH) {
+		memcpy(out + n, r->sketch, FPREC_SKETCH_BYTES);
+		n += FPREC_SKETCH_BYTES;
+	}
+	if (flags & FPREC_PACKED) {
+		n += varint_put(out + n, r->pack);
+		n += varint_put(out + n, r->pack_off);
+		n += varint_put(out + n, r->pack_len);
+		if (present & FPREC_P_DICT)
+			n += varint_put(out + n, r->pack_dict);
+	}
+	if (fprec_is_row1(out, n))
+		out[n++] = 0; /* the pad: read as layout 2, not 1 */
+	return n;
+}
+
+size_t fprec_encode(const struct fprec *r, bool row2, uint8_t *out)
+{
+	return row2 ? fprec_encode_row2(r, out) : fprec_encode_row1(r, out);
+}
+
+/* One varint of at most `max` at *n of p[0..len), moved past. */
+static bool take_varint(const uint8_t *p, size_t len, size_t *n, uint64_t max, uint64_t *v)
+{
+	size_t got = *n < len ? varint_get(p + *n, len - *n, v) : 0;
+	*n += got;
+	return got && *v <= max;
+}
+
+static int fprec_decode_row2(const uint8_t *p, size_t len, struct fprec *r)
+{
+	memset(r, 0, sizeof *r);
+	if (len < 3 + 2 + 16 + 2 || p[0] != FPREC_ROW2_TAG || (p[2] & ~(FPREC_P_SIMHASH | FPREC_P_DICT)))
+		return -EUCLEAN;
+	uint8_t flags = p[1], present = p[2];
+	if ((present & FPREC_P_DICT) && !(flags & FPREC_PACKED))
+		return -EUCLEAN;
+	size_t n = 3;
+	uint64_t v;
+	if (!take_varint(p, len, &n, UINT64_MAX, &r->refcount) || !take_varint(p, len, &n, UINT64_MAX, &r->size) ||
+	    len - n < 16)
+		return -EUCLEAN;
+	memcpy(r->xxh128, p + n, 16);
+	n += 16;
+	if (present & FPREC_P_SIMHASH) {
+		if (len - n < 8 || !(r->simhash = get_le64(p + n)))
+			return -EUCLEAN;
+		n += 8;
+	}
+	if (len - n < 2 || p[n] > CBF_MAX_LINES || p[n + 1] > CBF_MAX_K)
+		return -EUCLEAN;
+	r->pos.nlines = p[n++];
+	r->pos.k = p[n++];
+	for (unsigned i = 0; i < r->pos.nlines; i++) {
+		if (!take_varint(p, len, &n, UINT32_MAX, &v))
+			return -EUCLEAN;
+		r->pos.line[i] = (uint32_t)v;
+	}
+	if (len - n < r->pos.k)
+		return -EUCLEAN;
+	memcpy(r->pos.off, p + n, r->pos.k);
+	n += r->pos.k;
+	if (flags & FPREC_LEAF) {
+		if (!take_varint(p, len, &n, UINT32_MAX, &v) || !v)
+			return -EUCLEAN;
+		r->leaf = (uint32_t)v;
+	}
+	if (flags & FPREC_HAS_SKETCH) {
+		if (len - n < FPREC_SKETCH_BYTES)
+			return -EUCLEAN;
+		memcpy(r->sketch, p + n, FPREC_SKETCH_BYTES);
+		n += FPREC_SKETCH_BYTES;
+	}
+	if (flags & FPREC_PACKED) {
+		if (!take_varint(p, len, &n, UINT32_MAX, &v))
+			return -EUCLEAN;
+		r->pack = (uint32_t)v;
+		if (!take_varint(p, len, &n, UINT64_MAX, &r->pack_off) ||
+		    !take_varint(p, len, &n, UINT64_MAX, &r->pack_len))
+			return -EUCLEAN;
+		if (present & FPREC_P_DICT) {
+			if (!take_varint(p, len, &n, UINT32_MAX, &v) || !v)
+				return -EUCLEAN;
+			r->pack_dict = (uint32_t)v;
+		}
+	}
+	r->flags = (uint8_t)(flags & ~FPREC_LEAF);
+	if (n + 1 == len && p[n] == 0 && fprec_is_row1(p, n))
+		n++; /* the pad */
+	return n == len ? 0 : -EUCLEAN;
+}
+
+int fprec_decode(const void *in, size_t len, struct fprec *r)
+{
+	return fprec_is_row1(in, len) ? fprec_decode_row1(in, len, r) : fprec_decode_row2(in, len, r);
 }
 
 size_t inode_encode(const struct inode *in, const char *target, size_t tlen, uint8_t *out)

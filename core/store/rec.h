@@ -48,7 +48,10 @@ void blobkey_name(const struct blobkey *k, char out[BLOBKEY_NAME_MAX]);
  * any other name. */
 bool blobkey_parse(const char *name, struct blobkey *k);
 
-/* fingerprints: blobkey -> struct fprec.
+/* fingerprints: blobkey -> struct fprec, in one of two layouts.
+ *
+ * Layout 1 (every row of a store before format 6; 83 bytes for a packed
+ * page with two filter lines and seven offsets):
  * Value (little-endian): refcount u64 | size u64 | xxh128 [16] | simhash u64 |
  *   flags u8 | nlines u8 | k u8 | reserved u8 | line u32 x nlines | off u8 x k |
  *   leaf u32 (present only with FPREC_LEAF) |
@@ -57,7 +60,32 @@ bool blobkey_parse(const char *name, struct blobkey *k);
  *   FPREC_PACKED; dictionary: the id the record's encoding needs, 0 none)
  * The positions are on the filter leaf `leaf` (gfilter.h). Leaf 0 is not
  * written: records of the fixed filter, which had no leaf field, are on
- * leaf 0, the fixed filter's file. */
+ * leaf 0, the fixed filter's file.
+ *
+ * Layout 2 (format 6 on, store.h: every row a store of that format writes;
+ * about 50 bytes for the same page). v is a varint (base/varint.h):
+ *   tag u8 (FPREC_ROW2_TAG) | flags u8 (as layout 1's) | present u8 |
+ *   refcount v | size v | xxh128 [16] |
+ *   simhash u64 LE            (with FPREC_P_SIMHASH: a non-zero simhash) |
+ *   nlines u8 | k u8 | line v x nlines | off u8 x k |
+ *   leaf v                    (with FPREC_LEAF) |
+ *   sketch [64]               (with FPREC_HAS_SKETCH) |
+ *   pack v | offset v | length v  (with FPREC_PACKED) |
+ *   dictionary v              (with FPREC_P_DICT: FPREC_PACKED and non-zero) |
+ *   pad u8 = 0                (only where the row without it would read as
+ *                              layout 1, below)
+ *   The fixed-width integers of layout 1 are mostly small (a refcount of 1,
+ *   sizes of kilobytes, line numbers under 2^18, a pack number and offset).
+ * A row is layout 1 when it is at least 44 bytes long, its byte 43 is zero
+ * and its length is the one its bytes 40-42 give layout 1 (fprec_is_row1);
+ * every other row is layout 2. The encoder of layout 2 adds the pad byte
+ * to the rare row that would pass that test, so each row reads one way.
+ * The decoder of layout 2 takes nothing its encoder would not write (a wrong tag,
+ * unknown present bits, overlong varints, values past their width, bytes
+ * left over), so fsck finds a damaged row as undecodable. */
+#define FPREC_ROW2_TAG 0xf2
+#define FPREC_P_SIMHASH 1u
+#define FPREC_P_DICT 2u
 #define FPREC_HAS_SIMHASH 1u
 #define FPREC_IN_FILTER 2u /* the positions were added to the filter */
 #define FPREC_SIMHASH_LOW 4u /* the simhash is low-confidence (too little text) */
@@ -84,9 +112,17 @@ struct fprec {
 	uint64_t pack_off, pack_len;
 	uint32_t pack_dict; /* and the dictionary it needs (0: none) */
 };
-#define FPREC_MAX_BYTES (40 + 4 + 4 * CBF_MAX_LINES + CBF_MAX_K + 4 + FPREC_SKETCH_BYTES + 24)
-size_t fprec_encode(const struct fprec *r, uint8_t *out);
+/* Layout 2's longest row (longer than layout 1's 136 + 4 * nlines + k):
+ * three bytes, two u64 varints, the hash and simhash, nlines and k, the
+ * lines, the offsets, the leaf, the sketch, the pack's four varints, the pad. */
+#define FPREC_MAX_BYTES (3 + 2 * 10 + 16 + 8 + 2 + 5 * CBF_MAX_LINES + CBF_MAX_K + 5 + FPREC_SKETCH_BYTES + 5 + 10 + 10 + 5 + 1)
+/* r into out[FPREC_MAX_BYTES] in layout 2 when row2, else layout 1 (the
+ * store's format says which: store_fp_row2); returns the length. */
+size_t fprec_encode(const struct fprec *r, bool row2, uint8_t *out);
+/* Either layout; -EUCLEAN for a row that is neither. */
 int fprec_decode(const void *in, size_t len, struct fprec *r);
+/* Does the row read as layout 1? */
+bool fprec_is_row1(const void *in, size_t len);
 
 /* inodes: ino (u64 BE) -> struct inode, in one of two layouts, told apart
  * by the row's length.

@@ -726,6 +726,9 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		 * release that made it cannot read safely. */
 		if (!rc && st->format < PD_FORMAT_VERSION && !o->blob_files)
 			rc = store_write(st, format_up_cb, NULL);
+		/* format 6: the fingerprint rows written before, in layout 2 */
+		if (!rc)
+			rc = store_fp_rows_upgrade(st);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		remove_staging(st);

@@ -74,10 +74,18 @@
  *     format 4 would not find. Both forms are read; names written from
  *     then on take the new form, and `pagededup fsck --repair` converts
  *     the rest.
- * A writable open marks an older store format 5. */
-#define PD_FORMAT_VERSION 5
+ * Format 6: fingerprint rows may be in layout 2 (varints, rec.h), which
+ * a release of format 5 takes for damage. Both layouts are read; every
+ * row written from then on takes layout 2, and the rest are converted at
+ * the first writable open (store_fp_rows_upgrade: a batch of rows a
+ * transaction, the meta row "fp_layout" written last) and by `pagededup
+ * fsck --repair`.
+ * A writable open marks an older store format 6 (not under -o blob_files,
+ * which keeps a format 1 store's layout: its rows stay in layout 1). */
+#define PD_FORMAT_VERSION 6
 #define PD_FORMAT_INODE_ROW2 4
 #define PD_FORMAT_NAME_IN_ROW 5
+#define PD_FORMAT_FP_ROW2 6
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17
@@ -368,6 +376,33 @@ static inline MDB_val store_ino_key(uint8_t kb[8], uint64_t ino)
 	put_be64(kb, ino);
 	return (MDB_val){ 8, kb };
 }
+
+/* Does st write fingerprint rows in layout 2 (rec.h)? From format 6 on. */
+static inline bool store_fp_row2(const struct store *st)
+{
+	return st->format >= PD_FORMAT_FP_ROW2;
+}
+
+/* ---- fingerprint rows of layout 1 converted (store_fprow.c) ----
+ * In a store of format 6, rows of layout 1 (written before) are rewritten
+ * in layout 2; the meta row "fp_layout" (4 bytes little-endian, 2) says
+ * that none is left. */
+#define STORE_FP_LAYOUT 2
+/* Rewrite in layout 2 up to `batch` rows of layout 1 from the key *next
+ * on (all zero: the first), inside a write transaction; *next gets the
+ * key to go on from, and after the last row "fp_layout" is recorded and
+ * *finished set. *converted (may be NULL) counts the rows rewritten. A
+ * row that does not decode is left for fsck. -EINVAL on a store that
+ * does not write layout 2 (store_fp_row2). */
+int store_fp_rows_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+			  uint64_t *converted, bool *finished);
+/* Has the store no row of layout 1 left ("fp_layout" recorded)? */
+int store_fp_rows_done(MDB_txn *txn, struct store *st, bool *done);
+/* A store opened writable, of format 6, brought to no layout 1 row: a
+ * batch of STORE_FP_CONVERT_BATCH rows a transaction (an interrupted
+ * conversion goes on at the next open); nothing when "fp_layout" says so. */
+#define STORE_FP_CONVERT_BATCH 2000
+int store_fp_rows_upgrade(struct store *st);
 
 /* Current time; comparison (<0, 0, >0). */
 struct pd_time pd_now(void);

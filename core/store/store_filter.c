@@ -189,7 +189,7 @@ static int move_record(struct wtx *w, const struct gf_split *s, MDB_cursor *c, M
 		return rc;
 	uint8_t kb[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
 	memcpy(kb, k->mv_data, BLOBKEY_BYTES);
-	MDB_val key = { BLOBKEY_BYTES, kb }, val = { fprec_encode(&r, vb), vb };
+	MDB_val key = { BLOBKEY_BYTES, kb }, val = { fprec_encode(&r, store_fp_row2(w->st), vb), vb };
 	return pd_mdb_err(mdb_cursor_put(c, &key, &val, MDB_CURRENT));
 }
 

@@ -16,6 +16,7 @@
 # Environment: PD_CORPUS (tests/bench/corpus.sh), PD_SMALL_PAGES (50000),
 # PD_READS (10000), PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_MOUNT_OPTS,
 # PD_DELTA_RULES (the recrawl once per -o delta=RULE; "off resemblance"),
+# PD_TABLES=1 (each compacted store's LMDB tables, bench_tables),
 # PD_SKIP_SMALL=1 (no small-pages run), PD_SKIP_READS=1 (the size figures
 # only: no random reads, which need the fuse module's transport; then no
 # flock is needed either), PD_READ_BASE (a build dir whose
@@ -65,6 +66,11 @@ umount_store() {
 	DPID=""
 	[ "$rc" = 0 ] || { echo "bench-packs: daemon exit $rc" >&2; tail "$WORK/daemon.log" >&2; return 1; }
 }
+tables() { # LABEL STORE FILES: the LMDB bytes per table (bench_tables) when PD_TABLES=1
+	[ "${PD_TABLES:-0}" = 1 ] || return 0
+	local pages; pages=$("$PD" stats --json "$2" | python3 -c 'import json, sys; print(json.load(sys.stdin)["pages"])')
+	"$BUILD/bench/bench_tables" "$2/meta" "$3" "$pages" | sed "s/^/$1 tables: /"
+}
 timed() { local t0 t1; t0=$(date +%s.%N); "$@" || return 1; t1=$(date +%s.%N); calc %.3f "$t1 - $t0" >"$WORK/seconds"; }
 
 # --- small pages ---------------------------------------------------------------
@@ -86,6 +92,7 @@ echo "small_backing_files: $(find "$WORK/store-small" -type f | wc -l) for $SMAL
 "$PD" compact "$WORK/store-small" | sed "s/^/small compact: /"
 store_b=$(du_b "$WORK/store-small")
 echo "small_store_du_compacted: $store_b bytes (packs $(du_b "$WORK/store-small/packs"), meta $(du_b "$WORK/store-small/meta"))"
+tables small "$WORK/store-small" "$SMALL"
 echo "small_du_store_per_plain_compacted: $(calc %.4f "$store_b / $plain_b") x  (goal <= 0.25: $(met "$store_b <= 0.25 * $plain_b"))"
 rm -rf "$WORK/store-small" "$WORK/small"
 fi
@@ -130,6 +137,7 @@ for rule in $rules; do
 	read -r nd md <<<"$(deltas_of "$WORK/store")"
 	echo "[$rule] crawl_du: $first_b bytes (packs $first_p); $nd pages stored as deltas, mean $md bytes"
 	first_live=$(live_of "$WORK/store")
+	tables "[$rule] crawl" "$WORK/store" "$(find "$CORPUS" -type f | wc -l)"
 	echo "[$rule] crawl_du_per_gzip6: $(calc %.4f "$first_b / $gz_a") x; packs $(calc %.4f "$first_p / $gz_a") x; live records $first_live bytes ($(calc %.4f "$first_live / $gz_a") x)"
 	grep "delta step" "$WORK/daemon.log" | tail -1 | sed "s/^/[$rule] /"
 	: >"$WORK/daemon.log"
@@ -153,6 +161,7 @@ for rule in $rules; do
 	echo "[$rule] recrawl_added_per_gzip6_compacted_by_default: $(calc %.4f "($(du_b "$WORK/store") - $first_b) / $gz_b") x"
 	"$PD" compact --all "$WORK/store" | sed "s/^/[$rule] compact --all: /"
 	third_b=$(du_b "$WORK/store")
+	tables "[$rule] recrawl" "$WORK/store" "$(find "$CORPUS" "$WORK/recrawl" -type f | wc -l)"
 	echo "[$rule] compacted: du $third_b bytes (packs $(du_b "$WORK/store/packs")); crawl and recrawl per their gzip -6 sums: $(calc %.4f "$third_b / ($gz_a + $gz_b)") x"
 	echo "[$rule] recrawl_added_per_gzip6_compacted: $(calc %.4f "($third_b - $first_b) / $gz_b") x, both crawls compacted  (goal <= 0.2: $(met "$third_b - $first_b <= 0.2 * $gz_b"))"
 	mv "$WORK/store" "$WORK/store.$rule"

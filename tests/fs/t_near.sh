@@ -201,6 +201,7 @@ case_near_pending_kill() {
 case_near_landed_store_converted() {
 	local old=${PD_LANDED_BUILD:-}
 	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of near layout 2 or 3) not given"
+	"$old/pagededup" --version | grep -q "store format [1-4])" || skip "PD_LANDED_BUILD keeps near layout 4 (store format 5 on)"
 	local d=$PD_TMP/landed f before after out
 	mkdir -p "$d/mnt" "$d/src" && "$old/pagededup" mkfs "$d/store" >/dev/null || fail "mkfs of the landed build"
 	make_pages "$d/src"

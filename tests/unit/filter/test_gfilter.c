@@ -654,16 +654,22 @@ static void drop_tree_record(const char *store)
 	assert_int_equal(mdb_dbi_open(txn, "fingerprints", 0, &fp), 0);
 	MDB_val k = { strlen("filter_tree"), "filter_tree" };
 	assert_int_equal(mdb_del(txn, meta, &k, NULL), 0);
-	/* every record as the fixed filter wrote it: 44 bytes, lines, offsets
-	 * (and the sketch, which has nothing to do with the filter) */
+	/* every record as the fixed filter wrote it: no leaf, and in layout 1
+	 * (rec.h): 44 bytes, lines, offsets (and the sketch, which has
+	 * nothing to do with the filter) */
 	MDB_cursor *c;
 	MDB_val key, v;
 	assert_int_equal(mdb_cursor_open(txn, fp, &c), 0);
 	for (int rc = mdb_cursor_get(c, &key, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &key, &v, MDB_NEXT)) {
-		const uint8_t *b = v.mv_data;
-		assert_int_equal(b[40] & FPREC_LEAF, 0);
-		assert_int_equal(v.mv_size, 44 + 4 * b[41] + b[42] + (b[40] & FPREC_HAS_SKETCH ? FPREC_SKETCH_BYTES : 0));
+		struct fprec r;
+		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
+		assert_int_equal(r.leaf, 0);
+		uint8_t kb[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
+		memcpy(kb, key.mv_data, BLOBKEY_BYTES); /* key points into the page the put changes */
+		MDB_val nk = { BLOBKEY_BYTES, kb }, nv = { fprec_encode(&r, false, vb), vb };
+		assert_int_equal(nv.mv_size, 44 + 4 * r.pos.nlines + r.pos.k + (r.flags & FPREC_HAS_SKETCH ? FPREC_SKETCH_BYTES : 0));
+		assert_int_equal(mdb_cursor_put(c, &nk, &nv, MDB_CURRENT), 0);
 	}
 	mdb_cursor_close(c);
 	assert_int_equal(mdb_txn_commit(txn), 0);

@@ -286,7 +286,7 @@ static void raw_put_fprec(struct raw *r, const char *content, const struct fprec
 {
 	uint8_t key[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
 	key_of(content, key);
-	MDB_val k = { BLOBKEY_BYTES, key }, v = { fprec_encode(rec, vb), vb };
+	MDB_val k = { BLOBKEY_BYTES, key }, v = { fprec_encode(rec, true, vb), vb };
 	assert_int_equal(mdb_put(r->txn, r->fp, &k, &v, 0), 0);
 }
 

@@ -1,7 +1,9 @@
 /* test_rec.c - the inode row's two layouts (rec.h): layout 2 round-trips
  * every field, falls back to layout 1 where it must, is shorter, refuses
  * damaged rows; layout 1 rows (stores before format 4) still decode; the
- * varints under it refuse what they never write. */
+ * varints under it refuse what they never write. The fingerprint row's two
+ * layouts the same way, and the pad that keeps a layout 2 row from
+ * reading as layout 1. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -244,6 +246,174 @@ static void test_varint(void **state)
 	assert_int_equal(zigzag_encode(-1), 1);
 }
 
+/* ---- fingerprint rows -------------------------------------------------- */
+
+static struct fprec packed_page(void)
+{
+	struct fprec r = { .refcount = 1, .size = 23456, .simhash = 0x8badf00ddeadbeefull };
+	r.flags = FPREC_HAS_SIMHASH | FPREC_IN_FILTER | FPREC_PACKED;
+	for (int i = 0; i < 16; i++)
+		r.xxh128[i] = (uint8_t)(0x30 + i);
+	r.pos.nlines = 2;
+	r.pos.k = 14;
+	r.pos.line[0] = 1234;
+	r.pos.line[1] = 262143;
+	for (int i = 0; i < r.pos.k; i++)
+		r.pos.off[i] = (uint8_t)(i * 9);
+	r.leaf = 0;
+	r.pack = 7;
+	r.pack_off = 123456789;
+	r.pack_len = 4321;
+	r.pack_dict = 3;
+	return r;
+}
+
+static void assert_same_fprec(const struct fprec *a, const struct fprec *b)
+{
+	assert_int_equal(a->refcount, b->refcount);
+	assert_int_equal(a->size, b->size);
+	assert_memory_equal(a->xxh128, b->xxh128, 16);
+	assert_int_equal(a->simhash, b->simhash);
+	assert_int_equal(a->flags, b->flags);
+	assert_int_equal(a->pos.nlines, b->pos.nlines);
+	assert_int_equal(a->pos.k, b->pos.k);
+	for (unsigned i = 0; i < a->pos.nlines; i++)
+		assert_int_equal(a->pos.line[i], b->pos.line[i]);
+	assert_memory_equal(a->pos.off, b->pos.off, a->pos.k);
+	assert_int_equal(a->leaf, b->leaf);
+	if (a->flags & FPREC_HAS_SKETCH)
+		assert_memory_equal(a->sketch, b->sketch, FPREC_SKETCH_BYTES);
+	assert_int_equal(a->pack, b->pack);
+	assert_int_equal(a->pack_off, b->pack_off);
+	assert_int_equal(a->pack_len, b->pack_len);
+	assert_int_equal(a->pack_dict, b->pack_dict);
+}
+
+/* r through both layouts: each decodes to r, reads as the layout it is,
+ * and layout 2 is never longer than FPREC_MAX_BYTES */
+static size_t fp_roundtrip(const struct fprec *r, size_t *len1)
+{
+	uint8_t b[FPREC_MAX_BYTES];
+	struct fprec got;
+	size_t n1 = fprec_encode(r, false, b);
+	assert_true(n1 <= FPREC_MAX_BYTES);
+	assert_true(fprec_is_row1(b, n1));
+	assert_int_equal(fprec_decode(b, n1, &got), 0);
+	assert_same_fprec(r, &got);
+	size_t n2 = fprec_encode(r, true, b);
+	assert_true(n2 <= FPREC_MAX_BYTES);
+	assert_false(fprec_is_row1(b, n2));
+	memset(&got, 0x55, sizeof got);
+	assert_int_equal(fprec_decode(b, n2, &got), 0);
+	assert_same_fprec(r, &got);
+	if (len1)
+		*len1 = n1;
+	return n2;
+}
+
+static void test_fp_row2_roundtrip(void **state)
+{
+	(void)state;
+	struct fprec r = packed_page();
+	size_t n1, n2 = fp_roundtrip(&r, &n1);
+	assert_int_equal(n1, 44 + 8 + 14 + 24);
+	assert_int_equal(n2, 3 + 1 + 3 + 16 + 8 + 2 + 2 + 3 + 14 + 1 + 4 + 2 + 1); /* 30 bytes fewer */
+	/* every optional field, and the widest values */
+	r.leaf = 0x12345678;
+	r.flags |= FPREC_HAS_SKETCH | FPREC_SIMHASH_LOW | FPREC_BAD;
+	for (int i = 0; i < FPREC_SKETCH_BYTES; i++)
+		r.sketch[i] = (uint8_t)(255 - i);
+	r.refcount = UINT64_MAX;
+	r.size = UINT64_MAX;
+	r.pos.nlines = CBF_MAX_LINES;
+	r.pos.k = CBF_MAX_K;
+	for (int i = 0; i < CBF_MAX_LINES; i++)
+		r.pos.line[i] = UINT32_MAX - (uint32_t)i;
+	r.pack = UINT32_MAX;
+	r.pack_off = r.pack_len = UINT64_MAX;
+	r.pack_dict = UINT32_MAX;
+	fp_roundtrip(&r, NULL);
+	/* the fewest: a blob file of format 1, binary (no simhash), no filter */
+	struct fprec z = { .refcount = 2, .size = 0 };
+	fp_roundtrip(&z, NULL);
+	/* a record waiting for its signature, with no dictionary */
+	r = packed_page();
+	r.flags = (uint8_t)((r.flags & ~FPREC_HAS_SIMHASH) | FPREC_SIG_PENDING);
+	r.simhash = 0;
+	r.pack_dict = 0;
+	fp_roundtrip(&r, NULL);
+}
+
+/* A layout 2 row that, as it stands, would pass for layout 1 (byte 43
+ * zero and a length that bytes 40-42 give): the pad byte keeps it apart. */
+static void test_fp_row2_pad(void **state)
+{
+	(void)state;
+	/* tag, flags, present, refcount, size: 5 bytes; xxh128 to byte 20;
+	 * nlines and k at 21 and 22; the sketch from 23, so row bytes 40-43
+	 * are sketch bytes 17-20: flags 0, nlines 0, k 43 and a zero say 87
+	 * bytes, the row's length */
+	struct fprec r = { .refcount = 1, .size = 1, .flags = FPREC_HAS_SKETCH };
+	r.sketch[17] = 0;
+	r.sketch[18] = 0;
+	r.sketch[19] = 43;
+	r.sketch[20] = 0;
+	uint8_t b[FPREC_MAX_BYTES];
+	size_t n = fprec_encode(&r, true, b);
+	assert_int_equal(n, 88);
+	assert_int_equal(b[87], 0);
+	assert_true(fprec_is_row1(b, 87)); /* without the pad */
+	assert_false(fprec_is_row1(b, 88));
+	struct fprec got;
+	assert_int_equal(fprec_decode(b, n, &got), 0);
+	assert_same_fprec(&r, &got);
+	/* a pad where none is needed is refused */
+	r.sketch[19] = 42;
+	n = fprec_encode(&r, true, b);
+	assert_int_equal(n, 87);
+	b[n] = 0;
+	assert_int_equal(fprec_decode(b, n + 1, &got), -EUCLEAN);
+}
+
+static void test_fp_row2_refuses_damage(void **state)
+{
+	(void)state;
+	struct fprec r = packed_page(), got;
+	uint8_t b[FPREC_MAX_BYTES + 1], d[FPREC_MAX_BYTES + 1];
+	size_t n = fprec_encode(&r, true, b);
+	/* every shorter row (none of them reads as layout 1 here) */
+	for (size_t len = 0; len < n; len++)
+		if (!fprec_is_row1(b, len))
+			assert_int_equal(fprec_decode(b, len, &got), -EUCLEAN);
+	/* a byte left over */
+	memcpy(d, b, n);
+	d[n] = 1;
+	assert_int_equal(fprec_decode(d, n + 1, &got), -EUCLEAN);
+	/* a wrong tag, unknown present bits, a dictionary without a pack */
+	memcpy(d, b, n);
+	d[0] ^= 1;
+	assert_int_equal(fprec_decode(d, n, &got), -EUCLEAN);
+	memcpy(d, b, n);
+	d[2] |= 0x80;
+	assert_int_equal(fprec_decode(d, n, &got), -EUCLEAN);
+	memcpy(d, b, n);
+	d[1] &= (uint8_t)~FPREC_PACKED;
+	assert_int_equal(fprec_decode(d, n, &got), -EUCLEAN);
+	/* an overlong refcount (1 written as 0x81 0x00) */
+	d[0] = b[0];
+	d[1] = b[1];
+	d[2] = b[2];
+	d[3] = 0x81;
+	d[4] = 0x00;
+	memcpy(d + 5, b + 4, n - 4);
+	assert_int_equal(fprec_decode(d, n + 1, &got), -EUCLEAN);
+	/* a simhash of zero said to be present */
+	struct fprec s = packed_page();
+	n = fprec_encode(&s, true, b);
+	memset(b + 3 + 1 + 3 + 16, 0, 8); /* refcount 1 byte, size 3 */
+	assert_int_equal(fprec_decode(b, n, &got), -EUCLEAN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -253,6 +423,9 @@ int main(void)
 		cmocka_unit_test(test_row2_refuses_damage),
 		cmocka_unit_test(test_row2_name),
 		cmocka_unit_test(test_varint),
+		cmocka_unit_test(test_fp_row2_roundtrip),
+		cmocka_unit_test(test_fp_row2_pad),
+		cmocka_unit_test(test_fp_row2_refuses_damage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

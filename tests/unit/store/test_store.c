@@ -19,6 +19,7 @@
 #include "base/fp.h"
 #include "helpers.h"
 #include "archive/query.h"
+#include "near/sigq.h"
 #include "store/store_int.h"
 
 static void unlink_name(struct store *st, const char *name)
@@ -562,6 +563,150 @@ static void test_store_identity(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- fingerprint rows of layout 1 converted (format 6) ------------------- */
+
+/* Every fingerprint row: how many, how many in layout 1; each decoded into
+ * recs[] (in key order) when recs is not NULL. */
+static size_t fp_rows(struct store *st, size_t *row1, struct fprec *recs)
+{
+	MDB_txn *txn;
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t n = 0;
+	*row1 = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_cursor_open(txn, st->db_fp, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
+		*row1 += fprec_is_row1(v.mv_data, v.mv_size);
+		struct fprec r;
+		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
+		if (recs)
+			recs[n] = r;
+	}
+	mdb_cursor_close(c);
+	store_read_end(st, txn);
+	return n;
+}
+
+/* Every row written again in layout 1, "fp_layout" dropped and the store
+ * marked format 5: a store as a release of format 5 leaves it. */
+static int to_layout1(struct wtx *w, void *arg)
+{
+	(void)arg;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc = mdb_cursor_open(w->txn, w->st->db_fp, &c);
+	for (int g = rc ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0 && !rc;
+	     g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		uint8_t vb[FPREC_MAX_BYTES];
+		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
+		uint8_t kb[BLOBKEY_BYTES]; /* k points into the page the put changes */
+		memcpy(kb, k.mv_data, BLOBKEY_BYTES);
+		MDB_val nk = { BLOBKEY_BYTES, kb }, nv = { fprec_encode(&r, false, vb), vb };
+		rc = mdb_cursor_put(c, &nk, &nv, MDB_CURRENT);
+	}
+	mdb_cursor_close(c);
+	MDB_val lk = { 9, "fp_layout" };
+	int drc = mdb_del(w->txn, w->st->db_meta, &lk, NULL);
+	uint8_t fb[4] = { 5, 0, 0, 0 };
+	MDB_val fk = { 6, "format" }, fv = { 4, fb };
+	return rc ? pd_mdb_err(rc) : drc && drc != MDB_NOTFOUND ? pd_mdb_err(drc) : pd_mdb_err(mdb_put(w->txn, w->st->db_meta, &fk, &fv, 0));
+}
+
+static bool fprec_same(const struct fprec *a, const struct fprec *b)
+{
+	return a->refcount == b->refcount && a->size == b->size && !memcmp(a->xxh128, b->xxh128, 16) &&
+	       a->simhash == b->simhash && a->flags == b->flags && a->pos.nlines == b->pos.nlines &&
+	       a->pos.k == b->pos.k && !memcmp(a->pos.line, b->pos.line, a->pos.nlines * sizeof a->pos.line[0]) &&
+	       !memcmp(a->pos.off, b->pos.off, a->pos.k) && a->leaf == b->leaf &&
+	       (!(a->flags & FPREC_HAS_SKETCH) || !memcmp(a->sketch, b->sketch, FPREC_SKETCH_BYTES)) &&
+	       a->pack == b->pack && a->pack_off == b->pack_off && a->pack_len == b->pack_len &&
+	       a->pack_dict == b->pack_dict;
+}
+
+struct convert_step {
+	uint8_t next[BLOBKEY_BYTES];
+	uint64_t converted;
+	bool finished, done;
+};
+
+static int convert_3(struct wtx *w, void *arg)
+{
+	struct convert_step *s = arg;
+	int rc = store_fp_rows_convert(w->txn, w->st, s->next, 3, &s->converted, &s->finished);
+	return rc ? rc : store_fp_rows_done(w->txn, w->st, &s->done);
+}
+
+static void test_fp_rows_converted(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	/* no signer: its writes would convert rows beside the batches */
+	struct store_opts o = { .no_sign_thread = true, .compact_share = -1 };
+	struct store *st = th_store(dir, NULL, &o);
+	enum { N = 8 };
+	uint64_t ino[N];
+	char name[16], body[64];
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof name, "p%d", i);
+		snprintf(body, sizeof body, "<p>page number %d of the conversion test</p>", i);
+		ino[i] = th_put(st, PD_ROOT_INO, name, body, strlen(body));
+	}
+	th_put(st, PD_ROOT_INO, "twin", body, strlen(body)); /* refcount 2 */
+	/* every page signed and through the delta step: nothing rewrites a
+	 * record below but the conversion */
+	assert_int_equal(sigq_drain(st), 0);
+	sigq_drain_deltas(st);
+	size_t row1;
+	struct fprec before[N], after[N];
+	/* a new store of format 6 writes layout 2 only */
+	assert_int_equal(st->format, PD_FORMAT_VERSION);
+	assert_int_equal(fp_rows(st, &row1, before), N);
+	assert_int_equal(row1, 0);
+	/* rows of layout 1, converted three at a time: the layout recorded
+	 * with the last batch only */
+	assert_int_equal(store_write(st, to_layout1, NULL), 0);
+	st->format = PD_FORMAT_VERSION; /* as the writable open marks it */
+	assert_int_equal(fp_rows(st, &row1, NULL), N);
+	assert_int_equal(row1, N);
+	struct convert_step s;
+	memset(&s, 0, sizeof s);
+	assert_int_equal(store_write(st, convert_3, &s), 0);
+	assert_false(s.finished);
+	assert_false(s.done);
+	assert_int_equal(s.converted, 3);
+	fp_rows(st, &row1, NULL);
+	assert_int_equal(row1, N - 3);
+	while (!s.finished)
+		assert_int_equal(store_write(st, convert_3, &s), 0);
+	assert_true(s.done);
+	assert_int_equal(s.converted, N);
+	assert_int_equal(fp_rows(st, &row1, after), N);
+	assert_int_equal(row1, 0);
+	for (int i = 0; i < N; i++)
+		assert_true(fprec_same(&before[i], &after[i]));
+	/* a store left by a release of format 5: the writable open marks it
+	 * format 6 and converts every row */
+	assert_int_equal(store_write(st, to_layout1, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir)); /* layout 1 is no damage */
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(st->format, PD_FORMAT_VERSION);
+	assert_int_equal(fp_rows(st, &row1, after), N);
+	assert_int_equal(row1, 0);
+	for (int i = 0; i < N; i++)
+		assert_true(fprec_same(&before[i], &after[i]));
+	for (int i = 0; i < N; i++) {
+		snprintf(body, sizeof body, "<p>page number %d of the conversion test</p>", i);
+		th_read_back(st, ino[i], body);
+	}
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -575,6 +720,7 @@ int main(void)
 		cmocka_unit_test(test_map_grows),
 		cmocka_unit_test(test_lmdb_reserve),
 		cmocka_unit_test(test_store_identity),
+		cmocka_unit_test(test_fp_rows_converted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
