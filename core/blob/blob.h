@@ -245,8 +245,10 @@ struct blob_cold_cfg {
 };
 /* Record in (read by pack_read_rec, a page) encoded again by c: 1 and
  * *out (pack_rec_free) when that is smaller, 0 when the old bytes stay
- * (not smaller, a dictionary record, c says no), -EIO when in is damaged
- * or its base cannot be read, -ENOMEM. Outside any transaction. */
+ * (not smaller; in was decoded whole, and so checked, either way),
+ * -EOPNOTSUPP when c does not take such a record (nothing decoded), -EIO
+ * when in is damaged or its base cannot be read, -ENOMEM. Outside any
+ * transaction. */
 int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct blob_cold_cfg *c,
 		       struct pack_rec *out);
 
