@@ -235,7 +235,8 @@ int blob_compact_stats(struct store *st, struct blob_compact_stats *out);
  * give (at level 9 on the corpus and its recrawl: whole pages 1.87 MB
  * smaller for 6.7 s of CPU, deltas 0.62 MB more for 6.5 s more), and the
  * level 9 encode (84 MB of raw pages a CPU second with the dictionary,
- * against 3 at level 19) bounds the work of one pack to seconds. */
+ * against 3 at level 19) bounds the work of one pack to seconds.
+ * store_opts.compact_level (-o compact_level) sets the daemon's. */
 #define BLOB_COLD_LEVEL 19
 #define BLOB_COMPACT_COLD_LEVEL 9
 

@@ -105,6 +105,8 @@ void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c)
 		.min_dead = st->opts.compact_min_dead ? st->opts.compact_min_dead : BLOB_COMPACT_MIN_DEAD,
 		.cold = { .level = BLOB_COMPACT_COLD_LEVEL, .deltas = false }, /* whole pages: blob.h */
 	};
+	if (st->opts.compact_level)
+		c->cold.level = st->opts.compact_level > 0 ? st->opts.compact_level : 0;
 }
 
 /* ---- debugging stops -------------------------------------------------------- */
