@@ -33,7 +33,7 @@ struct options {
 	double compact;
 	unsigned long compact_min_kb, compact_period_ms;
 	unsigned long uring_threads, pack_mb;
-	long pack_level;
+	long pack_level, compact_level;
 	char *delta;
 	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates;
 	double entry_timeout, attr_timeout, negative_timeout;
@@ -59,6 +59,7 @@ static const struct fuse_opt option_spec[] = {
 	{ "compact=%lf", offsetof(struct options, compact), 0 },
 	{ "compact_min_kb=%lu", offsetof(struct options, compact_min_kb), 0 },
 	{ "compact_period_ms=%lu", offsetof(struct options, compact_period_ms), 0 },
+	{ "compact_level=%ld", offsetof(struct options, compact_level), 0 },
 	{ "delta=%s", offsetof(struct options, delta), 0 },
 	{ "delta_candidates=%lu", offsetof(struct options, delta_candidates), 0 },
 	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
@@ -112,6 +113,9 @@ static void usage(const char *prog)
 	       "                           0.5) in the background, its old file then removed\n"
 	       "    compact_min_kb=N       ... once it has N KiB to give back (default 1024)\n"
 	       "    compact_period_ms=N    how often the compactor looks (default 10000)\n"
+	       "    compact_level=N        zstd level the compactor encodes the whole pages it\n"
+	       "                           copies again at, kept when smaller (default 9; -1: as\n"
+	       "                           they are)\n"
 	       "    nocompact              no background compactor ('pagededup compact' unmounted)\n"
 	       "    delta=RULE             near-duplicates stored as deltas against the base\n"
 	       "                           RULE picks: resemblance (default), simhash, trial, off\n"
@@ -366,11 +370,17 @@ int main(int argc, char *argv[])
 				 .compact_share = o.nocompact ? -1 : o.compact,
 				 .compact_min_dead = (uint64_t)o.compact_min_kb << 10,
 				 .compact_period_ms = (unsigned)o.compact_period_ms,
+				 .compact_level = (int)o.compact_level,
 				 .nursery = !o.nonursery && !o.blob_files, .nursery_level = (int)o.nursery_level,
 				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20,
 				 .delta_candidates = (unsigned)o.delta_candidates };
 	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
 		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
+		goto out_session;
+	}
+	if (o.compact_level < -1 || o.compact_level > 22) {
+		start_failed(notify_fd, "pagededupfs: -o compact_level=%ld: a zstd level from 1 to 22, or -1 (copy as they are)",
+			     o.compact_level);
 		goto out_session;
 	}
 	if (o.delta_candidates > NDELTA_CANDIDATES) {

@@ -235,7 +235,8 @@ int blob_compact_stats(struct store *st, struct blob_compact_stats *out);
  * give (at level 9 on the corpus and its recrawl: whole pages 1.87 MB
  * smaller for 6.7 s of CPU, deltas 0.62 MB more for 6.5 s more), and the
  * level 9 encode (84 MB of raw pages a CPU second with the dictionary,
- * against 3 at level 19) bounds the work of one pack to seconds. */
+ * against 3 at level 19) bounds the work of one pack to seconds.
+ * store_opts.compact_level (-o compact_level) sets the daemon's. */
 #define BLOB_COLD_LEVEL 19
 #define BLOB_COMPACT_COLD_LEVEL 9
 
@@ -245,8 +246,10 @@ struct blob_cold_cfg {
 };
 /* Record in (read by pack_read_rec, a page) encoded again by c: 1 and
  * *out (pack_rec_free) when that is smaller, 0 when the old bytes stay
- * (not smaller, a dictionary record, c says no), -EIO when in is damaged
- * or its base cannot be read, -ENOMEM. Outside any transaction. */
+ * (not smaller; in was decoded whole, and so checked, either way),
+ * -EOPNOTSUPP when c does not take such a record (nothing decoded), -EIO
+ * when in is damaged or its base cannot be read, -ENOMEM. Outside any
+ * transaction. */
 int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct blob_cold_cfg *c,
 		       struct pack_rec *out);
 

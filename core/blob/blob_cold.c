@@ -78,7 +78,7 @@ int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct
 {
 	memset(out, 0, sizeof *out);
 	if (in->hdr.kind != PACK_KIND_PAGE || c->level <= 0 || (is_delta(in->hdr.encoding) && !c->deltas))
-		return 0;
+		return -EOPNOTSUPP; /* nothing decoded: not checked either */
 	void *raw, *base = NULL;
 	int rc = blob_rec_decode(st, in, &raw);
 	if (rc)

@@ -105,6 +105,8 @@ void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c)
 		.min_dead = st->opts.compact_min_dead ? st->opts.compact_min_dead : BLOB_COMPACT_MIN_DEAD,
 		.cold = { .level = BLOB_COMPACT_COLD_LEVEL, .deltas = false }, /* whole pages: blob.h */
 	};
+	if (st->opts.compact_level)
+		c->cold.level = st->opts.compact_level > 0 ? st->opts.compact_level : 0;
 }
 
 /* ---- debugging stops -------------------------------------------------------- */
@@ -239,10 +241,11 @@ int blob_compact_reencode(struct store *st, const struct blobkey *k, const struc
 }
 
 /* Encode page record rec of x again, colder (blob_cold.c): 0 when done
- * (rec replaced, x->cold set) or not worth it (rec as it was), -ENOMEM;
- * any other failure leaves rec to the check of a plain copy, which
- * decides whether it is damaged. A kept base is copied as it is: its
- * row does not count it in a dictionary's records. */
+ * (rec replaced, x->cold set) or not worth it (rec as it was; checked by
+ * that decode), -ENOMEM; 1 when not tried or failed otherwise: rec is
+ * left to the check of a plain copy, which decides whether it is
+ * damaged. A kept base is copied as it is: its row does not count it in
+ * a dictionary's records. */
 static int copy_cold(struct store *st, struct item *x, struct pack_rec *rec, const struct blob_compact_cfg *c)
 {
 	if (x->kept || c->cold.level <= 0)

@@ -168,6 +168,10 @@ struct store_opts {
 	double compact_share;
 	uint64_t compact_min_dead;
 	unsigned compact_period_ms;
+	/* The zstd level the compactor encodes the whole pages it copies
+	 * again at, kept when smaller (blob_cold.c): 0 = BLOB_COMPACT_COLD_LEVEL,
+	 * < 0 = copied as they are. */
+	int compact_level;
 	unsigned delta_rule;  /* how near-duplicates choose the base they are stored
 			       * as deltas against (near/ndelta.h), 0 = default */
 	unsigned delta_candidates; /* candidates a page's base is chosen among,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "archive/archive.h"
@@ -242,6 +243,45 @@ static void test_cold_base_and_delta(void **state)
 	th_rmdir(dir);
 }
 
+/* A delta the daemon's pass does not encode again (whole pages only) is
+ * still checked before it is copied: a damaged one stays, marked bad. */
+static void test_damaged_delta_checked_by_whole_pages_pass(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *a = th_page(19, 1500, ""), *b = edited(a, 7, 3);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
+	assert_int_equal(delta_of(st, &kb, &base), 1);
+	struct fprec rb = th_fprec_of(st, ib);
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &rb, &h), 0);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), rb.pack);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(rb.pack_off + h.hdr_len + 4)), 4);
+	close(fd);
+	struct blob_compact_cfg cfg = { .share = 1.0, .every_pack = true, .cold = { .level = 9, .deltas = false } };
+	struct blob_compact_stats done = { 0 };
+	assert_int_equal(blob_compact_run(st, &cfg, &done), 0);
+	assert_int_equal(done.damaged, 1);
+	struct fprec now;
+	assert_int_equal(blob_read(st, &kb, &now), 0);
+	assert_true(now.flags & FPREC_BAD);
+	assert_int_equal(now.pack, rb.pack);
+	th_read_back(st, ia, a);
+	assert_int_equal(store_close(st), 0);
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
 static void test_chain_bound(void **state)
 {
 	(void)state;
@@ -424,6 +464,7 @@ int main(void)
 		cmocka_unit_test(test_delta_and_kept_base),
 		cmocka_unit_test(test_compactor_moves_kept_base),
 		cmocka_unit_test(test_cold_base_and_delta),
+		cmocka_unit_test(test_damaged_delta_checked_by_whole_pages_pass),
 		cmocka_unit_test(test_chain_bound),
 		cmocka_unit_test(test_candidates_bound),
 		cmocka_unit_test(test_move_of_changed_record_refused),

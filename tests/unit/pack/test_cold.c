@@ -286,6 +286,30 @@ static void test_unneeded_dictionary_goes(void **state)
 	th_rmdir(dir);
 }
 
+/* The daemon's compactor takes its level from the mount (-o
+ * compact_level): the default, a level, or -1 for copies as they are;
+ * deltas are never encoded again in its passes. */
+static void test_daemon_level_option(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .compact_share = -1 };
+	struct store *st = th_store(dir, NULL, &o);
+	struct blob_compact_cfg c;
+	blob_compact_cfg_of(st, &c);
+	assert_int_equal(c.cold.level, BLOB_COMPACT_COLD_LEVEL);
+	assert_false(c.cold.deltas);
+	assert_false(c.every_pack);
+	st->opts.compact_level = 12;
+	blob_compact_cfg_of(st, &c);
+	assert_int_equal(c.cold.level, 12);
+	st->opts.compact_level = -1;
+	blob_compact_cfg_of(st, &c);
+	assert_int_equal(c.cold.level, 0);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 static void fsck_counts(const char *dir, uint64_t *problems, uint64_t *leftovers)
 {
 	struct fsck_opts o = { .deep = true };
@@ -357,6 +381,7 @@ int main(void)
 		cmocka_unit_test(test_not_smaller_keeps_bytes),
 		cmocka_unit_test(test_damaged_record_not_reencoded),
 		cmocka_unit_test(test_unneeded_dictionary_goes),
+		cmocka_unit_test(test_daemon_level_option),
 		cmocka_unit_test(test_crash_after_copies),
 		cmocka_unit_test(test_crash_after_commit),
 	};
