@@ -567,6 +567,10 @@ static int repair(struct fsck *f, char err[512])
 		fsck_say(f, K_REPAIR, "repaired: the table of pending signatures (sigq) rebuilt from the fingerprints");
 	/* A filter that disagreed, or records that changed: rebuilt by the
 	 * open below, from the stored positions. */
+	/* Fingerprint rows of layout 1: rewritten by the writable open below
+	 * (store_fp_rows_upgrade), which must not take "fp_layout" for done. */
+	if (!rc && f->fix_fprows)
+		rc = store_fp_rows_again(f->txn, &f->sh);
 	bool rebuild = f->fix_filter || f->kfix.n;
 	uint8_t zero = 0;
 	if (!rc && rebuild)

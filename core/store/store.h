@@ -400,6 +400,9 @@ static inline bool store_fp_row2(const struct store *st)
  * does not write layout 2 (store_fp_row2). */
 int store_fp_rows_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
 			  uint64_t *converted, bool *finished);
+/* Forget "fp_layout", so that the next writable open walks every row
+ * again (fsck's repair, which found rows of layout 1). */
+int store_fp_rows_again(MDB_txn *txn, struct store *st);
 /* Has the store no row of layout 1 left ("fp_layout" recorded)? */
 int store_fp_rows_done(MDB_txn *txn, struct store *st, bool *done);
 /* A store opened writable, of format 6, brought to no layout 1 row: a

@@ -35,6 +35,13 @@ static int fp_layout_put(MDB_txn *txn, struct store *st)
 	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
 }
 
+int store_fp_rows_again(MDB_txn *txn, struct store *st)
+{
+	MDB_val k = { strlen(FP_LAYOUT_KEY), (void *)FP_LAYOUT_KEY };
+	int rc = mdb_del(txn, st->db_meta, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+}
+
 int store_fp_rows_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
 			  uint64_t *converted, bool *finished)
 {
