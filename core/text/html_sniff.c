@@ -49,38 +49,21 @@ static bool is_bad_ctrl(uint8_t c)
 		c != 0x1B && c != 0x1A) || c == 0x7F;
 }
 
-/* The high bit of each byte of w that is zero: exact (no borrow crosses
- * a byte, unlike the (w - ones) & ~w test, whose bits past the first zero
- * byte may be wrong). */
-static inline uint64_t zero_bytes(uint64_t w)
-{
-	const uint64_t lows = UINT64_C(0x7F7F7F7F7F7F7F7F);
-	return ~(((w & lows) + lows) | w | lows);
-}
-
-/* The high bit of each byte of w below 0x20, exact as zero_bytes. */
-static inline uint64_t below_space(uint64_t w)
-{
-	const uint64_t lows = UINT64_C(0x7F7F7F7F7F7F7F7F), highs = UINT64_C(0x8080808080808080);
-	return ~(((w & lows) + UINT64_C(0x6060606060606060)) | w) & highs;
-}
-
 void html_count_controls(const uint8_t *s, size_t n, size_t limit, bool c1, size_t *nul,
 			 size_t *ctrl)
 {
-	const uint64_t ones = UINT64_C(0x0101010101010101);
+	const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
 	size_t m = n < limit ? n : limit, z = 0, k = 0, i = 0;
 	for (;;) {
 		size_t end = m;
 		if (i + 8 <= m) {
-			/* a word whose controls are all tab, LF or CR (every line
-			 * of a page has one) and with no 0x7F or 0xC2 has nothing
-			 * to count; any other word is counted byte by byte */
-			uint64_t w;
+			/* a word with no byte below 0x20 and none equal to 0x7F or
+			 * 0xC2 has nothing to count */
+			uint64_t w, d, e;
 			memcpy(&w, s + i, 8);
-			uint64_t blank = zero_bytes(w ^ ('\n' * ones)) | zero_bytes(w ^ ('\t' * ones)) |
-					 zero_bytes(w ^ ('\r' * ones));
-			if (!((below_space(w) & ~blank) | zero_bytes(w ^ (0x7F * ones)) | zero_bytes(w ^ (0xC2 * ones)))) {
+			d = w ^ (0x7F * ones);
+			e = w ^ (0xC2 * ones);
+			if (!((((w - 0x20 * ones) & ~w) | ((d - ones) & ~d) | ((e - ones) & ~e)) & highs)) {
 				i += 8;
 				continue;
 			}

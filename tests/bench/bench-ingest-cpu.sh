@@ -32,7 +32,9 @@ export LC_ALL=C
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [BUILD_DIR ...]" >&2; exit 2; }
 BUILDS=()
 for b in "$@"; do
-	BUILDS+=("$(cd "$b" 2>/dev/null && pwd)") || { echo "bench-ingest-cpu: no build directory $b" >&2; exit 2; }
+	d=$(cd "$b" 2>/dev/null && pwd) && [ -x "$d/pagededupfs" ] ||
+		{ echo "bench-ingest-cpu: no build directory $b (with pagededupfs)" >&2; exit 2; }
+	BUILDS+=("$d")
 done
 CORPUS=${PD_CORPUS:-/var/tmp/pagededup-corpus}
 SRC=${PD_INGEST_SRC:-$CORPUS/corpus/a}
