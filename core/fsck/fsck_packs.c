@@ -406,6 +406,8 @@ static int link_check(void *ctx, const struct blobkey *base, const struct blobke
 	int rc = blob_get(f->txn, &f->sh, dep, &r);
 	if (rc == -ENOENT)
 		rc = blob_delta_kept_get(f->txn, &f->sh, dep, &r);
+	if (rc == -EUCLEAN)
+		return 0; /* an undecodable record: the blob pass reports it, and the check goes on */
 	if (rc == -ENOENT) {
 		fsck_say(f, K_TOTAL, "delta link %s -> %s: no such page (repair: links rebuilt)", bn, dn);
 		f->fix_deltas = f->fix_any = true;
@@ -464,6 +466,8 @@ int fsck_check_delta_rec(struct fsck *f, const struct blobkey *k, const struct p
 	int rc = blob_get(f->txn, &f->sh, &base, &br);
 	if (rc == -ENOENT)
 		rc = blob_delta_kept_get(f->txn, &f->sh, &base, &br);
+	if (rc == -EUCLEAN)
+		return 0; /* the base's record is undecodable: the blob pass reports it */
 	char bn[BLOBKEY_NAME_MAX];
 	blobkey_name(&base, bn);
 	if (rc == -ENOENT) {
