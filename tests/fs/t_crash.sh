@@ -328,6 +328,11 @@ crash_power() {
 		d=$(crash_delay "$lo" "$hi")
 		sleep "$d"
 		kill -0 "$PDFS_PID" 2>/dev/null || { pd_show_log "$PDFS_LOG"; fail "cycle $c: the daemon died before the cut"; }
+		# The power goes for the daemon and the disk at once: frozen first,
+		# it does not run on against a disk that no longer answers (its
+		# mapped LMDB pages would fault with SIGBUS: not a machine's power
+		# cut, where nothing runs after it).
+		kill -STOP "$PDFS_PID"
 		kill -USR1 "$PR_VD_PID"
 		for i in $(seq 1 200); do [ -s "$work/cut" ] && break; sleep 0.01; done
 		[ -s "$work/cut" ] || fail "cycle $c: the disk server did not cut"
@@ -414,10 +419,10 @@ case_powercut_right_after_close() {
 	c=0
 	for kind in truncate-only rewrite new rename truncate-only rewrite new rename; do
 		c=$((c + 1))
-		want=$(python3 - "$MNT" "$PR_VD_PID" "$c" "$kind" <<'PYEOF'
+		want=$(python3 - "$MNT" "$PR_VD_PID" "$c" "$kind" "$PDFS_PID" <<'PYEOF'
 import hashlib, os, signal, sys
 from crashload import content
-M, vd, c, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+M, vd, c, kind, daemon = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 p = "%s/f%s" % (M, c)
 old, new = content("old" + c, big=False), content("new" + c, big=False)
 if kind != "new":
@@ -433,7 +438,9 @@ elif kind == "rename":
 else:
     with open(p, "wb") as f:
         f.write(new)
-# the call returned: cut the power now
+# the call returned: cut the power now (the daemon stops with it, as
+# crash_power says why)
+os.kill(daemon, signal.SIGSTOP)
 os.kill(vd, signal.SIGUSR1)
 print("%d bytes, md5 %s" % (len(new), hashlib.md5(new).hexdigest()))
 PYEOF
