@@ -66,6 +66,15 @@ struct store *th_store(const char *dir, const struct store_params *p, const stru
 	return st;
 }
 
+struct store *th_reopen(const char *dir, const struct store_opts *o)
+{
+	struct store *st;
+	char err[PD_ERRLEN] = "";
+	if (archive_open(th_store_dir(dir), o, &st, err))
+		fail_msg("open: %s", err);
+	return st;
+}
+
 uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void *buf, size_t len)
 {
 	struct inode in;
@@ -132,6 +141,63 @@ void th_assert_fsck_clean(const char *dir)
 	char err[512];
 	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
 	assert_int_equal(r.problems, 0);
+}
+
+struct fsck_result th_fsck(const char *dir, struct fsck_opts o)
+{
+	struct fsck_result r;
+	char err[512];
+	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
+	return r;
+}
+
+void th_damage_record(struct store *st, const struct fprec *r, size_t at, size_t n)
+{
+	char path[4096], ff[64];
+	assert_true(n <= sizeof ff);
+	memset(ff, 0xff, n);
+	snprintf(path, sizeof path, "%s/packs/pack-%08u", st->dir, r->pack);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, r, &h), 0);
+	assert_int_equal(pwrite(fd, ff, n, (off_t)(r->pack_off + h.hdr_len + at)), (ssize_t)n);
+	close(fd);
+}
+
+void th_compact_crash(struct store *st, uint32_t pack, struct blob_compact_cfg c, const char *step)
+{
+	c.debug_stops = true; /* no stop callback: the step returns at once */
+	setenv("PD_COMPACT_STOP", step, 1);
+	struct blob_compact_stats d = { 0 };
+	int rc = blob_compact_pack(st, pack, &c, &d);
+	unsetenv("PD_COMPACT_STOP");
+	assert_int_equal(rc, -ECANCELED);
+	store_abandon(st);
+}
+
+char *th_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		fail_msg("cannot open %s: %s", path, strerror(errno));
+	struct stat st;
+	assert_int_equal(fstat(fileno(f), &st), 0);
+	char *b = malloc((size_t)st.st_size + 1);
+	assert_non_null(b);
+	*len = fread(b, 1, (size_t)st.st_size, f);
+	assert_int_equal(*len, (size_t)st.st_size);
+	b[*len] = 0;
+	fclose(f);
+	return b;
+}
+
+char *th_data_page(const char *name, size_t *len)
+{
+	char path[4096];
+	const char *base = getenv("PD_DATA");
+	snprintf(path, sizeof path, "%s/near/%s", base && *base ? base : "tests/data", name);
+	return th_read_file(path, len);
 }
 
 static size_t nblobs;

@@ -9,6 +9,7 @@
 #include "fsck/fsck.h"
 #include "archive/ns.h"
 #include "archive/openfile.h"
+#include "blob/blob.h"
 #include "store/store.h"
 
 extern const struct pd_cred test_root;
@@ -21,6 +22,8 @@ void th_rmdir(char *dir);
 const char *th_store_dir(const char *dir);
 /* mkfs + open with the given params (NULL: defaults) and options. */
 struct store *th_store(const char *dir, const struct store_params *p, const struct store_opts *o);
+/* Open again the store th_store made under dir, with options o. */
+struct store *th_reopen(const char *dir, const struct store_opts *o);
 /* Create (or truncate) parent/name and write content through open/write/
  * flush/release; returns the inode. Asserts success. */
 uint64_t th_put(struct store *st, uint64_t parent, const char *name, const void *buf, size_t len);
@@ -40,6 +43,19 @@ struct fprec th_fprec_of(struct store *st, uint64_t ino);
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */
 void th_assert_fsck_clean(const char *dir);
+/* Run fsck (options o, without a report) on a closed store, assert that it
+ * ran, and return what it found. */
+struct fsck_result th_fsck(const char *dir, struct fsck_opts o);
+/* Damage r's record in its pack file: n (at most 64) bytes of 0xff
+ * written `at` bytes after its header. */
+void th_damage_record(struct store *st, const struct fprec *r, size_t at, size_t n);
+/* A compaction of pack c stopped at step (PD_COMPACT_STOP, c.debug_stops)
+ * and the store abandoned there, as by a kill. */
+void th_compact_crash(struct store *st, uint32_t pack, struct blob_compact_cfg c, const char *step);
+/* A file read whole, NUL-terminated (free it); a page of tests/data/near
+ * (found from $PD_DATA, set by tests/run.sh, or the current directory). */
+char *th_read_file(const char *path, size_t *len);
+char *th_data_page(const char *name, size_t *len);
 /* Inode ino reads back exactly the bytes of want (a string). */
 void th_read_back(struct store *st, uint64_t ino, const char *want);
 /* Count files under dir/objects (blobs of format 1's layout). */

@@ -14,33 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <cmocka.h>
 #include <xxhash.h>
 
+#include "helpers.h"
 #include "near/minhash.h"
 #include "near/simhash.h"
 
 /* ---- helpers ---- */
-
-static char *read_page(const char *name, size_t *len)
-{
-	char path[4096];
-	const char *base = getenv("PD_DATA");
-	snprintf(path, sizeof path, "%s/near/%s", base && *base ? base : "tests/data", name);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		fail_msg("cannot open %s: %s", path, strerror(errno));
-	struct stat st;
-	assert_int_equal(fstat(fileno(f), &st), 0);
-	char *b = malloc((size_t)st.st_size + 1);
-	assert_non_null(b);
-	*len = fread(b, 1, (size_t)st.st_size, f);
-	assert_int_equal(*len, (size_t)st.st_size);
-	b[*len] = 0;
-	fclose(f);
-	return b;
-}
 
 static struct minhash_sketch sketch_of(const char *s)
 {
@@ -202,8 +183,8 @@ static void test_pages(void **state)
 {
 	(void)state;
 	size_t nu, ng, na, no;
-	char *u = read_page("zh_a.utf8.html", &nu), *g = read_page("zh_a.gbk.html", &ng);
-	char *a = read_page("en_article.html", &na), *o = read_page("en_other.html", &no);
+	char *u = th_data_page("zh_a.utf8.html", &nu), *g = th_data_page("zh_a.gbk.html", &ng);
+	char *a = th_data_page("en_article.html", &na), *o = th_data_page("en_other.html", &no);
 	struct minhash_sketch su, sg, sa, so;
 	assert_int_equal(minhash_of_page(u, nu, &su), 0);
 	assert_int_equal(minhash_of_page(g, ng, &sg), 0);

@@ -6,14 +6,12 @@
  * successive edits stays within BLOB_DELTA_DEPTH; a move whose record
  * changed meanwhile is refused; fsck clean at every step. */
 #include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 #include "archive/archive.h"
@@ -25,12 +23,7 @@
 static struct store *open_store(const char *dir, bool create)
 {
 	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
-	if (create)
-		return th_store(dir, NULL, &o);
-	struct store *st;
-	char err[PD_ERRLEN];
-	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
-	return st;
+	return create ? th_store(dir, NULL, &o) : th_reopen(dir, &o);
 }
 
 /* 1: k is a delta (its base in *base), 0: whole. */
@@ -79,16 +72,52 @@ static char *edited(const char *page, unsigned e, unsigned n)
 	return p;
 }
 
+/* Page a (seed, words) and b, its edit e of n words, stored as a.html and
+ * b.html and signed. */
+struct pair {
+	char *a, *b;
+	uint64_t ia, ib;
+	struct blobkey ka, kb;
+};
+
+static void put_pair(struct store *st, struct pair *p, uint64_t seed, unsigned words, unsigned e, unsigned n)
+{
+	p->a = th_page(seed, words, "");
+	p->b = edited(p->a, e, n);
+	p->ia = th_put_page(st, PD_ROOT_INO, "a.html", p->a);
+	p->ib = th_put_page(st, PD_ROOT_INO, "b.html", p->b);
+	assert_int_equal(sigq_drain(st), 0);
+	p->ka = th_blob_of(st, p->ia);
+	p->kb = th_blob_of(st, p->ib);
+}
+
+/* put_pair, then each page through the delta step: b is a delta on a. */
+static void put_delta_pair(struct store *st, struct pair *p, uint64_t seed, unsigned words, unsigned e, unsigned n)
+{
+	put_pair(st, p, seed, words, e, n);
+	struct blobkey base;
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p->ka, NULL), 0);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p->kb, NULL), 0);
+	assert_int_equal(delta_of(st, &p->kb, &base), 1);
+	assert_true(blobkey_equal(&base, &p->ka));
+}
+
+static void free_pair(struct pair *p)
+{
+	free(p->a);
+	free(p->b);
+}
+
 static void test_delta_and_kept_base(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	char *a = th_page(11, 900, ""), *b = edited(a, 1, 2);
-	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
-	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
-	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
+	struct pair p;
+	put_pair(st, &p, 11, 900, 1, 2);
+	const char *b = p.b;
+	uint64_t ib = p.ib;
+	struct blobkey ka = p.ka, kb = p.kb, base;
 	struct ndelta_counts c = { 0 };
 	/* the older page has no older neighbour: it stays whole */
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, &c), 0);
@@ -138,8 +167,7 @@ static void test_delta_and_kept_base(void **state)
 	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
-	free(a);
-	free(b);
+	free_pair(&p);
 	th_rmdir(dir);
 }
 
@@ -151,14 +179,11 @@ static void test_compactor_moves_kept_base(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	char *a = th_page(13, 900, ""), *b = edited(a, 3, 2);
-	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
-	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
-	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
-	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
-	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
-	assert_int_equal(delta_of(st, &kb, &base), 1);
+	struct pair p;
+	put_delta_pair(st, &p, 13, 900, 3, 2);
+	const char *b = p.b;
+	uint64_t ib = p.ib;
+	struct blobkey ka = p.ka;
 	uint64_t gone_ino;
 	bool gone;
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
@@ -191,8 +216,7 @@ static void test_compactor_moves_kept_base(void **state)
 	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
-	free(a);
-	free(b);
+	free_pair(&p);
 	th_rmdir(dir);
 }
 
@@ -208,14 +232,11 @@ static void test_cold_base_and_delta(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	char *a = th_page(17, 1500, ""), *b = edited(a, 5, 3);
-	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
-	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
-	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
-	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
-	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
-	assert_int_equal(delta_of(st, &kb, &base), 1);
+	struct pair p;
+	put_delta_pair(st, &p, 17, 1500, 5, 3);
+	const char *a = p.a, *b = p.b;
+	uint64_t ia = p.ia, ib = p.ib;
+	struct blobkey ka = p.ka, kb = p.kb, base;
 	struct fprec ra = th_fprec_of(st, ia), rb = th_fprec_of(st, ib);
 	struct blob_compact_cfg cfg = { .share = 1.0, .every_pack = true, .cold = { .level = 19, .deltas = true } };
 	struct blob_compact_stats done = { 0 };
@@ -238,8 +259,7 @@ static void test_cold_base_and_delta(void **state)
 	th_read_back(st, ib, b);
 	th_read_back(st, ia, a);
 	assert_int_equal(store_close(st), 0);
-	free(a);
-	free(b);
+	free_pair(&p);
 	th_rmdir(dir);
 }
 
@@ -250,35 +270,21 @@ static void test_damaged_delta_checked_by_whole_pages_pass(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	char *a = th_page(19, 1500, ""), *b = edited(a, 7, 3);
-	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
-	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
-	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib), base;
-	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
-	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
-	assert_int_equal(delta_of(st, &kb, &base), 1);
-	struct fprec rb = th_fprec_of(st, ib);
-	struct pack_rec_hdr h;
-	assert_int_equal(blob_rec_hdr(st, &rb, &h), 0);
-	char path[4096];
-	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), rb.pack);
-	int fd = open(path, O_RDWR);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(rb.pack_off + h.hdr_len + 4)), 4);
-	close(fd);
+	struct pair p;
+	put_delta_pair(st, &p, 19, 1500, 7, 3);
+	struct fprec rb = th_fprec_of(st, p.ib);
+	th_damage_record(st, &rb, 4, 4);
 	struct blob_compact_cfg cfg = { .share = 1.0, .every_pack = true, .cold = { .level = 9, .deltas = false } };
 	struct blob_compact_stats done = { 0 };
 	assert_int_equal(blob_compact_run(st, &cfg, &done), 0);
 	assert_int_equal(done.damaged, 1);
 	struct fprec now;
-	assert_int_equal(blob_read(st, &kb, &now), 0);
+	assert_int_equal(blob_read(st, &p.kb, &now), 0);
 	assert_true(now.flags & FPREC_BAD);
 	assert_int_equal(now.pack, rb.pack);
-	th_read_back(st, ia, a);
+	th_read_back(st, p.ia, p.a);
 	assert_int_equal(store_close(st), 0);
-	free(a);
-	free(b);
+	free_pair(&p);
 	th_rmdir(dir);
 }
 
@@ -344,8 +350,7 @@ static void test_candidates_bound(void **state)
 	assert_int_equal(store_close(st), 0);
 
 	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true, .delta_candidates = 2 };
-	char err[PD_ERRLEN];
-	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	st = th_reopen(dir, &o);
 	memset(&c, 0, sizeof c);
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k[N - 2], &c), 0);
 	assert_int_equal(c.candidates, 2);
@@ -421,11 +426,7 @@ static int drop_prefix_cb(struct wtx *w, void *arg)
 
 static uint64_t fsck_problems(const char *dir, bool repair)
 {
-	struct fsck_opts o = { .deep = true, .repair = repair };
-	struct fsck_result r;
-	char err[512];
-	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
-	return r.problems;
+	return th_fsck(dir, (struct fsck_opts){ .deep = true, .repair = repair }).problems;
 }
 
 static void test_fsck_rebuilds_links(void **state)
@@ -433,11 +434,11 @@ static void test_fsck_rebuilds_links(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	char *a = th_page(14, 900, ""), *b = edited(a, 3, 2);
-	th_put_page(st, PD_ROOT_INO, "a.html", a);
-	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
-	assert_int_equal(sigq_drain(st), 0);
-	struct blobkey kb = th_blob_of(st, ib), base;
+	struct pair p;
+	put_pair(st, &p, 14, 900, 3, 2);
+	const char *b = p.b;
+	uint64_t ib = p.ib;
+	struct blobkey kb = p.kb, base;
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
 	assert_int_equal(delta_of(st, &kb, &base), 1);
 	/* the link rows lost: fsck names the delta, --repair writes them again */
@@ -453,8 +454,7 @@ static void test_fsck_rebuilds_links(void **state)
 	store_read_end(st, txn);
 	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
-	free(a);
-	free(b);
+	free_pair(&p);
 	th_rmdir(dir);
 }
 

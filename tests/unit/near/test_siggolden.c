@@ -12,7 +12,6 @@
  *
  * PD_GOLDEN_PRINT=1 prints the table's rows from the code under test.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,10 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <cmocka.h>
 #include <xxhash.h>
 
+#include "helpers.h"
 #include "near/near.h"
 #include "near/nearset.h"
 
@@ -41,24 +40,6 @@ static const struct golden pinned[] = {
 };
 
 /* ---- inputs ---- */
-
-static char *read_page(const char *name, size_t *len)
-{
-	char path[4096];
-	const char *base = getenv("PD_DATA");
-	snprintf(path, sizeof path, "%s/near/%s", base && *base ? base : "tests/data", name);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		fail_msg("cannot open %s: %s", path, strerror(errno));
-	struct stat st;
-	assert_int_equal(fstat(fileno(f), &st), 0);
-	char *b = malloc((size_t)st.st_size + 1);
-	assert_non_null(b);
-	*len = fread(b, 1, (size_t)st.st_size, f);
-	assert_int_equal(*len, (size_t)st.st_size);
-	fclose(f);
-	return b;
-}
 
 static uint64_t mix(uint64_t *s)
 {
@@ -92,7 +73,7 @@ static char *input(const char *name, size_t *len)
 	unsigned long long n, seed;
 	if (sscanf(name, "gen:%llu:%llu", &n, &seed) == 2)
 		return generated((size_t)n, seed, len);
-	return read_page(name, len);
+	return th_data_page(name, len);
 }
 
 /* ---- digests ---- */

@@ -16,12 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <cmocka.h>
 
 #include "text/html.h"
 #include "text/html_int.h"
+#include "helpers.h"
 #include "near/simhash.h"
 
 /* The changes these tests make keep a page within 3 bits: tighter than the
@@ -42,29 +42,11 @@ static char *path_of(const char *env, const char *fallback, const char *rel)
 	return path;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		fail_msg("cannot open %s: %s", path, strerror(errno));
-	struct stat st;
-	assert_int_equal(fstat(fileno(f), &st), 0);
-	char *b = malloc((size_t)st.st_size + 1);
-	assert_non_null(b);
-	*len = fread(b, 1, (size_t)st.st_size, f);
-	assert_int_equal(*len, (size_t)st.st_size);
-	b[*len] = 0;
-	fclose(f);
-	return b;
-}
-
 /* A page of tests/data/near, NUL-terminated. */
 static char *page(const char *name, size_t *len)
 {
-	char rel[256];
-	snprintf(rel, sizeof rel, "near/%s", name);
 	size_t n;
-	char *b = read_file(path_of("PD_DATA", "tests/data", rel), &n);
+	char *b = th_data_page(name, &n);
 	if (len)
 		*len = n;
 	return b;
@@ -881,7 +863,7 @@ static void test_fuzz_corpus(void **state)
 		char path[8192];
 		snprintf(path, sizeof path, "%s/%s", base, e->d_name);
 		size_t n;
-		char *b = read_file(path, &n);
+		char *b = th_read_file(path, &n);
 		fuzz_check((const uint8_t *)b, n);
 		free(b);
 		count++;

@@ -7,14 +7,12 @@
  * a crash after the copies and after the commit
  * leaves a store fsck --deep accepts and that reads every page. */
 #include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 #include "archive/archive.h"
@@ -32,12 +30,7 @@ struct pages {
 static struct store *open_store(const char *dir, bool create)
 {
 	struct store_opts o = { .compact_share = -1 }; /* the tests run the passes */
-	if (create)
-		return th_store(dir, NULL, &o);
-	struct store *st;
-	char err[PD_ERRLEN];
-	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
-	return st;
+	return create ? th_store(dir, NULL, &o) : th_reopen(dir, &o);
 }
 
 /* M pages alike in their boilerplate (a dictionary pays), the first EARLY
@@ -199,14 +192,7 @@ static void test_damaged_record_not_reencoded(void **state)
 	int victim = 7;
 	struct blobkey k = th_blob_of(st, p.ino[victim]);
 	struct fprec r = th_fprec_of(st, p.ino[victim]);
-	char path[4096];
-	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
-	int fd = open(path, O_RDWR);
-	assert_true(fd >= 0);
-	struct pack_rec_hdr h;
-	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(r.pack_off + h.hdr_len + 4)), 4);
-	close(fd);
+	th_damage_record(st, &r, 4, 4);
 	struct blob_compact_cfg c = cfg_cold(19);
 	struct blob_compact_stats d;
 	assert_int_equal(blob_compact_run(st, &c, &d), 0);
@@ -310,16 +296,6 @@ static void test_daemon_level_option(void **state)
 	th_rmdir(dir);
 }
 
-static void fsck_counts(const char *dir, uint64_t *problems, uint64_t *leftovers)
-{
-	struct fsck_opts o = { .deep = true };
-	struct fsck_result r;
-	char err[512];
-	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
-	*problems = r.problems;
-	*leftovers = r.leftovers;
-}
-
 /* A crash after the re-encoded copies are synced (the commit never came:
  * the pages are read from their old records, the copies are dead bytes)
  * or after the commit (the pages read from the copies, the emptied pack a
@@ -333,18 +309,10 @@ static void crash_after(const char *step, bool committed)
 	uint32_t dict = newest_dict(st);
 	uint32_t old = th_fprec_of(st, p.ino[0]).pack;
 	struct fprec was = th_fprec_of(st, p.ino[0]);
-	struct blob_compact_cfg c = cfg_cold(19);
-	c.debug_stops = true;
-	setenv("PD_COMPACT_STOP", step, 1);
-	struct blob_compact_stats d = { 0 };
-	int rc = blob_compact_pack(st, old, &c, &d);
-	unsetenv("PD_COMPACT_STOP");
-	assert_int_equal(rc, -ECANCELED);
-	store_abandon(st);
-	uint64_t problems, leftovers;
-	fsck_counts(th_store_dir(dir), &problems, &leftovers);
-	assert_int_equal(problems, 0);
-	assert_int_equal(leftovers, committed ? 1 : 0);
+	th_compact_crash(st, old, cfg_cold(19), step);
+	struct fsck_result fr = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true });
+	assert_int_equal(fr.problems, 0);
+	assert_int_equal(fr.leftovers, committed ? 1 : 0);
 	st = open_store(dir, false);
 	read_all(st, &p);
 	struct fprec now = th_fprec_of(st, p.ino[0]);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 #include "archive/archive.h"
@@ -30,12 +29,7 @@ struct pages {
 static struct store *open_store(const char *dir, bool create)
 {
 	struct store_opts o = { .compact_share = -1 }; /* the tests run the passes */
-	if (create)
-		return th_store(dir, NULL, &o);
-	struct store *st;
-	char err[PD_ERRLEN];
-	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
-	return st;
+	return create ? th_store(dir, NULL, &o) : th_reopen(dir, &o);
 }
 
 static void name_of(int i, char name[32])
@@ -216,14 +210,7 @@ static void test_damaged_record_stays(void **state)
 	struct fprec r;
 	assert_int_equal(ns_getattr(st, p.ino[victim], &in), 0);
 	assert_int_equal(blob_read(st, &in.blob, &r), 0);
-	char path[4096];
-	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
-	int fd = open(path, O_RDWR);
-	assert_true(fd >= 0);
-	struct pack_rec_hdr h;
-	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(r.pack_off + h.hdr_len + 4)), 4);
-	close(fd);
+	th_damage_record(st, &r, 4, 4);
 	struct blob_compact_cfg c = cfg_all();
 	struct blob_compact_stats d;
 	assert_int_equal(blob_compact_run(st, &c, &d), 0);
@@ -306,16 +293,6 @@ static void test_dictionary_moves(void **state)
 	th_rmdir(dir);
 }
 
-static void fsck_counts(const char *dir, uint64_t *problems, uint64_t *leftovers)
-{
-	struct fsck_opts o = { .deep = true };
-	struct fsck_result r;
-	char err[512];
-	assert_int_equal(fsck_run(dir, &o, &r, err), 0);
-	*problems = r.problems;
-	*leftovers = r.leftovers;
-}
-
 /* A crash after a step (PD_COMPACT_STOP: the compactor stops there, the
  * store is abandoned as by a kill): fsck finds no damage (after the
  * commit: the emptied pack as a leftover), the next open removes what is
@@ -327,24 +304,13 @@ static void crash_after(const char *step, bool leftover)
 	struct pages p;
 	write_and_thin(st, &p, 900);
 	uint32_t old = pack_current(st->packs);
-	struct blob_compact_cfg c = cfg_all();
-	c.debug_stops = true; /* no stop callback: the step returns at once */
-	setenv("PD_COMPACT_STOP", step, 1);
-	struct blob_compact_stats d = { 0 };
-	int rc = blob_compact_pack(st, old, &c, &d);
-	unsetenv("PD_COMPACT_STOP");
-	assert_int_equal(rc, -ECANCELED);
-	store_abandon(st);
-	uint64_t problems, leftovers;
-	fsck_counts(th_store_dir(dir), &problems, &leftovers);
-	assert_int_equal(problems, 0);
-	assert_int_equal(leftovers, leftover ? 1 : 0);
+	th_compact_crash(st, old, cfg_all(), step);
+	struct fsck_result fr = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true });
+	assert_int_equal(fr.problems, 0);
+	assert_int_equal(fr.leftovers, leftover ? 1 : 0);
 	if (leftover) {
 		/* fsck --repair removes it (through the open that ends a repair) */
-		struct fsck_opts o = { .repair = true };
-		struct fsck_result r;
-		char err[512];
-		assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
+		th_fsck(th_store_dir(dir), (struct fsck_opts){ .repair = true });
 		char path[4096];
 		struct stat sb;
 		snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), old);
@@ -358,8 +324,8 @@ static void crash_after(const char *step, bool leftover)
 		assert_true(pack_file_bytes(st->packs, old) > 0);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
-	fsck_counts(th_store_dir(dir), &problems, &leftovers);
-	assert_int_equal(leftovers, 0);
+	fr = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true });
+	assert_int_equal(fr.leftovers, 0);
 	free_pages(&p);
 	th_rmdir(dir);
 }

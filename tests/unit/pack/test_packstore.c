@@ -208,15 +208,7 @@ static void test_large_page_reads_by_chunk(void **state)
 	assert_int_equal(blob_chunking(st, &r, &nchunks, &shift), 0);
 	assert_int_equal(nchunks, (len + (1u << shift) - 1) >> shift);
 	/* damage the first chunk's stored bytes */
-	char path[4096];
-	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), r.pack);
-	int fd = open(path, O_RDWR);
-	assert_true(fd >= 0);
-	struct pack_rec_hdr h;
-	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
-	uint64_t chunk0 = r.pack_off + h.hdr_len + (uint64_t)nchunks * PACK_CHUNK_ENT;
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)chunk0 + 16), 8);
-	close(fd);
+	th_damage_record(st, &r, (size_t)nchunks * PACK_CHUNK_ENT + 16, 8);
 	struct pd_file *f;
 	bool keep;
 	char buf[4096];
@@ -319,14 +311,7 @@ static void test_pages_decoded_into_memory(void **state)
 	assert_int_equal(store_read_begin(st, &txn), 0);
 	assert_int_equal(blob_get(txn, st, &in.blob, &rec), 0);
 	store_read_end(st, txn);
-	char path[4096];
-	snprintf(path, sizeof path, "%s/packs/pack-%08u", th_store_dir(dir), rec.pack);
-	int fd = open(path, O_RDWR);
-	assert_true(fd >= 0);
-	struct pack_rec_hdr h;
-	assert_int_equal(blob_rec_hdr(st, &rec, &h), 0);
-	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff\xff\xff\xff\xff", 8, (off_t)(rec.pack_off + h.hdr_len + 16)), 8);
-	close(fd);
+	th_damage_record(st, &rec, 16, 8);
 	char buf[100];
 	size_t got;
 	assert_int_equal(file_open(st, inos[2], O_RDONLY, &r, &keep), 0);
