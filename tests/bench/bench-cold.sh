@@ -24,16 +24,8 @@ BUILD=$(cd "${1:?usage: bench-cold.sh BUILD_DIR NAME=DIR...}" && pwd) || exit 2
 shift
 PD=$BUILD/pagededup PDFS=$BUILD/pagededupfs
 GLOB=${PD_COLD_GLOB:-*.html} LEVELS=${PD_COLD_LEVELS:-9 19}
-WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-cold.XXXXXX")
-DPID=""
-cleanup() {
-	mountpoint -q "$WORK/mnt" 2>/dev/null && fusermount3 -u "$WORK/mnt"
-	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null
-	[ "${PD_KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-du_b() { echo $(( $(du -sk "$1" | cut -f1) * 1024 )); }
+. "$(dirname "$0")/bench_lib.sh"
+bench_work cold
 failed=0
 fill() { # STORE SRC: mkfs, mount, cp -r, unmount
 	"$PD" mkfs "$1" >/dev/null || return 1

@@ -27,16 +27,9 @@ RUNS=${PD_RUNS:-2}
 bash "$top/tests/bench/corpus.sh" >/dev/null || { echo "bench-compact: no corpus" >&2; exit 2; }
 CACHE=$(cd "${PD_CORPUS:-/var/tmp/pagededup-corpus}" && pwd)
 CORPUS=$CACHE/corpus/a
-WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-compact.XXXXXX")
+. "$top/tests/bench/bench_lib.sh"
+bench_work compact
 failed=0
-DPID=""
-cleanup() {
-	mountpoint -q "$WORK/mnt" 2>/dev/null && fusermount3 -u "$WORK/mnt"
-	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null
-	[ "${PD_KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 now() { date +%s.%N; }
 mkdir -p "$WORK/mnt"
 
@@ -58,7 +51,6 @@ umount_store() {
 	return $rc
 }
 stat_json() { "$PD" stats --json "$1" | python3 -c "import json,sys; d = json.load(sys.stdin); print($2)"; }
-du_b() { echo $(( $(du -sk "$1" | cut -f1) * 1024 )); }
 
 # thin DIR KEEP: delete the files under DIR but for KEEP in 5 (sorted order)
 thin() {

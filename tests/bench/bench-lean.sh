@@ -19,14 +19,9 @@ BUILD=$(cd "${1:?usage: bench-lean.sh BUILD_DIR NAME=DIR[,DIR...]...}" && pwd) |
 shift
 PD=$BUILD/pagededup PDFS=$BUILD/pagededupfs
 command -v mdb_stat >/dev/null || { echo "bench-lean: mdb_stat not found (apt-get install lmdb-utils)" >&2; exit 2; }
-WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-lean.XXXXXX")
-DPID=""
-cleanup() {
-	mountpoint -q "$WORK/mnt" 2>/dev/null && fusermount3 -u "$WORK/mnt"
-	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null
-	[ "${PD_KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/bench_lib.sh"
+bench_work lean
+# du_b of several paths, 0 for none there
 du_b() { local k; k=$(du -sk "$@" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'); echo $((k * 1024)); }
 failed=0
 for arg in "$@"; do

@@ -31,18 +31,10 @@ SMALL=${PD_SMALL_PAGES:-50000} READS=${PD_READS:-10000}
 bash "$top/tests/bench/corpus.sh" >/dev/null || { echo "bench-packs: no corpus" >&2; exit 2; }
 CACHE=$(cd "${PD_CORPUS:-/var/tmp/pagededup-corpus}" && pwd)
 CORPUS=$CACHE/corpus/a
-WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-packs.XXXXXX")
+. "$top/tests/bench/bench_lib.sh"
+bench_work packs
 failed=0
-DPID=""
-cleanup() {
-	mountpoint -q "$WORK/mnt" 2>/dev/null && fusermount3 -u "$WORK/mnt"
-	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null
-	[ "${PD_KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 met() { awk "BEGIN { exit !($1) }" && echo met || echo "not met"; }
-du_b() { echo $(( $(du -sk "$1" | cut -f1) * 1024 )); }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || echo "bench-packs: cannot drop caches" >&2; }
 gzip_sum() { # DIR: the per-page gzip -6 sum of its distinct pages
 	(cd "$1" && find . -type f -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35- |
