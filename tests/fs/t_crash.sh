@@ -175,7 +175,7 @@ crash_fsck_verdict() {
 
 # crash_sigkill CYCLES WRITERS LO_MS HI_MS [MOUNT OPTS]
 crash_sigkill() {
-	local n=$1 nw=$2 lo=$3 hi=$4 opts=${5:-} work=$PD_TMP/$PD_CASE_NAME c d store mnt out t0 t1 tc
+	local n=$1 nw=$2 lo=$3 hi=$4 opts=${5:-} work=$PD_TMP/$PD_CASE_NAME c d store mnt out t0 t1 tc tkill
 	RANDOM=$CRASH_SEED
 	mkdir -p "$work"
 	pd_mount $opts || fail mount
@@ -187,12 +187,14 @@ crash_sigkill() {
 		d=$(crash_delay "$lo" "$hi")
 		sleep "$d"
 		kill -0 "$PDFS_PID" 2>/dev/null || { pd_show_log "$PDFS_LOG"; fail "cycle $c: the daemon died before the kill"; }
+		tkill=$(python3 -c 'import time; print("%.6f" % time.monotonic())')
 		kill -KILL "$PDFS_PID"
 		crash_writers_wait "$work" "$c"
 		crash_daemon_gone "$c"
 		crash_fsck_unclean "$c" "$store" "$work"
 		pd_mount -n -s "$store" -m "$mnt" $opts || fail "cycle $c: remount after the kill"
-		if ! out=$(python3 "$CL" verify --mnt "$MNT" --state "$work/state.json" "$work"/j."$c".* 2>&1); then
+		if ! out=$(python3 "$CL" verify --mnt "$MNT" --state "$work/state.json" --killed-at "$tkill" \
+				"$work"/j."$c".* 2>&1); then
 			printf '%s\n' "$out"
 			note "journals: $work/j.$c.*; daemon log of the remount: $PDFS_LOG"
 			[ -z "${CRASH_UNCLEAN_BAD:-}" ] || note "$CRASH_UNCLEAN_BAD"
