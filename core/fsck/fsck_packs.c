@@ -396,6 +396,15 @@ int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct ve
 
 /* ---- deltas ------------------------------------------------------------------ */
 
+/* The record of blob k, a live page's or a base kept for its deltas
+ * (blob.h): 0, -ENOENT, -EUCLEAN for a record that does not decode (the
+ * blob pass reports that one, and the delta checks go on past it). */
+static int record_or_kept(struct fsck *f, const struct blobkey *k, struct fprec *r)
+{
+	int rc = blob_get(f->txn, &f->sh, k, r);
+	return rc == -ENOENT ? blob_delta_kept_get(f->txn, &f->sh, k, r) : rc;
+}
+
 static int link_check(void *ctx, const struct blobkey *base, const struct blobkey *dep)
 {
 	struct fsck *f = ctx;
@@ -403,11 +412,9 @@ static int link_check(void *ctx, const struct blobkey *base, const struct blobke
 	blobkey_name(base, bn);
 	blobkey_name(dep, dn);
 	struct fprec r;
-	int rc = blob_get(f->txn, &f->sh, dep, &r);
-	if (rc == -ENOENT)
-		rc = blob_delta_kept_get(f->txn, &f->sh, dep, &r);
+	int rc = record_or_kept(f, dep, &r);
 	if (rc == -EUCLEAN)
-		return 0; /* an undecodable record: the blob pass reports it, and the check goes on */
+		return 0;
 	if (rc == -ENOENT) {
 		fsck_say(f, K_TOTAL, "delta link %s -> %s: no such page (repair: links rebuilt)", bn, dn);
 		f->fix_deltas = f->fix_any = true;
@@ -463,11 +470,9 @@ int fsck_check_delta_rec(struct fsck *f, const struct blobkey *k, const struct p
 	memcpy(base.md5, h->base_md5, 16);
 	f->res->delta_blobs++;
 	struct fprec br;
-	int rc = blob_get(f->txn, &f->sh, &base, &br);
-	if (rc == -ENOENT)
-		rc = blob_delta_kept_get(f->txn, &f->sh, &base, &br);
+	int rc = record_or_kept(f, &base, &br);
 	if (rc == -EUCLEAN)
-		return 0; /* the base's record is undecodable: the blob pass reports it */
+		return 0;
 	char bn[BLOBKEY_NAME_MAX];
 	blobkey_name(&base, bn);
 	if (rc == -ENOENT) {
