@@ -889,6 +889,21 @@ int fsck_check_near(struct fsck *f)
 			 "(the next writable mount or --repair converts them; no page is read)", layout, NEAR_LAYOUT_VERSION);
 		f->fix_layout = f->fix_any = true;
 	}
+	uint32_t layout0;
+	if ((vrc = near0_layout_get(f->txn, &f->sh, &layout0)))
+		return vrc;
+	if (layout0 > NEAR0_LAYOUT_VERSION) {
+		fsck_say(f, K_NEAR, "near0 of layout %u, newer than this pagededup's %u: not checked "
+			 "(use the pagededup that wrote it)", layout0, NEAR0_LAYOUT_VERSION);
+		return 0;
+	}
+	f->sh.near0_keys = layout0 == 1; /* how its rows read */
+	if (layout0 != NEAR0_LAYOUT_VERSION) {
+		/* an older layout (or a conversion interrupted) is no damage */
+		fsck_say(f, K_NOTE, "note: near0 of layout %u, this pagededup keeps layout %u "
+			 "(the next writable mount or --repair converts it; no page is read)", layout0, NEAR0_LAYOUT_VERSION);
+		f->fix_near0 = f->fix_any = true;
+	}
 	uint64_t nbad = 0, npending = 0;
 	fsck_prog(f, "near-duplicate tables", 0, 0);
 	int rc = near_check(f->txn, &f->sh, near_bad, f, &nbad);

@@ -231,6 +231,7 @@ struct store {
 	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands: nearfeat, nearbands (near.h) */
 	bool has_nearset;     /* false: a read-only store from before them */
 	bool near_sets_full;  /* sets and band rows at 32 bits: near layout < 4 (near.h) */
+	bool near0_keys;      /* near0 rows hold whole blob keys: near0 layout 1 (near.h) */
 	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
