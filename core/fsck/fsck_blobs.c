@@ -208,8 +208,8 @@ int fsck_pass_blob_index(struct fsck *f)
 	mdb_cursor_close(c);
 	if (!rc && mrc != MDB_NOTFOUND)
 		rc = pd_mdb_err(mrc);
-	if (!rc && store_ino_in_row(&f->sh))
-		rc = row_inodes_each(f, row_fact); /* the inodes the rows hold */
+	if (!rc) /* the inodes the rows hold (format 7; none before) */
+		rc = row_inodes_each(f, row_fact);
 	fsck_prog(f, "blob index", done, done);
 	if (!rc && (!fsck_sums_equal(f->s_bi, f->s_iblob) || f->n_bi != f->n_iblob))
 		rc = diagnose_blobrefs(f);
