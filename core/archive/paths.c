@@ -118,25 +118,25 @@ int path_names(MDB_txn *txn, struct store *st, uint64_t ino, const struct pd_cre
 	return rc;
 }
 
+struct blob_paths {
+	MDB_txn *txn;
+	struct store *st;
+	uint64_t exclude;
+	const struct pd_cred *cred;
+	path_fn cb;
+	void *ctx;
+};
+
+static int paths_of_ino(void *ctx, uint64_t ino)
+{
+	struct blob_paths *b = ctx;
+	int rc = ino == b->exclude ? 0 : path_names(b->txn, b->st, ino, b->cred, b->cb, b->ctx);
+	return rc == -ENOENT ? 0 : rc; /* an orphan being deleted has no names */
+}
+
 int path_names_of_blob(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t exclude,
 		       const struct pd_cred *cred, path_fn cb, void *ctx)
 {
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_blob_inodes, &c));
-	if (rc)
-		return rc;
-	uint8_t kb[BLOBKEY_BYTES];
-	blobkey_encode(k, kb);
-	MDB_val key = { BLOBKEY_BYTES, kb }, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &key, &v, MDB_SET_KEY); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(c, &key, &v, MDB_NEXT_DUP)) {
-		uint64_t ino = get_be64(v.mv_data);
-		if (ino != exclude)
-			rc = path_names(txn, st, ino, cred, cb, ctx);
-		if (rc == -ENOENT)
-			rc = 0; /* an orphan being deleted has no names */
-	}
-	mdb_cursor_close(c);
-	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+	struct blob_paths b = { txn, st, exclude, cred, cb, ctx };
+	return store_blob_inodes(txn, st, k, NULL, paths_of_ino, &b);
 }

@@ -52,19 +52,11 @@ int blob_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fpr
 
 int blob_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r)
 {
+	if (r->ino && !store_fp_row2(st))
+		return -EINVAL; /* layout 1 has no room for it (store_ino_in_row) */
 	uint8_t kb[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
 	MDB_val key = key_val(kb, k), v = { fprec_encode(r, store_fp_row2(st), vb), vb };
 	return pd_mdb_err(mdb_put(txn, st->db_fp, &key, &v, 0));
-}
-
-static int blob_inodes_change(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t ino, bool add)
-{
-	uint8_t kb[BLOBKEY_BYTES], vb[8];
-	put_be64(vb, ino);
-	MDB_val key = key_val(kb, k), v = { 8, vb };
-	int rc = add ? mdb_put(txn, st->db_blob_inodes, &key, &v, MDB_NODUPDATA)
-		     : mdb_del(txn, st->db_blob_inodes, &key, &v);
-	return pd_mdb_err(rc);
 }
 
 static void hist_move(struct wtx *w, uint64_t from, uint64_t to)
@@ -81,11 +73,11 @@ int blob_ref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 	int rc = blob_get(w->txn, w->st, k, &r);
 	if (rc)
 		return rc == -ENOENT ? -EUCLEAN : rc;
+	if ((rc = store_blob_ino_add(w->txn, w->st, k, &r, ino)))
+		return rc;
 	hist_move(w, r.refcount, r.refcount + 1);
 	r.refcount++;
-	if ((rc = blob_put(w->txn, w->st, k, &r)))
-		return rc;
-	return blob_inodes_change(w->txn, w->st, k, ino, true);
+	return blob_put(w->txn, w->st, k, &r);
 }
 
 int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
@@ -95,7 +87,7 @@ int blob_unref(struct wtx *w, const struct blobkey *k, uint64_t ino)
 	int rc = blob_get(w->txn, st, k, &r);
 	if (rc)
 		return rc == -ENOENT ? -EUCLEAN : rc;
-	if ((rc = blob_inodes_change(w->txn, st, k, ino, false)))
+	if ((rc = store_blob_ino_del(w->txn, st, k, &r, ino)))
 		return rc == -ENOENT ? -EUCLEAN : rc;
 	hist_move(w, r.refcount, r.refcount - 1);
 	if (--r.refcount > 0)
@@ -122,6 +114,10 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 {
 	struct store *st = w->st;
 	int rc;
+	r->refcount = 0;
+	r->ino = 0;
+	if ((rc = store_blob_ino_add(w->txn, st, k, r, ino)))
+		return rc;
 	r->refcount = 1;
 	if (in_filter) {
 		r->flags |= FPREC_IN_FILTER;
@@ -132,7 +128,7 @@ int blob_insert(struct wtx *w, const struct blobkey *k, struct fprec *r, uint64_
 		r->leaf = 0;
 		r->flags &= (uint8_t)~FPREC_IN_FILTER;
 	}
-	if ((rc = blob_put(w->txn, st, k, r)) || (rc = blob_inodes_change(w->txn, st, k, ino, true)))
+	if ((rc = blob_put(w->txn, st, k, r)))
 		return rc;
 	if ((rc = tell_added(w, k, r)))
 		return rc;

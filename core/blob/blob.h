@@ -8,7 +8,9 @@
  * after the commit that drops its last reference). Its record in
  * `fingerprints` carries the reference count (the number of inodes on
  * it), size, XXH3-128, the filter positions, the simhash slot and the
- * place of its pack record; `blob_inodes` lists the inodes on it.
+ * place of its pack record, and, for a blob of one file (format 7), that
+ * file's inode; `blob_inodes` lists the inodes of a blob of two or more
+ * (store_blob_inodes, store.h, answers for both).
  *
  * The functions taking a struct wtx run inside a write transaction.
  *

@@ -553,6 +553,12 @@ static int repair(struct fsck *f, char err[512])
 	if (!rc && f->fix_layout)
 		fsck_say(f, K_REPAIR, "repaired: near-duplicate tables converted to layout %u", NEAR_LAYOUT_VERSION);
 	memset(next, 0, sizeof next);
+	bool near0_done = false;
+	while (!rc && f->fix_near0 && f->sh.near_tables && !near0_done)
+		rc = near0_layout_convert(f->txn, &f->sh, next, NEAR_UPGRADE_BATCH, &near0_done);
+	if (!rc && f->fix_near0 && f->sh.near_tables)
+		fsck_say(f, K_REPAIR, "repaired: near0 converted to layout %u", NEAR0_LAYOUT_VERSION);
+	memset(next, 0, sizeof next);
 	while (!rc && f->fix_sigs && !sigs_done)
 		rc = near_resign(f->txn, &f->sh, next, NEAR_UPGRADE_BATCH, &sigs_done);
 	if (!rc && f->fix_sigs && !(rc = near_version_put(f->txn, &f->sh))) {
@@ -571,6 +577,12 @@ static int repair(struct fsck *f, char err[512])
 	 * (store_fp_rows_upgrade), which must not take "fp_layout" for done. */
 	if (!rc && f->fix_fprows)
 		rc = store_fp_rows_again(f->txn, &f->sh);
+	/* Blobs whose inodes are not in format 7's form, or whose inodes
+	 * changed: put in it by the writable open below
+	 * (store_blob_inodes_upgrade). */
+	bool bi_again = store_ino_in_row(&f->sh) && (f->fix_bi || f->stale.n || f->missing.n || f->kfix.n);
+	if (!rc && bi_again)
+		rc = store_blob_inodes_again(f->txn, &f->sh);
 	bool rebuild = f->fix_filter || f->kfix.n;
 	uint8_t zero = 0;
 	if (!rc && rebuild)
@@ -618,6 +630,9 @@ static int repair(struct fsck *f, char err[512])
 	}
 	if (rebuild)
 		fsck_say(f, K_REPAIR, "repaired: filter and exact counts rebuilt from the stored positions");
+	if (f->fix_bi) /* by the writable open above (store_blob_inodes_upgrade) */
+		fsck_say(f, K_REPAIR, "repaired: the inodes of blobs put in format %u's form (one in the fingerprint row, "
+			 "two or more in blob_inodes)", PD_FORMAT_INO_IN_ROW);
 	if (f->fix_fprows) /* by the writable open above (store_fp_rows_upgrade) */
 		fsck_say(f, K_REPAIR, "repaired: %llu fingerprint rows rewritten in layout 2",
 			 (unsigned long long)f->fp_rows1);
@@ -693,7 +708,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	if (files && !(o->repair && o->convert))
 		fsck_say(&f, K_NOTE, "note: %llu pages are blob files of format 1 under objects/; 'pagededup fsck --repair %s' moves them into packs",
 			 (unsigned long long)res->blob_files, dir);
-	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout || f.fix_names || f.fix_fprows))
+	if (!rc && o->repair && f.fix_any && (res->problems || res->leftovers || f.fix_layout || f.fix_names || f.fix_fprows || f.fix_bi || f.fix_near0))
 		rc = repair(&f, err);
 	if (!rc && o->repair && o->convert && files)
 		rc = convert_files(&f, err);

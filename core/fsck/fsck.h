@@ -4,7 +4,10 @@
  *
  * Invariants checked:
  *  - every refcount equals the number of inodes on its blob, and
- *    blob_inodes lists exactly those inodes;
+ *    blob_inodes with the inode a fingerprint row holds (format 7,
+ *    store_blob_inodes) lists exactly those inodes, each once; a row
+ *    holding an inode beside table rows is reported (a blob of one file
+ *    listed in the table is a note: the form before format 7);
  *  - every referenced blob file exists with its size (deep: and its MD5
  *    and XXH3-128); every fingerprint record is referenced;
  *  - every filter counter equals min(15, number of stored positions on it)
@@ -54,8 +57,9 @@
  *  - link counts are recounted, orphan marks set where nlink is 0 and
  *    removed elsewhere (orphans are deleted at the next open, as after a
  *    crash);
- *  - refcounts and blob_inodes are set to the inodes that really refer to
- *    each blob; a record no inode refers to goes with its file; a record
+ *  - refcounts and blob_inodes (and the rows' inodes) are set to the
+ *    inodes that really refer to each blob, then put in format 7's form by
+ *    the writable open that ends the repair; a record no inode refers to goes with its file; a record
  *    that is missing (or undecodable) while its file is there is rebuilt
  *    from the file, whose MD5 must match its name;
  *  - a page whose bytes are gone (blob file missing; no record and no file;

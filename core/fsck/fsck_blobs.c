@@ -1,6 +1,8 @@
 /* fsck_blobs.c - fsck's blob passes (see fsck.c for the whole design).
- * Pass 3 compares blob_inodes with the blob keys held by the inodes (by
- * their multiset sums, then a diagnosis when they differ). Pass 4 reads
+ * Pass 3 compares the blob index (blob_inodes, and from format 7 on the
+ * inode a fingerprint row holds: store_blob_inodes, store.h) with the blob
+ * keys held by the inodes (by their multiset sums, then a diagnosis when
+ * they differ). Pass 4 reads
  * fingerprints, blob_inodes and the objects/ directories in the same key
  * order, one objects/ subdirectory at a time: refcounts, records without
  * files, files without records, the stored filter positions (tallied per
@@ -27,6 +29,80 @@ static int push_bref(struct vec *v, const uint8_t *key, uint64_t ino)
 	memcpy(b->key, key, BLOBKEY_BYTES);
 	b->ino = ino;
 	return 0;
+}
+
+/* fn(f, key, ino) for every fingerprint row holding an inode (format 7);
+ * an undecodable row is pass 4's to report. */
+static int row_inodes_each(struct fsck *f, int (*fn)(struct fsck *f, const uint8_t *key, uint64_t ino))
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (k.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) && r.ino)
+			rc = fn(f, k.mv_data, r.ino);
+	}
+	mdb_cursor_close(c);
+	return rc ? rc : mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(mrc);
+}
+
+static int row_fact(struct fsck *f, const uint8_t *key, uint64_t ino)
+{
+	fsck_blob_fact(&f->s_bi, key, ino);
+	f->n_bi++;
+	f->bi_rows++;
+	return 0;
+}
+
+/* Does inode ino refer to blob key? 1 yes, 0 no (*gone: it does not
+ * exist), -1 undecodable (reported elsewhere). */
+static int inode_names_blob(struct fsck *f, uint64_t ino, const uint8_t *key, bool *gone)
+{
+	struct inode in;
+	int grc = ns_get_inode(f->txn, &f->sh, ino, &in);
+	*gone = grc == -ENOENT;
+	if (grc && grc != -ENOENT)
+		return -1;
+	if (grc || !S_ISREG(in.mode) || !(in.flags & INODE_HAS_BLOB))
+		return 0;
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(&in.blob, kb);
+	return !memcmp(kb, key, BLOBKEY_BYTES);
+}
+
+/* A row's inode that does not refer to its blob, or that the table lists
+ * too: stale. */
+static int row_stale(struct fsck *f, const uint8_t *key, uint64_t ino)
+{
+	bool gone;
+	int named = inode_names_blob(f, ino, key, &gone);
+	char hex[48];
+	fsck_blob_name(key, hex);
+	if (named == 1) {
+		uint8_t vb[8];
+		put_be64(vb, ino);
+		MDB_val bk = { BLOBKEY_BYTES, (void *)key }, bv = { 8, vb };
+		MDB_cursor *c;
+		int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_blob_inodes, &c));
+		if (rc)
+			return rc;
+		bool twice = mdb_cursor_get(c, &bk, &bv, MDB_GET_BOTH) == 0;
+		mdb_cursor_close(c);
+		if (!twice)
+			return 0;
+		fsck_say(f, K_BLOBREF, "blob %s: inode %llu is in its fingerprint row and in blob_inodes both (repair: one removed)",
+			 hex, (unsigned long long)ino);
+		return push_bref(&f->stale, key, ino);
+	}
+	if (named < 0)
+		return 0;
+	fsck_say(f, K_BLOBREF, "blob %s: its fingerprint row holds inode %llu, which %s (repair: removed from the row)", hex,
+		 (unsigned long long)ino, gone ? "does not exist" : "does not refer to it");
+	return push_bref(&f->stale, key, ino);
 }
 
 static int diagnose_blobrefs(struct fsck *f)
@@ -77,6 +153,11 @@ static int diagnose_blobrefs(struct fsck *f)
 		MDB_val bk = { BLOBKEY_BYTES, key }, bv = { 8, vb };
 		if (mdb_cursor_get(cb, &bk, &bv, MDB_GET_BOTH) == 0)
 			continue;
+		struct fprec r; /* or in its row */
+		MDB_val fv;
+		if (mdb_get(f->txn, f->sh.db_fp, &bk, &fv) == 0 && !fprec_decode(fv.mv_data, fv.mv_size, &r) &&
+		    r.ino == get_be64(k.mv_data))
+			continue;
 		fsck_blob_name(key, hex);
 		fsck_say(f, K_BLOBREF, "inode %llu refers to blob %s, but blob_inodes does not list it (repair: entry added)",
 		    (unsigned long long)get_be64(k.mv_data), hex);
@@ -90,6 +171,8 @@ static int diagnose_blobrefs(struct fsck *f)
 		mdb_cursor_close(c);
 	if (cb)
 		mdb_cursor_close(cb);
+	if (!rc && mrc == MDB_NOTFOUND)
+		rc = row_inodes_each(f, row_stale);
 	if (!rc && !f->stale.n && !f->missing.n && !f->bad_inodes)
 		fsck_say(f, K_BLOBREF, "blob_inodes and the inodes disagree, but no single entry could be named (cannot be repaired)");
 	if (f->stale.n)
@@ -125,6 +208,8 @@ int fsck_pass_blob_index(struct fsck *f)
 	mdb_cursor_close(c);
 	if (!rc && mrc != MDB_NOTFOUND)
 		rc = pd_mdb_err(mrc);
+	if (!rc) /* the inodes the rows hold (format 7; none before) */
+		rc = row_inodes_each(f, row_fact);
 	fsck_prog(f, "blob index", done, done);
 	if (!rc && (!fsck_sums_equal(f->s_bi, f->s_iblob) || f->n_bi != f->n_iblob))
 		rc = diagnose_blobrefs(f);
@@ -264,7 +349,7 @@ struct group {
 	const uint8_t *key;
 	struct keyrec *rec;
 	uint64_t refs, listed;
-	bool file;
+	bool file, in_row; /* in_row: its record holds an inode (format 7) */
 	struct vjob *job;
 };
 
@@ -401,6 +486,14 @@ static int handle_group(struct fsck *f, struct group *g)
 	int rc = 0;
 	if (g->file)
 		f->res->blob_files++;
+	if (g->in_row && g->listed) {
+		fsck_say(f, K_BLOBREF, "blob %s: an inode in its fingerprint row and %llu in blob_inodes (repair: all put in blob_inodes)",
+			 hex, (unsigned long long)g->listed);
+		f->fix_bi = f->fix_any = true;
+	} else if (!g->in_row && g->listed == 1 && g->refs == 1 && kr && !kr->bad &&
+		   f->sh.format >= PD_FORMAT_FP_ROW2) {
+		f->bi_lone++; /* not yet in its row: a note below */
+	}
 	if (kr && !kr->bad) {
 		struct fprec *r = &kr->r;
 		f->res->blobs++;
@@ -677,7 +770,8 @@ int fsck_pass_blobs(struct fsck *f)
 				g->file = true;
 				m++;
 			}
-			uint64_t refs = g->listed;
+			g->in_row = g->rec && !g->rec->bad && g->rec->r.ino;
+			uint64_t refs = g->listed + g->in_row;
 			for (; si < f->stale.n && !memcmp(stale[si].key, k, BLOBKEY_BYTES); si++)
 				refs--;
 			for (; mi < f->missing.n && !memcmp(miss[mi].key, k, BLOBKEY_BYTES); mi++)
@@ -729,6 +823,12 @@ int fsck_pass_blobs(struct fsck *f)
 		fsck_say(f, K_NOTE, "note: %llu fingerprint rows of layout 1, this pagededup writes layout 2 "
 			 "(the next writable mount or --repair converts them)", (unsigned long long)f->fp_rows1);
 		f->fix_fprows = f->fix_any = true;
+	}
+	if (!rc && f->bi_lone) {
+		/* a format 6 store not converted yet: no damage */
+		fsck_say(f, K_NOTE, "note: %llu blobs of one file list it in blob_inodes, this pagededup keeps it in the "
+			 "fingerprint row (the next writable mount or --repair moves them)", (unsigned long long)f->bi_lone);
+		f->fix_bi = f->fix_any = true;
 	}
 	if (objfd >= 0)
 		close(objfd);
@@ -788,6 +888,21 @@ int fsck_check_near(struct fsck *f)
 		fsck_say(f, K_NOTE, "note: near-duplicate tables of layout %u, this pagededup keeps layout %u "
 			 "(the next writable mount or --repair converts them; no page is read)", layout, NEAR_LAYOUT_VERSION);
 		f->fix_layout = f->fix_any = true;
+	}
+	uint32_t layout0;
+	if ((vrc = near0_layout_get(f->txn, &f->sh, &layout0)))
+		return vrc;
+	if (layout0 > NEAR0_LAYOUT_VERSION) {
+		fsck_say(f, K_NEAR, "near0 of layout %u, newer than this pagededup's %u: not checked "
+			 "(use the pagededup that wrote it)", layout0, NEAR0_LAYOUT_VERSION);
+		return 0;
+	}
+	f->sh.near0_keys = layout0 == 1; /* how its rows read */
+	if (layout0 != NEAR0_LAYOUT_VERSION) {
+		/* an older layout (or a conversion interrupted) is no damage */
+		fsck_say(f, K_NOTE, "note: near0 of layout %u, this pagededup keeps layout %u "
+			 "(the next writable mount or --repair converts it; no page is read)", layout0, NEAR0_LAYOUT_VERSION);
+		f->fix_near0 = f->fix_any = true;
 	}
 	uint64_t nbad = 0, npending = 0;
 	fsck_prog(f, "near-duplicate tables", 0, 0);

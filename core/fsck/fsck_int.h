@@ -138,6 +138,10 @@ struct fsck {
 	bool fix_layout; /* near tables of an older layout (near.h) */
 	bool fix_names;  /* names in link records that inode rows may hold (ns.h) */
 	bool fix_fprows; /* fingerprint rows of layout 1 (rec.h) */
+	bool fix_bi;     /* blobs whose inodes are not in format 7's form (store.h) */
+	bool fix_near0;  /* near0 of an older layout (near.h) */
+	uint64_t bi_lone;     /* blobs of one inode listed in blob_inodes (format 7: in their row) */
+	uint64_t bi_rows;     /* inodes held by fingerprint rows (format 7) */
 	uint64_t names_to_rows;
 	uint64_t fp_rows1;    /* fingerprint rows of layout 1 (rec.h): a writable open converts them */
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */

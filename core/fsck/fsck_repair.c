@@ -457,6 +457,19 @@ int fsck_repair_names(struct fsck *f)
 
 /* ---- repair: blobs -------------------------------------------------------- */
 
+/* Blob key's fingerprint row no longer holds ino (if it did). */
+static int row_ino_clear(struct fsck *f, const uint8_t *key, uint64_t ino)
+{
+	struct blobkey k;
+	struct fprec r;
+	blobkey_decode(key, &k);
+	int rc = blob_get(f->txn, &f->sh, &k, &r);
+	if (rc == -ENOENT || rc == -EUCLEAN || (!rc && r.ino != ino))
+		return 0;
+	r.ino = 0;
+	return rc ? rc : blob_put(f->txn, &f->sh, &k, &r);
+}
+
 int fsck_repair_blob_index(struct fsck *f)
 {
 	int rc = 0;
@@ -466,7 +479,10 @@ int fsck_repair_blob_index(struct fsck *f)
 		put_be64(vb, b->ino);
 		MDB_val k = { BLOBKEY_BYTES, b->key }, v = { 8, vb };
 		rc = mdb_del(f->txn, f->sh.db_blob_inodes, &k, &v);
-		rc = rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+		if (rc == MDB_NOTFOUND)
+			rc = row_ino_clear(f, b->key, b->ino); /* held by the row (format 7) */
+		else
+			rc = pd_mdb_err(rc);
 	}
 	for (size_t i = 0; i < f->missing.n && !rc; i++) {
 		struct bref *b = &AT(f->missing, struct bref, i);
@@ -481,25 +497,22 @@ int fsck_repair_blob_index(struct fsck *f)
 	return rc;
 }
 
-/* The inodes on blob key (blob_inodes, as repaired). */
+static int push_ino(void *ctx, uint64_t ino)
+{
+	uint64_t *p = fsck_vec_push(ctx);
+	if (!p)
+		return -ENOMEM;
+	*p = ino;
+	return 0;
+}
+
+/* The inodes on blob key (its row and blob_inodes, as repaired). */
 static int inodes_on(struct fsck *f, const uint8_t *key, struct vec *out)
 {
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_blob_inodes, &c));
-	if (rc)
-		return rc;
-	MDB_val k = { BLOBKEY_BYTES, (void *)key }, v;
+	struct blobkey k;
+	blobkey_decode(key, &k);
 	out->n = 0;
-	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
-		uint64_t *p = fsck_vec_push(out);
-		if (!p)
-			rc = -ENOMEM;
-		else
-			*p = get_be64(v.mv_data);
-	}
-	mdb_cursor_close(c);
-	return rc;
+	return store_blob_inodes(f->txn, &f->sh, &k, NULL, push_ino, out);
 }
 
 static int drop_record(struct fsck *f, const uint8_t *key)

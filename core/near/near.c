@@ -200,29 +200,90 @@ static uint64_t join(uint64_t block, uint64_t rest, unsigned i, unsigned ntables
 	return h | low_bits(rest, below);
 }
 
-/* Bytes of a row's value: the rest, and in near0 the blob key after it. */
-static size_t row_bytes(unsigned i, unsigned ntables)
+/* What follows the rest in a near0 row: the blob key (near0 layout 1)
+ * or the first NEAR0_PREFIX bytes of its MD5 (layout 2, near.h). */
+static size_t tail0_bytes(const struct store *st)
 {
-	return rest_bytes(i, ntables) + (i ? 0 : BLOBKEY_BYTES);
+	return st->near0_keys ? BLOBKEY_BYTES : NEAR0_PREFIX;
+}
+
+/* Bytes of a row's value: the rest, and in near0 the blob's tail after it. */
+static size_t row_bytes(const struct store *st, unsigned i, unsigned ntables)
+{
+	return rest_bytes(i, ntables) + (i ? 0 : tail0_bytes(st));
 }
 
 /* The value of h's row in table i (k: the blob, near0 only; NULL gives
  * the smallest row of h, for a range lookup). */
-static MDB_val row_val(uint8_t vb[ROW_MAX], uint64_t h, unsigned i, unsigned ntables, const struct blobkey *k)
+static MDB_val row_val(const struct store *st, uint8_t vb[ROW_MAX], uint64_t h, unsigned i, unsigned ntables,
+		       const struct blobkey *k)
 {
 	size_t r = rest_bytes(i, ntables);
 	put_be(vb, rest_of(h, i, ntables), r);
-	if (!i && k)
+	if (!i && k && st->near0_keys)
 		blobkey_encode(k, vb + r);
+	else if (!i && k)
+		memcpy(vb + r, k->md5, NEAR0_PREFIX);
 	else if (!i)
-		memset(vb + r, 0, BLOBKEY_BYTES);
-	return (MDB_val){ row_bytes(i, ntables), vb };
+		memset(vb + r, 0, tail0_bytes(st));
+	return (MDB_val){ row_bytes(st, i, ntables), vb };
 }
 
 /* The hash of a row of table i, whose key's block is `block`. */
 static uint64_t row_hash(uint64_t block, const uint8_t *val, unsigned i, unsigned ntables)
 {
 	return join(block, get_be(val, rest_bytes(i, ntables)), i, ntables);
+}
+
+/* The blobs a near0 row of layout 2 stands for: those of its MD5 prefix
+ * whose record has simhash h, other than `skip` (may be NULL), in key
+ * order, into *v (malloc'd, *n of them). Nearly always one: a 32-bit
+ * prefix is shared by a second blob about once in 4 billion / blobs, and
+ * then the simhash tells them apart but for variants of one MD5 (a
+ * collision, -o nodedup copies), which the row stands for together. */
+static int prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, uint64_t h,
+			const struct blobkey *skip, struct blobkey **v, size_t *n)
+{
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, NEAR0_PREFIX);
+	*v = NULL;
+	*n = 0;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c));
+	if (rc)
+		return rc;
+	size_t cap = 0;
+	MDB_val key = { BLOBKEY_BYTES, kb }, val;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
+	     mrc == 0 && !rc && key.mv_size == BLOBKEY_BYTES && !memcmp(key.mv_data, prefix, NEAR0_PREFIX);
+	     mrc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+		struct fprec r;
+		struct blobkey k;
+		if (fprec_decode(val.mv_data, val.mv_size, &r) || !(r.flags & FPREC_HAS_SIMHASH) || r.simhash != h)
+			continue; /* (an undecodable record is fsck's to report) */
+		blobkey_decode(key.mv_data, &k);
+		if (skip && blobkey_equal(&k, skip))
+			continue;
+		if (*n == cap) {
+			struct blobkey *m = realloc(*v, (cap = cap ? 2 * cap : 2) * sizeof *m);
+			if (!m) {
+				rc = -ENOMEM;
+				break;
+			}
+			*v = m;
+		}
+		(*v)[(*n)++] = k;
+	}
+	mdb_cursor_close(c);
+	if (!rc && mrc && mrc != MDB_NOTFOUND)
+		rc = pd_mdb_err(mrc);
+	if (rc) {
+		free(*v);
+		*v = NULL;
+		*n = 0;
+	}
+	return rc;
 }
 
 int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
@@ -262,7 +323,7 @@ static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
 		return rc;
 	unsigned n = st->near_tables;
 	uint8_t kb[8], vb[ROW_MAX];
-	MDB_val key = block_key(kb, h, 0, n), v = row_val(vb, h, 0, n, NULL);
+	MDB_val key = block_key(kb, h, 0, n), v = row_val(st, vb, h, 0, n, NULL);
 	int mrc = mdb_cursor_get(c, &key, &v, MDB_GET_BOTH_RANGE);
 	*yes = mrc == 0 && memcmp(v.mv_data, vb, rest_bytes(0, n)) == 0;
 	mdb_cursor_close(c);
@@ -274,9 +335,10 @@ int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h
 	unsigned n = st->near_tables;
 	uint8_t kb[8], vb[ROW_MAX];
 	for (unsigned i = 0; i < n; i++) {
-		MDB_val key = block_key(kb, h, i, n), v = row_val(vb, h, i, n, k);
+		MDB_val key = block_key(kb, h, i, n), v = row_val(st, vb, h, i, n, k);
 		int rc = mdb_put(txn, st->db_near[i], &key, &v, MDB_NODUPDATA);
-		/* Another blob of the same hash is in the tables already. */
+		/* Another blob of the same hash (and in near0 of layout 2, of
+		 * the same MD5 prefix) is in the tables already. */
 		if (rc && rc != MDB_KEYEXIST)
 			return pd_mdb_err(rc);
 	}
@@ -292,7 +354,16 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	if (rc)
 		return rc;
 	uint8_t kb[8], vb[ROW_MAX];
-	MDB_val key = block_key(kb, h, 0, n), v = row_val(vb, h, 0, n, k);
+	MDB_val key = block_key(kb, h, 0, n), v = row_val(st, vb, h, 0, n, k);
+	/* near0 of layout 2: the row stays while another blob of k's MD5
+	 * prefix has the same simhash (it stands for both) */
+	struct blobkey *others = NULL;
+	size_t nothers = 0;
+	if (!st->near0_keys && (rc = prefix_blobs(txn, st, k->md5, h, k, &others, &nothers)))
+		return rc;
+	free(others);
+	if (nothers)
+		return 0;
 	/* A row already missing is fsck's to report; the page still goes. */
 	rc = mdb_del(txn, st->db_near[0], &key, &v);
 	if (rc && rc != MDB_NOTFOUND)
@@ -302,7 +373,7 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 		return rc;
 	for (unsigned i = 1; i < n; i++) {
 		key = block_key(kb, h, i, n);
-		v = row_val(vb, h, i, n, NULL);
+		v = row_val(st, vb, h, i, n, NULL);
 		rc = mdb_del(txn, st->db_near[i], &key, &v);
 		if (rc && rc != MDB_NOTFOUND)
 			return pd_mdb_err(rc);
@@ -332,20 +403,38 @@ static bool seen_before(const struct finder *f, uint64_t h, unsigned i)
 	return false;
 }
 
+/* The blobs of a near0 row of hash h whose tail (after the rest) is at
+ * tail: its blob key, or (layout 2) the blobs of its MD5 prefix with
+ * that hash. */
+static int row0_blobs(struct finder *f, const uint8_t *tail, uint64_t h, unsigned dist)
+{
+	struct blobkey k, *v;
+	size_t n;
+	if (f->st->near0_keys) {
+		blobkey_decode(tail, &k);
+		return f->cb(f->ctx, &k, h, dist);
+	}
+	int rc = prefix_blobs(f->txn, f->st, tail, h, NULL, &v, &n);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = f->cb(f->ctx, &v[i], h, dist);
+	free(v);
+	return rc;
+}
+
 /* Every blob of hash h, through its rows in near0. */
 static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
 {
 	uint8_t kb[8], vb[ROW_MAX];
-	size_t r = rest_bytes(0, f->n);
-	MDB_val key = block_key(kb, h, 0, f->n), v = row_val(vb, h, 0, f->n, NULL);
+	size_t r = rest_bytes(0, f->n), t = tail0_bytes(f->st);
+	MDB_val key = block_key(kb, h, 0, f->n), v = row_val(f->st, vb, h, 0, f->n, NULL);
 	int rc = 0, mrc;
 	for (mrc = mdb_cursor_get(f->c0, &key, &v, MDB_GET_BOTH_RANGE); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(f->c0, &key, &v, MDB_NEXT_DUP)) {
-		if (memcmp(v.mv_data, vb, r))
+		if (memcmp(v.mv_data, vb, r) || v.mv_size != r + t)
 			break;
-		struct blobkey k;
-		blobkey_decode((const uint8_t *)v.mv_data + r, &k);
-		rc = f->cb(f->ctx, &k, h, dist);
+		uint8_t tail[BLOBKEY_BYTES];
+		memcpy(tail, (const uint8_t *)v.mv_data + r, t); /* the callback may read other tables */
+		rc = row0_blobs(f, tail, h, dist);
 	}
 	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
 }
@@ -353,7 +442,7 @@ static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
 /* One page of packed values of table i under the query's block. */
 static int scan_values(struct finder *f, unsigned i, const uint8_t *p, size_t bytes)
 {
-	size_t width = row_bytes(i, f->n);
+	size_t width = row_bytes(f->st, i, f->n);
 	uint64_t block = near_block(f->q, i, f->n);
 	int rc = 0;
 	for (size_t off = 0; off + width <= bytes && !rc; off += width) {
@@ -362,9 +451,7 @@ static int scan_values(struct finder *f, unsigned i, const uint8_t *p, size_t by
 		if (d > f->maxdist || seen_before(f, h, i))
 			continue;
 		if (i == 0) {
-			struct blobkey k;
-			blobkey_decode(p + off + rest_bytes(0, f->n), &k);
-			rc = f->cb(f->ctx, &k, h, d);
+			rc = row0_blobs(f, p + off + rest_bytes(0, f->n), h, d);
 		} else {
 			rc = resolve_hash(f, h, d);
 		}
@@ -438,9 +525,9 @@ static bool decode_row(struct checker *c, unsigned i, const MDB_val *key, const 
 	uint8_t kb[8];
 	block_span(i, n, &start, &width);
 	size_t ks = block_key(kb, 0, i, n).mv_size;
-	if (key->mv_size != ks || v->mv_size != row_bytes(i, n)) {
+	if (key->mv_size != ks || v->mv_size != row_bytes(c->st, i, n)) {
 		report(c, "near%u: a row with a key of %zu bytes and a value of %zu (want %zu and %zu)", i,
-		       key->mv_size, v->mv_size, ks, row_bytes(i, n));
+		       key->mv_size, v->mv_size, ks, row_bytes(c->st, i, n));
 		return false;
 	}
 	uint64_t block = get_be(key->mv_data, ks);
@@ -459,8 +546,20 @@ static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
 	uint64_t h;
 	if (!decode_row(c, 0, key, v, &h))
 		return;
+	const uint8_t *tail = (const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables);
+	if (!c->st->near0_keys) {
+		/* layout 2: a blob of its MD5 prefix has that simhash */
+		struct blobkey *bv;
+		size_t n;
+		int rc = prefix_blobs(c->txn, c->st, tail, h, NULL, &bv, &n);
+		free(bv);
+		if (!rc && !n)
+			report(c, "near0: a row of simhash %016llx and MD5 prefix %02x%02x%02x%02x names no blob with "
+			       "that simhash", (unsigned long long)h, tail[0], tail[1], tail[2], tail[3]);
+		return;
+	}
 	struct blobkey k;
-	blobkey_decode((const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables), &k);
+	blobkey_decode(tail, &k);
 	blobkey_name(&k, name);
 	uint8_t kb[BLOBKEY_BYTES];
 	blobkey_encode(&k, kb);
@@ -516,7 +615,7 @@ static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
 		int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
 		if (rc)
 			return rc;
-		MDB_val key = block_key(kb, h, i, n), v = row_val(vb, h, i, n, k);
+		MDB_val key = block_key(kb, h, i, n), v = row_val(c->st, vb, h, i, n, k);
 		int mrc = mdb_cursor_get(cur, &key, &v, MDB_GET_BOTH);
 		mdb_cursor_close(cur);
 		if (mrc && mrc != MDB_NOTFOUND)
@@ -591,6 +690,93 @@ int near_rebuild(MDB_txn *txn, struct store *st)
 	struct rebuilder r = { txn, st };
 	int rc = st->near_tables ? each_simhash(txn, st, rebuild_cb, &r) : 0;
 	return rc ? rc : near_lsh_rebuild(txn, st);
+}
+
+/* ---- near0's layout (near.h) ----------------------------------------------- */
+
+#define NEAR0_LAYOUT_KEY "near0_layout"
+
+int near0_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout)
+{
+	return near_meta_version_get(txn, st, NEAR0_LAYOUT_KEY, 1, layout); /* absent: layout 1 */
+}
+
+int near0_layout_put(MDB_txn *txn, struct store *st, uint32_t layout)
+{
+	return near_meta_version_put(txn, st, NEAR0_LAYOUT_KEY, layout);
+}
+
+int near0_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+			 bool *finished)
+{
+	*finished = false;
+	unsigned n = st->near_tables;
+	static const uint8_t first[BLOBKEY_BYTES];
+	int rc = 0;
+	if (!batch)
+		return -EINVAL;
+	/* The first batch empties near0 and marks it as being converted
+	 * (layout 0: a read-only open answers nothing from it). */
+	if (!memcmp(next, first, BLOBKEY_BYTES)) {
+		if (n && (rc = pd_mdb_err(mdb_drop(txn, st->db_near[0], 0))))
+			return rc;
+		if ((rc = near0_layout_put(txn, st, 0)))
+			return rc;
+		st->near0_keys = false;
+	}
+	/* the batch's rows first, then the writes: near0 is another table,
+	 * but the same order as the other conversions keeps it simple */
+	struct { struct blobkey k; uint64_t h; } *v = calloc(batch, sizeof *v);
+	MDB_cursor *c;
+	rc = v ? pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c)) : -ENOMEM;
+	size_t got = 0, seen = 0;
+	bool more = false;
+	if (!rc) {
+		MDB_val key = { BLOBKEY_BYTES, next }, val;
+		int mrc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
+		for (; mrc == 0 && !(more = seen == batch); mrc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+			struct fprec r;
+			seen++;
+			/* (a record that does not decode is fsck's to report) */
+			if (key.mv_size == BLOBKEY_BYTES && !fprec_decode(val.mv_data, val.mv_size, &r) &&
+			    (r.flags & FPREC_HAS_SIMHASH)) {
+				blobkey_decode(key.mv_data, &v[got].k);
+				v[got++].h = r.simhash;
+			}
+		}
+		if (more && key.mv_size == BLOBKEY_BYTES)
+			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
+		else if (more)
+			rc = -EUCLEAN;
+		else if (mrc != MDB_NOTFOUND)
+			rc = pd_mdb_err(mrc);
+		mdb_cursor_close(c);
+	}
+	for (size_t i = 0; i < got && !rc && n; i++) {
+		uint8_t kb[8], vb[ROW_MAX];
+		MDB_val key = block_key(kb, v[i].h, 0, n), val = row_val(st, vb, v[i].h, 0, n, &v[i].k);
+		int mrc = mdb_put(txn, st->db_near[0], &key, &val, MDB_NODUPDATA);
+		rc = mrc == MDB_KEYEXIST ? 0 : pd_mdb_err(mrc);
+	}
+	free(v);
+	if (!rc && !more && !(rc = near0_layout_put(txn, st, NEAR0_LAYOUT_VERSION)))
+		*finished = true;
+	return rc;
+}
+
+int near0_layout_upgrade(struct store *st)
+{
+	MDB_txn *txn;
+	uint32_t layout = 1;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = near0_layout_get(txn, st, &layout);
+	store_read_end(st, txn);
+	if (rc || layout > NEAR0_LAYOUT_VERSION)
+		return rc ? rc : -EPROTONOSUPPORT;
+	/* near0_layout_convert sets the layout with its last batch */
+	return near_meta_upgrade(st, NEAR0_LAYOUT_KEY, 1, NEAR0_LAYOUT_VERSION, near0_layout_convert);
 }
 
 /* ---- the version of the signatures -------------------------------------- */

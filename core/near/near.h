@@ -24,6 +24,22 @@
  * bytes of values at K=3 (44) and 27 + 7K at K=4 (55); measured with
  * LMDB's pages, 84 and 100 bytes (bench_nearidx).
  *
+ * near0 has a layout of its own (the meta row "near0_layout", 4 bytes
+ * little-endian; absent: 1), apart from the sets' (near_layout, below):
+ *   1: near0: block 0 -> rest | blobkey [20], as above;
+ *   2: near0: block 0 -> rest | MD5 prefix [NEAR0_PREFIX]: a row stands
+ *      for the blobs of that MD5 prefix whose fingerprint record has that
+ *      simhash (found through `fingerprints`, keyed by MD5: nearly always
+ *      one blob; variants of one MD5 share a row), as nearbands' rows
+ *      stand for the blobs of their prefix. A row goes with the last blob
+ *      it stands for. 16 bytes of value a page less (10 instead of 26).
+ *   0: being converted (the first batch emptied near0): a read-only open
+ *      answers nothing from it; a writable open converts again.
+ * A store of layout 1 is converted at a writable open (near0 emptied,
+ * then filled again from the fingerprint records, a batch a transaction,
+ * the layout written last; no page is read) and by fsck --repair. A
+ * read-only open reads layout 1 as it is (st->near0_keys).
+ *
  * Rows are added in the write transaction that gives a blob its signature
  * (after the seal's commit, sigq.h) and removed in the one that frees it
  * (blob_unref), so an answer never names a page that is gone; a query signs
@@ -44,6 +60,10 @@
 #include "store/rec.h"
 #include "simhash.h"
 #include "store/store.h"
+
+/* near0's layout and its rows' MD5 prefix (the top of this file). */
+#define NEAR0_LAYOUT_VERSION 2
+#define NEAR0_PREFIX 4
 
 /* K is at most this (17 tables of 3 or 4 bits: a useless index, but a
  * correct one). */
@@ -109,6 +129,20 @@ int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
  * with that value (a positive value is returned as 0). */
 typedef int (*near_hit_fn)(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist);
 int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near_hit_fn cb, void *ctx);
+
+/* near0's layout (above) into *layout (1 when none is recorded); record
+ * layout (inside a write transaction). */
+int near0_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout);
+int near0_layout_put(MDB_txn *txn, struct store *st, uint32_t layout);
+/* A batch of the conversion of near0 to NEAR0_LAYOUT_VERSION: the first
+ * (*next all zero) empties near0 (and records layout 0), each adds the
+ * near0 rows of up to `batch` fingerprint records from *next on, the
+ * last records the layout and sets *finished. */
+int near0_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+			 bool *finished);
+/* Bring near0 of a store opened writable to NEAR0_LAYOUT_VERSION;
+ * -EPROTONOSUPPORT for a newer layout, left as it is. */
+int near0_layout_upgrade(struct store *st);
 
 /* ---- the shingle sets and the second candidate generator ----
  *

@@ -47,6 +47,8 @@ static int near_part_create(MDB_txn *txn, struct store *st)
 	int rc = near_open_tables(txn, st, MDB_CREATE);
 	if (!rc)
 		rc = near_layout_put(txn, st);
+	if (!rc)
+		rc = near0_layout_put(txn, st, NEAR0_LAYOUT_VERSION);
 	return rc ? rc : near_version_put(txn, st);
 }
 
@@ -57,16 +59,19 @@ static int near_part_open(MDB_txn *txn, struct store *st, char err[PD_ERRLEN])
 	 * fsck --repair). */
 	unsigned create = st->readonly ? 0 : MDB_CREATE;
 	int rc = near_open_tables(txn, st, create);
-	uint32_t sigv = NEAR_SIG_VERSION, layout = NEAR_LAYOUT_VERSION;
-	if (!rc && ((rc = near_version_get(txn, st, &sigv)) || (rc = near_layout_get(txn, st, &layout))))
+	uint32_t sigv = NEAR_SIG_VERSION, layout = NEAR_LAYOUT_VERSION, layout0 = NEAR0_LAYOUT_VERSION;
+	if (!rc && ((rc = near_version_get(txn, st, &sigv)) || (rc = near_layout_get(txn, st, &layout)) ||
+		    (rc = near0_layout_get(txn, st, &layout0))))
 		snprintf(err, PD_ERRLEN, "store %s: cannot read the signature version: %s", st->dir,
 			 strerror(-rc));
 	/* Read-only: no answers from hashes of another version or tables of
 	 * a layout this build does not read; writable: upgraded at start. */
 	st->near_stale = st->readonly && (sigv != NEAR_SIG_VERSION || layout < NEAR_LAYOUT_READABLE ||
-					  layout > NEAR_LAYOUT_VERSION);
+					  layout > NEAR_LAYOUT_VERSION || layout0 == 0 ||
+					  layout0 > NEAR0_LAYOUT_VERSION);
 	/* (a writable open converts them at start: near_layout_convert) */
 	st->near_sets_full = layout < 4;
+	st->near0_keys = layout0 == 1;
 	if (!rc)
 		rc = sigq_open_table(txn, st, create);
 	if (!rc)
@@ -81,6 +86,11 @@ static int near_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
 	if (rc) {
 		snprintf(err, PD_ERRLEN, "cannot convert the near-duplicate tables of %s to layout %u: %s; run 'pagededup fsck --repair %s'",
 			 st->dir, NEAR_LAYOUT_VERSION, strerror(-rc), st->dir);
+		return rc;
+	}
+	if ((rc = near0_layout_upgrade(st))) {
+		snprintf(err, PD_ERRLEN, "cannot convert near0 of %s to its layout %u: %s; run 'pagededup fsck --repair %s'",
+			 st->dir, NEAR0_LAYOUT_VERSION, strerror(-rc), st->dir);
 		return rc;
 	}
 	rc = near_upgrade(st);

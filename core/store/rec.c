@@ -135,6 +135,7 @@ static int fprec_decode_row1(const void *in, size_t len, struct fprec *r)
 	r->pack = 0;
 	r->pack_off = r->pack_len = 0;
 	r->pack_dict = 0;
+	r->ino = 0;
 	if (pack_bytes) {
 		r->pack = get_le32(p + n);
 		r->pack_off = get_le64(p + n + 4);
@@ -161,7 +162,8 @@ static size_t fprec_encode_row2(const struct fprec *r, uint8_t *out)
 {
 	uint8_t flags = (uint8_t)(r->leaf ? r->flags | FPREC_LEAF : r->flags & ~FPREC_LEAF);
 	uint8_t present = (uint8_t)((r->simhash ? FPREC_P_SIMHASH : 0) |
-				    ((flags & FPREC_PACKED) && r->pack_dict ? FPREC_P_DICT : 0));
+				    ((flags & FPREC_PACKED) && r->pack_dict ? FPREC_P_DICT : 0) |
+				    (r->ino ? FPREC_P_INO : 0));
 	size_t n = 0;
 	out[n++] = FPREC_ROW2_TAG;
 	out[n++] = flags;
@@ -193,6 +195,8 @@ static size_t fprec_encode_row2(const struct fprec *r, uint8_t *out)
 		if (present & FPREC_P_DICT)
 			n += varint_put(out + n, r->pack_dict);
 	}
+	if (present & FPREC_P_INO)
+		n += varint_put(out + n, r->ino);
 	if (fprec_is_row1(out, n))
 		out[n++] = 0; /* the pad: read as layout 2, not 1 */
 	return n;
@@ -214,7 +218,8 @@ static bool take_varint(const uint8_t *p, size_t len, size_t *n, uint64_t max, u
 static int fprec_decode_row2(const uint8_t *p, size_t len, struct fprec *r)
 {
 	memset(r, 0, sizeof *r);
-	if (len < 3 + 2 + 16 + 2 || p[0] != FPREC_ROW2_TAG || (p[2] & ~(FPREC_P_SIMHASH | FPREC_P_DICT)))
+	if (len < 3 + 2 + 16 + 2 || p[0] != FPREC_ROW2_TAG ||
+	    (p[2] & ~(FPREC_P_SIMHASH | FPREC_P_DICT | FPREC_P_INO)))
 		return -EUCLEAN;
 	uint8_t flags = p[1], present = p[2];
 	if ((present & FPREC_P_DICT) && !(flags & FPREC_PACKED))
@@ -268,6 +273,8 @@ static int fprec_decode_row2(const uint8_t *p, size_t len, struct fprec *r)
 			r->pack_dict = (uint32_t)v;
 		}
 	}
+	if ((present & FPREC_P_INO) && (!take_varint(p, len, &n, UINT64_MAX, &r->ino) || !r->ino))
+		return -EUCLEAN;
 	r->flags = (uint8_t)(flags & ~FPREC_LEAF);
 	if (n + 1 == len && p[n] == 0 && fprec_is_row1(p, n))
 		n++; /* the pad */

@@ -72,6 +72,9 @@ bool blobkey_parse(const char *name, struct blobkey *k);
  *   sketch [64]               (with FPREC_HAS_SKETCH) |
  *   pack v | offset v | length v  (with FPREC_PACKED) |
  *   dictionary v              (with FPREC_P_DICT: FPREC_PACKED and non-zero) |
+ *   inode v                   (with FPREC_P_INO, format 7 on: the one inode
+ *                              on the blob, non-zero; the blob then has no
+ *                              `blob_inodes` rows, store.h) |
  *   pad u8 = 0                (only where the row without it would read as
  *                              layout 1, below)
  *   The fixed-width integers of layout 1 are mostly small (a refcount of 1,
@@ -86,6 +89,7 @@ bool blobkey_parse(const char *name, struct blobkey *k);
 #define FPREC_ROW2_TAG 0xf2
 #define FPREC_P_SIMHASH 1u
 #define FPREC_P_DICT 2u
+#define FPREC_P_INO 4u
 #define FPREC_HAS_SIMHASH 1u
 #define FPREC_IN_FILTER 2u /* the positions were added to the filter */
 #define FPREC_SIMHASH_LOW 4u /* the simhash is low-confidence (too little text) */
@@ -111,13 +115,20 @@ struct fprec {
 	uint32_t pack;      /* with FPREC_PACKED: where the record is */
 	uint64_t pack_off, pack_len;
 	uint32_t pack_dict; /* and the dictionary it needs (0: none) */
+	/* The blob's one inode when its row holds it (layout 2, format 7
+	 * on: store_blob_inodes, store.h), else 0: its inodes are its
+	 * `blob_inodes` rows. Layout 1 has no room for it. */
+	uint64_t ino;
 };
 /* Layout 2's longest row (longer than layout 1's 136 + 4 * nlines + k):
  * three bytes, two u64 varints, the hash and simhash, nlines and k, the
- * lines, the offsets, the leaf, the sketch, the pack's four varints, the pad. */
-#define FPREC_MAX_BYTES (3 + 2 * 10 + 16 + 8 + 2 + 5 * CBF_MAX_LINES + CBF_MAX_K + 5 + FPREC_SKETCH_BYTES + 5 + 10 + 10 + 5 + 1)
+ * lines, the offsets, the leaf, the sketch, the pack's four varints, the
+ * inode, the pad. */
+#define FPREC_MAX_BYTES (3 + 2 * 10 + 16 + 8 + 2 + 5 * CBF_MAX_LINES + CBF_MAX_K + 5 + FPREC_SKETCH_BYTES + 5 + 10 + 10 + 5 + 10 + 1)
 /* r into out[FPREC_MAX_BYTES] in layout 2 when row2, else layout 1 (the
- * store's format says which: store_fp_row2); returns the length. */
+ * store's format says which: store_fp_row2); returns the length. Layout 1
+ * drops r->ino: the caller keeps a store of layout 1 rows from putting an
+ * inode in a row (store_ino_in_row). */
 size_t fprec_encode(const struct fprec *r, bool row2, uint8_t *out);
 /* Either layout; -EUCLEAN for a row that is neither. */
 int fprec_decode(const void *in, size_t len, struct fprec *r);

@@ -729,6 +729,9 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		/* format 6: the fingerprint rows written before, in layout 2 */
 		if (!rc)
 			rc = store_fp_rows_upgrade(st);
+		/* format 7: blobs of one inode keep it in their row */
+		if (!rc)
+			rc = store_blob_inodes_upgrade(st, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		remove_staging(st);

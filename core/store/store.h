@@ -80,12 +80,21 @@
  * the first writable open (store_fp_rows_upgrade: a batch of rows a
  * transaction, the meta row "fp_layout" written last) and by `pagededup
  * fsck --repair`.
- * A writable open marks an older store format 6 (not under -o blob_files,
+ * Format 7: a blob with one inode keeps that inode in its fingerprint row
+ * (FPREC_P_INO, rec.h) and has no `blob_inodes` row; a blob with two or
+ * more keeps them all in `blob_inodes` (store_blob_inodes below). A
+ * release of format 6 would find such a blob listed nowhere. Both forms
+ * are read; a writable open converts the blobs of one inode listed in
+ * `blob_inodes` (store_blob_inodes_upgrade: a batch a transaction, the
+ * meta row "ino_layout" written last), and so does `pagededup fsck
+ * --repair`.
+ * A writable open marks an older store format 7 (not under -o blob_files,
  * which keeps a format 1 store's layout: its rows stay in layout 1). */
-#define PD_FORMAT_VERSION 6
+#define PD_FORMAT_VERSION 7
 #define PD_FORMAT_INODE_ROW2 4
 #define PD_FORMAT_NAME_IN_ROW 5
 #define PD_FORMAT_FP_ROW2 6
+#define PD_FORMAT_INO_IN_ROW 7
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17
@@ -222,6 +231,7 @@ struct store {
 	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands: nearfeat, nearbands (near.h) */
 	bool has_nearset;     /* false: a read-only store from before them */
 	bool near_sets_full;  /* sets and band rows at 32 bits: near layout < 4 (near.h) */
+	bool near0_keys;      /* near0 rows hold whole blob keys: near0 layout 1 (near.h) */
 	MDB_dbi db_sigq;      /* blobs waiting for their near-duplicate signature */
 	bool has_sigq;        /* false when a read-only store from before it has none */
 	struct gfilter *gf;   /* the page filter */
@@ -410,6 +420,54 @@ int store_fp_rows_done(MDB_txn *txn, struct store *st, bool *done);
  * conversion goes on at the next open); nothing when "fp_layout" says so. */
 #define STORE_FP_CONVERT_BATCH 2000
 int store_fp_rows_upgrade(struct store *st);
+
+/* ---- the inodes of a blob (store_blobino.c) ----------------------------
+ * From format 7 on (store_ino_in_row) a blob of one inode keeps it in its
+ * fingerprint row (fprec.ino), a blob of two or more in `blob_inodes`
+ * (blobkey -> ino u64 BE, dup-sorted), and none in both places: the
+ * second inode moves the first into the table, and when one is left it
+ * moves back into the row (so a blob of one file costs no table row
+ * however it got there). Before format 7, and in a store of layout 1
+ * rows, every inode is in the table. */
+static inline bool store_ino_in_row(const struct store *st)
+{
+	return st->format >= PD_FORMAT_INO_IN_ROW;
+}
+/* Every inode on blob k: fn(ctx, ino) for its row's inode, then for its
+ * table rows. r: k's record when the caller has it (NULL: read here; a
+ * blob with no decodable record has only its table rows). fn returning
+ * non-zero stops the walk, which returns that value. */
+typedef int (*store_ino_fn)(void *ctx, uint64_t ino);
+int store_blob_inodes(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r,
+		      store_ino_fn fn, void *ctx);
+/* ino joins blob k, whose record r (refcount not yet raised) the caller
+ * writes after: into r itself for a new blob (refcount 0) of a store of
+ * format 7, else into the table, with the inode r held, if any. */
+int store_blob_ino_add(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *r, uint64_t ino);
+/* ino leaves blob k (record r, refcount not yet lowered; the caller
+ * writes r after, or deletes it): -ENOENT when k does not list it. The
+ * one inode left, if one is, moves into r (format 7). */
+int store_blob_ino_del(MDB_txn *txn, struct store *st, const struct blobkey *k, struct fprec *r, uint64_t ino);
+/* The conversion to format 7's form, as store_fp_rows_* do for layout 2:
+ * up to `batch` blobs of `blob_inodes` from key *next on (all zero: the
+ * first), each put in its form (one inode: in its row, its table row
+ * removed; more: all in the table, none in its row); *next gets the key
+ * to go on from; after the last the meta row "ino_layout" (4 bytes LE,
+ * STORE_INO_LAYOUT) is recorded and *finished set. *converted (may be
+ * NULL) counts the blobs changed. A blob without a decodable record is
+ * left for fsck. -EINVAL on a store before format 7. */
+#define STORE_INO_LAYOUT 1
+#define STORE_INO_CONVERT_BATCH 2000
+int store_blob_inodes_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+			      uint64_t *converted, bool *finished);
+/* Forget "ino_layout" (fsck's repair: the next writable open walks again). */
+int store_blob_inodes_again(MDB_txn *txn, struct store *st);
+/* Is "ino_layout" recorded (no blob of one inode left in the table)? */
+int store_blob_inodes_done(MDB_txn *txn, struct store *st, bool *done);
+/* A writable open of a store of format 7: the conversion run to its end,
+ * a batch a transaction, unless "ino_layout" says it is done. *converted
+ * (may be NULL): blobs changed. */
+int store_blob_inodes_upgrade(struct store *st, uint64_t *converted);
 
 /* Current time; comparison (<0, 0, >0). */
 struct pd_time pd_now(void);

@@ -643,7 +643,7 @@ static void drop_tree_record(const char *store)
 {
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi meta, fp;
+	MDB_dbi meta, fp, bi;
 	char path[4200];
 	snprintf(path, sizeof path, "%s/meta", store);
 	assert_int_equal(mdb_env_create(&env), 0);
@@ -652,6 +652,7 @@ static void drop_tree_record(const char *store)
 	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
 	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
 	assert_int_equal(mdb_dbi_open(txn, "fingerprints", 0, &fp), 0);
+	assert_int_equal(mdb_dbi_open(txn, "blob_inodes", MDB_DUPSORT | MDB_DUPFIXED, &bi), 0);
 	MDB_val k = { strlen("filter_tree"), "filter_tree" };
 	assert_int_equal(mdb_del(txn, meta, &k, NULL), 0);
 	/* every record as the fixed filter wrote it: no leaf, and in layout 1
@@ -667,6 +668,12 @@ static void drop_tree_record(const char *store)
 		assert_int_equal(r.leaf, 0);
 		uint8_t kb[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
 		memcpy(kb, key.mv_data, BLOBKEY_BYTES); /* key points into the page the put changes */
+		if (r.ino) { /* layout 1 has no room for it: in blob_inodes, as then */
+			uint8_t ib[8];
+			put_be64(ib, r.ino);
+			MDB_val bk = { BLOBKEY_BYTES, kb }, bv = { 8, ib };
+			assert_int_equal(mdb_put(txn, bi, &bk, &bv, 0), 0);
+		}
 		MDB_val nk = { BLOBKEY_BYTES, kb }, nv = { fprec_encode(&r, false, vb), vb };
 		assert_int_equal(nv.mv_size, 44 + 4 * r.pos.nlines + r.pos.k + (r.flags & FPREC_HAS_SKETCH ? FPREC_SKETCH_BYTES : 0));
 		assert_int_equal(mdb_cursor_put(c, &nk, &nv, MDB_CURRENT), 0);

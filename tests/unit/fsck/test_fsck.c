@@ -290,6 +290,31 @@ static void raw_put_fprec(struct raw *r, const char *content, const struct fprec
 	assert_int_equal(mdb_put(r->txn, r->fp, &k, &v, 0), 0);
 }
 
+/* ino added to or taken from the inodes of content's blob where the store
+ * keeps them (format 7: the one inode of a blob in its fingerprint row,
+ * two or more in blob_inodes; store.h). */
+static void raw_bi(struct raw *r, const char *content, uint64_t ino, bool add)
+{
+	struct fprec rec;
+	raw_get_fprec(r, content, &rec);
+	uint8_t key[BLOBKEY_BYTES], vb[8];
+	key_of(content, key);
+	MDB_val k = { BLOBKEY_BYTES, key }, v = { 8, vb };
+	if (!add && rec.ino == ino) {
+		rec.ino = 0;
+		raw_put_fprec(r, content, &rec);
+		return;
+	}
+	if (add && rec.ino) { /* a second inode: both in the table */
+		put_be64(vb, rec.ino);
+		assert_int_equal(mdb_put(r->txn, r->bi, &k, &v, 0), 0);
+		rec.ino = 0;
+		raw_put_fprec(r, content, &rec);
+	}
+	put_be64(vb, ino);
+	assert_int_equal(add ? mdb_put(r->txn, r->bi, &k, &v, 0) : mdb_del(r->txn, r->bi, &k, &v), 0);
+}
+
 /* ---- reading the store back ------------------------------------------------ */
 
 static int lookup(struct store *st, uint64_t parent, const char *name, struct inode *in)
@@ -963,12 +988,7 @@ static void test_unreferenced_record(void **state)
 	struct raw r;
 	struct fprec rec;
 	raw_open(&r, b.store);
-	raw_get_fprec(&r, "page C", &rec);
-	uint8_t key[BLOBKEY_BYTES], vb[8];
-	key_of("page C", key);
-	put_be64(vb, b.c);
-	MDB_val k = { BLOBKEY_BYTES, key }, v = { 8, vb };
-	assert_int_equal(mdb_del(r.txn, r.bi, &k, &v), 0);
+	raw_bi(&r, "page C", b.c, false);
 	/* c now points at blob B, as if it had been rewritten */
 	struct inode in;
 	raw_get_inode(&r, b.c, &in);
@@ -976,8 +996,7 @@ static void test_unreferenced_record(void **state)
 	fp_of_buf("page B", 6, &fp);
 	memcpy(in.blob.md5, fp.md5, 16);
 	raw_put_inode(&r, &in);
-	key_of("page B", key);
-	assert_int_equal(mdb_put(r.txn, r.bi, &k, &v, 0), 0);
+	raw_bi(&r, "page B", b.c, true);
 	raw_get_fprec(&r, "page B", &rec);
 	rec.refcount = 2;
 	raw_put_fprec(&r, "page B", &rec);
@@ -1221,6 +1240,12 @@ static void test_fp_rows_layout1(void **state)
 		raw_get_fprec(&r, pages[i], &rec);
 		uint8_t key[BLOBKEY_BYTES], vb[FPREC_MAX_BYTES];
 		key_of(pages[i], key);
+		if (rec.ino) { /* layout 1 has no room for it: in blob_inodes, as before format 7 */
+			uint8_t ib[8];
+			put_be64(ib, rec.ino);
+			MDB_val bk = { BLOBKEY_BYTES, key }, bv = { 8, ib };
+			assert_int_equal(mdb_put(r.txn, r.bi, &bk, &bv, 0), 0);
+		}
 		MDB_val k = { BLOBKEY_BYTES, key }, v = { fprec_encode(&rec, false, vb), vb };
 		assert_int_equal(mdb_put(r.txn, r.fp, &k, &v, 0), 0);
 	}
@@ -1286,6 +1311,120 @@ static void test_fp_row2_damaged(void **state)
 	}
 }
 
+/* ---- the inodes of a blob in its fingerprint row (format 7) ---------------- */
+
+/* After a repair: the inodes of content's blob, where format 7 keeps
+ * them: row_ino in its row (0: none), `table` in blob_inodes. */
+static void assert_bi_form(struct base *b, const char *content, uint64_t row_ino, size_t table, uint64_t refcount)
+{
+	struct raw r;
+	raw_open(&r, b->store);
+	struct fprec rec;
+	raw_get_fprec(&r, content, &rec);
+	assert_int_equal(rec.ino, row_ino);
+	assert_int_equal(rec.refcount, refcount);
+	uint8_t key[BLOBKEY_BYTES];
+	key_of(content, key);
+	MDB_cursor *c;
+	MDB_val k = { BLOBKEY_BYTES, key }, v;
+	size_t n = 0;
+	assert_int_equal(mdb_cursor_open(r.txn, r.bi, &c), 0);
+	if (mdb_cursor_get(c, &k, &v, MDB_SET_KEY) == 0)
+		assert_int_equal(mdb_cursor_count(c, &n), 0);
+	mdb_cursor_close(c);
+	assert_int_equal(n, table);
+	raw_commit(&r);
+}
+
+/* A row holding an inode that refers to another blob. */
+static void test_row_ino_of_another_blob(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	assert_bi_form(&b, "page C", b.c, 0, 1); /* as the store writes it */
+	struct raw r;
+	raw_open(&r, b.store);
+	struct fprec rec;
+	raw_get_fprec(&r, "page C", &rec);
+	rec.ino = b.b;
+	raw_put_fprec(&r, "page C", &rec);
+	raw_commit(&r);
+	assert_found(b.store, false, "its fingerprint row holds inode");
+	assert_found(b.store, false, "but blob_inodes does not list it"); /* c, listed nowhere now */
+	repair_ok(b.store, false);
+	assert_bi_form(&b, "page C", b.c, 0, 1);
+	assert_bi_form(&b, "page B", b.b, 0, 1);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
+/* An inode in the row beside table rows, and an inode in both. */
+static void test_row_ino_beside_table(void **state)
+{
+	(void)state;
+	for (int both = 0; both < 2; both++) {
+		struct base b;
+		base_make(&b, NULL);
+		assert_bi_form(&b, "page A", 0, 2, 2); /* a and a2 in the table */
+		struct raw r;
+		raw_open(&r, b.store);
+		struct fprec rec;
+		raw_get_fprec(&r, "page A", &rec);
+		rec.ino = b.a;
+		raw_put_fprec(&r, "page A", &rec);
+		if (!both) {
+			uint8_t key[BLOBKEY_BYTES], vb[8];
+			key_of("page A", key);
+			put_be64(vb, b.a);
+			MDB_val k = { BLOBKEY_BYTES, key }, v = { 8, vb };
+			assert_int_equal(mdb_del(r.txn, r.bi, &k, &v), 0);
+		}
+		raw_commit(&r);
+		assert_found(b.store, false,
+			     both ? "is in its fingerprint row and in blob_inodes both" : "an inode in its fingerprint row and 1 in blob_inodes");
+		repair_ok(b.store, false);
+		assert_bi_form(&b, "page A", 0, 2, 2);
+		struct store *st = open_rw(&b);
+		assert_int_equal(th_refcount(st, b.a), 2);
+		assert_int_equal(store_close(st), 0);
+		assert_blobs_present(&b, true, true, true);
+		base_free(&b);
+	}
+}
+
+/* A blob of one file listed in blob_inodes (a format 6 store not yet
+ * converted): a note, no damage; the repair puts it in the row. */
+static void test_lone_inode_in_table(void **state)
+{
+	(void)state;
+	struct base b;
+	base_make(&b, NULL);
+	struct raw r;
+	raw_open(&r, b.store);
+	raw_bi(&r, "page C", b.c, false);
+	uint8_t key[BLOBKEY_BYTES], vb[8];
+	key_of("page C", key);
+	put_be64(vb, b.c);
+	MDB_val k = { BLOBKEY_BYTES, key }, v = { 8, vb };
+	assert_int_equal(mdb_put(r.txn, r.bi, &k, &v, 0), 0);
+	raw_commit(&r);
+	struct fsck_result res;
+	struct out *out = calloc(1, sizeof *out);
+	assert_int_equal(run_fsck(b.store, true, false, &res, out), 0);
+	assert_int_equal(res.problems, 0);
+	assert_non_null(strstr(out->text, "1 blobs of one file list it in blob_inodes"));
+	assert_int_equal(run_fsck(b.store, false, true, &res, out), 0);
+	assert_non_null(strstr(out->text, "put in format 7's form"));
+	assert_bi_form(&b, "page C", b.c, 0, 1);
+	assert_int_equal(run_fsck(b.store, true, false, &res, out), 0);
+	assert_int_equal(res.problems, 0);
+	assert_null(strstr(out->text, "list it in blob_inodes"));
+	free(out);
+	assert_blobs_present(&b, true, true, true);
+	base_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1294,6 +1433,9 @@ int main(void)
 		cmocka_unit_test(test_fp_row2_damaged),
 		cmocka_unit_test(test_refcount_off_by_one),
 		cmocka_unit_test(test_blob_inodes_entry_missing),
+		cmocka_unit_test(test_row_ino_of_another_blob),
+		cmocka_unit_test(test_row_ino_beside_table),
+		cmocka_unit_test(test_lone_inode_in_table),
 		cmocka_unit_test(test_blob_file_deleted),
 		cmocka_unit_test(test_blob_byte_changed),
 		cmocka_unit_test(test_stray_files),

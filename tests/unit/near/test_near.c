@@ -84,12 +84,21 @@ static struct blobkey key_of(size_t i)
 	return k;
 }
 
+/* Each row's blob gets a fingerprint record with its hash (near0 of
+ * layout 2 names blobs by MD5 prefix, found through their records), and
+ * loses it before its rows go, as blob_unref does. */
 static int rows_cb(struct wtx *w, void *p)
 {
 	struct rows *r = p;
 	for (size_t i = r->from; i < r->to; i++) {
 		struct blobkey k = key_of(i);
-		int rc = r->add ? near_add(w->txn, w->st, &k, r->h[i]) : near_remove(w->txn, w->st, &k, r->h[i]);
+		struct fprec rec = { .refcount = 1, .size = 1, .flags = FPREC_HAS_SIMHASH, .simhash = r->h[i] };
+		uint8_t kb[BLOBKEY_BYTES];
+		blobkey_encode(&k, kb);
+		MDB_val key = { BLOBKEY_BYTES, kb };
+		int rc = r->add ? blob_put(w->txn, w->st, &k, &rec) : pd_mdb_err(mdb_del(w->txn, w->st->db_fp, &key, NULL));
+		if (!rc)
+			rc = r->add ? near_add(w->txn, w->st, &k, r->h[i]) : near_remove(w->txn, w->st, &k, r->h[i]);
 		if (rc)
 			return rc;
 	}
@@ -1246,6 +1255,197 @@ static void test_bands_shared_prefix(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- near0 keyed by MD5 prefix (near0 layout 2) ---------------------------- */
+
+/* The bytes of a near0 row's rest (the hash's bits its key does not
+ * hold: near.h); the widest block is block 0. */
+static size_t rest0(const struct store *st)
+{
+	unsigned n = st->near_tables, w = 64 / n + (64 % n != 0);
+	return (64 - w + 7) / 8;
+}
+
+/* near0's rows: how many, and whether each is rest0 + `tail` bytes of
+ * value. */
+static size_t near0_rows_of(struct store *st, size_t tail)
+{
+	size_t width = rest0(st) + tail;
+	MDB_txn *txn;
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t n = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_cursor_open(txn, st->db_near[0], &c), 0);
+	for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0; g = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++)
+		assert_int_equal(v.mv_size, width);
+	mdb_cursor_close(c);
+	store_read_end(st, txn);
+	return n;
+}
+
+static uint32_t near0_layout_of(struct store *st)
+{
+	MDB_txn *txn;
+	uint32_t layout;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near0_layout_get(txn, st, &layout), 0);
+	store_read_end(st, txn);
+	return layout;
+}
+
+/* near0 written again as layout 1 (whole blob keys) leaves it: emptied,
+ * each record with a simhash indexed again with st->near0_keys, the
+ * layout row set to 1. */
+static int near0_to_layout1_cb(struct wtx *w, void *p)
+{
+	(void)p;
+	struct store *st = w->st;
+	assert_int_equal(mdb_drop(w->txn, st->db_near[0], 0), 0);
+	st->near0_keys = true;
+	MDB_cursor *c;
+	MDB_val k, v;
+	assert_int_equal(mdb_cursor_open(w->txn, st->db_fp, &c), 0);
+	struct { struct blobkey k; uint64_t h; } rows[64];
+	size_t n = 0;
+	for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0; g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
+		if (!(r.flags & FPREC_HAS_SIMHASH))
+			continue;
+		assert_true(n < 64);
+		blobkey_decode(k.mv_data, &rows[n].k);
+		rows[n++].h = r.simhash;
+	}
+	mdb_cursor_close(c);
+	for (size_t i = 0; i < n; i++) {
+		/* near_add writes the other tables' rows again: they are there */
+		int rc = near_add(w->txn, st, &rows[i].k, rows[i].h);
+		if (rc)
+			return rc;
+	}
+	return near0_layout_put(w->txn, st, 1);
+}
+
+/* Pages with near neighbours; the answers of each (into ans). */
+enum { N0 = 6 };
+static void near0_answers(struct store *st, const uint64_t *ino, char ans[N0][512])
+{
+	for (int i = 0; i < N0; i++)
+		snprintf(ans[i], 512, "%s", near_of(st, ino[i], &test_root));
+}
+
+static struct store *near0_pages(const char *dir, uint64_t *ino, char ans[N0][512])
+{
+	struct store *st = th_store(dir, NULL, NULL);
+	static const char *extra[N0] = { "", "one more sentence here", "", "and another", "", "" };
+	static const unsigned seed[N0] = { 11, 11, 12, 12, 13, 14 };
+	for (int i = 0; i < N0; i++) {
+		char *page = th_page(seed[i], 600, extra[i]), name[16];
+		snprintf(name, sizeof name, "p%d.html", i);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+	}
+	assert_int_equal(sigq_drain(st), 0);
+	near0_answers(st, ino, ans);
+	assert_string_not_equal(ans[0], "ENODATA"); /* the fixture: p0 and p1 are near */
+	assert_non_null(strstr(ans[0], "p1.html"));
+	return st;
+}
+
+static void check_near0_converted(bool by_fsck)
+{
+	char *dir = th_tmpdir();
+	uint64_t ino[N0];
+	char before[N0][512], now[N0][512];
+	struct store *st = near0_pages(dir, ino, before);
+	assert_int_equal(near0_layout_of(st), NEAR0_LAYOUT_VERSION);
+	size_t rows = near0_rows_of(st, NEAR0_PREFIX);
+	assert_int_equal(rows, N0);
+	assert_int_equal(store_write(st, near0_to_layout1_cb, NULL), 0);
+	assert_int_equal(near0_rows_of(st, BLOBKEY_BYTES), rows);
+	assert_int_equal(store_close(st), 0);
+	/* an older layout is a note, no damage; read-only, it answers as is */
+	struct fsck_opts fo = { 0 };
+	struct fsck_result fr = th_fsck(th_store_dir(dir), fo);
+	assert_int_equal(fr.problems, 0);
+	assert_true(fr.notes >= 1);
+	struct store_opts ro = { .readonly = true };
+	st = th_reopen(dir, &ro);
+	assert_true(st->near0_keys);
+	near0_answers(st, ino, now);
+	for (int i = 0; i < N0; i++)
+		assert_string_equal(now[i], before[i]);
+	assert_int_equal(store_close(st), 0);
+	if (by_fsck) {
+		fo.repair = true;
+		fr = th_fsck(th_store_dir(dir), fo);
+		assert_true(fr.repaired >= 1);
+	}
+	st = th_reopen(dir, NULL);
+	assert_false(st->near0_keys);
+	assert_int_equal(near0_layout_of(st), NEAR0_LAYOUT_VERSION);
+	assert_int_equal(near0_rows_of(st, NEAR0_PREFIX), rows);
+	near0_answers(st, ino, now);
+	for (int i = 0; i < N0; i++)
+		assert_string_equal(now[i], before[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+static void test_near0_layout1_upgraded_at_open(void **state)
+{
+	(void)state;
+	check_near0_converted(false);
+}
+
+static void test_near0_layout1_fsck_repair(void **state)
+{
+	(void)state;
+	check_near0_converted(true);
+}
+
+/* Copies of one page under -o nodedup: variants of one MD5, one near0
+ * row for them all, which stays until the last goes. */
+static void test_near0_shared_row(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .nodedup = true };
+	struct store *st = th_store(dir, NULL, &o);
+	char *page = th_page(21, 600, ""), *other = th_page(22, 600, "");
+	uint64_t c[3];
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "copy%d.html", i);
+		c[i] = th_put_page(st, PD_ROOT_INO, name, page);
+	}
+	th_put_page(st, PD_ROOT_INO, "other.html", other);
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(near0_rows_of(st, NEAR0_PREFIX), 2);
+	const char *a = near_of(st, c[0], &test_root);
+	assert_non_null(strstr(a, "copy1.html"));
+	assert_non_null(strstr(a, "copy2.html"));
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "copy0.html", &gone_ino, &gone), 0);
+	assert_int_equal(near0_rows_of(st, NEAR0_PREFIX), 2);
+	a = near_of(st, c[1], &test_root);
+	assert_non_null(strstr(a, "copy2.html"));
+	assert_null(strstr(a, "copy0.html"));
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = th_reopen(dir, &o);
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "copy1.html", &gone_ino, &gone), 0);
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "copy2.html", &gone_ino, &gone), 0);
+	assert_int_equal(near0_rows_of(st, NEAR0_PREFIX), 1);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(page);
+	free(other);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1268,6 +1468,9 @@ int main(void)
 		cmocka_unit_test(test_layout3_fsck_repair),
 		cmocka_unit_test(test_newer_layout_left_alone),
 		cmocka_unit_test(test_bands_shared_prefix),
+		cmocka_unit_test(test_near0_layout1_upgraded_at_open),
+		cmocka_unit_test(test_near0_layout1_fsck_repair),
+		cmocka_unit_test(test_near0_shared_row),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

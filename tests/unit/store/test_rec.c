@@ -287,6 +287,7 @@ static void assert_same_fprec(const struct fprec *a, const struct fprec *b)
 	assert_int_equal(a->pack_off, b->pack_off);
 	assert_int_equal(a->pack_len, b->pack_len);
 	assert_int_equal(a->pack_dict, b->pack_dict);
+	assert_int_equal(a->ino, b->ino);
 }
 
 /* r through both layouts: each decodes to r, reads as the layout it is,
@@ -414,10 +415,50 @@ static void test_fp_row2_refuses_damage(void **state)
 	assert_int_equal(fprec_decode(b, n, &got), -EUCLEAN);
 }
 
+/* The inode of a blob of one file in its row (format 7): a varint after
+ * the pack's fields, in layout 2 only; an inode of 0 said to be present
+ * is refused. */
+static void test_fp_row2_ino(void **state)
+{
+	(void)state;
+	struct fprec r = packed_page(), got;
+	uint8_t b[FPREC_MAX_BYTES + 1];
+	size_t without = fprec_encode(&r, true, b);
+	const uint64_t inos[] = { 1, 127, 128, 20005, 1ull << 40, UINT64_MAX };
+	for (size_t i = 0; i < sizeof inos / sizeof inos[0]; i++) {
+		r.ino = inos[i];
+		size_t n = fprec_encode(&r, true, b);
+		uint8_t vb[VARINT_MAX_BYTES];
+		assert_int_equal(n, without + varint_put(vb, inos[i]));
+		assert_true(n <= FPREC_MAX_BYTES);
+		memset(&got, 0x55, sizeof got);
+		assert_int_equal(fprec_decode(b, n, &got), 0);
+		assert_same_fprec(&r, &got);
+	}
+	/* the bit with an inode of 0 */
+	r.ino = 1;
+	size_t n = fprec_encode(&r, true, b);
+	b[n - 1] = 0;
+	assert_int_equal(fprec_decode(b, n, &got), -EUCLEAN);
+	/* the bit without its varint */
+	assert_int_equal(fprec_decode(b, n - 1, &got), -EUCLEAN);
+	/* layout 1 has no room: a row of layout 1 decodes with none */
+	n = fprec_encode(&r, false, b);
+	assert_int_equal(fprec_decode(b, n, &got), 0);
+	assert_int_equal(got.ino, 0);
+	/* a row without the field decodes with none */
+	r.ino = 0;
+	n = fprec_encode(&r, true, b);
+	memset(&got, 0x55, sizeof got);
+	assert_int_equal(fprec_decode(b, n, &got), 0);
+	assert_int_equal(got.ino, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_row2_roundtrip),
+		cmocka_unit_test(test_fp_row2_ino),
 		cmocka_unit_test(test_row2_falls_back),
 		cmocka_unit_test(test_row1_still_decodes),
 		cmocka_unit_test(test_row2_refuses_damage),

@@ -603,12 +603,21 @@ static int to_layout1(struct wtx *w, void *arg)
 		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
 		uint8_t kb[BLOBKEY_BYTES]; /* k points into the page the put changes */
 		memcpy(kb, k.mv_data, BLOBKEY_BYTES);
+		if (r.ino) { /* before format 7 every inode is in blob_inodes */
+			uint8_t ib[8];
+			put_be64(ib, r.ino);
+			MDB_val bk = { BLOBKEY_BYTES, kb }, bv = { 8, ib };
+			assert_int_equal(mdb_put(w->txn, w->st->db_blob_inodes, &bk, &bv, 0), 0);
+			r.ino = 0;
+		}
 		MDB_val nk = { BLOBKEY_BYTES, kb }, nv = { fprec_encode(&r, false, vb), vb };
 		rc = mdb_cursor_put(c, &nk, &nv, MDB_CURRENT);
 	}
 	mdb_cursor_close(c);
-	MDB_val lk = { 9, "fp_layout" };
+	MDB_val lk = { 9, "fp_layout" }, ik = { 10, "ino_layout" };
 	int drc = mdb_del(w->txn, w->st->db_meta, &lk, NULL);
+	if (!drc || drc == MDB_NOTFOUND)
+		drc = mdb_del(w->txn, w->st->db_meta, &ik, NULL);
 	uint8_t fb[4] = { 5, 0, 0, 0 };
 	MDB_val fk = { 6, "format" }, fv = { 4, fb };
 	return rc ? pd_mdb_err(rc) : drc && drc != MDB_NOTFOUND ? pd_mdb_err(drc) : pd_mdb_err(mdb_put(w->txn, w->st->db_meta, &fk, &fv, 0));
@@ -707,6 +716,173 @@ static void test_fp_rows_converted(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- the inodes of a blob: in its row, or in blob_inodes (format 7) ---- */
+
+static int collect_ino(void *ctx, uint64_t ino)
+{
+	uint64_t *v = ctx;
+	v[++v[0]] = ino; /* v[0]: how many */
+	return 0;
+}
+
+/* Blob of ino: the inode its row holds, its blob_inodes rows (*table),
+ * and every inode store_blob_inodes answers (into all[1..all[0]]). */
+static uint64_t row_ino(struct store *st, uint64_t ino, size_t *table, uint64_t all[8])
+{
+	struct blobkey k = th_blob_of(st, ino);
+	struct fprec r = th_fprec_of(st, ino);
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(&k, kb);
+	MDB_cursor *c;
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(mdb_cursor_open(txn, st->db_blob_inodes, &c), 0);
+	*table = 0;
+	if (mdb_cursor_get(c, &key, &v, MDB_SET_KEY) == 0)
+		assert_int_equal(mdb_cursor_count(c, table), 0);
+	mdb_cursor_close(c);
+	all[0] = 0;
+	assert_int_equal(store_blob_inodes(txn, st, &k, NULL, collect_ino, all), 0);
+	store_read_end(st, txn);
+	return r.ino;
+}
+
+/* Every row's inode moved into blob_inodes, "ino_layout" dropped, the
+ * store marked format 6: a store as a release of format 6 leaves it. */
+static int to_format6(struct wtx *w, void *arg)
+{
+	(void)arg;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc = mdb_cursor_open(w->txn, w->st->db_fp, &c);
+	for (int g = rc ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0 && !rc;
+	     g = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		assert_int_equal(fprec_decode(v.mv_data, v.mv_size, &r), 0);
+		if (!r.ino)
+			continue;
+		uint8_t kb[BLOBKEY_BYTES], ib[8], vb[FPREC_MAX_BYTES];
+		memcpy(kb, k.mv_data, BLOBKEY_BYTES);
+		put_be64(ib, r.ino);
+		MDB_val bk = { BLOBKEY_BYTES, kb }, bv = { 8, ib };
+		assert_int_equal(mdb_put(w->txn, w->st->db_blob_inodes, &bk, &bv, 0), 0);
+		r.ino = 0;
+		MDB_val nv = { fprec_encode(&r, true, vb), vb };
+		rc = mdb_cursor_put(c, &bk, &nv, MDB_CURRENT);
+	}
+	mdb_cursor_close(c);
+	MDB_val ik = { 10, "ino_layout" };
+	int drc = mdb_del(w->txn, w->st->db_meta, &ik, NULL);
+	uint8_t fb[4] = { 6, 0, 0, 0 };
+	MDB_val fk = { 6, "format" }, fv = { 4, fb };
+	return rc ? pd_mdb_err(rc) : drc ? pd_mdb_err(drc) : pd_mdb_err(mdb_put(w->txn, w->st->db_meta, &fk, &fv, 0));
+}
+
+static int convert_bi_2(struct wtx *w, void *arg)
+{
+	struct convert_step *s = arg;
+	int rc = store_blob_inodes_convert(w->txn, w->st, s->next, 2, &s->converted, &s->finished);
+	return rc ? rc : store_blob_inodes_done(w->txn, w->st, &s->done);
+}
+
+static void test_blob_inodes_in_row(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .no_sign_thread = true, .compact_share = -1 };
+	struct store *st = th_store(dir, NULL, &o);
+	enum { N = 5 };
+	uint64_t ino[N], all[8];
+	size_t table;
+	char name[16], body[64];
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof name, "p%d", i);
+		snprintf(body, sizeof body, "<p>page %d of the blob inodes test</p>", i);
+		ino[i] = th_put(st, PD_ROOT_INO, name, body, strlen(body));
+		/* a blob of one file: its inode in its row, no table row */
+		assert_int_equal(row_ino(st, ino[i], &table, all), ino[i]);
+		assert_int_equal(table, 0);
+		assert_int_equal(all[0], 1);
+		assert_int_equal(all[1], ino[i]);
+	}
+	/* a second and a third file of p0's bytes: all in the table */
+	snprintf(body, sizeof body, "<p>page %d of the blob inodes test</p>", 0);
+	uint64_t t1 = th_put(st, PD_ROOT_INO, "twin1", body, strlen(body));
+	assert_int_equal(row_ino(st, ino[0], &table, all), 0);
+	assert_int_equal(table, 2);
+	assert_int_equal(all[0], 2);
+	uint64_t t2 = th_put(st, PD_ROOT_INO, "twin2", body, strlen(body));
+	assert_int_equal(row_ino(st, ino[0], &table, all), 0);
+	assert_int_equal(table, 3);
+	assert_int_equal(th_refcount(st, t2), 3);
+	/* down to two: still the table; down to one: back into the row */
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "p0", &gone_ino, &gone), 0);
+	assert_int_equal(row_ino(st, t1, &table, all), 0);
+	assert_int_equal(table, 2);
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "twin1", &gone_ino, &gone), 0);
+	assert_int_equal(row_ino(st, t2, &table, all), t2);
+	assert_int_equal(table, 0);
+	assert_int_equal(th_refcount(st, t2), 1);
+	th_read_back(st, t2, body);
+	/* an overwrite moves an inode from one blob to another */
+	snprintf(body, sizeof body, "<p>page %d of the blob inodes test</p>", 1);
+	assert_int_equal(th_put(st, PD_ROOT_INO, "twin2", body, strlen(body)), t2);
+	assert_int_equal(row_ino(st, ino[1], &table, all), 0);
+	assert_int_equal(table, 2);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	/* a store as a release of format 6 leaves it: every inode in the
+	 * table; converted two blobs a batch, "ino_layout" with the last */
+	st = th_reopen(dir, &o);
+	assert_int_equal(store_write(st, to_format6, NULL), 0);
+	for (int i = 2; i < N; i++) {
+		assert_int_equal(row_ino(st, ino[i], &table, all), 0);
+		assert_int_equal(table, 1);
+		assert_int_equal(all[0], 1);
+		assert_int_equal(all[1], ino[i]);
+	}
+	struct convert_step s;
+	memset(&s, 0, sizeof s);
+	assert_int_equal(store_write(st, convert_bi_2, &s), 0);
+	assert_false(s.finished);
+	assert_false(s.done);
+	while (!s.finished)
+		assert_int_equal(store_write(st, convert_bi_2, &s), 0);
+	assert_true(s.done);
+	assert_int_equal(s.converted, N - 2); /* p2..p4; p1's blob has two files */
+	for (int i = 2; i < N; i++) {
+		assert_int_equal(row_ino(st, ino[i], &table, all), ino[i]);
+		assert_int_equal(table, 0);
+	}
+	assert_int_equal(row_ino(st, ino[1], &table, all), 0);
+	assert_int_equal(table, 2);
+
+	/* the same by a writable open of the format 6 store */
+	assert_int_equal(store_write(st, to_format6, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir)); /* the table's form is no damage */
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	assert_int_equal(st->format, PD_FORMAT_VERSION);
+	for (int i = 2; i < N; i++) {
+		assert_int_equal(row_ino(st, ino[i], &table, all), ino[i]);
+		assert_int_equal(table, 0);
+		snprintf(body, sizeof body, "<p>page %d of the blob inodes test</p>", i);
+		th_read_back(st, ino[i], body);
+	}
+	assert_int_equal(row_ino(st, t2, &table, all), 0);
+	assert_int_equal(table, 2);
+	assert_int_equal(all[0], 2);
+	assert_true((all[1] == ino[1] && all[2] == t2) || (all[1] == t2 && all[2] == ino[1]));
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -721,6 +897,7 @@ int main(void)
 		cmocka_unit_test(test_lmdb_reserve),
 		cmocka_unit_test(test_store_identity),
 		cmocka_unit_test(test_fp_rows_converted),
+		cmocka_unit_test(test_blob_inodes_in_row),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

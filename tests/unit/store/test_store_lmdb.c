@@ -370,6 +370,15 @@ static void test_lmdb_compact_repacks(void **state)
 	}
 	for (int i = 0; i < 300; i++) /* one page under many files: blob_inodes values */
 		th_put(st, sub.ino, (snprintf(name, sizeof name, "same-%d", i), name), "the same page", 13);
+	/* a second file of 600 pages: blobs of two files, whose inodes are
+	 * blob_inodes rows in MD5 order (format 7: a blob of one file keeps
+	 * its inode in its fingerprint row) */
+	for (int i = 0; i < 600; i++) {
+		char body[128], twin[64];
+		body_of(i, body, sizeof body);
+		snprintf(twin, sizeof twin, "twin-%d", i);
+		th_put(st, sub.ino, twin, body, strlen(body));
+	}
 	static struct listing before, after;
 	assert_int_equal(ns_readdir(st, PD_ROOT_INO, 0, false, list_one, &before), 0);
 	assert_int_equal(store_close(st), 0);
