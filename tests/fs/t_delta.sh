@@ -224,7 +224,8 @@ EOF
 # A store made by a release of format 2 (before deltas; PD_LANDED_BUILD:
 # its build directory, else skipped) opens, reads, takes deltas for new
 # pages, and is then of the current format (3 or later), which that
-# release refuses.
+# release refuses. (A build of format 3 to 6 as PD_LANDED_BUILD works the
+# same; from format 7 the new delta's set is kept as a difference.)
 case_landed_store_opens() {
 	local old=${PD_LANDED_BUILD:-}
 	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of format 2) not given"
@@ -261,6 +262,11 @@ EOF2
 	local out
 	out=$("$old/pagededup" stats "$d/store" 2>&1) && fail "the format 2 release opened a format $format store: $out"
 	printf '%s\n' "$out" | grep -q "format version $format" || fail "the format 2 release's refusal: $out"
+	# the new delta's shingle set is kept as a difference (format 7 on)
+	if [ "$format" -ge 7 ]; then
+		set_forms "$d/store" | grep -q '^05 ' || fail "no set kept as a difference: $(set_forms "$d/store")"
+	fi
+	"$PD_BIN" fsck --deep "$d/store" >/dev/null || fail "fsck --deep of the landed store"
 }
 
 # A crawl and its recrawl (every page again with one sentence edited, and
