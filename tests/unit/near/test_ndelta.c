@@ -770,6 +770,63 @@ static void test_set_diff_damaged(void **state)
 	}
 }
 
+/* Link rows base -> fake deltas (keys of no blob): how many deltas a base
+ * has, as the bound on its differences counts them. put: add, else take
+ * them out again. */
+struct fake_links {
+	struct blobkey base;
+	unsigned n;
+	bool put;
+};
+
+static int fake_links_cb(struct wtx *w, void *p)
+{
+	struct fake_links *f = p;
+	for (unsigned i = 0; i < f->n; i++) {
+		uint8_t kb[4 + 2 * BLOBKEY_BYTES];
+		struct blobkey dep = { .variant = 0 };
+		memset(dep.md5, 0xf0, 16);
+		dep.md5[0] = (uint8_t)i;
+		memcpy(kb, "dlnk", 4);
+		blobkey_encode(&f->base, kb + 4);
+		blobkey_encode(&dep, kb + 4 + BLOBKEY_BYTES);
+		MDB_val k = { sizeof kb, kb }, v = { 0, kb };
+		int rc = f->put ? mdb_put(w->txn, w->st->db_meta, &k, &v, 0) : mdb_del(w->txn, w->st->db_meta, &k, NULL);
+		if (rc)
+			return -EIO;
+	}
+	return 0;
+}
+
+/* A base with NEAR_SET_DIFFS_PER_BASE deltas on it takes no more
+ * differences (the work its set's removal does is bounded): the next
+ * delta's set stays whole; with one fewer, it is a difference. */
+static void test_set_diff_bound(void **state)
+{
+	(void)state;
+	for (unsigned others = NEAR_SET_DIFFS_PER_BASE - 1; others <= NEAR_SET_DIFFS_PER_BASE; others++) {
+		char *dir = th_tmpdir();
+		struct store *st = open_store(dir, true);
+		struct pair p;
+		put_pair(st, &p, 25, 900, 1, 2);
+		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p.ka, NULL), 0);
+		struct fake_links f = { p.ka, others, true };
+		assert_int_equal(store_write(st, fake_links_cb, &f), 0);
+		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p.kb, NULL), 0);
+		struct blobkey base;
+		assert_int_equal(delta_of(st, &p.kb, &base), 1);
+		assert_int_equal(row_format(st, &p.kb, NULL),
+				 others < NEAR_SET_DIFFS_PER_BASE ? NEARSET_DIFF_FORMAT : NEARSET_FORMAT);
+		assert_set_of_page(st, &p.kb, p.b);
+		f.put = false;
+		assert_int_equal(store_write(st, fake_links_cb, &f), 0);
+		assert_int_equal(store_close(st), 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		free_pair(&p);
+		th_rmdir(dir);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -784,6 +841,7 @@ int main(void)
 		cmocka_unit_test(test_set_diffs_and_their_bases),
 		cmocka_unit_test(test_set_diff_unlinked),
 		cmocka_unit_test(test_set_diff_damaged),
+		cmocka_unit_test(test_set_diff_bound),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
