@@ -35,6 +35,9 @@ struct blob_listener {
 	int (*added)(struct wtx *w, const struct blobkey *k, const struct fprec *r);
 	/* The last reference to k went; r is its record, now deleted. */
 	int (*released)(struct wtx *w, const struct blobkey *k, const struct fprec *r);
+	/* dep's record no longer hangs on base (its link row went: the record
+	 * was freed, healed, or stored again on its own); may be NULL. */
+	int (*unlinked)(struct wtx *w, const struct blobkey *base, const struct blobkey *dep);
 };
 
 /* Register l on st (at open, before any write): -E2BIG past
@@ -350,6 +353,11 @@ int blob_delta_kept_each(MDB_txn *txn, struct store *st,
 /* Up to max deltas hanging on base (into v, *n of them). */
 int blob_delta_dependents(MDB_txn *txn, struct store *st, const struct blobkey *base, struct blobkey *v,
 			  size_t max, size_t *n);
+/* Every delta hanging on base: fn(ctx, base, dep), which may read any
+ * table and write none in meta; non-zero stops the walk with that value
+ * (positive: 0). */
+int blob_delta_dependents_each(MDB_txn *txn, struct store *st, const struct blobkey *base,
+			       int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx);
 /* Is there a link row base -> dep? */
 int blob_delta_linked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep);
 /* Every link row (fsck). */

@@ -199,6 +199,15 @@ int blob_delta_dependents(MDB_txn *txn, struct store *st, const struct blobkey *
 	return rc;
 }
 
+int blob_delta_dependents_each(MDB_txn *txn, struct store *st, const struct blobkey *base,
+			       int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx)
+{
+	uint8_t kb[LINK_KEY];
+	link_key(kb, base, NULL);
+	struct dep_walk w = { NULL, 0, 0, fn, ctx };
+	return meta_prefix(txn, st, kb, KEPT_KEY, dep_step, &w);
+}
+
 int blob_delta_link_each(MDB_txn *txn, struct store *st,
 			 int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx)
 {
@@ -237,6 +246,16 @@ static int pack_live_less(struct wtx *w, const struct fprec *r)
 
 static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct fprec *r, unsigned depth);
 
+/* The listeners hear that dep's record no longer hangs on base. */
+static int tell_unlinked(struct wtx *w, const struct blobkey *base, const struct blobkey *dep)
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < w->st->n_blob_listeners; i++)
+		if (w->st->blob_listeners[i]->unlinked)
+			rc = w->st->blob_listeners[i]->unlinked(w, base, dep);
+	return rc;
+}
+
 /* Kept base k has no delta left: its record is dead bytes now. */
 static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
 {
@@ -272,6 +291,8 @@ static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct f
 	rc = mdb_del(w->txn, w->st->db_meta, &lk, NULL);
 	if (rc && rc != MDB_NOTFOUND)
 		return pd_mdb_err(rc);
+	if ((rc = tell_unlinked(w, &base, k)))
+		return rc;
 	bool more = has_dependents(w->txn, w->st, &base, &rc);
 	if (rc || more)
 		return rc;

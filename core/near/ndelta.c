@@ -340,6 +340,10 @@ static int move_cb(struct wtx *w, void *arg)
 		if (rc < 0)
 			return rc;
 		m->moved[i] = rc == 0;
+		/* the page's set, kept as the difference from its base's when
+		 * shorter, in the transaction that makes it a delta on it */
+		if (rc == 0 && j->has_base && (rc = near_set_diff(w->txn, w->st, &j->k, &j->base)))
+			return rc;
 		/* a refused record is nobody's: its blocks go back at once */
 		if (rc == 1 && (rc = wtx_punch_after(w, &j->loc)))
 			return rc;

@@ -814,9 +814,7 @@ int near_version_put(MDB_txn *txn, struct store *st)
 	return near_meta_version_put(txn, st, "near_version", NEAR_SIG_VERSION);
 }
 
-/* The signature of blob k as this version computes it (none when its file
- * cannot be read). */
-static void sig_of_blob(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig)
+void near_sig_of_blob(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig)
 {
 	memset(sig, 0, sizeof *sig);
 	int fd = blob_open_rec(st, k, r);
@@ -837,7 +835,7 @@ static int resign_one(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	struct near_sig *sig = malloc(sizeof *sig);
 	if (!sig)
 		return -ENOMEM;
-	sig_of_blob(st, k, &r, sig);
+	near_sig_of_blob(st, k, &r, sig);
 	if (!(st->near_tables && (rc = near_remove(txn, st, k, r.simhash)))) {
 		near_sig_to_rec(sig, &r);
 		if (!(rc = blob_put(txn, st, k, &r)) && st->near_tables)

@@ -55,6 +55,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blob/blob.h"
 #include "minhash.h"
 #include "nearset.h"
 #include "store/rec.h"
@@ -215,6 +216,49 @@ static inline void near_set_for_store(const struct store *st, struct nearset *s)
 		s->bands = false;
 	}
 }
+
+/* ---- sets kept as differences (store format 7) ----
+ *
+ * A page stored as a delta on a base (blob.h) has a shingle set that
+ * differs from its base's in a few values (a recrawl's date, counter, ad
+ * block or sentence): its nearfeat row may hold the difference from the
+ * base's set (nearset.h, format 5: the base's key, the positions of the
+ * base's values dropped, the values added), about 30 bytes where a whole
+ * row takes about 254. What a row decodes to is exactly the set a whole
+ * row would hold, so no answer changes. The rules:
+ *   - written by the delta step only (near_set_diff, ndelta.c), in the
+ *     transaction that makes the page's record a delta on that base, when
+ *     shorter than the whole row, when the base has a set and at most
+ *     NEAR_SET_DIFFS_PER_BASE deltas, and when the chain of differences
+ *     stays within NEAR_SET_DIFF_DEPTH;
+ *   - so a difference from B is only ever the set of a delta on B, and it
+ *     is written whole again (materialized) in the transaction where that
+ *     stops being so: the record no longer hangs on B (freed, healed,
+ *     stored whole again: near_set_unlinked, a blob listener's call), B's
+ *     set goes (near_set_remove: B's last reference went, or B is signed
+ *     again) or is written again (near_set_put). The differences from B
+ *     are found among B's link rows (blob.h, "dlnk"): at most
+ *     NEAR_SET_DIFFS_PER_BASE of them are written whole when B's set goes,
+ *     however many deltas hang on B (their link rows are walked; each
+ *     delta's own record is stored whole again later anyway);
+ *   - every reader resolves the chain (at most NEAR_SET_DIFF_DEPTH
+ *     differences): a difference whose base set is missing, or a longer
+ *     chain, is a damaged row (-EINVAL), which fsck reports and --repair
+ *     makes again from the page, as it does any set that does not
+ *     decode; fsck also reports a difference from a base its record is
+ *     not a delta on, and --repair writes it whole.
+ * A store from before format 7 needs no conversion: its rows are whole,
+ * and differences appear as pages become deltas. A release of format 6
+ * refuses a store of format 7 (it would take a difference for damage). */
+#define NEAR_SET_DIFF_DEPTH BLOB_DELTA_DEPTH
+#define NEAR_SET_DIFFS_PER_BASE 64
+/* Page k's record was just made a delta on base (same transaction):
+ * keep k's set as the difference from base's when that is shorter (see
+ * above; nothing in a store of another layout or format). */
+int near_set_diff(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct blobkey *base);
+/* dep's record no longer hangs on base: its set, if a difference from
+ * base's, written whole. */
+int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep);
 
 /* Keep sig's set (if any) in nearfeat with its band rows (nothing when
  * the store has no such tables: then the caller keeps the sketch, by

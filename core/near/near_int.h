@@ -9,7 +9,15 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
 /* Blob k's band rows for set s (a row another blob of its MD5 prefix has
  * already is kept). */
 int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s);
-/* Drop every LSH row and make them again from the sets in nearfeat. */
+/* The signature of blob k as this version computes it from its page
+ * (none when its bytes cannot be read). */
+void near_sig_of_blob(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig);
+/* Blob k's set, a difference resolved against its base's (near.h): 0,
+ * -ENOENT (no row), -EINVAL (a row that does not decode, or a difference
+ * whose base set is missing or damaged, or too long a chain). */
+int near_set_read(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s);
+/* Drop every LSH row and make them again from the sets in nearfeat (a
+ * set that does not decode made again from its page). */
 int near_lsh_rebuild(MDB_txn *txn, struct store *st);
 /* fsck: every set names a record with a simhash, decodes, and has its
  * band rows; every band row stands for a blob whose set has it. */

@@ -88,12 +88,18 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 	if (!rc) {
 		MDB_val key = { BLOBKEY_BYTES, next }, v;
 		int mrc = mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE);
-		for (; mrc == 0 && !(more = c.n == c.cap); mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT))
-			if (key.mv_size == BLOBKEY_BYTES && !nearset_decode(v.mv_data, v.mv_size, s)) {
-				/* (a row that does not decode is fsck's to report) */
+		for (; mrc == 0 && !(more = c.n == c.cap); mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+			struct blobkey k;
+			if (key.mv_size == BLOBKEY_BYTES)
+				blobkey_decode(key.mv_data, &k);
+			if (key.mv_size == BLOBKEY_BYTES && !near_set_read(txn, st, &k, s)) {
+				/* (a row that does not decode is fsck's to report;
+				 * a difference, which layouts 1-3 never hold, is
+				 * written whole) */
 				memcpy(c.keys[c.n], key.mv_data, BLOBKEY_BYTES);
 				c.sets[c.n++] = *s;
 			}
+		}
 		if (more)
 			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
 		else if (mrc != MDB_NOTFOUND)

@@ -65,6 +65,7 @@ int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, cons
 }
 
 static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s);
+static int materialize_dependents(MDB_txn *txn, struct store *st, const struct blobkey *k);
 
 /* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
  * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
@@ -155,22 +156,201 @@ int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 	*s = sig->set;
 	nearset_to_stored(s);
 	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
-	MDB_val key = fp_key(kb, k), v = { nearset_encode(s, vb), vb };
-	int rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
+	MDB_val key = fp_key(kb, k), v = { nearset_encode(s, vb), vb }, old;
+	/* a set written again (signed again, repaired) may differ from the
+	 * one other sets are kept as differences from */
+	int rc = mdb_get(txn, st->db_nearfeat, &key, &old);
+	rc = rc == MDB_NOTFOUND ? 0 : rc ? pd_mdb_err(rc) : materialize_dependents(txn, st, k);
+	if (!rc)
+		rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
 	if (!rc)
 		rc = near_put_bands(txn, st, k, s);
 	free(s);
 	return rc;
 }
 
+/* ---- sets kept as differences (near.h, nearset.h format 5) ---- */
+
+/* Blob k's set, its row resolved: a whole row decoded, a difference
+ * decoded against its base's set, itself resolved, following at most
+ * NEAR_SET_DIFF_DEPTH differences (*depth: how many; may be NULL). A
+ * base without a set row, a longer chain or a row that does not decode:
+ * -EINVAL, a damaged row (fsck reports it; --repair makes it again from
+ * the page). -ENOENT: k has no row. */
+static int set_resolve(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s, unsigned *depth)
+{
+	MDB_val rows[NEAR_SET_DIFF_DEPTH + 1];
+	struct blobkey cur = *k;
+	unsigned d = 0;
+	for (;;) {
+		uint8_t kb[BLOBKEY_BYTES];
+		MDB_val key = fp_key(kb, &cur);
+		int rc = mdb_get(txn, st->db_nearfeat, &key, &rows[d]);
+		if (rc)
+			return d && rc == MDB_NOTFOUND ? -EINVAL : pd_mdb_err(rc);
+		if (!nearset_is_diff(rows[d].mv_data, rows[d].mv_size))
+			break;
+		if (d == NEAR_SET_DIFF_DEPTH || nearset_diff_base(rows[d].mv_data, rows[d].mv_size, &cur))
+			return -EINVAL;
+		d++;
+	}
+	if (depth)
+		*depth = d;
+	int rc = nearset_decode(rows[d].mv_data, rows[d].mv_size, s);
+	if (rc || !d)
+		return rc;
+	struct nearset *base = malloc(sizeof *base);
+	if (!base)
+		return -ENOMEM;
+	for (unsigned i = d; i-- > 0 && !rc;) {
+		*base = *s;
+		rc = nearset_diff_decode(rows[i].mv_data, rows[i].mv_size, base, s);
+	}
+	free(base);
+	return rc;
+}
+
 static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
 {
+	return set_resolve(txn, st, k, s, NULL);
+}
+
+/* Are a and b the same set as decoded (what a row of either form gives)? */
+static bool same_set(const struct nearset *a, const struct nearset *b)
+{
+	return a->has == b->has && a->complete == b->complete && a->shingles == b->shingles && a->n == b->n &&
+	       a->bits == b->bits && a->legacy_bands == b->legacy_bands &&
+	       !memcmp(a->h, b->h, a->n * sizeof a->h[0]);
+}
+
+/* Blob k's set s written whole in place of its row. */
+static int set_put_whole(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
+{
+	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
+	MDB_val key = fp_key(kb, k), v = { nearset_encode(s, vb), vb };
+	return v.mv_size ? pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0)) : -EINVAL;
+}
+
+/* The base blob dep's row names when it is a difference (1), else 0. */
+static int row_diff_base(MDB_txn *txn, struct store *st, const struct blobkey *dep, struct blobkey *base)
+{
 	uint8_t kb[BLOBKEY_BYTES];
-	MDB_val key = fp_key(kb, k), v;
+	MDB_val key = fp_key(kb, dep), v;
 	int rc = mdb_get(txn, st->db_nearfeat, &key, &v);
 	if (rc)
-		return pd_mdb_err(rc);
-	return nearset_decode(v.mv_data, v.mv_size, s);
+		return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+	return nearset_is_diff(v.mv_data, v.mv_size) && !nearset_diff_base(v.mv_data, v.mv_size, base);
+}
+
+/* Blob dep's set, if kept as a difference from base's, written whole
+ * (the same set): base's set is about to go or change. A row that does
+ * not decode stays as it is (fsck's to report and make again). */
+static int materialize_on(MDB_txn *txn, struct store *st, const struct blobkey *dep, const struct blobkey *base)
+{
+	struct blobkey named;
+	int rc = row_diff_base(txn, st, dep, &named);
+	if (rc <= 0 || !blobkey_equal(&named, base))
+		return rc;
+	struct nearset *s = malloc(sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	rc = set_get(txn, st, dep, s);
+	if (!rc)
+		rc = set_put_whole(txn, st, dep, s);
+	free(s);
+	return rc == -EINVAL ? 0 : rc;
+}
+
+struct dependents {
+	MDB_txn *txn;
+	struct store *st;
+	struct blobkey *v;
+	size_t n, cap;
+};
+
+/* A delta on base whose set is a difference from base's: kept for later
+ * (the link rows are walked with a cursor of meta open: no writes). */
+static int collect_diff_dep(void *ctx, const struct blobkey *base, const struct blobkey *dep)
+{
+	struct dependents *d = ctx;
+	struct blobkey named;
+	int rc = row_diff_base(d->txn, d->st, dep, &named);
+	if (rc <= 0 || !blobkey_equal(&named, base))
+		return rc;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 16;
+		struct blobkey *v = realloc(d->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		d->v = v;
+		d->cap = cap;
+	}
+	d->v[d->n++] = *dep;
+	return 0;
+}
+
+/* Every set kept as a difference from blob k's, written whole: k's set is
+ * about to go or change. A difference is only ever written against the
+ * base of its page's delta record, and written whole again when that
+ * record stops hanging on it (near_set_unlinked), so the differences from
+ * k are among the deltas on k (blob.h's link rows), and there are at most
+ * NEAR_SET_DIFFS_PER_BASE of them (near_set_diff). */
+static int materialize_dependents(MDB_txn *txn, struct store *st, const struct blobkey *k)
+{
+	struct dependents d = { txn, st, NULL, 0, 0 };
+	int rc = blob_delta_dependents_each(txn, st, k, collect_diff_dep, &d);
+	for (size_t i = 0; i < d.n && !rc; i++)
+		rc = materialize_on(txn, st, &d.v[i], k);
+	free(d.v);
+	return rc;
+}
+
+int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep)
+{
+	return st->has_nearset ? materialize_on(txn, st, dep, base) : 0;
+}
+
+int near_set_diff(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct blobkey *base)
+{
+	if (!st->has_nearset || st->near_sets_full || st->format < PD_FORMAT_SET_DIFF)
+		return 0;
+	/* a bound on the sets written whole when base's goes */
+	struct blobkey deps[NEAR_SET_DIFFS_PER_BASE + 1];
+	size_t ndeps;
+	int rc = blob_delta_dependents(txn, st, base, deps, NEAR_SET_DIFFS_PER_BASE + 1, &ndeps);
+	if (rc || ndeps > NEAR_SET_DIFFS_PER_BASE)
+		return rc;
+	uint8_t kb[BLOBKEY_BYTES];
+	MDB_val key = fp_key(kb, k), row;
+	if ((rc = mdb_get(txn, st->db_nearfeat, &key, &row)))
+		return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+	if (nearset_is_diff(row.mv_data, row.mv_size))
+		return 0;
+	size_t whole = row.mv_size;
+	struct nearset *s = malloc(3 * sizeof *s);
+	uint8_t *vb = malloc(NEARSET_DIFF_MAX_BYTES);
+	if (!s || !vb) {
+		free(s);
+		free(vb);
+		return -ENOMEM;
+	}
+	struct nearset *bs = s + 1, *back = s + 2;
+	unsigned depth = 0;
+	size_t len = 0;
+	/* k's set as its whole row holds it, base's resolved; a chain no
+	 * longer than the records' (a base at most BLOB_DELTA_DEPTH - 1
+	 * deep), checked all the same */
+	if (!nearset_decode(row.mv_data, row.mv_size, s) && !set_resolve(txn, st, base, bs, &depth) &&
+	    depth < NEAR_SET_DIFF_DEPTH)
+		len = nearset_diff_encode(s, bs, base, vb);
+	/* kept only when shorter, and only when it decodes to the very set */
+	if (len && len < whole && !nearset_diff_decode(vb, len, bs, back) && same_set(back, s)) {
+		MDB_val v = { len, vb };
+		rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
+	}
+	free(s);
+	free(vb);
+	return rc;
 }
 
 int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig)
@@ -192,7 +372,10 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	struct nearset *s = malloc(sizeof *s);
 	if (!s)
 		return -ENOMEM;
-	int rc = set_get(txn, st, k, s);
+	/* the sets kept as differences from this one, whole first */
+	int rc = materialize_dependents(txn, st, k);
+	if (!rc)
+		rc = set_get(txn, st, k, s);
 	uint8_t kb[BLOBKEY_BYTES];
 	MDB_val key = fp_key(kb, k);
 	if (!rc) {
@@ -327,10 +510,11 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	return rc > 0 ? 0 : rc;
 }
 
-/* Walk nearfeat: fn(ctx, key, set) for each row (set NULL: it does not
- * decode). No writes to nearfeat meanwhile. */
+/* Walk nearfeat: fn(ctx, key, row, set) for each row, its set resolved
+ * (set NULL: it does not decode, a difference included whose base set is
+ * missing or damaged). No writes to nearfeat meanwhile. */
 static int each_set(MDB_txn *txn, struct store *st,
-		    int (*fn)(void *ctx, const MDB_val *key, const struct nearset *s), void *ctx)
+		    int (*fn)(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s), void *ctx)
 {
 	struct nearset *s = malloc(sizeof *s);
 	MDB_cursor *cur;
@@ -342,11 +526,48 @@ static int each_set(MDB_txn *txn, struct store *st,
 	MDB_val key, v;
 	int mrc;
 	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT))
-		rc = fn(ctx, &key, nearset_decode(v.mv_data, v.mv_size, s) || key.mv_size != BLOBKEY_BYTES ? NULL : s);
+	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+		int drc = -EINVAL;
+		if (key.mv_size == BLOBKEY_BYTES) {
+			struct blobkey k;
+			blobkey_decode(key.mv_data, &k);
+			drc = set_get(txn, st, &k, s);
+		}
+		if (drc && drc != -EINVAL)
+			rc = drc;
+		else
+			rc = fn(ctx, &key, &v, drc ? NULL : s);
+	}
 	mdb_cursor_close(cur);
 	free(s);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+int near_set_read(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
+{
+	return set_get(txn, st, k, s);
+}
+
+/* A list of blob keys (rows to act on after a walk of nearfeat). */
+struct keys {
+	uint8_t (*v)[BLOBKEY_BYTES];
+	size_t n, cap;
+};
+
+static int keys_push(struct keys *l, const MDB_val *key)
+{
+	if (key->mv_size != BLOBKEY_BYTES)
+		return 0; /* cannot be named; fsck reports it */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		uint8_t(*v)[BLOBKEY_BYTES] = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	memcpy(l->v[l->n++], key->mv_data, BLOBKEY_BYTES);
+	return 0;
 }
 
 struct lsh_ctx {
@@ -355,39 +576,66 @@ struct lsh_ctx {
 	near_bad_fn bad;
 	void *ctx;
 	uint64_t nbad;
-	uint8_t (*drop)[BLOBKEY_BYTES]; /* rebuild: rows to delete after the walk */
-	size_t ndrop, capdrop;
+	/* rebuild: rows to delete (their blob has no signature), to make
+	 * again from the page (they do not decode), to write whole (a
+	 * difference from a base its record does not hang on) */
+	struct keys drop, redo, whole;
 };
 
-/* A set whose row is damaged or whose blob has no signature any more. */
-static int drop_later(struct lsh_ctx *c, const MDB_val *key)
+/* A row that is a difference from base's set whose page's record is not a
+ * delta on base (no link row, blob.h): 1 (*base set), else 0. */
+static int diff_unlinked(MDB_txn *txn, struct store *st, const MDB_val *row, const struct blobkey *k,
+			 struct blobkey *base)
 {
-	if (key->mv_size != BLOBKEY_BYTES)
-		return 0; /* cannot be named for deletion; fsck reports it */
-	if (c->ndrop == c->capdrop) {
-		size_t cap = c->capdrop ? 2 * c->capdrop : 16;
-		uint8_t(*v)[BLOBKEY_BYTES] = realloc(c->drop, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		c->drop = v;
-		c->capdrop = cap;
-	}
-	memcpy(c->drop[c->ndrop++], key->mv_data, BLOBKEY_BYTES);
-	return 0;
+	if (!nearset_is_diff(row->mv_data, row->mv_size) || nearset_diff_base(row->mv_data, row->mv_size, base))
+		return 0;
+	int rc = blob_delta_linked(txn, st, base, k);
+	return rc < 0 ? rc : !rc;
 }
 
-static int rebuild_one(void *ctx, const MDB_val *key, const struct nearset *s)
+static int rebuild_one(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
 	struct lsh_ctx *c = ctx;
-	if (!s)
-		return drop_later(c, key); /* its record is confirmed by the sketch */
-	struct blobkey k;
+	if (key->mv_size != BLOBKEY_BYTES)
+		return 0;
+	struct blobkey k, base;
 	struct fprec r;
 	blobkey_decode(key->mv_data, &k);
 	int rc = blob_get(c->txn, c->st, &k, &r);
 	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH)))
-		return drop_later(c, key);
+		return keys_push(&c->drop, key);
+	if (!s) /* made again from the page, if its record can say which */
+		return keys_push(rc ? &c->drop : &c->redo, key);
+	if (rc)
+		return rc;
+	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0)
+		rc = keys_push(&c->whole, key);
 	return rc ? rc : near_put_bands(c->txn, c->st, &k, s);
+}
+
+/* The set of blob k (a row that does not decode) made again from its
+ * page; none when the page gives none (its record is then confirmed by
+ * the sketch computed from the page). */
+static int redo_from_page(MDB_txn *txn, struct store *st, const uint8_t kb[BLOBKEY_BYTES])
+{
+	struct blobkey k;
+	struct fprec r;
+	blobkey_decode(kb, &k);
+	int rc = blob_get(txn, st, &k, &r);
+	struct near_sig *sig = malloc(sizeof *sig);
+	if (!sig)
+		return -ENOMEM;
+	if (!rc)
+		near_sig_of_blob(st, &k, &r, sig);
+	if (!rc && sig->has && sig->has_set && sig->simhash == r.simhash) {
+		rc = near_set_put(txn, st, &k, sig);
+	} else {
+		MDB_val key = { BLOBKEY_BYTES, (void *)kb };
+		int mrc = mdb_del(txn, st->db_nearfeat, &key, NULL);
+		rc = mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+	}
+	free(sig);
+	return rc;
 }
 
 int near_lsh_rebuild(MDB_txn *txn, struct store *st)
@@ -395,28 +643,53 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 	if (!st->has_nearset)
 		return 0;
 	int rc = pd_mdb_err(mdb_drop(txn, st->db_nearlsh, 0));
-	struct lsh_ctx c = { txn, st, NULL, NULL, 0, NULL, 0, 0 };
+	struct lsh_ctx c = { .txn = txn, .st = st };
 	if (!rc)
 		rc = each_set(txn, st, rebuild_one, &c);
-	for (size_t i = 0; i < c.ndrop && !rc; i++) {
-		MDB_val key = { BLOBKEY_BYTES, c.drop[i] };
+	for (size_t i = 0; i < c.drop.n && !rc; i++) {
+		MDB_val key = { BLOBKEY_BYTES, c.drop.v[i] };
 		rc = pd_mdb_err(mdb_del(txn, st->db_nearfeat, &key, NULL));
 	}
-	free(c.drop);
+	struct nearset *s = c.whole.n ? malloc(sizeof *s) : NULL;
+	if (c.whole.n && !s)
+		rc = rc ? rc : -ENOMEM;
+	for (size_t i = 0; i < c.whole.n && !rc; i++) {
+		struct blobkey k;
+		blobkey_decode(c.whole.v[i], &k);
+		if (!(rc = set_get(txn, st, &k, s)))
+			rc = set_put_whole(txn, st, &k, s);
+	}
+	free(s);
+	for (size_t i = 0; i < c.redo.n && !rc; i++)
+		rc = redo_from_page(txn, st, c.redo.v[i]);
+	free(c.drop.v);
+	free(c.whole.v);
+	free(c.redo.v);
 	return rc;
 }
 
-static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
+static int check_one(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
 	struct lsh_ctx *c = ctx;
-	char name[BLOBKEY_NAME_MAX] = "?";
+	char name[BLOBKEY_NAME_MAX] = "?", bname[BLOBKEY_NAME_MAX] = "?";
+	struct blobkey k, base;
+	if (key->mv_size == BLOBKEY_BYTES) {
+		blobkey_decode(key->mv_data, &k);
+		blobkey_name(&k, name);
+	}
+	bool diff = nearset_is_diff(row->mv_data, row->mv_size);
+	if (diff && !nearset_diff_base(row->mv_data, row->mv_size, &base))
+		blobkey_name(&base, bname);
+	if (!s && diff) {
+		near_report(c->bad, c->ctx, &c->nbad,
+			    "nearfeat: the set of blob %s, kept as a difference from blob %s's, does not decode (that set missing or damaged, or a chain of more than %d differences)",
+			    name, bname, NEAR_SET_DIFF_DEPTH);
+		return 0;
+	}
 	if (!s) {
 		near_report(c->bad, c->ctx, &c->nbad, "nearfeat: a row that does not decode (%zu bytes)", key->mv_size);
 		return 0;
 	}
-	struct blobkey k;
-	blobkey_decode(key->mv_data, &k);
-	blobkey_name(&k, name);
 	struct fprec r;
 	int rc = blob_get(c->txn, c->st, &k, &r);
 	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH))) {
@@ -426,6 +699,12 @@ static int check_one(void *ctx, const MDB_val *key, const struct nearset *s)
 	if (rc == -EUCLEAN)
 		return 0; /* an undecodable record: fsck's blob pass reports it, and the check goes on */
 	if (rc)
+		return rc;
+	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0)
+		near_report(c->bad, c->ctx, &c->nbad,
+			    "nearfeat: the set of blob %s is kept as a difference from blob %s's, and its record is not a delta on that blob",
+			    name, bname);
+	if (rc < 0)
 		return rc;
 	MDB_cursor *cur;
 	if ((rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_nearlsh, &cur))))
@@ -461,8 +740,15 @@ static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix
 	struct nearset *s = malloc(sizeof *s);
 	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	     s && !damaged && mrc == 0 && k.mv_size >= BAND_PREFIX && !memcmp(k.mv_data, prefix, BAND_PREFIX);
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-		damaged = nearset_decode(v.mv_data, v.mv_size, s) != 0;
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct blobkey bk;
+		if (k.mv_size != BLOBKEY_BYTES) {
+			damaged = true;
+			break;
+		}
+		blobkey_decode(k.mv_data, &bk);
+		damaged = set_get(txn, st, &bk, s) != 0;
+	}
 	free(s);
 	mdb_cursor_close(c);
 	return damaged;
@@ -501,7 +787,7 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 {
 	if (!st->has_nearset)
 		return 0;
-	struct lsh_ctx c = { txn, st, bad, ctx, 0, NULL, 0, 0 };
+	struct lsh_ctx c = { .txn = txn, .st = st, .bad = bad, .ctx = ctx };
 	int rc = each_set(txn, st, check_one, &c);
 	if (!rc)
 		rc = check_rows(&c);

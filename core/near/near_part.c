@@ -35,9 +35,17 @@ static int near_blob_released(struct wtx *w, const struct blobkey *k, const stru
 	return rc;
 }
 
+/* A set kept as a difference from base's stops being one once its page's
+ * record no longer hangs on base (near.h). */
+static int near_blob_unlinked(struct wtx *w, const struct blobkey *base, const struct blobkey *dep)
+{
+	return near_set_unlinked(w->txn, w->st, base, dep);
+}
+
 static const struct blob_listener near_listener = {
 	.added = near_blob_added,
 	.released = near_blob_released,
+	.unlinked = near_blob_unlinked,
 };
 
 static int near_part_create(MDB_txn *txn, struct store *st)

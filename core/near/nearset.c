@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "base/byteorder.h"
+#include "base/varint.h"
 
 #define SEED_BAND UINT64_C(0x4E45415242414E44)
 
@@ -414,17 +415,17 @@ static uint64_t rice_bits(const struct gaps *g, unsigned r)
 	return bits;
 }
 
-/* The Rice parameter that codes the gaps in the fewest bits (each gap g
- * takes (g >> r) + 1 + r bits): near log2 of the mean gap, the best of the
- * three around it. */
-static unsigned rice_best(const struct gaps *s)
+/* The Rice parameter, at most max, that codes the gaps in the fewest bits
+ * (each gap g takes (g >> r) + 1 + r bits): near log2 of the mean gap,
+ * the best of the three around it. */
+static unsigned rice_best_upto(const struct gaps *s, unsigned max)
 {
 	if (!s->n)
 		return 0;
 	uint64_t mean = ((uint64_t)s->v[s->n - 1] + 1 - (s->distinct ? s->n - 1 : 0)) / s->n;
 	unsigned r0 = mean ? 63 - (unsigned)__builtin_clzll(mean) : 0, best = 0;
 	uint64_t best_bits = UINT64_MAX;
-	for (unsigned r = r0 ? r0 - 1 : 0; r <= r0 + 1 && r < 32; r++) {
+	for (unsigned r = r0 ? r0 - 1 : 0; r <= r0 + 1 && r <= max; r++) {
 		uint64_t bits = rice_bits(s, r);
 		if (bits < best_bits) {
 			best_bits = bits;
@@ -432,6 +433,11 @@ static unsigned rice_best(const struct gaps *s)
 		}
 	}
 	return best;
+}
+
+static unsigned rice_best(const struct gaps *s)
+{
+	return rice_best_upto(s, 31);
 }
 
 /* Bits in stream order: each byte filled from its lowest bit. */
@@ -453,6 +459,27 @@ static void bits_put(struct bitw *w, uint32_t v, unsigned count) /* count <= 32 
 	}
 }
 
+/* The gaps of g with parameter r, appended to w. */
+static void rice_put(struct bitw *w, const struct gaps *g, unsigned r)
+{
+	for (uint32_t i = 0; i < g->n; i++) {
+		uint32_t gap = gap_at(g, i), q = gap >> r;
+		for (; q >= 32; q -= 32)
+			bits_put(w, UINT32_MAX, 32);
+		bits_put(w, (uint32_t)((UINT64_C(1) << q) - 1), q + 1); /* q ones, a zero */
+		bits_put(w, r ? gap & (uint32_t)((UINT64_C(1) << r) - 1) : 0, r);
+	}
+}
+
+/* The last byte of w, padded with zero bits: bytes written. */
+static size_t bits_end(struct bitw *w)
+{
+	if (w->nacc)
+		w->p[w->n++] = (uint8_t)w->acc;
+	w->nacc = 0;
+	return w->n;
+}
+
 /* The Rice-coded gaps of formats 2 to 4 after a head of `head` bytes. */
 static size_t encode_rice(const struct nearset *s, unsigned format, size_t head, uint8_t *out)
 {
@@ -461,16 +488,8 @@ static size_t encode_rice(const struct nearset *s, unsigned format, size_t head,
 	unsigned r = rice_best(gs);
 	head_encode(s, format, r, out);
 	struct bitw w = { out + head, 0, 0, 0 };
-	for (uint32_t i = 0; i < s->n; i++) {
-		uint32_t g = gap_at(gs, i), q = g >> r;
-		for (; q >= 32; q -= 32)
-			bits_put(&w, UINT32_MAX, 32);
-		bits_put(&w, (uint32_t)((UINT64_C(1) << q) - 1), q + 1); /* q ones, a zero */
-		bits_put(&w, r ? g & (uint32_t)((UINT64_C(1) << r) - 1) : 0, r);
-	}
-	if (w.nacc)
-		w.p[w.n++] = (uint8_t)w.acc;
-	return head + w.n;
+	rice_put(&w, gs, r);
+	return head + bits_end(&w);
 }
 
 size_t nearset_encode(const struct nearset *s, uint8_t *out)
@@ -504,6 +523,49 @@ static uint64_t bits_peek(const struct bitr *r)
 	return get_le64(b) >> (r->at & 7);
 }
 
+/* n values of Rice-coded gaps with parameter rice from r into v, each
+ * below `over`, ascending (strictly when distinct: a gap is then the
+ * difference less one); -EINVAL when the bits do not hold them. */
+static int rice_get(struct bitr *r, uint32_t n, unsigned rice, uint64_t over, bool distinct, uint32_t *v)
+{
+	uint64_t total = (uint64_t)r->len * 8, prev = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t q = 0;
+		for (;;) { /* the ones, then a zero */
+			uint64_t left = total - r->at, w = bits_peek(r);
+			unsigned ones = ~w ? (unsigned)__builtin_ctzll(~w) : 64;
+			if (ones >= left)
+				return -EINVAL;
+			if (ones < 57) {
+				q += ones;
+				r->at += ones + 1;
+				break;
+			}
+			q += 56;
+			r->at += 56;
+			if (q > over >> rice)
+				return -EINVAL;
+		}
+		if (q > over >> rice || total - r->at < rice)
+			return -EINVAL;
+		uint64_t g = rice ? bits_peek(r) & ((UINT64_C(1) << rice) - 1) : 0;
+		r->at += rice;
+		uint64_t h = (i ? prev + (distinct ? 1 : 0) : 0) + (q << rice | g);
+		if (h >= over)
+			return -EINVAL;
+		prev = h;
+		v[i] = (uint32_t)h;
+	}
+	return 0;
+}
+
+/* Nothing after r but the zero bits that pad the last byte? */
+static bool bits_padded(const struct bitr *r)
+{
+	uint64_t total = (uint64_t)r->len * 8;
+	return total - r->at < 8 && !(total > r->at && bits_peek(r));
+}
+
 /* The n hashes of Rice-coded gaps of `bits`-bit values (formats 2 and 3:
  * 32, distinct; format 4: repeats allowed) into s at that precision;
  * -EINVAL when the bits do not hold exactly n ascending values below
@@ -512,37 +574,12 @@ static int gaps_decode(const uint8_t *p, size_t len, unsigned rice, unsigned bit
 		       struct nearset *s)
 {
 	struct bitr r = { p, len, 0 };
-	uint64_t total = (uint64_t)len * 8, prev = 0, over = UINT64_C(1) << bits;
-	for (uint32_t i = 0; i < s->n; i++) {
-		uint64_t q = 0;
-		for (;;) { /* the ones, then a zero */
-			uint64_t left = total - r.at, w = bits_peek(&r);
-			unsigned ones = ~w ? (unsigned)__builtin_ctzll(~w) : 64;
-			if (ones >= left)
-				return -EINVAL;
-			if (ones < 57) {
-				q += ones;
-				r.at += ones + 1;
-				break;
-			}
-			q += 56;
-			r.at += 56;
-			if (q > over >> rice)
-				return -EINVAL;
-		}
-		if (q > over >> rice || total - r.at < rice)
-			return -EINVAL;
-		uint64_t g = rice ? bits_peek(&r) & ((UINT64_C(1) << rice) - 1) : 0;
-		r.at += rice;
-		uint64_t h = (i ? prev + (distinct ? 1 : 0) : 0) + (q << rice | g);
-		if (h >= over)
-			return -EINVAL;
-		prev = h;
-		s->h[i] = (uint32_t)(h << (32 - bits));
-	}
-	if (total - r.at >= 8 || (total > r.at && bits_peek(&r)))
-		return -EINVAL;
-	return 0;
+	int rc = rice_get(&r, s->n, rice, UINT64_C(1) << bits, distinct, s->h);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; bits < 32 && i < s->n; i++)
+		s->h[i] <<= 32 - bits;
+	return bits_padded(&r) ? 0 : -EINVAL;
 }
 
 static int hashes_v1_decode(const uint8_t *p, struct nearset *s)
@@ -603,4 +640,163 @@ void nearset_bands(struct nearset *s)
 uint32_t nearset_band(const struct nearset *s, size_t b)
 {
 	return s->bands ? s->band[b] : make_band(s, b);
+}
+
+/* ---- the difference from a base's set (format 5, nearset.h) ---- */
+
+#define DIFF_DROP_RICE_MAX 7 /* a position is below NEARSET_K: 3 bits say it */
+#define DIFF_FIXED (2 + 16) /* format, Rice parameters, the base's MD5 */
+
+bool nearset_is_diff(const void *in, size_t len)
+{
+	return len >= 1 && ((const uint8_t *)in)[0] == NEARSET_DIFF_FORMAT;
+}
+
+/* The form's fields up to its bits: the base's name, the set's shingles
+ * (from the base's), how many of the base's values are dropped; the bytes
+ * they took (0: they do not parse). */
+struct diff_head {
+	struct blobkey base;
+	int64_t dshingles;
+	uint64_t drops;
+	unsigned rdrop, radd;
+};
+
+static size_t diff_head_decode(const uint8_t *p, size_t len, struct diff_head *h)
+{
+	if (len < DIFF_FIXED || p[0] != NEARSET_DIFF_FORMAT)
+		return 0;
+	h->rdrop = p[1] & 7;
+	h->radd = p[1] >> 3;
+	memcpy(h->base.md5, p + 2, 16);
+	size_t at = DIFF_FIXED, n;
+	uint64_t variant, zz;
+	if (!(n = varint_get(p + at, len - at, &variant)) || variant > UINT32_MAX)
+		return 0;
+	h->base.variant = (uint32_t)variant;
+	at += n;
+	if (!(n = varint_get(p + at, len - at, &zz)))
+		return 0;
+	h->dshingles = zigzag_decode(zz);
+	at += n;
+	if (!(n = varint_get(p + at, len - at, &h->drops)) || h->drops > NEARSET_K)
+		return 0;
+	return at + n;
+}
+
+int nearset_diff_base(const void *in, size_t len, struct blobkey *base)
+{
+	struct diff_head h;
+	if (!diff_head_decode(in, len, &h))
+		return -EINVAL;
+	*base = h.base;
+	return 0;
+}
+
+/* Can a set of n values at `bits` bits be told as a difference from base?
+ * base must hold at least that precision (its values are cut to it). */
+static bool diff_fits(const struct nearset *base, unsigned bits)
+{
+	return base->has && !base->legacy_bands && base->bits >= bits;
+}
+
+size_t nearset_diff_encode(const struct nearset *s, const struct nearset *base, const struct blobkey *bk,
+			   uint8_t *out)
+{
+	unsigned bits = stored_bits(s->n);
+	if (!s->has || s->legacy_bands || s->bits < bits || !diff_fits(base, bits))
+		return 0;
+	/* the base's values dropped (positions) and the set's added (values
+	 * at its precision), from one walk of the two ascending lists */
+	struct gaps *g = malloc(2 * sizeof *g);
+	if (!g)
+		return 0;
+	struct gaps *drop = &g[0], *add = &g[1];
+	drop->n = add->n = 0;
+	drop->distinct = true;
+	add->distinct = false;
+	uint32_t m = bits_mask(bits), i = 0, j = 0;
+	while (i < base->n || j < s->n) {
+		uint32_t x = i < base->n ? base->h[i] & m : 0, y = j < s->n ? s->h[j] & m : 0;
+		if (j == s->n || (i < base->n && x < y)) {
+			drop->v[drop->n++] = i++;
+		} else if (i == base->n || y < x) {
+			add->v[add->n++] = bits == 32 ? y : y >> (32 - bits);
+			j++;
+		} else {
+			i++;
+			j++;
+		}
+	}
+	unsigned rd = rice_best_upto(drop, DIFF_DROP_RICE_MAX), ra = rice_best(add);
+	out[0] = NEARSET_DIFF_FORMAT;
+	out[1] = (uint8_t)(rd | ra << 3);
+	memcpy(out + 2, bk->md5, 16);
+	size_t at = DIFF_FIXED;
+	at += varint_put(out + at, bk->variant);
+	at += varint_put(out + at, zigzag_encode((int64_t)s->shingles - (int64_t)base->shingles));
+	at += varint_put(out + at, drop->n);
+	struct bitw w = { out + at, 0, 0, 0 };
+	rice_put(&w, drop, rd);
+	rice_put(&w, add, ra);
+	at += bits_end(&w);
+	free(g);
+	return at;
+}
+
+int nearset_diff_decode(const void *in, size_t len, const struct nearset *base, struct nearset *s)
+{
+	const uint8_t *p = in;
+	struct diff_head h;
+	memset(s, 0, sizeof *s);
+	size_t at = diff_head_decode(p, len, &h);
+	int64_t shingles = (int64_t)base->shingles + h.dshingles;
+	if (!at || shingles < 1 || shingles > UINT32_MAX || h.drops > base->n)
+		return -EINVAL;
+	bool complete = shingles <= NEARSET_K;
+	uint32_t n = complete ? (uint32_t)shingles : NEARSET_K;
+	unsigned bits = stored_bits(n);
+	int64_t adds = (int64_t)n - ((int64_t)base->n - (int64_t)h.drops);
+	if (!diff_fits(base, bits) || adds < 0 || adds > n)
+		return -EINVAL;
+	uint32_t *v = malloc((h.drops + (uint64_t)adds + 1) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	uint32_t *drop = v, *add = v + h.drops;
+	struct bitr r = { p + at, len - at, 0 };
+	int rc = rice_get(&r, (uint32_t)h.drops, h.rdrop, base->n, true, drop);
+	if (!rc)
+		rc = rice_get(&r, (uint32_t)adds, h.radd, UINT64_C(1) << bits, false, add);
+	if (!rc && !bits_padded(&r))
+		rc = -EINVAL;
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	/* the base's values kept, cut to the set's precision, merged with the
+	 * values added: the ascending list a whole row of the set holds */
+	uint32_t m = bits_mask(bits), i = 0, d = 0, a = 0, o = 0;
+	while (i < base->n || a < (uint32_t)adds) {
+		if (d < h.drops && drop[d] == i) {
+			d++;
+			i++;
+			continue;
+		}
+		uint32_t x = i < base->n ? base->h[i] & m : 0;
+		uint32_t y = a < (uint32_t)adds ? (bits == 32 ? add[a] : add[a] << (32 - bits)) : 0;
+		if (a == (uint32_t)adds || (i < base->n && x <= y)) {
+			s->h[o++] = x;
+			i++;
+		} else {
+			s->h[o++] = y;
+			a++;
+		}
+	}
+	free(v);
+	s->has = true;
+	s->complete = complete;
+	s->shingles = (uint32_t)shingles;
+	s->n = n;
+	s->bits = (uint8_t)bits;
+	return 0;
 }

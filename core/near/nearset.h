@@ -96,6 +96,30 @@
  * A set decoded from formats 1-3 is held at 32 bits (what a read-only
  * open of such a store compares with its band rows); nearset_truncate
  * brings it to NEARSET_BITS.
+ * Format 5, the difference from a base's set (stores of format 7 on,
+ * near.h "Sets kept as differences"): a page stored as a delta against
+ * another page (blob.h) has a set that differs from its base's in a few
+ * values, so its row may say only that:
+ *   format u8 (5) | rice u8 (the drops' parameter in bits 0-2, 0..7; the
+ *   adds' in bits 3-7, 0..31) | the base's MD5 [16] | the base's variant
+ *   (varint, base/varint.h) | shingles less the base's shingles (zigzag
+ *   varint) | d, the base's values dropped (varint, at most NEARSET_K) |
+ *   the d positions dropped in the base's list (0 .. base's m - 1,
+ *   ascending, distinct) as Rice-coded gaps: the first position, then
+ *   each less its predecessor less one | the a values added (each the top
+ *   b bits of a kept hash, ascending, maybe repeated) as format 4's gaps |
+ *   zero bits to the end of the last byte.
+ * The set's m, complete and b follow from its shingles as in format 4 (m
+ * = shingles when complete, i.e. at most NEARSET_K, else NEARSET_K; b =
+ * 32 for m <= NEARSET_FULL_MAX, else NEARSET_BITS), and a = m - (the
+ * base's m - d). Decoded: the base's values not dropped, each cut to b
+ * bits, merged in order with the values added: exactly the set a format-4
+ * row of the page holds (same values, count, shingles, precision). A base
+ * must hold at least b bits (a base of more than NEARSET_FULL_MAX values
+ * cannot carry a set of at most that many: such a set is kept whole) and
+ * be a set of layout 4 (not decoded from formats 1-3). About 21 bytes of
+ * fields and 3 bytes a changed value, against format 4's 254 bytes for a
+ * page of more than 256 shingles.
  * Changing the stored form: bump NEARSET_FORMAT, keep decoding the old
  * one, and convert stored rows (near_layout_upgrade, near.h). Changing the
  * features (the shingles, the bottom-k, the bands) changes stored
@@ -110,6 +134,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "store/rec.h"
 
 #define NEARSET_VERSION 1
 #define NEARSET_WORDS 5 /* words per shingle: the judge's */
@@ -210,6 +236,25 @@ int nearset_decode(const void *in, size_t len, struct nearset *s);
 size_t nearset_encode_v1(const struct nearset *s, uint8_t *out);
 size_t nearset_encode_v2(const struct nearset *s, uint8_t *out);
 size_t nearset_encode_v3(const struct nearset *s, uint8_t *out);
+/* Format 5 (above): s as the difference from base, which the row names
+ * as bk: bytes written (at most NEARSET_DIFF_MAX_BYTES), 0 when s cannot
+ * be told so (base of too low a precision or of layouts 1-3, or no
+ * memory); the caller keeps the shorter of this and nearset_encode. */
+#define NEARSET_DIFF_FORMAT 5
+/* fields 36 bytes at most; a drop 10 bits at worst (r <= 7), an add 33 */
+#define NEARSET_DIFF_MAX_BYTES (40 + 2 * NEARSET_K + 5 * NEARSET_K)
+size_t nearset_diff_encode(const struct nearset *s, const struct nearset *base, const struct blobkey *bk,
+			   uint8_t *out);
+/* Is the row a difference (format 5)? nearset_decode refuses it
+ * (-EINVAL): it needs its base's set. */
+bool nearset_is_diff(const void *in, size_t len);
+/* The base a format-5 row names: 0, or -EINVAL when its fields do not
+ * parse. */
+int nearset_diff_base(const void *in, size_t len, struct blobkey *base);
+/* A format-5 row against its base's set (decoded, at its stored
+ * precision) into s: 0, -EINVAL (a row that does not fit that base, or
+ * damaged; *s cleared), -ENOMEM. */
+int nearset_diff_decode(const void *in, size_t len, const struct nearset *base, struct nearset *s);
 /* Band b's key of s: band[b] when s->bands, else computed from the
  * hashes (4 of the 64 bins: a 16th of what all keys cost). A set decoded
  * from format 3 has no keys until asked, so that a candidate's confirm,

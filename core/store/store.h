@@ -88,6 +88,11 @@
  * `blob_inodes` (store_blob_inodes_upgrade: a batch a transaction, the
  * meta row "ino_layout" written last), and so does `pagededup fsck
  * --repair`.
+ * Format 7 too: a page's shingle set may be kept as the difference from its
+ * base's set (nearset.h format 5, near.h "sets kept as differences"),
+ * which a release of format 6 takes for a damaged row. No row is
+ * converted: differences appear as pages become deltas (the delta step
+ * writes them only in a store of format 7).
  * A writable open marks an older store format 7 (not under -o blob_files,
  * which keeps a format 1 store's layout: its rows stay in layout 1). */
 #define PD_FORMAT_VERSION 7
@@ -95,6 +100,7 @@
 #define PD_FORMAT_NAME_IN_ROW 5
 #define PD_FORMAT_FP_ROW2 6
 #define PD_FORMAT_INO_IN_ROW 7
+#define PD_FORMAT_SET_DIFF 7
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17

@@ -12,6 +12,7 @@
  * what the pages hold beyond the keys and values is LMDB's node headers,
  * page headers and slack, given per row. FILES and PAGES (the files and
  * distinct pages the store holds) give per-file and per-page columns.
+ * Last, nearfeat's rows by stored form (whole sets, differences).
  */
 #include <errno.h>
 #include <lmdb.h>
@@ -89,6 +90,31 @@ static struct tally table_alone(MDB_txn *src, const char *name, const char *scra
 	return t;
 }
 
+/* nearfeat's rows by their stored form (the first byte of the value:
+ * nearset.h's format; 5, a difference from a base's set): rows and mean
+ * value bytes of each. */
+static void nearfeat_forms(MDB_txn *txn)
+{
+	MDB_dbi dbi;
+	if (mdb_dbi_open(txn, "nearfeat", 0, &dbi))
+		return;
+	size_t rows[256] = { 0 }, bytes[256] = { 0 };
+	MDB_cursor *c;
+	CHECK(mdb_cursor_open(txn, dbi, &c));
+	MDB_val k, v;
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		unsigned f = v.mv_size ? ((const unsigned char *)v.mv_data)[0] : 0;
+		rows[f]++;
+		bytes[f] += v.mv_size;
+	}
+	mdb_cursor_close(c);
+	printf("nearfeat forms:");
+	for (unsigned f = 0; f < 256; f++)
+		if (rows[f])
+			printf(" format %u: %zu rows, %.1f value B/row;", f, rows[f], (double)bytes[f] / (double)rows[f]);
+	printf("\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -136,6 +162,7 @@ int main(int argc, char **argv)
 	printf("total: %zu pages, %zu bytes, %.1f B/file, %.1f B/page\n", total, total * 4096,
 	       (double)total * 4096 / files, (double)total * 4096 / pages);
 	mdb_cursor_close(c);
+	nearfeat_forms(txn);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
 	char path[512];

@@ -5,7 +5,9 @@
 # base whose last name goes is kept while a delta needs it, its deltas are
 # stored whole again and the base is freed; a chain of successive edits
 # never grows past BLOB_DELTA_DEPTH (4); a damaged base gives EIO for its
-# deltas and a refetch heals them.
+# deltas and a refetch heals them; a recrawl's pages keep their shingle
+# sets as differences from their bases', with the same near answers as a
+# store without deltas, before and after the bases go.
 . "$(dirname "$0")/lib.sh"
 
 # pages.py: page(seed, edits) -> bytes, a ~24 KB HTML page of prose; each
@@ -222,7 +224,8 @@ EOF
 # A store made by a release of format 2 (before deltas; PD_LANDED_BUILD:
 # its build directory, else skipped) opens, reads, takes deltas for new
 # pages, and is then of the current format (3 or later), which that
-# release refuses.
+# release refuses. (A build of format 3 to 6 as PD_LANDED_BUILD works the
+# same; from format 7 the new delta's set is kept as a difference.)
 case_landed_store_opens() {
 	local old=${PD_LANDED_BUILD:-}
 	[ -x "$old/pagededupfs" ] || skip "PD_LANDED_BUILD (a build of format 2) not given"
@@ -259,6 +262,93 @@ EOF2
 	local out
 	out=$("$old/pagededup" stats "$d/store" 2>&1) && fail "the format 2 release opened a format $format store: $out"
 	printf '%s\n' "$out" | grep -q "format version $format" || fail "the format 2 release's refusal: $out"
+	# the new delta's shingle set is kept as a difference (format 7 on)
+	if [ "$format" -ge 7 ]; then
+		set_forms "$d/store" | grep -q '^05 ' || fail "no set kept as a difference: $(set_forms "$d/store")"
+	fi
+	"$PD_BIN" fsck --deep "$d/store" >/dev/null || fail "fsck --deep of the landed store"
+}
+
+# A crawl and its recrawl (every page again with one sentence edited, and
+# again with another): the recrawl's pages become deltas on the crawl's, and their shingle sets are
+# kept as differences from their bases' (nearset format 5). The near
+# answers of every page are those of a store of the same pages without
+# deltas (-o delta=off), before and after the crawl's pages (the bases)
+# are unlinked, which writes the recrawl's sets whole again; fsck --deep
+# clean after each step.
+set_forms() { # STORE: "FORMAT COUNT" lines of its nearfeat rows
+	mdb_dump -s nearfeat "$1/meta" |
+		awk '/^HEADER=END/ { d = 1; next } /^DATA=END/ { d = 0 } d && ++n % 2 == 0 { print substr($1, 1, 2) }' |
+		sort | uniq -c | awk '{ print $2, $1 }'
+}
+crawl_answers() { # MNT: every page's user.dedup.near, by name
+	local f
+	for f in $(cd "$1" && ls | sort); do
+		printf '== %s\n' "$f"
+		getfattr --absolute-names --only-values -n user.dedup.near "$1/$f" | sed "s|$1||"
+		echo
+	done
+}
+crawl_and_recrawl() { # MOUNT_OPTS: answers after the recrawl, then after the bases go (files A1, A2)
+	local tag=$1 opts=$2
+	pd_mount $opts || fail "mount ($tag)"
+	py <<'EOF2' || exit 1
+import os
+from fsutil import *
+from pages import page
+M = os.environ["MNT"]
+for i in range(8):
+    write(M + "/c%d.html" % i, page(40 + i))
+EOF2
+	py <<'EOF2' || exit 1
+import os
+from fsutil import *
+from pages import page
+S = os.environ["STORE"]
+wait_blobs(S, 8, "the crawl")
+EOF2
+	py <<'EOF2' || exit 1
+import os
+from fsutil import *
+from pages import page
+M = os.environ["MNT"]
+for i in range(8):
+    write(M + "/r%d.html" % i, page(40 + i, edits=1))
+    write(M + "/s%d.html" % i, page(40 + i, edits=1, salt=1))
+EOF2
+	if [ "$tag" = deltas ]; then
+		py <<'EOF2' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+S = os.environ["STORE"]
+d = wait_deltas(S, 16, "the recrawl and its variant")
+for i in range(8):
+    eq(d.get(md5(page(40 + i, edits=1))), md5(page(40 + i)), "r%d's base" % i)
+EOF2
+	fi
+	crawl_answers "$MNT" >"$PD_TMP/$tag.A1" || fail "answers ($tag)"
+	pd_umount || fail "umount ($tag)"
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the recrawl ($tag)"
+	set_forms "$STORE" >"$PD_TMP/$tag.forms1"
+	pd_mount -n -s "$STORE" $opts || fail "remount ($tag)"
+	rm "$MNT"/c*.html || fail "unlink of the crawl ($tag)"
+	crawl_answers "$MNT" >"$PD_TMP/$tag.A2" || fail "answers after the unlinks ($tag)"
+	pd_umount || fail "umount after the unlinks ($tag)"
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the unlinks ($tag)"
+	set_forms "$STORE" >"$PD_TMP/$tag.forms2"
+}
+case_set_diffs() {
+	crawl_and_recrawl deltas ""
+	crawl_and_recrawl whole delta=off
+	grep -q '^05 16$' "$PD_TMP/deltas.forms1" || fail "the recrawl's sets are not differences: $(cat "$PD_TMP/deltas.forms1")"
+	expect_eq "$(cat "$PD_TMP/deltas.forms2")" "04 16" "set rows once the bases are gone"
+	expect_eq "$(cat "$PD_TMP/whole.forms1")" "04 24" "set rows without deltas"
+	grep -q "/r3.html" "$PD_TMP/deltas.A1" || fail "no answer names a recrawl page: $(cat "$PD_TMP/deltas.A1")"
+	grep -q "/s3.html" "$PD_TMP/deltas.A2" || fail "no answer once the bases are gone: $(cat "$PD_TMP/deltas.A2")"
+	expect_eq "$(cat "$PD_TMP/deltas.A1")" "$(cat "$PD_TMP/whole.A1")" "answers of a crawl and its recrawl, deltas against none"
+	expect_eq "$(cat "$PD_TMP/deltas.A2")" "$(cat "$PD_TMP/whole.A2")" "answers once the bases are gone"
 }
 
 pd_case near_dup_is_delta
@@ -266,4 +356,5 @@ pd_case base_dies
 pd_case chain_depth
 pd_case damaged_base_heals
 pd_case landed_store_opens
+pd_case set_diffs
 pd_finish

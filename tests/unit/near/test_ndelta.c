@@ -17,6 +17,8 @@
 #include "archive/archive.h"
 #include "blob/blob.h"
 #include "helpers.h"
+#include "archive/query.h"
+#include "near/near.h"
 #include "near/ndelta.h"
 #include "near/sigq.h"
 
@@ -458,6 +460,373 @@ static void test_fsck_rebuilds_links(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- shingle sets kept as differences (near.h) ---- */
+
+/* Blob k's nearfeat row: its format byte (0: none) and length. */
+static int row_format(struct store *st, const struct blobkey *k, size_t *len)
+{
+	MDB_txn *txn;
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	int rc = mdb_get(txn, st->db_nearfeat, &key, &v);
+	int f = rc ? 0 : ((const uint8_t *)v.mv_data)[0];
+	if (len)
+		*len = rc ? 0 : v.mv_size;
+	store_read_end(st, txn);
+	return f;
+}
+
+/* The set blob k's row gives is the one a whole row of its page holds. */
+static void assert_set_of_page(struct store *st, const struct blobkey *k, const char *page)
+{
+	struct near_sig *want = malloc(sizeof *want), *got = malloc(sizeof *got);
+	assert_non_null(want);
+	assert_non_null(got);
+	assert_int_equal(near_sig_of_page(page, strlen(page), want), 0);
+	assert_true(want->has_set);
+	nearset_to_stored(&want->set);
+	uint8_t buf[NEARSET_MAX_BYTES];
+	assert_int_equal(nearset_decode(buf, nearset_encode(&want->set, buf), &want->set), 0);
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_set_get(txn, st, k, got), 0);
+	store_read_end(st, txn);
+	assert_true(got->has_set);
+	assert_int_equal(got->set.shingles, want->set.shingles);
+	assert_int_equal(got->set.n, want->set.n);
+	assert_int_equal(got->set.bits, want->set.bits);
+	assert_int_equal(got->set.complete, want->set.complete);
+	assert_memory_equal(got->set.h, want->set.h, sizeof want->set.h);
+	free(want);
+	free(got);
+}
+
+/* text less its lines that name any of `gone` (NULL-terminated). */
+static char *without_lines(const char *text, const char *const *gone)
+{
+	char *copy = strdup(text), *out = malloc(strlen(text) + 1);
+	assert_non_null(copy);
+	assert_non_null(out);
+	size_t n = 0;
+	for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+		bool drop = false;
+		for (size_t i = 0; gone && gone[i]; i++)
+			drop |= strstr(line, gone[i]) != NULL;
+		if (!drop)
+			n += (size_t)sprintf(out + n, "%s\n", line);
+	}
+	out[n] = 0;
+	free(copy);
+	return out;
+}
+
+/* The near answer of ino. */
+static char *near_answer(struct store *st, uint64_t ino)
+{
+	char *a = malloc(QUERY_MAX + 1);
+	assert_non_null(a);
+	size_t len;
+	assert_int_equal(query_near(st, ino, &test_root, a, &len), 0);
+	a[len] = 0;
+	return a;
+}
+
+/* The near answer of ino is `was` less the lines naming `gone`. */
+static void assert_answer(struct store *st, uint64_t ino, const char *was, const char *const *gone)
+{
+	char *now = near_answer(st, ino), *want = without_lines(was, gone), *all = without_lines(now, NULL);
+	assert_string_equal(all, want);
+	free(now);
+	free(want);
+	free(all);
+}
+
+/* Three versions of a page: b an edit of a, c an edit of b, each through
+ * the delta step; b a delta on a, c on b (the nearest), and so each set a
+ * difference from its base's. */
+struct versions {
+	char *p[3];
+	uint64_t ino[3];
+	struct blobkey k[3];
+};
+
+static void put_versions(struct store *st, struct versions *v, uint64_t seed)
+{
+	static const char *const names[] = { "a.html", "b.html", "c.html" };
+	v->p[0] = th_page(seed, 900, "");
+	v->p[1] = edited(v->p[0], 1, 2);
+	v->p[2] = edited(v->p[1], 2, 2);
+	for (int i = 0; i < 3; i++) {
+		v->ino[i] = th_put_page(st, PD_ROOT_INO, names[i], v->p[i]);
+		assert_int_equal(sigq_drain(st), 0);
+		v->k[i] = th_blob_of(st, v->ino[i]);
+		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &v->k[i], NULL), 0);
+	}
+	struct blobkey base;
+	assert_int_equal(delta_of(st, &v->k[1], &base), 1);
+	assert_true(blobkey_equal(&base, &v->k[0]));
+	assert_int_equal(delta_of(st, &v->k[2], &base), 1);
+	assert_true(blobkey_equal(&base, &v->k[1]));
+}
+
+static void free_versions(struct versions *v)
+{
+	for (int i = 0; i < 3; i++)
+		free(v->p[i]);
+}
+
+struct unref_arg {
+	struct blobkey k;
+	uint64_t ino;
+	struct blobkey dep;
+	int dep_format; /* the dependent's row format inside the transaction */
+};
+
+/* The base's last reference goes, then the transaction fails: what a
+ * crash before the commit leaves. */
+static int unref_then_fail_cb(struct wtx *w, void *p)
+{
+	struct unref_arg *a = p;
+	assert_int_equal(blob_unref(w, &a->k, a->ino), 0);
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(&a->dep, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(mdb_get(w->txn, w->st->db_nearfeat, &key, &v), 0);
+	a->dep_format = ((const uint8_t *)v.mv_data)[0];
+	return -ECANCELED;
+}
+
+static void test_set_diffs_and_their_bases(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct versions v;
+	put_versions(st, &v, 21);
+	size_t whole, len;
+	assert_int_equal(row_format(st, &v.k[0], &whole), NEARSET_FORMAT);
+	for (int i = 1; i < 3; i++) {
+		assert_int_equal(row_format(st, &v.k[i], &len), NEARSET_DIFF_FORMAT);
+		assert_true(len * 4 < whole);
+	}
+	for (int i = 0; i < 3; i++)
+		assert_set_of_page(st, &v.k[i], v.p[i]);
+	char *before[3];
+	for (int i = 0; i < 3; i++)
+		before[i] = near_answer(st, v.ino[i]);
+	assert_non_null(strstr(before[2], "b.html")); /* they answer one another */
+	assert_non_null(strstr(before[1], "a.html"));
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	/* a's last reference goes in a transaction that fails: b's set was
+	 * written whole in it, and nothing of it stays */
+	st = open_store(dir, false);
+	struct unref_arg ua = { v.k[0], v.ino[0], v.k[1], 0 };
+	assert_int_equal(store_write(st, unref_then_fail_cb, &ua), -ECANCELED);
+	assert_int_equal(ua.dep_format, NEARSET_FORMAT);
+	assert_int_equal(row_format(st, &v.k[1], NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(row_format(st, &v.k[0], NULL), NEARSET_FORMAT);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	/* a's last name goes: b's set is whole, c's still a difference
+	 * from b's; the answers are those of before less a */
+	st = open_store(dir, false);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	assert_true(kept(st, &v.k[0]));
+	assert_int_equal(row_format(st, &v.k[0], NULL), 0);
+	assert_int_equal(row_format(st, &v.k[1], NULL), NEARSET_FORMAT);
+	assert_int_equal(row_format(st, &v.k[2], NULL), NEARSET_DIFF_FORMAT);
+	assert_set_of_page(st, &v.k[1], v.p[1]);
+	assert_set_of_page(st, &v.k[2], v.p[2]);
+	static const char *const no_a[] = { "a.html", NULL }, *const no_ab[] = { "a.html", "b.html", NULL };
+	for (int i = 1; i < 3; i++)
+		assert_answer(st, v.ino[i], before[i], no_a);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	/* b goes too (c's base, the middle of the chain): c's set whole */
+	st = open_store(dir, false);
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
+	assert_int_equal(row_format(st, &v.k[2], NULL), NEARSET_FORMAT);
+	assert_set_of_page(st, &v.k[2], v.p[2]);
+	assert_answer(st, v.ino[2], before[2], no_ab);
+	/* the deltas on the dead bases stored whole again */
+	uint64_t moved;
+	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
+	assert_true(moved >= 1);
+	th_read_back(st, v.ino[2], v.p[2]);
+	assert_set_of_page(st, &v.k[2], v.p[2]);
+	assert_answer(st, v.ino[2], before[2], no_ab);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	for (int i = 0; i < 3; i++)
+		free(before[i]);
+	free_versions(&v);
+	th_rmdir(dir);
+}
+
+struct forget_arg {
+	struct blobkey k;
+	int format_after;
+};
+
+/* b's record stops hanging on its base (as when it is freed, healed or
+ * stored whole again): its set is written whole in that transaction; the
+ * transaction is then cancelled (the record is still the delta). */
+static int forget_cb(struct wtx *w, void *p)
+{
+	struct forget_arg *a = p;
+	struct fprec r;
+	assert_int_equal(blob_get(w->txn, w->st, &a->k, &r), 0);
+	assert_int_equal(blob_delta_forget(w, &a->k, &r), 0);
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(&a->k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(mdb_get(w->txn, w->st->db_nearfeat, &key, &v), 0);
+	a->format_after = ((const uint8_t *)v.mv_data)[0];
+	return -ECANCELED;
+}
+
+static void test_set_diff_unlinked(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pair p;
+	put_delta_pair(st, &p, 22, 900, 1, 2);
+	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+	struct forget_arg fa = { p.kb, 0 };
+	assert_int_equal(store_write(st, forget_cb, &fa), -ECANCELED);
+	assert_int_equal(fa.format_after, NEARSET_FORMAT);
+	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+	/* the page's own last name goes: its set and rows with it */
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
+	assert_int_equal(row_format(st, &p.kb, NULL), 0);
+	assert_set_of_page(st, &p.ka, p.a);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_pair(&p);
+	th_rmdir(dir);
+}
+
+/* Damage to sets kept as differences: a row cut short, and a base whose
+ * set is gone. fsck names each; --repair makes the set again from the
+ * page (whole), and fsck is clean after. */
+static int cut_row_cb(struct wtx *w, void *p)
+{
+	const struct blobkey *k = p;
+	uint8_t kb[BLOBKEY_BYTES], buf[NEARSET_DIFF_MAX_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(mdb_get(w->txn, w->st->db_nearfeat, &key, &v), 0);
+	memcpy(buf, v.mv_data, v.mv_size);
+	MDB_val cut = { v.mv_size - 1, buf };
+	return mdb_put(w->txn, w->st->db_nearfeat, &key, &cut, 0) ? -EIO : 0;
+}
+
+static int drop_row_cb(struct wtx *w, void *p)
+{
+	const struct blobkey *k = p;
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb };
+	return mdb_del(w->txn, w->st->db_nearfeat, &key, NULL) ? -EIO : 0;
+}
+
+static void test_set_diff_damaged(void **state)
+{
+	(void)state;
+	for (int damage = 0; damage < 2; damage++) {
+		char *dir = th_tmpdir();
+		struct store *st = open_store(dir, true);
+		struct pair p;
+		put_delta_pair(st, &p, 23 + (uint64_t)damage, 900, 1, 2);
+		assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+		if (damage == 0)
+			assert_int_equal(store_write(st, cut_row_cb, &p.kb), 0);
+		else
+			assert_int_equal(store_write(st, drop_row_cb, &p.ka), 0);
+		assert_int_equal(store_close(st), 0);
+		struct fsck_result r = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true });
+		assert_true(r.problems > 0);
+		r = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true, .repair = true });
+		assert_true(r.problems > 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		st = open_store(dir, false);
+		assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_FORMAT);
+		assert_set_of_page(st, &p.kb, p.b);
+		th_read_back(st, p.ib, p.b);
+		assert_int_equal(store_close(st), 0);
+		free_pair(&p);
+		th_rmdir(dir);
+	}
+}
+
+/* Link rows base -> fake deltas (keys of no blob): how many deltas a base
+ * has, as the bound on its differences counts them. put: add, else take
+ * them out again. */
+struct fake_links {
+	struct blobkey base;
+	unsigned n;
+	bool put;
+};
+
+static int fake_links_cb(struct wtx *w, void *p)
+{
+	struct fake_links *f = p;
+	for (unsigned i = 0; i < f->n; i++) {
+		uint8_t kb[4 + 2 * BLOBKEY_BYTES];
+		struct blobkey dep = { .variant = 0 };
+		memset(dep.md5, 0xf0, 16);
+		dep.md5[0] = (uint8_t)i;
+		memcpy(kb, "dlnk", 4);
+		blobkey_encode(&f->base, kb + 4);
+		blobkey_encode(&dep, kb + 4 + BLOBKEY_BYTES);
+		MDB_val k = { sizeof kb, kb }, v = { 0, kb };
+		int rc = f->put ? mdb_put(w->txn, w->st->db_meta, &k, &v, 0) : mdb_del(w->txn, w->st->db_meta, &k, NULL);
+		if (rc)
+			return -EIO;
+	}
+	return 0;
+}
+
+/* A base with NEAR_SET_DIFFS_PER_BASE deltas on it takes no more
+ * differences (the work its set's removal does is bounded): the next
+ * delta's set stays whole; with one fewer, it is a difference. */
+static void test_set_diff_bound(void **state)
+{
+	(void)state;
+	for (unsigned others = NEAR_SET_DIFFS_PER_BASE - 1; others <= NEAR_SET_DIFFS_PER_BASE; others++) {
+		char *dir = th_tmpdir();
+		struct store *st = open_store(dir, true);
+		struct pair p;
+		put_pair(st, &p, 25, 900, 1, 2);
+		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p.ka, NULL), 0);
+		struct fake_links f = { p.ka, others, true };
+		assert_int_equal(store_write(st, fake_links_cb, &f), 0);
+		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p.kb, NULL), 0);
+		struct blobkey base;
+		assert_int_equal(delta_of(st, &p.kb, &base), 1);
+		assert_int_equal(row_format(st, &p.kb, NULL),
+				 others < NEAR_SET_DIFFS_PER_BASE ? NEARSET_DIFF_FORMAT : NEARSET_FORMAT);
+		assert_set_of_page(st, &p.kb, p.b);
+		f.put = false;
+		assert_int_equal(store_write(st, fake_links_cb, &f), 0);
+		assert_int_equal(store_close(st), 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		free_pair(&p);
+		th_rmdir(dir);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -469,6 +838,10 @@ int main(void)
 		cmocka_unit_test(test_candidates_bound),
 		cmocka_unit_test(test_move_of_changed_record_refused),
 		cmocka_unit_test(test_fsck_rebuilds_links),
+		cmocka_unit_test(test_set_diffs_and_their_bases),
+		cmocka_unit_test(test_set_diff_unlinked),
+		cmocka_unit_test(test_set_diff_damaged),
+		cmocka_unit_test(test_set_diff_bound),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -510,6 +510,217 @@ static void test_read_back(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- the difference from a base's set (format 5) ---- */
+
+/* What a whole format-4 row of text's set decodes to. */
+static struct nearset *row_set_of(const char *text)
+{
+	struct nearset *x = set_of(text, NEARSET_K), *y = malloc(sizeof *y);
+	assert_non_null(y);
+	uint8_t buf[NEARSET_MAX_BYTES];
+	nearset_to_stored(x);
+	assert_int_equal(nearset_decode(buf, nearset_encode(x, buf), y), 0);
+	free(x);
+	return y;
+}
+
+/* The decoded sets are one (every field a row gives, every value). */
+static void assert_identical(const struct nearset *x, const struct nearset *y)
+{
+	assert_int_equal(x->has, y->has);
+	assert_int_equal(x->complete, y->complete);
+	assert_int_equal(x->shingles, y->shingles);
+	assert_int_equal(x->n, y->n);
+	assert_int_equal(x->bits, y->bits);
+	assert_int_equal(x->legacy_bands, y->legacy_bands);
+	assert_int_equal(x->bands, y->bands);
+	assert_memory_equal(x->h, y->h, sizeof x->h);
+}
+
+static const struct blobkey diff_base_key = { .md5 = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 },
+					      .variant = 300 };
+
+/* d as the difference from b: it decodes to d exactly and names the
+ * base; the bytes it took (0: not expressible). */
+static size_t diff_round(const struct nearset *d, const struct nearset *b)
+{
+	uint8_t buf[NEARSET_DIFF_MAX_BYTES];
+	size_t len = nearset_diff_encode(d, b, &diff_base_key, buf);
+	if (!len)
+		return 0;
+	assert_true(len <= NEARSET_DIFF_MAX_BYTES);
+	assert_true(nearset_is_diff(buf, len));
+	struct nearset *y = malloc(sizeof *y);
+	assert_non_null(y);
+	assert_int_equal(nearset_diff_decode(buf, len, b, y), 0);
+	assert_identical(d, y);
+	struct blobkey k;
+	assert_int_equal(nearset_diff_base(buf, len, &k), 0);
+	assert_true(blobkey_equal(&k, &diff_base_key));
+	/* a whole row's decoder refuses it: it needs its base */
+	assert_int_equal(nearset_decode(buf, len, y), -EINVAL);
+	free(y);
+	return len;
+}
+
+static size_t whole_bytes(const struct nearset *s)
+{
+	uint8_t buf[NEARSET_MAX_BYTES];
+	return nearset_encode(s, buf);
+}
+
+static void test_diff_form(void **state)
+{
+	(void)state;
+	char *a = words(0, 2000, 0), *b = words(0, 2000, 0), *far = words(90000, 2000, 0);
+	memcpy(strstr(b, " w1000 ") + 1, "x1000", 5); /* one word changed: 5 shingles */
+	struct nearset *x = row_set_of(a), *y = row_set_of(b), *z = row_set_of(far);
+	/* a recrawl's page: a few values dropped and added, a tenth of the
+	 * whole row or less */
+	size_t len = diff_round(y, x), whole = whole_bytes(y);
+	assert_true(whole > 240);
+	assert_true(len < 60 && len * 5 < whole);
+	/* the same set: the fields alone (format, parameters, the base's
+	 * MD5, its variant in 2 bytes, shingles and drops in 1 each) */
+	assert_int_equal(diff_round(x, x), 2 + 16 + 2 + 1 + 1);
+	/* everything changed: exact all the same, and longer than the whole
+	 * row (the caller keeps that) */
+	assert_true(diff_round(z, x) > whole_bytes(z));
+	assert_true(diff_round(x, z) > whole_bytes(x));
+	free(x);
+	free(y);
+	free(z);
+	free(a);
+	free(b);
+	free(far);
+}
+
+/* Complete sets of a few shingles, sets across NEARSET_K and across
+ * NEARSET_FULL_MAX, and the precision each holds. */
+static void test_diff_small_and_precision(void **state)
+{
+	(void)state;
+	char *t6 = words(0, 10, 0), *t8 = words(0, 12, 0), *t40 = words(0, 44, 0), *t200 = words(0, 204, 0),
+	     *t300 = words(0, 304, 0), *t1 = words(0, 3, 0);
+	struct nearset *s6 = row_set_of(t6), *s8 = row_set_of(t8), *s40 = row_set_of(t40), *s200 = row_set_of(t200),
+		       *s300 = row_set_of(t300), *s1 = row_set_of(t1);
+	assert_true(s6->complete && s6->n == 6 && s6->bits == 32);
+	assert_true(s40->complete && s40->n == 40 && s40->bits == NEARSET_BITS);
+	assert_true(!s300->complete && s300->n == NEARSET_K);
+	/* 32 bits on 32 bits */
+	assert_true(diff_round(s8, s6) > 0);
+	assert_true(diff_round(s6, s8) > 0);
+	assert_true(diff_round(s1, s6) > 0);
+	/* a set at NEARSET_BITS on a base at 32: the base's values cut */
+	assert_true(diff_round(s40, s6) > 0);
+	/* a set at 32 bits cannot be told from a base at NEARSET_BITS */
+	uint8_t buf[NEARSET_DIFF_MAX_BYTES];
+	assert_int_equal(nearset_diff_encode(s6, s40, &diff_base_key, buf), 0);
+	/* complete on incomplete and back */
+	assert_true(diff_round(s200, s300) > 0);
+	assert_true(diff_round(s300, s200) > 0);
+	assert_true(diff_round(s300, s40) > 0);
+	/* a base decoded from formats 1-3 (32 bits, the old band keys) is
+	 * no base */
+	struct nearset *old = malloc(sizeof *old);
+	assert_non_null(old);
+	*old = *s8;
+	old->legacy_bands = true;
+	assert_int_equal(nearset_diff_encode(s6, old, &diff_base_key, buf), 0);
+	size_t len = nearset_diff_encode(s6, s8, &diff_base_key, buf);
+	assert_true(len > 0);
+	struct nearset *y = malloc(sizeof *y);
+	assert_non_null(y);
+	assert_int_equal(nearset_diff_decode(buf, len, old, y), -EINVAL);
+	assert_false(y->has);
+	/* decoded against another base than its own: refused when the
+	 * counts do not fit (here, more values dropped than it holds) */
+	assert_int_equal(nearset_diff_decode(buf, len, s1, y), -EINVAL);
+	free(old);
+	free(y);
+	free(s6), free(s8), free(s40), free(s200), free(s300), free(s1);
+	free(t6), free(t8), free(t40), free(t200), free(t300), free(t1);
+}
+
+/* A damaged difference: short, long, a drop past the base's values, bits
+ * left over, fields that do not parse. */
+static void test_diff_damaged(void **state)
+{
+	(void)state;
+	char *a = words(0, 600, 0), *b = words(0, 600, 7);
+	struct nearset *x = row_set_of(a), *y = row_set_of(b), *out = malloc(sizeof *out);
+	assert_non_null(out);
+	uint8_t buf[NEARSET_DIFF_MAX_BYTES + 1];
+	size_t len = nearset_diff_encode(y, x, &diff_base_key, buf);
+	assert_true(len > 30);
+	assert_int_equal(nearset_diff_decode(buf, len, x, out), 0);
+	assert_int_equal(nearset_diff_decode(buf, len - 1, x, out), -EINVAL);
+	buf[len] = 0;
+	assert_int_equal(nearset_diff_decode(buf, len + 1, x, out), -EINVAL);
+	assert_int_equal(nearset_diff_decode(buf, 17, x, out), -EINVAL);
+	struct blobkey k;
+	assert_int_equal(nearset_diff_base(buf, 17, &k), -EINVAL);
+	buf[18] = 0x80; /* the variant's varint runs on into the shingles */
+	buf[19] |= 0x80;
+	buf[20] |= 0x80;
+	buf[21] |= 0x80;
+	buf[22] = 0x80;
+	assert_int_equal(nearset_diff_decode(buf, len, x, out), -EINVAL);
+	assert_false(out->has);
+	free(x), free(y), free(out), free(a), free(b);
+}
+
+/* Stored sets of random values (repeats and all, as truncation makes
+ * them) against random bases sharing part of them: every difference
+ * decodes to its set exactly. */
+static void test_diff_random(void **state)
+{
+	(void)state;
+	struct nearset *b = calloc(1, sizeof *b), *d = calloc(1, sizeof *d);
+	assert_non_null(b);
+	assert_non_null(d);
+	uint64_t x = 88172645463325252ull;
+	unsigned expressible = 0;
+	for (int round = 0; round < 3000; round++) {
+		struct nearset *v[2] = { b, d };
+		for (int w = 0; w < 2; w++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			uint32_t shingles = 1 + (uint32_t)(x % 600);
+			memset(v[w], 0, sizeof *v[w]);
+			v[w]->has = true;
+			v[w]->shingles = shingles;
+			v[w]->complete = shingles <= NEARSET_K;
+			v[w]->n = v[w]->complete ? shingles : NEARSET_K;
+			v[w]->bits = v[w]->n <= NEARSET_FULL_MAX ? 32 : NEARSET_BITS;
+			uint32_t mask = v[w]->bits == 32 ? UINT32_MAX : ~(UINT32_MAX >> v[w]->bits);
+			for (uint32_t i = 0; i < v[w]->n; i++) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				/* from the base half the time, from a narrow range
+				 * (repeats once cut) the other */
+				uint32_t h = w && i < b->n && (x & 1) ? b->h[(x >> 8) % b->n] : (uint32_t)(x >> 32);
+				if ((x >> 3) % 5 == 0)
+					h = (uint32_t)((x >> 20) % 64) << 26;
+				v[w]->h[i] = h & mask;
+			}
+			/* ascending */
+			for (uint32_t i = 1; i < v[w]->n; i++)
+				for (uint32_t j = i; j > 0 && v[w]->h[j - 1] > v[w]->h[j]; j--) {
+					uint32_t t = v[w]->h[j];
+					v[w]->h[j] = v[w]->h[j - 1];
+					v[w]->h[j - 1] = t;
+				}
+		}
+		/* what a whole row of d decodes to */
+		uint8_t buf[NEARSET_MAX_BYTES];
+		assert_int_equal(nearset_decode(buf, nearset_encode(d, buf), d), 0);
+		assert_int_equal(nearset_decode(buf, nearset_encode(b, buf), b), 0);
+		expressible += diff_round(d, b) > 0;
+	}
+	assert_true(expressible > 2000);
+	free(b);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -521,6 +732,10 @@ int main(void)
 		cmocka_unit_test(test_bands),
 		cmocka_unit_test(test_found_by_bands),
 		cmocka_unit_test(test_read_back),
+		cmocka_unit_test(test_diff_form),
+		cmocka_unit_test(test_diff_small_and_precision),
+		cmocka_unit_test(test_diff_damaged),
+		cmocka_unit_test(test_diff_random),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
