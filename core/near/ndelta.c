@@ -86,11 +86,15 @@ static int add_lsh_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned
 	return add_cand(ctx, k, h, UINT32_MAX);
 }
 
-/* Can record r of a candidate be a base (its depth aside)? */
-static bool usable_base(const struct fprec *r)
+/* Can record b of a candidate be the base of a page of page_size bytes
+ * (its depth aside)? A page of one chunk is one frame against its whole
+ * base, so its base is of one chunk too (a read of it would otherwise
+ * decode a large base whole); a larger page is a chunked delta, whose
+ * chunks each take a window of the base (pack.h), so any base will do. */
+static bool usable_base(const struct fprec *b, uint64_t page_size)
 {
-	return (r->flags & FPREC_PACKED) && !(r->flags & (FPREC_BAD | FPREC_SIG_PENDING)) &&
-	       r->size <= NDELTA_MAX_BYTES;
+	return (b->flags & FPREC_PACKED) && !(b->flags & (FPREC_BAD | FPREC_SIG_PENDING)) &&
+	       (b->size <= NDELTA_MAX_BYTES || page_size > NDELTA_MAX_BYTES) && b->size <= NDELTA_BIG_MAX_BYTES;
 }
 
 /* Did record b come before record r? A record outside the nursery has had
@@ -150,7 +154,7 @@ static int find_cands(struct store *st, const struct blobkey *k, const struct fp
 	for (size_t i = 0; i < c->n && !rc; i++) {
 		struct fprec b;
 		struct near_sig bs;
-		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b))
+		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b, r->size))
 			continue;
 		c->v[i].res = 0;
 		if (sig.has_set && near_set_get(txn, st, &c->v[i].k, &bs) == 0 && bs.has_set) {
@@ -286,7 +290,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 		return 0;
 	bool nursery = blob_in_nursery(st, &r);
 	struct blobkey old;
-	bool deltable = rule != NDELTA_RULE_OFF && r.size <= NDELTA_MAX_BYTES &&
+	bool deltable = rule != NDELTA_RULE_OFF && r.size <= NDELTA_BIG_MAX_BYTES &&
 			(nursery || blob_delta_base(st, &r, &old) == 0);
 	if (!deltable && !nursery)
 		return 0;
