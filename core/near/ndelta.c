@@ -290,7 +290,8 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 		return 0;
 	bool nursery = blob_in_nursery(st, &r);
 	struct blobkey old;
-	bool deltable = rule != NDELTA_RULE_OFF && r.size <= NDELTA_BIG_MAX_BYTES &&
+	uint64_t most = st->format >= PD_FORMAT_CHUNKED_DELTA ? NDELTA_BIG_MAX_BYTES : NDELTA_MAX_BYTES;
+	bool deltable = rule != NDELTA_RULE_OFF && r.size <= most &&
 			(nursery || blob_delta_base(st, &r, &old) == 0);
 	if (!deltable && !nursery)
 		return 0;
