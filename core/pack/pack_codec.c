@@ -674,55 +674,92 @@ int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const 
 	return memcmp(x, h->xxh128, 16) ? -EIO : 0;
 }
 
-/* Chunk [lo, hi) of chunked delta h reads its window of the base
- * (margin bytes either side) into refs (refs->base malloc'd; NULL when
- * the window is empty). With no base_range in deps the whole base is
- * read and the window cut from it. */
-static int window_get(const struct pack_rec_hdr *h, const struct pack_deps *deps, uint64_t lo, uint64_t hi,
-		      uint32_t margin, struct dec_refs *refs)
+/* Chunk i of h: its raw bytes [*lo, *hi) and its entry's margin. */
+static uint32_t chunk_place(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, uint64_t *lo,
+			    uint64_t *hi)
 {
+	uint64_t csize = 1ull << h->chunk_shift;
+	*lo = (uint64_t)i * csize;
+	*hi = h->size - *lo < csize ? h->size : *lo + csize;
+	return get_le32(table + (size_t)i * PACK_CHUNK_ENT + 4);
+}
+
+void pack_window_put(struct pack_window *w)
+{
+	free(w->bytes);
+	memset(w, 0, sizeof *w);
+}
+
+int pack_window_get(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t first, uint32_t last,
+		    const struct pack_deps *deps, struct pack_window *w)
+{
+	memset(w, 0, sizeof *w);
+	if (!chunked_delta(h))
+		return 0;
 	if (!deps || !deps->base_range) {
 		struct dec_refs all;
 		int rc = refs_get(h, deps, true, &all);
-		if (rc)
-			return rc;
-		uint64_t wlo, whi;
-		delta_window(lo, hi, margin, all.base_len, &wlo, &whi);
-		memmove(all.base, (uint8_t *)all.base + wlo, (size_t)(whi - wlo));
-		refs->base = all.base;
-		refs->base_len = whi - wlo;
-		return 0;
+		w->bytes = all.base;
+		w->len = (size_t)all.base_len;
+		w->size = all.base_len;
+		return rc;
 	}
-	uint64_t wlo = lo > margin ? lo - margin : 0, want = hi + margin - wlo, size = 0;
-	if (want > SIZE_MAX)
+	/* the union of the chunks' windows, unclipped at the base's end */
+	uint64_t ulo = UINT64_MAX, uhi = 0;
+	for (uint32_t i = first; i <= last; i++) {
+		uint64_t lo, hi;
+		uint32_t m = chunk_place(h, table, i, &lo, &hi);
+		uint64_t a = lo > m ? lo - m : 0, b = hi + m;
+		ulo = a < ulo ? a : ulo;
+		uhi = b > uhi ? b : uhi;
+	}
+	if (uhi - ulo > SIZE_MAX)
 		return -EIO;
-	refs->base = malloc((size_t)want);
-	if (!refs->base)
+	if (!(w->bytes = malloc((size_t)(uhi - ulo))))
 		return -ENOMEM;
 	size_t got = 0;
-	int rc = deps->base_range(deps->ctx, h->base_md5, h->base_variant, wlo, (size_t)want, refs->base, &got, &size);
-	uint64_t clo, chi;
-	delta_window(lo, hi, margin, size, &clo, &chi);
-	/* the window the encoder took, as the base's size gives it */
-	if (!rc && (chi - clo != got || (got && clo != wlo)))
+	int rc = deps->base_range(deps->ctx, h->base_md5, h->base_variant, ulo, (size_t)(uhi - ulo), w->bytes, &got,
+				  &w->size);
+	w->off = ulo;
+	w->len = got;
+	/* what the base's size says the range holds */
+	if (!rc && got != (ulo >= w->size ? 0 : (uhi < w->size ? uhi : w->size) - ulo))
 		rc = -EIO;
-	refs->base_len = got;
+	if (rc)
+		pack_window_put(w);
 	return rc == -ENOMEM ? rc : rc ? -EIO : 0;
 }
 
 int pack_decode_chunk(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, const uint8_t *src,
-		      const struct pack_deps *deps, void *out)
+		      const struct pack_deps *deps, const struct pack_window *w, void *out)
 {
 	const uint8_t *e = table + (size_t)i * PACK_CHUNK_ENT;
-	uint64_t csize = 1ull << h->chunk_shift, from = (uint64_t)i * csize;
-	size_t len = (size_t)(h->size - from < csize ? h->size - from : csize);
+	uint64_t lo, hi;
+	uint32_t margin = chunk_place(h, table, i, &lo, &hi);
+	size_t len = (size_t)(hi - lo);
 	struct dec_refs refs;
+	struct pack_window own = { 0 };
 	int rc = refs_get(h, deps, !chunked_delta(h), &refs);
-	if (!rc && chunked_delta(h))
-		rc = window_get(h, deps, from, from + len, get_le32(e + 4), &refs);
-	if (!rc)
+	if (!rc && chunked_delta(h) && !w && !(rc = pack_window_get(h, table, i, i, deps, &own)))
+		w = &own;
+	if (!rc && chunked_delta(h)) {
+		/* its window, which must lie in what was read of the base */
+		uint64_t wlo, whi;
+		delta_window(lo, hi, margin, w->size, &wlo, &whi);
+		if (wlo < whi && (wlo < w->off || whi > w->off + w->len))
+			rc = -EIO;
+		struct dec_refs win = { .dict = refs.dict };
+		if (!rc && wlo < whi) {
+			win.base = w->bytes + (wlo - w->off);
+			win.base_len = whi - wlo;
+		}
+		if (!rc)
+			rc = decode_chunk(h, &win, src, get_le32(e), out, len);
+	} else if (!rc) {
 		rc = decode_chunk(h, &refs, src, get_le32(e), out, len);
+	}
 	refs_put(&refs);
+	pack_window_put(&own);
 	if (rc)
 		return rc;
 	return chunk_intact(e, out, len) ? 0 : -EIO;
