@@ -231,6 +231,7 @@ struct job {
 	struct pack_loc was, loc;
 	uint32_t dict;
 	uint64_t before, after;
+	bool chunked; /* a delta of more than one chunk (pack.h) */
 };
 
 /* The best delta of page k (record r, its bytes in *page, read here
@@ -314,6 +315,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	blob_rec_loc(&r, &j->was);
 	if (!rc && best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM) {
 		j->has_base = true;
+		j->chunked = best.hdr.nchunks > 1;
 		j->after = best.len;
 		rc = blob_append(st, &best, k, &j->loc);
 		*ready = rc == 0;
@@ -379,6 +381,11 @@ static void count_moves(struct ndelta_counts *c, const struct job *v, size_t n, 
 			c->stored++;
 			c->bytes_before += v[i].before;
 			c->bytes_after += v[i].after;
+			if (v[i].chunked) {
+				c->chunked++;
+				c->chunked_before += v[i].before;
+				c->chunked_after += v[i].after;
+			}
 		} else if (moved[i]) {
 			c->moved_whole++;
 			c->whole_before += v[i].before;
@@ -609,6 +616,9 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 	to->stored += c->stored;
 	to->bytes_before += c->bytes_before;
 	to->bytes_after += c->bytes_after;
+	to->chunked += c->chunked;
+	to->chunked_before += c->chunked_before;
+	to->chunked_after += c->chunked_after;
 	to->moved_whole += c->moved_whole;
 	to->whole_before += c->whole_before;
 	to->whole_after += c->whole_after;
@@ -814,6 +824,10 @@ void ndelta_stop(struct ndelta *d)
 			(unsigned long long)c->whole_after, (unsigned long long)c->swept,
 			(unsigned long long)c->rests);
 	uint64_t done = c->stored + c->moved_whole;
+	if (c->chunked)
+		fprintf(stderr, "pagededupfs: delta step: %llu of the deltas over a chunk (chunked deltas), their records %llu -> %llu bytes\n",
+			(unsigned long long)c->chunked, (unsigned long long)c->chunked_before,
+			(unsigned long long)c->chunked_after);
 	if (done && c->cpu_ns)
 		fprintf(stderr, "pagededupfs: delta step CPU: %.2f s for %llu final records, %.0f pages/s of one core\n",
 			(double)c->cpu_ns / 1e9, (unsigned long long)done, (double)done * 1e9 / (double)c->cpu_ns);

@@ -123,6 +123,7 @@ struct ndelta_counts {
 	uint64_t queued, dropped, tried, stored, kept_rebased;
 	uint64_t cpu_ns; /* CPU time of the batches and sweeps (the thread's) */
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
+	uint64_t chunked, chunked_before, chunked_after; /* of them, pages over a chunk */
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */
 	uint64_t rests;                     /* rests yielded to writers */
