@@ -113,7 +113,7 @@
  * frame per chunk, and chunk i's reference prefix is the window of the
  * base's raw bytes [max(0, lo - margin), min(base size, hi + margin)),
  * where [lo, hi) are the chunk's own raw bytes and margin is the chunk
- * entry's; an empty window (a base shorter than lo - margin) means no
+ * entry's (at most 2^shift: a reader refuses more); an empty window (a base shorter than lo - margin) means no
  * prefix. So a read of one chunk decodes that chunk and the base's bytes
  * of its window only (through the base's own chunks, along the chain).
  * An older reader (which took the whole base as every chunk's prefix)

@@ -470,6 +470,8 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 	/* a delta over a chunk takes a window of its base per chunk (pack.h) */
 	bool chunked = size > csize;
 	uint32_t margin = o->base ? (o->base_margin ? o->base_margin : PACK_DELTA_MARGIN) : 0;
+	if (margin > csize)
+		margin = (uint32_t)csize; /* pack.h: at most a chunk */
 	uint32_t nchunks = chunked ? (uint32_t)((size + csize - 1) >> shift) : 1;
 	size_t table = chunked ? (size_t)nchunks * PACK_CHUNK_ENT : 0;
 	size_t one = chunked ? csize : (size_t)size;
@@ -709,6 +711,8 @@ int pack_window_get(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t
 	for (uint32_t i = first; i <= last; i++) {
 		uint64_t lo, hi;
 		uint32_t m = chunk_place(h, table, i, &lo, &hi);
+		if (m > 1ull << h->chunk_shift)
+			return -EIO; /* pack.h: at most a chunk; a damaged table */
 		uint64_t a = lo > m ? lo - m : 0, b = hi + m;
 		ulo = a < ulo ? a : ulo;
 		uhi = b > uhi ? b : uhi;
