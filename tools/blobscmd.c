@@ -4,7 +4,8 @@
  *        KEY<TAB>SIZE<TAB>REFCOUNT<TAB>PLACE
  *     KEY is the MD5 in hex, ".N" after it for variant N (rec.h); PLACE is
  *     "pack-NNNNNNNN:OFFSET+LENGTH:ENCODING" for a pack record (ENCODING:
- *     raw, zstd, zstd+dict:ID, delta:BASEKEY, delta+dict:BASEKEY:ID), or
+ *     raw, zstd, zstd+dict:ID, delta:BASEKEY, delta+dict:BASEKEY:ID,
+ *     then "/N chunks" for a record of N > 1 chunks, pack.h), or
  *     "objects/abc/KEY" for a file of a format 1 store; "!" ends the line
  *     of a record marked damaged.
  *   pagededup blobs STORE --cat KEY  the stored bytes of blob KEY, decoded
@@ -48,6 +49,10 @@ static void place_of(struct store *st, const struct blobkey *k, const struct fpr
 		case PACK_ENC_ZSTD_DICT: snprintf(enc, sizeof enc, "zstd+dict:%u", h.dict); break;
 		case PACK_ENC_DELTA: snprintf(enc, sizeof enc, "delta:%s", base); break;
 		default: snprintf(enc, sizeof enc, "delta+dict:%s:%u", base, h.dict); break;
+		}
+		if (h.nchunks > 1) {
+			size_t l = strlen(enc);
+			snprintf(enc + l, sizeof enc - l, "/%u chunks", h.nchunks);
 		}
 	}
 	snprintf(out, n, "%s:%llu+%llu:%s", name, (unsigned long long)r->pack_off, (unsigned long long)r->pack_len,

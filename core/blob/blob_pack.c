@@ -110,6 +110,8 @@ struct deps_ctx {
 };
 
 static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len);
+static int dep_base_range(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t off, size_t len, void *out,
+			  size_t *got, uint64_t *size);
 
 static const struct pack_dict *dep_dict(void *ctx, uint32_t id)
 {
@@ -119,7 +121,7 @@ static const struct pack_dict *dep_dict(void *ctx, uint32_t id)
 
 static void deps_init(struct pack_deps *d, struct deps_ctx *c)
 {
-	*d = (struct pack_deps){ .dict = dep_dict, .base = dep_base, .ctx = c };
+	*d = (struct pack_deps){ .dict = dep_dict, .base = dep_base, .ctx = c, .base_range = dep_base_range };
 }
 
 /* A read that failed on record r may have raced with the compactor, which
@@ -148,22 +150,51 @@ static int read_rec(struct store *st, const struct blobkey *k, const struct fpre
 	}
 }
 
+/* The record of the base a delta names (*k, *r): 0, or -EIO when it
+ * has none or the chain is too deep (a loop in damaged records: EIO, not
+ * a hang). */
+static int base_rec(struct deps_ctx *c, const uint8_t md5[16], uint32_t variant, struct blobkey *k, struct fprec *r)
+{
+	if (c->depth >= 2 * BLOB_DELTA_DEPTH)
+		return -EIO;
+	*k = (struct blobkey){ .variant = variant };
+	memcpy(k->md5, md5, 16);
+	MDB_txn *txn;
+	int rc = store_read_begin(c->st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_delta_base_rec(txn, c->st, k, r);
+	store_read_end(c->st, txn);
+	return rc || !(r->flags & FPREC_PACKED) ? -EIO : 0;
+}
+
+static int range_rec(struct store *st, const struct blobkey *k, const struct fprec *r, uint64_t off, size_t len,
+		     void *out, unsigned depth);
+
+/* Bytes [off, off + len) of the base a chunked delta names, clipped to
+ * its size, decoded through the base's own chunks (pack.h). */
+static int dep_base_range(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t off, size_t len, void *out,
+			  size_t *got, uint64_t *size)
+{
+	struct deps_ctx *c = ctx;
+	struct blobkey k;
+	struct fprec r;
+	int rc = base_rec(c, md5, variant, &k, &r);
+	if (rc)
+		return rc;
+	*size = r.size;
+	*got = off >= r.size ? 0 : (size_t)(r.size - off < len ? r.size - off : len);
+	return *got ? range_rec(c->st, &k, &r, off, *got, out, c->depth + 1) : 0;
+}
+
 /* The raw bytes of the base a delta names (a delta of a delta decodes its
  * own base first; the encoder bounds the chain, BLOB_DELTA_DEPTH). */
 static void *dep_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len)
 {
 	struct deps_ctx *c = ctx;
-	if (c->depth >= 2 * BLOB_DELTA_DEPTH)
-		return NULL; /* a loop in damaged records: EIO, not a hang */
-	struct blobkey k = { .variant = variant };
-	memcpy(k.md5, md5, 16);
+	struct blobkey k;
 	struct fprec r;
-	MDB_txn *txn;
-	if (store_read_begin(c->st, &txn))
-		return NULL;
-	int rc = blob_delta_base_rec(txn, c->st, &k, &r);
-	store_read_end(c->st, txn);
-	if (rc || !(r.flags & FPREC_PACKED))
+	if (base_rec(c, md5, variant, &k, &r))
 		return NULL;
 	void *b = malloc(r.size ? (size_t)r.size : 1);
 	if (b && read_rec(c->st, &k, &r, b, c->depth + 1)) {
@@ -196,7 +227,13 @@ int blob_read_packed(struct store *st, const struct blobkey *k, const struct fpr
 int blob_read_range(struct store *st, const struct blobkey *k, const struct fprec *r, uint64_t off, size_t len,
 		    void *out)
 {
-	struct deps_ctx c = { st, 0 };
+	return range_rec(st, k, r, off, len, out, 0);
+}
+
+static int range_rec(struct store *st, const struct blobkey *k, const struct fprec *r, uint64_t off, size_t len,
+		     void *out, unsigned depth)
+{
+	struct deps_ctx c = { st, depth };
 	struct pack_deps d;
 	deps_init(&d, &c);
 	struct fprec cur = *r, now;

@@ -448,9 +448,18 @@ static int check_packed(struct fsck *f, const uint8_t *key, const struct fprec *
 	if (rc == -ENOMEM)
 		return rc;
 	f->res->bytes_hashed += r->size;
-	if (rc)
+	if (rc && (h.encoding == PACK_ENC_DELTA || h.encoding == PACK_ENC_DELTA_DICT)) {
+		/* its base's record may be the damaged one: say which it is */
+		char bn[48];
+		struct blobkey base = { .variant = h.base_variant };
+		memcpy(base.md5, h.base_md5, 16);
+		blobkey_name(&base, bn);
+		snprintf(why, 160, "the record at pack %u offset %llu (a delta on blob %s) does not decode to its bytes",
+			 r->pack, (unsigned long long)r->pack_off, bn);
+	} else if (rc) {
 		snprintf(why, 160, "the record at pack %u offset %llu does not decode to its bytes", r->pack,
 			 (unsigned long long)r->pack_off);
+	}
 	return rc ? -EIO : 0;
 }
 

@@ -86,11 +86,15 @@ static int add_lsh_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned
 	return add_cand(ctx, k, h, UINT32_MAX);
 }
 
-/* Can record r of a candidate be a base (its depth aside)? */
-static bool usable_base(const struct fprec *r)
+/* Can record b of a candidate be the base of a page of page_size bytes
+ * (its depth aside)? A page of one chunk is one frame against its whole
+ * base, so its base is of one chunk too (a read of it would otherwise
+ * decode a large base whole); a larger page is a chunked delta, whose
+ * chunks each take a window of the base (pack.h), so any base will do. */
+static bool usable_base(const struct fprec *b, uint64_t page_size)
 {
-	return (r->flags & FPREC_PACKED) && !(r->flags & (FPREC_BAD | FPREC_SIG_PENDING)) &&
-	       r->size <= NDELTA_MAX_BYTES;
+	return (b->flags & FPREC_PACKED) && !(b->flags & (FPREC_BAD | FPREC_SIG_PENDING)) &&
+	       (b->size <= NDELTA_MAX_BYTES || page_size > NDELTA_MAX_BYTES) && b->size <= NDELTA_BIG_MAX_BYTES;
 }
 
 /* Did record b come before record r? A record outside the nursery has had
@@ -150,7 +154,7 @@ static int find_cands(struct store *st, const struct blobkey *k, const struct fp
 	for (size_t i = 0; i < c->n && !rc; i++) {
 		struct fprec b;
 		struct near_sig bs;
-		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b))
+		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b, r->size))
 			continue;
 		c->v[i].res = 0;
 		if (sig.has_set && near_set_get(txn, st, &c->v[i].k, &bs) == 0 && bs.has_set) {
@@ -227,6 +231,7 @@ struct job {
 	struct pack_loc was, loc;
 	uint32_t dict;
 	uint64_t before, after;
+	bool chunked; /* a delta of more than one chunk (pack.h) */
 };
 
 /* The best delta of page k (record r, its bytes in *page, read here
@@ -286,7 +291,8 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 		return 0;
 	bool nursery = blob_in_nursery(st, &r);
 	struct blobkey old;
-	bool deltable = rule != NDELTA_RULE_OFF && r.size <= NDELTA_MAX_BYTES &&
+	uint64_t most = st->format >= PD_FORMAT_CHUNKED_DELTA ? NDELTA_BIG_MAX_BYTES : NDELTA_MAX_BYTES;
+	bool deltable = rule != NDELTA_RULE_OFF && r.size <= most &&
 			(nursery || blob_delta_base(st, &r, &old) == 0);
 	if (!deltable && !nursery)
 		return 0;
@@ -309,6 +315,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	blob_rec_loc(&r, &j->was);
 	if (!rc && best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM) {
 		j->has_base = true;
+		j->chunked = best.hdr.nchunks > 1;
 		j->after = best.len;
 		rc = blob_append(st, &best, k, &j->loc);
 		*ready = rc == 0;
@@ -378,6 +385,11 @@ static void count_moves(struct ndelta_counts *c, const struct job *v, size_t n, 
 			c->stored++;
 			c->bytes_before += v[i].before;
 			c->bytes_after += v[i].after;
+			if (v[i].chunked) {
+				c->chunked++;
+				c->chunked_before += v[i].before;
+				c->chunked_after += v[i].after;
+			}
 		} else if (moved[i]) {
 			c->moved_whole++;
 			c->whole_before += v[i].before;
@@ -608,6 +620,9 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 	to->stored += c->stored;
 	to->bytes_before += c->bytes_before;
 	to->bytes_after += c->bytes_after;
+	to->chunked += c->chunked;
+	to->chunked_before += c->chunked_before;
+	to->chunked_after += c->chunked_after;
 	to->moved_whole += c->moved_whole;
 	to->whole_before += c->whole_before;
 	to->whole_after += c->whole_after;
@@ -813,6 +828,10 @@ void ndelta_stop(struct ndelta *d)
 			(unsigned long long)c->whole_after, (unsigned long long)c->swept,
 			(unsigned long long)c->rests);
 	uint64_t done = c->stored + c->moved_whole;
+	if (c->chunked)
+		fprintf(stderr, "pagededupfs: delta step: %llu of the deltas over a chunk (chunked deltas), their records %llu -> %llu bytes\n",
+			(unsigned long long)c->chunked, (unsigned long long)c->chunked_before,
+			(unsigned long long)c->chunked_after);
 	if (done && c->cpu_ns)
 		fprintf(stderr, "pagededupfs: delta step CPU: %.2f s for %llu final records, %.0f pages/s of one core\n",
 			(double)c->cpu_ns / 1e9, (unsigned long long)done, (double)done * 1e9 / (double)c->cpu_ns);

@@ -8,11 +8,14 @@
  *   1. asks the near index for candidates: the pages within the store's K
  *      of its simhash (near_find) and those sharing an LSH band of its
  *      shingle set (near_lsh_find), at most NDELTA_CANDIDATES;
- *   2. keeps those that can be a base (a packed, intact record of at most
- *      NDELTA_MAX_BYTES, less than BLOB_DELTA_DEPTH deltas deep) and
- *      ranks them by the rule (enum ndelta_rule);
+ *   2. keeps those that can be a base (a packed, intact record, less
+ *      than BLOB_DELTA_DEPTH deltas deep, of at most NDELTA_MAX_BYTES
+ *      for a page of at most that size, of at most NDELTA_BIG_MAX_BYTES
+ *      for a larger one) and ranks them by the rule (enum ndelta_rule);
  *   3. reads the page and the base, encodes the page with the base as
- *      zstd reference prefix and, only when that record is under
+ *      zstd reference prefix (a page over a chunk: each chunk with a
+ *      window of the base around its own place, pack.h's chunked
+ *      deltas) and, only when that record is under
  *      NDELTA_GAIN_NUM/NDELTA_GAIN_DEN of the page's current one, appends
  *      it (synced under sync_blobs, as a seal's);
  * then points each such page at its new record in one write transaction
@@ -75,9 +78,13 @@
 #define NDELTA_CANDIDATES 32       /* candidates examined per page (at most;
 				    * -o delta_candidates lowers it) */
 #define NDELTA_TRIALS 3            /* bases tried by NDELTA_RULE_TRIAL */
-#define NDELTA_MAX_BYTES (256u << 10) /* pages and bases larger stay whole
-				       * (a delta is one frame: a read of a
-				       * range would decode the whole page) */
+#define NDELTA_MAX_BYTES (256u << 10) /* a page of at most this (one chunk,
+				       * PACK_DEFAULT_CHUNK_SHIFT) is one frame
+				       * against its whole base, so its base is
+				       * no larger; a larger page is a chunked
+				       * delta against any base (pack.h) */
+#define NDELTA_BIG_MAX_BYTES (64u << 20) /* pages and bases larger stay whole
+					  * (the step holds both in memory) */
 #define NDELTA_GAIN_NUM 3          /* a delta is kept under 3/4 of the */
 #define NDELTA_GAIN_DEN 4          /* page's current record */
 #define NDELTA_KEPT_POLL_MS 1000   /* the thread looks for kept bases this often */
@@ -116,6 +123,7 @@ struct ndelta_counts {
 	uint64_t queued, dropped, tried, stored, kept_rebased;
 	uint64_t cpu_ns; /* CPU time of the batches and sweeps (the thread's) */
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
+	uint64_t chunked, chunked_before, chunked_after; /* of them, pages over a chunk */
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */
 	uint64_t rests;                     /* rests yielded to writers */

@@ -624,6 +624,7 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 	}
 	size_t tlen = (size_t)h.nchunks * PACK_CHUNK_ENT;
 	uint64_t csize = 1ull << h.chunk_shift;
+	struct pack_window win = { 0 };
 	uint8_t *table = malloc(tlen), *raw = malloc((size_t)csize), *src = malloc((size_t)csize);
 	if (!table || !raw || !src) {
 		rc = -ENOMEM;
@@ -636,6 +637,9 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 	}
 	/* the stored offset of the first chunk wanted */
 	uint32_t first = (uint32_t)(off >> h.chunk_shift), last = (uint32_t)((off + len - 1) >> h.chunk_shift);
+	/* a chunked delta's base bytes for all of them, read once */
+	if ((rc = pack_window_get(&h, table, first, last, deps, &win)))
+		goto done;
 	uint64_t pos = tlen;
 	for (uint32_t i = 0; i < first; i++)
 		pos += get_le32(table + (size_t)i * PACK_CHUNK_ENT);
@@ -650,7 +654,7 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 			rc = n < 0 ? (int)n : -EIO;
 			break;
 		}
-		if ((rc = pack_decode_chunk(&h, table, i, src, deps, raw)))
+		if ((rc = pack_decode_chunk(&h, table, i, src, deps, &win, raw)))
 			break;
 		uint64_t cfrom = (uint64_t)i * csize;
 		uint64_t a = off > cfrom ? off : cfrom;
@@ -660,6 +664,7 @@ int pack_read_range(struct pack_set *ps, const struct pack_loc *loc, const uint8
 	}
 done:
 	fd_drop(ps, loc->pack);
+	pack_window_put(&win);
 	free(table);
 	free(raw);
 	free(src);

@@ -98,12 +98,28 @@
  *   88  check u64                          XXH3-64 of bytes 0..87
  *
  * Payload: when nchunks > 1, first a chunk table of nchunks entries of
- * PACK_CHUNK_ENT bytes (stored bytes u32 | reserved u32 | xxh128 [16] of
+ * PACK_CHUNK_ENT bytes (stored bytes u32 | margin u32 | xxh128 [16] of
  * the chunk's raw bytes), then the chunks' frames back to back. Chunk i
  * holds raw bytes [i << shift, min(size, (i+1) << shift)); each is
  * decodable alone (its own zstd frame, or raw bytes when encoding 0 or
  * when the frame would not be smaller: a chunk whose stored bytes equal
  * its raw bytes is raw). With one chunk the payload is the frame alone.
+ * The margin is 0 except in a chunked delta (below).
+ *
+ * Deltas. A delta of one chunk (encoding 3, PACK_RF_BASE without
+ * PACK_RF_CHUNKS) is one frame whose reference prefix is the whole raw
+ * base. A chunked delta (encoding 3 with PACK_RF_BASE and PACK_RF_CHUNKS
+ * both: a page over 2^shift bytes; written since store format 7) has a
+ * frame per chunk, and chunk i's reference prefix is the window of the
+ * base's raw bytes [max(0, lo - margin), min(base size, hi + margin)),
+ * where [lo, hi) are the chunk's own raw bytes and margin is the chunk
+ * entry's (at most 2^shift: a reader refuses more); an empty window (a base shorter than lo - margin) means no
+ * prefix. So a read of one chunk decodes that chunk and the base's bytes
+ * of its window only (through the base's own chunks, along the chain).
+ * An older reader (which took the whole base as every chunk's prefix)
+ * decodes other bytes, which the chunk's and the page's XXH3-128 refuse:
+ * EIO, never other bytes; the store's format (7) keeps such readers
+ * from opening the store at all, so PACK_VERSION stays 2.
  *
  * A dictionary record (kind 2) holds the raw dictionary bytes (encoding 0,
  * one chunk); md5 holds its id (u32) then zeros, variant its id.
@@ -170,6 +186,10 @@ enum pack_enc {
 #define PACK_DEFAULT_MAX_BYTES (256ull << 20) /* a pack is closed past this */
 #define PACK_DEFAULT_CHUNK_SHIFT 18          /* 256 KiB chunks */
 #define PACK_DEFAULT_LEVEL 3                 /* zstd level */
+#define PACK_DELTA_MARGIN (32u << 10)        /* a chunked delta's window of its
+					      * base reaches this far either side
+					      * (an inserted block shifts the rest
+					      * of a page by up to a few KiB) */
 
 #define PACK_FLAG_NURSERY 1u                 /* pack header flags: a nursery pack */
 #define PACK_NURSERY_PACK_BYTES (32ull << 20) /* a nursery pack is closed past this */
@@ -223,6 +243,10 @@ struct pack_encode_opts {
 	size_t base_len;
 	uint8_t base_md5[16];
 	uint32_t base_variant;
+	/* A page over a chunk taken as a delta: each chunk's window of the
+	 * base reaches this many bytes either side of its own place (0:
+	 * PACK_DELTA_MARGIN). */
+	uint32_t base_margin;
 };
 
 /* An encoded record in memory (header and payload), ready to append. */
@@ -282,6 +306,12 @@ struct pack_deps {
 	/* Raw bytes of the base page (malloc'd; the decoder frees), or NULL. */
 	void *(*base)(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len);
 	void *ctx;
+	/* The base's raw bytes [off, off + len) clipped to its size, into
+	 * out; *got the bytes given, *size the base's size: 0 or -errno. A
+	 * chunk of a chunked delta decoded alone reads its window so; when
+	 * NULL, the whole base is taken through `base`. */
+	int (*base_range)(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t off, size_t len, void *out,
+			  size_t *got, uint64_t *size);
 };
 
 /* Decode the whole page at loc into out (size bytes, the caller's buffer),

@@ -395,6 +395,33 @@ static void xxh128_canon(const void *p, size_t n, uint8_t out[16])
 
 /* ---- encoding --------------------------------------------------------- */
 
+/* The window of a base of base_len bytes that the chunk of raw bytes
+ * [lo, hi) of a chunked delta takes as prefix (pack.h): [*wlo, *whi),
+ * empty when the base ends before it. */
+static void delta_window(uint64_t lo, uint64_t hi, uint32_t margin, uint64_t base_len, uint64_t *wlo, uint64_t *whi)
+{
+	*wlo = lo > margin ? lo - margin : 0;
+	*whi = hi + margin < base_len ? hi + margin : base_len;
+	if (*wlo > *whi)
+		*wlo = *whi;
+}
+
+/* The options for chunk [lo, hi) of a page encoded with o: a chunked
+ * delta's chunk takes its window of the base, anything else o itself. */
+static struct pack_encode_opts chunk_opts(const struct pack_encode_opts *o, bool chunked, uint64_t lo, uint64_t hi,
+					  uint32_t margin)
+{
+	struct pack_encode_opts co = *o;
+	if (!chunked || !o->base)
+		return co;
+	uint64_t wlo, whi;
+	delta_window(lo, hi, margin, o->base_len, &wlo, &whi);
+	co.dict = NULL;
+	co.base = wlo < whi ? (const uint8_t *)o->base + wlo : NULL;
+	co.base_len = (size_t)(whi - wlo);
+	return co;
+}
+
 /* Set up z->c for one frame with the options' level and reference. */
 static int cctx_setup(ZSTD_CCtx *c, const struct pack_encode_opts *o)
 {
@@ -440,8 +467,11 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 		return -ENOMEM;
 	unsigned shift = o->chunk_shift ? o->chunk_shift : PACK_DEFAULT_CHUNK_SHIFT;
 	uint64_t csize = 1ull << shift;
-	/* deltas are one frame: the base is one prefix */
-	bool chunked = size > csize && !o->base;
+	/* a delta over a chunk takes a window of its base per chunk (pack.h) */
+	bool chunked = size > csize;
+	uint32_t margin = o->base ? (o->base_margin ? o->base_margin : PACK_DELTA_MARGIN) : 0;
+	if (margin > csize)
+		margin = (uint32_t)csize; /* pack.h: at most a chunk */
 	uint32_t nchunks = chunked ? (uint32_t)((size + csize - 1) >> shift) : 1;
 	size_t table = chunked ? (size_t)nchunks * PACK_CHUNK_ENT : 0;
 	size_t one = chunked ? csize : (size_t)size;
@@ -467,7 +497,8 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 				break;
 			}
 		}
-		int64_t n = compress_chunk(z->c, o, src, len, rec + pos, cap - pos);
+		struct pack_encode_opts co = chunk_opts(o, chunked, from, from + len, margin);
+		int64_t n = compress_chunk(z->c, &co, src, len, rec + pos, cap - pos);
 		if (n < 0) {
 			rc = (int)n;
 			break;
@@ -476,7 +507,7 @@ int pack_encode_page(const uint8_t md5[16], uint32_t variant, const uint8_t xxh1
 		if (chunked) {
 			uint8_t *e = rec + PACK_REC_HDR_MAX + (size_t)i * PACK_CHUNK_ENT;
 			put_le32(e, (uint32_t)n);
-			put_le32(e + 4, 0);
+			put_le32(e + 4, margin);
 			xxh128_canon(src, len, e + 8);
 		}
 		pos += (size_t)n;
@@ -534,11 +565,19 @@ struct dec_refs {
 	uint64_t base_len;
 };
 
-static int refs_get(const struct pack_rec_hdr *h, const struct pack_deps *deps, struct dec_refs *r)
+/* Is h a chunked delta, whose chunks each take a window of the base? */
+static bool chunked_delta(const struct pack_rec_hdr *h)
+{
+	return h->nchunks > 1 && wants_base(h->encoding);
+}
+
+/* What decoding h needs; the whole base unless whole_base is false (a
+ * chunked delta's chunk decoded alone reads its window itself). */
+static int refs_get(const struct pack_rec_hdr *h, const struct pack_deps *deps, bool whole_base, struct dec_refs *r)
 {
 	memset(r, 0, sizeof *r);
 	bool want_dict = h->encoding == PACK_ENC_ZSTD_DICT || h->encoding == PACK_ENC_DELTA_DICT;
-	bool want_base = h->encoding == PACK_ENC_DELTA || h->encoding == PACK_ENC_DELTA_DICT;
+	bool want_base = wants_base(h->encoding) && whole_base;
 	if (want_dict) {
 		r->dict = deps && deps->dict ? deps->dict(deps->ctx, h->dict) : NULL;
 		if (!r->dict)
@@ -552,7 +591,8 @@ static int refs_get(const struct pack_rec_hdr *h, const struct pack_deps *deps, 
 	return 0;
 }
 
-/* Decode one chunk's stored bytes (slen) into out (exactly len bytes). */
+/* Decode one chunk's stored bytes (slen) into out (exactly len bytes);
+ * r->base (r->base_len bytes, or NULL) is its prefix. */
 static int decode_chunk(const struct pack_rec_hdr *h, const struct dec_refs *r, const uint8_t *src, size_t slen,
 			uint8_t *out, size_t len)
 {
@@ -568,7 +608,7 @@ static int decode_chunk(const struct pack_rec_hdr *h, const struct dec_refs *r, 
 	ZSTD_DCtx_reset(z->d, ZSTD_reset_session_and_parameters);
 	if (r->dict && ZSTD_isError(ZSTD_DCtx_refDDict(z->d, r->dict->d)))
 		return -ENOMEM;
-	if (r->base && ZSTD_isError(ZSTD_DCtx_refPrefix(z->d, r->base, (size_t)r->base_len)))
+	if (r->base && r->base_len && ZSTD_isError(ZSTD_DCtx_refPrefix(z->d, r->base, (size_t)r->base_len)))
 		return -ENOMEM;
 	size_t n = ZSTD_decompressDCtx(z->d, out, len, src, slen);
 	return ZSTD_isError(n) || n != len ? -EIO : 0;
@@ -579,10 +619,31 @@ static void refs_put(struct dec_refs *r)
 	free(r->base);
 }
 
+/* The refs chunk [lo, hi) of h decodes with, out of the whole page's
+ * refs: a chunked delta's chunk takes its window of the base (margin: its
+ * chunk entry's), any other chunk the same refs. */
+static struct dec_refs chunk_refs(const struct pack_rec_hdr *h, const struct dec_refs *all, uint64_t lo, uint64_t hi,
+				  uint32_t margin)
+{
+	if (!chunked_delta(h))
+		return *all;
+	uint64_t wlo, whi;
+	delta_window(lo, hi, margin, all->base_len, &wlo, &whi);
+	return (struct dec_refs){ .base = (uint8_t *)all->base + wlo, .base_len = whi - wlo };
+}
+
+/* Does chunk i's raw bytes (len at raw) match its entry's XXH3-128? */
+static bool chunk_intact(const uint8_t *e, const void *raw, size_t len)
+{
+	uint8_t x[16];
+	xxh128_canon(raw, len, x);
+	return !memcmp(x, e + 8, 16);
+}
+
 int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const struct pack_deps *deps, void *out)
 {
 	struct dec_refs refs;
-	int rc = refs_get(h, deps, &refs);
+	int rc = refs_get(h, deps, true, &refs);
 	if (rc)
 		return rc;
 	uint8_t *dst = out;
@@ -596,10 +657,12 @@ int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const 
 			size_t slen = get_le32(e);
 			uint64_t from = (uint64_t)i * csize;
 			size_t len = (size_t)(h->size - from < csize ? h->size - from : csize);
+			struct dec_refs cr = chunk_refs(h, &refs, from, from + len, get_le32(e + 4));
 			if (table > h->payload || slen > h->payload - pos)
 				rc = -EIO;
-			else
-				rc = decode_chunk(h, &refs, payload + pos, slen, dst + from, len);
+			else if (!(rc = decode_chunk(h, &cr, payload + pos, slen, dst + from, len)) &&
+				 !chunk_intact(e, dst + from, len))
+				rc = -EIO; /* each chunk is checked, as a read of it alone would */
 			pos += slen;
 		}
 		if (!rc && pos != h->payload)
@@ -613,21 +676,95 @@ int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const 
 	return memcmp(x, h->xxh128, 16) ? -EIO : 0;
 }
 
-int pack_decode_chunk(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, const uint8_t *src,
-		      const struct pack_deps *deps, void *out)
+/* Chunk i of h: its raw bytes [*lo, *hi) and its entry's margin. */
+static uint32_t chunk_place(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, uint64_t *lo,
+			    uint64_t *hi)
 {
-	struct dec_refs refs;
-	int rc = refs_get(h, deps, &refs);
-	if (rc)
+	uint64_t csize = 1ull << h->chunk_shift;
+	*lo = (uint64_t)i * csize;
+	*hi = h->size - *lo < csize ? h->size : *lo + csize;
+	return get_le32(table + (size_t)i * PACK_CHUNK_ENT + 4);
+}
+
+void pack_window_put(struct pack_window *w)
+{
+	free(w->bytes);
+	memset(w, 0, sizeof *w);
+}
+
+int pack_window_get(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t first, uint32_t last,
+		    const struct pack_deps *deps, struct pack_window *w)
+{
+	memset(w, 0, sizeof *w);
+	if (!chunked_delta(h))
+		return 0;
+	if (!deps || !deps->base_range) {
+		struct dec_refs all;
+		int rc = refs_get(h, deps, true, &all);
+		w->bytes = all.base;
+		w->len = (size_t)all.base_len;
+		w->size = all.base_len;
 		return rc;
+	}
+	/* the union of the chunks' windows, unclipped at the base's end */
+	uint64_t ulo = UINT64_MAX, uhi = 0;
+	for (uint32_t i = first; i <= last; i++) {
+		uint64_t lo, hi;
+		uint32_t m = chunk_place(h, table, i, &lo, &hi);
+		if (m > 1ull << h->chunk_shift)
+			return -EIO; /* pack.h: at most a chunk; a damaged table */
+		uint64_t a = lo > m ? lo - m : 0, b = hi + m;
+		ulo = a < ulo ? a : ulo;
+		uhi = b > uhi ? b : uhi;
+	}
+	if (uhi - ulo > SIZE_MAX)
+		return -EIO;
+	if (!(w->bytes = malloc((size_t)(uhi - ulo))))
+		return -ENOMEM;
+	size_t got = 0;
+	int rc = deps->base_range(deps->ctx, h->base_md5, h->base_variant, ulo, (size_t)(uhi - ulo), w->bytes, &got,
+				  &w->size);
+	w->off = ulo;
+	w->len = got;
+	/* what the base's size says the range holds */
+	if (!rc && got != (ulo >= w->size ? 0 : (uhi < w->size ? uhi : w->size) - ulo))
+		rc = -EIO;
+	if (rc)
+		pack_window_put(w);
+	return rc == -ENOMEM ? rc : rc ? -EIO : 0;
+}
+
+int pack_decode_chunk(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, const uint8_t *src,
+		      const struct pack_deps *deps, const struct pack_window *w, void *out)
+{
 	const uint8_t *e = table + (size_t)i * PACK_CHUNK_ENT;
-	uint64_t csize = 1ull << h->chunk_shift, from = (uint64_t)i * csize;
-	size_t len = (size_t)(h->size - from < csize ? h->size - from : csize);
-	rc = decode_chunk(h, &refs, src, get_le32(e), out, len);
+	uint64_t lo, hi;
+	uint32_t margin = chunk_place(h, table, i, &lo, &hi);
+	size_t len = (size_t)(hi - lo);
+	struct dec_refs refs;
+	struct pack_window own = { 0 };
+	int rc = refs_get(h, deps, !chunked_delta(h), &refs);
+	if (!rc && chunked_delta(h) && !w && !(rc = pack_window_get(h, table, i, i, deps, &own)))
+		w = &own;
+	if (!rc && chunked_delta(h)) {
+		/* its window, which must lie in what was read of the base */
+		uint64_t wlo, whi;
+		delta_window(lo, hi, margin, w->size, &wlo, &whi);
+		if (wlo < whi && (wlo < w->off || whi > w->off + w->len))
+			rc = -EIO;
+		struct dec_refs win = { .dict = refs.dict };
+		if (!rc && wlo < whi) {
+			win.base = w->bytes + (wlo - w->off);
+			win.base_len = whi - wlo;
+		}
+		if (!rc)
+			rc = decode_chunk(h, &win, src, get_le32(e), out, len);
+	} else if (!rc) {
+		rc = decode_chunk(h, &refs, src, get_le32(e), out, len);
+	}
 	refs_put(&refs);
+	pack_window_put(&own);
 	if (rc)
 		return rc;
-	uint8_t x[16];
-	xxh128_canon(out, len, x);
-	return memcmp(x, e + 8, 16) ? -EIO : 0;
+	return chunk_intact(e, out, len) ? 0 : -EIO;
 }

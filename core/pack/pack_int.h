@@ -11,8 +11,21 @@ size_t pack_hdr_encode(const struct pack_rec_hdr *h, uint8_t out[PACK_REC_HDR_MA
 int pack_hdr_decode(const uint8_t *in, size_t avail, struct pack_rec_hdr *h);
 /* Decode a whole payload into out (h->size bytes) and check its XXH3-128. */
 int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const struct pack_deps *deps, void *out);
-/* Decode chunk i (its stored bytes at src) into out and check it. */
+/* The base bytes chunks first..last of a chunked delta h need (the
+ * union of their windows, pack.h), read once for them all: bytes [off,
+ * off + len) of a base of size bytes. All zero when h is no chunked
+ * delta. */
+struct pack_window {
+	uint8_t *bytes;
+	uint64_t off, size;
+	size_t len;
+};
+int pack_window_get(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t first, uint32_t last,
+		    const struct pack_deps *deps, struct pack_window *w);
+void pack_window_put(struct pack_window *w);
+/* Decode chunk i (its stored bytes at src) into out and check it; w: the
+ * base's window read for it (NULL: read here). */
 int pack_decode_chunk(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, const uint8_t *src,
-		      const struct pack_deps *deps, void *out);
+		      const struct pack_deps *deps, const struct pack_window *w, void *out);
 
 #endif

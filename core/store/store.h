@@ -93,6 +93,11 @@
  * which a release of format 6 takes for a damaged row. No row is
  * converted: differences appear as pages become deltas (the delta step
  * writes them only in a store of format 7).
+ * Format 7 too: a page over a chunk may be a chunked delta (pack.h: a frame
+ * per chunk against a window of its base), which a release of format 6
+ * decodes against the wrong prefix and so answers EIO for (its fsck takes
+ * it for damage). Nothing stored before changes, so there is nothing to
+ * convert: the writable open that marks the store format 7 is all.
  * A writable open marks an older store format 7 (not under -o blob_files,
  * which keeps a format 1 store's layout: its rows stay in layout 1). */
 #define PD_FORMAT_VERSION 7
@@ -101,6 +106,7 @@
 #define PD_FORMAT_FP_ROW2 6
 #define PD_FORMAT_INO_IN_ROW 7
 #define PD_FORMAT_SET_DIFF 7
+#define PD_FORMAT_CHUNKED_DELTA 7
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17

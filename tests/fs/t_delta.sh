@@ -19,17 +19,27 @@ WORDS = ("archive crawler page river mountain weather market council school libr
          "season winter summer morning evening history science music letter report story").split()
 def sentence(rnd):
     return " ".join(rnd.choice(WORDS) for _ in range(rnd.randrange(8, 16))).capitalize() + "."
-def page(seed, edits=0, n=160, salt=0):
+def page(seed, edits=0, n=160, salt=0, ins=0):
     """edits: successive edits (each page one more than the last); salt:
     a different set of edits (pages that differ from the first by one
-    edit each, more from one another)."""
+    edit each, more from one another); ins: sentences inserted a third of
+    the way in (the rest of the page shifts)."""
     rnd = random.Random(seed)
     sents = [sentence(rnd) for _ in range(n)]
     er = random.Random(seed * 1000 + 1 + salt * 31)
     for e in range(edits):
         sents[er.randrange(n)] = sentence(random.Random(seed * 7919 + e + 1 + salt * 104729))
+    ir = random.Random(seed * 31 + 7)
+    sents[n // 3:n // 3] = [sentence(ir) for _ in range(ins)]
     body = "\n".join("<p>%s</p>" % s for s in sents)
     return ("<html><head><title>page %d</title></head><body>\n%s\n</body></html>\n" % (seed, body)).encode()
+EOF
+
+# A page of about 1.3 MB (6 chunks of 256 KiB, pack.h), and its version
+# with a sentence inserted.
+cat >>"$PD_TMP/pages.py" <<'EOF'
+def big(seed, ins=0):
+    return page(seed, n=13000, ins=ins)
 EOF
 
 # deltas.py helpers on `pagededup blobs`: delta bases and chain depths.
@@ -50,6 +60,22 @@ def depth(b, k):
         k = b[k]; d += 1
         assert d < 100, "a loop of deltas"
     return d
+def chunks(S, k):
+    """The chunks of blob k's record (1 when it is one frame)."""
+    for r in stored(S):
+        if r[0] == k:
+            m = re.search(r"/(\d+) chunks$", r[3])
+            return int(m.group(1)) if m else 1
+    raise AssertionError("no blob %s" % k)
+def dd(path, off, n):
+    """n bytes at off read by dd (a read at an offset, as a client does)."""
+    import subprocess
+    p = subprocess.run(["dd", "if=" + path, "bs=65536", "skip=%d" % off, "count=%d" % n,
+                        "iflag=skip_bytes,count_bytes", "status=none"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    if p.returncode:
+        raise OSError(5 if b"Input/output error" in p.stderr else 0, p.stderr.decode())
+    return p.stdout
 def wait_deltas(S, n, what, timeout=90.0):
     end = time.time() + timeout
     while True:
@@ -351,10 +377,131 @@ case_set_diffs() {
 	expect_eq "$(cat "$PD_TMP/deltas.A2")" "$(cat "$PD_TMP/whole.A2")" "answers once the bases are gone"
 }
 
+# A page over a chunk (256 KiB) and its version with one sentence
+# inserted: the version is a chunked delta (pack.h), read whole and at
+# offsets; a damaged chunk of the base gives EIO for the delta's chunks
+# whose window needs it only, fsck names both pages; the base healed by a
+# refetch, then unlinked: the delta is stored whole again, in chunks.
+case_big_page_chunked_delta() {
+	pd_mount || fail mount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import big
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+a, b = big(6), big(6, ins=1)
+check(len(a) > 1 << 20 and len(b) > len(a), "pages of %d and %d bytes" % (len(a), len(b)))
+write(M + "/a.html", a)
+wait_blobs(S, 1, "the large page")
+write(M + "/b.html", b)
+d = wait_deltas(S, 1, "the large page with a sentence inserted")
+eq(d, {md5(b): md5(a)}, "delta records and their base")
+eq(chunks(S, md5(b)), (len(b) + 262143) // 262144, "chunks of the delta")
+_, _, alen = blob_place(S, md5(a))
+_, _, blen = blob_place(S, md5(b))
+check(blen * 20 < alen, "the delta takes %d bytes, the base %d: not a twentieth" % (blen, alen))
+eq(read(M + "/b.html"), b, "the delta read whole")
+eq(blob_bytes(S, md5(b)), b, "the delta decoded by pagededup blobs --cat")
+EOF
+	pd_remount || fail remount
+	drop_caches
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import big
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+a, b = big(6), big(6, ins=1)
+C = 262144
+for name, data in (("b.html", b), ("a.html", a)):
+    for off, n in ((0, 100), (C - 50, 100), (3 * C + 1000, 5000), (len(data) - 70, 70), (2 * C, C)):
+        eq(md5(dd(M + "/" + name, off, n)), md5(data[off:off + n]), "%s: %d bytes at %d after drop_caches" % (name, n, off))
+eq(md5(read(M + "/b.html")), md5(b), "the delta whole after the reads at offsets")
+EOF
+	pd_umount || fail umount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import big
+S = os.environ["STORE"]
+# bytes of the base's first chunk (past its header and chunk table)
+damage_blob(S, md5(big(6)), at=104 + 6 * 24 + 300, n=16)
+EOF
+	pd_mount -n -s "$STORE" || fail remount
+	drop_caches
+	py <<'EOF' || exit 1
+import os, errno
+from fsutil import *
+from pages import big
+from deltas import *
+M = os.environ["MNT"]
+a, b = big(6), big(6, ins=1)
+C = 262144
+# the delta's chunk 3 needs the base's chunks 2..4 only; its chunks 0 and 1
+# need the base's chunk 0 (chunk 1's window starts 32 KiB before it)
+fd = os.open(M + "/b.html", os.O_RDONLY)
+eq(md5(os.pread(fd, C, 3 * C)), md5(b[3 * C:4 * C]), "the delta's chunk 3 beside a damaged base chunk 0")
+expect_errno(errno.EIO, os.pread, fd, 100, 10)
+expect_errno(errno.EIO, os.pread, fd, 100, C + 10)
+eq(md5(os.pread(fd, C, 4 * C)), md5(b[4 * C:5 * C]), "the delta's chunk 4 in the same open")
+os.close(fd)
+fd = os.open(M + "/a.html", os.O_RDONLY)
+eq(md5(os.pread(fd, 100, 2 * C)), md5(a[2 * C:2 * C + 100]), "the base's chunk 2")
+expect_errno(errno.EIO, os.pread, fd, 100, 0)
+os.close(fd)
+EOF
+	pd_umount --no-fsck || fail umount
+	local out ka kb
+	out=$("$PD_BIN" fsck --deep "$STORE" 2>&1) && fail "fsck --deep passed a damaged base: $out"
+	ka=$(python3 -c 'from fsutil import md5; from pages import big; print(md5(big(6)))')
+	kb=$(python3 -c 'from fsutil import md5; from pages import big; print(md5(big(6, ins=1)))')
+	grep -q "^blob $ka: .*does not decode" <<<"$out" || fail "fsck does not name the damaged base $ka: $out"
+	grep -q "^blob $kb: .*(a delta on blob $ka) does not decode" <<<"$out" || fail "fsck does not name the delta $kb on it: $out"
+	pd_mount -n -s "$STORE" || fail remount
+	py <<'EOF' || exit 1
+import os, time
+from fsutil import *
+from pages import big
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+a, b = big(6), big(6, ins=1)
+# the refetch of the base heals it and its delta
+write(M + "/a2.html", a)
+eq(md5(read(M + "/a.html")), md5(a), "the base after the refetch")
+eq(md5(read(M + "/b.html")), md5(b), "the delta after its base's refetch")
+# the base's last names go: its delta is stored whole again (in chunks)
+os.unlink(M + "/a.html")
+os.unlink(M + "/a2.html")
+eq(md5(read(M + "/b.html")), md5(b), "the delta right after its base's last name went")
+end = time.time() + 60
+while (bases(S) or md5(a) in blob_files(S)) and time.time() < end:
+    time.sleep(0.2)
+eq(bases(S), {}, "deltas left on the dead base")
+eq(blob_files(S), [md5(b)], "stored blobs")
+eq(chunks(S, md5(b)), (len(b) + 262143) // 262144, "chunks of the page stored whole")
+EOF
+	pd_remount || fail remount
+	drop_caches
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import big
+from deltas import dd
+M = os.environ["MNT"]
+b = big(6, ins=1)
+eq(md5(dd(M + "/b.html", 3 * 262144 + 7, 9000)), md5(b[3 * 262144 + 7:3 * 262144 + 9007]), "the page stored whole, at an offset")
+eq(md5(read(M + "/b.html")), md5(b), "the page stored whole")
+EOF
+	pd_umount --no-fsck || fail umount
+	"$PD_BIN" fsck --deep "$STORE" || fail "fsck --deep after the base died"
+}
+
 pd_case near_dup_is_delta
 pd_case base_dies
 pd_case chain_depth
 pd_case damaged_base_heals
+pd_case big_page_chunked_delta
 pd_case landed_store_opens
 pd_case set_diffs
 pd_finish

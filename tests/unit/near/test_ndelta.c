@@ -4,7 +4,8 @@
  * goes is kept (out of the fingerprints, its record live) while its delta
  * needs it, the delta is stored whole again and the base freed; a chain of
  * successive edits stays within BLOB_DELTA_DEPTH; a move whose record
- * changed meanwhile is refused; fsck clean at every step. */
+ * changed meanwhile is refused; a page over a chunk is a chunked delta;
+ * fsck clean at every step. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -827,6 +828,84 @@ static void test_set_diff_bound(void **state)
 	}
 }
 
+/* Is k's record a delta of more than one chunk (pack.h's chunked delta)? */
+static uint32_t chunks_of(struct store *st, const struct blobkey *k)
+{
+	struct fprec r;
+	uint32_t n;
+	unsigned shift;
+	assert_int_equal(blob_read(st, k, &r), 0);
+	assert_int_equal(blob_chunking(st, &r, &n, &shift), 0);
+	return n;
+}
+
+/* Page bytes [off, off+len) of blob k read through its chunks. */
+static void read_range_back(struct store *st, const struct blobkey *k, const char *page, uint64_t off, size_t len)
+{
+	struct fprec r;
+	assert_int_equal(blob_read(st, k, &r), 0);
+	char *got = malloc(len);
+	assert_int_equal(blob_read_range(st, k, &r, off, len, got), 0);
+	assert_memory_equal(got, page + off, len);
+	free(got);
+}
+
+/* A page over a chunk and its edit: the edit is a chunked delta on it,
+ * which reads back whole and at offsets, is encoded again on the same base
+ * by the compactor's cold pass, and is stored whole again (in chunks) when
+ * its base dies. */
+static void test_large_pages(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pair p;
+	put_delta_pair(st, &p, 23, 220000, 9, 3);
+	const size_t len = strlen(p.b), cs = (size_t)1 << PACK_DEFAULT_CHUNK_SHIFT;
+	assert_true(len > 4 * cs);
+	struct blobkey base;
+	struct fprec ra = th_fprec_of(st, p.ia), rb = th_fprec_of(st, p.ib);
+	assert_int_equal(chunks_of(st, &p.kb), (len + cs - 1) / cs);
+	assert_true(rb.pack_len * 20 < ra.pack_len);
+	th_read_back(st, p.ib, p.b);
+	read_range_back(st, &p.kb, p.b, 0, 100);
+	read_range_back(st, &p.kb, p.b, cs - 10, 20);
+	read_range_back(st, &p.kb, p.b, 3 * cs + 5, len - 3 * cs - 5);
+
+	/* encoded again, colder, against the same base */
+	struct blob_compact_cfg cfg = { .share = 1.0, .every_pack = true, .cold = { .level = 19, .deltas = true } };
+	struct blob_compact_stats done = { 0 };
+	assert_int_equal(blob_compact_run(st, &cfg, &done), 0);
+	assert_int_equal(done.damaged, 0);
+	assert_int_equal(delta_of(st, &p.kb, &base), 1);
+	assert_true(blobkey_equal(&base, &p.ka));
+	assert_int_equal(chunks_of(st, &p.kb), (len + cs - 1) / cs);
+	th_read_back(st, p.ib, p.b);
+	th_read_back(st, p.ia, p.a);
+	read_range_back(st, &p.kb, p.b, 2 * cs - 3, 9);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir)); /* deep: each chunk decoded and checked */
+
+	/* the base's last name goes: the delta is stored whole again, in chunks */
+	st = open_store(dir, false);
+	uint64_t gone_ino, moved;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	assert_true(kept(st, &p.ka));
+	read_range_back(st, &p.kb, p.b, cs + 1, 1000);
+	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
+	assert_int_equal(moved, 1);
+	assert_false(kept(st, &p.ka));
+	assert_int_equal(delta_of(st, &p.kb, &base), 0);
+	assert_int_equal(chunks_of(st, &p.kb), (len + cs - 1) / cs);
+	th_read_back(st, p.ib, p.b);
+	read_range_back(st, &p.kb, p.b, 4 * cs, len - 4 * cs);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_pair(&p);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -842,6 +921,7 @@ int main(void)
 		cmocka_unit_test(test_set_diff_unlinked),
 		cmocka_unit_test(test_set_diff_damaged),
 		cmocka_unit_test(test_set_diff_bound),
+		cmocka_unit_test(test_large_pages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -218,7 +218,7 @@ static void test_dict_and_delta(void **state)
 	struct pack_dict *pd = pack_dict_new(5, dict, dlen, 3);
 	assert_non_null(pd);
 	struct deps_ctx dc = { pd, base, 20000 };
-	struct pack_deps deps = { dep_dict, dep_base, &dc };
+	struct pack_deps deps = { .dict = dep_dict, .base = dep_base, .ctx = &dc };
 	struct pack_loc lplain, ldelta, ldict;
 	struct pack_encode_opts plain = { .level = 3 };
 	put(&f, near, 20000, 2, &plain, &lplain);
@@ -356,7 +356,7 @@ static void test_lean_headers(void **state)
 		free(dict);
 	}
 	struct deps_ctx dc = { pd, base, 6000 };
-	struct pack_deps deps = { dep_dict, dep_base, &dc };
+	struct pack_deps deps = { .dict = dep_dict, .base = dep_base, .ctx = &dc };
 	struct {
 		const char *buf;
 		size_t len;
@@ -516,12 +516,174 @@ static void test_version1_pack(void **state)
 	teardown(&f);
 }
 
+/* ---- chunked deltas (pack.h): a page over a chunk against a base ----------- */
+
+/* The base as a chunked record in the pack, read by range as the store
+ * reads it (blob_pack.c), each window asked for noted. */
+struct range_ctx {
+	struct fixture *f;
+	struct pack_loc loc;
+	const char *base; /* its bytes, for the whole-base path */
+	size_t base_len;
+	uint64_t asked_off[64];
+	size_t asked_len[64];
+	unsigned asked;
+};
+
+static void *range_whole(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t *len)
+{
+	struct range_ctx *c = ctx;
+	(void)md5;
+	(void)variant;
+	void *b = malloc(c->base_len);
+	memcpy(b, c->base, c->base_len);
+	*len = c->base_len;
+	return b;
+}
+
+static int range_base(void *ctx, const uint8_t md5[16], uint32_t variant, uint64_t off, size_t len, void *out,
+		      size_t *got, uint64_t *size)
+{
+	struct range_ctx *c = ctx;
+	(void)md5;
+	if (variant != 1)
+		return -EIO;
+	if (c->asked < 64) {
+		c->asked_off[c->asked] = off;
+		c->asked_len[c->asked] = len;
+	}
+	c->asked++;
+	*size = c->base_len;
+	*got = off >= c->base_len ? 0 : (c->base_len - off < len ? c->base_len - off : len);
+	return *got ? pack_read_range(c->f->ps, &c->loc, (uint8_t[16]){ 1, 2, 3 }, 1, NULL, off, *got, out) : 0;
+}
+
+/* Page (len bytes) as a chunked delta on the range context's base: its
+ * place; it reads back whole and at every chunk edge, and each chunk's
+ * window is the one pack.h defines. */
+static void chunked_delta_case(struct fixture *f, struct range_ctx *rc, const char *page, size_t len,
+			       struct pack_loc *loc)
+{
+	const uint64_t cs = 1u << PACK_DEFAULT_CHUNK_SHIFT, m = PACK_DELTA_MARGIN;
+	struct pack_encode_opts o = { .level = 3, .base = rc->base, .base_len = rc->base_len, .base_variant = 1 };
+	put(f, page, len, 2, &o, loc);
+	struct pack_rec_hdr h;
+	assert_int_equal(pack_read_hdr(f->ps, loc, &h), 0);
+	assert_int_equal(h.encoding, PACK_ENC_DELTA);
+	assert_int_equal(h.nchunks, (len + cs - 1) / cs);
+	struct pack_deps whole = { .base = range_whole, .ctx = rc };
+	check(f, page, len, 2, loc, &whole); /* the whole base, cut into windows */
+	struct pack_deps ranged = { .base = range_whole, .base_range = range_base, .ctx = rc };
+	char *got = malloc(cs);
+	for (uint32_t i = 0; i < h.nchunks; i++) {
+		uint64_t lo = i * cs, hi = lo + cs < len ? lo + cs : len;
+		rc->asked = 0;
+		assert_int_equal(pack_read_range(f->ps, loc, (uint8_t[16]){ 1, 2, 3 }, 2, &ranged, lo, (size_t)(hi - lo), got),
+				 0);
+		assert_memory_equal(got, page + lo, hi - lo);
+		/* one window, [lo - margin, hi + margin) clipped at 0 (the base's end: range_base) */
+		assert_int_equal(rc->asked, 1);
+		assert_int_equal(rc->asked_off[0], lo > m ? lo - m : 0);
+		assert_int_equal(rc->asked_len[0], hi + m - (lo > m ? lo - m : 0));
+		/* 16 bytes across the edge to the next chunk: the base's bytes
+		 * for both chunks are read at once */
+		if (hi < len) {
+			rc->asked = 0;
+			assert_int_equal(pack_read_range(f->ps, loc, (uint8_t[16]){ 1, 2, 3 }, 2, &ranged, hi - 8, 16, got), 0);
+			assert_memory_equal(got, page + hi - 8, 16);
+			assert_int_equal(rc->asked, 1);
+			assert_int_equal(rc->asked_off[0], lo > m ? lo - m : 0);
+		}
+	}
+	free(got);
+}
+
+static void test_chunked_delta(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 0);
+	const size_t cs = 1u << PACK_DEFAULT_CHUNK_SHIFT, blen = 5 * cs - 1000;
+	char *base = text(21, blen);
+	struct pack_encode_opts plain = { .level = 3 };
+	struct range_ctx rc = { .f = &f, .base = base, .base_len = blen };
+	put(&f, base, blen, 1, &plain, &rc.loc);
+	struct pack_loc lplain, loc;
+
+	/* a shift by an insertion: 3,000 bytes early in the page move the rest */
+	size_t len = blen + 3000;
+	char *page = malloc(len);
+	memcpy(page, base, 100000);
+	char *ins = text(99, 3000);
+	memcpy(page + 100000, ins, 3000);
+	memcpy(page + 103000, base + 100000, blen - 100000);
+	put(&f, page, len, 2, &plain, &lplain);
+	chunked_delta_case(&f, &rc, page, len, &loc);
+	assert_true(loc.len * 20 < lplain.len); /* the shifted chunks found their bytes in the windows */
+
+	/* a base shorter than the page: the chunks past its end have no window */
+	struct range_ctx shortb = rc;
+	shortb.base_len = cs + 5000;
+	struct pack_loc sl;
+	put(&f, base, shortb.base_len, 1, &plain, &shortb.loc);
+	chunked_delta_case(&f, &shortb, page, len, &sl);
+	/* a base longer than the page */
+	struct pack_loc ll;
+	size_t plen = 2 * cs + 777;
+	chunked_delta_case(&f, &rc, page, plen, &ll);
+
+	/* a damaged chunk of the base: EIO for the delta's chunks whose window
+	 * reaches into it only (base chunk 0: the delta's chunks 0 and 1, whose
+	 * window starts margin bytes before its own place) */
+	struct pack_rec_hdr bh;
+	assert_int_equal(pack_read_hdr(f.ps, &rc.loc, &bh), 0);
+	char name[PACK_NAME_MAX];
+	pack_name(rc.loc.pack, name);
+	int pfd = openat(f.dfd, "packs", O_RDONLY | O_DIRECTORY);
+	assert_true(pfd >= 0);
+	int fd = openat(pfd, name, O_RDWR);
+	assert_true(fd >= 0);
+	uint64_t at = rc.loc.off + bh.hdr_len + (uint64_t)bh.nchunks * PACK_CHUNK_ENT + 100;
+	assert_int_equal(pwrite(fd, "XXXXXXXX", 8, (off_t)at), 8);
+	close(fd);
+	close(pfd);
+	struct pack_deps ranged = { .base = range_whole, .base_range = range_base, .ctx = &rc };
+	char *got = malloc(cs);
+	for (uint32_t i = 0; i * cs < len; i++) {
+		size_t n = (size_t)(len - i * cs < cs ? len - i * cs : cs);
+		int want = i <= 1 ? -EIO : 0;
+		assert_int_equal(pack_read_range(f.ps, &loc, (uint8_t[16]){ 1, 2, 3 }, 2, &ranged, i * cs, n, got), want);
+		if (!want)
+			assert_memory_equal(got, page + i * cs, n);
+	}
+	/* a damaged margin in the delta's chunk table (chunk 3's: past a
+	 * chunk) is damage, EIO, not a huge window read; chunk 4 still reads */
+	struct pack_rec_hdr dh;
+	assert_int_equal(pack_read_hdr(f.ps, &loc, &dh), 0);
+	pack_name(loc.pack, name);
+	pfd = openat(f.dfd, "packs", O_RDONLY | O_DIRECTORY);
+	fd = openat(pfd, name, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, (off_t)(loc.off + dh.hdr_len + 3 * PACK_CHUNK_ENT + 4)), 4);
+	close(fd);
+	close(pfd);
+	assert_int_equal(pack_read_range(f.ps, &loc, (uint8_t[16]){ 1, 2, 3 }, 2, &ranged, 3 * cs, 100, got), -EIO);
+	assert_int_equal(pack_read_range(f.ps, &loc, (uint8_t[16]){ 1, 2, 3 }, 2, &ranged, 4 * cs, 100, got), 0);
+	assert_memory_equal(got, page + 4 * cs, 100);
+	free(got);
+	free(ins);
+	free(page);
+	free(base);
+	teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_chunks),
 		cmocka_unit_test(test_dict_and_delta),
+		cmocka_unit_test(test_chunked_delta),
 		cmocka_unit_test(test_lean_headers),
 		cmocka_unit_test(test_version1_pack),
 		cmocka_unit_test(test_scan_damage_and_rollover),
