@@ -882,13 +882,18 @@ int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], siz
 
 struct upgrade {
 	near_upgrade_step step;
-	uint8_t next[BLOBKEY_BYTES];
+	uint8_t from[BLOBKEY_BYTES]; /* where the batch starts */
+	uint8_t next[BLOBKEY_BYTES]; /* where the one after it starts, once committed */
 	bool finished;
 };
 
 static int upgrade_cb(struct wtx *w, void *arg)
 {
 	struct upgrade *u = arg;
+	/* a batch run again (the map grown, store_commit.c) starts where it
+	 * started: its writes were rolled back, the cursor it moved was not */
+	memcpy(u->next, u->from, BLOBKEY_BYTES);
+	u->finished = false;
 	return u->step(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
 }
 
@@ -905,7 +910,8 @@ int near_meta_upgrade(struct store *st, const char *key, uint32_t absent, uint32
 		return rc;
 	struct upgrade u = { .step = step };
 	while (!rc && !u.finished)
-		rc = store_write(st, upgrade_cb, &u);
+		if (!(rc = store_write(st, upgrade_cb, &u)))
+			memcpy(u.from, u.next, BLOBKEY_BYTES);
 	return rc;
 }
 

@@ -250,7 +250,9 @@ static int materialize_on(MDB_txn *txn, struct store *st, const struct blobkey *
 	struct blobkey named;
 	int rc = row_diff_base(txn, st, dep, &named);
 	if (rc <= 0 || !blobkey_equal(&named, base))
-		return rc;
+		return rc < 0 ? rc : 0; /* not a difference from base: nothing to do
+					 * (a positive value would read as "refused"
+					 * to the caller that is letting go of base) */
 	struct nearset *s = malloc(sizeof *s);
 	if (!s)
 		return -ENOMEM;
@@ -276,7 +278,7 @@ static int collect_diff_dep(void *ctx, const struct blobkey *base, const struct 
 	struct blobkey named;
 	int rc = row_diff_base(d->txn, d->st, dep, &named);
 	if (rc <= 0 || !blobkey_equal(&named, base))
-		return rc;
+		return rc < 0 ? rc : 0; /* the walk goes on past another base's */
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? 2 * d->cap : 16;
 		struct blobkey *v = realloc(d->v, cap * sizeof *v);
@@ -593,6 +595,19 @@ static int diff_unlinked(MDB_txn *txn, struct store *st, const MDB_val *row, con
 	return rc < 0 ? rc : !rc;
 }
 
+/* Is row a difference from a base whose own set the rebuild drops (the
+ * base has no record, or one with no signature)? Then it is written whole
+ * before the drop, or it would name a set that is gone. */
+static bool diff_base_goes(MDB_txn *txn, struct store *st, const MDB_val *row)
+{
+	struct blobkey base;
+	struct fprec r;
+	if (!nearset_is_diff(row->mv_data, row->mv_size) || nearset_diff_base(row->mv_data, row->mv_size, &base))
+		return false;
+	int rc = blob_get(txn, st, &base, &r);
+	return rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH));
+}
+
 static int rebuild_one(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
 	struct lsh_ctx *c = ctx;
@@ -608,7 +623,7 @@ static int rebuild_one(void *ctx, const MDB_val *key, const MDB_val *row, const 
 		return keys_push(rc ? &c->drop : &c->redo, key);
 	if (rc)
 		return rc;
-	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0)
+	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0 || (!rc && diff_base_goes(c->txn, c->st, row)))
 		rc = keys_push(&c->whole, key);
 	return rc ? rc : near_put_bands(c->txn, c->st, &k, s);
 }
@@ -646,10 +661,8 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 	struct lsh_ctx c = { .txn = txn, .st = st };
 	if (!rc)
 		rc = each_set(txn, st, rebuild_one, &c);
-	for (size_t i = 0; i < c.drop.n && !rc; i++) {
-		MDB_val key = { BLOBKEY_BYTES, c.drop.v[i] };
-		rc = pd_mdb_err(mdb_del(txn, st->db_nearfeat, &key, NULL));
-	}
+	/* the differences that must stand alone first, while every set they
+	 * may name is still there */
 	struct nearset *s = c.whole.n ? malloc(sizeof *s) : NULL;
 	if (c.whole.n && !s)
 		rc = rc ? rc : -ENOMEM;
@@ -660,6 +673,10 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 			rc = set_put_whole(txn, st, &k, s);
 	}
 	free(s);
+	for (size_t i = 0; i < c.drop.n && !rc; i++) {
+		MDB_val key = { BLOBKEY_BYTES, c.drop.v[i] };
+		rc = pd_mdb_err(mdb_del(txn, st->db_nearfeat, &key, NULL));
+	}
 	for (size_t i = 0; i < c.redo.n && !rc; i++)
 		rc = redo_from_page(txn, st, c.redo.v[i]);
 	free(c.drop.v);

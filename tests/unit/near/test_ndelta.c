@@ -906,6 +906,122 @@ static void test_large_pages(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- sets kept as differences, damaged ---- */
+
+/* Blob k's difference row made to name another base (damage fsck reports:
+ * a difference from a base its record is not a delta on). */
+static int rename_diff_base_cb(struct wtx *w, void *p)
+{
+	const struct blobkey *k = p;
+	uint8_t kb[BLOBKEY_BYTES], buf[NEARSET_DIFF_MAX_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(mdb_get(w->txn, w->st->db_nearfeat, &key, &v), 0);
+	assert_true(v.mv_size <= sizeof buf);
+	memcpy(buf, v.mv_data, v.mv_size);
+	buf[2] ^= 0x5a; /* a byte of the base's MD5 */
+	MDB_val nv = { v.mv_size, buf };
+	return pd_mdb_err(mdb_put(w->txn, w->st->db_nearfeat, &key, &nv, 0));
+}
+
+/* Two deltas on one base, the set of the one let go of first naming
+ * another base: letting go of the base moves both whole (the damaged row
+ * is no refusal), the base is freed only after both, every page reads
+ * back, and fsck --repair leaves the store clean. */
+static void test_set_diff_naming_another_base(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *a = th_page(31, 900, ""), *b = edited(a, 1, 2), *c = edited(a, 7, 2);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = th_blob_of(st, ia), base;
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, NULL), 0);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey kb = th_blob_of(st, ib);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_SIMHASH, &kb, NULL), 0);
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", c);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey kc = th_blob_of(st, ic);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_SIMHASH, &kc, NULL), 0);
+	assert_int_equal(delta_of(st, &kb, &base), 1);
+	assert_true(blobkey_equal(&base, &ka));
+	assert_int_equal(delta_of(st, &kc, &base), 1);
+	assert_true(blobkey_equal(&base, &ka));
+	assert_int_equal(row_format(st, &kb, NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(row_format(st, &kc, NULL), NEARSET_DIFF_FORMAT);
+	/* the dependent walked first (link rows in key order) */
+	const struct blobkey *first = memcmp(kb.md5, kc.md5, 16) < 0 ? &kb : &kc;
+	assert_int_equal(store_write(st, rename_diff_base_cb, (void *)first), 0);
+	uint64_t gone_ino, moved = 0;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	assert_true(kept(st, &ka));
+	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
+	assert_int_equal(moved, 2);
+	assert_false(kept(st, &ka));
+	assert_int_equal(delta_of(st, &kb, &base), 0);
+	assert_int_equal(delta_of(st, &kc, &base), 0);
+	th_read_back(st, ib, b);
+	th_read_back(st, ic, c);
+	assert_int_equal(store_close(st), 0);
+	struct fsck_result r = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true, .repair = true });
+	assert_true(r.problems >= 1); /* the renamed row */
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	th_read_back(st, ib, b);
+	th_read_back(st, ic, c);
+	assert_int_equal(store_close(st), 0);
+	free(a);
+	free(b);
+	free(c);
+	th_rmdir(dir);
+}
+
+/* The base's record without its signature (so fsck --repair drops the
+ * base's set): the difference from it is written whole first, and the
+ * page keeps its set. */
+static int clear_simhash_cb(struct wtx *w, void *p)
+{
+	const struct blobkey *k = p;
+	struct fprec r;
+	int rc = blob_get(w->txn, w->st, k, &r);
+	if (rc)
+		return rc;
+	r.flags &= (uint8_t)~FPREC_HAS_SIMHASH;
+	return blob_put(w->txn, w->st, k, &r);
+}
+
+static void test_set_diff_base_set_dropped_by_repair(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pair p;
+	put_delta_pair(st, &p, 22, 900, 1, 2);
+	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(store_write(st, clear_simhash_cb, &p.ka), 0);
+	assert_int_equal(store_close(st), 0);
+	th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true, .repair = true });
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_FORMAT);
+	MDB_txn *txn;
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_set_get(txn, st, &p.kb, sig), 0);
+	assert_true(sig->has_set);
+	store_read_end(st, txn);
+	free(sig);
+	th_read_back(st, p.ib, p.b);
+	assert_int_equal(store_close(st), 0);
+	free_pair(&p);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -922,6 +1038,8 @@ int main(void)
 		cmocka_unit_test(test_set_diff_damaged),
 		cmocka_unit_test(test_set_diff_bound),
 		cmocka_unit_test(test_large_pages),
+		cmocka_unit_test(test_set_diff_naming_another_base),
+		cmocka_unit_test(test_set_diff_base_set_dropped_by_repair),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

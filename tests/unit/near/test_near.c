@@ -1405,6 +1405,43 @@ static void test_near0_layout1_fsck_repair(void **state)
 	check_near0_converted(true);
 }
 
+/* A batch of the near0 conversion run again after the map was grown
+ * (store_commit.c rolls its writes back and calls it again) starts where
+ * it started: every row ends in layout 2 and the answers are unchanged.
+ * The step converts two blobs a batch and reports a full map once. */
+static int near0_step_calls;
+static int near0_step_map_full_once(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
+				    bool *finished)
+{
+	(void)batch;
+	int rc = near0_layout_convert(txn, st, next, 2, finished);
+	if (!rc && near0_step_calls++ == 0)
+		return -ECHRNG; /* PD_EMAPFULL (store_int.h) */
+	return rc;
+}
+
+static void test_near0_batch_run_again(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	uint64_t ino[N0];
+	char before[N0][512], now[N0][512];
+	struct store *st = near0_pages(dir, ino, before);
+	size_t rows = near0_rows_of(st, NEAR0_PREFIX);
+	assert_int_equal(store_write(st, near0_to_layout1_cb, NULL), 0);
+	near0_step_calls = 0;
+	assert_int_equal(near_meta_upgrade(st, "near0_layout", 1, NEAR0_LAYOUT_VERSION, near0_step_map_full_once), 0);
+	assert_true(near0_step_calls > 2);
+	assert_int_equal(near0_layout_of(st), NEAR0_LAYOUT_VERSION);
+	assert_int_equal(near0_rows_of(st, NEAR0_PREFIX), rows);
+	near0_answers(st, ino, now);
+	for (int i = 0; i < N0; i++)
+		assert_string_equal(now[i], before[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 /* Copies of one page under -o nodedup: variants of one MD5, one near0
  * row for them all, which stays until the last goes. */
 static void test_near0_shared_row(void **state)
@@ -1471,6 +1508,7 @@ int main(void)
 		cmocka_unit_test(test_near0_layout1_upgraded_at_open),
 		cmocka_unit_test(test_near0_layout1_fsck_repair),
 		cmocka_unit_test(test_near0_shared_row),
+		cmocka_unit_test(test_near0_batch_run_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
