@@ -375,6 +375,12 @@ int blob_delta_move(struct wtx *w, const struct blobkey *k, const struct pack_lo
  * deleted) went: its record becomes dead bytes, or a kept base when
  * deltas hang on it. */
 int blob_delta_release(struct wtx *w, const struct blobkey *k, const struct fprec *r);
+/* fsck's repair: packed blob k (record r), which no inode refers to any
+ * more, is kept for the deltas that hang on it, as blob_delta_release
+ * keeps a base whose last reference went (1; the caller drops its
+ * fingerprint record), or it has none (0: it can go). The pack totals and
+ * dictionary counts are fsck's to recount. */
+int blob_delta_keep_unreferenced(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r);
 /* Base k was healed (blob_heal): its deltas marked bad, which a read
  * failed on through it, are readable again (a delta itself damaged is
  * marked again by its next read). */

@@ -337,6 +337,20 @@ int blob_delta_release(struct wtx *w, const struct blobkey *k, const struct fpre
 	return wtx_punch_after(w, &loc);
 }
 
+int blob_delta_keep_unreferenced(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct fprec *r)
+{
+	int rc;
+	if (!(r->flags & FPREC_PACKED))
+		return 0;
+	bool hung = has_dependents(txn, st, k, &rc);
+	if (rc || !hung)
+		return rc;
+	struct fprec old;
+	if (blob_delta_kept_get(txn, st, k, &old) == 0)
+		return 0; /* kept already: its deltas decode against that record */
+	return (rc = kept_put(txn, st, k, r)) ? rc : 1;
+}
+
 /* May k's record become a delta on base? */
 static int delta_allowed(struct wtx *w, const struct blobkey *k, const struct blobkey *base, bool *ok)
 {

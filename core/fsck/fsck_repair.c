@@ -619,6 +619,14 @@ int fsck_repair_blobs(struct fsck *f, struct vec *moves)
 		case KF_UNREFERENCED:
 			if (inos.n)
 				break; /* not so after all (cannot happen: blob_inodes was repaired first) */
+			/* deltas hang on it: kept for them, as when its last
+			 * reference goes (their pages would be lost with it) */
+			if (blob_get(f->txn, &f->sh, &k, &r) == 0 &&
+			    (rc = blob_delta_keep_unreferenced(f->txn, &f->sh, &k, &r)) != 0) {
+				if (rc > 0 && !(rc = drop_record(f, x->key)))
+					fsck_say(f, K_REPAIR, "repaired: blob %s, which no inode refers to, kept for the deltas on it", hex);
+				break;
+			}
 			rc = drop_record(f, x->key);
 			if (!rc && x->file) {
 				char path[BLOBKEY_PATH_MAX];

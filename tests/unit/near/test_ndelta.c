@@ -1022,6 +1022,41 @@ static void test_set_diff_base_set_dropped_by_repair(void **state)
 	th_rmdir(dir);
 }
 
+/* The base's inode row lost (so no inode refers to it): fsck --repair
+ * keeps it for its delta, as the last reference going would, instead of
+ * dropping it and losing the delta's page. */
+static int drop_inode_row_cb(struct wtx *w, void *p)
+{
+	uint8_t kb[8];
+	MDB_val k = store_ino_key(kb, *(const uint64_t *)p);
+	return pd_mdb_err(mdb_del(w->txn, w->st->db_inodes, &k, NULL));
+}
+
+static void test_unreferenced_base_kept_by_repair(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pair p;
+	put_delta_pair(st, &p, 22, 900, 1, 2);
+	assert_int_equal(store_write(st, drop_inode_row_cb, &p.ia), 0);
+	assert_int_equal(store_close(st), 0);
+	th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true, .repair = true });
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	assert_true(kept(st, &p.ka));
+	th_read_back(st, p.ib, p.b);
+	uint64_t moved = 0;
+	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
+	assert_int_equal(moved, 1);
+	assert_false(kept(st, &p.ka));
+	th_read_back(st, p.ib, p.b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_pair(&p);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1040,6 +1075,7 @@ int main(void)
 		cmocka_unit_test(test_large_pages),
 		cmocka_unit_test(test_set_diff_naming_another_base),
 		cmocka_unit_test(test_set_diff_base_set_dropped_by_repair),
+		cmocka_unit_test(test_unreferenced_base_kept_by_repair),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
