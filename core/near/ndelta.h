@@ -83,8 +83,13 @@
 				       * against its whole base, so its base is
 				       * no larger; a larger page is a chunked
 				       * delta against any base (pack.h) */
-#define NDELTA_BIG_MAX_BYTES (64u << 20) /* pages and bases larger stay whole
-					  * (the step holds both in memory) */
+#define NDELTA_BIG_MAX_BYTES (16u << 20) /* pages and bases larger stay whole:
+					  * a whole decode (signing, an open's
+					  * first read, fsck --deep) holds the
+					  * page and every base of its chain,
+					  * BLOB_DELTA_DEPTH + 1 buffers, so at
+					  * most 80 MiB; the corpus's largest
+					  * page is 6 MB */
 #define NDELTA_GAIN_NUM 3          /* a delta is kept under 3/4 of the */
 #define NDELTA_GAIN_DEN 4          /* page's current record */
 #define NDELTA_KEPT_POLL_MS 1000   /* the thread looks for kept bases this often */
