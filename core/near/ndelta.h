@@ -84,8 +84,8 @@
 				       * no larger; a larger page is a chunked
 				       * delta against any base (pack.h) */
 #define NDELTA_BIG_MAX_BYTES (16u << 20) /* pages and bases larger stay whole:
-					  * a whole decode (signing, an open's
-					  * first read, fsck --deep) holds the
+					  * a whole decode (signing, this step,
+					  * fsck --deep) holds the
 					  * page and every base of its chain,
 					  * BLOB_DELTA_DEPTH + 1 buffers, so at
 					  * most 80 MiB; the corpus's largest
