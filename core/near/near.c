@@ -880,21 +880,11 @@ int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], siz
 	return rc;
 }
 
-struct upgrade {
-	near_upgrade_step step;
-	uint8_t from[BLOBKEY_BYTES]; /* where the batch starts */
-	uint8_t next[BLOBKEY_BYTES]; /* where the one after it starts, once committed */
-	bool finished;
-};
-
-static int upgrade_cb(struct wtx *w, void *arg)
+/* A batch of a near conversion (store_write_batches). */
+static int upgrade_batch(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], void *ctx, bool *finished)
 {
-	struct upgrade *u = arg;
-	/* a batch run again (the map grown, store_commit.c) starts where it
-	 * started: its writes were rolled back, the cursor it moved was not */
-	memcpy(u->next, u->from, BLOBKEY_BYTES);
-	u->finished = false;
-	return u->step(w->txn, w->st, u->next, NEAR_UPGRADE_BATCH, &u->finished);
+	near_upgrade_step *step = ctx;
+	return (*step)(txn, st, next, NEAR_UPGRADE_BATCH, finished);
 }
 
 int near_meta_upgrade(struct store *st, const char *key, uint32_t absent, uint32_t target, near_upgrade_step step)
@@ -908,11 +898,7 @@ int near_meta_upgrade(struct store *st, const char *key, uint32_t absent, uint32
 	store_read_end(st, txn);
 	if (rc || version == target)
 		return rc;
-	struct upgrade u = { .step = step };
-	while (!rc && !u.finished)
-		if (!(rc = store_write(st, upgrade_cb, &u)))
-			memcpy(u.from, u.next, BLOBKEY_BYTES);
-	return rc;
+	return store_write_batches(st, upgrade_batch, NULL, &step);
 }
 
 /* A batch of the signature upgrade; the version is set with its last. */

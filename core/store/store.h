@@ -344,6 +344,15 @@ void store_abandon(struct store *st);
 /* Run fn in a write transaction (group commit). Returns fn's result, or the
  * commit's error. */
 int store_write(struct store *st, store_write_fn fn, void *arg);
+/* A conversion of rows in batches keyed by a blob key, one write
+ * transaction a batch: step converts the batch that starts at `next`,
+ * moves `next` to where the following one starts, and sets *finished with
+ * the last. A batch run again (the map grown: its writes were rolled back)
+ * starts where it started, so a step must count into ctx only from its
+ * own start; committed (may be NULL) hears of each batch committed. */
+typedef int (*store_batch_step)(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], void *ctx,
+				bool *finished);
+int store_write_batches(struct store *st, store_batch_step step, void (*committed)(void *ctx), void *ctx);
 
 /* Read transactions. */
 int store_read_begin(struct store *st, MDB_txn **txn);

@@ -244,21 +244,21 @@ int store_blob_inodes_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBK
 	return rc;
 }
 
-struct bi_upgrade {
-	uint8_t from[BLOBKEY_BYTES]; /* where the next batch starts */
-	uint8_t next[BLOBKEY_BYTES]; /* where the one after it starts, once committed */
-	uint64_t converted, batch_converted;
-	bool finished;
+struct bi_counts {
+	uint64_t converted, batch;
 };
 
-static int upgrade_cb(struct wtx *w, void *arg)
+static int bi_batch(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], void *ctx, bool *finished)
 {
-	struct bi_upgrade *u = arg;
-	/* a batch run again (the map grown) starts where it started */
-	memcpy(u->next, u->from, BLOBKEY_BYTES);
-	u->batch_converted = 0;
-	return store_blob_inodes_convert(w->txn, w->st, u->next, STORE_INO_CONVERT_BATCH, &u->batch_converted,
-					 &u->finished);
+	struct bi_counts *c = ctx;
+	c->batch = 0;
+	return store_blob_inodes_convert(txn, st, next, STORE_INO_CONVERT_BATCH, &c->batch, finished);
+}
+
+static void bi_committed(void *ctx)
+{
+	struct bi_counts *c = ctx;
+	c->converted += c->batch;
 }
 
 int store_blob_inodes_upgrade(struct store *st, uint64_t *converted)
@@ -272,16 +272,10 @@ int store_blob_inodes_upgrade(struct store *st, uint64_t *converted)
 		return rc;
 	rc = store_blob_inodes_done(txn, st, &done);
 	store_read_end(st, txn);
-	struct bi_upgrade *u = calloc(1, sizeof *u);
-	if (!u)
-		return -ENOMEM;
-	while (!rc && !done && !u->finished)
-		if (!(rc = store_write(st, upgrade_cb, u))) {
-			memcpy(u->from, u->next, BLOBKEY_BYTES);
-			u->converted += u->batch_converted;
-		}
+	struct bi_counts c = { 0, 0 };
+	if (!rc && !done)
+		rc = store_write_batches(st, bi_batch, bi_committed, &c);
 	if (converted)
-		*converted = u->converted;
-	free(u);
+		*converted = c.converted;
 	return rc;
 }

@@ -330,3 +330,41 @@ int store_write(struct store *st, store_write_fn fn, void *arg)
 	pthread_mutex_unlock(&st->gc_mu);
 	return req.rc;
 }
+
+/* ---- conversions in batches ------------------------------------------ */
+
+struct batches {
+	store_batch_step step;
+	void *ctx;
+	uint8_t from[BLOBKEY_BYTES]; /* where the batch starts */
+	uint8_t next[BLOBKEY_BYTES]; /* where the one after it starts, once committed */
+	bool finished;
+};
+
+static int batch_cb(struct wtx *w, void *arg)
+{
+	struct batches *b = arg;
+	/* run again after the map grew: from where it started (the cursor it
+	 * moved was not rolled back with its writes) */
+	memcpy(b->next, b->from, BLOBKEY_BYTES);
+	b->finished = false;
+	return b->step(w->txn, w->st, b->next, b->ctx, &b->finished);
+}
+
+int store_write_batches(struct store *st, store_batch_step step, void (*committed)(void *ctx), void *ctx)
+{
+	struct batches *b = calloc(1, sizeof *b);
+	if (!b)
+		return -ENOMEM;
+	b->step = step;
+	b->ctx = ctx;
+	int rc = 0;
+	while (!rc && !b->finished)
+		if (!(rc = store_write(st, batch_cb, b))) {
+			memcpy(b->from, b->next, BLOBKEY_BYTES);
+			if (committed)
+				committed(ctx);
+		}
+	free(b);
+	return rc;
+}

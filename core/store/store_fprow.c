@@ -89,18 +89,10 @@ int store_fp_rows_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_B
 	return rc;
 }
 
-struct fp_upgrade {
-	uint8_t from[BLOBKEY_BYTES]; /* where the next batch starts */
-	uint8_t next[BLOBKEY_BYTES]; /* where the one after it starts, once committed */
-	bool finished;
-};
-
-static int upgrade_cb(struct wtx *w, void *arg)
+static int fp_batch(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], void *ctx, bool *finished)
 {
-	struct fp_upgrade *u = arg;
-	/* a batch run again (the map grown) starts where it started */
-	memcpy(u->next, u->from, BLOBKEY_BYTES);
-	return store_fp_rows_convert(w->txn, w->st, u->next, STORE_FP_CONVERT_BATCH, NULL, &u->finished);
+	(void)ctx;
+	return store_fp_rows_convert(txn, st, next, STORE_FP_CONVERT_BATCH, NULL, finished);
 }
 
 int store_fp_rows_upgrade(struct store *st)
@@ -114,12 +106,5 @@ int store_fp_rows_upgrade(struct store *st)
 		return rc;
 	rc = store_fp_rows_done(txn, st, &done);
 	store_read_end(st, txn);
-	struct fp_upgrade *u = calloc(1, sizeof *u);
-	if (!u)
-		return -ENOMEM;
-	while (!rc && !done && !u->finished)
-		if (!(rc = store_write(st, upgrade_cb, u)))
-			memcpy(u->from, u->next, BLOBKEY_BYTES);
-	free(u);
-	return rc;
+	return rc || done ? rc : store_write_batches(st, fp_batch, NULL, NULL);
 }

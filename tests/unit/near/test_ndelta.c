@@ -721,16 +721,32 @@ static void test_set_diff_unlinked(void **state)
 /* Damage to sets kept as differences: a row cut short, and a base whose
  * set is gone. fsck names each; --repair makes the set again from the
  * page (whole), and fsck is clean after. */
-static int cut_row_cb(struct wtx *w, void *p)
+/* Blob k's difference row: a copy of its bytes into buf, and its length. */
+static size_t diff_row_copy(struct wtx *w, const struct blobkey *k, uint8_t buf[NEARSET_DIFF_MAX_BYTES])
 {
-	const struct blobkey *k = p;
-	uint8_t kb[BLOBKEY_BYTES], buf[NEARSET_DIFF_MAX_BYTES];
+	uint8_t kb[BLOBKEY_BYTES];
 	blobkey_encode(k, kb);
 	MDB_val key = { BLOBKEY_BYTES, kb }, v;
 	assert_int_equal(mdb_get(w->txn, w->st->db_nearfeat, &key, &v), 0);
+	assert_true(v.mv_size <= NEARSET_DIFF_MAX_BYTES);
 	memcpy(buf, v.mv_data, v.mv_size);
-	MDB_val cut = { v.mv_size - 1, buf };
-	return mdb_put(w->txn, w->st->db_nearfeat, &key, &cut, 0) ? -EIO : 0;
+	return v.mv_size;
+}
+
+/* Blob k's row written as len bytes of buf. */
+static int diff_row_put(struct wtx *w, const struct blobkey *k, const uint8_t *buf, size_t len)
+{
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v = { len, (void *)buf };
+	return pd_mdb_err(mdb_put(w->txn, w->st->db_nearfeat, &key, &v, 0));
+}
+
+static int cut_row_cb(struct wtx *w, void *p)
+{
+	uint8_t buf[NEARSET_DIFF_MAX_BYTES];
+	size_t len = diff_row_copy(w, p, buf);
+	return diff_row_put(w, p, buf, len - 1);
 }
 
 static int drop_row_cb(struct wtx *w, void *p)
@@ -912,16 +928,10 @@ static void test_large_pages(void **state)
  * a difference from a base its record is not a delta on). */
 static int rename_diff_base_cb(struct wtx *w, void *p)
 {
-	const struct blobkey *k = p;
-	uint8_t kb[BLOBKEY_BYTES], buf[NEARSET_DIFF_MAX_BYTES];
-	blobkey_encode(k, kb);
-	MDB_val key = { BLOBKEY_BYTES, kb }, v;
-	assert_int_equal(mdb_get(w->txn, w->st->db_nearfeat, &key, &v), 0);
-	assert_true(v.mv_size <= sizeof buf);
-	memcpy(buf, v.mv_data, v.mv_size);
+	uint8_t buf[NEARSET_DIFF_MAX_BYTES];
+	size_t len = diff_row_copy(w, p, buf);
 	buf[2] ^= 0x5a; /* a byte of the base's MD5 */
-	MDB_val nv = { v.mv_size, buf };
-	return pd_mdb_err(mdb_put(w->txn, w->st->db_nearfeat, &key, &nv, 0));
+	return diff_row_put(w, p, buf, len);
 }
 
 /* Two deltas on one base, the set of the one let go of first naming
