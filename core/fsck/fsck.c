@@ -173,6 +173,24 @@ uint64_t entries(struct fsck *f, MDB_dbi db)
 	return mdb_stat(f->txn, db, &ms) ? 0 : ms.ms_entries;
 }
 
+int fsck_fp_rows_each(struct fsck *f, int (*fn)(struct fsck *f, const uint8_t *key, const struct fprec *r, void *ctx),
+		      void *ctx)
+{
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct fprec r;
+		if (k.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r))
+			rc = fn(f, k.mv_data, &r, ctx);
+	}
+	mdb_cursor_close(c);
+	return rc ? rc : mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(mrc);
+}
+
 void fsck_blob_name(const uint8_t key[BLOBKEY_BYTES], char out[48])
 {
 	struct blobkey k;

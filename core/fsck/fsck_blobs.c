@@ -33,21 +33,16 @@ static int push_bref(struct vec *v, const uint8_t *key, uint64_t ino)
 
 /* fn(f, key, ino) for every fingerprint row holding an inode (format 7);
  * an undecodable row is pass 4's to report. */
-static int row_inodes_each(struct fsck *f, int (*fn)(struct fsck *f, const uint8_t *key, uint64_t ino))
+typedef int (*row_ino_fn)(struct fsck *f, const uint8_t *key, uint64_t ino);
+static int row_ino_of(struct fsck *f, const uint8_t *key, const struct fprec *r, void *ctx)
 {
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
-	if (rc)
-		return rc;
-	MDB_val k, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct fprec r;
-		if (k.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) && r.ino)
-			rc = fn(f, k.mv_data, r.ino);
-	}
-	mdb_cursor_close(c);
-	return rc ? rc : mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(mrc);
+	row_ino_fn *fn = ctx;
+	return r->ino ? (*fn)(f, key, r->ino) : 0;
+}
+
+static int row_inodes_each(struct fsck *f, row_ino_fn fn)
+{
+	return fsck_fp_rows_each(f, row_ino_of, &fn);
 }
 
 static int row_fact(struct fsck *f, const uint8_t *key, uint64_t ino)

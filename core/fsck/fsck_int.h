@@ -165,6 +165,10 @@ void fsck_prog(struct fsck *f, const char *phase, uint64_t done, uint64_t total)
 void fsck_tick(struct fsck *f, const char *phase, uint64_t *done, uint64_t total);
 uint64_t entries(struct fsck *f, MDB_dbi db);
 void fsck_blob_name(const uint8_t key[BLOBKEY_BYTES], char out[48]);
+/* fn(f, key, r, ctx) for every fingerprint row that decodes (one that does
+ * not is pass 4's to report); non-zero stops the walk with that value. */
+int fsck_fp_rows_each(struct fsck *f, int (*fn)(struct fsck *f, const uint8_t *key, const struct fprec *r, void *ctx),
+		      void *ctx);
 const char *fsck_type_name(uint32_t mode);
 bool fsck_name_valid(const char *name, size_t len);
 int fsck_counters_write(struct fsck *f, struct pd_counters *c);

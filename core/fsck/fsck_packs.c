@@ -39,24 +39,20 @@ static int dict_count(struct dict_sums *d, uint32_t id)
 	return 0;
 }
 
+static int dict_of_row(struct fsck *f, const uint8_t *key, const struct fprec *r, void *ctx)
+{
+	(void)f;
+	(void)key;
+	return (r->flags & FPREC_PACKED) && r->pack_dict ? dict_count(ctx, r->pack_dict) : 0;
+}
+
 /* Every dictionary's row against the records that need it; repair: the
  * counts rewritten. A record whose dictionary has no row is damage: its
  * bytes cannot be decoded (fsck --deep names it). */
 static int check_dicts(struct fsck *f, bool repair)
 {
 	struct dict_sums d = { 0 };
-	MDB_cursor *c = NULL;
-	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
-	MDB_val k, v;
-	for (int m = rc ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); m == 0 && !rc;
-	     m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct fprec r;
-		if (k.mv_size == BLOBKEY_BYTES && !fprec_decode(v.mv_data, v.mv_size, &r) && (r.flags & FPREC_PACKED) &&
-		    r.pack_dict)
-			rc = dict_count(&d, r.pack_dict);
-	}
-	if (c && !pd_mdb_err(0))
-		mdb_cursor_close(c);
+	int rc = fsck_fp_rows_each(f, dict_of_row, &d);
 	for (uint32_t id = 1; id < d.cap && !rc; id++) {
 		struct pack_loc loc;
 		uint64_t rows;
@@ -123,23 +119,18 @@ static int sum_kept(void *ctx, const struct blobkey *k, const struct fprec *r)
 	return sum_add(ctx, r);
 }
 
+static int sum_of_row(struct fsck *f, const uint8_t *key, const struct fprec *r, void *ctx)
+{
+	(void)f;
+	(void)key;
+	return r->flags & FPREC_PACKED ? sum_add(ctx, r) : 0;
+}
+
 /* The sums per pack of the packed records in txn (and the kept bases),
  * sorted by pack. */
 static int live_sums(struct fsck *f, struct vec *sums)
 {
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->sh.db_fp, &c));
-	if (rc)
-		return rc;
-	MDB_val k, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct fprec r;
-		if (k.mv_size != BLOBKEY_BYTES || fprec_decode(v.mv_data, v.mv_size, &r) || !(r.flags & FPREC_PACKED))
-			continue;
-		rc = sum_add(sums, &r);
-	}
-	mdb_cursor_close(c);
+	int rc = fsck_fp_rows_each(f, sum_of_row, sums);
 	if (!rc)
 		rc = blob_delta_kept_each(f->txn, &f->sh, sum_kept, sums);
 	if (sums->n)
