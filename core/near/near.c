@@ -698,12 +698,12 @@ int near_rebuild(MDB_txn *txn, struct store *st)
 
 int near0_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout)
 {
-	return near_meta_version_get(txn, st, NEAR0_LAYOUT_KEY, 1, layout); /* absent: layout 1 */
+	return store_meta_version_get(txn, st, NEAR0_LAYOUT_KEY, 1, layout); /* absent: layout 1 */
 }
 
 int near0_layout_put(MDB_txn *txn, struct store *st, uint32_t layout)
 {
-	return near_meta_version_put(txn, st, NEAR0_LAYOUT_KEY, layout);
+	return store_meta_version_put(txn, st, NEAR0_LAYOUT_KEY, layout);
 }
 
 int near0_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
@@ -744,12 +744,7 @@ int near0_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BY
 				v[got++].h = r.simhash;
 			}
 		}
-		if (more && key.mv_size == BLOBKEY_BYTES)
-			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
-		else if (more)
-			rc = -EUCLEAN;
-		else if (mrc != MDB_NOTFOUND)
-			rc = pd_mdb_err(mrc);
+		rc = store_batch_next(next, more, &key, mrc);
 		mdb_cursor_close(c);
 	}
 	for (size_t i = 0; i < got && !rc && n; i++) {
@@ -781,37 +776,14 @@ int near0_layout_upgrade(struct store *st)
 
 /* ---- the version of the signatures -------------------------------------- */
 
-int near_meta_version_get(MDB_txn *txn, struct store *st, const char *key, uint32_t absent, uint32_t *version)
-{
-	MDB_val k = { strlen(key), (void *)key }, v;
-	int rc = mdb_get(txn, st->db_meta, &k, &v);
-	if (rc == MDB_NOTFOUND) {
-		*version = absent;
-		return 0;
-	}
-	if (rc)
-		return pd_mdb_err(rc);
-	/* a damaged value is no version this build knows: computed again */
-	*version = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
-	return 0;
-}
-
-int near_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint32_t version)
-{
-	uint8_t b[4];
-	put_le32(b, version);
-	MDB_val k = { strlen(key), (void *)key }, v = { 4, b };
-	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
-}
-
 int near_version_get(MDB_txn *txn, struct store *st, uint32_t *version)
 {
-	return near_meta_version_get(txn, st, "near_version", NEAR_SIG_VERSION_FIRST, version);
+	return store_meta_version_get(txn, st, "near_version", NEAR_SIG_VERSION_FIRST, version);
 }
 
 int near_version_put(MDB_txn *txn, struct store *st)
 {
-	return near_meta_version_put(txn, st, "near_version", NEAR_SIG_VERSION);
+	return store_meta_version_put(txn, st, "near_version", NEAR_SIG_VERSION);
 }
 
 void near_sig_of_blob(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig)
@@ -866,12 +838,8 @@ int near_resign(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], siz
 				blobkey_decode(key.mv_data, &keys[n++]);
 			mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
 		}
-		if (mrc == MDB_NOTFOUND)
-			*finished = true;
-		else if (mrc)
-			rc = pd_mdb_err(mrc);
-		else
-			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
+		rc = store_batch_next(next, mrc == 0, &key, mrc);
+		*finished = !rc && mrc == MDB_NOTFOUND;
 		mdb_cursor_close(cur);
 	}
 	for (size_t i = 0; i < n && !rc; i++)
@@ -894,7 +862,7 @@ int near_meta_upgrade(struct store *st, const char *key, uint32_t absent, uint32
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	rc = near_meta_version_get(txn, st, key, absent, &version);
+	rc = store_meta_version_get(txn, st, key, absent, &version);
 	store_read_end(st, txn);
 	if (rc || version == target)
 		return rc;

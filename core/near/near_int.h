@@ -23,10 +23,6 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st);
  * band rows; every band row stands for a blob whose set has it. */
 int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad);
 
-/* A version kept in meta under key as a u32 (near_version, near_layout):
- * `absent` when there is no row, 0 when the row is damaged. */
-int near_meta_version_get(MDB_txn *txn, struct store *st, const char *key, uint32_t absent, uint32_t *version);
-int near_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint32_t version);
 /* One batch of an upgrade: from key `next` (all zeros: the first), at most
  * `batch` rows; *finished when none is left, `next` moved on otherwise. */
 typedef int (*near_upgrade_step)(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,

@@ -16,12 +16,12 @@
 
 int near_layout_get(MDB_txn *txn, struct store *st, uint32_t *layout)
 {
-	return near_meta_version_get(txn, st, LAYOUT_KEY, 1, layout); /* absent: layout 1 */
+	return store_meta_version_get(txn, st, LAYOUT_KEY, 1, layout); /* absent: layout 1 */
 }
 
 int near_layout_put(MDB_txn *txn, struct store *st)
 {
-	return near_meta_version_put(txn, st, LAYOUT_KEY, NEAR_LAYOUT_VERSION);
+	return store_meta_version_put(txn, st, LAYOUT_KEY, NEAR_LAYOUT_VERSION);
 }
 
 /* Layout 1's band table, emptied and deleted. */
@@ -100,10 +100,7 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 				c.sets[c.n++] = *s;
 			}
 		}
-		if (more)
-			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
-		else if (mrc != MDB_NOTFOUND)
-			rc = pd_mdb_err(mrc);
+		rc = store_batch_next(next, more, &key, mrc);
 		mdb_cursor_close(cur);
 	}
 	free(s);

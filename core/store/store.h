@@ -353,6 +353,19 @@ int store_write(struct store *st, store_write_fn fn, void *arg);
 typedef int (*store_batch_step)(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], void *ctx,
 				bool *finished);
 int store_write_batches(struct store *st, store_batch_step step, void (*committed)(void *ctx), void *ctx);
+/* The end of a batch's walk of a table keyed by blob keys (`more`: rows
+ * are left, the cursor at the first of them, its key in *key): `next` that
+ * key (a key of another size cannot be gone on from: -EUCLEAN); none left:
+ * the walk's last result mrc (MDB_NOTFOUND: 0). */
+int store_batch_next(uint8_t next[BLOBKEY_BYTES], bool more, const MDB_val *key, int mrc);
+
+/* A version kept in meta under `key` (4 bytes, little-endian): what a
+ * conversion or a layout has reached. Absent: `absent`; a damaged value
+ * reads as 0 (no version this build knows). */
+int store_meta_version_get(MDB_txn *txn, struct store *st, const char *key, uint32_t absent, uint32_t *version);
+int store_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint32_t version);
+/* The version row gone (absent again; none there is no error). */
+int store_meta_version_del(MDB_txn *txn, struct store *st, const char *key);
 
 /* Read transactions. */
 int store_read_begin(struct store *st, MDB_txn **txn);

@@ -143,25 +143,15 @@ int store_blob_ino_del(MDB_txn *txn, struct store *st, const struct blobkey *k, 
 
 int store_blob_inodes_done(MDB_txn *txn, struct store *st, bool *done)
 {
-	MDB_val k = { strlen(INO_LAYOUT_KEY), (void *)INO_LAYOUT_KEY }, v;
-	int rc = mdb_get(txn, st->db_meta, &k, &v);
-	*done = rc == 0 && v.mv_size == 4 && get_le32(v.mv_data) >= STORE_INO_LAYOUT;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+	uint32_t layout;
+	int rc = store_meta_version_get(txn, st, INO_LAYOUT_KEY, 0, &layout);
+	*done = !rc && layout >= STORE_INO_LAYOUT;
+	return rc;
 }
 
 int store_blob_inodes_again(MDB_txn *txn, struct store *st)
 {
-	MDB_val k = { strlen(INO_LAYOUT_KEY), (void *)INO_LAYOUT_KEY };
-	int rc = mdb_del(txn, st->db_meta, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
-}
-
-static int ino_layout_put(MDB_txn *txn, struct store *st)
-{
-	uint8_t b[4];
-	put_le32(b, STORE_INO_LAYOUT);
-	MDB_val k = { strlen(INO_LAYOUT_KEY), (void *)INO_LAYOUT_KEY }, v = { 4, b };
-	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+	return store_meta_version_del(txn, st, INO_LAYOUT_KEY);
 }
 
 /* A blob of the batch: its key, its table rows (how many, the first). */
@@ -225,12 +215,7 @@ int store_blob_inodes_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBK
 			if ((mrc = mdb_cursor_count(c, &b->n)))
 				break;
 		}
-		if (more && key.mv_size == BLOBKEY_BYTES)
-			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
-		else if (more)
-			rc = -EUCLEAN; /* a key of another size: cannot go on from it */
-		else if (mrc != MDB_NOTFOUND)
-			rc = pd_mdb_err(mrc);
+		rc = store_batch_next(next, more, &key, mrc);
 		mdb_cursor_close(c);
 	}
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -239,7 +224,7 @@ int store_blob_inodes_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBK
 			(*converted)++;
 	}
 	free(v);
-	if (!rc && !more && !(rc = ino_layout_put(txn, st)))
+	if (!rc && !more && !(rc = store_meta_version_put(txn, st, INO_LAYOUT_KEY, STORE_INO_LAYOUT)))
 		*finished = true;
 	return rc;
 }

@@ -368,3 +368,45 @@ int store_write_batches(struct store *st, store_batch_step step, void (*committe
 	free(b);
 	return rc;
 }
+
+int store_batch_next(uint8_t next[BLOBKEY_BYTES], bool more, const MDB_val *key, int mrc)
+{
+	if (more && key->mv_size == BLOBKEY_BYTES) {
+		memcpy(next, key->mv_data, BLOBKEY_BYTES); /* the first one left */
+		return 0;
+	}
+	if (more)
+		return -EUCLEAN;
+	return mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(mrc);
+}
+
+/* ---- versions kept in meta ------------------------------------------- */
+
+int store_meta_version_get(MDB_txn *txn, struct store *st, const char *key, uint32_t absent, uint32_t *version)
+{
+	MDB_val k = { strlen(key), (void *)key }, v;
+	int rc = mdb_get(txn, st->db_meta, &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		*version = absent;
+		return 0;
+	}
+	if (rc)
+		return pd_mdb_err(rc);
+	*version = v.mv_size == 4 ? get_le32(v.mv_data) : 0;
+	return 0;
+}
+
+int store_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint32_t version)
+{
+	uint8_t b[4];
+	put_le32(b, version);
+	MDB_val k = { strlen(key), (void *)key }, v = { 4, b };
+	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+int store_meta_version_del(MDB_txn *txn, struct store *st, const char *key)
+{
+	MDB_val k = { strlen(key), (void *)key };
+	int rc = mdb_del(txn, st->db_meta, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+}

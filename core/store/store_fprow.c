@@ -21,25 +21,15 @@
 
 int store_fp_rows_done(MDB_txn *txn, struct store *st, bool *done)
 {
-	MDB_val k = { strlen(FP_LAYOUT_KEY), (void *)FP_LAYOUT_KEY }, v;
-	int rc = mdb_get(txn, st->db_meta, &k, &v);
-	*done = rc == 0 && v.mv_size == 4 && get_le32(v.mv_data) >= STORE_FP_LAYOUT;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
-}
-
-static int fp_layout_put(MDB_txn *txn, struct store *st)
-{
-	uint8_t b[4];
-	put_le32(b, STORE_FP_LAYOUT);
-	MDB_val k = { strlen(FP_LAYOUT_KEY), (void *)FP_LAYOUT_KEY }, v = { 4, b };
-	return pd_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+	uint32_t layout;
+	int rc = store_meta_version_get(txn, st, FP_LAYOUT_KEY, 0, &layout);
+	*done = !rc && layout >= STORE_FP_LAYOUT;
+	return rc;
 }
 
 int store_fp_rows_again(MDB_txn *txn, struct store *st)
 {
-	MDB_val k = { strlen(FP_LAYOUT_KEY), (void *)FP_LAYOUT_KEY };
-	int rc = mdb_del(txn, st->db_meta, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
+	return store_meta_version_del(txn, st, FP_LAYOUT_KEY);
 }
 
 int store_fp_rows_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYTES], size_t batch,
@@ -67,12 +57,7 @@ int store_fp_rows_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_B
 			    !fprec_decode(v.mv_data, v.mv_size, &recs[n]))
 				memcpy(keys[n++], key.mv_data, BLOBKEY_BYTES);
 		}
-		if (more && key.mv_size == BLOBKEY_BYTES)
-			memcpy(next, key.mv_data, BLOBKEY_BYTES); /* the first one left */
-		else if (more)
-			rc = -EUCLEAN; /* a key of another size: cannot go on from it */
-		else if (mrc != MDB_NOTFOUND)
-			rc = pd_mdb_err(mrc);
+		rc = store_batch_next(next, more, &key, mrc);
 		mdb_cursor_close(c);
 	}
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -84,7 +69,7 @@ int store_fp_rows_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_B
 	free(recs);
 	if (!rc && converted)
 		*converted += n;
-	if (!rc && !more && !(rc = fp_layout_put(txn, st)))
+	if (!rc && !more && !(rc = store_meta_version_put(txn, st, FP_LAYOUT_KEY, STORE_FP_LAYOUT)))
 		*finished = true;
 	return rc;
 }
