@@ -171,13 +171,15 @@ int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 
 /* ---- sets kept as differences (near.h, nearset.h format 5) ---- */
 
-/* Blob k's set, its row resolved: a whole row decoded, a difference
+/* Blob k's set, its row (`row`, when read already; else looked up)
+ * resolved: a whole row decoded, a difference
  * decoded against its base's set, itself resolved, following at most
  * NEAR_SET_DIFF_DEPTH differences (*depth: how many; may be NULL). A
  * base without a set row, a longer chain or a row that does not decode:
  * -EINVAL, a damaged row (fsck reports it; --repair makes it again from
  * the page). -ENOENT: k has no row. */
-static int set_resolve(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s, unsigned *depth)
+static int set_resolve_row(MDB_txn *txn, struct store *st, const struct blobkey *k, const MDB_val *row,
+			   struct nearset *s, unsigned *depth)
 {
 	MDB_val rows[NEAR_SET_DIFF_DEPTH + 1];
 	struct blobkey cur = *k;
@@ -185,7 +187,11 @@ static int set_resolve(MDB_txn *txn, struct store *st, const struct blobkey *k, 
 	for (;;) {
 		uint8_t kb[BLOBKEY_BYTES];
 		MDB_val key = fp_key(kb, &cur);
-		int rc = mdb_get(txn, st->db_nearfeat, &key, &rows[d]);
+		int rc = 0;
+		if (!d && row)
+			rows[0] = *row;
+		else
+			rc = mdb_get(txn, st->db_nearfeat, &key, &rows[d]);
 		if (rc)
 			return d && rc == MDB_NOTFOUND ? -EINVAL : pd_mdb_err(rc);
 		if (!nearset_is_diff(rows[d].mv_data, rows[d].mv_size))
@@ -208,6 +214,11 @@ static int set_resolve(MDB_txn *txn, struct store *st, const struct blobkey *k, 
 	}
 	free(base);
 	return rc;
+}
+
+static int set_resolve(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s, unsigned *depth)
+{
+	return set_resolve_row(txn, st, k, NULL, s, depth);
 }
 
 static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
@@ -263,11 +274,32 @@ static int materialize_on(MDB_txn *txn, struct store *st, const struct blobkey *
 	return rc == -EINVAL ? 0 : rc;
 }
 
+/* A list of blob keys (rows to act on after a walk). */
+struct keys {
+	uint8_t (*v)[BLOBKEY_BYTES];
+	size_t n, cap;
+};
+
+static int keys_push(struct keys *l, const MDB_val *key)
+{
+	if (key->mv_size != BLOBKEY_BYTES)
+		return 0; /* cannot be named; fsck reports it */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		uint8_t(*v)[BLOBKEY_BYTES] = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	memcpy(l->v[l->n++], key->mv_data, BLOBKEY_BYTES);
+	return 0;
+}
+
 struct dependents {
 	MDB_txn *txn;
 	struct store *st;
-	struct blobkey *v;
-	size_t n, cap;
+	struct keys deps;
 };
 
 /* A delta on base whose set is a difference from base's: kept for later
@@ -279,16 +311,9 @@ static int collect_diff_dep(void *ctx, const struct blobkey *base, const struct 
 	int rc = row_diff_base(d->txn, d->st, dep, &named);
 	if (rc <= 0 || !blobkey_equal(&named, base))
 		return rc < 0 ? rc : 0; /* the walk goes on past another base's */
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 16;
-		struct blobkey *v = realloc(d->v, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		d->v = v;
-		d->cap = cap;
-	}
-	d->v[d->n++] = *dep;
-	return 0;
+	uint8_t kb[BLOBKEY_BYTES];
+	MDB_val key = fp_key(kb, dep);
+	return keys_push(&d->deps, &key);
 }
 
 /* Every set kept as a difference from blob k's, written whole: k's set is
@@ -299,11 +324,14 @@ static int collect_diff_dep(void *ctx, const struct blobkey *base, const struct 
  * NEAR_SET_DIFFS_PER_BASE of them (near_set_diff). */
 static int materialize_dependents(MDB_txn *txn, struct store *st, const struct blobkey *k)
 {
-	struct dependents d = { txn, st, NULL, 0, 0 };
+	struct dependents d = { .txn = txn, .st = st };
 	int rc = blob_delta_dependents_each(txn, st, k, collect_diff_dep, &d);
-	for (size_t i = 0; i < d.n && !rc; i++)
-		rc = materialize_on(txn, st, &d.v[i], k);
-	free(d.v);
+	for (size_t i = 0; i < d.deps.n && !rc; i++) {
+		struct blobkey dep;
+		blobkey_decode(d.deps.v[i], &dep);
+		rc = materialize_on(txn, st, &dep, k);
+	}
+	free(d.deps.v);
 	return rc;
 }
 
@@ -533,7 +561,7 @@ static int each_set(MDB_txn *txn, struct store *st,
 		if (key.mv_size == BLOBKEY_BYTES) {
 			struct blobkey k;
 			blobkey_decode(key.mv_data, &k);
-			drc = set_get(txn, st, &k, s);
+			drc = set_resolve_row(txn, st, &k, &v, s, NULL);
 		}
 		if (drc && drc != -EINVAL)
 			rc = drc;
@@ -548,28 +576,6 @@ static int each_set(MDB_txn *txn, struct store *st,
 int near_set_read(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
 {
 	return set_get(txn, st, k, s);
-}
-
-/* A list of blob keys (rows to act on after a walk of nearfeat). */
-struct keys {
-	uint8_t (*v)[BLOBKEY_BYTES];
-	size_t n, cap;
-};
-
-static int keys_push(struct keys *l, const MDB_val *key)
-{
-	if (key->mv_size != BLOBKEY_BYTES)
-		return 0; /* cannot be named; fsck reports it */
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		uint8_t(*v)[BLOBKEY_BYTES] = realloc(l->v, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	memcpy(l->v[l->n++], key->mv_data, BLOBKEY_BYTES);
-	return 0;
 }
 
 struct lsh_ctx {
@@ -764,7 +770,7 @@ static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix
 			break;
 		}
 		blobkey_decode(k.mv_data, &bk);
-		damaged = set_get(txn, st, &bk, s) != 0;
+		damaged = set_resolve_row(txn, st, &bk, &v, s, NULL) != 0;
 	}
 	free(s);
 	mdb_cursor_close(c);
