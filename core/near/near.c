@@ -237,7 +237,7 @@ static uint64_t row_hash(uint64_t block, const uint8_t *val, unsigned i, unsigne
 
 /* The blobs a near0 row of layout 2 stands for: those of its MD5 prefix
  * whose record has simhash h, other than `skip` (may be NULL), in key
- * order, into *v (malloc'd, *n of them). Nearly always one: a 32-bit
+ * order, into *v (malloc'd, *n of them; v NULL: counted only). Nearly always one: a 32-bit
  * prefix is shared by a second blob about once in 4 billion / blobs, and
  * then the simhash tells them apart but for variants of one MD5 (a
  * collision, -o nodedup copies), which the row stands for together. */
@@ -246,7 +246,8 @@ static int prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, u
 {
 	uint8_t kb[BLOBKEY_BYTES] = { 0 };
 	memcpy(kb, prefix, NEAR0_PREFIX);
-	*v = NULL;
+	if (v)
+		*v = NULL;
 	*n = 0;
 	MDB_cursor *c;
 	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c));
@@ -265,6 +266,10 @@ static int prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, u
 		blobkey_decode(key.mv_data, &k);
 		if (skip && blobkey_equal(&k, skip))
 			continue;
+		if (!v) {
+			(*n)++;
+			continue;
+		}
 		if (*n == cap) {
 			struct blobkey *m = realloc(*v, (cap = cap ? 2 * cap : 2) * sizeof *m);
 			if (!m) {
@@ -278,11 +283,12 @@ static int prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, u
 	mdb_cursor_close(c);
 	if (!rc && mrc && mrc != MDB_NOTFOUND)
 		rc = pd_mdb_err(mrc);
-	if (rc) {
+	if (rc && v) {
 		free(*v);
 		*v = NULL;
-		*n = 0;
 	}
+	if (rc)
+		*n = 0;
 	return rc;
 }
 
@@ -357,11 +363,9 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	MDB_val key = block_key(kb, h, 0, n), v = row_val(st, vb, h, 0, n, k);
 	/* near0 of layout 2: the row stays while another blob of k's MD5
 	 * prefix has the same simhash (it stands for both) */
-	struct blobkey *others = NULL;
 	size_t nothers = 0;
-	if (!st->near0_keys && (rc = prefix_blobs(txn, st, k->md5, h, k, &others, &nothers)))
+	if (!st->near0_keys && (rc = prefix_blobs(txn, st, k->md5, h, k, NULL, &nothers)))
 		return rc;
-	free(others);
 	if (nothers)
 		return 0;
 	/* A row already missing is fsck's to report; the page still goes. */
@@ -549,10 +553,8 @@ static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
 	const uint8_t *tail = (const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables);
 	if (!c->st->near0_keys) {
 		/* layout 2: a blob of its MD5 prefix has that simhash */
-		struct blobkey *bv;
 		size_t n;
-		int rc = prefix_blobs(c->txn, c->st, tail, h, NULL, &bv, &n);
-		free(bv);
+		int rc = prefix_blobs(c->txn, c->st, tail, h, NULL, NULL, &n);
 		if (!rc && !n)
 			report(c, "near0: a row of simhash %016llx and MD5 prefix %02x%02x%02x%02x names no blob with "
 			       "that simhash", (unsigned long long)h, tail[0], tail[1], tail[2], tail[3]);
