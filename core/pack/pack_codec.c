@@ -640,6 +640,16 @@ static bool chunk_intact(const uint8_t *e, const void *raw, size_t len)
 	return !memcmp(x, e + 8, 16);
 }
 
+/* Chunk i of h: its raw bytes [*lo, *hi) and its entry's margin. */
+static uint32_t chunk_place(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, uint64_t *lo,
+			    uint64_t *hi)
+{
+	uint64_t csize = 1ull << h->chunk_shift;
+	*lo = (uint64_t)i * csize;
+	*hi = h->size - *lo < csize ? h->size : *lo + csize;
+	return get_le32(table + (size_t)i * PACK_CHUNK_ENT + 4);
+}
+
 int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const struct pack_deps *deps, void *out)
 {
 	struct dec_refs refs;
@@ -651,13 +661,13 @@ int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const 
 		rc = decode_chunk(h, &refs, payload, (size_t)h->payload, dst, (size_t)h->size);
 	} else {
 		size_t table = (size_t)h->nchunks * PACK_CHUNK_ENT, pos = table;
-		uint64_t csize = 1ull << h->chunk_shift;
 		for (uint32_t i = 0; i < h->nchunks && !rc; i++) {
 			const uint8_t *e = payload + (size_t)i * PACK_CHUNK_ENT;
 			size_t slen = get_le32(e);
-			uint64_t from = (uint64_t)i * csize;
-			size_t len = (size_t)(h->size - from < csize ? h->size - from : csize);
-			struct dec_refs cr = chunk_refs(h, &refs, from, from + len, get_le32(e + 4));
+			uint64_t from, to;
+			uint32_t margin = chunk_place(h, payload, i, &from, &to);
+			size_t len = (size_t)(to - from);
+			struct dec_refs cr = chunk_refs(h, &refs, from, to, margin);
 			if (table > h->payload || slen > h->payload - pos)
 				rc = -EIO;
 			else if (!(rc = decode_chunk(h, &cr, payload + pos, slen, dst + from, len)) &&
@@ -674,16 +684,6 @@ int pack_decode_all(const struct pack_rec_hdr *h, const uint8_t *payload, const 
 	uint8_t x[16];
 	xxh128_canon(out, (size_t)h->size, x);
 	return memcmp(x, h->xxh128, 16) ? -EIO : 0;
-}
-
-/* Chunk i of h: its raw bytes [*lo, *hi) and its entry's margin. */
-static uint32_t chunk_place(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, uint64_t *lo,
-			    uint64_t *hi)
-{
-	uint64_t csize = 1ull << h->chunk_shift;
-	*lo = (uint64_t)i * csize;
-	*hi = h->size - *lo < csize ? h->size : *lo + csize;
-	return get_le32(table + (size_t)i * PACK_CHUNK_ENT + 4);
 }
 
 void pack_window_put(struct pack_window *w)
