@@ -392,46 +392,123 @@ int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec
 /* ---- dictionaries (blob_dict.c) ------------------------------------------
  *
  * zstd dictionaries trained from the store's own pages. The training
- * sample is BLOB_DICT_SAMPLES pages drawn uniformly (a reservoir) from
- * the pages sealed since the last training, seen at close() (before the
- * nursery's record), so that the first dictionary exists as soon as
- * BLOB_DICT_SAMPLES pages were sealed, before the background step writes
- * most of their final records. (A ring of the most recent pages, as
- * before, trained on whatever one site or package the crawl was in at
- * that moment: on make bench's corpus each page alone then took 46.5 MB
- * with the store's dictionary against 33.6 MB with one trained on 512
- * pages spread over the corpus; the issue-15 packsize note.) The first is
- * trained once BLOB_DICT_SAMPLES new pages were seen, the next ones when
- * the pages stored since the last training reach those before it while
- * the store has fewer than BLOB_DICT_YOUNG pages (a first dictionary
- * trained on 512 pages and used for the next 1,500 made them 28% larger
- * than the later one did), 3 times those before it after that
- * (geometric: a bounded number of dictionaries) or when the pages drift
- * (new pages compress 20% worse than those right after the training). A
- * dictionary is a pack record of its own, appended and synced, then named
- * by its meta row, before any page record that needs it is encoded:
+ * sample is drawn uniformly (a reservoir of BLOB_DICT_SAMPLES pages,
+ * Vitter's algorithm R) from the pages sealed since the last training,
+ * seen at close() (before the nursery's record). (A ring of the most
+ * recent pages, as before, trained on whatever one site or package the
+ * crawl was in at that moment: on make bench's corpus each page alone
+ * then took 46.5 MB with the store's dictionary against 33.6 MB with one
+ * trained on 512 pages spread over the corpus; the issue-15 packsize
+ * note.)
+ *
+ * The sample is kept by reference: the reservoir holds each page's
+ * identity (MD5, XXH3-128, size: 40 bytes), not its bytes, and the
+ * trainer reads the pages back from the store when it trains, through
+ * the decode of any record form (a nursery record, a final one, a
+ * delta), in a random order of the reservoir, each cut to
+ * BLOB_DICT_SAMPLE_MAX bytes, until BLOB_DICT_SAMPLE_BYTES are read; a
+ * page freed (or found damaged) since it was sampled is skipped. So the
+ * sample can be many times the dictionary, which a large dictionary
+ * needs (a 512 KiB dictionary trained on 4.6 MB made the corpus's pages
+ * 24% larger than a 110 KiB one; on 20-32 MB, 7-9% smaller: the
+ * issue-15 dictsize note), while the daemon holds 160 KiB of identities
+ * between trainings. The sample's buffer (at most BLOB_DICT_SAMPLE_BYTES)
+ * and zstd's training state exist only while the trainer runs, and are
+ * given back to the system after it (malloc_trim).
+ *
+ * The dictionary's size follows the sample's bytes: sample / 
+ * BLOB_DICT_RATIO, at least BLOB_DICT_MIN_BYTES and at most
+ * BLOB_DICT_MAX_BYTES (blob_dict_size_for). The first dictionary is
+ * trained once BLOB_DICT_FIRST pages were seen, so that the store's
+ * first pages do not go long without one (they are encoded without a
+ * dictionary until then), on a sample of those pages: a small
+ * dictionary; the next ones, on larger samples, are larger. They are
+ * trained when the pages stored since the last training reach those
+ * before it while the store has fewer than BLOB_DICT_YOUNG pages (a
+ * first dictionary trained on 512 pages and used for the next 1,500 made
+ * them 28% larger than the later one did), 3 times those before it after
+ * that (geometric: a bounded number of dictionaries) or when the pages
+ * drift (new pages compress 20% worse than those right after the
+ * training). A dictionary is a pack record of its own (a record of any
+ * size: pack.h), appended and synced, then named by its meta row, before
+ * any page record that needs it is encoded:
  *   "dict" | id u32 BE -> pack u32 | offset u64 | length u64 | records u64
  * (little-endian). records counts the live page records that need it
  * (changed with them). A dictionary lives at least as long as a record
  * needs it: one no record needs any more is kept too while the store is
  * mounted (a page encoded with it outside a transaction may still be on
  * its way in; the geometric rule keeps them few), and goes at
- * `pagededup compact --all` (blob_dict_drop_unused). Training runs on a thread of its own, off close(). */
-#define BLOB_DICT_BYTES (110 * 1024) /* the size trained (measured: issue-15 note) */
-#define BLOB_DICT_SAMPLES 512         /* pages in the training sample */
-#define BLOB_DICT_SAMPLE_MAX (16 * 1024) /* bytes of a page in the sample */
-#define BLOB_DICT_YOUNG (16 * BLOB_DICT_SAMPLES) /* pages: retrain as the store doubles up to this */
+ * `pagededup compact --all` (blob_dict_drop_unused). Training runs on a
+ * thread of its own, off close().
+ *
+ * Memory: every dictionary a decode or an encode needed since the open
+ * stays loaded (its bytes, zstd's decoding form, and its encoding form
+ * at each level it encoded at; measured for 512 KiB in the issue-15
+ * dictsize note), a few per store by the geometric rule. */
+#define BLOB_DICT_FIRST 512               /* pages before the first training */
+#define BLOB_DICT_SAMPLES 4096            /* pages the reservoir holds (their identities) */
+#define BLOB_DICT_SAMPLE_MAX (64 * 1024)  /* bytes of a page in the sample */
+#define BLOB_DICT_SAMPLE_BYTES (32u << 20) /* bytes of the sample read back, at most */
+#define BLOB_DICT_RATIO 40                /* sample bytes per dictionary byte */
+#define BLOB_DICT_MIN_BYTES (110 * 1024)  /* the smallest dictionary trained */
+#define BLOB_DICT_MAX_BYTES (512 * 1024)  /* the largest */
+#define BLOB_DICT_YOUNG (16 * BLOB_DICT_FIRST) /* pages: retrain as the store doubles up to this */
+
+/* The training sample's reservoir (Vitter's algorithm R): after any
+ * number of offers, each page offered since the last clear is among the
+ * kept with the same chance, cap / seen. keys is allocated at the first
+ * offer (cap of them); rng: its random state, any value. */
+struct blob_dict_reservoir {
+	struct fp *keys;
+	unsigned cap, filled;
+	uint64_t seen, rng;
+};
+/* Offer page fp: 1 kept (in a free slot, or in place of one drawn at
+ * random), 0 not kept, -ENOMEM. */
+int blob_dict_reservoir_offer(struct blob_dict_reservoir *r, const struct fp *fp);
+/* Empty it (its keys stay allocated). */
+void blob_dict_reservoir_clear(struct blob_dict_reservoir *r);
+
+/* The size of the dictionary trained on sample_bytes (the rule above). */
+size_t blob_dict_size_for(size_t sample_bytes);
+
+/* A training sample read back from the store: the first bytes of each
+ * page read (at most per_page), laid end to end. */
+struct blob_dict_sample {
+	char *bytes;
+	size_t *sizes;     /* of each page's bytes */
+	unsigned *from;    /* which of the pages asked for each is */
+	unsigned n;        /* pages read */
+	unsigned skipped;  /* pages no blob has any more, or damaged */
+	size_t total;      /* bytes */
+};
+/* Read the pages of content pages[0..n) back (any record form), in a
+ * random order drawn from seed, until budget bytes: 0 and *out
+ * (blob_dict_sample_free), -ENOMEM, -ECANCELED when stop (may be NULL)
+ * said so between two pages. Outside any transaction. */
+int blob_dict_sample_read(struct store *st, const struct fp *pages, unsigned n, size_t per_page, size_t budget,
+			  uint64_t seed, bool (*stop)(void *ctx), void *ctx, struct blob_dict_sample *out);
+void blob_dict_sample_free(struct blob_dict_sample *s);
+
+/* What the dictionaries' part did since the open. */
+struct blob_dict_info {
+	uint64_t reservoir, seen;   /* pages in the reservoir now, offered to it since the last training */
+	uint64_t trained, failed;   /* trainings */
+	double cpu_seconds;         /* the trainer's, in all */
+	uint32_t last_id;           /* the last dictionary trained */
+	uint64_t last_read, last_skipped, last_sample_bytes, last_dict_bytes; /* its sample and size */
+};
+void blob_dict_info(struct store *st, struct blob_dict_info *out);
 
 /* Dictionary id, loaded once and kept for the store's life; NULL if there
  * is no such dictionary or it cannot be read. */
 const struct pack_dict *blob_dict_get(struct store *st, uint32_t id);
 /* The dictionary new records are encoded with (NULL: none yet). */
 const struct pack_dict *blob_dict_current(struct store *st);
-/* A page was sealed and encoded (len raw bytes in mem, or in fd; enc_len
- * encoded at the store's level, or 0 when encoded at another, the
- * nursery's): it may join the training sample, and may start a
- * training. */
-void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, uint64_t enc_len);
+/* A page of content fp was sealed and encoded (enc_len bytes at the
+ * store's level, or 0 when encoded at another, the nursery's): it may
+ * join the training sample (its identity), and may start a training. */
+void blob_dict_observe(struct store *st, const struct fp *fp, uint64_t enc_len);
 /* A page sampled before (blob_dict_observe) got its final record, enc_len
  * bytes for len: it counts in the measure of drift only. */
 void blob_dict_drift(struct store *st, uint64_t len, uint64_t enc_len);

@@ -2,18 +2,26 @@
  *
  * In memory: every dictionary loaded so far (by id, kept until the store
  * closes, so that a decode never races with its dictionary's removal),
- * the current one, and the training sample: BLOB_DICT_SAMPLES slots of at
- * most BLOB_DICT_SAMPLE_MAX bytes (8 MiB), a reservoir (Vitter's
- * algorithm R) over the pages sealed since the last training: each of
- * them is in the sample with the same chance, whatever order a crawler
- * writes them in.
+ * the current one, and the training sample: a reservoir (Vitter's
+ * algorithm R) of BLOB_DICT_SAMPLES pages over the pages sealed since the
+ * last training, each of them in it with the same chance, whatever order
+ * a crawler writes them in. The reservoir holds the pages' identities
+ * (struct fp, 40 bytes: 160 KiB in all), not their bytes: the trainer
+ * reads the pages back from the store when it trains (any record form:
+ * nursery, final, delta), in a random order of the reservoir, each cut to
+ * BLOB_DICT_SAMPLE_MAX bytes, until BLOB_DICT_SAMPLE_BYTES; a page freed
+ * since it was sampled is skipped. That buffer lives only while the
+ * trainer runs, and is given back to the system after it.
  */
 #include "blob.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fdio.h"
@@ -29,12 +37,8 @@ struct dicts {
 	uint32_t max_id;         /* the newest in meta (0: none) */
 	struct pack_dict *cur;   /* encodes new records */
 	bool cur_tried;          /* max_id was loaded (or failed to) */
-	/* the sample */
-	char *slots;
-	size_t sizes[BLOB_DICT_SAMPLES];
-	unsigned filled;
-	uint64_t seen;           /* pages offered to the reservoir since the last training */
-	uint64_t rng;            /* its random state (xorshift64*) */
+	/* the sample: the pages' identities, read back when training */
+	struct blob_dict_reservoir sample;
 	/* when to train */
 	uint64_t pages;          /* pages encoded since the last training (or open) */
 	uint64_t next_train;     /* train when pages reaches this */
@@ -44,6 +48,7 @@ struct dicts {
 	/* the trainer */
 	pthread_t thr;
 	bool thr_running, thr_done, stopping;
+	struct blob_dict_info info; /* trainings since the open */
 };
 
 static MDB_val dict_key(uint8_t kb[8], uint32_t id)
@@ -121,7 +126,7 @@ static void dicts_free(void *p);
 static uint64_t train_after(uint64_t blobs)
 {
 	uint64_t n = blobs < BLOB_DICT_YOUNG ? blobs : 3 * blobs;
-	return n > BLOB_DICT_SAMPLES ? n : BLOB_DICT_SAMPLES;
+	return n > BLOB_DICT_FIRST ? n : BLOB_DICT_FIRST;
 }
 
 void blob_dict_release(struct store *st)
@@ -147,7 +152,14 @@ void blob_dict_stop(struct store *st)
 		pthread_join(d->thr, NULL);
 	pthread_mutex_lock(&d->mu);
 	d->thr_running = d->thr_done = false;
+	struct blob_dict_info i = d->info;
+	d->info.trained = d->info.failed = 0; /* said once */
 	pthread_mutex_unlock(&d->mu);
+	if (i.trained || i.failed)
+		fprintf(stderr, "pagededupfs: dictionaries: %llu trained (%llu failed), %.2f s of the trainer's CPU; the last, %u: %llu bytes, on %llu pages read back (%llu bytes; %llu sampled pages freed since)\n",
+			(unsigned long long)i.trained, (unsigned long long)i.failed, i.cpu_seconds, i.last_id,
+			(unsigned long long)i.last_dict_bytes, (unsigned long long)i.last_read,
+			(unsigned long long)i.last_sample_bytes, (unsigned long long)i.last_skipped);
 }
 
 static void dicts_free(void *p)
@@ -158,7 +170,7 @@ static void dicts_free(void *p)
 	for (size_t i = 0; i < d->cap; i++)
 		pack_dict_free(d->byid[i]);
 	free(d->byid);
-	free(d->slots);
+	free(d->sample.keys);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
 }
@@ -174,10 +186,12 @@ static struct dicts *dicts_of(struct store *st)
 	if (!(d = st->blob_priv) && (d = calloc(1, sizeof *d))) {
 		pthread_mutex_init(&d->mu, NULL);
 		d->st = st;
+		d->sample = (struct blob_dict_reservoir){ .cap = BLOB_DICT_SAMPLES,
+							  .rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)d };
 		d->max_id = newest_id(st);
 		/* a store that has a dictionary retrains once it grew (train_after) */
 		d->next_train = d->max_id ? train_after(st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1)
-					  : BLOB_DICT_SAMPLES;
+					  : BLOB_DICT_FIRST;
 		__atomic_store_n((struct dicts **)&st->blob_priv, d, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&init_mu);
@@ -294,32 +308,152 @@ static int new_dict_cb(struct wtx *w, void *arg)
 	return dict_row_put(w->txn, w->st, n->id, &n->loc, 0);
 }
 
-static void *trainer(void *arg)
+/* xorshift64*: the reservoir's and the read order's random numbers. */
+static uint64_t next_random(uint64_t *s)
 {
-	pthread_setname_np(pthread_self(), "pd-dict"); /* its CPU apart in /proc/PID/task */
-	struct dicts *d = arg;
-	struct store *st = d->st;
-	/* the sample, laid end to end (copied: encoders keep filling slots) */
-	pthread_mutex_lock(&d->mu);
-	unsigned n = d->filled;
-	size_t total = 0, sizes[BLOB_DICT_SAMPLES];
+	if (!*s)
+		*s = 0x9E3779B97F4A7C15ull;
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1Dull;
+}
+
+size_t blob_dict_size_for(size_t sample_bytes)
+{
+	size_t n = sample_bytes / BLOB_DICT_RATIO;
+	return n < BLOB_DICT_MIN_BYTES ? BLOB_DICT_MIN_BYTES : n > BLOB_DICT_MAX_BYTES ? BLOB_DICT_MAX_BYTES : n;
+}
+
+/* The first take bytes of the page of content fp, as the store holds it
+ * now, into dst: -ENOENT when no blob has that content any more, -EIO
+ * when its record is damaged (or was freed while being read). */
+static int sample_page(struct store *st, const struct fp *fp, size_t take, char *dst)
+{
+	MDB_txn *txn;
+	struct blobkey k;
+	struct fprec r;
+	bool found = false, collision;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = blob_find(txn, st, fp, &k, &found, &collision);
+	if (!rc && found)
+		rc = blob_get(txn, st, &k, &r);
+	store_read_end(st, txn);
+	if (rc || !found)
+		return rc ? rc : -ENOENT;
+	if (r.flags & FPREC_BAD)
+		return -EIO;
+	if (r.flags & FPREC_PACKED)
+		return blob_read_range(st, &k, &r, 0, take, dst); /* the chunks it needs only */
+	int fd = blob_open_rec(st, &k, &r); /* a format 1 blob file */
+	if (fd < 0)
+		return fd;
+	ssize_t got = fd_pread_full(fd, dst, take, 0);
+	close(fd);
+	return got < 0 ? (int)got : (size_t)got == take ? 0 : -EIO;
+}
+
+void blob_dict_sample_free(struct blob_dict_sample *s)
+{
+	free(s->bytes);
+	free(s->sizes);
+	free(s->from);
+	memset(s, 0, sizeof *s);
+}
+
+int blob_dict_sample_read(struct store *st, const struct fp *pages, unsigned n, size_t per_page, size_t budget,
+			  uint64_t seed, bool (*stop)(void *ctx), void *ctx, struct blob_dict_sample *out)
+{
+	memset(out, 0, sizeof *out);
+	unsigned *order = malloc((n ? n : 1) * sizeof *order);
+	if (!order)
+		return -ENOMEM;
+	/* a random order of the reservoir (Fisher-Yates): its first pages
+	 * are as uniform a sample as all of it, so the byte budget cuts it
+	 * without favouring any page */
 	for (unsigned i = 0; i < n; i++)
-		total += (sizes[i] = d->sizes[i]);
-	char *buf = malloc(total ? total : 1);
-	size_t pos = 0;
-	for (unsigned i = 0; buf && i < n; i++) {
-		memcpy(buf + pos, d->slots + (size_t)i * BLOB_DICT_SAMPLE_MAX, sizes[i]);
-		pos += sizes[i];
+		order[i] = i;
+	for (unsigned i = n; i > 1; i--) {
+		unsigned j = (unsigned)(next_random(&seed) % i), t = order[i - 1];
+		order[i - 1] = order[j];
+		order[j] = t;
 	}
-	uint32_t id = d->max_id + 1;
+	unsigned want = 0;
+	size_t total = 0;
+	for (; want < n; want++) {
+		uint64_t size = pages[order[want]].size;
+		size_t take = size < per_page ? (size_t)size : per_page;
+		if (total + take > budget)
+			break;
+		total += take;
+	}
+	out->bytes = malloc(total ? total : 1);
+	out->sizes = malloc((want ? want : 1) * sizeof *out->sizes);
+	out->from = malloc((want ? want : 1) * sizeof *out->from);
+	int rc = out->bytes && out->sizes && out->from ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < want && !rc; i++) {
+		if (stop && stop(ctx)) {
+			rc = -ECANCELED;
+			break;
+		}
+		const struct fp *fp = &pages[order[i]];
+		size_t take = fp->size < per_page ? (size_t)fp->size : per_page;
+		int prc = sample_page(st, fp, take, out->bytes + out->total);
+		if (prc == -ENOMEM) {
+			rc = prc;
+		} else if (prc) {
+			out->skipped++; /* freed since it was sampled, or damaged */
+		} else {
+			out->sizes[out->n] = take;
+			out->from[out->n++] = order[i];
+			out->total += take;
+		}
+	}
+	free(order);
+	if (rc)
+		blob_dict_sample_free(out);
+	return rc;
+}
+
+static bool trainer_stopping(void *ctx)
+{
+	struct dicts *d = ctx;
+	pthread_mutex_lock(&d->mu);
+	bool stop = d->stopping;
 	pthread_mutex_unlock(&d->mu);
+	return stop;
+}
+
+static double thread_cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Train dictionary id on the sample (keys: its pages), append its record
+ * (synced) and name it in meta: 0 and *out, or -errno. */
+static int train_one(struct dicts *d, uint32_t id, const struct fp *keys, unsigned n, uint64_t seed,
+		     struct pack_dict **out, struct blob_dict_info *info)
+{
+	struct store *st = d->st;
+	struct blob_dict_sample s;
+	int rc = blob_dict_sample_read(st, keys, n, BLOB_DICT_SAMPLE_MAX, BLOB_DICT_SAMPLE_BYTES,
+				       seed, trainer_stopping, d, &s);
+	if (rc)
+		return rc;
+	info->last_read = s.n;
+	info->last_skipped = s.skipped;
+	info->last_sample_bytes = s.total;
 	void *bytes = NULL;
 	size_t len = 0;
+	rc = pack_dict_train(s.bytes, s.sizes, s.n, blob_dict_size_for(s.total), &bytes, &len);
+	blob_dict_sample_free(&s);
+	malloc_trim(0); /* the sample was tens of MiB: give it back now (openfile.c does the same) */
 	struct pack_rec rec = { 0 };
 	struct new_dict nd = { .id = id };
-	struct pack_dict *dict = NULL;
-	int rc = buf ? pack_dict_train(buf, sizes, n, BLOB_DICT_BYTES, &bytes, &len) : -ENOMEM;
-	free(buf);
 	/* durable before the row that names it, named before any record needs it */
 	if (!rc)
 		rc = pack_encode_dict(id, bytes, len, &rec);
@@ -327,10 +461,35 @@ static void *trainer(void *arg)
 		rc = pack_append(st->packs, &rec, true, &nd.loc);
 	if (!rc)
 		rc = store_write(st, new_dict_cb, &nd);
-	if (!rc && !(dict = pack_dict_new(id, bytes, len, level_of(st))))
+	if (!rc && !(*out = pack_dict_new(id, bytes, len, level_of(st))))
 		rc = -ENOMEM;
+	if (!rc)
+		info->last_dict_bytes = len;
 	pack_rec_free(&rec);
 	free(bytes);
+	return rc;
+}
+
+static void *trainer(void *arg)
+{
+	pthread_setname_np(pthread_self(), "pd-dict"); /* its CPU apart in /proc/PID/task */
+	struct dicts *d = arg;
+	struct store *st = d->st;
+	double cpu0 = thread_cpu_seconds();
+	/* the sample's identities (the reservoir is left alone while the
+	 * trainer runs: blob_dict_observe returns at once then) */
+	pthread_mutex_lock(&d->mu);
+	unsigned n = d->sample.filled;
+	uint64_t seed = d->sample.rng ^ d->sample.seen;
+	struct fp *keys = malloc((n ? n : 1) * sizeof *keys);
+	if (keys)
+		memcpy(keys, d->sample.keys, n * sizeof *keys);
+	uint32_t id = d->max_id + 1;
+	struct blob_dict_info info = d->info;
+	pthread_mutex_unlock(&d->mu);
+	struct pack_dict *dict = NULL;
+	int rc = keys ? train_one(d, id, keys, n, seed, &dict, &info) : -ENOMEM;
+	free(keys);
 	pthread_mutex_lock(&d->mu);
 	if (!rc && keep(d, dict) == 0) {
 		d->cur = dict;
@@ -338,14 +497,18 @@ static void *trainer(void *arg)
 		d->max_id = id;
 		/* next: when the store has grown (train_after), or drifts */
 		d->next_train = train_after(st->counters.blobs > 0 ? (uint64_t)st->counters.blobs : 1);
+		info.trained++;
+		info.last_id = id;
 	} else {
 		if (dict)
 			pack_dict_free(dict);
-		d->next_train = d->pages + 4 * BLOB_DICT_SAMPLES; /* try again later */
+		d->next_train = d->pages + 4 * BLOB_DICT_FIRST; /* try again later */
+		info.failed++;
 	}
+	info.cpu_seconds += thread_cpu_seconds() - cpu0;
+	d->info = info;
 	d->pages = 0;
-	d->filled = 0; /* the next sample: the pages after this training */
-	d->seen = 0;
+	blob_dict_reservoir_clear(&d->sample); /* the next sample: the pages after this training */
 	d->base_raw = d->base_enc = d->win_raw = d->win_enc = 0;
 	d->base_n = d->win_n = 0;
 	d->drifted = false;
@@ -376,20 +539,22 @@ static bool drift_step(struct dicts *d, uint64_t len, uint64_t enc)
 	return worse;
 }
 
-/* The reservoir's slot for the page offered now, or -1: not taken
- * (mutex held). */
-static int reservoir_slot(struct dicts *d)
+int blob_dict_reservoir_offer(struct blob_dict_reservoir *r, const struct fp *fp)
 {
-	d->seen++;
-	if (d->filled < BLOB_DICT_SAMPLES)
-		return (int)d->filled++;
-	if (!d->rng)
-		d->rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)d;
-	d->rng ^= d->rng >> 12;
-	d->rng ^= d->rng << 25;
-	d->rng ^= d->rng >> 27;
-	uint64_t j = (d->rng * 0x2545F4914F6CDD1Dull) % d->seen;
-	return j < BLOB_DICT_SAMPLES ? (int)j : -1;
+	if (!r->keys && !(r->keys = malloc((size_t)r->cap * sizeof *r->keys)))
+		return -ENOMEM;
+	r->seen++;
+	uint64_t j = r->filled < r->cap ? r->filled++ : next_random(&r->rng) % r->seen;
+	if (j >= r->cap)
+		return 0;
+	r->keys[j] = *fp;
+	return 1;
+}
+
+void blob_dict_reservoir_clear(struct blob_dict_reservoir *r)
+{
+	r->filled = 0;
+	r->seen = 0;
 }
 
 void blob_dict_drift(struct store *st, uint64_t len, uint64_t enc_len)
@@ -402,10 +567,10 @@ void blob_dict_drift(struct store *st, uint64_t len, uint64_t enc_len)
 	pthread_mutex_unlock(&d->mu);
 }
 
-void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, uint64_t enc_len)
+void blob_dict_observe(struct store *st, const struct fp *fp, uint64_t enc_len)
 {
 	struct dicts *d = dicts_of(st);
-	if (!d || st->readonly || len < 64)
+	if (!d || st->readonly || fp->size < 64)
 		return;
 	pthread_mutex_lock(&d->mu);
 	if (d->thr_running && d->thr_done) {
@@ -416,26 +581,16 @@ void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, 
 		pthread_mutex_unlock(&d->mu);
 		return;
 	}
-	if (!d->slots && !(d->slots = malloc((size_t)BLOB_DICT_SAMPLES * BLOB_DICT_SAMPLE_MAX))) {
+	if (blob_dict_reservoir_offer(&d->sample, fp) < 0) {
 		pthread_mutex_unlock(&d->mu);
 		return;
 	}
-	int slot = reservoir_slot(d);
-	if (slot >= 0) {
-		size_t take = len < BLOB_DICT_SAMPLE_MAX ? (size_t)len : BLOB_DICT_SAMPLE_MAX;
-		char *dst = d->slots + (size_t)slot * BLOB_DICT_SAMPLE_MAX;
-		if (mem) {
-			memcpy(dst, mem, take);
-		} else {
-			ssize_t got = fd_pread_full(fd, dst, take, 0);
-			take = got > 0 ? (size_t)got : 0;
-		}
-		d->sizes[slot] = take;
-	}
 	d->pages++;
 	if (enc_len)
-		d->drifted |= drift_step(d, len, enc_len);
-	bool train = d->filled == BLOB_DICT_SAMPLES && (d->pages >= d->next_train || d->drifted);
+		d->drifted |= drift_step(d, fp->size, enc_len);
+	/* the first training once BLOB_DICT_FIRST pages were seen, the next
+	 * ones by train_after or drift, each on what the reservoir holds */
+	bool train = d->sample.filled >= BLOB_DICT_FIRST && (d->pages >= d->next_train || d->drifted);
 	if (train) {
 		d->thr_done = false;
 		d->thr_running = pthread_create(&d->thr, NULL, trainer, d) == 0;
@@ -443,6 +598,18 @@ void blob_dict_observe(struct store *st, const void *mem, int fd, uint64_t len, 
 	pthread_mutex_unlock(&d->mu);
 }
 
+void blob_dict_info(struct store *st, struct blob_dict_info *out)
+{
+	struct dicts *d = dicts_of(st);
+	memset(out, 0, sizeof *out);
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	*out = d->info;
+	out->reservoir = d->sample.filled;
+	out->seen = d->sample.seen;
+	pthread_mutex_unlock(&d->mu);
+}
 void blob_dict_settle(struct store *st)
 {
 	struct dicts *d = dicts_of(st);
@@ -474,8 +641,8 @@ int blob_dict_account(struct wtx *w, uint32_t id, int sign)
 		return dict_row_put(w->txn, st, id, &loc, records + 1);
 	/* A dictionary no record needs any more stays: a page encoded with it
 	 * before this commit may still be on its way in (a seal encodes
-	 * outside its transaction), and it costs BLOB_DICT_BYTES, a few per
-	 * store (blob.h). */
+	 * outside its transaction), and it costs BLOB_DICT_MAX_BYTES at most,
+	 * a few per store (blob.h). */
 	return dict_row_put(w->txn, st, id, &loc, records ? records - 1 : 0);
 }
 

@@ -326,7 +326,7 @@ static int encode_at(struct store *st, int level, bool sealed, const struct fp *
 		o.dict = blob_dict_current(st);
 	int rc = pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
 	if (!rc && level > 0 && sealed)
-		blob_dict_observe(st, mem, fd, fp->size, out->len);
+		blob_dict_observe(st, fp, out->len);
 	else if (!rc && level > 0)
 		blob_dict_drift(st, fp->size, out->len);
 	return rc;
@@ -367,7 +367,7 @@ int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, 
 		o.dict = blob_dict_current(st);
 	int rc = pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
 	if (!rc) /* sampled as it is sealed; its level is not the final records' */
-		blob_dict_observe(st, mem, fd, fp->size, 0);
+		blob_dict_observe(st, fp, 0);
 	return rc;
 }
 

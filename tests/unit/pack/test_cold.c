@@ -20,7 +20,7 @@
 #include "helpers.h"
 
 /* Pages before the first dictionary, and as many after it. */
-enum { EARLY = BLOB_DICT_SAMPLES, M = BLOB_DICT_SAMPLES + 200 };
+enum { EARLY = BLOB_DICT_FIRST, M = BLOB_DICT_FIRST + 200 };
 
 struct pages {
 	char *body[M];
@@ -221,7 +221,7 @@ static void test_unneeded_dictionary_goes(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	enum { T = 3 * BLOB_DICT_SAMPLES };
+	enum { T = 3 * BLOB_DICT_FIRST };
 	static char *body[T];
 	static uint64_t ino[T];
 	char name[32];

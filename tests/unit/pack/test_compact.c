@@ -247,7 +247,7 @@ static void test_dictionary_moves(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	enum { M = BLOB_DICT_SAMPLES + 200 };
+	enum { M = BLOB_DICT_FIRST + 200 };
 	static char *body[M];
 	static uint64_t ino[M];
 	char name[32];
@@ -255,11 +255,11 @@ static void test_dictionary_moves(void **state)
 		body[i] = th_page(9000 + (uint64_t)i, 500, "<div class=\"nav\">the same navigation on every page</div>");
 		snprintf(name, sizeof name, "d%04d.html", i);
 		ino[i] = th_put_page(st, PD_ROOT_INO, name, body[i]);
-		if (i == BLOB_DICT_SAMPLES)
+		if (i == BLOB_DICT_FIRST)
 			blob_dict_settle(st);
 	}
 	/* delete the early pages (no dictionary) */
-	for (int i = 0; i < BLOB_DICT_SAMPLES; i++) {
+	for (int i = 0; i < BLOB_DICT_FIRST; i++) {
 		uint64_t gone;
 		bool last;
 		snprintf(name, sizeof name, "d%04d.html", i);
@@ -285,7 +285,7 @@ static void test_dictionary_moves(void **state)
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	st = open_store(dir, false);
-	for (int i = BLOB_DICT_SAMPLES; i < M; i++)
+	for (int i = BLOB_DICT_FIRST; i < M; i++)
 		th_read_back(st, ino[i], body[i]);
 	assert_int_equal(store_close(st), 0);
 	for (int i = 0; i < M; i++)

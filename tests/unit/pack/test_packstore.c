@@ -69,7 +69,7 @@ static void test_dictionary_trained_and_used(void **state)
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
-	enum { N = BLOB_DICT_SAMPLES + 400 };
+	enum { N = BLOB_DICT_FIRST + 400 };
 	static uint64_t ino[N];
 	static char *page[N];
 	char name[32];
@@ -77,13 +77,13 @@ static void test_dictionary_trained_and_used(void **state)
 		page[i] = th_page((uint64_t)i, 600, "<div class=\"nav\">site navigation, the same on every page</div>");
 		snprintf(name, sizeof name, "p%04d.html", i);
 		ino[i] = th_put_page(st, PD_ROOT_INO, name, page[i]);
-		if (i == BLOB_DICT_SAMPLES)
+		if (i == BLOB_DICT_FIRST)
 			blob_dict_settle(st); /* the first training, started by the sample's last page */
 	}
 	struct tally t;
 	tally_records(st, &t);
 	assert_true(t.with_dict > 0);     /* the pages after the training use it */
-	assert_true(t.without >= BLOB_DICT_SAMPLES - 1); /* those before could not */
+	assert_true(t.without >= BLOB_DICT_FIRST - 1); /* those before could not */
 	assert_int_equal(t.with_dict + t.without, N);
 	/* its row counts exactly the records that need it */
 	struct pack_loc loc;
@@ -114,7 +114,7 @@ static void test_dictionary_trained_and_used(void **state)
  * to another keeps both in its next dictionary. After the second
  * dictionary, 400 pages of site A, then pages of site B, each site with
  * a boilerplate of its own, until the third training: it starts with at
- * least BLOB_DICT_SAMPLES pages of B the last ones sealed, yet its
+ * least BLOB_DICT_FIRST pages of B the last ones sealed, yet its
  * dictionary holds A's boilerplate too. */
 static uint32_t dict_now(struct store *st)
 {
@@ -133,7 +133,7 @@ static void test_dictionary_sample_spread(void **state)
 	char name[32];
 	int i = 0, a_after = 0, b_pages = 0;
 	for (; dict_now(st) < 3; i++) {
-		assert_true(i < 40 * BLOB_DICT_SAMPLES);
+		assert_true(i < 40 * BLOB_DICT_FIRST);
 		bool site_a = dict_now(st) < 2 || a_after < 400;
 		if (dict_now(st) == 2)
 			site_a ? a_after++ : b_pages++;
@@ -142,8 +142,8 @@ static void test_dictionary_sample_spread(void **state)
 		th_put_page(st, PD_ROOT_INO, name, page);
 		free(page);
 	}
-	/* the last BLOB_DICT_SAMPLES pages before the training were all B's */
-	assert_true(b_pages >= BLOB_DICT_SAMPLES);
+	/* the last BLOB_DICT_FIRST pages before the training were all B's */
+	assert_true(b_pages >= BLOB_DICT_FIRST);
 	size_t len;
 	const char *bytes = pack_dict_bytes(blob_dict_current(st), &len);
 	assert_non_null(memmem(bytes, len, "beta navigation", 15));
