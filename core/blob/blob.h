@@ -448,10 +448,10 @@ int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec
 #define BLOB_DICT_FIRST 512               /* pages before the first training */
 #define BLOB_DICT_SAMPLES 4096            /* pages the reservoir holds (their identities) */
 #define BLOB_DICT_SAMPLE_MAX (64 * 1024)  /* bytes of a page in the sample */
-#define BLOB_DICT_SAMPLE_BYTES (32u << 20) /* bytes of the sample read back, at most */
-#define BLOB_DICT_RATIO 40                /* sample bytes per dictionary byte */
+#define BLOB_DICT_SAMPLE_BYTES (16u << 20) /* bytes of the sample read back, at most */
+#define BLOB_DICT_RATIO 32                /* sample bytes per dictionary byte */
 #define BLOB_DICT_MIN_BYTES (110 * 1024)  /* the smallest dictionary trained */
-#define BLOB_DICT_MAX_BYTES (512 * 1024)  /* the largest */
+#define BLOB_DICT_MAX_BYTES (256 * 1024)  /* the largest */
 #define BLOB_DICT_YOUNG (16 * BLOB_DICT_FIRST) /* pages: retrain as the store doubles up to this */
 
 /* The training sample's reservoir (Vitter's algorithm R): after any
@@ -494,6 +494,7 @@ void blob_dict_sample_free(struct blob_dict_sample *s);
 struct blob_dict_info {
 	uint64_t reservoir, seen;   /* pages in the reservoir now, offered to it since the last training */
 	uint64_t trained, failed;   /* trainings */
+	uint64_t short_retrained;   /* of those, trained again at BLOB_DICT_MIN_BYTES (far shorter than asked) */
 	double cpu_seconds;         /* the trainer's, in all */
 	uint32_t last_id;           /* the last dictionary trained */
 	uint64_t last_read, last_skipped, last_sample_bytes, last_dict_bytes; /* its sample and size */

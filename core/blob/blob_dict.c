@@ -156,8 +156,9 @@ void blob_dict_stop(struct store *st)
 	d->info.trained = d->info.failed = 0; /* said once */
 	pthread_mutex_unlock(&d->mu);
 	if (i.trained || i.failed)
-		fprintf(stderr, "pagededupfs: dictionaries: %llu trained (%llu failed), %.2f s of the trainer's CPU; the last, %u: %llu bytes, on %llu pages read back (%llu bytes; %llu sampled pages freed since)\n",
-			(unsigned long long)i.trained, (unsigned long long)i.failed, i.cpu_seconds, i.last_id,
+		fprintf(stderr, "pagededupfs: dictionaries: %llu trained (%llu failed, %llu trained again smaller), %.2f s of the trainer's CPU; the last, %u: %llu bytes, on %llu pages read back (%llu bytes; %llu sampled pages freed since)\n",
+			(unsigned long long)i.trained, (unsigned long long)i.failed,
+			(unsigned long long)i.short_retrained, i.cpu_seconds, i.last_id,
 			(unsigned long long)i.last_dict_bytes, (unsigned long long)i.last_read,
 			(unsigned long long)i.last_sample_bytes, (unsigned long long)i.last_skipped);
 }
@@ -448,8 +449,17 @@ static int train_one(struct dicts *d, uint32_t id, const struct fp *keys, unsign
 	info->last_skipped = s.skipped;
 	info->last_sample_bytes = s.total;
 	void *bytes = NULL;
-	size_t len = 0;
-	rc = pack_dict_train(s.bytes, s.sizes, s.n, blob_dict_size_for(s.total), &bytes, &len);
+	size_t len = 0, want = blob_dict_size_for(s.total);
+	rc = pack_dict_train(s.bytes, s.sizes, s.n, want, &bytes, &len);
+	if (!rc && want > BLOB_DICT_MIN_BYTES && len < want / 2) {
+		/* zstd's trainer gave far less than asked: such a dictionary was
+		 * seen to compress twice worse than one of the smallest size
+		 * (blob.h); train that size instead */
+		free(bytes);
+		bytes = NULL;
+		rc = pack_dict_train(s.bytes, s.sizes, s.n, BLOB_DICT_MIN_BYTES, &bytes, &len);
+		info->short_retrained++;
+	}
 	blob_dict_sample_free(&s);
 	malloc_trim(0); /* the sample was tens of MiB: give it back now (openfile.c does the same) */
 	struct pack_rec rec = { 0 };

@@ -3,7 +3,8 @@
  * blob_dict.c (zstd level, dictionary size, chunk size).
  *
  *   bench_pack [--levels 1,3,6,9] [--dicts 0,32,64,110] [--sample-pct 10]
- *              [--sample-first N | --sample-pages N] [--sample-max BYTES] [--dict-file F] < file-list
+ *              [--sample-first N | --sample-pages N] [--sample-max BYTES] [--dict-file F]
+ *              [--mem-levels 19] < file-list
  *
  * Reads the files named on stdin (one path a line; duplicates by content
  * are dropped), trains a dictionary of each size on a sample of the pages
@@ -14,7 +15,10 @@
  * with each dictionary and prints one line per setting:
  *   level L dict KiB: N bytes (ratio R of raw), compress X MB/s, decompress Y MB/s
  * (MB/s of raw bytes per CPU second of the one thread that does the work)
- * plus the raw size and the dictionary training time.
+ * plus the raw size and the dictionary training time, and what the
+ * dictionary takes in memory once digested (ZSTD_sizeof_CDict at each
+ * level and at --mem-levels, 19 unless told; ZSTD_sizeof_DDict):
+ *   dict KiB memory: CDict level L N bytes, ...; DDict N bytes
  *
  * Frames (--frames 65536,262144 [--frame-levels 9,19]): what storing the
  * pages in frames of several pages would take, the design the corpus's
@@ -214,7 +218,7 @@ int main(int argc, char **argv)
 	int levels[8] = { 1, 3, 6, 9 }, nlev = 4, dicts[8] = { 0, 32, 64, 110 }, ndict = 4, pct = 10;
 	size_t first = 0, spread = 0, smax = 65536;
 	const char *dict_file = NULL;
-	int fsizes[8], nf = 0, flevels[8] = { 9, 19 }, nfl = 2;
+	int fsizes[8], nf = 0, flevels[8] = { 9, 19 }, nfl = 2, mlevels[8] = { 19 }, nml = 1;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--levels"))
 			nlev = parse_list(argv[i + 1], levels, 8);
@@ -234,6 +238,8 @@ int main(int argc, char **argv)
 			nf = parse_list(argv[i + 1], fsizes, 8);
 		else if (!strcmp(argv[i], "--frame-levels"))
 			nfl = parse_list(argv[i + 1], flevels, 8);
+		else if (!strcmp(argv[i], "--mem-levels"))
+			nml = parse_list(argv[i + 1], mlevels, 8);
 	}
 	if (dict_file) {
 		dicts[0] = -1; /* the file's */
@@ -304,6 +310,18 @@ int main(int argc, char **argv)
 				continue;
 			}
 			printf("dict %d KiB: trained on %zu pages (%zu bytes) in %.2f s\n", dicts[di], ns, sbytes, now() - t0);
+		}
+		if (dict) {
+			printf("dict %d KiB memory:", dicts[di]);
+			for (int li = 0; li < nlev + nml; li++) {
+				int level = li < nlev ? levels[li] : mlevels[li - nlev];
+				ZSTD_CDict *cd = ZSTD_createCDict(dict, dlen, level);
+				printf(" CDict level %d %zu bytes,", level, ZSTD_sizeof_CDict(cd));
+				ZSTD_freeCDict(cd);
+			}
+			ZSTD_DDict *dd = ZSTD_createDDict(dict, dlen);
+			printf(" DDict %zu bytes\n", ZSTD_sizeof_DDict(dd));
+			ZSTD_freeDDict(dd);
 		}
 		if (nf && di == ndict - 1 && dict) {
 			frames_run(p, n, fsizes, nf, flevels, nfl, dict, dlen);
