@@ -59,7 +59,7 @@ static int cold_opts(struct store *st, const struct pack_rec *in, int level, str
 	*o = (struct pack_encode_opts){ .level = level };
 	*base = NULL;
 	if (!is_delta(in->hdr.encoding)) {
-		o->dict = blob_dict_current(st);
+		o->dict = blob_dict_hold(st); /* unheld by the caller */
 		return 0;
 	}
 	uint64_t len;
@@ -87,6 +87,7 @@ int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct
 	rc = cold_opts(st, in, c->level, &o, &base);
 	if (!rc)
 		rc = pack_encode_page(in->hdr.md5, in->hdr.variant, in->hdr.xxh128, raw, -1, in->hdr.size, &o, out);
+	blob_dict_unhold(st, o.dict);
 	free(raw);
 	free(base);
 	if (rc)

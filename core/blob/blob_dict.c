@@ -33,6 +33,7 @@ struct dicts {
 	pthread_mutex_t mu;
 	struct store *st;
 	struct pack_dict **byid; /* loaded, by id */
+	unsigned *users;         /* by id: encodes holding it (blob_dict_hold) */
 	size_t cap;
 	uint32_t max_id;         /* the newest in meta (0: none) */
 	struct pack_dict *cur;   /* encodes new records */
@@ -171,6 +172,7 @@ static void dicts_free(void *p)
 	for (size_t i = 0; i < d->cap; i++)
 		pack_dict_free(d->byid[i]);
 	free(d->byid);
+	free(d->users);
 	free(d->sample.keys);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
@@ -218,6 +220,11 @@ static int keep(struct dicts *d, struct pack_dict *dict)
 			return -ENOMEM;
 		memset(v + d->cap, 0, (cap - d->cap) * sizeof *v);
 		d->byid = v;
+		unsigned *u = realloc(d->users, cap * sizeof *u);
+		if (!u)
+			return -ENOMEM;
+		memset(u + d->cap, 0, (cap - d->cap) * sizeof *u);
+		d->users = u;
 		d->cap = cap;
 	}
 	if (d->byid[id])
@@ -292,6 +299,39 @@ const struct pack_dict *blob_dict_current(struct store *st)
 	cur = d->cur;
 	pthread_mutex_unlock(&d->mu);
 	return cur;
+}
+
+const struct pack_dict *blob_dict_hold(struct store *st)
+{
+	struct dicts *d = dicts_of(st);
+	if (!d || !blob_dict_current(st))
+		return NULL;
+	pthread_mutex_lock(&d->mu);
+	struct pack_dict *cur = d->cur; /* a training may have replaced it meanwhile */
+	if (cur)
+		d->users[pack_dict_id(cur)]++;
+	pthread_mutex_unlock(&d->mu);
+	return cur;
+}
+
+/* Dictionary id no longer encodes (mutex held): its compression forms go
+ * once the last encode holding it is done. */
+static void retire_if_unused(struct dicts *d, uint32_t id)
+{
+	if (id < d->cap && d->byid[id] && d->byid[id] != d->cur && d->users[id] == 0)
+		pack_dict_drop_cdicts(d->byid[id]);
+}
+
+void blob_dict_unhold(struct store *st, const struct pack_dict *dict)
+{
+	struct dicts *d = dicts_of(st);
+	if (!d || !dict)
+		return;
+	uint32_t id = pack_dict_id(dict);
+	pthread_mutex_lock(&d->mu);
+	if (id < d->cap && d->users[id] > 0 && --d->users[id] == 0)
+		retire_if_unused(d, id);
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* ---- training ----------------------------------------------------------- */
@@ -502,7 +542,10 @@ static void *trainer(void *arg)
 	free(keys);
 	pthread_mutex_lock(&d->mu);
 	if (!rc && keep(d, dict) == 0) {
+		struct pack_dict *was = d->cur;
 		d->cur = dict;
+		if (was)
+			retire_if_unused(d, pack_dict_id(was));
 		d->cur_tried = true;
 		d->max_id = id;
 		/* next: when the store has grown (train_after), or drifts */
@@ -616,6 +659,12 @@ void blob_dict_info(struct store *st, struct blob_dict_info *out)
 		return;
 	pthread_mutex_lock(&d->mu);
 	*out = d->info;
+	for (size_t i = 0; i < d->cap; i++) {
+		if (d->byid[i]) {
+			out->loaded++;
+			out->loaded_bytes += pack_dict_memory(d->byid[i]);
+		}
+	}
 	out->reservoir = d->sample.filled;
 	out->seen = d->sample.seen;
 	pthread_mutex_unlock(&d->mu);

@@ -323,8 +323,9 @@ static int encode_at(struct store *st, int level, bool sealed, const struct fp *
 {
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
 	if (level > 0)
-		o.dict = blob_dict_current(st);
+		o.dict = blob_dict_hold(st);
 	int rc = pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
+	blob_dict_unhold(st, o.dict);
 	if (!rc && level > 0 && sealed)
 		blob_dict_observe(st, fp, out->len);
 	else if (!rc && level > 0)
@@ -364,8 +365,9 @@ int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, 
 	int level = st->opts.nursery_level ? st->opts.nursery_level : BLOB_NURSERY_LEVEL;
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
 	if (level > 0)
-		o.dict = blob_dict_current(st);
+		o.dict = blob_dict_hold(st);
 	int rc = pack_encode_page(fp->md5, 0, fp->xxh128, mem, mem ? -1 : fd, fp->size, &o, out);
+	blob_dict_unhold(st, o.dict);
 	if (!rc) /* sampled as it is sealed; its level is not the final records' */
 		blob_dict_observe(st, fp, 0);
 	return rc;

@@ -220,10 +220,16 @@ struct pack_rec_hdr {
 };
 
 /* A zstd dictionary ready for use: its bytes and zstd's digested forms
- * for compression (at the level given) and decompression. */
+ * for decompression (made at once) and compression (at each level, on
+ * its first use; level: the one used when an encode asks for none). */
 struct pack_dict;
 struct pack_dict *pack_dict_new(uint32_t id, const void *bytes, size_t len, int level);
 void pack_dict_free(struct pack_dict *d);
+/* Free d's compression forms (made again on the next encode with d):
+ * only while no encode uses d. */
+void pack_dict_drop_cdicts(struct pack_dict *d);
+/* The bytes d takes in memory now (its bytes, zstd's forms). */
+size_t pack_dict_memory(const struct pack_dict *d);
 uint32_t pack_dict_id(const struct pack_dict *d);
 const void *pack_dict_bytes(const struct pack_dict *d, size_t *len);
 /* Train a dictionary of at most cap bytes on n samples laid end to end

@@ -214,6 +214,60 @@ static void test_training_reads_pages_back(void **state)
 	th_rmdir(dir);
 }
 
+/* A dictionary a newer one replaced keeps only what a decode needs:
+ * zstd's compression forms (MiBs for a large dictionary) go, and come
+ * back if it ever encodes again; pages of both still read. */
+static void test_replaced_dictionary_frees_its_encoders(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char name[32];
+	uint64_t first_ino = 0;
+	char *first_page = NULL;
+	int i = 0;
+	for (;; i++) {
+		blob_dict_settle(st);
+		const struct pack_dict *cur = blob_dict_current(st);
+		if (cur && pack_dict_id(cur) == 2)
+			break;
+		assert_true(i < 8 * BLOB_DICT_FIRST);
+		char *p = th_page((uint64_t)i + 7000, 400, "<div class=\"nav\">site navigation</div>");
+		snprintf(name, sizeof name, "p%05d.html", i);
+		uint64_t ino = th_put_page(st, PD_ROOT_INO, name, p);
+		if (cur && !first_page) { /* encoded with the first dictionary */
+			first_page = p;
+			first_ino = ino;
+		} else {
+			free(p);
+		}
+	}
+	assert_non_null(first_page);
+	assert_int_equal(th_fprec_of(st, first_ino).pack_dict, 1);
+	char *p = th_page(99999, 400, "<div class=\"nav\">site navigation</div>");
+	uint64_t ino = th_put_page(st, PD_ROOT_INO, "last.html", p); /* encoded with the second */
+	assert_int_equal(th_fprec_of(st, ino).pack_dict, 2);
+	const struct pack_dict *old = blob_dict_get(st, 1), *cur = blob_dict_current(st);
+	size_t old_len, cur_len;
+	pack_dict_bytes(old, &old_len);
+	pack_dict_bytes(cur, &cur_len);
+	/* the old one: its bytes and a DDict (about its size again) */
+	assert_true(pack_dict_memory(old) < 3 * old_len);
+	/* the current one: a CDict too (level 3: about 5 times its size) */
+	assert_true(pack_dict_memory(cur) > 3 * cur_len);
+	struct blob_dict_info info;
+	blob_dict_info(st, &info);
+	assert_int_equal(info.loaded, 2);
+	assert_int_equal(info.loaded_bytes, pack_dict_memory(old) + pack_dict_memory(cur));
+	th_read_back(st, first_ino, first_page);
+	th_read_back(st, ino, p);
+	free(p);
+	free(first_page);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 /* The dictionary's size: a share of the sample, within its bounds. */
 static void test_dictionary_size_rule(void **state)
 {
@@ -232,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_reservoir_bounded_and_uniform),
 		cmocka_unit_test(test_sample_read_back_from_every_record),
 		cmocka_unit_test(test_training_reads_pages_back),
+		cmocka_unit_test(test_replaced_dictionary_frees_its_encoders),
 		cmocka_unit_test(test_dictionary_size_rule),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
