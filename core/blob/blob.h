@@ -414,7 +414,9 @@ int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec
  * issue-15 dictsize note), while the daemon holds 160 KiB of identities
  * between trainings. The sample's buffer (at most BLOB_DICT_SAMPLE_BYTES)
  * and zstd's training state exist only while the trainer runs, and are
- * given back to the system after it (malloc_trim).
+ * given back to the system after it (malloc_trim): on make bench's
+ * corpus the daemon's RssAnon rose by 30-36 MB for the 2.5-4 s of each
+ * training (16 MiB of sample, zstd's trainer the rest) and came back.
  *
  * The dictionary's size follows the sample's bytes: sample /
  * BLOB_DICT_RATIO, at least BLOB_DICT_MIN_BYTES and at most
