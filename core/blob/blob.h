@@ -385,6 +385,20 @@ int blob_delta_dependents_each(MDB_txn *txn, struct store *st, const struct blob
 			       int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx);
 /* Is there a link row base -> dep? */
 int blob_delta_linked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep);
+/* What the store holds as deltas: the delta records (one link row
+ * each), the bytes of those records, and of them the chunked deltas
+ * (pages over a chunk, pack.h) and their bytes. */
+struct blob_delta_usage {
+	uint64_t deltas, delta_bytes;
+	uint64_t chunked, chunked_bytes;
+};
+/* A walk of the link rows in one read transaction (there is no counter
+ * of them): a fingerprint (or kept) record looked up per delta, and the
+ * record header read of a delta over PACK_DEFAULT_CHUNK_SHIFT's chunk
+ * (every encoder of deltas chunks at that shift: ndelta.c, blob_cold.c),
+ * to tell a chunked one. A link whose record cannot be found or read is
+ * counted as a delta of 0 bytes (fsck names it). -errno of LMDB. */
+int blob_delta_usage(struct store *st, struct blob_delta_usage *out);
 /* Every link row (fsck). */
 int blob_delta_link_each(MDB_txn *txn, struct store *st,
 			 int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx);

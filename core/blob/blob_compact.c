@@ -695,7 +695,7 @@ static bool already_cold(struct store *st, const struct pack_view *p, const stru
 	if (pack_cold_of(st->packs, p->id, &m, &created) || m.level == 0 || m.level != mark->level ||
 	    (mark->deltas && !m.deltas) || m.dict != mark->dict)
 		return false;
-	struct cold_row r;
+	struct cold_row r = { 0 };
 	MDB_txn *txn;
 	if (store_read_begin(st, &txn))
 		return false;
