@@ -143,6 +143,9 @@ struct fsck {
 	uint64_t bi_lone;     /* blobs of one inode listed in blob_inodes (format 7: in their row) */
 	uint64_t bi_rows;     /* inodes held by fingerprint rows (format 7) */
 	uint64_t names_to_rows;
+	/* repair: the names inode rows held before the names' round trip
+	 * (struct held_name, ascending ino: fsck_repair.c) */
+	struct vec names_held;
 	uint64_t fp_rows1;    /* fingerprint rows of layout 1 (rec.h): a writable open converts them */
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
 	bool pack_index_built;

@@ -102,6 +102,35 @@ static int inodes_where(struct fsck *f, bool (*want)(struct fsck *f, const struc
 
 static int r_link(struct fsck *f, bool add, uint64_t ino, uint64_t parent, const char *name, size_t len);
 
+/* The name inode row `in` holds, remembered before the round trip: the
+ * names that come back into their rows unchanged were not repaired. */
+static int remember_held(struct fsck *f, const struct inode *in)
+{
+	uint64_t *p = fsck_vec_push(&f->names_held);
+	if (!p)
+		return -ENOMEM;
+	p[0] = in->ino, p[1] = in->name_parent, p[2] = in->name_hash;
+	return 0;
+}
+
+/* Did row `in` hold this very name before the round trip? (names_held
+ * ascends by inode: inodes_where walks the rows in key order.) */
+static bool held_before(const struct fsck *f, const struct inode *in)
+{
+	size_t lo = 0, hi = f->names_held.n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const uint64_t *p = (const uint64_t *)f->names_held.v + 3 * mid;
+		if (p[0] == in->ino)
+			return p[1] == in->name_parent && p[2] == in->name_hash;
+		if (p[0] < in->ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
 /* Before the name repairs, which work on link records: every name an
  * inode row holds becomes one. A name whose dirent is not found stays in
  * the row for the first call (the dirent may be misfiled under another
@@ -116,6 +145,8 @@ int fsck_repair_names_to_links(struct fsck *f, bool last)
 		char name[PD_NAME_MAX];
 		size_t len;
 		if ((rc = ns_get_inode(f->txn, &f->sh, AT(inos, uint64_t, i), &in)))
+			break;
+		if (!last && (rc = remember_held(f, &in)))
 			break;
 		int nrc = ns_dirent_name(f->txn, &f->sh, in.name_parent, in.name_hash, in.ino, name, &len);
 		if (nrc == 0)
@@ -144,7 +175,7 @@ int fsck_repair_names_to_rows(struct fsck *f)
 		if ((rc = ns_get_inode(f->txn, &f->sh, AT(inos, uint64_t, i), &in)))
 			break;
 		if ((rc = ns_name_from_links(f->txn, &f->sh, &in)) == 1) {
-			moved++;
+			moved += !held_before(f, &in); /* else only its round trip */
 			rc = ns_put_inode(f->txn, &f->sh, &in);
 		}
 	}
