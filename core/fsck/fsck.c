@@ -712,6 +712,7 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	f.kfix = (struct vec)VEC(struct kfix);
 	f.rm_files = (struct vec)VEC(struct pathref);
 	f.names_held = (struct vec)VEC(uint64_t[3]);
+	f.row_sums = (struct vec)VEC(struct pack_sum);
 	f.pack_index = (struct vec)VEC(struct { uint8_t k[BLOBKEY_BYTES]; struct pack_loc l; });
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	f.threads = o->threads ? o->threads : ncpu > 0 ? (unsigned)ncpu : 1;
@@ -748,6 +749,8 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	fsck_vec_free(&f.kfix);
 	fsck_vec_free(&f.rm_files);
 	fsck_vec_free(&f.names_held);
+	fsck_vec_free(&f.row_sums);
+	free(f.row_dicts);
 	fsck_vec_free(&f.pack_index);
 	if (rc && !*err)
 		snprintf(err, 512, "%s: %s", dir, strerror(-rc));

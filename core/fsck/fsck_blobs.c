@@ -45,12 +45,20 @@ static int row_inodes_each(struct fsck *f, row_ino_fn fn)
 	return fsck_fp_rows_each(f, row_ino_of, &fn);
 }
 
-static int row_fact(struct fsck *f, const uint8_t *key, uint64_t ino)
+/* Pass 3's walk of the rows: the inode a row holds into the blob index's
+ * sums, and the row into the pack checks' tallies (fsck_packs.c), which
+ * so need no walk of their own. (Pass 4 reads the same rows, but it needs
+ * this pass's verdict first: the entries found stale or missing here
+ * change the references it counts per blob.) */
+static int row_fact_and_tally(struct fsck *f, const uint8_t *key, const struct fprec *r, void *ctx)
 {
-	fsck_blob_fact(&f->s_bi, key, ino);
-	f->n_bi++;
-	f->bi_rows++;
-	return 0;
+	(void)ctx;
+	if (r->ino) {
+		fsck_blob_fact(&f->s_bi, key, r->ino);
+		f->n_bi++;
+		f->bi_rows++;
+	}
+	return fsck_rows_tally(f, r);
 }
 
 /* Does inode ino refer to blob key? 1 yes, 0 no (*gone: it does not
@@ -204,7 +212,7 @@ int fsck_pass_blob_index(struct fsck *f)
 	if (!rc && mrc != MDB_NOTFOUND)
 		rc = pd_mdb_err(mrc);
 	if (!rc) /* the inodes the rows hold (format 7; none before) */
-		rc = row_inodes_each(f, row_fact);
+		rc = fsck_fp_rows_each(f, row_fact_and_tally, NULL);
 	fsck_prog(f, "blob index", done, done);
 	if (!rc && (!fsck_sums_equal(f->s_bi, f->s_iblob) || f->n_bi != f->n_iblob))
 		rc = diagnose_blobrefs(f);

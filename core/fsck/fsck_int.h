@@ -148,6 +148,12 @@ struct fsck {
 	struct vec names_held;
 	uint64_t fp_rows1;    /* fingerprint rows of layout 1 (rec.h): a writable open converts them */
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
+	/* What pass 3's walk of the fingerprint rows tallied for the pack
+	 * checks (fsck_packs.c: fsck_rows_tally), so that they need no walk
+	 * of their own: each pack's live sums, each dictionary's records. */
+	struct vec row_sums;    /* struct pack_sum */
+	uint64_t *row_dicts;    /* records by dictionary id, row_dicts_cap ids */
+	size_t row_dicts_cap;
 	bool pack_index_built;
 	uint64_t lf_ino;        /* repair: the lost+found directory */
 	unsigned threads;
@@ -213,6 +219,16 @@ int fsck_repair_totals(struct fsck *f);
 
 /* ---- fsck_packs.c: pack totals, records rebuilt from the packs */
 
+/* The live records of one pack, summed from the fingerprint rows. */
+struct pack_sum {
+	uint32_t pack;
+	uint64_t bytes, records;
+};
+/* Tally fingerprint row r for the pack checks (f->row_sums, f->row_dicts:
+ * pass 3's walk calls it for every row that decodes). */
+int fsck_rows_tally(struct fsck *f, const struct fprec *r);
+/* The packs' live totals and the dictionaries' counts against what
+ * fsck_rows_tally counted (after pass 3). */
 int fsck_check_packs(struct fsck *f);
 int fsck_repair_pack_totals(struct fsck *f);
 /* The deltas' link rows and kept bases (blob.h): check; repair rebuilds
