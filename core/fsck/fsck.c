@@ -59,10 +59,13 @@
  *
  * The check and repair are split by concern: fsck_ns.c (passes 1 and 2:
  * inodes, links, orphans, the directory tree, dirents against links),
- * fsck_blobs.c (passes 3 and 4: blob_inodes, fingerprints, blob files and
- * --deep hashing, staging/), fsck_filter.c (pass 5: filter counters and
- * exact counts, the totals), fsck_repair.c (the repair steps, lost+found,
- * damaged/). fsck_int.h holds what they share.
+ * fsck_blobindex.c (pass 3: blob_inodes and the inodes rows hold against
+ * the inodes), fsck_blobs.c (pass 4: fingerprints, blob files and --deep
+ * hashing; the near tables, staging/), fsck_filter.c (pass 5: filter
+ * counters and exact counts, the totals), fsck_packs.c (pack totals,
+ * dictionaries, deltas), fsck_repair.c (the repair steps of the namespace,
+ * lost+found), fsck_repair_blobs.c (those of the blobs, damaged/).
+ * fsck_int.h holds what they share.
  */
 #include "archive/archive.h"
 #include "fsck_int.h"
