@@ -10,7 +10,11 @@
  *     --all            every pack with a live record, each page record
  *                      encoded again at BLOB_COLD_LEVEL with the store's
  *                      newest dictionary when that is smaller (blob.h);
- *                      as `git gc --aggressive`, it rewrites every pack;
+ *                      as `git gc --aggressive`, it rewrites every pack
+ *                      but those an earlier --all wrote that lost no
+ *                      page and need no newer dictionary or higher level
+ *                      (pack.h's cold mark: run again, it costs a read
+ *                      of their record headers only);
  *                      then the dictionaries no record needs any more go
  *     --level N        the zstd level records are encoded again at (0:
  *                      copied as they are; default BLOB_COMPACT_COLD_LEVEL,
@@ -161,6 +165,10 @@ int cmd_compact(int argc, char **argv)
 	       (unsigned long long)before.packs, (unsigned long long)before.allocated);
 	printf("encoded again at level %d: %llu records, %llu bytes smaller; %.2f s of CPU\n", cfg.cold.level,
 	       (unsigned long long)d.records_cold, (unsigned long long)d.bytes_cold_saved, cpu_seconds() - cpu0);
+	if (all)
+		printf("left as they were: %llu pack%s a cold pass at level %d or more already wrote, every page "
+		       "in them live\n",
+		       (unsigned long long)d.packs_cold_kept, d.packs_cold_kept == 1 ? "" : "s", cfg.cold.level);
 	if (dicts_dropped)
 		printf("dictionaries no record needs any more: %llu removed (%llu bytes)\n",
 		       (unsigned long long)dicts_dropped, (unsigned long long)dict_bytes_dropped);

@@ -129,6 +129,7 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	store_versions(st, s->made_by, s->written_by);
 	blob_pack_usage(st, &s->packs);
 	blob_compact_stats(st, &s->compact);
+	blob_delta_usage(st, &s->deltas);
 	stats_daemon(st, &s->daemon);
 	return 0;
 }
@@ -219,6 +220,10 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	     (unsigned long long)p->kept_bytes, (unsigned long long)p->nursery_packs,
 	     (unsigned long long)p->nursery_length, (unsigned long long)p->nursery_allocated,
 	     (unsigned long long)p->nursery_live, (unsigned long long)p->nursery_live_records);
+	const struct blob_delta_usage *du = &s->deltas;
+	emit(&o, "\"deltas\":{\"pages\":%llu,\"bytes\":%llu,\"chunked\":%llu,\"chunked_bytes\":%llu},",
+	     (unsigned long long)du->deltas, (unsigned long long)du->delta_bytes, (unsigned long long)du->chunked,
+	     (unsigned long long)du->chunked_bytes);
 	const struct blob_compact_stats *k = &s->compact;
 	emit(&o, "\"compaction\":{\"packs_compacted\":%llu,\"packs_removed\":%llu,\"records_moved\":%llu,"
 		 "\"bytes_moved\":%llu,\"bytes_given_back\":%llu,\"damaged_left\":%llu,"
@@ -318,6 +323,11 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	if (p->kept)
 		emit(&o, "kept for deltas:  %llu bytes of %llu pages no file names any more (in live)\n",
 		     (unsigned long long)p->kept_bytes, (unsigned long long)p->kept);
+	const struct blob_delta_usage *du = &s->deltas;
+	emit(&o, "deltas:           %llu pages stored as deltas against a similar page, their records %s; "
+		 "of them %llu chunked (pages over a chunk), %s\n",
+	     (unsigned long long)du->deltas, size_str(du->delta_bytes, human, b1), (unsigned long long)du->chunked,
+	     size_str(du->chunked_bytes, human, b2));
 	const struct blob_compact_stats *k = &s->compact;
 	emit(&o, "compaction:       %llu packs compacted, %llu removed: %llu records (%s) moved, %s given back, %llu damaged records left\n",
 	     (unsigned long long)k->packs_compacted, (unsigned long long)k->packs_removed,

@@ -78,6 +78,7 @@ struct pd_stats {
 	uint64_t lmdb_free_bytes;  /* of lmdb_bytes, on LMDB's freelist */
 	struct blob_pack_usage packs; /* the page bytes on disk (blob_pack_usage) */
 	struct blob_compact_stats compact; /* what the compactor did (blob_compact_stats) */
+	struct blob_delta_usage deltas; /* pages stored as deltas (blob_delta_usage: a walk) */
 	struct stats_daemon daemon;
 };
 

@@ -209,7 +209,23 @@ int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out);
  *                u64 (little-endian, 64 bytes; 48 before records were
  *                encoded again: a reader takes the fields it knows from a
  *                longer row, and zeros for those a shorter row lacks)
- * changed in the transactions that move records and remove packs. */
+ * changed in the transactions that move records and remove packs.
+ *
+ * A cold pass (`pagededup compact --all`: cfg.every_pack with a cold
+ * level) writes its copies to packs of its own, whose header carries the
+ * cold mark (level, deltas, dictionary: pack.h), and at its end, in one
+ * transaction, leaves a row for each:
+ *   "cold" | pack id (u32 big-endian) -> created u64 | records u64 |
+ *            bytes u64 (little-endian, 24 bytes: the pack header's
+ *            created seconds, then its "pack" row's live totals then)
+ * (rows of packs no longer present go in the same transaction). A later
+ * cold pass leaves a pack as it is when its mark is the pass's own (the
+ * same level, deltas if it takes them, the same newest dictionary) and
+ * its live totals still equal its row's: no page in it died and nothing
+ * else was appended, so encoding it again would write the same bytes.
+ * Anything else (no row, a row of another size or of an older pack of
+ * that id, other totals) and the pack is rewritten as before: the row is
+ * a hint about cost only, which an older build ignores. */
 #define BLOB_COMPACT_SHARE 0.5           /* rewrite a pack less than half live */
 #define BLOB_COMPACT_MIN_DEAD (1ull << 20) /* ... with at least this to give back */
 #define BLOB_COMPACT_PERIOD_MS 10000       /* how often the thread looks */
@@ -219,6 +235,10 @@ int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out);
 struct blob_compact_stats {
 	uint64_t packs_compacted, packs_removed, records_moved, bytes_moved, bytes_freed, damaged;
 	uint64_t records_cold, bytes_cold_saved; /* of those moved: encoded again, and the bytes that saved */
+	/* Packs a cold pass left as they were: a cold pass as this one wrote
+	 * them, every page in them still live (pack.h's cold mark). Not kept
+	 * in the "compact" row. */
+	uint64_t packs_cold_kept;
 };
 /* The totals of the "compact" row (zero when the store has none). */
 int blob_compact_stats(struct store *st, struct blob_compact_stats *out);
@@ -265,7 +285,12 @@ struct blob_compact_cfg {
 	 * copied as they are. */
 	struct blob_cold_cfg cold;
 	/* Every pack with a live record qualifies, dead bytes or not
-	 * (`pagededup compact --all`: every record encoded cold). */
+	 * (`pagededup compact --all`: every record encoded cold). With a
+	 * cold level, that is a cold pass: its copies go to packs of their
+	 * own that carry the cold mark (pack.h), and a pack that a cold pass
+	 * of no lower level, as many deltas and the same newest dictionary
+	 * wrote, every page in it still live, is left as it is (encoding its
+	 * records again would give the same bytes). */
 	bool every_pack;
 	/* Asked between batches; true stops the pass (-ECANCELED). */
 	bool (*stop)(void *ctx);
@@ -360,6 +385,20 @@ int blob_delta_dependents_each(MDB_txn *txn, struct store *st, const struct blob
 			       int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx);
 /* Is there a link row base -> dep? */
 int blob_delta_linked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep);
+/* What the store holds as deltas: the delta records (one link row
+ * each), the bytes of those records, and of them the chunked deltas
+ * (pages over a chunk, pack.h) and their bytes. */
+struct blob_delta_usage {
+	uint64_t deltas, delta_bytes;
+	uint64_t chunked, chunked_bytes;
+};
+/* A walk of the link rows in one read transaction (there is no counter
+ * of them): a fingerprint (or kept) record looked up per delta, and the
+ * record header read of a delta over PACK_DEFAULT_CHUNK_SHIFT's chunk
+ * (every encoder of deltas chunks at that shift: ndelta.c, blob_cold.c),
+ * to tell a chunked one. A link whose record cannot be found or read is
+ * counted as a delta of 0 bytes (fsck names it). -errno of LMDB. */
+int blob_delta_usage(struct store *st, struct blob_delta_usage *out);
 /* Every link row (fsck). */
 int blob_delta_link_each(MDB_txn *txn, struct store *st,
 			 int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx);

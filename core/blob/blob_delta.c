@@ -215,6 +215,42 @@ int blob_delta_link_each(MDB_txn *txn, struct store *st,
 	return meta_prefix(txn, st, (const uint8_t *)"dlnk", 4, dep_step, &w);
 }
 
+struct usage_walk {
+	MDB_txn *txn;
+	struct store *st;
+	struct blob_delta_usage *u;
+};
+
+static int usage_step(void *ctx, const struct blobkey *base, const struct blobkey *dep)
+{
+	(void)base;
+	struct usage_walk *w = ctx;
+	struct fprec r;
+	struct pack_rec_hdr h;
+	w->u->deltas++;
+	if (blob_delta_base_rec(w->txn, w->st, dep, &r) || !(r.flags & FPREC_PACKED))
+		return 0;
+	w->u->delta_bytes += r.pack_len;
+	if (r.size > (1ull << PACK_DEFAULT_CHUNK_SHIFT) && blob_rec_hdr(w->st, &r, &h) == 0 && h.nchunks > 1) {
+		w->u->chunked++;
+		w->u->chunked_bytes += r.pack_len;
+	}
+	return 0;
+}
+
+int blob_delta_usage(struct store *st, struct blob_delta_usage *out)
+{
+	memset(out, 0, sizeof *out);
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	struct usage_walk w = { txn, st, out };
+	rc = blob_delta_link_each(txn, st, usage_step, &w);
+	store_read_end(st, txn);
+	return rc;
+}
+
 int blob_delta_linked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep)
 {
 	uint8_t kb[LINK_KEY];

@@ -59,10 +59,13 @@
  *
  * The check and repair are split by concern: fsck_ns.c (passes 1 and 2:
  * inodes, links, orphans, the directory tree, dirents against links),
- * fsck_blobs.c (passes 3 and 4: blob_inodes, fingerprints, blob files and
- * --deep hashing, staging/), fsck_filter.c (pass 5: filter counters and
- * exact counts, the totals), fsck_repair.c (the repair steps, lost+found,
- * damaged/). fsck_int.h holds what they share.
+ * fsck_blobindex.c (pass 3: blob_inodes and the inodes rows hold against
+ * the inodes), fsck_blobs.c (pass 4: fingerprints, blob files and --deep
+ * hashing; the near tables, staging/), fsck_filter.c (pass 5: filter
+ * counters and exact counts, the totals), fsck_packs.c (pack totals,
+ * dictionaries, deltas), fsck_repair.c (the repair steps of the namespace,
+ * lost+found), fsck_repair_blobs.c (those of the blobs, damaged/).
+ * fsck_int.h holds what they share.
  */
 #include "archive/archive.h"
 #include "fsck_int.h"
@@ -711,6 +714,8 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	f.missing = (struct vec)VEC(struct bref);
 	f.kfix = (struct vec)VEC(struct kfix);
 	f.rm_files = (struct vec)VEC(struct pathref);
+	f.names_held = (struct vec)VEC(uint64_t[3]);
+	f.row_sums = (struct vec)VEC(struct pack_sum);
 	f.pack_index = (struct vec)VEC(struct { uint8_t k[BLOBKEY_BYTES]; struct pack_loc l; });
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	f.threads = o->threads ? o->threads : ncpu > 0 ? (unsigned)ncpu : 1;
@@ -746,6 +751,9 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	fsck_vec_free(&f.missing);
 	fsck_vec_free(&f.kfix);
 	fsck_vec_free(&f.rm_files);
+	fsck_vec_free(&f.names_held);
+	fsck_vec_free(&f.row_sums);
+	free(f.row_dicts);
 	fsck_vec_free(&f.pack_index);
 	if (rc && !*err)
 		snprintf(err, 512, "%s: %s", dir, strerror(-rc));

@@ -143,8 +143,17 @@ struct fsck {
 	uint64_t bi_lone;     /* blobs of one inode listed in blob_inodes (format 7: in their row) */
 	uint64_t bi_rows;     /* inodes held by fingerprint rows (format 7) */
 	uint64_t names_to_rows;
+	/* repair: the names inode rows held before the names' round trip,
+	 * (ino, parent, hash) triples ascending by ino (fsck_repair.c) */
+	struct vec names_held;
 	uint64_t fp_rows1;    /* fingerprint rows of layout 1 (rec.h): a writable open converts them */
 	struct vec pack_index;  /* repair: every page record of the packs (fsck_packs.c) */
+	/* What pass 3's walk of the fingerprint rows tallied for the pack
+	 * checks (fsck_packs.c: fsck_rows_tally), so that they need no walk
+	 * of their own: each pack's live sums, each dictionary's records. */
+	struct vec row_sums;    /* struct pack_sum */
+	uint64_t *row_dicts;    /* records by dictionary id, row_dicts_cap ids */
+	size_t row_dicts_cap;
 	bool pack_index_built;
 	uint64_t lf_ino;        /* repair: the lost+found directory */
 	unsigned threads;
@@ -195,9 +204,12 @@ int fsck_dirent_lookup(MDB_cursor *c, uint64_t parent, const char *name, size_t 
 		  uint32_t *type);
 int fsck_diagnose_names(struct fsck *f);
 
-/* ---- fsck_blobs.c: passes 3 and 4, the near-duplicate tables, staging */
+/* ---- fsck_blobindex.c: pass 3 */
 
 int fsck_pass_blob_index(struct fsck *f);
+
+/* ---- fsck_blobs.c: pass 4, the near-duplicate tables, staging */
+
 int fsck_pass_blobs(struct fsck *f);
 int fsck_check_near(struct fsck *f);
 int fsck_walk_staging(struct fsck *f);
@@ -210,6 +222,16 @@ int fsck_repair_totals(struct fsck *f);
 
 /* ---- fsck_packs.c: pack totals, records rebuilt from the packs */
 
+/* The live records of one pack, summed from the fingerprint rows. */
+struct pack_sum {
+	uint32_t pack;
+	uint64_t bytes, records;
+};
+/* Tally fingerprint row r for the pack checks (f->row_sums, f->row_dicts:
+ * pass 3's walk calls it for every row that decodes). */
+int fsck_rows_tally(struct fsck *f, const struct fprec *r);
+/* The packs' live totals and the dictionaries' counts against what
+ * fsck_rows_tally counted (after pass 3). */
 int fsck_check_packs(struct fsck *f);
 int fsck_repair_pack_totals(struct fsck *f);
 /* The deltas' link rows and kept bases (blob.h): check; repair rebuilds
@@ -224,17 +246,24 @@ int fsck_check_delta_rec(struct fsck *f, const struct blobkey *k, const struct p
  * none found (or it does not decode to that MD5), or -errno. */
 int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct vec *inos);
 
-/* ---- fsck_repair.c: the repair steps */
+/* ---- fsck_repair.c: the repair steps of the namespace */
 
 int fsck_repair_names_to_links(struct fsck *f, bool last);
 int fsck_repair_names_to_rows(struct fsck *f);
 int fsck_repair_names(struct fsck *f);
-int fsck_repair_blob_index(struct fsck *f);
-int fsck_move_damaged(struct fsck *f, const uint8_t *key, struct moved *m);
-int fsck_repair_blobs(struct fsck *f, struct vec *moves);
 int fsck_repair_nameless(struct fsck *f);
 int fsck_repair_tree(struct fsck *f);
 int fsck_repair_counts(struct fsck *f);
 void fsck_remove_files(struct fsck *f);
+/* Move every name of ino into lost+found (give it one if it has none).
+ * lost: its bytes are gone; it no longer refers to a blob, and the xattrs
+ * of fsck.h say what it held. The caller fixes blob_inodes and the record. */
+int fsck_lf_adopt(struct fsck *f, uint64_t ino, const uint8_t *lost);
+
+/* ---- fsck_repair_blobs.c: the repair steps of the blobs */
+
+int fsck_repair_blob_index(struct fsck *f);
+int fsck_move_damaged(struct fsck *f, const uint8_t *key, struct moved *m);
+int fsck_repair_blobs(struct fsck *f, struct vec *moves);
 
 #endif

@@ -11,11 +11,6 @@
 
 #include "near/near.h"
 
-struct pack_sum {
-	uint32_t pack;
-	uint64_t bytes, records;
-};
-
 /* The live records per dictionary id (ids are small and dense). */
 struct dict_sums {
 	uint64_t *n;
@@ -46,13 +41,16 @@ static int dict_of_row(struct fsck *f, const uint8_t *key, const struct fprec *r
 	return (r->flags & FPREC_PACKED) && r->pack_dict ? dict_count(ctx, r->pack_dict) : 0;
 }
 
-/* Every dictionary's row against the records that need it; repair: the
- * counts rewritten. A record whose dictionary has no row is damage: its
- * bytes cannot be decoded (fsck --deep names it). */
-static int check_dicts(struct fsck *f, bool repair)
+/* Every dictionary's row against the records that need it (counted: as
+ * pass 3's walk counted them; NULL: counted now, by a walk of the rows in
+ * f->txn); repair: the counts rewritten. A record whose dictionary has no
+ * row is damage: its bytes cannot be decoded (fsck --deep names it). */
+static int check_dicts(struct fsck *f, bool repair, const struct dict_sums *counted)
 {
 	struct dict_sums d = { 0 };
-	int rc = fsck_fp_rows_each(f, dict_of_row, &d);
+	int rc = counted ? 0 : fsck_fp_rows_each(f, dict_of_row, &d);
+	if (counted)
+		d = *counted;
 	for (uint32_t id = 1; id < d.cap && !rc; id++) {
 		struct pack_loc loc;
 		uint64_t rows;
@@ -85,7 +83,8 @@ static int check_dicts(struct fsck *f, bool repair)
 			rc = pd_mdb_err(mdb_put(f->txn, f->sh.db_meta, &mk, &mv, 0));
 		}
 	}
-	free(d.n);
+	if (!counted)
+		free(d.n);
 	return rc;
 }
 
@@ -126,11 +125,23 @@ static int sum_of_row(struct fsck *f, const uint8_t *key, const struct fprec *r,
 	return r->flags & FPREC_PACKED ? sum_add(ctx, r) : 0;
 }
 
-/* The sums per pack of the packed records in txn (and the kept bases),
- * sorted by pack. */
-static int live_sums(struct fsck *f, struct vec *sums)
+int fsck_rows_tally(struct fsck *f, const struct fprec *r)
 {
-	int rc = fsck_fp_rows_each(f, sum_of_row, sums);
+	if (!(r->flags & FPREC_PACKED))
+		return 0;
+	struct dict_sums d = { f->row_dicts, f->row_dicts_cap };
+	int rc = r->pack_dict ? dict_count(&d, r->pack_dict) : 0;
+	f->row_dicts = d.n;
+	f->row_dicts_cap = d.cap;
+	return rc ? rc : sum_add(&f->row_sums, r);
+}
+
+/* The sums per pack of the packed records in txn (and the kept bases),
+ * sorted by pack. tallied: the rows' sums are in *sums already (pass 3's
+ * walk, fsck_rows_tally); else they are summed by a walk of the rows. */
+static int live_sums(struct fsck *f, struct vec *sums, bool tallied)
+{
+	int rc = tallied ? 0 : fsck_fp_rows_each(f, sum_of_row, sums);
 	if (!rc)
 		rc = blob_delta_kept_each(f->txn, &f->sh, sum_kept, sums);
 	if (sums->n)
@@ -194,8 +205,9 @@ static int check_empty_pack(struct fsck *f, uint32_t id, const struct vec *sums)
 
 int fsck_check_packs(struct fsck *f)
 {
-	struct vec sums = VEC(struct pack_sum), ids = VEC(uint32_t);
-	int rc = live_sums(f, &sums);
+	struct vec sums = f->row_sums, ids = VEC(uint32_t);
+	f->row_sums = (struct vec)VEC(struct pack_sum); /* taken over */
+	int rc = live_sums(f, &sums, true);
 	if (!rc)
 		rc = meta_pack_ids(f, &ids);
 	for (size_t i = 0; i < sums.n && !rc; i++) {
@@ -234,8 +246,9 @@ int fsck_check_packs(struct fsck *f)
 		}
 	f->res->packs = n;
 	free(list);
+	struct dict_sums counted = { f->row_dicts, f->row_dicts_cap };
 	if (!rc)
-		rc = check_dicts(f, false);
+		rc = check_dicts(f, false, &counted);
 	fsck_vec_free(&sums);
 	fsck_vec_free(&ids);
 	return rc;
@@ -252,14 +265,14 @@ int fsck_repair_pack_totals(struct fsck *f)
 		rc = blob_pack_live_put(f->txn, &f->sh, AT(ids, uint32_t, i), &zero);
 	}
 	if (!rc)
-		rc = live_sums(f, &sums);
+		rc = live_sums(f, &sums, false); /* the rows as repaired */
 	for (size_t i = 0; i < sums.n && !rc; i++) {
 		struct pack_sum *s = &AT(sums, struct pack_sum, i);
 		struct blob_pack_live l = { s->bytes, s->records };
 		rc = blob_pack_live_put(f->txn, &f->sh, s->pack, &l);
 	}
 	if (!rc)
-		rc = check_dicts(f, true);
+		rc = check_dicts(f, true, NULL);
 	if (!rc && f->fix_packs)
 		fsck_say(f, K_REPAIR, "repaired: the live totals of %zu pack%s and of the dictionaries recounted from the fingerprints",
 			 sums.n, sums.n == 1 ? "" : "s");

@@ -68,6 +68,7 @@ struct pack_set {
 	uint32_t *nursery;  /* the nursery packs present, ascending */
 	size_t nnursery, capnursery;
 	uint64_t nursery_bytes; /* their length in all */
+	struct pack_cold cold;  /* the mark new main packs get (pack_set_cold) */
 };
 
 void pack_name(uint32_t id, char out[PACK_NAME_MAX])
@@ -137,9 +138,22 @@ int pack_list(struct pack_set *ps, uint32_t **ids, size_t *n)
 	return 0;
 }
 
+static void cold_put(uint8_t h[PACK_HDR_BYTES], const struct pack_cold *c)
+{
+	h[32] = c->level;
+	h[33] = c->level && c->deltas ? PACK_COLD_DELTAS : 0;
+	put_le32(h + 36, c->level ? c->dict : 0);
+}
+
+static void cold_get(const uint8_t h[PACK_HDR_BYTES], struct pack_cold *c)
+{
+	*c = (struct pack_cold){ .level = h[32], .deltas = (h[33] & PACK_COLD_DELTAS) != 0, .dict = get_le32(h + 36) };
+}
+
 /* Check the header of pack id; *flags (may be NULL) gets its flags,
- * *version (may be NULL) its version. */
-static int check_pack_hdr_flags(int fd, uint32_t id, uint32_t *flags, uint32_t *version)
+ * *version (may be NULL) its version, *cold (may be NULL) its cold mark. */
+static int check_pack_hdr_all(int fd, uint32_t id, uint32_t *flags, uint32_t *version, struct pack_cold *cold,
+			      uint64_t *created)
 {
 	uint8_t h[PACK_HDR_BYTES];
 	ssize_t n = fd_pread_full(fd, h, sizeof h, 0);
@@ -153,7 +167,16 @@ static int check_pack_hdr_flags(int fd, uint32_t id, uint32_t *flags, uint32_t *
 		*flags = get_le32(h + 20);
 	if (version)
 		*version = get_le32(h + 8);
+	if (cold)
+		cold_get(h, cold);
+	if (created)
+		*created = get_le64(h + 24);
 	return get_le32(h + 16) == id && get_le32(h + 12) == PACK_HDR_BYTES ? 0 : -EIO;
+}
+
+static int check_pack_hdr_flags(int fd, uint32_t id, uint32_t *flags, uint32_t *version)
+{
+	return check_pack_hdr_all(fd, id, flags, version, NULL, NULL);
 }
 
 static int check_pack_hdr(int fd, uint32_t id)
@@ -301,8 +324,10 @@ static int survey(struct pack_set *ps)
 	int wfd = openat(ps->dirfd, name, O_RDWR | O_CLOEXEC);
 	struct stat sb;
 	uint32_t version = 0;
-	if (wfd >= 0 && check_pack_hdr_flags(wfd, last_main, NULL, &version) == 0 && version == PACK_VERSION &&
-	    fstat(wfd, &sb) == 0 && (uint64_t)sb.st_size < ps->max_bytes) {
+	struct pack_cold cold;
+	/* ... and carries no cold mark (it holds a cold pass's records only) */
+	if (wfd >= 0 && check_pack_hdr_all(wfd, last_main, NULL, &version, &cold, NULL) == 0 && version == PACK_VERSION &&
+	    cold.level == 0 && fstat(wfd, &sb) == 0 && (uint64_t)sb.st_size < ps->max_bytes) {
 		ps->w[PACK_MAIN].cur = last_main;
 		ps->w[PACK_MAIN].fd = wfd;
 		ps->w[PACK_MAIN].end = (uint64_t)sb.st_size;
@@ -440,6 +465,8 @@ static int start_pack(struct pack_set *ps, int stream, bool sync)
 	put_le32(h + 16, id);
 	put_le32(h + 20, stream == PACK_NURSERY ? PACK_FLAG_NURSERY : 0);
 	put_le64(h + 24, (uint64_t)time(NULL));
+	if (stream == PACK_MAIN)
+		cold_put(h, &ps->cold);
 	put_le64(h + 56, XXH3_64bits(h, 56));
 	int rc = fd_pwrite_all(fd, h, sizeof h, 0);
 	if (!rc && sync && (fdatasync(fd) || fsync(ps->dirfd)))
@@ -819,6 +846,26 @@ int pack_rollover(struct pack_set *ps, uint32_t id, bool sync)
 	else if (ps->w[PACK_NURSERY].fd >= 0 && ps->w[PACK_NURSERY].cur == id)
 		end_pack(&ps->w[PACK_NURSERY]); /* the next nursery append starts a pack */
 	pthread_mutex_unlock(&ps->mu);
+	return rc;
+}
+
+void pack_set_cold(struct pack_set *ps, const struct pack_cold *mark)
+{
+	pthread_mutex_lock(&ps->mu);
+	ps->cold = mark ? *mark : (struct pack_cold){ 0 };
+	end_pack(&ps->w[PACK_MAIN]); /* what follows goes to a pack of its own */
+	pthread_mutex_unlock(&ps->mu);
+}
+
+int pack_cold_of(struct pack_set *ps, uint32_t id, struct pack_cold *out, uint64_t *created)
+{
+	char name[PACK_NAME_MAX];
+	pack_name(id, name);
+	int fd = openat(ps->dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = check_pack_hdr_all(fd, id, NULL, NULL, out, created);
+	close(fd);
 	return rc;
 }
 

@@ -31,8 +31,30 @@
  *                                          older reader that ignores it
  *                                          sees an ordinary pack
  *   24  created u64                        seconds since the epoch
- *   32  reserved [24]                      0
+ *   32  cold level u8                      0, or the cold mark (below):
+ *   33  cold flags u8                      the zstd level, bit 0
+ *   34  reserved u16                       PACK_COLD_DELTAS and the
+ *   36  cold dict u32                      dictionary id of a cold pass
+ *   40  reserved [16]                      0
  *   56  check u64                          XXH3-64 of bytes 0..55
+ *
+ * The cold mark (bytes 32..39, written since the cold mark existed; a
+ * pack without one has zeros there). A main pack whose header carries a
+ * cold level holds only records a cold pass of the compactor (`pagededup
+ * compact --all`, blob_compact.c) wrote into it: every page record in it
+ * was decoded and encoded again at that level, deltas too when
+ * PACK_COLD_DELTAS is set, whole pages with dictionary `cold dict` (0:
+ * the store had none), and kept in the smaller of the two encodings. Such
+ * a pack takes no other appends (a reopened set does not continue in it).
+ * So a later cold pass with no higher level and the same newest
+ * dictionary, finding all of its page records still live, would write the
+ * same bytes again: it leaves the pack as it is. The mark is a hint about
+ * cost, never about content: each record still says what it is. An older
+ * reader ignores bytes 32..55 (it checks only the XXH3-64 over them), so
+ * the mark changes neither PACK_VERSION nor the store's format; an older
+ * build that appends to the last such pack (it would continue in it after
+ * a reopen) leaves records that a later cold pass takes as cold: they stay
+ * as they were written, which costs bytes, never correctness.
  *
  * Records follow, each at an offset that is a multiple of 8 (zero padding
  * in between), appended and never rewritten. A record is a header, then
@@ -192,6 +214,7 @@ enum pack_enc {
 					      * of a page by up to a few KiB) */
 
 #define PACK_FLAG_NURSERY 1u                 /* pack header flags: a nursery pack */
+#define PACK_COLD_DELTAS 1u                  /* cold flags: deltas encoded cold too */
 #define PACK_NURSERY_PACK_BYTES (32ull << 20) /* a nursery pack is closed past this */
 /* The two streams of appends a set keeps. */
 enum { PACK_MAIN = 0, PACK_NURSERY = 1, PACK_STREAMS = 2 };
@@ -383,6 +406,21 @@ int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps);
 /* The same, keeping what it decoded: *out (malloc'd, hdr.size bytes) the
  * page's raw bytes, checked against its XXH3-128. -EIO, -ENOMEM. */
 int pack_rec_decode(const struct pack_rec *r, const struct pack_deps *deps, void **out);
+/* The cold mark of a pack header (pack.h's format: bytes 32..39). */
+struct pack_cold {
+	uint8_t level;  /* 0: no mark */
+	bool deltas;    /* deltas were encoded cold too (PACK_COLD_DELTAS) */
+	uint32_t dict;  /* the dictionary whole pages were encoded with, 0: none */
+};
+/* Main packs started from now on carry mark (NULL: none), and the main
+ * pack taking appends takes no more (the next append starts a pack), so
+ * that a marked pack holds only what was appended while the mark was set.
+ * The caller makes sure that only the cold pass appends meanwhile. */
+void pack_set_cold(struct pack_set *ps, const struct pack_cold *mark);
+/* The cold mark of pack id (level 0: none) and when the pack was
+ * started (*created, may be NULL: its header's seconds). -ENOENT, -EIO,
+ * -EPROTO. */
+int pack_cold_of(struct pack_set *ps, uint32_t id, struct pack_cold *out, uint64_t *created);
 /* The pack appends go to now (0 before the first). */
 uint32_t pack_current(struct pack_set *ps);
 /* The nursery pack taking appends now (0: none). */

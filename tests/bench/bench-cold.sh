@@ -6,7 +6,9 @@
 # copied as it is (`pagededup compact --all --level 0`: the baseline, the
 # store as the write path left it, without its dead bytes), then a copy of
 # it is compacted with `pagededup compact --all --level L` for each level
-# of PD_COLD_LEVELS (default "9 19"). Printed per input and level: du of
+# of PD_COLD_LEVELS (default "9 19"), and then once more on the store that
+# left (a second `compact --all`: its wall and CPU seconds and the bytes
+# the process wrote beside the first's). Printed per input and level: du of
 # the store and of its packs over the per-page gzip -6 sum of the distinct
 # files, the records encoded again and the bytes that saved, the CPU
 # seconds of the compaction (user + system, /usr/bin/time: its cost
@@ -39,11 +41,12 @@ fill() { # STORE SRC: mkfs, mount, cp -r, unmount
 	wait "$DPID" || return 1
 	DPID=""
 }
-compact_timed() { # STORE LEVEL: prints the compaction's lines and "cpu SECONDS"
-	/usr/bin/time -f "cpu %U %S" -o "$WORK/time" "$PD" compact --all --level "$2" "$1" >"$WORK/compact.out" || return 1
-	awk '{ printf "cpu %.2f\n", $2 + $3 }' "$WORK/time"
+compact_timed() { # STORE LEVEL: prints the compaction's lines, "cpu SECONDS", "wall SECONDS", "written BYTES"
+	/usr/bin/time -f "cpu %U %S %e %O" -o "$WORK/time" "$PD" compact --all --level "$2" "$1" >"$WORK/compact.out" || return 1
+	awk '{ printf "cpu %.2f\nwall %.2f\nwritten %d\n", $2 + $3, $4, $5 * 512 }' "$WORK/time"
 	cat "$WORK/compact.out"
 }
+field() { echo "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
 for arg in "$@"; do
 	name=${arg%%=*} dir=${arg#*=}
 	src=$WORK/src-$name
@@ -69,6 +72,10 @@ for arg in "$@"; do
 		again=$(echo "$out" | sed -n 's/^encoded again at level [0-9]*: //p')
 		b=$(du_b "$WORK/cold") p=$(du_b "$WORK/cold/packs")
 		echo "${name}_level_$l: du $b bytes ($(calc %.4f "$b / $gz") x gzip, $(calc %.4f "$b / $base_b") x as written), packs $p ($(calc %.4f "$p / $gz") x gzip, $(calc %.4f "$p / $base_p") x as written); $again; $cpu s CPU, $(calc %.1f "$raw / 1e6 / ($cpu > 0 ? $cpu : 1)") raw MB per CPU second"
+		# the same pass again on the store it left: what a second run costs
+		out2=$(compact_timed "$WORK/cold" "$l") || failed=1
+		cpu2=$(field "$out2" cpu)
+		echo "${name}_level_${l}_again: $(field "$out2" wall) s wall (first $(field "$out" wall) s), $cpu2 s CPU (first $cpu s: $(calc %.4f "$cpu2 / ($cpu > 0 ? $cpu : 1)") x), $(field "$out2" written) bytes written by the process (first $(field "$out" written)); $(echo "$out2" | sed -n 's/^compacted \([0-9]*\) packs\{0,1\} ([0-9]* removed): \([0-9]*\) records, \([0-9]*\) bytes moved.*/\1 packs compacted, \2 records and \3 bytes moved/p')"
 		"$PD" fsck --deep "$WORK/cold" >"$WORK/fsck.out" 2>&1 && echo "${name}_level_${l}_fsck_deep: clean" ||
 			{ echo "${name}_level_${l}_fsck_deep: NOT clean"; tail -5 "$WORK/fsck.out"; failed=1; }
 	done

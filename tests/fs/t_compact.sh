@@ -6,7 +6,9 @@
 # byte-identical, fsck is clean. A SIGKILL of the daemon after each step of
 # a compaction (PD_COMPACT_STOP) leaves a store fsck accepts (after the
 # commit: the emptied pack as a leftover) and that reads every page. A
-# full disk during `pagededup compact`: ENOSPC, nothing lost.
+# full disk during `pagededup compact`: ENOSPC, nothing lost. A second
+# `pagededup compact --all` on an unchanged store leaves the packs as they
+# are.
 . "$(dirname "$0")/lib.sh"
 
 # write_and_thin LIST: 1,200 pages of 2-12 KB under $MNT/site, then all but
@@ -217,9 +219,58 @@ case_full_disk() {
 	umount "$small" || fail "umount tmpfs"
 }
 
+# `pagededup compact --all` run again on a store that did not change leaves
+# the packs the first run wrote as they are (their headers carry the cold
+# mark, pack.h): no pack compacted, no record moved, the same pack files
+# with the same bytes. After a page is deleted, the pack that held it is
+# written again. With PD_LANDED_BUILD (an earlier build of store format 7)
+# the older build reads the marked packs (fsck --deep clean, every page
+# read back), and a later run writes again the pack it appended to.
+case_all_twice() {
+	pd_mount || fail mount
+	write_and_thin "$PD_TMP/left" || exit 1
+	pd_umount || fail umount
+	local out sums
+	out=$("$PD_BIN" compact --all "$STORE") || fail "compact --all: $out"
+	grep -q "^left as they were: 0 packs" <<<"$out" || fail "the first compact --all left packs as they were: $out"
+	sums=$(cd "$STORE/packs" && md5sum pack-* | sort)
+	out=$("$PD_BIN" compact --all "$STORE") || fail "compact --all again: $out"
+	grep -q "^compacted 0 packs (0 removed): 0 records, 0 bytes moved" <<<"$out" || fail "the second compact --all moved records: $out"
+	grep -q "^encoded again at level 19: 0 records" <<<"$out" || fail "the second compact --all encoded records: $out"
+	grep -q "^left as they were: [1-9][0-9]* packs\? " <<<"$out" || fail "the second compact --all left no pack as it was: $out"
+	[ "$(cd "$STORE/packs" && md5sum pack-* | sort)" = "$sums" ] || fail "the packs changed in the second compact --all"
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after two compact --all"
+	local old=${PD_LANDED_BUILD:-}
+	if [ -x "$old/pagededup" ] && "$old/pagededup" --version | grep -q "store format 7)"; then
+		"$old/pagededup" fsck --deep "$STORE" >/dev/null || fail "the older build's fsck --deep of packs with the cold mark"
+		local PDFS_BIN_SAVED=$PDFS_BIN
+		PDFS_BIN=$old/pagededupfs
+		pd_mount -n -s "$STORE" || fail "mount with the older build"
+		PDFS_BIN=$PDFS_BIN_SAVED
+		check_pages "$PD_TMP/left" || fail "pages read by the older build"
+		printf 'a page the older build wrote\n' >"$MNT/older.html" || fail "write with the older build"
+		pd_umount || fail "unmount of the older build"
+		out=$("$PD_BIN" compact --all "$STORE") || fail "compact --all after the older build: $out"
+		grep -q "^compacted [1-9]" <<<"$out" || fail "compact --all after the older build's appends compacted nothing: $out"
+		note "PD_LANDED_BUILD read the marked packs, and its appends were compacted"
+	else
+		note "PD_LANDED_BUILD (a build of store format 7) not given: the older build's part not run"
+	fi
+	pd_mount -n -s "$STORE" || fail remount
+	check_pages "$PD_TMP/left" || exit 1
+	local gone
+	gone=$(python3 -c 'import json,sys; print(sorted(json.load(open(sys.argv[1])))[0])' "$PD_TMP/left")
+	rm "$MNT/$gone" || fail "rm $gone"
+	pd_umount || fail umount
+	out=$("$PD_BIN" compact --all "$STORE") || fail "compact --all after a page went: $out"
+	grep -q "^compacted [1-9]" <<<"$out" || fail "compact --all after a page went compacted nothing: $out"
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after a page went"
+}
+
 pd_case space_comes_back
 pd_case crash_after_copies crash_at copied
 pd_case crash_after_commit crash_at committed
 pd_case crash_after_removal crash_at removed
 pd_case full_disk
+pd_case all_twice
 pd_finish

@@ -7,7 +7,8 @@
 # never grows past BLOB_DELTA_DEPTH (4); a damaged base gives EIO for its
 # deltas and a refetch heals them; a recrawl's pages keep their shingle
 # sets as differences from their bases', with the same near answers as a
-# store without deltas, before and after the bases go.
+# store without deltas, before and after the bases go; `pagededup stats`
+# and user.dedup.stats count the deltas, chunked ones apart.
 . "$(dirname "$0")/lib.sh"
 
 # pages.py: page(seed, edits) -> bytes, a ~24 KB HTML page of prose; each
@@ -497,6 +498,58 @@ EOF
 	"$PD_BIN" fsck --deep "$STORE" || fail "fsck --deep after the base died"
 }
 
+# `pagededup stats` counts the pages stored as deltas, the chunked ones
+# apart, and their records' bytes (a walk of the link rows): 0 in a store
+# that has none, then a one-frame delta and a chunked one, counted to the
+# byte from `pagededup blobs`; the daemon's user.dedup.stats says the same.
+case_stats_counts_deltas() {
+	pd_mount || fail mount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+write(M + "/a.html", page(1))
+write(M + "/c.html", page(2))
+wait_blobs(S, 2, "two pages unlike each other")
+eq(dstats(M)["deltas"], {"pages": 0, "bytes": 0, "chunked": 0, "chunked_bytes": 0}, "deltas in a store of none")
+EOF
+	pd_umount || fail umount
+	local out
+	out=$("$PD_BIN" stats "$STORE") || fail "stats"
+	grep -q "^deltas: *0 pages stored as deltas" <<<"$out" || fail "stats of a store without deltas: $out"
+	pd_mount -n -s "$STORE" || fail remount
+	py <<'EOF' || exit 1
+import os
+from fsutil import *
+from pages import page, big
+from deltas import *
+M, S = os.environ["MNT"], os.environ["STORE"]
+write(M + "/b.html", page(1, edits=1))
+write(M + "/big-a.html", big(6))
+wait_blobs(S, 4, "the large page")
+write(M + "/big-b.html", big(6, ins=1))
+d = wait_deltas(S, 2, "a near-duplicate and a large one")
+eq(sorted(d), sorted([md5(page(1, edits=1)), md5(big(6, ins=1))]), "the deltas")
+small, large = blob_place(S, md5(page(1, edits=1)))[2], blob_place(S, md5(big(6, ins=1)))[2]
+want = {"pages": 2, "bytes": small + large, "chunked": 1, "chunked_bytes": large}
+eq(dstats(M)["deltas"], want, "deltas in user.dedup.stats")
+EOF
+	pd_umount || fail umount
+	py <<'EOF' || exit 1
+import os, json, subprocess
+from fsutil import *
+from pages import page, big
+S = os.environ["STORE"]
+small, large = blob_place(S, md5(page(1, edits=1)))[2], blob_place(S, md5(big(6, ins=1)))[2]
+st = json.loads(subprocess.run([os.environ["PD_BIN"], "stats", "--json", S], stdout=subprocess.PIPE, check=True).stdout)
+eq(st["deltas"], {"pages": 2, "bytes": small + large, "chunked": 1, "chunked_bytes": large}, "deltas in pagededup stats --json")
+EOF
+	out=$("$PD_BIN" stats "$STORE") || fail "stats"
+	grep -q "^deltas: *2 pages stored as deltas .*; of them 1 chunked" <<<"$out" || fail "stats with two deltas: $out"
+}
+
 pd_case near_dup_is_delta
 pd_case base_dies
 pd_case chain_depth
@@ -504,4 +557,5 @@ pd_case damaged_base_heals
 pd_case big_page_chunked_delta
 pd_case landed_store_opens
 pd_case set_diffs
+pd_case stats_counts_deltas
 pd_finish

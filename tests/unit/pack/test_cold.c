@@ -272,6 +272,92 @@ static void test_unneeded_dictionary_goes(void **state)
 	th_rmdir(dir);
 }
 
+/* The main packs present (ascending, malloc'd). */
+static uint32_t *packs_of(struct store *st, size_t *n)
+{
+	uint32_t *ids;
+	assert_int_equal(pack_list(st->packs, &ids, n), 0);
+	return ids;
+}
+
+/* A second `compact --all` on an unchanged store costs no encoding: the
+ * packs the first wrote carry the cold mark (level, deltas, dictionary)
+ * and stay as they are, the same files, no record moved or encoded; a
+ * reopened store appends to none of them. A pass at another level still
+ * runs, and a cold pack that lost a page is written again. */
+static void test_second_cold_pass_keeps_packs(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pages p;
+	write_pages(st, &p, 900);
+	struct blob_compact_cfg c = cfg_cold(19);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.records_cold > 0);
+	assert_int_equal(d.packs_cold_kept, 0);
+	size_t n1, n2;
+	uint32_t *ids1 = packs_of(st, &n1);
+	assert_true(n1 >= 1);
+	for (size_t i = 0; i < n1; i++) {
+		struct pack_cold m;
+		assert_int_equal(pack_cold_of(st->packs, ids1[i], &m, NULL), 0);
+		assert_int_equal(m.level, 19);
+		assert_true(m.deltas);
+		assert_int_equal(m.dict, newest_dict(st));
+	}
+
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_compacted, 0);
+	assert_int_equal(d.records_moved, 0);
+	assert_int_equal(d.records_cold, 0);
+	assert_int_equal(d.packs_cold_kept, n1);
+	uint32_t *ids2 = packs_of(st, &n2);
+	assert_int_equal(n2, n1);
+	assert_memory_equal(ids2, ids1, n1 * sizeof *ids1);
+	free(ids2);
+
+	/* reopened: a new page goes to a pack of its own, not a cold one */
+	assert_int_equal(store_close(st), 0);
+	st = open_store(dir, false);
+	char *extra = th_page(77777, 600, "");
+	uint64_t ino = th_put_page(st, PD_ROOT_INO, "late.html", extra);
+	struct fprec late = th_fprec_of(st, ino);
+	for (size_t i = 0; i < n1; i++)
+		assert_int_not_equal(late.pack, ids1[i]);
+
+	/* another level runs */
+	c = cfg_cold(18);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.packs_compacted >= n1);
+	assert_int_equal(d.packs_cold_kept, 0);
+	c = cfg_cold(19);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.packs_compacted >= 1);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_compacted, 0);
+
+	/* a cold pack that lost a page is written again */
+	uint64_t gone;
+	bool last;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "c0003.html", &gone, &last), 0);
+	assert_true(last);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_compacted, 1);
+	assert_int_equal(d.records_moved, M - 1 + 2); /* the others, the late page and the dictionary */
+	for (int i = 0; i < M; i++)
+		if (i != 3)
+			th_read_back(st, p.ino[i], p.body[i]);
+	th_read_back(st, ino, extra);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(ids1);
+	free(extra);
+	free_pages(&p);
+	th_rmdir(dir);
+}
+
 /* The daemon's compactor takes its level from the mount (-o
  * compact_level): the default, a level, or -1 for copies as they are;
  * deltas are never encoded again in its passes. */
@@ -350,6 +436,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_record_not_reencoded),
 		cmocka_unit_test(test_unneeded_dictionary_goes),
 		cmocka_unit_test(test_daemon_level_option),
+		cmocka_unit_test(test_second_cold_pass_keeps_packs),
 		cmocka_unit_test(test_crash_after_copies),
 		cmocka_unit_test(test_crash_after_commit),
 	};
