@@ -58,9 +58,128 @@ int near_set_resolve_row(MDB_txn *txn, struct store *st, const struct blobkey *k
 	return rc;
 }
 
-static int set_resolve(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s, unsigned *depth)
+/* ---- the cache of resolved sets (near.h) ---- */
+
+struct cached_set {
+	bool used;
+	struct blobkey k;
+	uint64_t id;      /* this fill's, unique in its cache */
+	uint64_t base_id; /* a difference: the fill of the base set it was resolved against */
+	unsigned depth;   /* the differences followed */
+	size_t row_len;
+	uint8_t row[NEARSET_MAX_BYTES]; /* the row decoded (a difference is shorter) */
+	struct nearset s;
+};
+
+struct near_set_cache {
+	uint64_t fills, hits;
+	struct cached_set slot[NEAR_SET_CACHE_SLOTS];
+};
+
+struct near_set_cache *near_set_cache_new(void)
 {
-	return near_set_resolve_row(txn, st, k, NULL, s, depth);
+	return calloc(1, sizeof(struct near_set_cache)); /* a slot's pages touched when it is first filled */
+}
+
+void near_set_cache_free(struct near_set_cache *c)
+{
+	free(c);
+}
+
+void near_set_cache_counts(const struct near_set_cache *c, uint64_t *hits, uint64_t *decoded)
+{
+	*hits = c ? c->hits : 0;
+	*decoded = c ? c->fills : 0;
+}
+
+static struct cached_set *cache_slot(struct near_set_cache *c, const struct blobkey *k)
+{
+	uint32_t h = (uint32_t)k->md5[0] | (uint32_t)k->md5[1] << 8 | (uint32_t)k->md5[2] << 16;
+	return &c->slot[(h ^ k->variant * 0x9e3779b1u) % NEAR_SET_CACHE_SLOTS];
+}
+
+/* Is e blob k's set decoded from row (against base fill base_id, when a
+ * difference)? */
+static bool cache_holds(const struct cached_set *e, const struct blobkey *k, const MDB_val *row, bool diff,
+			uint64_t base_id)
+{
+	return e->used && blobkey_equal(&e->k, k) && e->row_len == row->mv_size &&
+	       !memcmp(e->row, row->mv_data, row->mv_size) && (!diff || e->base_id == base_id);
+}
+
+/* near_set_resolve_row through cache c: `budget` differences may still be
+ * followed; `nested`: k is a base named by a difference (no row: the
+ * difference is damaged, -EINVAL). *id: the fill s comes from. */
+static int resolve_cached(MDB_txn *txn, struct store *st, struct near_set_cache *c, const struct blobkey *k,
+			  const MDB_val *row, unsigned budget, bool nested, struct nearset *s, unsigned *depth,
+			  uint64_t *id)
+{
+	MDB_val v;
+	if (row) {
+		v = *row;
+	} else {
+		uint8_t kb[BLOBKEY_BYTES];
+		MDB_val key = near_fp_key(kb, k);
+		int mrc = mdb_get(txn, st->db_nearfeat, &key, &v);
+		if (mrc)
+			return nested && mrc == MDB_NOTFOUND ? -EINVAL : pd_mdb_err(mrc);
+	}
+	bool diff = nearset_is_diff(v.mv_data, v.mv_size);
+	uint64_t base_id = 0;
+	unsigned d = 0;
+	int rc = 0;
+	if (diff) { /* the base first: s holds its set, base_id its fill */
+		struct blobkey base;
+		if (!budget || nearset_diff_base(v.mv_data, v.mv_size, &base))
+			return -EINVAL;
+		if ((rc = resolve_cached(txn, st, c, &base, NULL, budget - 1, true, s, &d, &base_id)))
+			return rc;
+		d++;
+	}
+	struct cached_set *e = cache_slot(c, k); /* after the base's fill, which may have taken it */
+	if (cache_holds(e, k, &v, diff, base_id)) {
+		c->hits++;
+		*s = e->s;
+		*depth = e->depth;
+		*id = e->id;
+		return 0;
+	}
+	if (diff) {
+		struct nearset *base = malloc(sizeof *base);
+		if (!base)
+			return -ENOMEM;
+		*base = *s;
+		rc = nearset_diff_decode(v.mv_data, v.mv_size, base, s);
+		free(base);
+	} else {
+		rc = nearset_decode(v.mv_data, v.mv_size, s);
+	}
+	if (rc)
+		return rc;
+	*depth = d;
+	*id = ++c->fills; /* a row too long to keep: a fill no entry holds */
+	if (v.mv_size <= sizeof e->row) {
+		*e = (struct cached_set){ .used = true, .k = *k, .id = *id, .base_id = base_id, .depth = d,
+					  .row_len = v.mv_size, .s = *s };
+		memcpy(e->row, v.mv_data, v.mv_size);
+	} else if (e->used && blobkey_equal(&e->k, k)) {
+		e->used = false;
+	}
+	return 0;
+}
+
+/* Blob k's set resolved (near_set_resolve_row), through c when not NULL. */
+static int set_resolve(MDB_txn *txn, struct store *st, struct near_set_cache *c, const struct blobkey *k,
+		       const MDB_val *row, struct nearset *s, unsigned *depth)
+{
+	if (!c)
+		return near_set_resolve_row(txn, st, k, row, s, depth);
+	unsigned d;
+	uint64_t id;
+	int rc = resolve_cached(txn, st, c, k, row, NEAR_SET_DIFF_DEPTH, false, s, &d, &id);
+	if (!rc && depth)
+		*depth = d;
+	return rc;
 }
 
 /* Are a and b the same set as decoded (what a row of either form gives)? */
@@ -171,7 +290,8 @@ int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base
 	return st->has_nearset ? materialize_on(txn, st, dep, base) : 0;
 }
 
-int near_set_diff(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct blobkey *base)
+int near_set_diff(MDB_txn *txn, struct store *st, struct near_set_cache *cache, const struct blobkey *k,
+		  const struct blobkey *base)
 {
 	if (!st->has_nearset || st->near_sets_full || st->format < PD_FORMAT_SET_DIFF)
 		return 0;
@@ -201,7 +321,7 @@ int near_set_diff(MDB_txn *txn, struct store *st, const struct blobkey *k, const
 	/* k's set as its whole row holds it, base's resolved; a chain no
 	 * longer than the records' (a base at most BLOB_DELTA_DEPTH - 1
 	 * deep), checked all the same */
-	if (!nearset_decode(row.mv_data, row.mv_size, s) && !set_resolve(txn, st, base, bs, &depth) &&
+	if (!set_resolve(txn, st, cache, k, &row, s, NULL) && !set_resolve(txn, st, cache, base, NULL, bs, &depth) &&
 	    depth < NEAR_SET_DIFF_DEPTH)
 		len = nearset_diff_encode(s, bs, base, vb);
 	/* kept only when shorter, and only when it decodes to the very set */
@@ -214,20 +334,25 @@ int near_set_diff(MDB_txn *txn, struct store *st, const struct blobkey *k, const
 	return rc;
 }
 
-int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig)
+int near_set_get_cached(MDB_txn *txn, struct store *st, struct near_set_cache *cache, const struct blobkey *k,
+			struct near_sig *sig)
 {
 	sig->has_set = false;
 	if (!st->has_nearset)
 		return 0;
-	int rc = near_set_read(txn, st, k, &sig->set);
+	int rc = set_resolve(txn, st, cache, k, NULL, &sig->set, NULL);
 	if (rc == -ENOENT || rc == -EINVAL)
 		return 0; /* none, or damaged (fsck's to report): the sketch confirms */
 	sig->has_set = !rc;
 	return rc;
 }
 
+int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig)
+{
+	return near_set_get_cached(txn, st, NULL, k, sig);
+}
 
 int near_set_read(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
 {
-	return set_resolve(txn, st, k, s, NULL);
+	return near_set_resolve_row(txn, st, k, NULL, s, NULL);
 }
