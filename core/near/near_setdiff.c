@@ -92,19 +92,58 @@ void near_set_cache_counts(const struct near_set_cache *c, uint64_t *hits, uint6
 	*decoded = c ? c->fills : 0;
 }
 
-static struct cached_set *cache_slot(struct near_set_cache *c, const struct blobkey *k)
+/* The CACHE_WAYS slots blob k may take (two: a set that collides with
+ * another one in use keeps its place, the older fill goes). */
+#define CACHE_WAYS 2
+static struct cached_set *cache_ways(struct near_set_cache *c, const struct blobkey *k)
 {
 	uint32_t h = (uint32_t)k->md5[0] | (uint32_t)k->md5[1] << 8 | (uint32_t)k->md5[2] << 16;
-	return &c->slot[(h ^ k->variant * 0x9e3779b1u) % NEAR_SET_CACHE_SLOTS];
+	return &c->slot[(h ^ k->variant * 0x9e3779b1u) % (NEAR_SET_CACHE_SLOTS / CACHE_WAYS) * CACHE_WAYS];
 }
 
-/* Is e blob k's set decoded from row (against base fill base_id, when a
- * difference)? */
-static bool cache_holds(const struct cached_set *e, const struct blobkey *k, const MDB_val *row, bool diff,
-			uint64_t base_id)
+/* The entry of blob k, if any. */
+static struct cached_set *cache_find(struct near_set_cache *c, const struct blobkey *k)
 {
-	return e->used && blobkey_equal(&e->k, k) && e->row_len == row->mv_size &&
-	       !memcmp(e->row, row->mv_data, row->mv_size) && (!diff || e->base_id == base_id);
+	struct cached_set *w = cache_ways(c, k);
+	for (size_t i = 0; i < CACHE_WAYS; i++)
+		if (w[i].used && blobkey_equal(&w[i].k, k))
+			return &w[i];
+	return NULL;
+}
+
+/* Is e's set decoded from row (against base fill base_id, when a
+ * difference)? */
+static bool cache_holds(const struct cached_set *e, const MDB_val *row, bool diff, uint64_t base_id)
+{
+	return e && e->row_len == row->mv_size && !memcmp(e->row, row->mv_data, row->mv_size) &&
+	       (!diff || e->base_id == base_id);
+}
+
+/* Keep blob k's set s, resolved from row (a difference: against base
+ * fill base_id, depth differences deep): its fill's id. The entry of k
+ * is replaced, else a free slot or the older fill of its ways is taken;
+ * a row longer than a whole set's is not kept (k's entry goes). */
+static uint64_t cache_keep(struct near_set_cache *c, const struct blobkey *k, const MDB_val *row, uint64_t base_id,
+			   unsigned depth, const struct nearset *s)
+{
+	uint64_t id = ++c->fills;
+	struct cached_set *e = cache_find(c, k);
+	if (row->mv_size > sizeof e->row) {
+		if (e)
+			e->used = false;
+		return id;
+	}
+	if (!e) {
+		struct cached_set *w = cache_ways(c, k);
+		e = &w[0];
+		for (size_t i = 1; i < CACHE_WAYS && e->used; i++)
+			if (!w[i].used || w[i].id < e->id)
+				e = &w[i];
+	}
+	*e = (struct cached_set){ .used = true, .k = *k, .id = id, .base_id = base_id, .depth = depth,
+				  .row_len = row->mv_size, .s = *s };
+	memcpy(e->row, row->mv_data, row->mv_size);
+	return id;
 }
 
 /* near_set_resolve_row through cache c: `budget` differences may still be
@@ -136,8 +175,8 @@ static int resolve_cached(MDB_txn *txn, struct store *st, struct near_set_cache 
 			return rc;
 		d++;
 	}
-	struct cached_set *e = cache_slot(c, k); /* after the base's fill, which may have taken it */
-	if (cache_holds(e, k, &v, diff, base_id)) {
+	struct cached_set *e = cache_find(c, k); /* after the base's fill, which may have taken its slot */
+	if (cache_holds(e, &v, diff, base_id)) {
 		c->hits++;
 		*s = e->s;
 		*depth = e->depth;
@@ -157,28 +196,23 @@ static int resolve_cached(MDB_txn *txn, struct store *st, struct near_set_cache 
 	if (rc)
 		return rc;
 	*depth = d;
-	*id = ++c->fills; /* a row too long to keep: a fill no entry holds */
-	if (v.mv_size <= sizeof e->row) {
-		*e = (struct cached_set){ .used = true, .k = *k, .id = *id, .base_id = base_id, .depth = d,
-					  .row_len = v.mv_size, .s = *s };
-		memcpy(e->row, v.mv_data, v.mv_size);
-	} else if (e->used && blobkey_equal(&e->k, k)) {
-		e->used = false;
-	}
+	*id = cache_keep(c, k, &v, base_id, d, s);
 	return 0;
 }
 
-/* Blob k's set resolved (near_set_resolve_row), through c when not NULL. */
+/* Blob k's set resolved (near_set_resolve_row), through c when not NULL
+ * (*id, may be NULL: the fill it comes from; 0 without c). */
 static int set_resolve(MDB_txn *txn, struct store *st, struct near_set_cache *c, const struct blobkey *k,
-		       const MDB_val *row, struct nearset *s, unsigned *depth)
+		       const MDB_val *row, struct nearset *s, unsigned *depth, uint64_t *id)
 {
-	if (!c)
-		return near_set_resolve_row(txn, st, k, row, s, depth);
+	uint64_t fill = 0;
 	unsigned d;
-	uint64_t id;
-	int rc = resolve_cached(txn, st, c, k, row, NEAR_SET_DIFF_DEPTH, false, s, &d, &id);
+	int rc = c ? resolve_cached(txn, st, c, k, row, NEAR_SET_DIFF_DEPTH, false, s, &d, &fill)
+		   : near_set_resolve_row(txn, st, k, row, s, &d);
 	if (!rc && depth)
 		*depth = d;
+	if (id)
+		*id = fill;
 	return rc;
 }
 
@@ -321,13 +355,18 @@ int near_set_diff(MDB_txn *txn, struct store *st, struct near_set_cache *cache, 
 	/* k's set as its whole row holds it, base's resolved; a chain no
 	 * longer than the records' (a base at most BLOB_DELTA_DEPTH - 1
 	 * deep), checked all the same */
-	if (!set_resolve(txn, st, cache, k, &row, s, NULL) && !set_resolve(txn, st, cache, base, NULL, bs, &depth) &&
-	    depth < NEAR_SET_DIFF_DEPTH)
+	uint64_t base_fill = 0;
+	if (!set_resolve(txn, st, cache, k, &row, s, NULL, NULL) &&
+	    !set_resolve(txn, st, cache, base, NULL, bs, &depth, &base_fill) && depth < NEAR_SET_DIFF_DEPTH)
 		len = nearset_diff_encode(s, bs, base, vb);
 	/* kept only when shorter, and only when it decodes to the very set */
 	if (len && len < whole && !nearset_diff_decode(vb, len, bs, back) && same_set(back, s)) {
 		MDB_val v = { len, vb };
 		rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
+		/* the set as its new row resolves (the same): k is the next
+		 * pages' candidate */
+		if (!rc && cache)
+			cache_keep(cache, k, &v, base_fill, depth + 1, back);
 	}
 	free(s);
 	free(vb);
@@ -340,7 +379,7 @@ int near_set_get_cached(MDB_txn *txn, struct store *st, struct near_set_cache *c
 	sig->has_set = false;
 	if (!st->has_nearset)
 		return 0;
-	int rc = set_resolve(txn, st, cache, k, NULL, &sig->set, NULL);
+	int rc = set_resolve(txn, st, cache, k, NULL, &sig->set, NULL, NULL);
 	if (rc == -ENOENT || rc == -EINVAL)
 		return 0; /* none, or damaged (fsck's to report): the sketch confirms */
 	sig->has_set = !rc;
