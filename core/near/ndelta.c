@@ -337,7 +337,7 @@ struct moves {
 	size_t n;
 	bool *moved;
 	const struct pack_loc *carry;
-	struct near_set_cache *cache; /* the batch's sets (may be NULL) */
+	struct near_set_cache *cache; /* the step's sets (may be NULL) */
 };
 
 static int move_cb(struct wtx *w, void *arg)

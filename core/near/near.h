@@ -279,9 +279,10 @@ int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base
  * a hit saves is the decoding; the rows are looked up as without it.
  * Any transaction may use a cache; one thread at a time. Bounded:
  * NEAR_SET_CACHE_SLOTS entries of about 2.3 KiB (a row and its set: 2.3
- * MiB in all),
- * direct-mapped by the blob's MD5 (a fill evicts the slot's entry); a row
- * longer than a whole set's (damage) is never kept. */
+ * MiB in all), two slots to a blob by its MD5 (a fill takes a free one or
+ * the older fill's); a row longer than a whole set's (damage) is never
+ * kept. The difference near_set_diff writes is kept with its set (the
+ * page is the next pages' candidate). */
 #define NEAR_SET_CACHE_SLOTS 1024
 /* An empty cache (NULL: no memory). */
 struct near_set_cache *near_set_cache_new(void);

@@ -3,7 +3,8 @@
  * only while every row of its chain is the one decoded: a base whose set
  * changes or goes, with the differences from it left naming it or written
  * whole, in the cache's own write transaction or in another, is decoded
- * again, and every answer is the one resolved without the cache. */
+ * again, and every answer is the one resolved without the cache; the
+ * difference the delta step writes is kept with its set. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -347,6 +348,54 @@ static void test_change_in_the_same_transaction(void **state)
 	th_rmdir(dir);
 }
 
+struct diff_arg {
+	struct near_set_cache *cache;
+	const struct blobkey *k, *base;
+};
+
+static int diff_cb(struct wtx *w, void *p)
+{
+	struct diff_arg *a = p;
+	return near_set_diff(w->txn, w->st, a->cache, a->k, a->base);
+}
+
+/* The difference near_set_diff writes is kept in the cache with the set
+ * it resolves to: the page's set is then answered without a decode, and
+ * is the one resolved without the cache. */
+static void test_diff_written_is_kept(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
+	struct store *st = th_store(dir, NULL, &o);
+	char *a = th_page(44, 900, ""), *b = edited(a, 1);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a), ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib);
+	assert_int_equal(row_format(st, &kb), NEARSET_FORMAT);
+	struct near_set_cache *cache = near_set_cache_new();
+	struct near_sig *was = malloc(sizeof *was), *got = malloc(sizeof *got);
+	assert_non_null(cache);
+	assert_non_null(was);
+	assert_non_null(got);
+	read_checked(st, cache, &kb, was);
+	struct diff_arg da = { cache, &kb, &ka };
+	assert_int_equal(store_write(st, diff_cb, &da), 0);
+	assert_int_equal(row_format(st, &kb), NEARSET_DIFF_FORMAT);
+	uint64_t before = decoded(cache), hit = hits(cache);
+	read_checked(st, cache, &kb, got); /* b, through a (resolved by near_set_diff) */
+	assert_true(same_set(got, was));
+	assert_int_equal(decoded(cache), before);
+	assert_int_equal(hits(cache), hit + 2);
+	free(was);
+	free(got);
+	free(a);
+	free(b);
+	near_set_cache_free(cache);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -354,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_base_changes),
 		cmocka_unit_test(test_base_goes),
 		cmocka_unit_test(test_change_in_the_same_transaction),
+		cmocka_unit_test(test_diff_written_is_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
