@@ -133,7 +133,8 @@ static bool fit_base(struct store *st, const struct blobkey *k, const struct fpr
 
 /* The candidates of page k (signature sig), usable ones only, with their
  * resemblance to it. */
-static int find_cands(struct store *st, const struct blobkey *k, const struct fprec *r, struct cands *c)
+static int find_cands(struct store *st, struct near_set_cache *cache, const struct blobkey *k, const struct fprec *r,
+		      struct cands *c)
 {
 	MDB_txn *txn;
 	int rc = store_read_begin(st, &txn);
@@ -148,7 +149,7 @@ static int find_cands(struct store *st, const struct blobkey *k, const struct fp
 											      : NDELTA_CANDIDATES;
 	if (st->near_tables && (r->flags & FPREC_HAS_SIMHASH))
 		rc = near_find(txn, st, r->simhash, maxd, add_cand, c);
-	if (!rc && !(rc = near_set_get(txn, st, k, &sig)) && sig.has_set)
+	if (!rc && !(rc = near_set_get_cached(txn, st, cache, k, &sig)) && sig.has_set)
 		rc = near_lsh_find(txn, st, &sig.set, add_lsh_cand, c);
 	size_t kept = 0;
 	for (size_t i = 0; i < c->n && !rc; i++) {
@@ -157,7 +158,7 @@ static int find_cands(struct store *st, const struct blobkey *k, const struct fp
 		if (blob_get(txn, st, &c->v[i].k, &b) || !usable_base(&b, r->size))
 			continue;
 		c->v[i].res = 0;
-		if (sig.has_set && near_set_get(txn, st, &c->v[i].k, &bs) == 0 && bs.has_set) {
+		if (sig.has_set && near_set_get_cached(txn, st, cache, &c->v[i].k, &bs) == 0 && bs.has_set) {
 			bool exact;
 			c->v[i].res = nearset_resemblance(&sig.set, &bs.set, &exact);
 		}
@@ -237,13 +238,13 @@ struct job {
 /* The best delta of page k (record r, its bytes in *page, read here
  * when NULL) among the rule's candidates: *best (best->buf NULL: none),
  * its base in *base. */
-static int best_delta(struct store *st, unsigned rule, const struct blobkey *k, const struct fprec *r, void **page,
-		      struct pack_rec *best, struct blobkey *base, uint64_t *examined)
+static int best_delta(struct store *st, struct near_set_cache *cache, unsigned rule, const struct blobkey *k,
+		      const struct fprec *r, void **page, struct pack_rec *best, struct blobkey *base, uint64_t *examined)
 {
 	struct cands *c = malloc(sizeof *c);
 	if (!c)
 		return -ENOMEM;
-	int rc = find_cands(st, k, r, c);
+	int rc = find_cands(st, cache, k, r, c);
 	*examined += c->n;
 	size_t tries = rc ? 0 : rank(st, c, r, rule);
 	if (tries && !*page && (rc = blob_read_packed_alloc(st, k, r, page)))
@@ -279,8 +280,8 @@ static int encode_whole(struct store *st, const struct blobkey *k, const struct 
  * the gain threshold was appended. A page still in the nursery (pack.h)
  * always gets its final record: the delta when it is under the gain
  * threshold of the page encoded whole, else the page whole. */
-static int prepare(struct store *st, unsigned rule, const struct blobkey *k, struct job *j, bool *ready,
-		   uint64_t *examined)
+static int prepare(struct store *st, struct near_set_cache *cache, unsigned rule, const struct blobkey *k,
+		   struct job *j, bool *ready, uint64_t *examined)
 {
 	*ready = false;
 	struct fprec r;
@@ -302,7 +303,7 @@ static int prepare(struct store *st, unsigned rule, const struct blobkey *k, str
 	if (nursery && (rc = blob_read_packed_alloc(st, k, &r, &page)))
 		return rc == -EIO ? 0 : rc; /* a damaged record stays for fsck and healing */
 	if (deltable)
-		rc = best_delta(st, rule, k, &r, &page, &best, &j->base, examined);
+		rc = best_delta(st, cache, rule, k, &r, &page, &best, &j->base, examined);
 	/* A page leaving the nursery is encoded whole too, unless its delta
 	 * is under a quarter of its compressed nursery record (then no whole
 	 * record at a higher level comes near it): the delta must beat the
@@ -336,6 +337,7 @@ struct moves {
 	size_t n;
 	bool *moved;
 	const struct pack_loc *carry;
+	struct near_set_cache *cache; /* the step's sets (may be NULL) */
 };
 
 static int move_cb(struct wtx *w, void *arg)
@@ -349,7 +351,7 @@ static int move_cb(struct wtx *w, void *arg)
 		m->moved[i] = rc == 0;
 		/* the page's set, kept as the difference from its base's when
 		 * shorter, in the transaction that makes it a delta on it */
-		if (rc == 0 && j->has_base && (rc = near_set_diff(w->txn, w->st, &j->k, &j->base)))
+		if (rc == 0 && j->has_base && (rc = near_set_diff(w->txn, w->st, m->cache, &j->k, &j->base)))
 			return rc;
 		/* a refused record is nobody's: its blocks go back at once */
 		if (rc == 1 && (rc = wtx_punch_after(w, &j->loc)))
@@ -362,13 +364,15 @@ static int move_cb(struct wtx *w, void *arg)
 }
 
 /* Commit the jobs' moves (their records appended, synced first unless
- * each append was). */
-static int commit_jobs(struct store *st, struct job *v, size_t n, bool *moved, struct pack_loc *carry)
+ * each append was); the sets of the deltas' pages and bases resolved
+ * through cache (may be NULL). */
+static int commit_jobs(struct store *st, struct near_set_cache *cache, struct job *v, size_t n, bool *moved,
+		       struct pack_loc *carry)
 {
 	if (!n)
 		return 0;
 	int rc = st->opts.sync_blobs ? 0 : pack_sync(st->packs);
-	struct moves m = { v, n, moved, carry };
+	struct moves m = { v, n, moved, carry, cache };
 	if (rc || (rc = store_write(st, move_cb, &m)))
 		return rc;
 	for (size_t i = 0; carry && i < n; i++)
@@ -409,13 +413,18 @@ static int leave_nursery(struct store *st, const struct blobkey *k, struct ndelt
 	bool ready, moved = false;
 	struct job j;
 	int rc = prepare_whole(st, k, &j, &ready);
-	if (!rc && ready && !(rc = commit_jobs(st, &j, 1, &moved, carry)))
+	if (!rc && ready && !(rc = commit_jobs(st, NULL, &j, 1, &moved, carry)))
 		count_moves(c, &j, 1, &moved);
 	return rc;
 }
 
-static int delta_batch(struct store *st, unsigned rule, const struct blobkey *keys, size_t n,
-		       struct ndelta_counts *c, struct pack_loc *carry)
+/* The pages of one batch: prepared, their moves committed in one write
+ * transaction. The sets they resolve go through cache (may be NULL), the
+ * step's: a set that several pages' candidates share, or that a page's
+ * candidates and its move both need, is decoded once while it stays the
+ * same (near_set_cache). */
+static int delta_batch_sets(struct store *st, struct near_set_cache *cache, unsigned rule,
+			    const struct blobkey *keys, size_t n, struct ndelta_counts *c, struct pack_loc *carry)
 {
 	struct job v[NDELTA_BATCH];
 	bool moved[NDELTA_BATCH] = { false };
@@ -424,14 +433,14 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		bool ready;
-		rc = prepare(st, rule, &keys[i], &v[nj], &ready, &examined);
+		rc = prepare(st, cache, rule, &keys[i], &v[nj], &ready, &examined);
 		nj += ready;
 	}
 	if (c) {
 		c->tried += n;
 		c->candidates += examined;
 	}
-	int crc = commit_jobs(st, v, nj, moved, carry);
+	int crc = commit_jobs(st, cache, v, nj, moved, carry);
 	count_moves(c, v, nj, moved);
 	if (rc || crc)
 		return rc ? rc : crc;
@@ -443,8 +452,8 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 			continue;
 		bool ready, again = false;
 		struct job j;
-		if (n > 1 && !(rc = prepare(st, rule, &v[i].k, &j, &ready, &examined)) && ready &&
-		    !(rc = commit_jobs(st, &j, 1, &again, carry)))
+		if (n > 1 && !(rc = prepare(st, cache, rule, &v[i].k, &j, &ready, &examined)) && ready &&
+		    !(rc = commit_jobs(st, cache, &j, 1, &again, carry)))
 			count_moves(c, &j, 1, &again);
 		if (!rc && !again)
 			rc = leave_nursery(st, &v[i].k, c, carry);
@@ -452,9 +461,27 @@ static int delta_batch(struct store *st, unsigned rule, const struct blobkey *ke
 	return rc;
 }
 
+/* delta_batch_sets, and the cache's work counted in c. */
+static int delta_batch(struct store *st, struct near_set_cache *cache, unsigned rule, const struct blobkey *keys,
+		       size_t n, struct ndelta_counts *c, struct pack_loc *carry)
+{
+	uint64_t hits0, decoded0, hits, decoded;
+	near_set_cache_counts(cache, &hits0, &decoded0);
+	int rc = delta_batch_sets(st, cache, rule, keys, n, c, carry);
+	near_set_cache_counts(cache, &hits, &decoded);
+	if (c) {
+		c->set_hits += hits - hits0;
+		c->set_decoded += decoded - decoded0;
+	}
+	return rc;
+}
+
 int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c)
 {
-	return delta_batch(st, rule ? rule : NDELTA_RULE_RESEMBLANCE, k, 1, c, NULL);
+	struct near_set_cache *cache = near_set_cache_new(); /* none without memory: sets decoded each time */
+	int rc = delta_batch(st, cache, rule ? rule : NDELTA_RULE_RESEMBLANCE, k, 1, c, NULL);
+	near_set_cache_free(cache);
+	return rc;
 }
 
 /* ---- deltas of dead bases ------------------------------------------------------ */
@@ -524,7 +551,7 @@ int ndelta_rebase_kept(struct store *st, uint64_t *moved_total)
 			rc = prepare_whole(st, &deps[i], &v[nj], &ready);
 			nj += ready;
 		}
-		int crc = commit_jobs(st, v, nj, moved, NULL);
+		int crc = commit_jobs(st, NULL, v, nj, moved, NULL);
 		rc = rc ? rc : crc;
 		size_t progress = 0;
 		for (size_t i = 0; i < nj; i++)
@@ -603,10 +630,12 @@ int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *
 	free(ids);
 	if (c)
 		c->swept += w.n;
+	struct near_set_cache *cache = w.n ? near_set_cache_new() : NULL; /* the sweep's */
 	for (size_t i = 0; i < w.n && !rc; i += NDELTA_BATCH) {
 		size_t m = w.n - i < NDELTA_BATCH ? w.n - i : NDELTA_BATCH;
-		rc = delta_batch(st, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
+		rc = delta_batch(st, cache, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
 	}
+	near_set_cache_free(cache);
 	free(w.v);
 	/* the nursery packs left with nothing live go whole */
 	struct blob_compact_cfg cfg = { .share = 0 };
@@ -628,6 +657,8 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 	to->whole_after += c->whole_after;
 	to->swept += c->swept;
 	to->candidates += c->candidates;
+	to->set_hits += c->set_hits;
+	to->set_decoded += c->set_decoded;
 	to->cpu_ns += c->cpu_ns;
 }
 
@@ -677,13 +708,15 @@ static size_t take(struct ndelta *d, struct blobkey *keys)
 }
 
 /* Do one batch (d->mu held on entry and on return); carry: the thread's
- * own (a drain beside it has none). */
-static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct pack_loc *carry)
+ * own (a drain beside it has none); cache: the caller's (the thread's,
+ * or the drain's). */
+static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct pack_loc *carry,
+		 struct near_set_cache *cache)
 {
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
 	uint64_t t0 = thread_cpu_ns();
-	delta_batch(d->st, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
+	delta_batch(d->st, cache, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
 	c.cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
@@ -694,11 +727,13 @@ void ndelta_drain(struct ndelta *d)
 	if (!d)
 		return;
 	struct blobkey keys[NDELTA_BATCH];
+	struct near_set_cache *cache = near_set_cache_new(); /* the drain's (the thread may run beside it) */
 	pthread_mutex_lock(&d->mu);
 	for (size_t n; (n = take(d, keys));)
-		work(d, keys, n, NULL);
+		work(d, keys, n, NULL, cache);
 	sweep(d, true); /* the nursery emptied, so that a clean stop leaves none */
 	pthread_mutex_unlock(&d->mu);
+	near_set_cache_free(cache);
 }
 
 uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
@@ -721,11 +756,12 @@ static void rest(struct ndelta *d, uint64_t ns)
 }
 
 /* One batch of the thread, then its rest when writers are busy (ndelta.h). */
-static void batch_then_yield(struct ndelta *d, struct blobkey *keys, uint64_t *nursery_seen)
+static void batch_then_yield(struct ndelta *d, struct near_set_cache *cache, struct blobkey *keys,
+			     uint64_t *nursery_seen)
 {
 	uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
 	size_t n = take(d, keys);
-	work(d, keys, n, &d->carry);
+	work(d, keys, n, &d->carry, cache);
 	uint64_t took = pd_clock_ns(CLOCK_MONOTONIC) - t0;
 	struct store *st = d->st;
 	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
@@ -742,6 +778,9 @@ static void *ndelta_main(void *arg)
 	struct ndelta *d = arg;
 	struct blobkey keys[NDELTA_BATCH];
 	uint64_t nursery_seen = pack_nursery_bytes(d->st->packs);
+	/* the thread's sets, kept from batch to batch: the next pages' candidates
+	 * are mostly the last ones' (none without memory: decoded each time) */
+	struct near_set_cache *cache = near_set_cache_new();
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
 		if (!d->n && d->counts.dropped != d->dropped_swept) {
@@ -769,9 +808,10 @@ static void *ndelta_main(void *arg)
 			}
 			continue;
 		}
-		batch_then_yield(d, keys, &nursery_seen);
+		batch_then_yield(d, cache, keys, &nursery_seen);
 	}
 	pthread_mutex_unlock(&d->mu);
+	near_set_cache_free(cache);
 	return NULL;
 }
 
@@ -832,6 +872,9 @@ void ndelta_stop(struct ndelta *d)
 		fprintf(stderr, "pagededupfs: delta step: %llu of the deltas over a chunk (chunked deltas), their records %llu -> %llu bytes\n",
 			(unsigned long long)c->chunked, (unsigned long long)c->chunked_before,
 			(unsigned long long)c->chunked_after);
+	if (c->set_hits || c->set_decoded)
+		fprintf(stderr, "pagededupfs: delta step: shingle sets decoded %llu times, %llu more answered from the step's caches\n",
+			(unsigned long long)c->set_decoded, (unsigned long long)c->set_hits);
 	if (done && c->cpu_ns)
 		fprintf(stderr, "pagededupfs: delta step CPU: %.2f s for %llu final records, %.0f pages/s of one core\n",
 			(double)c->cpu_ns / 1e9, (unsigned long long)done, (double)done * 1e9 / (double)c->cpu_ns);

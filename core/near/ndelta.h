@@ -134,6 +134,7 @@ struct ndelta_counts {
 	uint64_t rests;                     /* rests yielded to writers */
 	uint64_t waiting;                   /* in the queue now */
 	uint64_t candidates;                /* candidates examined: a page's sets read and compared */
+	uint64_t set_decoded, set_hits;     /* sets resolved by decoding, and from the step's cache */
 };
 void ndelta_counts(struct ndelta *d, struct ndelta_counts *out);
 

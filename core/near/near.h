@@ -254,11 +254,41 @@ static inline void near_set_for_store(const struct store *st, struct nearset *s)
 #define NEAR_SET_DIFFS_PER_BASE 64
 /* Page k's record was just made a delta on base (same transaction):
  * keep k's set as the difference from base's when that is shorter (see
- * above; nothing in a store of another layout or format). */
-int near_set_diff(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct blobkey *base);
+ * above; nothing in a store of another layout or format). Both sets are
+ * resolved through cache (may be NULL: none; near_set_cache below). */
+struct near_set_cache;
+int near_set_diff(MDB_txn *txn, struct store *st, struct near_set_cache *cache, const struct blobkey *k,
+		  const struct blobkey *base);
 /* dep's record no longer hangs on base: its set, if a difference from
  * base's, written whole. */
 int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep);
+
+/* ---- a cache of resolved sets ----
+ *
+ * The delta step resolves the same sets again and again: a page's own, its
+ * candidates' (a candidate kept as a difference resolved through its
+ * base's, which is often a candidate too), and, when the page becomes a
+ * delta, its own and its base's again to write the difference. A cache
+ * keeps each set resolved with the very row it was decoded from, and a
+ * difference with the fill of the base set it was resolved against (each
+ * fill has an id of its own). A lookup reads the rows of the chain again
+ * in the caller's transaction and answers from the cache only when each
+ * row is byte for byte the one decoded and each difference's base is the
+ * fill it was resolved against: a set that changed or went, in this
+ * transaction or in another, is decoded again, never answered stale. What
+ * a hit saves is the decoding; the rows are looked up as without it.
+ * Any transaction may use a cache; one thread at a time. Bounded:
+ * NEAR_SET_CACHE_SLOTS entries of about 2.3 KiB (a row and its set: 2.3
+ * MiB in all), two slots to a blob by its MD5 (a fill takes a free one or
+ * the older fill's); a row longer than a whole set's (damage) is never
+ * kept. The difference near_set_diff writes is kept with its set (the
+ * page is the next pages' candidate). */
+#define NEAR_SET_CACHE_SLOTS 1024
+/* An empty cache (NULL: no memory). */
+struct near_set_cache *near_set_cache_new(void);
+void near_set_cache_free(struct near_set_cache *c);
+/* Lookups answered from the cache and decoded (for measurement). */
+void near_set_cache_counts(const struct near_set_cache *c, uint64_t *hits, uint64_t *decoded);
 
 /* Keep sig's set (if any) in nearfeat with its band rows (nothing when
  * the store has no such tables: then the caller keeps the sketch, by
@@ -266,6 +296,9 @@ int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base
 int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct near_sig *sig);
 /* The set of blob k into sig (has_set false when it has none). */
 int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig);
+/* The same through cache (may be NULL: none; near_set_cache above). */
+int near_set_get_cached(MDB_txn *txn, struct store *st, struct near_set_cache *cache, const struct blobkey *k,
+			struct near_sig *sig);
 /* Every blob that shares a band with s; a blob sharing several bands is
  * given once per band (the caller keeps the first). cb as near_find's
  * (h and dist are 0); it may read any table, and adds and removes no blob

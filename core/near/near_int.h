@@ -1,8 +1,25 @@
-/* near_int.h - what near.c and near_lsh.c share (not an interface). */
+/* near_int.h - what near.c, near_lsh.c, near_setdiff.c and near_layout.c
+ * share (not an interface). */
 #ifndef PD_NEAR_INT_H
 #define PD_NEAR_INT_H
 
 #include "near.h"
+
+/* Blob k's key in the tables keyed by blob (nearfeat, fingerprints). */
+static inline MDB_val near_fp_key(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
+{
+	blobkey_encode(k, kb);
+	return (MDB_val){ BLOBKEY_BYTES, kb };
+}
+
+/* A list of blob keys (rows to act on after a walk: free v). */
+struct near_keys {
+	uint8_t (*v)[BLOBKEY_BYTES];
+	size_t n, cap;
+};
+/* Add key (one of another size is skipped: it names no blob, fsck
+ * reports it): 0 or -ENOMEM. */
+int near_keys_push(struct near_keys *l, const MDB_val *key);
 
 /* Take blob k's shingle set and its LSH rows out (none: nothing to do). */
 int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
@@ -16,6 +33,15 @@ void near_sig_of_blob(struct store *st, const struct blobkey *k, const struct fp
  * -ENOENT (no row), -EINVAL (a row that does not decode, or a difference
  * whose base set is missing or damaged, or too long a chain). */
 int near_set_read(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s);
+/* near_set_read of the row `row` of blob k already read (NULL: looked
+ * up), *depth (may be NULL) the differences followed. */
+int near_set_resolve_row(MDB_txn *txn, struct store *st, const struct blobkey *k, const MDB_val *row,
+			 struct nearset *s, unsigned *depth);
+/* Blob k's set s written whole in place of its row. */
+int near_set_put_whole(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s);
+/* Every set kept as a difference from blob k's written whole: k's set is
+ * about to go or change (near_set_put, near_set_remove). */
+int near_set_materialize_dependents(MDB_txn *txn, struct store *st, const struct blobkey *k);
 /* Drop every LSH row and make them again from the sets in nearfeat (a
  * set that does not decode made again from its page). */
 int near_lsh_rebuild(MDB_txn *txn, struct store *st);

@@ -1,6 +1,8 @@
 /* near_lsh.c - the shingle sets (nearfeat) and the LSH bands over them
- * (nearbands), the second candidate generator. See near.h and nearset.h;
- * the conversion of layout 1 is near_layout.c. */
+ * (nearbands), the second candidate generator, the sets' check and
+ * rebuild, pages read back for a pair too close to call. See near.h and
+ * nearset.h; the sets kept as differences are near_setdiff.c's, the
+ * conversion of layout 1 is near_layout.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +14,6 @@
 #include "blob/blob.h"
 #include "near_int.h"
 #include "text/html.h"
-
-static MDB_val fp_key(uint8_t kb[BLOBKEY_BYTES], const struct blobkey *k)
-{
-	blobkey_encode(k, kb);
-	return (MDB_val){ BLOBKEY_BYTES, kb };
-}
 
 /* ---- band rows (near.h, layout 2) ----
  *
@@ -64,9 +60,6 @@ int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, cons
 	return 0;
 }
 
-static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s);
-static int materialize_dependents(MDB_txn *txn, struct store *st, const struct blobkey *k);
-
 /* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
  * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
  * non-zero stops the walk with that value. */
@@ -104,7 +97,7 @@ static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, c
 		for (size_t i = 0; i < n && !rc; i++) {
 			if (except && blobkey_equal(&keys[i], except))
 				continue;
-			int grc = set_get(txn, st, &keys[i], s);
+			int grc = near_set_read(txn, st, &keys[i], s);
 			if (grc == -ENOENT || grc == -EINVAL)
 				continue; /* no set, or one fsck reports */
 			if (grc)
@@ -156,242 +149,16 @@ int near_set_put(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 	*s = sig->set;
 	nearset_to_stored(s);
 	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
-	MDB_val key = fp_key(kb, k), v = { nearset_encode(s, vb), vb }, old;
+	MDB_val key = near_fp_key(kb, k), v = { nearset_encode(s, vb), vb }, old;
 	/* a set written again (signed again, repaired) may differ from the
 	 * one other sets are kept as differences from */
 	int rc = mdb_get(txn, st->db_nearfeat, &key, &old);
-	rc = rc == MDB_NOTFOUND ? 0 : rc ? pd_mdb_err(rc) : materialize_dependents(txn, st, k);
+	rc = rc == MDB_NOTFOUND ? 0 : rc ? pd_mdb_err(rc) : near_set_materialize_dependents(txn, st, k);
 	if (!rc)
 		rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
 	if (!rc)
 		rc = near_put_bands(txn, st, k, s);
 	free(s);
-	return rc;
-}
-
-/* ---- sets kept as differences (near.h, nearset.h format 5) ---- */
-
-/* Blob k's set, its row (`row`, when read already; else looked up)
- * resolved: a whole row decoded, a difference
- * decoded against its base's set, itself resolved, following at most
- * NEAR_SET_DIFF_DEPTH differences (*depth: how many; may be NULL). A
- * base without a set row, a longer chain or a row that does not decode:
- * -EINVAL, a damaged row (fsck reports it; --repair makes it again from
- * the page). -ENOENT: k has no row. */
-static int set_resolve_row(MDB_txn *txn, struct store *st, const struct blobkey *k, const MDB_val *row,
-			   struct nearset *s, unsigned *depth)
-{
-	MDB_val rows[NEAR_SET_DIFF_DEPTH + 1];
-	struct blobkey cur = *k;
-	unsigned d = 0;
-	for (;;) {
-		uint8_t kb[BLOBKEY_BYTES];
-		MDB_val key = fp_key(kb, &cur);
-		int rc = 0;
-		if (!d && row)
-			rows[0] = *row;
-		else
-			rc = mdb_get(txn, st->db_nearfeat, &key, &rows[d]);
-		if (rc)
-			return d && rc == MDB_NOTFOUND ? -EINVAL : pd_mdb_err(rc);
-		if (!nearset_is_diff(rows[d].mv_data, rows[d].mv_size))
-			break;
-		if (d == NEAR_SET_DIFF_DEPTH || nearset_diff_base(rows[d].mv_data, rows[d].mv_size, &cur))
-			return -EINVAL;
-		d++;
-	}
-	if (depth)
-		*depth = d;
-	int rc = nearset_decode(rows[d].mv_data, rows[d].mv_size, s);
-	if (rc || !d)
-		return rc;
-	struct nearset *base = malloc(sizeof *base);
-	if (!base)
-		return -ENOMEM;
-	for (unsigned i = d; i-- > 0 && !rc;) {
-		*base = *s;
-		rc = nearset_diff_decode(rows[i].mv_data, rows[i].mv_size, base, s);
-	}
-	free(base);
-	return rc;
-}
-
-static int set_resolve(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s, unsigned *depth)
-{
-	return set_resolve_row(txn, st, k, NULL, s, depth);
-}
-
-static int set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
-{
-	return set_resolve(txn, st, k, s, NULL);
-}
-
-/* Are a and b the same set as decoded (what a row of either form gives)? */
-static bool same_set(const struct nearset *a, const struct nearset *b)
-{
-	return a->has == b->has && a->complete == b->complete && a->shingles == b->shingles && a->n == b->n &&
-	       a->bits == b->bits && a->legacy_bands == b->legacy_bands &&
-	       !memcmp(a->h, b->h, a->n * sizeof a->h[0]);
-}
-
-/* Blob k's set s written whole in place of its row. */
-static int set_put_whole(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
-{
-	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
-	MDB_val key = fp_key(kb, k), v = { nearset_encode(s, vb), vb };
-	return v.mv_size ? pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0)) : -EINVAL;
-}
-
-/* The base blob dep's row names when it is a difference (1), else 0. */
-static int row_diff_base(MDB_txn *txn, struct store *st, const struct blobkey *dep, struct blobkey *base)
-{
-	uint8_t kb[BLOBKEY_BYTES];
-	MDB_val key = fp_key(kb, dep), v;
-	int rc = mdb_get(txn, st->db_nearfeat, &key, &v);
-	if (rc)
-		return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
-	return nearset_is_diff(v.mv_data, v.mv_size) && !nearset_diff_base(v.mv_data, v.mv_size, base);
-}
-
-/* Blob dep's set, if kept as a difference from base's, written whole
- * (the same set): base's set is about to go or change. A row that does
- * not decode stays as it is (fsck's to report and make again). */
-static int materialize_on(MDB_txn *txn, struct store *st, const struct blobkey *dep, const struct blobkey *base)
-{
-	struct blobkey named;
-	int rc = row_diff_base(txn, st, dep, &named);
-	if (rc <= 0 || !blobkey_equal(&named, base))
-		return rc < 0 ? rc : 0; /* not a difference from base: nothing to do
-					 * (a positive value would read as "refused"
-					 * to the caller that is letting go of base) */
-	struct nearset *s = malloc(sizeof *s);
-	if (!s)
-		return -ENOMEM;
-	rc = set_get(txn, st, dep, s);
-	if (!rc)
-		rc = set_put_whole(txn, st, dep, s);
-	free(s);
-	return rc == -EINVAL ? 0 : rc;
-}
-
-/* A list of blob keys (rows to act on after a walk). */
-struct keys {
-	uint8_t (*v)[BLOBKEY_BYTES];
-	size_t n, cap;
-};
-
-static int keys_push(struct keys *l, const MDB_val *key)
-{
-	if (key->mv_size != BLOBKEY_BYTES)
-		return 0; /* cannot be named; fsck reports it */
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		uint8_t(*v)[BLOBKEY_BYTES] = realloc(l->v, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	memcpy(l->v[l->n++], key->mv_data, BLOBKEY_BYTES);
-	return 0;
-}
-
-struct dependents {
-	MDB_txn *txn;
-	struct store *st;
-	struct keys deps;
-};
-
-/* A delta on base whose set is a difference from base's: kept for later
- * (the link rows are walked with a cursor of meta open: no writes). */
-static int collect_diff_dep(void *ctx, const struct blobkey *base, const struct blobkey *dep)
-{
-	struct dependents *d = ctx;
-	struct blobkey named;
-	int rc = row_diff_base(d->txn, d->st, dep, &named);
-	if (rc <= 0 || !blobkey_equal(&named, base))
-		return rc < 0 ? rc : 0; /* the walk goes on past another base's */
-	uint8_t kb[BLOBKEY_BYTES];
-	MDB_val key = fp_key(kb, dep);
-	return keys_push(&d->deps, &key);
-}
-
-/* Every set kept as a difference from blob k's, written whole: k's set is
- * about to go or change. A difference is only ever written against the
- * base of its page's delta record, and written whole again when that
- * record stops hanging on it (near_set_unlinked), so the differences from
- * k are among the deltas on k (blob.h's link rows), and there are at most
- * NEAR_SET_DIFFS_PER_BASE of them (near_set_diff). */
-static int materialize_dependents(MDB_txn *txn, struct store *st, const struct blobkey *k)
-{
-	struct dependents d = { .txn = txn, .st = st };
-	int rc = blob_delta_dependents_each(txn, st, k, collect_diff_dep, &d);
-	for (size_t i = 0; i < d.deps.n && !rc; i++) {
-		struct blobkey dep;
-		blobkey_decode(d.deps.v[i], &dep);
-		rc = materialize_on(txn, st, &dep, k);
-	}
-	free(d.deps.v);
-	return rc;
-}
-
-int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep)
-{
-	return st->has_nearset ? materialize_on(txn, st, dep, base) : 0;
-}
-
-int near_set_diff(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct blobkey *base)
-{
-	if (!st->has_nearset || st->near_sets_full || st->format < PD_FORMAT_SET_DIFF)
-		return 0;
-	/* a bound on the sets written whole when base's goes */
-	struct blobkey deps[NEAR_SET_DIFFS_PER_BASE + 1];
-	size_t ndeps;
-	int rc = blob_delta_dependents(txn, st, base, deps, NEAR_SET_DIFFS_PER_BASE + 1, &ndeps);
-	if (rc || ndeps > NEAR_SET_DIFFS_PER_BASE)
-		return rc;
-	uint8_t kb[BLOBKEY_BYTES];
-	MDB_val key = fp_key(kb, k), row;
-	if ((rc = mdb_get(txn, st->db_nearfeat, &key, &row)))
-		return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
-	if (nearset_is_diff(row.mv_data, row.mv_size))
-		return 0;
-	size_t whole = row.mv_size;
-	struct nearset *s = malloc(3 * sizeof *s);
-	uint8_t *vb = malloc(NEARSET_DIFF_MAX_BYTES);
-	if (!s || !vb) {
-		free(s);
-		free(vb);
-		return -ENOMEM;
-	}
-	struct nearset *bs = s + 1, *back = s + 2;
-	unsigned depth = 0;
-	size_t len = 0;
-	/* k's set as its whole row holds it, base's resolved; a chain no
-	 * longer than the records' (a base at most BLOB_DELTA_DEPTH - 1
-	 * deep), checked all the same */
-	if (!nearset_decode(row.mv_data, row.mv_size, s) && !set_resolve(txn, st, base, bs, &depth) &&
-	    depth < NEAR_SET_DIFF_DEPTH)
-		len = nearset_diff_encode(s, bs, base, vb);
-	/* kept only when shorter, and only when it decodes to the very set */
-	if (len && len < whole && !nearset_diff_decode(vb, len, bs, back) && same_set(back, s)) {
-		MDB_val v = { len, vb };
-		rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0));
-	}
-	free(s);
-	free(vb);
-	return rc;
-}
-
-int near_set_get(MDB_txn *txn, struct store *st, const struct blobkey *k, struct near_sig *sig)
-{
-	sig->has_set = false;
-	if (!st->has_nearset)
-		return 0;
-	int rc = set_get(txn, st, k, &sig->set);
-	if (rc == -ENOENT || rc == -EINVAL)
-		return 0; /* none, or damaged (fsck's to report): the sketch confirms */
-	sig->has_set = !rc;
 	return rc;
 }
 
@@ -403,11 +170,11 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k)
 	if (!s)
 		return -ENOMEM;
 	/* the sets kept as differences from this one, whole first */
-	int rc = materialize_dependents(txn, st, k);
+	int rc = near_set_materialize_dependents(txn, st, k);
 	if (!rc)
-		rc = set_get(txn, st, k, s);
+		rc = near_set_read(txn, st, k, s);
 	uint8_t kb[BLOBKEY_BYTES];
-	MDB_val key = fp_key(kb, k);
+	MDB_val key = near_fp_key(kb, k);
 	if (!rc) {
 		/* the set goes first: del_band asks the other blobs of the
 		 * prefix, and this one has no set any more */
@@ -561,7 +328,7 @@ static int each_set(MDB_txn *txn, struct store *st,
 		if (key.mv_size == BLOBKEY_BYTES) {
 			struct blobkey k;
 			blobkey_decode(key.mv_data, &k);
-			drc = set_resolve_row(txn, st, &k, &v, s, NULL);
+			drc = near_set_resolve_row(txn, st, &k, &v, s, NULL);
 		}
 		if (drc && drc != -EINVAL)
 			rc = drc;
@@ -573,11 +340,6 @@ static int each_set(MDB_txn *txn, struct store *st,
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
 }
 
-int near_set_read(MDB_txn *txn, struct store *st, const struct blobkey *k, struct nearset *s)
-{
-	return set_get(txn, st, k, s);
-}
-
 struct lsh_ctx {
 	MDB_txn *txn;
 	struct store *st;
@@ -587,7 +349,7 @@ struct lsh_ctx {
 	/* rebuild: rows to delete (their blob has no signature), to make
 	 * again from the page (they do not decode), to write whole (a
 	 * difference from a base its record does not hang on) */
-	struct keys drop, redo, whole;
+	struct near_keys drop, redo, whole;
 };
 
 /* A row that is a difference from base's set whose page's record is not a
@@ -624,13 +386,13 @@ static int rebuild_one(void *ctx, const MDB_val *key, const MDB_val *row, const 
 	blobkey_decode(key->mv_data, &k);
 	int rc = blob_get(c->txn, c->st, &k, &r);
 	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH)))
-		return keys_push(&c->drop, key);
+		return near_keys_push(&c->drop, key);
 	if (!s) /* made again from the page, if its record can say which */
-		return keys_push(rc ? &c->drop : &c->redo, key);
+		return near_keys_push(rc ? &c->drop : &c->redo, key);
 	if (rc)
 		return rc;
 	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0 || (!rc && diff_base_goes(c->txn, c->st, row)))
-		rc = keys_push(&c->whole, key);
+		rc = near_keys_push(&c->whole, key);
 	return rc ? rc : near_put_bands(c->txn, c->st, &k, s);
 }
 
@@ -675,8 +437,8 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 	for (size_t i = 0; i < c.whole.n && !rc; i++) {
 		struct blobkey k;
 		blobkey_decode(c.whole.v[i], &k);
-		if (!(rc = set_get(txn, st, &k, s)))
-			rc = set_put_whole(txn, st, &k, s);
+		if (!(rc = near_set_read(txn, st, &k, s)))
+			rc = near_set_put_whole(txn, st, &k, s);
 	}
 	free(s);
 	for (size_t i = 0; i < c.drop.n && !rc; i++) {
@@ -770,7 +532,7 @@ static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix
 			break;
 		}
 		blobkey_decode(k.mv_data, &bk);
-		damaged = set_resolve_row(txn, st, &bk, &v, s, NULL) != 0;
+		damaged = near_set_resolve_row(txn, st, &bk, &v, s, NULL) != 0;
 	}
 	free(s);
 	mdb_cursor_close(c);

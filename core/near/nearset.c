@@ -519,7 +519,10 @@ static uint64_t bits_peek(const struct bitr *r)
 {
 	size_t byte = (size_t)(r->at >> 3);
 	uint8_t b[8] = { 0 };
-	memcpy(b, r->p + byte, r->len - byte < 8 ? r->len - byte : 8);
+	if (r->len - byte >= 8) /* a copy of constant size: one load (the decoders' hot spot) */
+		memcpy(b, r->p + byte, 8);
+	else
+		memcpy(b, r->p + byte, r->len - byte);
 	return get_le64(b) >> (r->at & 7);
 }
 

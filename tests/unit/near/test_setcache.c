@@ -1,0 +1,409 @@
+/* test_setcache.c - the cache of resolved shingle sets (near.h,
+ * near_set_cache): a set resolved again is answered from the cache, and
+ * only while every row of its chain is the one decoded: a base whose set
+ * changes or goes, with the differences from it left naming it or written
+ * whole, in the cache's own write transaction or in another, is decoded
+ * again, and every answer is the one resolved without the cache; the
+ * difference the delta step writes is kept with its set. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "blob/blob.h"
+#include "helpers.h"
+#include "near/near.h"
+#include "near/near_int.h"
+#include "near/ndelta.h"
+#include "near/sigq.h"
+
+/* Pages a, b (an edit of a, a delta on it) and c (an edit of b, a delta
+ * on b): b's and c's sets kept as differences, a chain of two. */
+struct chain {
+	char *p[3];
+	struct blobkey k[3];
+};
+
+static char *edited(const char *page, unsigned e)
+{
+	char *p = strdup(page);
+	size_t len = strlen(p);
+	for (unsigned i = 0; i < 2; i++) {
+		size_t at = (len / 3 + (size_t)e * 997 + i * 131) % (len - 40);
+		memcpy(p + at, "EDITED", 6);
+		p[at + 6] = (char)('a' + (e + i) % 26);
+	}
+	return p;
+}
+
+/* Blob k's nearfeat row format (0: none). */
+static int row_format(struct store *st, const struct blobkey *k)
+{
+	MDB_txn *txn;
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	int f = mdb_get(txn, st->db_nearfeat, &key, &v) ? 0 : ((const uint8_t *)v.mv_data)[0];
+	store_read_end(st, txn);
+	return f;
+}
+
+static struct store *put_chain(const char *dir, struct chain *c)
+{
+	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
+	struct store *st = th_store(dir, NULL, &o);
+	static const char *const names[] = { "a.html", "b.html", "c.html" };
+	c->p[0] = th_page(41, 900, "");
+	c->p[1] = edited(c->p[0], 1);
+	c->p[2] = edited(c->p[1], 2);
+	for (int i = 0; i < 3; i++) {
+		uint64_t ino = th_put_page(st, PD_ROOT_INO, names[i], c->p[i]);
+		assert_int_equal(sigq_drain(st), 0);
+		c->k[i] = th_blob_of(st, ino);
+		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &c->k[i], NULL), 0);
+	}
+	assert_int_equal(row_format(st, &c->k[0]), NEARSET_FORMAT);
+	assert_int_equal(row_format(st, &c->k[1]), NEARSET_DIFF_FORMAT);
+	assert_int_equal(row_format(st, &c->k[2]), NEARSET_DIFF_FORMAT);
+	return st;
+}
+
+static void free_chain(struct chain *c)
+{
+	for (int i = 0; i < 3; i++)
+		free(c->p[i]);
+}
+
+static bool same_set(const struct near_sig *a, const struct near_sig *b)
+{
+	if (a->has_set != b->has_set)
+		return false;
+	return !a->has_set || (a->set.shingles == b->set.shingles && a->set.n == b->set.n &&
+			       a->set.bits == b->set.bits && a->set.complete == b->set.complete &&
+			       !memcmp(a->set.h, b->set.h, a->set.n * sizeof a->set.h[0]));
+}
+
+/* Blob k's set in txn through cache into *got; it must be the one
+ * resolved without a cache. */
+static void get_checked(MDB_txn *txn, struct store *st, struct near_set_cache *cache, const struct blobkey *k,
+			struct near_sig *got)
+{
+	struct near_sig *plain = malloc(sizeof *plain);
+	assert_non_null(plain);
+	assert_int_equal(near_set_get(txn, st, k, plain), 0);
+	assert_int_equal(near_set_get_cached(txn, st, cache, k, got), 0);
+	assert_true(same_set(got, plain));
+	free(plain);
+}
+
+/* The same in a read transaction of its own. */
+static void read_checked(struct store *st, struct near_set_cache *cache, const struct blobkey *k, struct near_sig *got)
+{
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	get_checked(txn, st, cache, k, got);
+	store_read_end(st, txn);
+}
+
+static uint64_t decoded(const struct near_set_cache *c)
+{
+	uint64_t h, d;
+	near_set_cache_counts(c, &h, &d);
+	return d;
+}
+
+static uint64_t hits(const struct near_set_cache *c)
+{
+	uint64_t h, d;
+	near_set_cache_counts(c, &h, &d);
+	return h;
+}
+
+/* Blob k's row written whole with the set of `page` (its set changed;
+ * the differences from it are left as they are, naming it). */
+static int put_row_of_page(struct wtx *w, const struct blobkey *k, const char *page)
+{
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	assert_int_equal(near_sig_of_page(page, strlen(page), sig), 0);
+	assert_true(sig->has_set);
+	nearset_to_stored(&sig->set);
+	uint8_t kb[BLOBKEY_BYTES], vb[NEARSET_MAX_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v = { nearset_encode(&sig->set, vb), vb };
+	free(sig);
+	return pd_mdb_err(mdb_put(w->txn, w->st->db_nearfeat, &key, &v, 0));
+}
+
+struct change {
+	struct chain *c;
+	const char *page; /* a's new set: this page's */
+};
+
+static int change_base_row_cb(struct wtx *w, void *p)
+{
+	struct change *ch = p;
+	return put_row_of_page(w, &ch->c->k[0], ch->page);
+}
+
+static int drop_base_row_cb(struct wtx *w, void *p)
+{
+	const struct blobkey *k = p;
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb };
+	return pd_mdb_err(mdb_del(w->txn, w->st->db_nearfeat, &key, NULL));
+}
+
+struct resign {
+	const struct blobkey *k;
+	const struct near_sig *sig;
+};
+
+static int resign_cb(struct wtx *w, void *p)
+{
+	struct resign *r = p;
+	return near_set_put(w->txn, w->st, r->k, r->sig);
+}
+
+static int remove_set_cb(struct wtx *w, void *p)
+{
+	return near_set_remove(w->txn, w->st, p);
+}
+
+/* Resolved again, the sets are answered from the cache. */
+static void test_hits(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct chain c;
+	struct store *st = put_chain(dir, &c);
+	struct near_set_cache *cache = near_set_cache_new();
+	assert_non_null(cache);
+	struct near_sig *got = malloc(sizeof *got);
+	assert_non_null(got);
+	read_checked(st, cache, &c.k[2], got); /* c, through b and a */
+	assert_true(got->has_set);
+	assert_int_equal(decoded(cache), 3);
+	assert_int_equal(hits(cache), 0);
+	for (int i = 0; i < 3; i++)
+		read_checked(st, cache, &c.k[i], got);
+	assert_int_equal(decoded(cache), 3);
+	assert_true(hits(cache) >= 3);
+	free(got);
+	near_set_cache_free(cache);
+	assert_int_equal(store_close(st), 0);
+	free_chain(&c);
+	th_rmdir(dir);
+}
+
+/* a's set changes under the cache with b's difference left naming it
+ * (the resolve decodes what the rows say, whatever wrote them): b and c
+ * resolved again against a's new set, not answered from the cache. */
+static void test_base_changes(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct chain c;
+	struct store *st = put_chain(dir, &c);
+	struct near_set_cache *cache = near_set_cache_new();
+	struct near_sig *was = malloc(3 * sizeof *was), *got = malloc(sizeof *got);
+	assert_non_null(cache);
+	assert_non_null(was);
+	assert_non_null(got);
+	for (int i = 0; i < 3; i++)
+		read_checked(st, cache, &c.k[i], &was[i]);
+	char *other = th_page(42, 900, "");
+	struct change ch = { &c, other };
+	assert_int_equal(store_write(st, change_base_row_cb, &ch), 0);
+	uint64_t before = decoded(cache);
+	for (int i = 0; i < 3; i++) {
+		read_checked(st, cache, &c.k[i], got);
+		assert_true(got->has_set);
+		assert_false(same_set(got, &was[i])); /* a stale answer would be was[i] */
+	}
+	assert_int_equal(decoded(cache), before + 3);
+	/* through the interface: a signed again with b's page, b's set
+	 * written whole first (as it was), c's still a difference from b */
+	for (int i = 0; i < 3; i++)
+		read_checked(st, cache, &c.k[i], &was[i]);
+	struct near_sig *sig = malloc(sizeof *sig);
+	assert_non_null(sig);
+	assert_int_equal(near_sig_of_page(c.p[1], strlen(c.p[1]), sig), 0);
+	struct resign rs = { &c.k[0], sig };
+	assert_int_equal(store_write(st, resign_cb, &rs), 0);
+	assert_int_equal(row_format(st, &c.k[1]), NEARSET_FORMAT);
+	assert_int_equal(row_format(st, &c.k[2]), NEARSET_DIFF_FORMAT);
+	read_checked(st, cache, &c.k[0], got);
+	assert_false(same_set(got, &was[0]));
+	for (int i = 1; i < 3; i++) {
+		read_checked(st, cache, &c.k[i], got);
+		assert_true(same_set(got, &was[i]));
+	}
+	free(sig);
+	free(other);
+	free(was);
+	free(got);
+	near_set_cache_free(cache);
+	assert_int_equal(store_close(st), 0);
+	free_chain(&c);
+	th_rmdir(dir);
+}
+
+/* a's set goes: with b's difference left naming it, b and c have no set
+ * (damaged: fsck's to report), though the cache held theirs; through
+ * near_set_remove, b's set is written whole first and stays. */
+static void test_base_goes(void **state)
+{
+	(void)state;
+	for (int how = 0; how < 2; how++) {
+		char *dir = th_tmpdir();
+		struct chain c;
+		struct store *st = put_chain(dir, &c);
+		struct near_set_cache *cache = near_set_cache_new();
+		struct near_sig *was = malloc(3 * sizeof *was), *got = malloc(sizeof *got);
+		assert_non_null(cache);
+		assert_non_null(was);
+		assert_non_null(got);
+		for (int i = 0; i < 3; i++) {
+			read_checked(st, cache, &c.k[i], &was[i]);
+			assert_true(was[i].has_set);
+		}
+		if (how == 0) {
+			assert_int_equal(store_write(st, drop_base_row_cb, &c.k[0]), 0);
+		} else {
+			assert_int_equal(store_write(st, remove_set_cb, &c.k[0]), 0);
+		}
+		for (int i = 0; i < 3; i++) {
+			read_checked(st, cache, &c.k[i], got);
+			if (i == 0 || how == 0)
+				assert_false(got->has_set);
+			else
+				assert_true(same_set(got, &was[i]));
+		}
+		free(was);
+		free(got);
+		near_set_cache_free(cache);
+		assert_int_equal(store_close(st), 0);
+		free_chain(&c);
+		th_rmdir(dir);
+	}
+}
+
+struct in_txn {
+	struct chain *c;
+	struct near_set_cache *cache;
+	const char *page;
+	bool changed; /* b's set after a's changed differs from before */
+};
+
+/* In one write transaction (as the delta step's moves): b resolved, a's
+ * set changed, b resolved again. */
+static int change_in_txn_cb(struct wtx *w, void *p)
+{
+	struct in_txn *t = p;
+	struct near_sig *before = malloc(sizeof *before), *after = malloc(sizeof *after);
+	assert_non_null(before);
+	assert_non_null(after);
+	get_checked(w->txn, w->st, t->cache, &t->c->k[1], before);
+	get_checked(w->txn, w->st, t->cache, &t->c->k[1], after);
+	assert_true(same_set(before, after));
+	int rc = put_row_of_page(w, &t->c->k[0], t->page);
+	if (!rc) {
+		get_checked(w->txn, w->st, t->cache, &t->c->k[1], after);
+		t->changed = !same_set(before, after);
+	}
+	free(before);
+	free(after);
+	return rc ? rc : -ECANCELED;
+}
+
+static void test_change_in_the_same_transaction(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct chain c;
+	struct store *st = put_chain(dir, &c);
+	struct near_set_cache *cache = near_set_cache_new();
+	assert_non_null(cache);
+	char *other = th_page(43, 900, "");
+	struct in_txn t = { &c, cache, other, false };
+	assert_int_equal(store_write(st, change_in_txn_cb, &t), -ECANCELED);
+	assert_true(t.changed);
+	/* cancelled: what is committed is answered again, as it was */
+	struct near_sig *got = malloc(sizeof *got);
+	assert_non_null(got);
+	for (int i = 0; i < 3; i++)
+		read_checked(st, cache, &c.k[i], got);
+	free(got);
+	free(other);
+	near_set_cache_free(cache);
+	assert_int_equal(store_close(st), 0);
+	free_chain(&c);
+	th_rmdir(dir);
+}
+
+struct diff_arg {
+	struct near_set_cache *cache;
+	const struct blobkey *k, *base;
+};
+
+static int diff_cb(struct wtx *w, void *p)
+{
+	struct diff_arg *a = p;
+	return near_set_diff(w->txn, w->st, a->cache, a->k, a->base);
+}
+
+/* The difference near_set_diff writes is kept in the cache with the set
+ * it resolves to: the page's set is then answered without a decode, and
+ * is the one resolved without the cache. */
+static void test_diff_written_is_kept(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
+	struct store *st = th_store(dir, NULL, &o);
+	char *a = th_page(44, 900, ""), *b = edited(a, 1);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a), ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib);
+	assert_int_equal(row_format(st, &kb), NEARSET_FORMAT);
+	struct near_set_cache *cache = near_set_cache_new();
+	struct near_sig *was = malloc(sizeof *was), *got = malloc(sizeof *got);
+	assert_non_null(cache);
+	assert_non_null(was);
+	assert_non_null(got);
+	read_checked(st, cache, &kb, was);
+	struct diff_arg da = { cache, &kb, &ka };
+	assert_int_equal(store_write(st, diff_cb, &da), 0);
+	assert_int_equal(row_format(st, &kb), NEARSET_DIFF_FORMAT);
+	uint64_t before = decoded(cache), hit = hits(cache);
+	read_checked(st, cache, &kb, got); /* b, through a (resolved by near_set_diff) */
+	assert_true(same_set(got, was));
+	assert_int_equal(decoded(cache), before);
+	assert_int_equal(hits(cache), hit + 2);
+	free(was);
+	free(got);
+	free(a);
+	free(b);
+	near_set_cache_free(cache);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hits),
+		cmocka_unit_test(test_base_changes),
+		cmocka_unit_test(test_base_goes),
+		cmocka_unit_test(test_change_in_the_same_transaction),
+		cmocka_unit_test(test_diff_written_is_kept),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
