@@ -882,11 +882,14 @@ static int seal(struct store *st, struct live *li)
 	if (rc)
 		return rc;
 	struct seal_result res;
-	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->staging, li->staging_fd };
+	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->in_mem ? li->mem : NULL,
+				li->staging, li->staging_fd };
 	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, li->ctime, &res)))
 		return rc;
 	close_blob(st, li);
 	if (li->in_mem) {
+		if (res.given) /* the signer frees it */
+			li->mem = NULL;
 		drop_mem(st, li);
 	} else if (res.dup) {
 		close(li->staging_fd);

@@ -216,7 +216,7 @@ static int seal_cb(struct wtx *w, void *p)
 	in.mtime = a->mtime;
 	if (pd_time_cmp(a->ctime, in.ctime) > 0) /* a chmod while staged may be newer */
 		in.ctime = a->ctime;
-	a->out = (struct seal_result){ k, found };
+	a->out = (struct seal_result){ .key = k, .dup = found };
 	return ns_put_inode(w->txn, st, &in);
 }
 
@@ -253,7 +253,9 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 	 * an open descriptor of it (openfile.c) still reads them. */
 	if (!src->mem && (a.out.dup || !a.renamed))
 		unlinkat(st->dirfd, src->staging, 0);
-	if (!a.out.dup)
+	if (!a.out.dup && src->give && !st->opts.blob_files)
+		a.out.given = sigq_push_page(st, &a.out.key, src->give, (size_t)fp->size);
+	else if (!a.out.dup)
 		sigq_push(st, &a.out.key);
 	*out = a.out;
 	return 0;

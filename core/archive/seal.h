@@ -34,12 +34,17 @@
 struct seal_result {
 	struct blobkey key; /* the blob the inode now refers to */
 	bool dup;           /* an existing blob was shared */
+	bool given;         /* the signer took src->give (the caller must not free it) */
 };
 
 /* The staged bytes: in memory (mem, fp->size bytes), or in the staging file
  * `staging` (relative to the store) open as fd. */
 struct seal_src {
 	const void *mem;
+	/* mem, malloc'd, when the caller gives it up: a new blob's bytes go
+	 * to the signer with its key (sigq_push_page), which then need not
+	 * decode its record back. NULL: the caller keeps mem. */
+	void *give;
 	const char *staging;
 	int fd;
 };

@@ -32,11 +32,18 @@ struct inflight {
 	struct inflight *next;
 };
 
+/* A queued key, with the page's bytes when the seal handed them over. */
+struct entry {
+	struct blobkey k;
+	void *page; /* NULL: the record is read back */
+	size_t len;
+};
+
 struct sigq {
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv; /* keys queued, or stop */
 	pthread_cond_t done_cv; /* a batch in flight finished */
-	struct blobkey *ring;
+	struct entry *ring;
 	size_t cap, head, n;    /* cap: a power of two */
 	uint64_t seq_head;      /* sequence number of ring[head] */
 	size_t max;             /* the bound (sigq.h) */
@@ -46,6 +53,7 @@ struct sigq {
 	bool running, stop;
 	struct ndelta *delta; /* signed pages go on to their delta step */
 	struct sigq_counts counts; /* who signed how many (queued: unused) */
+	size_t held;               /* bytes of the pages queued or in flight */
 };
 
 /* ---- the table ---------------------------------------------------------- */
@@ -131,10 +139,14 @@ int sigq_each(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct 
  * other CPUs: about a tenth of the daemon's time in a burst of new pages,
  * the issue-15 note.) */
 static int sign_record(struct store *st, const struct blobkey *k, const struct fprec *r, bool for_record,
-		       struct near_sig *sig)
+		       const void *held, size_t held_len, struct near_sig *sig)
 {
 	if (r->flags & FPREC_BAD)
 		return -EIO;
+	/* the bytes the seal handed over are the record's (its key names
+	 * them) */
+	if (held && held_len == r->size)
+		return for_record ? near_sig_for_record(held, held_len, sig) : near_sig_of_page(held, held_len, sig);
 	void *page;
 	int rc = blob_read_packed_alloc(st, k, r, &page);
 	if (rc)
@@ -150,8 +162,8 @@ static int sign_record(struct store *st, const struct blobkey *k, const struct f
  * blob file's) and *at (a packed record's place) say which bytes were
  * signed. for_record: the signature is only stored (near_sig_for_record:
  * a packed page with a set gets no sketch, which nothing would read). */
-static int sign_file(struct store *st, const struct blobkey *k, bool for_record, int *fd, struct stat *sb,
-		     struct pack_loc *at, struct near_sig *sig)
+static int sign_file(struct store *st, const struct blobkey *k, bool for_record, const void *held, size_t held_len,
+		     int *fd, struct stat *sb, struct pack_loc *at, struct near_sig *sig)
 {
 	struct fprec r;
 	*fd = -1;
@@ -162,7 +174,7 @@ static int sign_file(struct store *st, const struct blobkey *k, bool for_record,
 	memset(sb, 0, sizeof *sb);
 	if (r.flags & FPREC_PACKED) {
 		blob_rec_loc(&r, at);
-		return sign_record(st, k, &r, for_record, sig);
+		return sign_record(st, k, &r, for_record, held, held_len, sig);
 	}
 	*fd = blob_open_rec(st, k, &r);
 	if (*fd < 0)
@@ -180,7 +192,7 @@ int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *s
 	int fd;
 	struct stat sb;
 	struct pack_loc at;
-	int rc = sign_file(st, k, false, &fd, &sb, &at, sig);
+	int rc = sign_file(st, k, false, NULL, 0, &fd, &sb, &at, sig);
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -190,6 +202,8 @@ int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *s
 
 struct page {
 	struct blobkey k;
+	void *held; /* the page's bytes, handed over by the seal (or NULL) */
+	size_t held_len;
 	bool ok; /* signed: else nothing to store (file gone, or signing failed) */
 	int fd;  /* a blob file's, held open until the signature is stored */
 	struct stat sb;
@@ -200,6 +214,7 @@ struct page {
 struct batch {
 	struct page p[SIGQ_BATCH];
 	size_t n;
+	size_t handed; /* pages signed from bytes handed over */
 };
 
 /* Are the bytes of record r the ones that were signed? A blob freed and
@@ -250,7 +265,10 @@ static int sign_batch(struct store *st, struct batch *b)
 	bool any = false;
 	for (size_t i = 0; i < b->n; i++) {
 		struct page *p = &b->p[i];
-		p->ok = sign_file(st, &p->k, true, &p->fd, &p->sb, &p->at, &p->sig) == 0;
+		p->ok = sign_file(st, &p->k, true, p->held, p->held_len, &p->fd, &p->sb, &p->at, &p->sig) == 0;
+		b->handed += p->ok && p->held;
+		free(p->held); /* signed or not, the record can be read back */
+		p->held = NULL;
 		any |= p->ok;
 	}
 	int rc = any ? store_write(st, store_batch_cb, b) : 0;
@@ -266,11 +284,11 @@ static int sign_batch(struct store *st, struct batch *b)
 
 /* ---- the queue ------------------------------------------------------------- */
 
-static int ring_push(struct sigq *q, const struct blobkey *k)
+static int ring_push(struct sigq *q, const struct blobkey *k, void *page, size_t len)
 {
 	if (q->n == q->cap) {
 		size_t cap = q->cap ? 2 * q->cap : 64;
-		struct blobkey *v = malloc(cap * sizeof *v);
+		struct entry *v = malloc(cap * sizeof *v);
 		if (!v)
 			return -ENOMEM;
 		for (size_t i = 0; i < q->n; i++)
@@ -280,8 +298,9 @@ static int ring_push(struct sigq *q, const struct blobkey *k)
 		q->cap = cap;
 		q->head = 0;
 	}
-	q->ring[(q->head + q->n) & (q->cap - 1)] = *k;
+	q->ring[(q->head + q->n) & (q->cap - 1)] = (struct entry){ *k, page, len };
 	q->n++;
+	q->held += page ? len : 0;
 	return 0;
 }
 
@@ -290,8 +309,10 @@ static int ring_push(struct sigq *q, const struct blobkey *k)
 static void take_batch(struct sigq *q, uint64_t limit, struct batch *b, struct inflight *f)
 {
 	b->n = 0;
+	b->handed = 0;
 	while (b->n < SIGQ_BATCH && q->n && q->seq_head < limit) {
-		b->p[b->n++] = (struct page){ .k = q->ring[q->head], .fd = -1 };
+		const struct entry *e = &q->ring[q->head];
+		b->p[b->n++] = (struct page){ .k = e->k, .held = e->page, .held_len = e->page ? e->len : 0, .fd = -1 };
 		q->head = (q->head + 1) & (q->cap - 1);
 		q->n--;
 		q->seq_head++;
@@ -301,8 +322,10 @@ static void take_batch(struct sigq *q, uint64_t limit, struct batch *b, struct i
 	q->inflight_pages += b->n;
 }
 
-static void finish_batch(struct sigq *q, struct inflight *f)
+static void finish_batch(struct sigq *q, struct inflight *f, const struct batch *b)
 {
+	for (size_t i = 0; i < b->n; i++)
+		q->held -= b->p[i].held_len; /* freed as each page was signed */
 	struct inflight **pp = &q->inflight;
 	while (*pp != f)
 		pp = &(*pp)->next;
@@ -326,8 +349,9 @@ static int work_batch(struct store *st, uint64_t limit, bool *idle, uint64_t *si
 	*idle = b->n == 0;
 	int rc = b->n ? sign_batch(st, b) : 0;
 	pthread_mutex_lock(&q->mu);
-	finish_batch(q, &f);
+	finish_batch(q, &f, b);
 	*signed_pages += b->n;
+	q->counts.handed += b->handed;
 	pthread_mutex_unlock(&q->mu);
 	free(b);
 	return rc;
@@ -372,7 +396,7 @@ static void *signer_main(void *arg)
 
 static int queue_row(void *ctx, const struct blobkey *k)
 {
-	return ring_push(ctx, k);
+	return ring_push(ctx, k, NULL, 0);
 }
 
 int sigq_start(struct store *st)
@@ -416,6 +440,8 @@ void sigq_stop(struct store *st)
 		pthread_join(q->thread, NULL);
 	}
 	st->sigq = NULL;
+	for (size_t i = 0; i < q->n; i++) /* what is left keeps its row */
+		free(q->ring[(q->head + i) & (q->cap - 1)].page);
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->work_cv);
 	pthread_cond_destroy(&q->done_cv);
@@ -423,16 +449,23 @@ void sigq_stop(struct store *st)
 	free(q);
 }
 
-void sigq_push(struct store *st, const struct blobkey *k)
+/* Queue k (with page when the queue may hold it: *taken); beyond the
+ * bound, sign the oldest pages until the queue is back under it. */
+static void push(struct store *st, const struct blobkey *k, void *page, size_t len, bool *taken)
 {
 	struct sigq *q = st->sigq;
+	*taken = false;
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->mu);
+	if (page && (len > SIGQ_HELD_PAGE_MAX || q->held + len > SIGQ_HELD_MAX))
+		page = NULL;
 	/* Out of memory: the row stays, the next open queues it. The thread
 	 * is woken by the first key (it then gathers a batch) and by a full
 	 * batch. */
-	if (!ring_push(q, k) && (q->n == 1 || q->n == SIGQ_BATCH))
+	int rc = ring_push(q, k, page, len);
+	*taken = !rc && page;
+	if (!rc && (q->n == 1 || q->n == SIGQ_BATCH))
 		pthread_cond_signal(&q->work_cv);
 	bool over = q->n > q->max;
 	pthread_mutex_unlock(&q->mu);
@@ -443,6 +476,19 @@ void sigq_push(struct store *st, const struct blobkey *k)
 		over = q->n > q->max && !idle;
 		pthread_mutex_unlock(&q->mu);
 	}
+}
+
+void sigq_push(struct store *st, const struct blobkey *k)
+{
+	bool taken;
+	push(st, k, NULL, 0, &taken);
+}
+
+bool sigq_push_page(struct store *st, const struct blobkey *k, void *page, size_t len)
+{
+	bool taken;
+	push(st, k, page, len, &taken);
+	return taken;
 }
 
 /* Is a batch holding keys pushed before `limit` in flight? */

@@ -11,9 +11,11 @@
  *
  * in the same transaction; a duplicate never needs a signature, its record
  * has one or is pending already. After the commit the key joins an
- * in-memory queue, and a signing thread takes keys from it in batches:
- * reads each blob file (immutable; gone if its last reference went: then
- * there is nothing to do), signs it outside any transaction, and in one
+ * in-memory queue (with the page's bytes when the seal had them in memory
+ * and hands them over: sigq_push_page), and a signing thread takes keys
+ * from it in batches: reads each blob (immutable; gone if its last
+ * reference went: then there is nothing to do; bytes handed over need no
+ * read), signs it outside any transaction, and in one
  * store_write per batch sets each record's simhash and sketch, clears the
  * flag, deletes the sigq row and adds the near rows - for a record that
  * still exists, is still pending, and still has the file that was read (the
@@ -59,6 +61,12 @@
 #define SIGQ_DEFAULT_MAX 256
 #define SIGQ_BATCH 16 /* pages signed per write transaction */
 #define SIGQ_GATHER_MS 20 /* the thread waits this long for a batch to fill */
+/* Bytes of pages the queue holds at most (sigq_push_page, counted by the
+ * pages' sizes; a staging buffer grown by doubling may take up to twice
+ * that), and the largest page it takes: with the default bound of 256
+ * pages the corpus's pages (20 KB on average) take about 5 MiB. */
+#define SIGQ_HELD_MAX ((size_t)16 << 20)
+#define SIGQ_HELD_PAGE_MAX ((size_t)1 << 20)
 
 /* ---- the table ---------------------------------------------------------- */
 
@@ -82,6 +90,14 @@ void sigq_stop(struct store *st);
 /* Blob k was committed pending: queue it. Beyond the bound, the caller
  * signs the oldest pages until the queue is back under it. */
 void sigq_push(struct store *st, const struct blobkey *k);
+/* The same, handing over the page's bytes (page[0..len), malloc'd, all of
+ * the blob's bytes) when the seal had them in memory: whoever signs it
+ * then signs them instead of decoding the record back from its pack (a
+ * read of the nursery and a zstd decode a page). True: the queue took
+ * the page (it frees it); false: it did not (more than SIGQ_HELD_MAX
+ * bytes held, a page over SIGQ_HELD_PAGE_MAX, no queue, no memory), the
+ * caller keeps it, and the key is queued alone as by sigq_push. */
+bool sigq_push_page(struct store *st, const struct blobkey *k, void *page, size_t len);
 /* Sign every page queued before the call (the caller helps). 0, or the
  * first error of a batch the caller signed. No-op on read-only stores. */
 int sigq_drain(struct store *st);
@@ -95,6 +111,7 @@ size_t sigq_queued(struct store *st);
  * the clean close). A signer falling behind shows as by_writers growing. */
 struct sigq_counts {
 	uint64_t queued, by_thread, by_writers, by_drain;
+	uint64_t handed; /* of those, signed from bytes the seal handed over */
 	struct ndelta_counts delta; /* the delta step after it (ndelta.h) */
 };
 void sigq_counts(struct store *st, struct sigq_counts *out);

@@ -49,21 +49,43 @@ static bool is_bad_ctrl(uint8_t c)
 		c != 0x1B && c != 0x1A) || c == 0x7F;
 }
 
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+
+/* Bytes of w below 0x80 that are >= c (c <= 0x80), each flagged by its
+ * high bit: a byte's low seven bits plus 0x80 - c carry into its own high
+ * bit only, and exactly when they are >= c. */
+static inline uint64_t bytes_ge(uint64_t w7, unsigned c)
+{
+	return (w7 + (0x80 - c) * ONES) & HIGHS;
+}
+
+/* Might a word of 8 bytes hold something html_count_controls counts: a
+ * NUL, a control is_bad_ctrl refuses, 0x7F, or 0xC2 (a C1 control's lead
+ * byte in UTF-8)? Exact for the controls (tab, LF, CR and the others text
+ * has pass), so that the indentation and line ends of HTML keep the
+ * count on eight bytes at a time; those the byte loop counts are then the
+ * ones it would count anyway. */
+static inline bool word_may_count(uint64_t w)
+{
+	uint64_t w7 = w & (0x7F * ONES), ascii = ~w & HIGHS;
+	/* 0x00-0x08, 0x0E-0x19, 0x1C-0x1F: the C0 controls is_bad_ctrl refuses */
+	uint64_t ctrl = ascii & (~bytes_ge(w7, 0x09) | (bytes_ge(w7, 0x0E) & ~bytes_ge(w7, 0x1A)) |
+				 (bytes_ge(w7, 0x1C) & ~bytes_ge(w7, 0x20)));
+	uint64_t d = w ^ (0x7F * ONES), e = w ^ (0xC2 * ONES);
+	return (ctrl | ((((d - ONES) & ~d) | ((e - ONES) & ~e)) & HIGHS)) != 0;
+}
+
 void html_count_controls(const uint8_t *s, size_t n, size_t limit, bool c1, size_t *nul,
 			 size_t *ctrl)
 {
-	const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
 	size_t m = n < limit ? n : limit, z = 0, k = 0, i = 0;
 	for (;;) {
 		size_t end = m;
 		if (i + 8 <= m) {
-			/* a word with no byte below 0x20 and none equal to 0x7F or
-			 * 0xC2 has nothing to count */
-			uint64_t w, d, e;
+			uint64_t w;
 			memcpy(&w, s + i, 8);
-			d = w ^ (0x7F * ones);
-			e = w ^ (0xC2 * ones);
-			if (!((((w - 0x20 * ones) & ~w) | ((d - ones) & ~d) | ((e - ones) & ~e)) & highs)) {
+			if (!word_may_count(w)) {
 				i += 8;
 				continue;
 			}

@@ -3,6 +3,7 @@
  * drained by the thread, a query or the close; a duplicate is never queued;
  * a blob freed while pending; pending rows left by a crash (answered in
  * memory by a read-only open, signed by the next writable one); the bound;
+ * pages signed from the bytes the seal hands over;
  * fsck's check and repair of the table. */
 #include <errno.h>
 #include <setjmp.h>
@@ -239,6 +240,75 @@ static void test_freed_while_pending(void **state)
 	th_rmdir(dir);
 }
 
+/* Pages staged in memory hand their bytes to the signer (sigq_push_page):
+ * it signs them without decoding the record, and what it stores is what
+ * a signature of the record read back gives (the simhash and the set).
+ * A page left queued with its bytes when the daemon stops without
+ * draining is freed with the queue (ASan: no leak) and signed by the next
+ * open from its record. */
+static void test_handed_over(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &no_thread);
+	enum { N = 3 * SIGQ_BATCH / 2 };
+	uint64_t ino[N];
+	for (int i = 0; i < N; i++) {
+		char name[32], extra[64];
+		snprintf(name, sizeof name, "p%d.html", i);
+		snprintf(extra, sizeof extra, "page %d of the handed over ones", i);
+		char *page = th_page(10 + i, 300 + 40 * i, extra);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+	}
+	assert_int_equal(sigq_queued(st), N);
+	assert_int_equal(sigq_drain(st), 0);
+	struct sigq_counts c;
+	sigq_counts(st, &c);
+	assert_int_equal(c.handed, N);
+	struct near_sig *stored = malloc(sizeof *stored), *again = malloc(sizeof *again);
+	assert_non_null(stored);
+	assert_non_null(again);
+	for (int i = 0; i < N; i++) {
+		struct blobkey k;
+		struct state s = state_of(st, ino[i], &k);
+		assert_true(!s.pending && !s.row && s.simhash);
+		MDB_txn *txn;
+		struct fprec r;
+		assert_int_equal(store_read_begin(st, &txn), 0);
+		assert_int_equal(blob_get(txn, st, &k, &r), 0);
+		memset(stored, 0, sizeof *stored);
+		assert_int_equal(near_set_get(txn, st, &k, stored), 0);
+		store_read_end(st, txn);
+		assert_int_equal(sigq_sign_blob(st, &k, again), 0); /* decoded from its record */
+		assert_true(again->has && again->has_set && stored->has_set);
+		assert_true(r.simhash == again->simhash);
+		nearset_to_stored(&again->set);
+		assert_int_equal(stored->set.shingles, again->set.shingles);
+		assert_int_equal(stored->set.n, again->set.n);
+		assert_memory_equal(stored->set.h, again->set.h, again->set.n * sizeof again->set.h[0]);
+	}
+	free(stored);
+	free(again);
+
+	/* queued with their bytes at a close that does not drain them */
+	char *page = th_page(99, 400, "left queued");
+	uint64_t left = th_put_page(st, PD_ROOT_INO, "left.html", page);
+	free(page);
+	assert_true(state_of(st, left, NULL).pending);
+	store_abandon(st); /* killed: nothing drained, the queue freed with its bytes */
+	st = reopen(dir, &no_thread);
+	assert_true(state_of(st, left, NULL).pending);
+	assert_int_equal(sigq_drain(st), 0);
+	struct state s = state_of(st, left, NULL);
+	assert_true(!s.pending && !s.row && s.simhash);
+	sigq_counts(st, &c);
+	assert_int_equal(c.handed, 0); /* read back: its bytes went with the queue */
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 /* Beyond the bound, the sealing thread signs the oldest pages itself. */
 static void test_bound(void **state)
 {
@@ -401,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_duplicate_not_queued),
 		cmocka_unit_test(test_freed_while_pending),
 		cmocka_unit_test(test_bound),
+		cmocka_unit_test(test_handed_over),
 		cmocka_unit_test(test_crash_pending),
 		cmocka_unit_test(test_fsck_sigq),
 	};
