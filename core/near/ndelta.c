@@ -612,7 +612,9 @@ static int waiting_in(struct store *st, uint32_t id, struct waiting *w)
 	return rc == -EIO ? 0 : rc; /* removed meanwhile */
 }
 
-int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *c)
+/* ndelta_nursery_sweep, its sets through cache (may be NULL: the sweep's
+ * own). */
+static int nursery_sweep(struct store *st, struct near_set_cache *cache, unsigned rule, struct ndelta_counts *c)
 {
 	if (st->readonly)
 		return 0;
@@ -630,16 +632,21 @@ int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *
 	free(ids);
 	if (c)
 		c->swept += w.n;
-	struct near_set_cache *cache = w.n ? near_set_cache_new() : NULL; /* the sweep's */
+	struct near_set_cache *own = !cache && w.n ? near_set_cache_new() : NULL;
 	for (size_t i = 0; i < w.n && !rc; i += NDELTA_BATCH) {
 		size_t m = w.n - i < NDELTA_BATCH ? w.n - i : NDELTA_BATCH;
-		rc = delta_batch(st, cache, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
+		rc = delta_batch(st, cache ? cache : own, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
 	}
-	near_set_cache_free(cache);
+	near_set_cache_free(own);
 	free(w.v);
 	/* the nursery packs left with nothing live go whole */
 	struct blob_compact_cfg cfg = { .share = 0 };
 	return rc ? rc : blob_compact_run(st, &cfg, NULL);
+}
+
+int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *c)
+{
+	return nursery_sweep(st, NULL, rule, c);
 }
 
 /* Counts of one pass added to the thread's. */
@@ -672,8 +679,9 @@ static uint64_t thread_cpu_ns(void)
 /* A sweep (d->mu held on entry and on return), one at a time: two at
  * once find the same waiting records and encode each twice, the second
  * copy left dead. The thread skips its sweep while another runs (wait
- * false); a drain waits for it, then sweeps what is left (wait true). */
-static void sweep(struct ndelta *d, bool wait)
+ * false); a drain waits for it, then sweeps what is left (wait true).
+ * cache: the caller's (the thread's, or the drain's). */
+static void sweep(struct ndelta *d, bool wait, struct near_set_cache *cache)
 {
 	while (d->sweeping) {
 		if (!wait)
@@ -685,7 +693,7 @@ static void sweep(struct ndelta *d, bool wait)
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
 	uint64_t t0 = thread_cpu_ns();
-	ndelta_nursery_sweep(d->st, d->rule, &c); /* what fails waits for the next */
+	nursery_sweep(d->st, cache, d->rule, &c); /* what fails waits for the next */
 	c.cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
@@ -731,7 +739,7 @@ void ndelta_drain(struct ndelta *d)
 	pthread_mutex_lock(&d->mu);
 	for (size_t n; (n = take(d, keys));)
 		work(d, keys, n, NULL, cache);
-	sweep(d, true); /* the nursery emptied, so that a clean stop leaves none */
+	sweep(d, true, cache); /* the nursery emptied, so that a clean stop leaves none */
 	pthread_mutex_unlock(&d->mu);
 	near_set_cache_free(cache);
 }
@@ -791,7 +799,7 @@ static void *ndelta_main(void *arg)
 			if (d->sweeping)
 				pthread_cond_wait(&d->swept_cv, &d->mu);
 			else
-				sweep(d, false);
+				sweep(d, false, cache);
 			continue;
 		}
 		if (!d->n) {
@@ -804,7 +812,7 @@ static void *ndelta_main(void *arg)
 				pthread_mutex_lock(&d->mu);
 				d->counts.kept_rebased += moved;
 				if (!d->n && !d->stop)
-					sweep(d, false);
+					sweep(d, false, cache);
 			}
 			continue;
 		}

@@ -72,7 +72,8 @@ struct cached_set {
 };
 
 struct near_set_cache {
-	uint64_t fills, hits;
+	uint64_t fills;           /* the last fill's id */
+	uint64_t decoded, hits;   /* lookups decoded, and answered from the cache */
 	struct cached_set slot[NEAR_SET_CACHE_SLOTS];
 };
 
@@ -89,7 +90,7 @@ void near_set_cache_free(struct near_set_cache *c)
 void near_set_cache_counts(const struct near_set_cache *c, uint64_t *hits, uint64_t *decoded)
 {
 	*hits = c ? c->hits : 0;
-	*decoded = c ? c->fills : 0;
+	*decoded = c ? c->decoded : 0;
 }
 
 /* The CACHE_WAYS slots blob k may take (two: a set that collides with
@@ -195,6 +196,7 @@ static int resolve_cached(MDB_txn *txn, struct store *st, struct near_set_cache 
 	}
 	if (rc)
 		return rc;
+	c->decoded++;
 	*depth = d;
 	*id = cache_keep(c, k, &v, base_id, d, s);
 	return 0;
