@@ -59,7 +59,13 @@
 #include "store/store.h"
 
 #define SIGQ_DEFAULT_MAX 256
-#define SIGQ_BATCH 16 /* pages signed per write transaction */
+/* Pages signed per write transaction. Each page's rows (its fingerprint
+ * row, the simhash tables, its set and 16 band rows) land on pages of
+ * LMDB's trees spread over the key space; a batch rewrites each such
+ * page once however many of its rows it adds, and writes it at its commit.
+ * 64 rather than 16: the signer's CPU per page -7% in a cp -r of
+ * corpus/a (tests/bench/bench-ingest-cpu.sh), the writers' unchanged. */
+#define SIGQ_BATCH 64
 #define SIGQ_GATHER_MS 20 /* the thread waits this long for a batch to fill */
 /* Bytes of pages the queue holds at most (sigq_push_page, counted by the
  * pages' sizes; a staging buffer grown by doubling may take up to twice
