@@ -277,6 +277,17 @@ struct blob_cold_cfg {
  * transaction. */
 int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct blob_cold_cfg *c,
 		       struct pack_rec *out);
+/* A cold pass (blob_cold.c; the "cold" rows are described with the
+ * compactor above): the mark its packs carry (c's level and deltas, the
+ * store's newest dictionary); its rows written at its end for the packs
+ * of that mark with ids over `after`, those of packs gone removed; and
+ * whether pack id (live: its "pack" row's totals) is one such a pass
+ * wrote and left unchanged, so that the pass of mark would write the same
+ * bytes again. */
+struct pack_cold blob_cold_mark(struct store *st, const struct blob_cold_cfg *c);
+int blob_cold_rows_write(struct store *st, uint32_t after, const struct pack_cold *mark);
+bool blob_cold_pack_unchanged(struct store *st, uint32_t id, const struct blob_pack_live *live,
+			      const struct pack_cold *mark);
 
 struct blob_compact_cfg {
 	double share;       /* compact packs below this live share */

@@ -1,5 +1,7 @@
 /* blob_cold.c - records encoded again, smaller, when the compactor copies
- * them.
+ * them; and the bookkeeping of a cold pass (`compact --all`): the mark its
+ * packs carry, the "cold" rows it leaves, and the test that lets a second
+ * pass leave such a pack as it is (blob.h).
  *
  * Pages are packed fast: at close() or by the delta step, at a level the
  * write path can afford (BLOB_FINAL_LEVEL), with the dictionary current
@@ -97,4 +99,115 @@ int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct
 		return 0;
 	}
 	return 1;
+}
+
+/* ---- a cold pass: its packs, their mark and rows ------------------------------ */
+
+struct pack_cold blob_cold_mark(struct store *st, const struct blob_cold_cfg *c)
+{
+	const struct pack_dict *d = blob_dict_current(st);
+	return (struct pack_cold){ .level = (uint8_t)c->level, .deltas = c->deltas, .dict = d ? pack_dict_id(d) : 0 };
+}
+
+/* The "cold" rows (blob.h): a pack a cold pass wrote, as that pass left
+ * it. */
+#define COLD_ROW_BYTES 24
+
+struct cold_row {
+	uint64_t created, records, bytes;
+};
+
+static MDB_val cold_key(uint8_t kb[8], uint32_t id)
+{
+	memcpy(kb, "cold", 4);
+	kb[4] = (uint8_t)(id >> 24);
+	kb[5] = (uint8_t)(id >> 16);
+	kb[6] = (uint8_t)(id >> 8);
+	kb[7] = (uint8_t)id;
+	return (MDB_val){ 8, kb };
+}
+
+/* 0, -ENOENT (no row, or one of another size: taken as none), -errno. */
+static int cold_row_get(MDB_txn *txn, struct store *st, uint32_t id, struct cold_row *out)
+{
+	uint8_t kb[8];
+	MDB_val k = cold_key(kb, id), v;
+	int rc = mdb_get(txn, st->db_meta, &k, &v);
+	if (rc)
+		return rc == MDB_NOTFOUND ? -ENOENT : pd_mdb_err(rc);
+	if (v.mv_size != COLD_ROW_BYTES)
+		return -ENOENT;
+	const uint8_t *p = v.mv_data;
+	*out = (struct cold_row){ get_le64(p), get_le64(p + 8), get_le64(p + 16) };
+	return 0;
+}
+
+struct cold_rows {
+	uint32_t after;          /* the packs this pass made have higher ids */
+	struct pack_cold mark;   /* ... and this mark */
+};
+
+/* The rows of the packs this cold pass wrote (their live totals now),
+ * and none left for a pack that is gone. */
+static int cold_rows_cb(struct wtx *w, void *arg)
+{
+	const struct cold_rows *cr = arg;
+	struct store *st = w->st;
+	MDB_cursor *c;
+	int rc = pd_mdb_err(mdb_cursor_open(w->txn, st->db_meta, &c));
+	if (rc)
+		return rc;
+	MDB_val k = { 4, "cold" }, v;
+	for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0 && !rc; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || memcmp(k.mv_data, "cold", 4))
+			break;
+		if (pack_file_bytes(st->packs, (uint32_t)(get_be64(k.mv_data) & 0xFFFFFFFFu)) < 0)
+			rc = pd_mdb_err(mdb_cursor_del(c, 0));
+	}
+	mdb_cursor_close(c);
+	uint32_t *ids;
+	size_t n;
+	if (rc || (rc = pack_list(st->packs, &ids, &n)))
+		return rc;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct pack_cold m;
+		uint64_t created;
+		struct blob_pack_live l;
+		if (ids[i] <= cr->after || pack_cold_of(st->packs, ids[i], &m, &created) ||
+		    m.level != cr->mark.level || m.deltas != cr->mark.deltas || m.dict != cr->mark.dict ||
+		    (rc = blob_pack_live_get(w->txn, st, ids[i], &l)))
+			continue;
+		uint8_t kb[8], vb[COLD_ROW_BYTES];
+		put_le64(vb, created);
+		put_le64(vb + 8, l.records);
+		put_le64(vb + 16, l.bytes);
+		MDB_val rk = cold_key(kb, ids[i]), rv = { sizeof vb, vb };
+		rc = pd_mdb_err(mdb_put(w->txn, st->db_meta, &rk, &rv, 0));
+	}
+	free(ids);
+	return rc;
+}
+
+int blob_cold_rows_write(struct store *st, uint32_t after, const struct pack_cold *mark)
+{
+	struct cold_rows cr = { .after = after, .mark = *mark };
+	return store_write(st, cold_rows_cb, &cr);
+}
+
+bool blob_cold_pack_unchanged(struct store *st, uint32_t id, const struct blob_pack_live *live,
+			      const struct pack_cold *mark)
+{
+	struct pack_cold m;
+	uint64_t created;
+	if (pack_cold_of(st->packs, id, &m, &created) || m.level == 0 || m.level != mark->level ||
+	    (mark->deltas && !m.deltas) || m.dict != mark->dict)
+		return false;
+	struct cold_row r = { 0 };
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn))
+		return false;
+	int rc = cold_row_get(txn, st, id, &r);
+	store_read_end(st, txn);
+	return rc == 0 && r.created == created && r.records == live->records && r.bytes == live->bytes &&
+	       live->records > 0;
 }

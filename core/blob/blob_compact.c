@@ -593,118 +593,6 @@ static int view_packs(struct store *st, struct pack_view **out, size_t *n)
 	return 0;
 }
 
-/* ---- a cold pass (compact --all) -------------------------------------------- */
-
-/* The mark the packs a cold pass writes carry (pack.h). */
-static struct pack_cold cold_mark_of(struct store *st, const struct blob_compact_cfg *c)
-{
-	const struct pack_dict *d = blob_dict_current(st);
-	return (struct pack_cold){ .level = (uint8_t)c->cold.level, .deltas = c->cold.deltas,
-				   .dict = d ? pack_dict_id(d) : 0 };
-}
-
-/* The "cold" rows (blob.h): a pack a cold pass wrote, as that pass left
- * it. */
-#define COLD_ROW_BYTES 24
-
-struct cold_row {
-	uint64_t created, records, bytes;
-};
-
-static MDB_val cold_key(uint8_t kb[8], uint32_t id)
-{
-	memcpy(kb, "cold", 4);
-	kb[4] = (uint8_t)(id >> 24);
-	kb[5] = (uint8_t)(id >> 16);
-	kb[6] = (uint8_t)(id >> 8);
-	kb[7] = (uint8_t)id;
-	return (MDB_val){ 8, kb };
-}
-
-/* 0, -ENOENT (no row, or one of another size: taken as none), -errno. */
-static int cold_row_get(MDB_txn *txn, struct store *st, uint32_t id, struct cold_row *out)
-{
-	uint8_t kb[8];
-	MDB_val k = cold_key(kb, id), v;
-	int rc = mdb_get(txn, st->db_meta, &k, &v);
-	if (rc)
-		return rc == MDB_NOTFOUND ? -ENOENT : pd_mdb_err(rc);
-	if (v.mv_size != COLD_ROW_BYTES)
-		return -ENOENT;
-	const uint8_t *p = v.mv_data;
-	*out = (struct cold_row){ get_le64(p), get_le64(p + 8), get_le64(p + 16) };
-	return 0;
-}
-
-struct cold_rows {
-	uint32_t after;          /* the packs this pass made have higher ids */
-	struct pack_cold mark;   /* ... and this mark */
-};
-
-/* The rows of the packs this cold pass wrote (their live totals now),
- * and none left for a pack that is gone. */
-static int cold_rows_cb(struct wtx *w, void *arg)
-{
-	const struct cold_rows *cr = arg;
-	struct store *st = w->st;
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(w->txn, st->db_meta, &c));
-	if (rc)
-		return rc;
-	MDB_val k = { 4, "cold" }, v;
-	for (int m = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); m == 0 && !rc; m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 8 || memcmp(k.mv_data, "cold", 4))
-			break;
-		if (pack_file_bytes(st->packs, (uint32_t)(get_be64(k.mv_data) & 0xFFFFFFFFu)) < 0)
-			rc = pd_mdb_err(mdb_cursor_del(c, 0));
-	}
-	mdb_cursor_close(c);
-	uint32_t *ids;
-	size_t n;
-	if (rc || (rc = pack_list(st->packs, &ids, &n)))
-		return rc;
-	for (size_t i = 0; i < n && !rc; i++) {
-		struct pack_cold m;
-		uint64_t created;
-		struct blob_pack_live l;
-		if (ids[i] <= cr->after || pack_cold_of(st->packs, ids[i], &m, &created) ||
-		    m.level != cr->mark.level || m.deltas != cr->mark.deltas || m.dict != cr->mark.dict ||
-		    (rc = blob_pack_live_get(w->txn, st, ids[i], &l)))
-			continue;
-		uint8_t kb[8], vb[COLD_ROW_BYTES];
-		put_le64(vb, created);
-		put_le64(vb + 8, l.records);
-		put_le64(vb + 16, l.bytes);
-		MDB_val rk = cold_key(kb, ids[i]), rv = { sizeof vb, vb };
-		rc = pd_mdb_err(mdb_put(w->txn, st->db_meta, &rk, &rv, 0));
-	}
-	free(ids);
-	return rc;
-}
-
-/* Would a cold pass that writes mark encode pack p's records again into
- * the same bytes? So when a cold pass at the same level, with deltas if
- * this one takes them, and the same newest dictionary wrote it (its
- * header's mark), and its live totals are still those that pass left
- * (its row: no page died, nothing else was appended). A pass at another
- * level is asked for: it runs. */
-static bool already_cold(struct store *st, const struct pack_view *p, const struct pack_cold *mark)
-{
-	struct pack_cold m;
-	uint64_t created;
-	if (pack_cold_of(st->packs, p->id, &m, &created) || m.level == 0 || m.level != mark->level ||
-	    (mark->deltas && !m.deltas) || m.dict != mark->dict)
-		return false;
-	struct cold_row r = { 0 };
-	MDB_txn *txn;
-	if (store_read_begin(st, &txn))
-		return false;
-	int rc = cold_row_get(txn, st, p->id, &r);
-	store_read_end(st, txn);
-	return rc == 0 && r.created == created && r.records == p->live.records && r.bytes == p->live.bytes &&
-	       p->live.records > 0;
-}
-
 /* Pack p's live totals are those a pass left it with: nothing to do. */
 static bool memo_same(const struct blob_compact_memo *m, const struct pack_view *p)
 {
@@ -780,7 +668,7 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 	bool cold_pass = c->every_pack && c->cold.level > 0;
 	struct pack_cold mark = { 0 };
 	if (cold_pass) {
-		mark = cold_mark_of(st, c);
+		mark = blob_cold_mark(st, &c->cold);
 		pack_set_cold(st->packs, &mark);
 	}
 	uint32_t cur = pack_current(st->packs);
@@ -788,7 +676,7 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 		if (asked_to_stop(c)) {
 			rc = -ECANCELED;
 		} else if (qualifies(&v[i], cur, c) && !memo_same(c->memo, &v[i])) {
-			if (cold_pass && !v[i].nursery && already_cold(st, &v[i], &mark)) {
+			if (cold_pass && !v[i].nursery && blob_cold_pack_unchanged(st, v[i].id, &v[i].live, &mark)) {
 				if (done)
 					done->packs_cold_kept++;
 				continue;
@@ -800,9 +688,8 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 	}
 	if (cold_pass) {
 		pack_set_cold(st->packs, NULL); /* its last pack takes nothing else */
-		struct cold_rows cr = { .after = n ? v[n - 1].id : 0, .mark = mark };
 		if (!rc)
-			rc = store_write(st, cold_rows_cb, &cr);
+			rc = blob_cold_rows_write(st, n ? v[n - 1].id : 0, &mark);
 	}
 	free(v);
 	return rc;
