@@ -254,7 +254,7 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 	if (!src->mem && (a.out.dup || !a.renamed))
 		unlinkat(st->dirfd, src->staging, 0);
 	if (!a.out.dup && src->give && !st->opts.blob_files)
-		a.out.given = sigq_push_page(st, &a.out.key, src->give, (size_t)fp->size);
+		a.out.given = sigq_push_page(st, &a.out.key, src->give, (size_t)fp->size, fp->xxh128);
 	else if (!a.out.dup)
 		sigq_push(st, &a.out.key);
 	*out = a.out;

@@ -37,6 +37,7 @@ struct entry {
 	struct blobkey k;
 	void *page; /* NULL: the record is read back */
 	size_t len;
+	uint8_t xxh128[16]; /* the page's, when page is set */
 };
 
 struct sigq {
@@ -139,13 +140,15 @@ int sigq_each(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct 
  * other CPUs: about a tenth of the daemon's time in a burst of new pages,
  * the issue-15 note.) */
 static int sign_record(struct store *st, const struct blobkey *k, const struct fprec *r, bool for_record,
-		       const void *held, size_t held_len, struct near_sig *sig)
+		       const void *held, size_t held_len, const uint8_t *held_xxh, struct near_sig *sig)
 {
 	if (r->flags & FPREC_BAD)
 		return -EIO;
-	/* the bytes the seal handed over are the record's (its key names
-	 * them) */
-	if (held && held_len == r->size)
+	/* the bytes the seal handed over are the record's when its size and
+	 * XXH3-128 are: the key alone is not enough (a blob freed and a page
+	 * of another content but the same MD5 stored under its variant
+	 * before the signer came to it) */
+	if (held && held_len == r->size && !memcmp(held_xxh, r->xxh128, 16))
 		return for_record ? near_sig_for_record(held, held_len, sig) : near_sig_of_page(held, held_len, sig);
 	void *page;
 	int rc = blob_read_packed_alloc(st, k, r, &page);
@@ -163,7 +166,7 @@ static int sign_record(struct store *st, const struct blobkey *k, const struct f
  * signed. for_record: the signature is only stored (near_sig_for_record:
  * a packed page with a set gets no sketch, which nothing would read). */
 static int sign_file(struct store *st, const struct blobkey *k, bool for_record, const void *held, size_t held_len,
-		     int *fd, struct stat *sb, struct pack_loc *at, struct near_sig *sig)
+		     const uint8_t *held_xxh, int *fd, struct stat *sb, struct pack_loc *at, struct near_sig *sig)
 {
 	struct fprec r;
 	*fd = -1;
@@ -174,7 +177,7 @@ static int sign_file(struct store *st, const struct blobkey *k, bool for_record,
 	memset(sb, 0, sizeof *sb);
 	if (r.flags & FPREC_PACKED) {
 		blob_rec_loc(&r, at);
-		return sign_record(st, k, &r, for_record, held, held_len, sig);
+		return sign_record(st, k, &r, for_record, held, held_len, held_xxh, sig);
 	}
 	*fd = blob_open_rec(st, k, &r);
 	if (*fd < 0)
@@ -192,7 +195,7 @@ int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *s
 	int fd;
 	struct stat sb;
 	struct pack_loc at;
-	int rc = sign_file(st, k, false, NULL, 0, &fd, &sb, &at, sig);
+	int rc = sign_file(st, k, false, NULL, 0, NULL, &fd, &sb, &at, sig);
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -204,6 +207,7 @@ struct page {
 	struct blobkey k;
 	void *held; /* the page's bytes, handed over by the seal (or NULL) */
 	size_t held_len;
+	uint8_t held_xxh[16];
 	bool ok; /* signed: else nothing to store (file gone, or signing failed) */
 	int fd;  /* a blob file's, held open until the signature is stored */
 	struct stat sb;
@@ -265,7 +269,7 @@ static int sign_batch(struct store *st, struct batch *b)
 	bool any = false;
 	for (size_t i = 0; i < b->n; i++) {
 		struct page *p = &b->p[i];
-		p->ok = sign_file(st, &p->k, true, p->held, p->held_len, &p->fd, &p->sb, &p->at, &p->sig) == 0;
+		p->ok = sign_file(st, &p->k, true, p->held, p->held_len, p->held_xxh, &p->fd, &p->sb, &p->at, &p->sig) == 0;
 		b->handed += p->ok && p->held;
 		free(p->held); /* signed or not, the record can be read back */
 		p->held = NULL;
@@ -284,7 +288,7 @@ static int sign_batch(struct store *st, struct batch *b)
 
 /* ---- the queue ------------------------------------------------------------- */
 
-static int ring_push(struct sigq *q, const struct blobkey *k, void *page, size_t len)
+static int ring_push(struct sigq *q, const struct blobkey *k, void *page, size_t len, const uint8_t *xxh128)
 {
 	if (q->n == q->cap) {
 		size_t cap = q->cap ? 2 * q->cap : 64;
@@ -298,7 +302,10 @@ static int ring_push(struct sigq *q, const struct blobkey *k, void *page, size_t
 		q->cap = cap;
 		q->head = 0;
 	}
-	q->ring[(q->head + q->n) & (q->cap - 1)] = (struct entry){ *k, page, len };
+	struct entry *e = &q->ring[(q->head + q->n) & (q->cap - 1)];
+	*e = (struct entry){ *k, page, len, { 0 } };
+	if (page)
+		memcpy(e->xxh128, xxh128, 16);
 	q->n++;
 	q->held += page ? len : 0;
 	return 0;
@@ -312,7 +319,9 @@ static void take_batch(struct sigq *q, uint64_t limit, struct batch *b, struct i
 	b->handed = 0;
 	while (b->n < SIGQ_BATCH && q->n && q->seq_head < limit) {
 		const struct entry *e = &q->ring[q->head];
-		b->p[b->n++] = (struct page){ .k = e->k, .held = e->page, .held_len = e->page ? e->len : 0, .fd = -1 };
+		struct page *p = &b->p[b->n++];
+		*p = (struct page){ .k = e->k, .held = e->page, .held_len = e->page ? e->len : 0, .fd = -1 };
+		memcpy(p->held_xxh, e->xxh128, 16);
 		q->head = (q->head + 1) & (q->cap - 1);
 		q->n--;
 		q->seq_head++;
@@ -396,7 +405,7 @@ static void *signer_main(void *arg)
 
 static int queue_row(void *ctx, const struct blobkey *k)
 {
-	return ring_push(ctx, k, NULL, 0);
+	return ring_push(ctx, k, NULL, 0, NULL);
 }
 
 int sigq_start(struct store *st)
@@ -451,7 +460,8 @@ void sigq_stop(struct store *st)
 
 /* Queue k (with page when the queue may hold it: *taken); beyond the
  * bound, sign the oldest pages until the queue is back under it. */
-static void push(struct store *st, const struct blobkey *k, void *page, size_t len, bool *taken)
+static void push(struct store *st, const struct blobkey *k, void *page, size_t len, const uint8_t *xxh128,
+		 bool *taken)
 {
 	struct sigq *q = st->sigq;
 	*taken = false;
@@ -463,7 +473,7 @@ static void push(struct store *st, const struct blobkey *k, void *page, size_t l
 	/* Out of memory: the row stays, the next open queues it. The thread
 	 * is woken by the first key (it then gathers a batch) and by a full
 	 * batch. */
-	int rc = ring_push(q, k, page, len);
+	int rc = ring_push(q, k, page, len, xxh128);
 	*taken = !rc && page;
 	if (!rc && (q->n == 1 || q->n == SIGQ_BATCH))
 		pthread_cond_signal(&q->work_cv);
@@ -481,13 +491,13 @@ static void push(struct store *st, const struct blobkey *k, void *page, size_t l
 void sigq_push(struct store *st, const struct blobkey *k)
 {
 	bool taken;
-	push(st, k, NULL, 0, &taken);
+	push(st, k, NULL, 0, NULL, &taken);
 }
 
-bool sigq_push_page(struct store *st, const struct blobkey *k, void *page, size_t len)
+bool sigq_push_page(struct store *st, const struct blobkey *k, void *page, size_t len, const uint8_t xxh128[16])
 {
 	bool taken;
-	push(st, k, page, len, &taken);
+	push(st, k, page, len, xxh128, &taken);
 	return taken;
 }
 

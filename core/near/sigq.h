@@ -97,13 +97,13 @@ void sigq_stop(struct store *st);
  * signs the oldest pages until the queue is back under it. */
 void sigq_push(struct store *st, const struct blobkey *k);
 /* The same, handing over the page's bytes (page[0..len), malloc'd, all of
- * the blob's bytes) when the seal had them in memory: whoever signs it
+ * the blob's bytes, xxh128 their XXH3-128 in canonical form) when the seal had them in memory: whoever signs it
  * then signs them instead of decoding the record back from its pack (a
  * read of the nursery and a zstd decode a page). True: the queue took
  * the page (it frees it); false: it did not (more than SIGQ_HELD_MAX
  * bytes held, a page over SIGQ_HELD_PAGE_MAX, no queue, no memory), the
  * caller keeps it, and the key is queued alone as by sigq_push. */
-bool sigq_push_page(struct store *st, const struct blobkey *k, void *page, size_t len);
+bool sigq_push_page(struct store *st, const struct blobkey *k, void *page, size_t len, const uint8_t xxh128[16]);
 /* Sign every page queued before the call (the caller helps). 0, or the
  * first error of a batch the caller signed. No-op on read-only stores. */
 int sigq_drain(struct store *st);

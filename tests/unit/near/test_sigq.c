@@ -309,6 +309,71 @@ static void test_handed_over(void **state)
 	th_rmdir(dir);
 }
 
+/* Bytes handed over with a key are used only while the key still names
+ * them: a page (a) of an MD5 collision pair handed over, then freed
+ * before the signer came to it, and the other page of the pair (b, the
+ * same MD5 and size) stored under the same key. Signing a's entry must
+ * not put a's signature on b's record: the bytes' XXH3-128 is checked. */
+static void test_handed_over_key_taken_again(void **state)
+{
+	(void)state;
+	char a[8192], b[8192];
+	size_t na = 0, nb = 0;
+	const char *d = getenv("PD_DATA");
+	char pa[512], pb[512];
+	snprintf(pa, sizeof pa, "%s/md5-collision-a.bin", d && *d ? d : "tests/data");
+	snprintf(pb, sizeof pb, "%s/md5-collision-b.bin", d && *d ? d : "tests/data");
+	char *ca = th_read_file(pa, &na), *cb = th_read_file(pb, &nb);
+	assert_non_null(ca);
+	assert_non_null(cb);
+	assert_int_equal(na, 128);
+	assert_int_equal(nb, 128);
+	memcpy(a, ca, na);
+	memcpy(b, cb, nb);
+	free(ca);
+	free(cb);
+	/* a common suffix keeps the collision; the pages' words differ where
+	 * the collision blocks do */
+	char *text = th_page(77, 600, "");
+	size_t tl = strlen(text);
+	assert_true(na + tl < sizeof a);
+	memcpy(a + na, text, tl);
+	memcpy(b + nb, text, tl);
+	free(text);
+	size_t len = na + tl;
+	struct near_sig *sa = malloc(sizeof *sa), *sb = malloc(sizeof *sb);
+	assert_non_null(sa);
+	assert_non_null(sb);
+	assert_int_equal(near_sig_of_page(a, len, sa), 0);
+	assert_int_equal(near_sig_of_page(b, len, sb), 0);
+	assert_true(sa->has && sb->has);
+	assert_true(sa->simhash != sb->simhash); /* else this test could not tell them apart */
+
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &no_thread);
+	uint64_t ia = th_put(st, PD_ROOT_INO, "a.html", a, len);
+	struct blobkey ka = th_blob_of(st, ia);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	uint64_t ib = th_put(st, PD_ROOT_INO, "b.html", b, len);
+	struct blobkey kb = th_blob_of(st, ib);
+	assert_memory_equal(&ka, &kb, sizeof ka); /* the same key, now b's */
+	assert_int_equal(sigq_drain(st), 0);
+	MDB_txn *txn;
+	struct fprec r;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_get(txn, st, &kb, &r), 0);
+	store_read_end(st, txn);
+	assert_true(!(r.flags & FPREC_SIG_PENDING));
+	assert_true(r.simhash == sb->simhash);
+	free(sa);
+	free(sb);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 /* Beyond the bound, the sealing thread signs the oldest pages itself. */
 static void test_bound(void **state)
 {
@@ -472,6 +537,7 @@ int main(void)
 		cmocka_unit_test(test_freed_while_pending),
 		cmocka_unit_test(test_bound),
 		cmocka_unit_test(test_handed_over),
+		cmocka_unit_test(test_handed_over_key_taken_again),
 		cmocka_unit_test(test_crash_pending),
 		cmocka_unit_test(test_fsck_sigq),
 	};
