@@ -126,8 +126,11 @@ int cmd_compact(int argc, char **argv)
 		return CLI_FAIL;
 	struct store *st;
 	/* no thread: this pass is the compaction (the open removes packs
-	 * with nothing live first) */
-	struct store_opts o = { .compact_share = -1 };
+	 * with nothing live first). Neither the signer nor the delta step
+	 * runs beside it: their appends would land in the packs a cold pass
+	 * marks as its own (pack.h); what they have to do is done at the
+	 * close, after the pass, or by the next mount. */
+	struct store_opts o = { .compact_share = -1, .no_sign_thread = true, .no_delta_thread = true };
 	char err[PD_ERRLEN] = "";
 	if (archive_open(where.dir, &o, &st, err)) {
 		cli_error("%s", err);
@@ -166,7 +169,7 @@ int cmd_compact(int argc, char **argv)
 	printf("encoded again at level %d: %llu records, %llu bytes smaller; %.2f s of CPU\n", cfg.cold.level,
 	       (unsigned long long)d.records_cold, (unsigned long long)d.bytes_cold_saved, cpu_seconds() - cpu0);
 	if (all)
-		printf("left as they were: %llu pack%s a cold pass at level %d or more already wrote, every page "
+		printf("left as they were: %llu pack%s a cold pass at level %d already wrote, every page "
 		       "in them live\n",
 		       (unsigned long long)d.packs_cold_kept, d.packs_cold_kept == 1 ? "" : "s", cfg.cold.level);
 	if (dicts_dropped)

@@ -216,13 +216,16 @@ int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out);
  * cold mark (level, deltas, dictionary: pack.h), and at its end, in one
  * transaction, leaves a row for each:
  *   "cold" | pack id (u32 big-endian) -> created u64 | records u64 |
- *            bytes u64 (little-endian, 24 bytes: the pack header's
- *            created seconds, then its "pack" row's live totals then)
+ *            bytes u64 | length u64 (little-endian, 32 bytes: the pack
+ *            header's created seconds, its "pack" row's live totals and
+ *            the pack file's length then)
  * (rows of packs no longer present go in the same transaction). A later
  * cold pass leaves a pack as it is when its mark is the pass's own (the
  * same level, deltas if it takes them, the same newest dictionary) and
- * its live totals still equal its row's: no page in it died and nothing
- * else was appended, so encoding it again would write the same bytes.
+ * its live totals and its length still equal its row's: no page in it
+ * died and nothing else was appended (an append whose pages died since
+ * leaves the live totals as they were, not the length), so encoding it
+ * again would write the same bytes.
  * Anything else (no row, a row of another size or of an older pack of
  * that id, other totals) and the pack is rewritten as before: the row is
  * a hint about cost only, which an older build ignores. */
@@ -299,7 +302,7 @@ struct blob_compact_cfg {
 	 * (`pagededup compact --all`: every record encoded cold). With a
 	 * cold level, that is a cold pass: its copies go to packs of their
 	 * own that carry the cold mark (pack.h), and a pack that a cold pass
-	 * of no lower level, as many deltas and the same newest dictionary
+	 * at the same level, as many deltas and the same newest dictionary
 	 * wrote, every page in it still live, is left as it is (encoding its
 	 * records again would give the same bytes). */
 	bool every_pack;

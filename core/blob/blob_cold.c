@@ -111,10 +111,10 @@ struct pack_cold blob_cold_mark(struct store *st, const struct blob_cold_cfg *c)
 
 /* The "cold" rows (blob.h): a pack a cold pass wrote, as that pass left
  * it. */
-#define COLD_ROW_BYTES 24
+#define COLD_ROW_BYTES 32
 
 struct cold_row {
-	uint64_t created, records, bytes;
+	uint64_t created, records, bytes, length;
 };
 
 static MDB_val cold_key(uint8_t kb[8], uint32_t id)
@@ -138,7 +138,7 @@ static int cold_row_get(MDB_txn *txn, struct store *st, uint32_t id, struct cold
 	if (v.mv_size != COLD_ROW_BYTES)
 		return -ENOENT;
 	const uint8_t *p = v.mv_data;
-	*out = (struct cold_row){ get_le64(p), get_le64(p + 8), get_le64(p + 16) };
+	*out = (struct cold_row){ get_le64(p), get_le64(p + 8), get_le64(p + 16), get_le64(p + 24) };
 	return 0;
 }
 
@@ -173,7 +173,8 @@ static int cold_rows_cb(struct wtx *w, void *arg)
 		struct pack_cold m;
 		uint64_t created;
 		struct blob_pack_live l;
-		if (ids[i] <= cr->after || pack_cold_of(st->packs, ids[i], &m, &created) ||
+		int64_t length = pack_file_bytes(st->packs, ids[i]);
+		if (ids[i] <= cr->after || length < 0 || pack_cold_of(st->packs, ids[i], &m, &created) ||
 		    m.level != cr->mark.level || m.deltas != cr->mark.deltas || m.dict != cr->mark.dict ||
 		    (rc = blob_pack_live_get(w->txn, st, ids[i], &l)))
 			continue;
@@ -181,6 +182,7 @@ static int cold_rows_cb(struct wtx *w, void *arg)
 		put_le64(vb, created);
 		put_le64(vb + 8, l.records);
 		put_le64(vb + 16, l.bytes);
+		put_le64(vb + 24, (uint64_t)length);
 		MDB_val rk = cold_key(kb, ids[i]), rv = { sizeof vb, vb };
 		rc = pd_mdb_err(mdb_put(w->txn, st->db_meta, &rk, &rv, 0));
 	}
@@ -208,6 +210,7 @@ bool blob_cold_pack_unchanged(struct store *st, uint32_t id, const struct blob_p
 		return false;
 	int rc = cold_row_get(txn, st, id, &r);
 	store_read_end(st, txn);
+	int64_t length = pack_file_bytes(st->packs, id);
 	return rc == 0 && r.created == created && r.records == live->records && r.bytes == live->bytes &&
-	       live->records > 0;
+	       length >= 0 && r.length == (uint64_t)length && live->records > 0;
 }

@@ -46,7 +46,7 @@
  * PACK_COLD_DELTAS is set, whole pages with dictionary `cold dict` (0:
  * the store had none), and kept in the smaller of the two encodings. Such
  * a pack takes no other appends (a reopened set does not continue in it).
- * So a later cold pass with no higher level and the same newest
+ * So a later cold pass at the same level, as many deltas and the same newest
  * dictionary, finding all of its page records still live, would write the
  * same bytes again: it leaves the pack as it is. The mark is a hint about
  * cost, never about content: each record still says what it is. An older

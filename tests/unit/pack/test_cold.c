@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "archive/archive.h"
@@ -337,6 +339,25 @@ static void test_second_cold_pass_keeps_packs(void **state)
 	assert_true(d.packs_compacted >= 1);
 	assert_int_equal(blob_compact_run(st, &c, &d), 0);
 	assert_int_equal(d.packs_compacted, 0);
+
+	/* a cold pack that grew since the pass (an older build appended to
+	 * it, and the pages it appended died since: the live totals are the
+	 * row's again, the dead bytes stay) is written again */
+	size_t n3;
+	uint32_t *ids3 = packs_of(st, &n3);
+	assert_true(n3 >= 1);
+	char name[PACK_NAME_MAX], path[4096];
+	pack_name(ids3[n3 - 1], name);
+	snprintf(path, sizeof path, "%s/packs/%s", th_store_dir(dir), name);
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(truncate(path, sb.st_size + 8192), 0);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_compacted, 1);
+	assert_int_equal(d.packs_cold_kept, n3 - 1);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_compacted, 0);
+	free(ids3);
 
 	/* a cold pack that lost a page is written again */
 	uint64_t gone;
