@@ -245,6 +245,11 @@ int fsck_check_delta_rec(struct fsck *f, const struct blobkey *k, const struct p
 /* Make key's record again from its newest intact pack record: 0 done, 1
  * none found (or it does not decode to that MD5), or -errno. */
 int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct vec *inos);
+/* Put blob k's rebuilt record r (refcount, size, xxh128, place set) with
+ * signature sig, its filter positions from geometry g, its shingle set,
+ * and give its inodes (inos) the page's size. */
+int fsck_put_rebuilt(struct fsck *f, const struct gfilter *g, const struct blobkey *k, struct fprec *r,
+		     struct near_sig *sig, const struct vec *inos);
 
 /* ---- fsck_repair.c: the repair steps of the namespace */
 

@@ -379,19 +379,25 @@ int fsck_recreate_from_packs(struct fsck *f, const uint8_t *key, const struct ve
 	free(buf);
 	if (!ok)
 		return 1;
+	return fsck_put_rebuilt(f, g, &k, &r, &sig, inos);
+}
+
+int fsck_put_rebuilt(struct fsck *f, const struct gfilter *g, const struct blobkey *k, struct fprec *r,
+		     struct near_sig *sig, const struct vec *inos)
+{
 	if (!f->sh.has_nearset)
-		sig.has_set = false; /* no table for the set: the record keeps the sketch */
-	near_sig_to_rec(&sig, &r);
-	gf_positions(g, k.md5, &r.leaf, &r.pos);
-	rc = blob_put(f->txn, &f->sh, &k, &r);
+		sig->has_set = false; /* no table for the set: the record keeps the sketch */
+	near_sig_to_rec(sig, r);
+	gf_positions(g, k->md5, &r->leaf, &r->pos);
+	int rc = blob_put(f->txn, &f->sh, k, r);
 	if (!rc)
-		rc = near_set_put(f->txn, &f->sh, &k, &sig);
+		rc = near_set_put(f->txn, &f->sh, k, sig);
 	for (size_t i = 0; i < inos->n && !rc; i++) {
 		struct inode in;
 		if ((rc = ns_get_inode(f->txn, &f->sh, AT(*inos, uint64_t, i), &in)))
 			break;
-		if (in.size != h.size) {
-			in.size = h.size;
+		if (in.size != r->size) { /* the inodes take the page's size */
+			in.size = r->size;
 			rc = ns_put_inode(f->txn, &f->sh, &in);
 		}
 	}

@@ -101,6 +101,17 @@ int fsck_move_damaged(struct fsck *f, const uint8_t *key, struct moved *m)
 	return -EEXIST;
 }
 
+/* The undecodable fingerprint row of x goes, before its record is made
+ * again (a row already gone is no error). */
+static int del_bad_record(struct fsck *f, const struct kfix *x)
+{
+	if (!x->bad_record)
+		return 0;
+	MDB_val kk = { BLOBKEY_BYTES, (void *)x->key };
+	int d = mdb_del(f->txn, f->sh.db_fp, &kk, NULL);
+	return d && d != MDB_NOTFOUND ? pd_mdb_err(d) : 0;
+}
+
 /* Rebuild a record from its file: 0 done, 1 the file is not that blob. */
 static int recreate_record(struct fsck *f, const struct kfix *x, struct vec *inos)
 {
@@ -120,23 +131,7 @@ static int recreate_record(struct fsck *f, const struct kfix *x, struct vec *ino
 		return 1;
 	struct fprec r = { .refcount = inos->n, .size = fp.size, .flags = FPREC_IN_FILTER };
 	memcpy(r.xxh128, fp.xxh128, 16);
-	if (!f->sh.has_nearset)
-		sig.has_set = false; /* no table for the set: the record keeps the sketch */
-	near_sig_to_rec(&sig, &r);
-	gf_positions(g, k.md5, &r.leaf, &r.pos);
-	int rc = blob_put(f->txn, &f->sh, &k, &r);
-	if (!rc)
-		rc = near_set_put(f->txn, &f->sh, &k, &sig);
-	for (size_t i = 0; i < inos->n && !rc; i++) {
-		struct inode in;
-		if ((rc = ns_get_inode(f->txn, &f->sh, AT(*inos, uint64_t, i), &in)))
-			break;
-		if (in.size != fp.size) {
-			in.size = fp.size;
-			rc = ns_put_inode(f->txn, &f->sh, &in);
-		}
-	}
-	return rc;
+	return fsck_put_rebuilt(f, g, &k, &r, &sig, inos);
 }
 
 int fsck_repair_blobs(struct fsck *f, struct vec *moves)
@@ -189,14 +184,8 @@ int fsck_repair_blobs(struct fsck *f, struct vec *moves)
 				fsck_say(f, K_REPAIR, "repaired: blob %s, which no inode refers to, removed", hex);
 			break;
 		case KF_RECREATE:
-			if (x->bad_record) {
-				MDB_val kk = { BLOBKEY_BYTES, x->key };
-				int d = mdb_del(f->txn, f->sh.db_fp, &kk, NULL);
-				if (d && d != MDB_NOTFOUND) {
-					rc = pd_mdb_err(d);
-					break;
-				}
-			}
+			if ((rc = del_bad_record(f, x)))
+				break;
 			rc = recreate_record(f, x, &inos);
 			if (rc == 0) {
 				fsck_say(f, K_REPAIR, "repaired: the record of blob %s rebuilt from its file (%zu inodes)", hex,
@@ -212,14 +201,8 @@ int fsck_repair_blobs(struct fsck *f, struct vec *moves)
 		case KF_LOST:
 			/* no record and no file: perhaps a pack holds the bytes */
 			if (!x->file && (x->bad_record || blob_get(f->txn, &f->sh, &k, &r) == -ENOENT)) {
-				if (x->bad_record) {
-					MDB_val kk = { BLOBKEY_BYTES, x->key };
-					int d = mdb_del(f->txn, f->sh.db_fp, &kk, NULL);
-					if (d && d != MDB_NOTFOUND) {
-						rc = pd_mdb_err(d);
-						break;
-					}
-				}
+				if ((rc = del_bad_record(f, x)))
+					break;
 				if ((rc = fsck_recreate_from_packs(f, x->key, &inos)) == 0) {
 					fsck_say(f, K_REPAIR, "repaired: the record of blob %s rebuilt from its pack record (%zu inodes)",
 						 hex, inos.n);
