@@ -119,12 +119,7 @@ struct cold_row {
 
 static MDB_val cold_key(uint8_t kb[8], uint32_t id)
 {
-	memcpy(kb, "cold", 4);
-	kb[4] = (uint8_t)(id >> 24);
-	kb[5] = (uint8_t)(id >> 16);
-	kb[6] = (uint8_t)(id >> 8);
-	kb[7] = (uint8_t)id;
-	return (MDB_val){ 8, kb };
+	return store_meta_id_key(kb, "cold", id);
 }
 
 /* 0, -ENOENT (no row, or one of another size: taken as none), -errno. */

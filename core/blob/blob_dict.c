@@ -54,12 +54,7 @@ struct dicts {
 
 static MDB_val dict_key(uint8_t kb[8], uint32_t id)
 {
-	memcpy(kb, "dict", 4);
-	kb[4] = (uint8_t)(id >> 24);
-	kb[5] = (uint8_t)(id >> 16);
-	kb[6] = (uint8_t)(id >> 8);
-	kb[7] = (uint8_t)id;
-	return (MDB_val){ 8, kb };
+	return store_meta_id_key(kb, "dict", id);
 }
 
 int blob_dict_row(MDB_txn *txn, struct store *st, uint32_t id, struct pack_loc *loc, uint64_t *records)

@@ -26,12 +26,7 @@
 
 static MDB_val pack_key(uint8_t kb[8], uint32_t id)
 {
-	memcpy(kb, "pack", 4);
-	kb[4] = (uint8_t)(id >> 24);
-	kb[5] = (uint8_t)(id >> 16);
-	kb[6] = (uint8_t)(id >> 8);
-	kb[7] = (uint8_t)id;
-	return (MDB_val){ 8, kb };
+	return store_meta_id_key(kb, "pack", id);
 }
 
 int blob_pack_live_get(MDB_txn *txn, struct store *st, uint32_t id, struct blob_pack_live *out)

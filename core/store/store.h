@@ -47,6 +47,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "filter/cbf.h"
 #include "filter/gfilter.h"
@@ -422,6 +423,18 @@ unsigned pd_hist_bucket(uint64_t refcount);
 static inline MDB_val store_ino_key(uint8_t kb[8], uint64_t ino)
 {
 	put_be64(kb, ino);
+	return (MDB_val){ 8, kb };
+}
+
+/* Key of a meta row named by a 4-byte tag and a u32 id (big-endian, so
+ * that a tag's rows sort by id): "pack", "dict", "cold". */
+static inline MDB_val store_meta_id_key(uint8_t kb[8], const char tag[4], uint32_t id)
+{
+	memcpy(kb, tag, 4);
+	kb[4] = (uint8_t)(id >> 24);
+	kb[5] = (uint8_t)(id >> 16);
+	kb[6] = (uint8_t)(id >> 8);
+	kb[7] = (uint8_t)id;
 	return (MDB_val){ 8, kb };
 }
 
