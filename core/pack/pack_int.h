@@ -1,4 +1,4 @@
-/* pack_int.h - what pack.c and pack_codec.c share. */
+/* pack_int.h - what pack.c, pack_read.c and pack_codec.c share. */
 #ifndef PD_PACK_INT_H
 #define PD_PACK_INT_H
 
@@ -27,5 +27,12 @@ void pack_window_put(struct pack_window *w);
  * base's window read for it (NULL: read here). */
 int pack_decode_chunk(const struct pack_rec_hdr *h, const uint8_t *table, uint32_t i, const uint8_t *src,
 		      const struct pack_deps *deps, const struct pack_window *w, void *out);
+
+/* Hold the read descriptor of pack id (opened on first use, kept until
+ * the pack is removed or the set closes; its header checked when
+ * opened): the descriptor, or -errno (-EIO for a pack a record names
+ * that is missing or removed). pack_fd_drop when done with it. */
+int pack_fd_hold(struct pack_set *ps, uint32_t id);
+void pack_fd_drop(struct pack_set *ps, uint32_t id);
 
 #endif
