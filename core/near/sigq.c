@@ -32,12 +32,18 @@ struct inflight {
 	struct inflight *next;
 };
 
-/* A queued key, with the page's bytes when the seal handed them over. */
+/* A page's bytes the seal handed over with its key (bytes NULL: none,
+ * the record is read back), and their XXH3-128. */
+struct held {
+	void *bytes;
+	size_t len;
+	uint8_t xxh128[16];
+};
+
+/* A queued key. */
 struct entry {
 	struct blobkey k;
-	void *page; /* NULL: the record is read back */
-	size_t len;
-	uint8_t xxh128[16]; /* the page's, when page is set */
+	struct held h;
 };
 
 struct sigq {
@@ -140,7 +146,7 @@ int sigq_each(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct 
  * other CPUs: about a tenth of the daemon's time in a burst of new pages,
  * the issue-15 note.) */
 static int sign_record(struct store *st, const struct blobkey *k, const struct fprec *r, bool for_record,
-		       const void *held, size_t held_len, const uint8_t *held_xxh, struct near_sig *sig)
+		       const struct held *h, struct near_sig *sig)
 {
 	if (r->flags & FPREC_BAD)
 		return -EIO;
@@ -148,8 +154,8 @@ static int sign_record(struct store *st, const struct blobkey *k, const struct f
 	 * XXH3-128 are: the key alone is not enough (a blob freed and a page
 	 * of another content but the same MD5 stored under its variant
 	 * before the signer came to it) */
-	if (held && held_len == r->size && !memcmp(held_xxh, r->xxh128, 16))
-		return for_record ? near_sig_for_record(held, held_len, sig) : near_sig_of_page(held, held_len, sig);
+	if (h && h->bytes && h->len == r->size && !memcmp(h->xxh128, r->xxh128, 16))
+		return for_record ? near_sig_for_record(h->bytes, h->len, sig) : near_sig_of_page(h->bytes, h->len, sig);
 	void *page;
 	int rc = blob_read_packed_alloc(st, k, r, &page);
 	if (rc)
@@ -165,8 +171,8 @@ static int sign_record(struct store *st, const struct blobkey *k, const struct f
  * blob file's) and *at (a packed record's place) say which bytes were
  * signed. for_record: the signature is only stored (near_sig_for_record:
  * a packed page with a set gets no sketch, which nothing would read). */
-static int sign_file(struct store *st, const struct blobkey *k, bool for_record, const void *held, size_t held_len,
-		     const uint8_t *held_xxh, int *fd, struct stat *sb, struct pack_loc *at, struct near_sig *sig)
+static int sign_file(struct store *st, const struct blobkey *k, bool for_record, const struct held *h, int *fd,
+		     struct stat *sb, struct pack_loc *at, struct near_sig *sig)
 {
 	struct fprec r;
 	*fd = -1;
@@ -177,7 +183,7 @@ static int sign_file(struct store *st, const struct blobkey *k, bool for_record,
 	memset(sb, 0, sizeof *sb);
 	if (r.flags & FPREC_PACKED) {
 		blob_rec_loc(&r, at);
-		return sign_record(st, k, &r, for_record, held, held_len, held_xxh, sig);
+		return sign_record(st, k, &r, for_record, h, sig);
 	}
 	*fd = blob_open_rec(st, k, &r);
 	if (*fd < 0)
@@ -195,7 +201,7 @@ int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *s
 	int fd;
 	struct stat sb;
 	struct pack_loc at;
-	int rc = sign_file(st, k, false, NULL, 0, NULL, &fd, &sb, &at, sig);
+	int rc = sign_file(st, k, false, NULL, &fd, &sb, &at, sig);
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -205,9 +211,7 @@ int sigq_sign_blob(struct store *st, const struct blobkey *k, struct near_sig *s
 
 struct page {
 	struct blobkey k;
-	void *held; /* the page's bytes, handed over by the seal (or NULL) */
-	size_t held_len;
-	uint8_t held_xxh[16];
+	struct held h; /* the page's bytes, handed over by the seal */
 	bool ok; /* signed: else nothing to store (file gone, or signing failed) */
 	int fd;  /* a blob file's, held open until the signature is stored */
 	struct stat sb;
@@ -269,10 +273,10 @@ static int sign_batch(struct store *st, struct batch *b)
 	bool any = false;
 	for (size_t i = 0; i < b->n; i++) {
 		struct page *p = &b->p[i];
-		p->ok = sign_file(st, &p->k, true, p->held, p->held_len, p->held_xxh, &p->fd, &p->sb, &p->at, &p->sig) == 0;
-		b->handed += p->ok && p->held;
-		free(p->held); /* signed or not, the record can be read back */
-		p->held = NULL;
+		p->ok = sign_file(st, &p->k, true, &p->h, &p->fd, &p->sb, &p->at, &p->sig) == 0;
+		b->handed += p->ok && p->h.bytes;
+		free(p->h.bytes); /* signed or not, the record can be read back */
+		p->h.bytes = NULL;
 		any |= p->ok;
 	}
 	int rc = any ? store_write(st, store_batch_cb, b) : 0;
@@ -288,7 +292,7 @@ static int sign_batch(struct store *st, struct batch *b)
 
 /* ---- the queue ------------------------------------------------------------- */
 
-static int ring_push(struct sigq *q, const struct blobkey *k, void *page, size_t len, const uint8_t *xxh128)
+static int ring_push(struct sigq *q, const struct blobkey *k, const struct held *h)
 {
 	if (q->n == q->cap) {
 		size_t cap = q->cap ? 2 * q->cap : 64;
@@ -302,12 +306,9 @@ static int ring_push(struct sigq *q, const struct blobkey *k, void *page, size_t
 		q->cap = cap;
 		q->head = 0;
 	}
-	struct entry *e = &q->ring[(q->head + q->n) & (q->cap - 1)];
-	*e = (struct entry){ *k, page, len, { 0 } };
-	if (page)
-		memcpy(e->xxh128, xxh128, 16);
+	q->ring[(q->head + q->n) & (q->cap - 1)] = (struct entry){ *k, h ? *h : (struct held){ 0 } };
 	q->n++;
-	q->held += page ? len : 0;
+	q->held += h ? h->len : 0;
 	return 0;
 }
 
@@ -319,9 +320,7 @@ static void take_batch(struct sigq *q, uint64_t limit, struct batch *b, struct i
 	b->handed = 0;
 	while (b->n < SIGQ_BATCH && q->n && q->seq_head < limit) {
 		const struct entry *e = &q->ring[q->head];
-		struct page *p = &b->p[b->n++];
-		*p = (struct page){ .k = e->k, .held = e->page, .held_len = e->page ? e->len : 0, .fd = -1 };
-		memcpy(p->held_xxh, e->xxh128, 16);
+		b->p[b->n++] = (struct page){ .k = e->k, .h = e->h, .fd = -1 };
 		q->head = (q->head + 1) & (q->cap - 1);
 		q->n--;
 		q->seq_head++;
@@ -334,7 +333,7 @@ static void take_batch(struct sigq *q, uint64_t limit, struct batch *b, struct i
 static void finish_batch(struct sigq *q, struct inflight *f, const struct batch *b)
 {
 	for (size_t i = 0; i < b->n; i++)
-		q->held -= b->p[i].held_len; /* freed as each page was signed */
+		q->held -= b->p[i].h.len; /* freed as each page was signed */
 	struct inflight **pp = &q->inflight;
 	while (*pp != f)
 		pp = &(*pp)->next;
@@ -405,7 +404,7 @@ static void *signer_main(void *arg)
 
 static int queue_row(void *ctx, const struct blobkey *k)
 {
-	return ring_push(ctx, k, NULL, 0, NULL);
+	return ring_push(ctx, k, NULL);
 }
 
 int sigq_start(struct store *st)
@@ -450,7 +449,7 @@ void sigq_stop(struct store *st)
 	}
 	st->sigq = NULL;
 	for (size_t i = 0; i < q->n; i++) /* what is left keeps its row */
-		free(q->ring[(q->head + i) & (q->cap - 1)].page);
+		free(q->ring[(q->head + i) & (q->cap - 1)].h.bytes);
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->work_cv);
 	pthread_cond_destroy(&q->done_cv);
@@ -458,23 +457,22 @@ void sigq_stop(struct store *st)
 	free(q);
 }
 
-/* Queue k (with page when the queue may hold it: *taken); beyond the
- * bound, sign the oldest pages until the queue is back under it. */
-static void push(struct store *st, const struct blobkey *k, void *page, size_t len, const uint8_t *xxh128,
-		 bool *taken)
+/* Queue k (with the bytes h when the queue may hold them: *taken); beyond
+ * the bound, sign the oldest pages until the queue is back under it. */
+static void push(struct store *st, const struct blobkey *k, const struct held *h, bool *taken)
 {
 	struct sigq *q = st->sigq;
 	*taken = false;
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->mu);
-	if (page && (len > SIGQ_HELD_PAGE_MAX || q->held + len > SIGQ_HELD_MAX))
-		page = NULL;
+	if (h && (h->len > SIGQ_HELD_PAGE_MAX || q->held + h->len > SIGQ_HELD_MAX))
+		h = NULL;
 	/* Out of memory: the row stays, the next open queues it. The thread
 	 * is woken by the first key (it then gathers a batch) and by a full
 	 * batch. */
-	int rc = ring_push(q, k, page, len, xxh128);
-	*taken = !rc && page;
+	int rc = ring_push(q, k, h);
+	*taken = !rc && h;
 	if (!rc && (q->n == 1 || q->n == SIGQ_BATCH))
 		pthread_cond_signal(&q->work_cv);
 	bool over = q->n > q->max;
@@ -491,13 +489,15 @@ static void push(struct store *st, const struct blobkey *k, void *page, size_t l
 void sigq_push(struct store *st, const struct blobkey *k)
 {
 	bool taken;
-	push(st, k, NULL, 0, NULL, &taken);
+	push(st, k, NULL, &taken);
 }
 
 bool sigq_push_page(struct store *st, const struct blobkey *k, void *page, size_t len, const uint8_t xxh128[16])
 {
 	bool taken;
-	push(st, k, page, len, xxh128, &taken);
+	struct held h = { page, len, { 0 } };
+	memcpy(h.xxh128, xxh128, 16);
+	push(st, k, &h, &taken);
 	return taken;
 }
 
