@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fdio.h"
 
 #define DRIFT_WINDOW 2048 /* pages per ratio measurement */
@@ -462,13 +463,6 @@ static bool trainer_stopping(void *ctx)
 	return stop;
 }
 
-static double thread_cpu_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Train dictionary id on the sample (keys: its pages), append its record
  * (synced) and name it in meta: 0 and *out, or -errno. */
 static int train_one(struct dicts *d, uint32_t id, const struct fp *keys, unsigned n, uint64_t seed,
@@ -520,7 +514,7 @@ static void *trainer(void *arg)
 	pthread_setname_np(pthread_self(), "pd-dict"); /* its CPU apart in /proc/PID/task */
 	struct dicts *d = arg;
 	struct store *st = d->st;
-	double cpu0 = thread_cpu_seconds();
+	uint64_t cpu0 = pd_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	/* the sample's identities (the reservoir is left alone while the
 	 * trainer runs: blob_dict_observe returns at once then) */
 	pthread_mutex_lock(&d->mu);
@@ -553,7 +547,7 @@ static void *trainer(void *arg)
 		d->next_train = d->pages + 4 * BLOB_DICT_FIRST; /* try again later */
 		info.failed++;
 	}
-	info.cpu_seconds += thread_cpu_seconds() - cpu0;
+	info.cpu_seconds += (double)(pd_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0) / 1e9;
 	d->info = info;
 	d->pages = 0;
 	blob_dict_reservoir_clear(&d->sample); /* the next sample: the pages after this training */
