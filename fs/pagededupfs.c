@@ -432,11 +432,28 @@ static void log_close_error(fuse_req_t req, fuse_ino_t ino, int rc)
 	fprintf(stderr, "pagededupfs: %s: close() failed: %s\n", path, strerror(-rc));
 }
 
+/* A close() that failed: its bytes were refused (core/ dropped them, or a
+ * writer still open will seal or drop them). The kernel's page cache holds
+ * them, since every write went through it, and so may its attributes (a
+ * size they grew). Both go before the error reaches the caller, so that
+ * no read, through a descriptor opened before or after, is served the
+ * refused bytes from the kernel's cache; a new open alone would not reach
+ * a reader already open. The notification goes through /dev/fuse on both
+ * transports and the kernel has dropped the pages when it returns; it is
+ * sent with no lock of core/ held, since the kernel waits there for pages
+ * that reads in flight hold locked, and those reads are served by other
+ * threads. Costs nothing unless close() fails. */
+static void close_failed(fuse_req_t req, fuse_ino_t ino, int rc)
+{
+	log_close_error(req, ino, rc);
+	fuse_lowlevel_notify_inval_inode(fs_of(req)->se, ino, 0, 0);
+}
+
 static void pd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int rc = file_flush(file_of(fi));
 	if (rc)
-		log_close_error(req, ino, rc);
+		close_failed(req, ino, rc);
 	fuse_reply_err(req, -rc);
 }
 
@@ -444,7 +461,7 @@ static void pd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	int rc = file_release(file_of(fi));
 	if (rc)
-		log_close_error(req, ino, rc);
+		close_failed(req, ino, rc);
 	fuse_reply_err(req, -rc);
 }
 

@@ -62,6 +62,7 @@ struct live {
 	int staging_fd;        /* -1: no staging file */
 	char staging[48];
 	bool dirty;            /* staged bytes not sealed yet */
+	uint32_t unflushed;    /* handles written through since their last close() */
 	struct pd_time mtime;  /* mtime and ctime of the staged bytes */
 	struct pd_time ctime;
 	struct fp_ctx hash;    /* stream over bytes [0, hash_next) */
@@ -95,7 +96,8 @@ struct pd_file {
 	struct store *st;
 	struct live *li;
 	int flags;
-	bool wrote;
+	bool wrote;            /* it wrote or truncated: its close() seals */
+	bool unflushed;        /* since its last close(): counted in li->unflushed */
 };
 
 /* ---- the table ------------------------------------------------------- */
@@ -912,6 +914,47 @@ static int seal(struct store *st, struct live *li)
 
 /* ---- the file operations --------------------------------------------- */
 
+/* Refused bytes and the handles that may still seal them. Staged bytes are
+ * the inode's, shared by its handles; a handle's close() (FLUSH) seals
+ * them. When that seal fails, close() reports it and the bytes stay only
+ * if another handle has written since its own last close(): that close
+ * seals them, or drops them when it fails too. Otherwise they go at once.
+ * Whether other handles are merely open does not matter: a reader cannot
+ * seal, and the release of a handle already closed (which the kernel
+ * sends without waiting, so it may still be on its way, or served by
+ * another thread, when the next open() arrives) holds nothing to seal.
+ * Counting open handles instead left the refused bytes staged whenever a
+ * reader's release or a getattr held a pin at the failed flush, and a read
+ * right after close() was served them. The marks below are kept under the
+ * entry's mutex. */
+
+/* f changed the file: its next close() seals. */
+static void mark_written(struct pd_file *f)
+{
+	f->wrote = true;
+	if (!f->unflushed) {
+		f->unflushed = true;
+		f->li->unflushed++;
+	}
+}
+
+/* f's close() (or its release) reached the daemon: it no longer holds the
+ * staged bytes for a later seal. */
+static void mark_flushed(struct pd_file *f)
+{
+	if (f->unflushed) {
+		f->unflushed = false;
+		f->li->unflushed--;
+	}
+}
+
+/* After a failed seal through f (its mark cleared): no other handle will
+ * seal the staged bytes later. */
+static bool no_writer_left(const struct live *li)
+{
+	return li->unflushed == 0;
+}
+
 uint64_t file_ino(const struct pd_file *f)
 {
 	return f->li->ino;
@@ -928,6 +971,9 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 		return -ENOMEM;
 	}
 	bool writer = (flags & O_ACCMODE) != O_RDONLY;
+	f->st = st;
+	f->li = li;
+	f->flags = flags;
 	pthread_mutex_lock(&li->mu);
 	int rc = load(st, li);
 	if (!rc && writer && (flags & O_TRUNC)) {
@@ -938,11 +984,12 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 			reset_hash(li);
 			li->dirty = true;
 			li->mtime = li->ctime = pd_now();
+			/* open(O_TRUNC) changed the file: its close seals (and,
+			 * under sync_blobs, makes the empty page durable before
+			 * close returns). */
+			mark_written(f);
 		}
 	}
-	/* open(O_TRUNC) changed the file: its close seals (and, under
-	 * sync_blobs, makes the empty page durable before close returns). */
-	bool truncated = !rc && writer && (flags & O_TRUNC);
 	*keep_cache = li->ref->kcache && !staged(li) && li->has_blob && blobkey_equal(&li->ref->kcache_key, &li->blob);
 	if (!rc && li->has_blob && !staged(li)) {
 		li->ref->kcache = true;
@@ -954,10 +1001,6 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 		free(f);
 		return rc;
 	}
-	f->st = st;
-	f->li = li;
-	f->flags = flags;
-	f->wrote = truncated;
 	*out = f;
 	return 0;
 }
@@ -1045,7 +1088,7 @@ int file_write(struct pd_file *f, const void *buf, size_t size, uint64_t off, si
 			li->size = off + *done;
 		li->dirty = true;
 		li->mtime = li->ctime = pd_now();
-		f->wrote = true;
+		mark_written(f);
 	}
 out:
 	pthread_mutex_unlock(&li->mu);
@@ -1054,37 +1097,30 @@ out:
 
 /* Bytes that failed to seal and that no handle can seal later: the file is
  * again what the store holds, and the log says which page lost them. */
-static void give_up_staged(struct store *st, struct live *li, int rc)
+static void give_up_staged(struct store *st, struct live *li, const char *when, int rc)
 {
-	fprintf(stderr, "pagededupfs: inode %llu: sealing at close failed: %s; its previous content stays\n",
-		(unsigned long long)li->ino, strerror(-rc));
+	fprintf(stderr, "pagededupfs: inode %llu: sealing at %s failed: %s; its previous content stays\n",
+		(unsigned long long)li->ino, when, strerror(-rc));
 	discard_staged(st, li);
-}
-
-static bool only_handle(struct store *st, struct live *li)
-{
-	pthread_mutex_lock(&st->live->mu);
-	bool only = li->ref->pins == 1;
-	pthread_mutex_unlock(&st->live->mu);
-	return only;
 }
 
 int file_flush(struct pd_file *f)
 {
 	struct live *li = f->li;
+	pthread_mutex_lock(&li->mu);
 	/* Only a handle that changed the file seals at close(): a shell's
 	 * `>` opens, dup2()s and closes the first descriptor before writing. */
-	if (!f->wrote)
-		return 0;
-	bool only = only_handle(f->st, li);
-	pthread_mutex_lock(&li->mu);
-	int rc = li->dirty ? seal(f->st, li) : 0;
-	/* close() reports the failure; when no other handle is open, the
-	 * bytes go now rather than at the release that follows, which the
-	 * kernel sends without waiting: an open() right after close() must
-	 * read what the store holds, not the refused bytes. */
-	if (rc && only)
-		give_up_staged(f->st, li, rc);
+	int rc = 0;
+	if (f->wrote) {
+		mark_flushed(f);
+		rc = li->dirty ? seal(f->st, li) : 0;
+		/* close() reports the failure, and the bytes go now unless
+		 * another writer's close is to come (above mark_written): an
+		 * open() right after close() must read what the store holds,
+		 * not the refused bytes. */
+		if (rc && no_writer_left(li))
+			give_up_staged(f->st, li, "close", rc);
+	}
 	pthread_mutex_unlock(&li->mu);
 	return rc;
 }
@@ -1099,12 +1135,13 @@ int file_release(struct pd_file *f)
 	pthread_mutex_unlock(&st->live->mu);
 	int rc = 0;
 	pthread_mutex_lock(&li->mu);
+	mark_flushed(f);
 	if (last && orphan)
 		unstage(st, li); /* no name left: nobody can read these bytes again */
 	if (li->dirty && (last || writer))
 		rc = seal(st, li);
-	if (last && rc)
-		give_up_staged(st, li, rc); /* nothing can seal it later */
+	if (rc && no_writer_left(li))
+		give_up_staged(st, li, "close", rc); /* nothing will seal it later */
 	if (last)
 		close_blob(st, li);
 	pthread_mutex_unlock(&li->mu);
@@ -1150,11 +1187,13 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 		}
 	}
 	if (!rc && f)
-		f->wrote = true;
+		mark_written(f);
 	/* truncate(2) has no close to seal it: seal now, even if a writer
-	 * has the file open (its next write stages the file again). */
-	if (!rc && !f && li->dirty)
-		rc = seal(st, li);
+	 * has the file open (its next write stages the file again). A refused
+	 * seal leaves the file as the store holds it, unless a writer's close
+	 * is still to come. */
+	if (!rc && !f && li->dirty && (rc = seal(st, li)) && no_writer_left(li))
+		give_up_staged(st, li, "truncate", rc);
 	pthread_mutex_unlock(&li->mu);
 	if (!f)
 		settle(st, li->ref, 1, 0);
