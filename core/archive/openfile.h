@@ -10,7 +10,10 @@
  * A sealed file opened for writing without O_TRUNC is copied to staging on
  * its first write (blobs are immutable). The flush of a handle that wrote
  * or truncated seals the file when it is dirty, and so does the release of
- * the last handle; a truncate with no writer open seals at once.
+ * the last handle; a truncate with no writer open seals at once. A refused
+ * seal drops the staged bytes (the file reads as the store holds it)
+ * unless another handle has written since its own last close(), whose
+ * close will seal or drop them; handles that are merely open do not count.
  *
  * Locking: the table mutex guards the table and each entry's counts; an
  * entry's own mutex guards its file state. Order: table, then entry; an
