@@ -1,6 +1,6 @@
 /* test_store.c - the store engine through the calls the filesystem makes:
  * refcounts, MD5 collisions, saturated counters, filter rebuild after an
- * unclean stop, concurrent seals, map growth, store identity. */
+ * unclean stop, concurrent seals, map growth, store identity, refused seals. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -151,6 +151,129 @@ static void test_live_entries(void **state)
 	assert_int_equal(live_forget(st, ino, 1), 0);
 	assert_int_equal(live_count(st, &states), 0);
 	assert_int_equal(states, 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* Make the blob of these bytes impossible to store in format 1's layout:
+ * a file where its objects/abc/ directory would be, so that its seal fails
+ * (ENOTDIR) whoever runs the test, root included. Returns the file's path
+ * (static), to remove afterwards. */
+static const char *block_blob(const char *dir, const char *bytes)
+{
+	struct fp fp;
+	assert_int_equal(fp_of_buf(bytes, strlen(bytes), &fp), 0);
+	struct blobkey k = { .variant = 0 };
+	memcpy(k.md5, fp.md5, sizeof k.md5);
+	char rel[BLOBKEY_PATH_MAX];
+	blobkey_path(&k, rel);
+	*strrchr(rel, '/') = 0; /* "objects/abc" */
+	static char path[4096];
+	snprintf(path, sizeof path, "%s/objects", th_store_dir(dir));
+	assert_true(mkdir(path, 0700) == 0 || errno == EEXIST);
+	snprintf(path, sizeof path, "%s/%s", th_store_dir(dir), rel);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600); /* EEXIST: another blob's directory */
+	assert_true(fd >= 0);
+	close(fd);
+	return path;
+}
+
+static void assert_reads(struct pd_file *f, const char *want)
+{
+	char buf[64];
+	size_t got;
+	assert_int_equal(file_read(f, buf, sizeof buf, 0, &got), 0);
+	assert_int_equal(got, strlen(want));
+	assert_memory_equal(buf, want, got);
+}
+
+static void assert_size(struct store *st, uint64_t ino, uint64_t want)
+{
+	struct inode in;
+	assert_int_equal(file_getattr(st, ino, &in), 0);
+	assert_int_equal(in.size, want);
+}
+
+/* A change whose seal is refused leaves the file as the store holds it as
+ * soon as close() returns, whatever other handles are merely open (a
+ * reader, a handle already closed whose release is still to come), and
+ * the next open does not keep the kernel's cached pages, which hold the
+ * refused bytes. Only a handle that has written since its own close keeps
+ * them staged, for its close to seal or drop. A truncate(2) refused
+ * leaves the file as stored too. */
+static void test_refused_seal(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .blob_files = true, .no_sign_thread = true };
+	struct store *st = th_store(dir, NULL, &o);
+	uint64_t ino = th_put(st, PD_ROOT_INO, "a", "A page", 6);
+	live_ref(st, ino, 1); /* the kernel's lookup */
+	struct pd_file *r, *w, *w2, *h;
+	bool keep;
+	size_t done;
+
+	/* a reader open across a refused change */
+	const char *blocked = block_blob(dir, "Z page");
+	assert_int_equal(file_open(st, ino, O_RDONLY, &r, &keep), 0);
+	assert_reads(r, "A page");
+	assert_int_equal(file_open(st, ino, O_WRONLY, &w, &keep), 0);
+	assert_int_equal(file_write(w, "Z", 1, 0, &done), 0);
+	assert_reads(r, "Z page");                 /* staged, while it is written */
+	assert_int_equal(file_flush(w), -ENOTDIR); /* close() */
+	assert_reads(r, "A page");
+	assert_size(st, ino, 6);
+	assert_int_equal(file_open(st, ino, O_RDONLY, &h, &keep), 0);
+	assert_false(keep); /* the kernel's cache holds "Z" */
+	assert_reads(h, "A page");
+	assert_int_equal(file_release(h), 0);
+	assert_int_equal(file_release(w), 0);     /* the release that follows */
+	assert_reads(r, "A page");
+
+	/* a writer already closed, its release still to come, does not count */
+	assert_int_equal(file_open(st, ino, O_WRONLY | O_TRUNC, &w, &keep), 0);
+	assert_int_equal(file_write(w, "B page", 6, 0, &done), 0);
+	assert_int_equal(file_flush(w), 0);
+	assert_int_equal(file_open(st, ino, O_WRONLY, &w2, &keep), 0);
+	assert_int_equal(unlink(blocked), 0);
+	blocked = block_blob(dir, "B pagZ");
+	assert_int_equal(file_write(w2, "Z", 1, 5, &done), 0);
+	assert_int_equal(file_flush(w2), -ENOTDIR);
+	assert_reads(r, "B page");
+	assert_int_equal(file_release(w), 0);
+	assert_int_equal(file_release(w2), 0);
+
+	/* two writers: the first close refused keeps the bytes for the close
+	 * of the other, which has written since; refused too, they go */
+	assert_int_equal(unlink(blocked), 0);
+	blocked = block_blob(dir, "X pagY");
+	assert_int_equal(file_open(st, ino, O_WRONLY, &w, &keep), 0);
+	assert_int_equal(file_open(st, ino, O_WRONLY, &w2, &keep), 0);
+	assert_int_equal(file_write(w, "X", 1, 0, &done), 0);
+	assert_int_equal(file_write(w2, "Y", 1, 5, &done), 0);
+	assert_int_equal(file_flush(w), -ENOTDIR);
+	assert_reads(r, "X pagY");
+	assert_int_equal(file_flush(w2), -ENOTDIR);
+	assert_reads(r, "B page");
+	assert_size(st, ino, 6);
+	assert_int_equal(file_release(w), 0);
+	assert_int_equal(file_release(w2), 0);
+
+	/* truncate(2), no handle: refused, nothing changes */
+	assert_int_equal(unlink(blocked), 0);
+	blocked = block_blob(dir, "B p");
+	assert_int_equal(file_truncate(st, ino, 3, NULL), -ENOTDIR);
+	assert_reads(r, "B page");
+	assert_size(st, ino, 6);
+	assert_int_equal(file_release(r), 0);
+
+	/* a change whose blob can be stored is (another objects/ directory:
+	 * the store remembers the ones it found) */
+	assert_int_equal(unlink(blocked), 0);
+	assert_int_equal(file_truncate(st, ino, 2, NULL), 0);
+	th_read_back(st, ino, "B ");
+	assert_int_equal(live_forget(st, ino, 1), 0);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	th_rmdir(dir);
@@ -889,6 +1012,7 @@ int main(void)
 		cmocka_unit_test(test_refcount_sequence),
 		cmocka_unit_test(test_live_entries),
 		cmocka_unit_test(test_live_forget_burst),
+		cmocka_unit_test(test_refused_seal),
 		cmocka_unit_test(test_md5_collision),
 		cmocka_unit_test(test_saturated_counter),
 		cmocka_unit_test(test_unclean_rebuild),
