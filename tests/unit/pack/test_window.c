@@ -86,28 +86,6 @@ static struct blob_compact_cfg cfg_window(unsigned window)
 					  .cold = { .level = 19, .deltas = true, .window = window } };
 }
 
-/* 1 and *base when k is a delta, 0 when whole. */
-static int delta_of(struct store *st, const struct blobkey *k, struct blobkey *base)
-{
-	struct fprec r;
-	assert_int_equal(blob_read(st, k, &r), 0);
-	int rc = blob_delta_base(st, &r, base);
-	assert_true(rc >= 0);
-	return rc;
-}
-
-static unsigned depth_of(struct store *st, const struct blobkey *k)
-{
-	struct fprec r;
-	MDB_txn *txn;
-	unsigned d;
-	assert_int_equal(blob_read(st, k, &r), 0);
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(blob_delta_depth(txn, st, &r, &d), 0);
-	store_read_end(st, txn);
-	return d;
-}
-
 static bool linked(struct store *st, const struct blobkey *base, const struct blobkey *dep)
 {
 	MDB_txn *txn;
@@ -135,7 +113,7 @@ static int check_window_deltas(struct store *st, const struct site *s)
 	int deltas = 0;
 	for (int i = 0; i < N; i++) {
 		struct blobkey base;
-		int is_delta = delta_of(st, &s->k[i], &base);
+		int is_delta = th_delta_of(st, &s->k[i], &base);
 		if (i % PER)
 			assert_int_equal(is_delta, 1);
 		if (!is_delta)
@@ -143,7 +121,7 @@ static int check_window_deltas(struct store *st, const struct site *s)
 		int b = index_of(s, &base);
 		assert_true(b >= 0 && b < i && i - b <= BLOB_COLD_WINDOW);
 		assert_true(linked(st, &base, &s->k[i]));
-		assert_true(depth_of(st, &s->k[i]) <= BLOB_DELTA_DEPTH);
+		assert_true(th_depth_of(st, &s->k[i]) <= BLOB_DELTA_DEPTH);
 		deltas++;
 	}
 	return deltas;
@@ -180,7 +158,7 @@ static void test_window_makes_deltas(void **state)
 	assert_int_equal(blob_pack_usage(st, &plain), 0);
 	for (int i = 0; i < N; i++) {
 		struct blobkey base;
-		assert_int_equal(delta_of(st, &s.k[i], &base), 0);
+		assert_int_equal(th_delta_of(st, &s.k[i], &base), 0);
 	}
 
 	c = cfg_window(BLOB_COLD_WINDOW);
@@ -240,7 +218,7 @@ static void test_window_in_the_mark(void **state)
 	struct blobkey was_base[N];
 	for (int i = 0; i < N; i++) {
 		bases += hung[i] = has_deltas(st, &s.k[i]);
-		was_delta[i] = delta_of(st, &s.k[i], &was_base[i]);
+		was_delta[i] = th_delta_of(st, &s.k[i], &was_base[i]);
 	}
 	assert_true(bases > 0);
 	c = cfg_window(2);
@@ -249,7 +227,7 @@ static void test_window_in_the_mark(void **state)
 	assert_true(d.records_moved >= N);
 	for (int i = 0; i < N; i++) {
 		struct blobkey b;
-		int now = delta_of(st, &s.k[i], &b);
+		int now = th_delta_of(st, &s.k[i], &b);
 		if (was_delta[i]) { /* encoded again on the same base */
 			assert_int_equal(now, 1);
 			assert_true(blobkey_equal(&b, &was_base[i]));
@@ -296,7 +274,7 @@ static void test_window_depth_bounded(void **state)
 	assert_int_equal(blob_compact_run(st, &c, &d), 0);
 	unsigned deepest = 0;
 	for (int i = 0; i < CHAIN; i++) {
-		unsigned depth = depth_of(st, &k[i]);
+		unsigned depth = th_depth_of(st, &k[i]);
 		assert_true(depth <= BLOB_DELTA_DEPTH);
 		deepest = depth > deepest ? depth : deepest;
 		th_read_back(st, ino[i], body[i]);
