@@ -26,7 +26,9 @@
  *     --window N       with --all: each whole page also tried as a delta on
  *                      the N pages copied before it, as git's pack window
  *                      (default BLOB_COLD_WINDOW, 8; 0: none; at most
- *                      BLOB_COLD_WINDOW_MAX)
+ *                      BLOB_COLD_WINDOW_MAX); a pack's pages are copied in
+ *                      the order of their paths, so that the window holds a
+ *                      directory's pages together
  *
  * Then rewrites LMDB's file without its free pages, every table first
  * written again in key order (store_lmdb_compact).
@@ -46,6 +48,7 @@
 #include <time.h>
 
 #include "archive/archive.h"
+#include "archive/query.h"
 #include "blob/blob.h"
 #include "cli.h"
 #include "store/store.h"
@@ -84,6 +87,12 @@ static bool never(void *ctx)
 {
 	(void)ctx;
 	return false;
+}
+
+/* A page's key for the window's order: its path (blob.h). */
+static int page_path(void *ctx, const struct blobkey *k, char *buf, size_t size)
+{
+	return query_blob_path(ctx, k, buf, size);
 }
 
 int cmd_compact(int argc, char **argv)
@@ -151,6 +160,8 @@ int cmd_compact(int argc, char **argv)
 	cfg.cold.level = level >= 0 ? level : all ? BLOB_COLD_LEVEL : BLOB_COMPACT_COLD_LEVEL;
 	cfg.cold.deltas = all && cold_deltas; /* without --all, the daemon's pass: whole pages only (blob.h) */
 	cfg.cold.window = all ? (unsigned)window : 0;
+	cfg.page_key = page_path; /* the window's order: by path */
+	cfg.key_ctx = st;
 	struct blob_compact_stats d;
 	struct blob_pack_usage before, after;
 	blob_pack_usage(st, &before);

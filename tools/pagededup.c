@@ -480,7 +480,7 @@ static const struct cli_cmd commands[] = {
 	  "smaller. --all: every pack with a live record, deltas encoded again too\n"
 	  "(unless --no-cold-deltas), at level 19 unless --level says otherwise, and\n"
 	  "each page stored whole also tried as a delta on each of the N pages copied\n"
-	  "before it (default 8; 0: none), as git's pack window (the store made as small\n"
+	  "before it in path order (default 8; 0: none), as git's pack window (the store made as small\n"
 	  "as it can be now; it rewrites every pack, as git gc --aggressive does,\n"
 	  "but one an earlier --all at that level and window wrote, which lost no page and\n"
 	  "whose dictionary is still the newest; then the dictionaries no record\n"

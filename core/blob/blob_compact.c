@@ -21,6 +21,7 @@
 #include "base/clock.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,6 +316,44 @@ static int copy_item(struct store *st, struct item *x, const struct blob_compact
 	return rc;
 }
 
+/* The live items of a pack in the order of c's page keys, for the
+ * window (blob.h); a dictionary's record, and a page with no key, first. */
+struct keyed {
+	char *key;
+	struct item x;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	return strcmp(((const struct keyed *)a)->key, ((const struct keyed *)b)->key);
+}
+
+static int order_items(const struct blob_compact_cfg *c, struct items *it)
+{
+	struct keyed *v = calloc(it->n ? it->n : 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	char buf[PATH_MAX];
+	int rc = 0;
+	for (size_t i = 0; i < it->n && !rc; i++) {
+		v[i].x = it->v[i];
+		buf[0] = 0;
+		if (it->v[i].kind == PACK_KIND_PAGE && c->page_key(c->key_ctx, &it->v[i].k, buf, sizeof buf) < 0)
+			buf[0] = 0;
+		if (!(v[i].key = strdup(buf)))
+			rc = -ENOMEM;
+	}
+	if (!rc) {
+		qsort(v, it->n, sizeof *v, by_key);
+		for (size_t i = 0; i < it->n; i++)
+			it->v[i] = v[i].x;
+	}
+	for (size_t i = 0; i < it->n; i++)
+		free(v[i].key);
+	free(v);
+	return rc;
+}
+
 /* ---- the transactions ------------------------------------------------------- */
 
 static int roll_cb(struct wtx *w, void *arg)
@@ -501,6 +540,8 @@ static int compact_pack(struct store *st, uint32_t id, const struct blob_compact
 	int rc = store_write(st, roll_cb, &id);
 	if (!rc)
 		rc = live_items(st, id, &items);
+	if (!rc && win && c->page_key)
+		rc = order_items(c, &items);
 	/* 2, 3. the live records copied and pointed at, batch by batch */
 	if (!rc)
 		rc = copy_and_move(st, items.v, items.n, c, win, &sum, &f.moved, &first);

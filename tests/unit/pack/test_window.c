@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "archive/archive.h"
+#include "archive/query.h"
 #include "blob/blob.h"
 #include "helpers.h"
 #include "near/ndelta.h"
@@ -66,6 +67,29 @@ static void write_site(struct store *st, struct site *s, uint64_t seed)
 		}
 		free(tmpl);
 	}
+}
+
+/* The same pages stored group by group's turns: the first page of every
+ * group, then the second of every group, ...: in the packs, the pages of
+ * a group are GROUPS apart, beyond the window. */
+static void write_site_interleaved(struct store *st, struct site *s, uint64_t seed)
+{
+	char name[32];
+	char *tmpl[GROUPS];
+	for (int g = 0; g < GROUPS; g++)
+		tmpl[g] = th_page(seed * 1000 + (uint64_t)g, 600, "");
+	for (int j = 0; j < PER; j++)
+		for (int g = 0; g < GROUPS; g++) {
+			int i = g * PER + j;
+			char *own = th_page(seed * 1000 + 500 + (uint64_t)i, 120, "");
+			s->body[i] = concat(tmpl[g], own);
+			free(own);
+			snprintf(name, sizeof name, "g%02d-%d.html", g, j);
+			s->ino[i] = th_put_page(st, PD_ROOT_INO, name, s->body[i]);
+			s->k[i] = th_blob_of(st, s->ino[i]);
+		}
+	for (int g = 0; g < GROUPS; g++)
+		free(tmpl[g]);
 }
 
 static void read_site(struct store *st, const struct site *s)
@@ -335,6 +359,58 @@ static void test_window_base_goes(void **state)
 	th_rmdir(dir);
 }
 
+static int page_path(void *ctx, const struct blobkey *k, char *buf, size_t size)
+{
+	return query_blob_path(ctx, k, buf, size);
+}
+
+/* How many pages of the site are deltas on a page of their own group. */
+static int own_group_deltas(struct store *st, const struct site *s)
+{
+	int n = 0;
+	for (int i = 0; i < N; i++) {
+		struct blobkey base;
+		if (th_delta_of(st, &s->k[i], &base)) {
+			int b = index_of(s, &base);
+			n += b >= 0 && b / PER == i / PER;
+		}
+	}
+	return n;
+}
+
+/* Pages stored with a group's pages GROUPS apart: in the packs' order the
+ * window never sees two of a group together; in the order of their paths
+ * (cfg.page_key, as `compact --all` gives) every page after a group's
+ * first is a delta on its group. */
+static void test_window_in_path_order(void **state)
+{
+	(void)state;
+	int own[2];
+	for (int keyed = 0; keyed < 2; keyed++) {
+		char *dir = th_tmpdir();
+		struct store *st = open_store(dir, true);
+		struct site s;
+		write_site_interleaved(st, &s, 10);
+		struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+		if (keyed) {
+			c.page_key = page_path;
+			c.key_ctx = st;
+		}
+		struct blob_compact_stats d;
+		assert_int_equal(blob_compact_run(st, &c, &d), 0);
+		own[keyed] = own_group_deltas(st, &s);
+		printf("# %s: %llu pages made deltas, %d of them on their own group\n",
+		       keyed ? "path order" : "the packs' order", (unsigned long long)d.records_window, own[keyed]);
+		read_site(st, &s);
+		assert_int_equal(store_close(st), 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		free_site(&s);
+		th_rmdir(dir);
+	}
+	assert_int_equal(own[0], 0);
+	assert_int_equal(own[1], GROUPS * (PER - 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -342,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_window_in_the_mark),
 		cmocka_unit_test(test_window_depth_bounded),
 		cmocka_unit_test(test_window_base_goes),
+		cmocka_unit_test(test_window_in_path_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
