@@ -23,6 +23,12 @@
  *     --no-cold-deltas with --all: deltas copied as they are (only whole
  *                      pages encoded again; without --all that is always so,
  *                      as in the daemon's compactor)
+ *     --window N       with --all: each whole page also tried as a delta on
+ *                      the N pages copied before it, as git's pack window
+ *                      (default BLOB_COLD_WINDOW, 8; 0: none; at most
+ *                      BLOB_COLD_WINDOW_MAX); a pack's pages are copied in
+ *                      the order of their paths, so that the window holds a
+ *                      directory's pages together
  *
  * Then rewrites LMDB's file without its free pages, every table first
  * written again in key order (store_lmdb_compact).
@@ -42,6 +48,7 @@
 #include <time.h>
 
 #include "archive/archive.h"
+#include "archive/query.h"
 #include "blob/blob.h"
 #include "cli.h"
 #include "store/store.h"
@@ -82,6 +89,12 @@ static bool never(void *ctx)
 	return false;
 }
 
+/* A page's key for the window's order: its path (blob.h). */
+static int page_path(void *ctx, const struct blobkey *k, char *buf, size_t size)
+{
+	return query_blob_path(ctx, k, buf, size);
+}
+
 int cmd_compact(int argc, char **argv)
 {
 	static const struct option opts[] = { { "share", required_argument, 0, 's' },
@@ -89,11 +102,12 @@ int cmd_compact(int argc, char **argv)
 					      { "all", no_argument, 0, 'a' },
 					      { "level", required_argument, 0, 'l' },
 					      { "no-cold-deltas", no_argument, 0, 'd' },
+					      { "window", required_argument, 0, 'w' },
 					      { 0, 0, 0, 0 } };
 	double share = BLOB_COMPACT_SHARE;
 	uint64_t min_dead = BLOB_COMPACT_MIN_DEAD;
 	bool all = false, cold_deltas = true;
-	int level = -1, c;
+	int level = -1, window = BLOB_COLD_WINDOW, c;
 	while ((c = cli_getopt(argc, argv, "", opts)) != -1) {
 		char *end;
 		if (c == 's') {
@@ -114,6 +128,11 @@ int cmd_compact(int argc, char **argv)
 						       optarg);
 		} else if (c == 'd') {
 			cold_deltas = false;
+		} else if (c == 'w') {
+			window = (int)strtol(optarg, &end, 10);
+			if (*end || end == optarg || window < 0 || window > BLOB_COLD_WINDOW_MAX)
+				return cli_usage_error("--window takes a number of pages from 0 to %d, not '%s'",
+						       BLOB_COLD_WINDOW_MAX, optarg);
 		} else {
 			return cli_current->usage_status;
 		}
@@ -140,6 +159,9 @@ int cmd_compact(int argc, char **argv)
 	cfg.every_pack = all;
 	cfg.cold.level = level >= 0 ? level : all ? BLOB_COLD_LEVEL : BLOB_COMPACT_COLD_LEVEL;
 	cfg.cold.deltas = all && cold_deltas; /* without --all, the daemon's pass: whole pages only (blob.h) */
+	cfg.cold.window = all ? (unsigned)window : 0;
+	cfg.page_key = page_path; /* the window's order: by path */
+	cfg.key_ctx = st;
 	struct blob_compact_stats d;
 	struct blob_pack_usage before, after;
 	blob_pack_usage(st, &before);
@@ -166,8 +188,10 @@ int cmd_compact(int argc, char **argv)
 	       (unsigned long long)d.bytes_freed, (unsigned long long)d.damaged,
 	       d.damaged == 1 ? "" : "s", (unsigned long long)after.packs, (unsigned long long)after.allocated,
 	       (unsigned long long)before.packs, (unsigned long long)before.allocated);
-	printf("encoded again at level %d: %llu records, %llu bytes smaller; %.2f s of CPU\n", cfg.cold.level,
-	       (unsigned long long)d.records_cold, (unsigned long long)d.bytes_cold_saved, cpu_seconds() - cpu0);
+	printf("encoded again at level %d: %llu records (%llu of them whole pages made deltas by a window of %u), "
+	       "%llu bytes smaller; %.2f s of CPU\n",
+	       cfg.cold.level, (unsigned long long)d.records_cold, (unsigned long long)d.records_window,
+	       cfg.cold.window, (unsigned long long)d.bytes_cold_saved, cpu_seconds() - cpu0);
 	if (all)
 		printf("left as they were: %llu pack%s a cold pass at level %d already wrote, every page "
 		       "in them live\n",

@@ -17,7 +17,7 @@ _pagededup()
 	fsck) opts="--deep --repair --help" ;;
 	urlseen) opts="--filter --fpr --check --help" ;;
 	blobs) opts="--cat --help" ;;
-	compact) opts="--share --min-dead --all --help" ;;
+	compact) opts="--share --min-dead --all --level --no-cold-deltas --window --help" ;;
 	dups|clusters) opts="--json --csv --min-size --help" ;;
 	export) opts="-o --output --max-size --cdxj --level --no-gzip --help" ;;
 	import) opts="-C --directory --help" ;;

@@ -469,7 +469,7 @@ static const struct cli_cmd commands[] = {
 	  "or --repair, removes them), 4 could not check\n"
 	  "(not a store, mounted, usage error).",
 	  FSCK_CANNOT },
-	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all] [--level N] [--no-cold-deltas]",
+	{ "compact", cmd_compact, "STORE [--share S] [--min-dead BYTES] [--all] [--level N] [--no-cold-deltas] [--window N]",
 	  "give back the dead bytes of an unmounted store's packs and LMDB's free pages now",
 	  "Rewrites every pack whose live share is below S (default 0.5) and that has\n"
 	  "at least BYTES (default 1M; suffixes K, M, G) allocated beyond its live\n"
@@ -478,9 +478,11 @@ static const struct cli_cmd commands[] = {
 	  "stored whole is encoded again at zstd level N (default 9; 0: copied as it\n"
 	  "is) with the store's newest dictionary, and kept so only when that is\n"
 	  "smaller. --all: every pack with a live record, deltas encoded again too\n"
-	  "(unless --no-cold-deltas), at level 19 unless --level says otherwise (the store made as small\n"
+	  "(unless --no-cold-deltas), at level 19 unless --level says otherwise, and\n"
+	  "each page stored whole also tried as a delta on each of the N pages copied\n"
+	  "before it in path order (default 8; 0: none), as git's pack window (the store made as small\n"
 	  "as it can be now; it rewrites every pack, as git gc --aggressive does,\n"
-	  "but one an earlier --all at that level wrote, which lost no page and\n"
+	  "but one an earlier --all at that level and window wrote, which lost no page and\n"
 	  "whose dictionary is still the newest; then the dictionaries no record\n"
 	  "needs any more are removed).\n"
 	  "A damaged record is not copied (it stays, marked bad: a\n"

@@ -131,6 +131,19 @@ int query_path(struct store *st, uint64_t ino, char *buf, size_t size)
 	return rc;
 }
 
+int query_blob_path(struct store *st, const struct blobkey *k, char *buf, size_t size)
+{
+	char path[PATH_MAX] = "";
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = path_names_of_blob(txn, st, k, 0, NULL, first_path, path);
+	store_read_end(st, txn);
+	snprintf(buf, size, "%s", path);
+	return rc;
+}
+
 static int subtree_stats(struct store *st, uint64_t ino, enum stats_format f, char *buf, size_t *len)
 {
 	MDB_txn *txn;

@@ -98,6 +98,9 @@ int query_sealed_blob(MDB_txn *txn, struct store *st, uint64_t ino, struct blobk
 /* The first path of ino from the root ("/a/b"), for messages; "" when it
  * has no name left. */
 int query_path(struct store *st, uint64_t ino, char *buf, size_t size);
+/* The first path of a file on blob k ("" when none names it: a base kept
+ * for its deltas), as query_path. */
+int query_blob_path(struct store *st, const struct blobkey *k, char *buf, size_t size);
 
 /* Is name one of the computed, read-only attributes? */
 int query_is_dedup_attr(const char *name);

@@ -26,13 +26,9 @@
 #include "blob.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool is_delta(uint8_t encoding)
-{
-	return encoding == PACK_ENC_DELTA || encoding == PACK_ENC_DELTA_DICT;
-}
 
 /* The raw bytes of the base delta header h names (*out malloc'd). */
 static int base_bytes(struct store *st, const struct pack_rec_hdr *h, void **out, uint64_t *len)
@@ -60,7 +56,7 @@ static int cold_opts(struct store *st, const struct pack_rec *in, int level, str
 {
 	*o = (struct pack_encode_opts){ .level = level };
 	*base = NULL;
-	if (!is_delta(in->hdr.encoding)) {
+	if (!pack_enc_is_delta(in->hdr.encoding)) {
 		o->dict = blob_dict_hold(st); /* unheld by the caller */
 		return 0;
 	}
@@ -75,11 +71,198 @@ static int cold_opts(struct store *st, const struct pack_rec *in, int level, str
 	return 0;
 }
 
-int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct blob_cold_cfg *c,
+/* ---- the window (blob.h) ------------------------------------------------------ */
+
+struct window_slot {
+	struct blobkey k;
+	void *raw;
+	uint64_t len;
+	unsigned depth; /* of the page's record as the pass leaves it */
+};
+
+struct blob_cold_window {
+	unsigned slots, next;
+	struct window_slot *v;
+};
+
+struct blob_cold_window *blob_cold_window_new(unsigned slots)
+{
+	if (slots == 0 || slots > BLOB_COLD_WINDOW_MAX)
+		return NULL;
+	struct blob_cold_window *win = calloc(1, sizeof *win);
+	if (win && !(win->v = calloc(slots, sizeof *win->v))) {
+		free(win);
+		return NULL;
+	}
+	if (win)
+		win->slots = slots;
+	return win;
+}
+
+void blob_cold_window_free(struct blob_cold_window *win)
+{
+	if (!win)
+		return;
+	for (unsigned i = 0; i < win->slots; i++)
+		free(win->v[i].raw);
+	free(win->v);
+	free(win);
+}
+
+static bool window_sized(uint64_t len)
+{
+	return len > 0 && len <= (1ull << PACK_DEFAULT_CHUNK_SHIFT);
+}
+
+/* Page k (raw: its bytes, taken over) joins the window at depth, the
+ * oldest slot making room. */
+static void window_push(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t len,
+			unsigned depth)
+{
+	struct window_slot *s = &win->v[win->next];
+	win->next = (win->next + 1) % win->slots;
+	free(s->raw);
+	*s = (struct window_slot){ .k = *k, .raw = raw, .len = len, .depth = depth };
+}
+
+/* What the committed rows say of page k: how deep its record is, and
+ * whether deltas hang on it (then it stays whole). */
+static int page_standing(struct store *st, const struct blobkey *k, unsigned *depth, bool *has_deps)
+{
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	struct fprec r;
+	struct blobkey dep;
+	size_t n = 0;
+	rc = blob_get(txn, st, k, &r);
+	if (!rc)
+		rc = blob_delta_depth(txn, st, &r, depth);
+	if (!rc)
+		rc = blob_delta_dependents(txn, st, k, &dep, 1, &n);
+	store_read_end(st, txn);
+	*has_deps = n > 0;
+	return rc;
+}
+
+/* Encode raw as a delta on slot s at level (*out, pack_rec_free). */
+static int delta_on(const struct pack_rec *in, const void *raw, const struct window_slot *s, int level,
+		    struct pack_rec *out)
+{
+	struct pack_encode_opts o = { .level = level, .base = s->raw, .base_len = (size_t)s->len,
+				      .base_variant = s->k.variant };
+	memcpy(o.base_md5, s->k.md5, 16);
+	return pack_encode_page(in->hdr.md5, in->hdr.variant, in->hdr.xxh128, raw, -1, in->hdr.size, &o, out);
+}
+
+/* The page in (raw) whole with the store's newest dictionary at level:
+ * the record's length, 0 when it cannot be encoded. */
+static size_t whole_len(struct store *st, const struct pack_rec *in, const void *raw, int level)
+{
+	struct pack_encode_opts o = { .level = level, .dict = blob_dict_hold(st) };
+	struct pack_rec r;
+	int rc = pack_encode_page(in->hdr.md5, in->hdr.variant, in->hdr.xxh128, raw, -1, in->hdr.size, &o, &r);
+	blob_dict_unhold(st, o.dict);
+	if (rc)
+		return 0;
+	size_t len = r.len;
+	pack_rec_free(&r);
+	return len;
+}
+
+/* Is a delta of trial bytes on a base depth deep worth it against the
+ * page whole (whole bytes, both at the trial level)? As git's
+ * pack-objects scales the delta it accepts by its base's depth, the
+ * deeper the base, the smaller the delta must be: any delta smaller than
+ * the page on a whole base, under 1/BLOB_DELTA_DEPTH of it on a base
+ * BLOB_DELTA_DEPTH - 1 deep. So a chain grows only through pages nearly
+ * the same, and a page that shares less with the pages before it takes a
+ * shallow base rather than none once the chains are deep (greedy, the
+ * smallest delta whatever its depth, chains pages until every page of
+ * the window is BLOB_DELTA_DEPTH deep, and the next page must be whole:
+ * the issue-15 window note has the figures). */
+static bool worth_it(size_t trial, size_t whole, unsigned depth)
+{
+	return depth < BLOB_DELTA_DEPTH && (uint64_t)trial * BLOB_DELTA_DEPTH < (uint64_t)whole * (BLOB_DELTA_DEPTH - depth);
+}
+
+/* The window's best delta for whole page in (raw, key k), at the cold
+ * level, when it is smaller than whole (the page encoded whole at that
+ * level): 1 and *out, else 0. The slots are ranked by a delta at the
+ * trial level, among those worth it against the page whole at that
+ * level. */
+static int window_best(struct store *st, const struct pack_rec *in, const struct blobkey *k, const void *raw,
+		       const struct blob_cold_window *win, int level, size_t whole, unsigned *base_depth,
 		       struct pack_rec *out)
 {
+	size_t trial_whole = whole_len(st, in, raw, BLOB_COLD_TRIAL_LEVEL);
+	const struct window_slot *best = NULL;
+	size_t best_len = SIZE_MAX;
+	for (unsigned i = 0; trial_whole && i < win->slots; i++) {
+		const struct window_slot *s = &win->v[i];
+		if (!s->raw || s->depth >= BLOB_DELTA_DEPTH || blobkey_equal(&s->k, k))
+			continue;
+		struct pack_rec trial;
+		int rc = delta_on(in, raw, s, BLOB_COLD_TRIAL_LEVEL, &trial);
+		if (rc)
+			return rc == -ENOMEM ? rc : 0;
+		if (trial.len < best_len && worth_it(trial.len, trial_whole, s->depth)) {
+			best_len = trial.len;
+			best = s;
+		}
+		pack_rec_free(&trial);
+	}
+	if (!best)
+		return 0;
+	int rc = delta_on(in, raw, best, level, out);
+	if (rc)
+		return rc == -ENOMEM ? rc : 0;
+	if (out->len >= whole) {
+		pack_rec_free(out);
+		return 0;
+	}
+	*base_depth = best->depth;
+	return 1;
+}
+
+/* ---- encoding a record again ------------------------------------------------- */
+
+/* Whole page in (raw) tried on the window: *enc (the whole encoding at the
+ * cold level) replaced by the best delta when that is smaller; the page
+ * joins the window at the depth it will have (raw taken over; NULL
+ * after). */
+static int window_try(struct store *st, const struct pack_rec *in, void **raw, struct blob_cold_window *win,
+		      int level, struct pack_rec *enc, size_t kept_len)
+{
+	struct blobkey k = { .variant = in->hdr.variant };
+	memcpy(k.md5, in->hdr.md5, 16);
+	if (!window_sized(in->hdr.size))
+		return 0;
+	unsigned depth = 0, base_depth;
+	bool has_deps;
+	int rc = page_standing(st, &k, &depth, &has_deps);
+	if (rc)
+		return rc == -ENOMEM ? rc : 0; /* not a page the rows know: left out of the window */
+	struct pack_rec d;
+	size_t whole = enc->len < kept_len ? enc->len : kept_len;
+	if (!has_deps && depth == 0 && (rc = window_best(st, in, &k, *raw, win, level, whole, &base_depth, &d)) == 1) {
+		pack_rec_free(enc);
+		*enc = d;
+		depth = base_depth + 1;
+	} else if (rc < 0) {
+		return rc;
+	}
+	window_push(win, &k, *raw, in->hdr.size, depth);
+	*raw = NULL;
+	return 0;
+}
+
+int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct blob_cold_cfg *c,
+		       struct blob_cold_window *win, struct pack_rec *out)
+{
 	memset(out, 0, sizeof *out);
-	if (in->hdr.kind != PACK_KIND_PAGE || c->level <= 0 || (is_delta(in->hdr.encoding) && !c->deltas))
+	if (in->hdr.kind != PACK_KIND_PAGE || c->level <= 0 || (pack_enc_is_delta(in->hdr.encoding) && !c->deltas))
 		return -EOPNOTSUPP; /* nothing decoded: not checked either */
 	void *raw, *base = NULL;
 	int rc = blob_rec_decode(st, in, &raw);
@@ -90,10 +273,14 @@ int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct
 	if (!rc)
 		rc = pack_encode_page(in->hdr.md5, in->hdr.variant, in->hdr.xxh128, raw, -1, in->hdr.size, &o, out);
 	blob_dict_unhold(st, o.dict);
-	free(raw);
 	free(base);
-	if (rc)
+	if (!rc && win && c->window)
+		rc = window_try(st, in, &raw, win, c->level, out, in->len);
+	free(raw);
+	if (rc) {
+		pack_rec_free(out);
 		return rc == -ENOMEM ? rc : -EIO;
+	}
 	if (out->len >= in->len) { /* nothing gained: the old bytes stay */
 		pack_rec_free(out);
 		return 0;
@@ -106,7 +293,9 @@ int blob_cold_reencode(struct store *st, const struct pack_rec *in, const struct
 struct pack_cold blob_cold_mark(struct store *st, const struct blob_cold_cfg *c)
 {
 	const struct pack_dict *d = blob_dict_current(st);
-	return (struct pack_cold){ .level = (uint8_t)c->level, .deltas = c->deltas, .dict = d ? pack_dict_id(d) : 0 };
+	return (struct pack_cold){
+		.level = (uint8_t)c->level, .deltas = c->deltas, .window = (uint8_t)c->window, .dict = d ? pack_dict_id(d) : 0
+	};
 }
 
 /* The "cold" rows (blob.h): a pack a cold pass wrote, as that pass left
@@ -170,7 +359,8 @@ static int cold_rows_cb(struct wtx *w, void *arg)
 		struct blob_pack_live l;
 		int64_t length = pack_file_bytes(st->packs, ids[i]);
 		if (ids[i] <= cr->after || length < 0 || pack_cold_of(st->packs, ids[i], &m, &created) ||
-		    m.level != cr->mark.level || m.deltas != cr->mark.deltas || m.dict != cr->mark.dict ||
+		    m.level != cr->mark.level || m.deltas != cr->mark.deltas || m.window != cr->mark.window ||
+		    m.dict != cr->mark.dict ||
 		    (rc = blob_pack_live_get(w->txn, st, ids[i], &l)))
 			continue;
 		uint8_t kb[8], vb[COLD_ROW_BYTES];
@@ -197,7 +387,7 @@ bool blob_cold_pack_unchanged(struct store *st, uint32_t id, const struct blob_p
 	struct pack_cold m;
 	uint64_t created;
 	if (pack_cold_of(st->packs, id, &m, &created) || m.level == 0 || m.level != mark->level ||
-	    (mark->deltas && !m.deltas) || m.dict != mark->dict)
+	    (mark->deltas && !m.deltas) || m.window != mark->window || m.dict != mark->dict)
 		return false;
 	struct cold_row r = { 0 };
 	MDB_txn *txn;

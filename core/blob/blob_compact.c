@@ -21,6 +21,7 @@
 #include "base/clock.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,18 +32,20 @@
 /* ---- the "compact" row ---------------------------------------------------- */
 
 #define STATS_KEY "compact"
-#define STATS_FIELDS 8
+#define STATS_FIELDS 9 /* a row of fewer (an older build's) reads as zeros past its end */
 
 static void stats_to(const struct blob_compact_stats *s, uint64_t v[STATS_FIELDS])
 {
 	v[0] = s->packs_compacted, v[1] = s->packs_removed, v[2] = s->records_moved;
 	v[3] = s->bytes_moved, v[4] = s->bytes_freed, v[5] = s->damaged;
-	v[6] = s->records_cold, v[7] = s->bytes_cold_saved;
+	v[6] = s->records_cold, v[7] = s->bytes_cold_saved, v[8] = s->records_window;
 }
 
 static void stats_from(const uint64_t v[STATS_FIELDS], struct blob_compact_stats *s)
 {
-	*s = (struct blob_compact_stats){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], 0 };
+	*s = (struct blob_compact_stats){ .packs_compacted = v[0], .packs_removed = v[1], .records_moved = v[2],
+					  .bytes_moved = v[3], .bytes_freed = v[4], .damaged = v[5],
+					  .records_cold = v[6], .bytes_cold_saved = v[7], .records_window = v[8] };
 }
 
 static int stats_get(MDB_txn *txn, struct store *st, struct blob_compact_stats *s)
@@ -143,6 +146,8 @@ struct item {
 	bool cold; /* the copy was encoded again (blob_cold.c) ... */
 	uint32_t dict; /* ... and needs this dictionary (0: none) */
 	uint64_t saved; /* ... and is this much smaller */
+	bool window;    /* ... as a delta on wbase, which the window chose */
+	struct blobkey wbase;
 };
 
 struct items {
@@ -222,7 +227,7 @@ static int live_items(struct store *st, uint32_t id, struct items *out)
 bool blob_compact_wants_reencode(struct store *st, const struct blobkey *k, const struct pack_rec_hdr *h)
 {
 	(void)k;
-	if (h->kind != PACK_KIND_PAGE || (h->encoding != PACK_ENC_DELTA && h->encoding != PACK_ENC_DELTA_DICT))
+	if (h->kind != PACK_KIND_PAGE || !pack_enc_is_delta(h->encoding))
 		return false;
 	struct blobkey base = { .variant = h->base_variant };
 	struct fprec r;
@@ -248,17 +253,23 @@ int blob_compact_reencode(struct store *st, const struct blobkey *k, const struc
  * left to the check of a plain copy, which decides whether it is
  * damaged. A kept base is copied as it is: its row does not count it in
  * a dictionary's records. */
-static int copy_cold(struct store *st, struct item *x, struct pack_rec *rec, const struct blob_compact_cfg *c)
+static int copy_cold(struct store *st, struct item *x, struct pack_rec *rec, const struct blob_compact_cfg *c,
+		     struct blob_cold_window *win)
 {
 	if (x->kept || c->cold.level <= 0)
 		return 1;
 	struct pack_rec again;
 	int rc = pack_rec_set_layout(rec, PACK_REC_LAYOUT); /* the size to beat is the lean header's */
 	if (!rc)
-		rc = blob_cold_reencode(st, rec, &c->cold, &again);
+		rc = blob_cold_reencode(st, rec, &c->cold, win, &again);
 	if (rc == 1) {
 		x->cold = true;
 		x->dict = again.hdr.encoding == PACK_ENC_ZSTD_DICT ? again.hdr.dict : 0;
+		x->window = pack_enc_is_delta(again.hdr.encoding) && !pack_enc_is_delta(rec->hdr.encoding);
+		if (x->window) {
+			memcpy(x->wbase.md5, again.hdr.base_md5, 16);
+			x->wbase.variant = again.hdr.base_variant;
+		}
 		x->saved = rec->len - again.len;
 		pack_rec_free(rec);
 		*rec = again;
@@ -271,7 +282,8 @@ static int copy_cold(struct store *st, struct item *x, struct pack_rec *rec, con
  * again when c says so: that decode is the check). A damaged record is
  * not copied (x->damaged); one that must be encoded again and cannot be
  * stays where it is. */
-static int copy_item(struct store *st, struct item *x, const struct blob_compact_cfg *c)
+static int copy_item(struct store *st, struct item *x, const struct blob_compact_cfg *c,
+		     struct blob_cold_window *win)
 {
 	struct pack_rec rec, again = { 0 };
 	int rc = pack_read_rec(st->packs, &x->old, &rec);
@@ -285,7 +297,7 @@ static int copy_item(struct store *st, struct item *x, const struct blob_compact
 		if (rc == -EOPNOTSUPP)
 			return 0;
 		rec = again;
-	} else if (!rc && x->kind == PACK_KIND_PAGE && (rc = copy_cold(st, x, &rec, c)) <= 0) {
+	} else if (!rc && x->kind == PACK_KIND_PAGE && (rc = copy_cold(st, x, &rec, c, win)) <= 0) {
 		; /* encoded again (and so checked), or out of memory */
 	} else if (!rc || rc == 1) {
 		rc = x->kind == PACK_KIND_PAGE ? blob_rec_check(st, &rec) : pack_rec_check(&rec, NULL);
@@ -301,6 +313,44 @@ static int copy_item(struct store *st, struct item *x, const struct blob_compact
 		rc = pack_append(st->packs, &rec, false, &x->copy);
 	x->copied = rc == 0;
 	pack_rec_free(&rec);
+	return rc;
+}
+
+/* The live items of a pack in the order of c's page keys, for the
+ * window (blob.h); a dictionary's record, and a page with no key, first. */
+struct keyed {
+	char *key;
+	struct item x;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	return strcmp(((const struct keyed *)a)->key, ((const struct keyed *)b)->key);
+}
+
+static int order_items(const struct blob_compact_cfg *c, struct items *it)
+{
+	struct keyed *v = calloc(it->n ? it->n : 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	char buf[PATH_MAX];
+	int rc = 0;
+	for (size_t i = 0; i < it->n && !rc; i++) {
+		v[i].x = it->v[i];
+		buf[0] = 0;
+		if (it->v[i].kind == PACK_KIND_PAGE && c->page_key(c->key_ctx, &it->v[i].k, buf, sizeof buf) < 0)
+			buf[0] = 0;
+		if (!(v[i].key = strdup(buf)))
+			rc = -ENOMEM;
+	}
+	if (!rc) {
+		qsort(v, it->n, sizeof *v, by_key);
+		for (size_t i = 0; i < it->n; i++)
+			it->v[i] = v[i].x;
+	}
+	for (size_t i = 0; i < it->n; i++)
+		free(v[i].key);
+	free(v);
 	return rc;
 }
 
@@ -366,7 +416,10 @@ static int move_cb(struct wtx *w, void *arg)
 		} else if (!(r.flags & FPREC_BAD)) {
 			if (x->kept) {
 				rc = blob_delta_kept_set_loc(w->txn, st, &x->k, &x->copy);
-			} else {
+			} else if (x->window && (rc = blob_delta_link_cold(w, &x->k, &x->wbase)) == 1) {
+				rc = 0;
+				continue; /* the delta's base is gone or too deep now: the page stays */
+			} else if (!rc) {
 				rc = cold_dict_moved(w, x, &r);
 				blob_rec_set_loc(&r, &x->copy, x->cold ? x->dict : r.pack_dict);
 				if (!rc)
@@ -384,6 +437,7 @@ static int move_cb(struct wtx *w, void *arg)
 		if (x->cold) {
 			b->d.records_cold++;
 			b->d.bytes_cold_saved += x->saved;
+			b->d.records_window += x->window;
 		}
 	}
 	return rc ? rc : stats_add(w->txn, st, &b->d);
@@ -441,7 +495,7 @@ static int final_cb(struct wtx *w, void *arg)
 /* ---- one pack ----------------------------------------------------------------- */
 
 static int copy_and_move(struct store *st, struct item *v, size_t n, const struct blob_compact_cfg *c,
-			 struct blob_compact_stats *done, uint64_t *moved, bool *first)
+			 struct blob_cold_window *win, struct blob_compact_stats *done, uint64_t *moved, bool *first)
 {
 	size_t from = 0;
 	int rc = 0;
@@ -451,7 +505,7 @@ static int copy_and_move(struct store *st, struct item *v, size_t n, const struc
 		size_t to = from;
 		uint64_t bytes = 0;
 		while (to < n && to - from < BLOB_COMPACT_BATCH && bytes < BLOB_COMPACT_BATCH_BYTES && !rc) {
-			rc = copy_item(st, &v[to], c);
+			rc = copy_item(st, &v[to], c, win);
 			bytes += v[to++].old.len;
 		}
 		/* the copies are durable before the commit that names them */
@@ -473,8 +527,8 @@ static int copy_and_move(struct store *st, struct item *v, size_t n, const struc
 	return rc;
 }
 
-int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
-		      struct blob_compact_stats *done)
+static int compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
+			struct blob_cold_window *win, struct blob_compact_stats *done)
 {
 	if (st->readonly)
 		return -EROFS;
@@ -486,9 +540,11 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 	int rc = store_write(st, roll_cb, &id);
 	if (!rc)
 		rc = live_items(st, id, &items);
+	if (!rc && win && c->page_key)
+		rc = order_items(c, &items);
 	/* 2, 3. the live records copied and pointed at, batch by batch */
 	if (!rc)
-		rc = copy_and_move(st, items.v, items.n, c, &sum, &f.moved, &first);
+		rc = copy_and_move(st, items.v, items.n, c, win, &sum, &f.moved, &first);
 	/* 4. nothing live left: the pack goes */
 	struct pack_space sp;
 	if (!rc && pack_space(st->packs, id, &sp) == 0)
@@ -528,6 +584,12 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 		stats_sum(done, &sum);
 	free(items.v);
 	return rc;
+}
+
+int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
+		      struct blob_compact_stats *done)
+{
+	return compact_pack(st, id, c, NULL, done);
 }
 
 /* ---- a pass ----------------------------------------------------------------- */
@@ -667,9 +729,13 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 	/* a cold pass writes packs of its own, marked (pack.h) */
 	bool cold_pass = c->every_pack && c->cold.level > 0;
 	struct pack_cold mark = { 0 };
+	struct blob_cold_window *win = NULL;
 	if (cold_pass) {
 		mark = blob_cold_mark(st, &c->cold);
 		pack_set_cold(st->packs, &mark);
+		/* the window spans the packs of the pass, in their order */
+		if (c->cold.window && !(win = blob_cold_window_new(c->cold.window)))
+			rc = c->cold.window > BLOB_COLD_WINDOW_MAX ? -EINVAL : -ENOMEM;
 	}
 	uint32_t cur = pack_current(st->packs);
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -681,7 +747,7 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 					done->packs_cold_kept++;
 				continue;
 			}
-			rc = blob_compact_pack(st, v[i].id, c, done);
+			rc = compact_pack(st, v[i].id, c, win, done);
 			if (!rc && c->memo)
 				memo_after(st, c->memo, v[i].id);
 		}
@@ -691,6 +757,7 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 		if (!rc)
 			rc = blob_cold_rows_write(st, n ? v[n - 1].id : 0, &mark);
 	}
+	blob_cold_window_free(win);
 	free(v);
 	return rc;
 }

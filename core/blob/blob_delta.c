@@ -41,7 +41,7 @@ int blob_delta_base(struct store *st, const struct fprec *r, struct blobkey *bas
 	int rc = blob_rec_hdr(st, r, &h);
 	if (rc)
 		return rc;
-	if (h.encoding != PACK_ENC_DELTA && h.encoding != PACK_ENC_DELTA_DICT)
+	if (!pack_enc_is_delta(h.encoding))
 		return 0;
 	memcpy(base->md5, h.base_md5, 16);
 	base->variant = h.base_variant;
@@ -387,6 +387,13 @@ int blob_delta_keep_unreferenced(MDB_txn *txn, struct store *st, const struct bl
 	return (rc = kept_put(txn, st, k, r)) ? rc : 1;
 }
 
+static int link_put(struct wtx *w, const struct blobkey *base, const struct blobkey *dep)
+{
+	uint8_t lb[LINK_KEY];
+	MDB_val lk = link_key(lb, base, dep), v = { 0, lb };
+	return pd_mdb_err(mdb_put(w->txn, w->st->db_meta, &lk, &v, 0));
+}
+
 /* May k's record become a delta on base? */
 static int delta_allowed(struct wtx *w, const struct blobkey *k, const struct blobkey *base, bool *ok)
 {
@@ -436,9 +443,16 @@ int blob_delta_move(struct wtx *w, const struct blobkey *k, const struct pack_lo
 		return rc;
 	if (!base)
 		return 0;
-	uint8_t lb[LINK_KEY];
-	MDB_val lk = link_key(lb, base, k), v = { 0, lb };
-	return pd_mdb_err(mdb_put(w->txn, w->st->db_meta, &lk, &v, 0));
+	return link_put(w, base, k);
+}
+
+int blob_delta_link_cold(struct wtx *w, const struct blobkey *k, const struct blobkey *base)
+{
+	bool ok;
+	int rc = delta_allowed(w, k, base, &ok);
+	if (rc || !ok)
+		return rc ? rc : 1;
+	return link_put(w, base, k);
 }
 
 struct heal_walk {

@@ -227,7 +227,7 @@ static int check_packed(struct fsck *f, const uint8_t *key, const struct fprec *
 			 (unsigned long long)r->pack_off);
 		return -EIO;
 	}
-	if ((h.encoding == PACK_ENC_DELTA || h.encoding == PACK_ENC_DELTA_DICT) &&
+	if (pack_enc_is_delta(h.encoding) &&
 	    (rc = fsck_check_delta_rec(f, &bk, &h, why)))
 		return rc;
 	if (!f->o->deep)
@@ -241,7 +241,7 @@ static int check_packed(struct fsck *f, const uint8_t *key, const struct fprec *
 	if (rc == -ENOMEM)
 		return rc;
 	f->res->bytes_hashed += r->size;
-	if (rc && (h.encoding == PACK_ENC_DELTA || h.encoding == PACK_ENC_DELTA_DICT)) {
+	if (rc && pack_enc_is_delta(h.encoding)) {
 		/* its base's record may be the damaged one: say which it is */
 		char bn[48];
 		struct blobkey base = { .variant = h.base_variant };

@@ -143,12 +143,15 @@ static void cold_put(uint8_t h[PACK_HDR_BYTES], const struct pack_cold *c)
 {
 	h[32] = c->level;
 	h[33] = c->level && c->deltas ? PACK_COLD_DELTAS : 0;
+	h[34] = c->level ? c->window : 0;
 	put_le32(h + 36, c->level ? c->dict : 0);
 }
 
 static void cold_get(const uint8_t h[PACK_HDR_BYTES], struct pack_cold *c)
 {
-	*c = (struct pack_cold){ .level = h[32], .deltas = (h[33] & PACK_COLD_DELTAS) != 0, .dict = get_le32(h + 36) };
+	*c = (struct pack_cold){
+		.level = h[32], .deltas = (h[33] & PACK_COLD_DELTAS) != 0, .window = h[34], .dict = get_le32(h + 36)
+	};
 }
 
 /* Check the header of pack id; *flags (may be NULL) gets its flags,

@@ -33,8 +33,10 @@
  *   24  created u64                        seconds since the epoch
  *   32  cold level u8                      0, or the cold mark (below):
  *   33  cold flags u8                      the zstd level, bit 0
- *   34  reserved u16                       PACK_COLD_DELTAS and the
- *   36  cold dict u32                      dictionary id of a cold pass
+ *   34  cold window u8                     PACK_COLD_DELTAS, the window
+ *   35  reserved u8                        (0 in a mark written before
+ *   36  cold dict u32                      windows) and the dictionary id
+ *                                          of a cold pass
  *   40  reserved [16]                      0
  *   56  check u64                          XXH3-64 of bytes 0..55
  *
@@ -44,10 +46,13 @@
  * compact --all`, blob_compact.c) wrote into it: every page record in it
  * was decoded and encoded again at that level, deltas too when
  * PACK_COLD_DELTAS is set, whole pages with dictionary `cold dict` (0:
- * the store had none), and kept in the smaller of the two encodings. Such
+ * the store had none), and kept in the smaller of the two encodings; with
+ * a `cold window` W > 0, a whole page was also tried as a delta on each
+ * of the W pages the pass copied before it (blob_cold.c), and kept as the
+ * smallest of those. Such
  * a pack takes no other appends (a reopened set does not continue in it).
- * So a later cold pass at the same level, as many deltas and the same newest
- * dictionary, finding all of its page records still live, would write the
+ * So a later cold pass at the same level, as many deltas, the same window and
+ * the same newest dictionary, finding all of its page records still live, would write the
  * same bytes again: it leaves the pack as it is. The mark is a hint about
  * cost, never about content: each record still says what it is. An older
  * reader ignores bytes 32..55 (it checks only the XXH3-64 over them), so
@@ -203,6 +208,11 @@ enum pack_enc {
 	PACK_ENC_DELTA = 3,
 	PACK_ENC_DELTA_DICT = 4,
 };
+/* Does a record of this encoding need its base page's bytes? */
+static inline bool pack_enc_is_delta(uint8_t encoding)
+{
+	return encoding == PACK_ENC_DELTA || encoding == PACK_ENC_DELTA_DICT;
+}
 
 /* Defaults, chosen by measurement (the issue-15 note has the figures). */
 #define PACK_DEFAULT_MAX_BYTES (256ull << 20) /* a pack is closed past this */
@@ -410,6 +420,7 @@ int pack_rec_decode(const struct pack_rec *r, const struct pack_deps *deps, void
 struct pack_cold {
 	uint8_t level;  /* 0: no mark */
 	bool deltas;    /* deltas were encoded cold too (PACK_COLD_DELTAS) */
+	uint8_t window; /* whole pages were tried as deltas on this many before them */
 	uint32_t dict;  /* the dictionary whole pages were encoded with, 0: none */
 };
 /* Main packs started from now on carry mark (NULL: none), and the main

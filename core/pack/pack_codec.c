@@ -201,16 +201,11 @@ static bool wants_dict(uint8_t encoding)
 	return encoding == PACK_ENC_ZSTD_DICT || encoding == PACK_ENC_DELTA_DICT;
 }
 
-static bool wants_base(uint8_t encoding)
-{
-	return encoding == PACK_ENC_DELTA || encoding == PACK_ENC_DELTA_DICT;
-}
-
 /* Layout 2 (pack.h): the fields a record has, nothing else. */
 static size_t hdr_encode_v2(const struct pack_rec_hdr *h, uint8_t *out)
 {
 	uint8_t flags = (h->variant ? PACK_RF_VARIANT : 0) | (wants_dict(h->encoding) ? PACK_RF_DICT : 0) |
-			(wants_base(h->encoding) ? PACK_RF_BASE : 0) | (h->nchunks > 1 ? PACK_RF_CHUNKS : 0);
+			(pack_enc_is_delta(h->encoding) ? PACK_RF_BASE : 0) | (h->nchunks > 1 ? PACK_RF_CHUNKS : 0);
 	put_le32(out, PACK_REC_MAGIC2);
 	out[4] = h->kind;
 	out[5] = h->encoding;
@@ -319,7 +314,7 @@ static int hdr_decode_v2(const uint8_t *in, size_t avail, struct pack_rec_hdr *h
 		return -EIO;
 	h->hdr_len = (uint32_t)(pos + 4);
 	/* one encoding per header: the flags say exactly what the encoding needs */
-	if (!!(flags & PACK_RF_DICT) != wants_dict(h->encoding) || !!(flags & PACK_RF_BASE) != wants_base(h->encoding) ||
+	if (!!(flags & PACK_RF_DICT) != wants_dict(h->encoding) || !!(flags & PACK_RF_BASE) != pack_enc_is_delta(h->encoding) ||
 	    !!(flags & PACK_RF_VARIANT) != (h->variant != 0) || !!(flags & PACK_RF_CHUNKS) != (h->nchunks > 1))
 		return -EIO;
 	return 0;
@@ -588,7 +583,7 @@ struct dec_refs {
 /* Is h a chunked delta, whose chunks each take a window of the base? */
 static bool chunked_delta(const struct pack_rec_hdr *h)
 {
-	return h->nchunks > 1 && wants_base(h->encoding);
+	return h->nchunks > 1 && pack_enc_is_delta(h->encoding);
 }
 
 /* What decoding h needs; the whole base unless whole_base is false (a
@@ -597,7 +592,7 @@ static int refs_get(const struct pack_rec_hdr *h, const struct pack_deps *deps, 
 {
 	memset(r, 0, sizeof *r);
 	bool want_dict = h->encoding == PACK_ENC_ZSTD_DICT || h->encoding == PACK_ENC_DELTA_DICT;
-	bool want_base = wants_base(h->encoding) && whole_base;
+	bool want_base = pack_enc_is_delta(h->encoding) && whole_base;
 	if (want_dict) {
 		r->dict = deps && deps->dict ? deps->dict(deps->ctx, h->dict) : NULL;
 		if (!r->dict)

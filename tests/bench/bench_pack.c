@@ -86,6 +86,7 @@ struct frame_set {
 };
 
 static const uint64_t *sort_keys;
+static bool window_gate; /* --window-gate 1: blob_cold.c's depth gate */
 
 static int by_key(const void *a, const void *b)
 {
@@ -155,8 +156,11 @@ static size_t alone_total(const struct page *p, const struct frame_set *fs, int 
 	return total;
 }
 
-static void frames_run(const struct page *p, size_t n, const int *fsizes, int nf, const int *levels, int nl,
-		       const void *dict, size_t dlen)
+static void window_one(const struct page *p, const struct frame_set *fs, int window, int depth, int level,
+		       const void *dict, size_t dlen, ZSTD_CCtx *c, ZSTD_DCtx *d);
+
+static void frames_run(const struct page *p, size_t n, const int *fsizes, int nf, const int *windows, int nw, int depth,
+		       const int *levels, int nl, const void *dict, size_t dlen)
 {
 	uint64_t *sh = malloc(n * sizeof *sh);
 	bool *near = calloc(n, sizeof *near);
@@ -188,9 +192,11 @@ static void frames_run(const struct page *p, size_t n, const int *fsizes, int nf
 	ZSTD_DCtx *d = ZSTD_createDCtx();
 	for (int li = 0; li < nl; li++)
 		for (int s = 0; s < 4; s++) {
-			size_t alone = alone_total(p, &sets[s], levels[li], dict, dlen, c);
+			size_t alone = nf ? alone_total(p, &sets[s], levels[li], dict, dlen, c) : 0;
 			for (int fi = 0; fi < nf; fi++)
 				frames_one(p, &sets[s], (size_t)fsizes[fi], levels[li], dict, dlen, c, d, alone);
+			for (int wi = 0; wi < nw; wi++)
+				window_one(p, &sets[s], windows[wi], depth, levels[li], dict, dlen, c, d);
 		}
 	for (int s = 0; s < 4; s++)
 		free(sets[s].idx);
@@ -198,6 +204,92 @@ static void frames_run(const struct page *p, size_t n, const int *fsizes, int nf
 	ZSTD_freeDCtx(d);
 	free(sh);
 	free(near);
+}
+
+/* ---- window deltas --------------------------------------------------- */
+
+/* What keeping a page as a delta against one of the W pages before it in
+ * the set's order (git's pack window) would take, beside the page alone
+ * with the dictionary: each page is encoded alone and as a delta (zstd,
+ * the candidate as reference prefix, no dictionary) against each of the
+ * W previous pages whose chain is shorter than depth, and the smallest
+ * kept. One line per setting:
+ *   window W depth D level L ORDER SET: N bytes (A of the pages alone),
+ *   P deltas, mean chain C, decode U us a page
+ * where the decode time is what a read pays: the page's record and its
+ * bases' along the chain. */
+static size_t delta_size(ZSTD_CCtx *c, char *out, size_t cap, const struct page *q, const struct page *base, int level)
+{
+	ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+	ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+	ZSTD_CCtx_refPrefix(c, base->buf, base->len);
+	size_t r = ZSTD_compress2(c, out, cap, q->buf, q->len);
+	return ZSTD_isError(r) ? q->len : r;
+}
+
+static void window_one(const struct page *p, const struct frame_set *fs, int window, int depth, int level,
+		       const void *dict, size_t dlen, ZSTD_CCtx *c, ZSTD_DCtx *d)
+{
+	ZSTD_CDict *cd = ZSTD_createCDict(dict, dlen, level);
+	ZSTD_DDict *dd = ZSTD_createDDict(dict, dlen);
+	size_t cap = 1;
+	for (size_t i = 0; i < fs->n; i++)
+		cap = p[fs->idx[i]].len > cap ? p[fs->idx[i]].len : cap;
+	char *out = malloc(ZSTD_compressBound(cap)), *back = malloc(cap);
+	int *dep = calloc(fs->n, sizeof *dep);
+	size_t alone_sum = 0, total = 0, deltas = 0, chain = 0;
+	double td = 0;
+	for (size_t i = 0; i < fs->n; i++) {
+		const struct page *q = &p[fs->idx[i]];
+		size_t r = ZSTD_compress_usingCDict(c, out, ZSTD_compressBound(q->len), q->buf, q->len, cd);
+		size_t alone = !ZSTD_isError(r) && r < q->len ? r : q->len, best = alone;
+		if (!ZSTD_isError(r)) {
+			double t0 = now();
+			ZSTD_decompress_usingDDict(d, back, q->len, out, r, dd);
+			td += now() - t0;
+		}
+		int bj = -1;
+		for (size_t k = 1; k <= (size_t)window && k <= i; k++) {
+			if (dep[i - k] >= depth)
+				continue;
+			size_t s = delta_size(c, out, ZSTD_compressBound(q->len), q, &p[fs->idx[i - k]], level);
+			/* the gate: a deeper base must give a smaller delta */
+			if (window_gate && s * (size_t)depth >= alone * (size_t)(depth - dep[i - k]))
+				continue;
+			if (s < best) {
+				best = s;
+				bj = (int)(i - k);
+			}
+		}
+		if (bj >= 0) {
+			dep[i] = dep[bj] + 1;
+			deltas++;
+			/* a read decodes the chain: time one delta decode per link */
+			size_t s = delta_size(c, out, ZSTD_compressBound(q->len), q, &p[fs->idx[bj]], level);
+			double t0 = now();
+			ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
+			ZSTD_DCtx_refPrefix(d, p[fs->idx[bj]].buf, p[fs->idx[bj]].len);
+			size_t b = ZSTD_decompressDCtx(d, back, q->len, out, s);
+			td += (now() - t0) * dep[i];
+			if (ZSTD_isError(b) || b != q->len || memcmp(back, q->buf, b)) {
+				printf("window: round trip failed\n");
+				exit(1);
+			}
+		}
+		chain += (size_t)dep[i];
+		alone_sum += alone;
+		total += best;
+	}
+	printf("window %d depth %d%s level %d %s %s: %zu bytes (%.3f of the pages alone, %zu), %zu deltas, mean chain %.2f, "
+	       "decode %.0f us a page\n",
+	       window, depth, window_gate ? " gated" : "", level, fs->order, fs->set, total, alone_sum ? (double)total / (double)alone_sum : 1.0,
+	       alone_sum, deltas, (double)chain / (double)fs->n, td / (double)fs->n * 1e6);
+	fflush(stdout);
+	free(dep);
+	free(out);
+	free(back);
+	ZSTD_freeCDict(cd);
+	ZSTD_freeDDict(dd);
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -219,6 +311,7 @@ int main(int argc, char **argv)
 	size_t first = 0, spread = 0, smax = 65536;
 	const char *dict_file = NULL;
 	int fsizes[8], nf = 0, flevels[8] = { 9, 19 }, nfl = 2, mlevels[8] = { 19 }, nml = 1;
+	int windows[8], nw = 0, wdepth = 4;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--levels"))
 			nlev = parse_list(argv[i + 1], levels, 8);
@@ -238,6 +331,12 @@ int main(int argc, char **argv)
 			nf = parse_list(argv[i + 1], fsizes, 8);
 		else if (!strcmp(argv[i], "--frame-levels"))
 			nfl = parse_list(argv[i + 1], flevels, 8);
+		else if (!strcmp(argv[i], "--window"))
+			nw = parse_list(argv[i + 1], windows, 8);
+		else if (!strcmp(argv[i], "--window-depth"))
+			wdepth = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--window-gate"))
+			window_gate = atoi(argv[i + 1]) != 0;
 		else if (!strcmp(argv[i], "--mem-levels"))
 			nml = parse_list(argv[i + 1], mlevels, 8);
 	}
@@ -323,8 +422,8 @@ int main(int argc, char **argv)
 			printf(" DDict %zu bytes\n", ZSTD_sizeof_DDict(dd));
 			ZSTD_freeDDict(dd);
 		}
-		if (nf && di == ndict - 1 && dict) {
-			frames_run(p, n, fsizes, nf, flevels, nfl, dict, dlen);
+		if ((nf || nw) && di == ndict - 1 && dict) {
+			frames_run(p, n, fsizes, nf, windows, nw, wdepth, flevels, nfl, dict, dlen);
 			nlev = 0; /* the frames only */
 		}
 		for (int li = 0; li < nlev; li++) {

@@ -267,10 +267,75 @@ case_all_twice() {
 	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after a page went"
 }
 
+# The window of compact --all (blob_cold.c): pages of a site that share a
+# template with the pages written before them, stored whole (-o
+# delta=off: no delta step at close), become deltas on those pages; the
+# packs shrink against a pass without a window on a copy of the same store;
+# every page reads back through the mount and with tar; fsck --deep is
+# clean; the window's bound is a usage error past BLOB_COLD_WINDOW_MAX.
+case_window() {
+	pd_mount delta=off || fail mount
+	py "$PD_TMP/sites" <<'EOF'
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+rnd = random.Random(27)
+def text(n):
+    return " ".join("w%x" % rnd.getrandbits(20) for _ in range(n))
+pages = {}
+for g in range(10):
+    os.makedirs(M + "/site%d" % g)
+    template = "<html><head><title>site %d</title></head><body><nav>%s</nav>" % (g, text(700))
+    for j in range(5):
+        body = (template + "<main>%s</main></body></html>\n" % text(120)).encode()
+        name = "site%d/page%d.html" % (g, j)
+        write(M + "/" + name, body)
+        pages[name] = md5(body)
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+	[ $? = 0 ] || exit 1
+	pd_umount || fail umount
+	local out plain windowed made
+	out=$("$PD_BIN" compact --all --window 65 "$STORE" 2>&1); [ $? = 2 ] || fail "--window 65 was not a usage error: $out"
+	grep -q -- "--window takes a number of pages from 0 to 64" <<<"$out" || fail "the usage error does not say the bound: $out"
+	cp -a "$STORE" "$PD_TMP/plain" || fail "copy of the store"
+	out=$("$PD_BIN" compact --all --window 0 "$PD_TMP/plain") || fail "compact --all --window 0: $out"
+	grep -q "(0 of them whole pages made deltas by a window of 0)" <<<"$out" || fail "a window of 0 made deltas: $out"
+	out=$("$PD_BIN" compact --all "$STORE") || fail "compact --all: $out"
+	grep -q "of them whole pages made deltas by a window of 8)" <<<"$out" || fail "the default window is not 8: $out"
+	made=$(sed -n 's/.*records (\([0-9]*\) of them whole pages made deltas.*/\1/p' <<<"$out")
+	[ "${made:-0}" -ge 40 ] || fail "the window made ${made:-0} deltas of the 40 pages that follow a page of their site: $out"
+	plain=$("$PD_BIN" stats --json "$PD_TMP/plain" | python3 -c 'import json,sys; print(json.load(sys.stdin)["packs"]["live_bytes"])')
+	windowed=$("$PD_BIN" stats --json "$STORE" | python3 -c 'import json,sys; print(json.load(sys.stdin)["packs"]["live_bytes"])')
+	note "packs' live bytes: $plain without a window, $windowed with"
+	[ $((windowed * 2)) -lt "$plain" ] || fail "the window did not halve the live bytes: $windowed against $plain"
+	"$PD_BIN" stats "$STORE" | grep -q "^deltas: *$made pages stored as deltas" || fail "stats does not count the window's deltas"
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the window"
+	pd_mount -n -s "$STORE" || fail remount
+	py "$PD_TMP/sites" <<'EOF' || exit 1
+import os, sys, json
+from fsutil import *
+M = os.environ["MNT"]
+for name, m in sorted(json.load(open(sys.argv[1])).items()):
+    eq(md5(read(M + "/" + name)), m, "content of " + name)
+EOF
+	tar -C "$MNT" -cf "$PD_TMP/sites.tar" . || fail "tar of the mount"
+	mkdir "$PD_TMP/untar" && tar -C "$PD_TMP/untar" -xf "$PD_TMP/sites.tar" || fail "untar"
+	py "$PD_TMP/sites" <<'EOF' || exit 1
+import os, sys, json
+from fsutil import *
+T = os.environ["PD_TMP"] + "/untar"
+for name, m in sorted(json.load(open(sys.argv[1])).items()):
+    eq(md5(open(T + "/" + name, "rb").read()), m, "content of " + name + " by tar")
+EOF
+	pd_umount || fail umount
+}
+
 pd_case space_comes_back
 pd_case crash_after_copies crash_at copied
 pd_case crash_after_commit crash_at committed
 pd_case crash_after_removal crash_at removed
 pd_case full_disk
 pd_case all_twice
+pd_case window
 pd_finish

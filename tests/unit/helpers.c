@@ -305,3 +305,24 @@ void th_read_back(struct store *st, uint64_t ino, const char *want)
 	assert_int_equal(file_release(f), 0);
 	free(buf);
 }
+
+int th_delta_of(struct store *st, const struct blobkey *k, struct blobkey *base)
+{
+	struct fprec r;
+	assert_int_equal(blob_read(st, k, &r), 0);
+	int rc = blob_delta_base(st, &r, base);
+	assert_true(rc >= 0);
+	return rc;
+}
+
+unsigned th_depth_of(struct store *st, const struct blobkey *k)
+{
+	struct fprec r;
+	MDB_txn *txn;
+	unsigned d;
+	assert_int_equal(blob_read(st, k, &r), 0);
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_delta_depth(txn, st, &r, &d), 0);
+	store_read_end(st, txn);
+	return d;
+}

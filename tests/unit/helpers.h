@@ -39,6 +39,10 @@ const char *th_page_res(const char *a, const char *b);
  * record. */
 struct blobkey th_blob_of(struct store *st, uint64_t ino);
 struct fprec th_fprec_of(struct store *st, uint64_t ino);
+/* 1 and *base when blob k's record is a delta, 0 when whole; and how
+ * many deltas deep it is (0: whole). */
+int th_delta_of(struct store *st, const struct blobkey *k, struct blobkey *base);
+unsigned th_depth_of(struct store *st, const struct blobkey *k);
 /* Refcount of ino's blob (0 if none). */
 uint64_t th_refcount(struct store *st, uint64_t ino);
 /* Run fsck on a closed store and assert it is clean. */

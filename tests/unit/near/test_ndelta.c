@@ -29,28 +29,6 @@ static struct store *open_store(const char *dir, bool create)
 	return create ? th_store(dir, NULL, &o) : th_reopen(dir, &o);
 }
 
-/* 1: k is a delta (its base in *base), 0: whole. */
-static int delta_of(struct store *st, const struct blobkey *k, struct blobkey *base)
-{
-	struct fprec r;
-	assert_int_equal(blob_read(st, k, &r), 0);
-	int rc = blob_delta_base(st, &r, base);
-	assert_true(rc >= 0);
-	return rc;
-}
-
-static unsigned depth_of(struct store *st, const struct blobkey *k)
-{
-	struct fprec r;
-	MDB_txn *txn;
-	unsigned d;
-	assert_int_equal(blob_read(st, k, &r), 0);
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(blob_delta_depth(txn, st, &r, &d), 0);
-	store_read_end(st, txn);
-	return d;
-}
-
 static bool kept(struct store *st, const struct blobkey *k)
 {
 	MDB_txn *txn;
@@ -101,7 +79,7 @@ static void put_delta_pair(struct store *st, struct pair *p, uint64_t seed, unsi
 	struct blobkey base;
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p->ka, NULL), 0);
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p->kb, NULL), 0);
-	assert_int_equal(delta_of(st, &p->kb, &base), 1);
+	assert_int_equal(th_delta_of(st, &p->kb, &base), 1);
 	assert_true(blobkey_equal(&base, &p->ka));
 }
 
@@ -125,14 +103,14 @@ static void test_delta_and_kept_base(void **state)
 	/* the older page has no older neighbour: it stays whole */
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, &c), 0);
 	assert_int_equal(c.stored, 0);
-	assert_int_equal(delta_of(st, &ka, &base), 0);
+	assert_int_equal(th_delta_of(st, &ka, &base), 0);
 	/* the newer one becomes a delta on it, much smaller */
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, &c), 0);
 	assert_int_equal(c.stored, 1);
 	assert_true(c.bytes_after * 4 < c.bytes_before);
-	assert_int_equal(delta_of(st, &kb, &base), 1);
+	assert_int_equal(th_delta_of(st, &kb, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
-	assert_int_equal(depth_of(st, &kb), 1);
+	assert_int_equal(th_depth_of(st, &kb), 1);
 	th_read_back(st, ib, b);
 	/* a base with a delta on it is not made a delta itself */
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &ka, &c), 0);
@@ -163,7 +141,7 @@ static void test_delta_and_kept_base(void **state)
 	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
 	assert_int_equal(moved, 1);
 	assert_false(kept(st, &ka));
-	assert_int_equal(delta_of(st, &kb, &base), 0);
+	assert_int_equal(th_delta_of(st, &kb, &base), 0);
 	assert_int_equal(blob_pack_usage(st, &u), 0);
 	assert_int_equal(u.kept, 0);
 	assert_int_equal(u.live_records, 1);
@@ -251,9 +229,9 @@ static void test_cold_base_and_delta(void **state)
 	assert_memory_equal(na.xxh128, ra.xxh128, 16);
 	assert_int_not_equal(nb.pack, rb.pack);
 	assert_true(nb.pack_len <= rb.pack_len); /* encoded again only if smaller */
-	assert_int_equal(delta_of(st, &kb, &base), 1);
+	assert_int_equal(th_delta_of(st, &kb, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
-	assert_int_equal(depth_of(st, &kb), 1);
+	assert_int_equal(th_depth_of(st, &kb), 1);
 	th_read_back(st, ia, a);
 	th_read_back(st, ib, b);
 	assert_int_equal(store_close(st), 0);
@@ -309,10 +287,10 @@ static void test_chain_bound(void **state)
 		assert_int_equal(sigq_drain(st), 0);
 		struct blobkey k = th_blob_of(st, ino[i]), base;
 		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k, NULL), 0);
-		unsigned d = depth_of(st, &k);
+		unsigned d = th_depth_of(st, &k);
 		assert_true(d <= BLOB_DELTA_DEPTH);
 		deepest = d > deepest ? d : deepest;
-		deltas += (unsigned)delta_of(st, &k, &base);
+		deltas += (unsigned)th_delta_of(st, &k, &base);
 	}
 	assert_int_equal(deltas, N - 1);             /* every edit after the first */
 	assert_int_equal(deepest, BLOB_DELTA_DEPTH); /* the bound was reached, not passed */
@@ -349,7 +327,7 @@ static void test_candidates_bound(void **state)
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k[N - 1], &c), 0);
 	assert_int_equal(c.tried, 1);
 	assert_int_equal(c.candidates, N - 1); /* every other edit of the page */
-	assert_int_equal(delta_of(st, &k[N - 1], &base), 1);
+	assert_int_equal(th_delta_of(st, &k[N - 1], &base), 1);
 	assert_int_equal(store_close(st), 0);
 
 	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true, .delta_candidates = 2 };
@@ -357,7 +335,7 @@ static void test_candidates_bound(void **state)
 	memset(&c, 0, sizeof c);
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k[N - 2], &c), 0);
 	assert_int_equal(c.candidates, 2);
-	assert_int_equal(delta_of(st, &k[N - 2], &base), 1);
+	assert_int_equal(th_delta_of(st, &k[N - 2], &base), 1);
 	for (int i = 0; i < N; i++) {
 		char path[32];
 		snprintf(path, sizeof path, "v%d.html", i);
@@ -443,7 +421,7 @@ static void test_fsck_rebuilds_links(void **state)
 	uint64_t ib = p.ib;
 	struct blobkey kb = p.kb, base;
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &kb, NULL), 0);
-	assert_int_equal(delta_of(st, &kb, &base), 1);
+	assert_int_equal(th_delta_of(st, &kb, &base), 1);
 	/* the link rows lost: fsck names the delta, --repair writes them again */
 	assert_int_equal(store_write(st, drop_prefix_cb, "dlnk"), 0);
 	assert_int_equal(store_close(st), 0);
@@ -566,9 +544,9 @@ static void put_versions(struct store *st, struct versions *v, uint64_t seed)
 		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &v->k[i], NULL), 0);
 	}
 	struct blobkey base;
-	assert_int_equal(delta_of(st, &v->k[1], &base), 1);
+	assert_int_equal(th_delta_of(st, &v->k[1], &base), 1);
 	assert_true(blobkey_equal(&base, &v->k[0]));
-	assert_int_equal(delta_of(st, &v->k[2], &base), 1);
+	assert_int_equal(th_delta_of(st, &v->k[2], &base), 1);
 	assert_true(blobkey_equal(&base, &v->k[1]));
 }
 
@@ -831,7 +809,7 @@ static void test_set_diff_bound(void **state)
 		assert_int_equal(store_write(st, fake_links_cb, &f), 0);
 		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p.kb, NULL), 0);
 		struct blobkey base;
-		assert_int_equal(delta_of(st, &p.kb, &base), 1);
+		assert_int_equal(th_delta_of(st, &p.kb, &base), 1);
 		assert_int_equal(row_format(st, &p.kb, NULL),
 				 others < NEAR_SET_DIFFS_PER_BASE ? NEARSET_DIFF_FORMAT : NEARSET_FORMAT);
 		assert_set_of_page(st, &p.kb, p.b);
@@ -893,7 +871,7 @@ static void test_large_pages(void **state)
 	struct blob_compact_stats done = { 0 };
 	assert_int_equal(blob_compact_run(st, &cfg, &done), 0);
 	assert_int_equal(done.damaged, 0);
-	assert_int_equal(delta_of(st, &p.kb, &base), 1);
+	assert_int_equal(th_delta_of(st, &p.kb, &base), 1);
 	assert_true(blobkey_equal(&base, &p.ka));
 	assert_int_equal(chunks_of(st, &p.kb), (len + cs - 1) / cs);
 	th_read_back(st, p.ib, p.b);
@@ -912,7 +890,7 @@ static void test_large_pages(void **state)
 	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
 	assert_int_equal(moved, 1);
 	assert_false(kept(st, &p.ka));
-	assert_int_equal(delta_of(st, &p.kb, &base), 0);
+	assert_int_equal(th_delta_of(st, &p.kb, &base), 0);
 	assert_int_equal(chunks_of(st, &p.kb), (len + cs - 1) / cs);
 	th_read_back(st, p.ib, p.b);
 	read_range_back(st, &p.kb, p.b, 4 * cs, len - 4 * cs);
@@ -956,9 +934,9 @@ static void test_set_diff_naming_another_base(void **state)
 	assert_int_equal(sigq_drain(st), 0);
 	struct blobkey kc = th_blob_of(st, ic);
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_SIMHASH, &kc, NULL), 0);
-	assert_int_equal(delta_of(st, &kb, &base), 1);
+	assert_int_equal(th_delta_of(st, &kb, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
-	assert_int_equal(delta_of(st, &kc, &base), 1);
+	assert_int_equal(th_delta_of(st, &kc, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
 	assert_int_equal(row_format(st, &kb, NULL), NEARSET_DIFF_FORMAT);
 	assert_int_equal(row_format(st, &kc, NULL), NEARSET_DIFF_FORMAT);
@@ -972,8 +950,8 @@ static void test_set_diff_naming_another_base(void **state)
 	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
 	assert_int_equal(moved, 2);
 	assert_false(kept(st, &ka));
-	assert_int_equal(delta_of(st, &kb, &base), 0);
-	assert_int_equal(delta_of(st, &kc, &base), 0);
+	assert_int_equal(th_delta_of(st, &kb, &base), 0);
+	assert_int_equal(th_delta_of(st, &kc, &base), 0);
 	th_read_back(st, ib, b);
 	th_read_back(st, ic, c);
 	assert_int_equal(store_close(st), 0);

@@ -1,0 +1,424 @@
+/* test_window.c - the window of a cold pass (blob_cold.c): a whole page is
+ * also tried as a delta on the pages copied just before it, as git's pack
+ * window. Pages that share a template with the pages before them become
+ * deltas on them, each with its link row, no chain deeper than
+ * BLOB_DELTA_DEPTH; every page reads back, fsck --deep is clean; a page
+ * that deltas hang on stays whole in a later pass; a base whose last name
+ * goes is kept for its deltas and they are stored whole again; the pass's
+ * mark carries the window, and a pass of another window writes the pack
+ * again. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "archive/archive.h"
+#include "archive/query.h"
+#include "blob/blob.h"
+#include "helpers.h"
+#include "near/ndelta.h"
+
+enum { GROUPS = 12, PER = 4, N = GROUPS * PER };
+
+struct site {
+	char *body[N];
+	uint64_t ino[N];
+	struct blobkey k[N];
+};
+
+/* No delta step at close: the pages stay whole until the cold pass. */
+static struct store *open_store(const char *dir, bool create)
+{
+	struct store_opts o = { .compact_share = -1, .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
+	return create ? th_store(dir, NULL, &o) : th_reopen(dir, &o);
+}
+
+static char *concat(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	char *p = malloc(la + lb + 1);
+	assert_non_null(p);
+	memcpy(p, a, la);
+	memcpy(p + la, b, lb + 1);
+	return p;
+}
+
+/* GROUPS groups of PER pages, stored group after group: the pages of a
+ * group share a template of 600 words, each has 120 words of its own, and
+ * the groups share nothing but the vocabulary (which the dictionary
+ * knows). */
+static void write_site(struct store *st, struct site *s, uint64_t seed)
+{
+	char name[32];
+	for (int g = 0; g < GROUPS; g++) {
+		char *tmpl = th_page(seed * 1000 + (uint64_t)g, 600, "");
+		for (int j = 0; j < PER; j++) {
+			int i = g * PER + j;
+			char *own = th_page(seed * 1000 + 500 + (uint64_t)i, 120, "");
+			s->body[i] = concat(tmpl, own);
+			free(own);
+			snprintf(name, sizeof name, "g%02d-%d.html", g, j);
+			s->ino[i] = th_put_page(st, PD_ROOT_INO, name, s->body[i]);
+			s->k[i] = th_blob_of(st, s->ino[i]);
+		}
+		free(tmpl);
+	}
+}
+
+/* The same pages stored group by group's turns: the first page of every
+ * group, then the second of every group, ...: in the packs, the pages of
+ * a group are GROUPS apart, beyond the window. */
+static void write_site_interleaved(struct store *st, struct site *s, uint64_t seed)
+{
+	char name[32];
+	char *tmpl[GROUPS];
+	for (int g = 0; g < GROUPS; g++)
+		tmpl[g] = th_page(seed * 1000 + (uint64_t)g, 600, "");
+	for (int j = 0; j < PER; j++)
+		for (int g = 0; g < GROUPS; g++) {
+			int i = g * PER + j;
+			char *own = th_page(seed * 1000 + 500 + (uint64_t)i, 120, "");
+			s->body[i] = concat(tmpl[g], own);
+			free(own);
+			snprintf(name, sizeof name, "g%02d-%d.html", g, j);
+			s->ino[i] = th_put_page(st, PD_ROOT_INO, name, s->body[i]);
+			s->k[i] = th_blob_of(st, s->ino[i]);
+		}
+	for (int g = 0; g < GROUPS; g++)
+		free(tmpl[g]);
+}
+
+static void read_site(struct store *st, const struct site *s)
+{
+	for (int i = 0; i < N; i++)
+		th_read_back(st, s->ino[i], s->body[i]);
+}
+
+static void free_site(struct site *s)
+{
+	for (int i = 0; i < N; i++)
+		free(s->body[i]);
+}
+
+static struct blob_compact_cfg cfg_window(unsigned window)
+{
+	return (struct blob_compact_cfg){ .share = 1.0, .min_dead = 0, .every_pack = true,
+					  .cold = { .level = 19, .deltas = true, .window = window } };
+}
+
+static bool linked(struct store *st, const struct blobkey *base, const struct blobkey *dep)
+{
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	int rc = blob_delta_linked(txn, st, base, dep);
+	store_read_end(st, txn);
+	assert_true(rc >= 0);
+	return rc == 1;
+}
+
+/* The index of the page whose key is k (-1: none of the site's). */
+static int index_of(const struct site *s, const struct blobkey *k)
+{
+	for (int i = 0; i < N; i++)
+		if (blobkey_equal(&s->k[i], k))
+			return i;
+	return -1;
+}
+
+/* Every delta is on one of the BLOB_COLD_WINDOW pages stored just before
+ * it, linked, no deeper than the bound, and every page after a group's
+ * first is a delta; returns how many deltas. */
+static int check_window_deltas(struct store *st, const struct site *s)
+{
+	int deltas = 0;
+	for (int i = 0; i < N; i++) {
+		struct blobkey base;
+		int is_delta = th_delta_of(st, &s->k[i], &base);
+		if (i % PER)
+			assert_int_equal(is_delta, 1);
+		if (!is_delta)
+			continue;
+		int b = index_of(s, &base);
+		assert_true(b >= 0 && b < i && i - b <= BLOB_COLD_WINDOW);
+		assert_true(linked(st, &base, &s->k[i]));
+		assert_true(th_depth_of(st, &s->k[i]) <= BLOB_DELTA_DEPTH);
+		deltas++;
+	}
+	return deltas;
+}
+
+/* Does a delta hang on k? */
+static bool has_deltas(struct store *st, const struct blobkey *k)
+{
+	MDB_txn *txn;
+	struct blobkey dep;
+	size_t n = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_delta_dependents(txn, st, k, &dep, 1, &n), 0);
+	store_read_end(st, txn);
+	return n > 0;
+}
+
+/* A pass without a window, then one with: the pages after each group's
+ * first become deltas on their group, the live bytes fall, the stats
+ * count them, and every page reads back, before and after a reopen, with
+ * fsck --deep clean. */
+static void test_window_makes_deltas(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct site s;
+	write_site(st, &s, 7);
+	struct blob_compact_cfg c = cfg_window(0);
+	struct blob_compact_stats d;
+	struct blob_pack_usage plain, windowed;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.records_window, 0);
+	assert_int_equal(blob_pack_usage(st, &plain), 0);
+	for (int i = 0; i < N; i++) {
+		struct blobkey base;
+		assert_int_equal(th_delta_of(st, &s.k[i], &base), 0);
+	}
+
+	c = cfg_window(BLOB_COLD_WINDOW);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.damaged, 0);
+	assert_int_equal(blob_pack_usage(st, &windowed), 0);
+	printf("# live bytes without a window %llu, with %llu; %llu pages made deltas\n",
+	       (unsigned long long)plain.live, (unsigned long long)windowed.live,
+	       (unsigned long long)d.records_window);
+	int deltas = check_window_deltas(st, &s);
+	assert_true(deltas >= GROUPS * (PER - 1));
+	assert_int_equal(d.records_window, (uint64_t)deltas);
+	assert_true(windowed.live * 10 < plain.live * 7); /* a template of 600 words in 720 */
+	assert_int_equal(windowed.live_records, plain.live_records);
+	struct blob_delta_usage du;
+	assert_int_equal(blob_delta_usage(st, &du), 0);
+	assert_int_equal(du.deltas, d.records_window);
+	struct blob_compact_stats total;
+	assert_int_equal(blob_compact_stats(st, &total), 0);
+	assert_int_equal(total.records_window, d.records_window);
+	read_site(st, &s);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir)); /* deep: every record decoded */
+	st = open_store(dir, false);
+	read_site(st, &s);
+	assert_int_equal(store_close(st), 0);
+	free_site(&s);
+	th_rmdir(dir);
+}
+
+/* The mark carries the window: the same pass again leaves the packs as
+ * they are; a pass of another window writes them again, where a page that
+ * deltas hang on stays whole and the deltas stay deltas on their group. */
+static void test_window_in_the_mark(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct site s;
+	write_site(st, &s, 8);
+	struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.records_window > 0);
+	struct fprec r = th_fprec_of(st, s.ino[1]);
+	struct pack_cold m;
+	assert_int_equal(pack_cold_of(st->packs, r.pack, &m, NULL), 0);
+	assert_int_equal(m.level, 19);
+	assert_int_equal(m.window, BLOB_COLD_WINDOW);
+
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.packs_cold_kept >= 1);
+	assert_int_equal(d.records_moved, 0);
+
+	bool hung[N];
+	int was_delta[N], bases = 0;
+	struct blobkey was_base[N];
+	for (int i = 0; i < N; i++) {
+		bases += hung[i] = has_deltas(st, &s.k[i]);
+		was_delta[i] = th_delta_of(st, &s.k[i], &was_base[i]);
+	}
+	assert_true(bases > 0);
+	c = cfg_window(2);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_cold_kept, 0);
+	assert_true(d.records_moved >= N);
+	for (int i = 0; i < N; i++) {
+		struct blobkey b;
+		int now = th_delta_of(st, &s.k[i], &b);
+		if (was_delta[i]) { /* encoded again on the same base */
+			assert_int_equal(now, 1);
+			assert_true(blobkey_equal(&b, &was_base[i]));
+		} else if (hung[i]) { /* deltas hang on it: it stays whole */
+			assert_int_equal(now, 0);
+		}
+	}
+	check_window_deltas(st, &s);
+	r = th_fprec_of(st, s.ino[1]);
+	assert_int_equal(pack_cold_of(st->packs, r.pack, &m, NULL), 0);
+	assert_int_equal(m.window, 2);
+	read_site(st, &s);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_site(&s);
+	th_rmdir(dir);
+}
+
+/* Pages each one edit away from the page before it: the window chains
+ * them (a delta on a page nearly the same passes the depth gate at every
+ * depth), and no chain is deeper than BLOB_DELTA_DEPTH, which the chain
+ * reaches. */
+static void test_window_depth_bounded(void **state)
+{
+	(void)state;
+	enum { CHAIN = 24 };
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	char *body[CHAIN], name[32];
+	uint64_t ino[CHAIN];
+	struct blobkey k[CHAIN];
+	for (int i = 0; i < CHAIN; i++) {
+		body[i] = i ? strdup(body[i - 1]) : th_page(9000, 1500, "");
+		assert_non_null(body[i]);
+		size_t at = 100 + (size_t)i * 311 % (strlen(body[i]) - 200);
+		memcpy(body[i] + at, "EDIT", 4);
+		body[i][at + 4] = (char)('a' + i % 26);
+		snprintf(name, sizeof name, "c%02d.html", i);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, body[i]);
+		k[i] = th_blob_of(st, ino[i]);
+	}
+	struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	unsigned deepest = 0;
+	for (int i = 0; i < CHAIN; i++) {
+		unsigned depth = th_depth_of(st, &k[i]);
+		assert_true(depth <= BLOB_DELTA_DEPTH);
+		deepest = depth > deepest ? depth : deepest;
+		th_read_back(st, ino[i], body[i]);
+	}
+	printf("# %llu pages made deltas, the deepest %u\n", (unsigned long long)d.records_window, deepest);
+	assert_int_equal(deepest, BLOB_DELTA_DEPTH);
+	assert_true(d.records_window >= CHAIN / 2);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	for (int i = 0; i < CHAIN; i++)
+		free(body[i]);
+	th_rmdir(dir);
+}
+
+/* A group's first page, which the window made a base, loses its last
+ * name: it is kept for its deltas (they still read), then the deltas are
+ * stored whole again (or on another base) and the kept base goes. */
+static void test_window_base_goes(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct site s;
+	write_site(st, &s, 9);
+	struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	check_window_deltas(st, &s);
+	char name[32];
+	for (int g = 0; g < GROUPS; g++) {
+		uint64_t gone_ino;
+		bool gone;
+		snprintf(name, sizeof name, "g%02d-0.html", g);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone_ino, &gone), 0);
+		assert_true(gone);
+	}
+	struct blob_pack_usage u;
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_true(u.kept >= 1); /* at least one first page has a delta on it */
+	for (int i = 0; i < N; i++)
+		if (i % PER)
+			th_read_back(st, s.ino[i], s.body[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	st = open_store(dir, false);
+	uint64_t moved;
+	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
+	assert_true(moved >= 1);
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.kept, 0);
+	for (int i = 0; i < N; i++)
+		if (i % PER)
+			th_read_back(st, s.ino[i], s.body[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_site(&s);
+	th_rmdir(dir);
+}
+
+static int page_path(void *ctx, const struct blobkey *k, char *buf, size_t size)
+{
+	return query_blob_path(ctx, k, buf, size);
+}
+
+/* How many pages of the site are deltas on a page of their own group. */
+static int own_group_deltas(struct store *st, const struct site *s)
+{
+	int n = 0;
+	for (int i = 0; i < N; i++) {
+		struct blobkey base;
+		if (th_delta_of(st, &s->k[i], &base)) {
+			int b = index_of(s, &base);
+			n += b >= 0 && b / PER == i / PER;
+		}
+	}
+	return n;
+}
+
+/* Pages stored with a group's pages GROUPS apart: in the packs' order the
+ * window never sees two of a group together; in the order of their paths
+ * (cfg.page_key, as `compact --all` gives) every page after a group's
+ * first is a delta on its group. */
+static void test_window_in_path_order(void **state)
+{
+	(void)state;
+	int own[2];
+	for (int keyed = 0; keyed < 2; keyed++) {
+		char *dir = th_tmpdir();
+		struct store *st = open_store(dir, true);
+		struct site s;
+		write_site_interleaved(st, &s, 10);
+		struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+		if (keyed) {
+			c.page_key = page_path;
+			c.key_ctx = st;
+		}
+		struct blob_compact_stats d;
+		assert_int_equal(blob_compact_run(st, &c, &d), 0);
+		own[keyed] = own_group_deltas(st, &s);
+		printf("# %s: %llu pages made deltas, %d of them on their own group\n",
+		       keyed ? "path order" : "the packs' order", (unsigned long long)d.records_window, own[keyed]);
+		read_site(st, &s);
+		assert_int_equal(store_close(st), 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		free_site(&s);
+		th_rmdir(dir);
+	}
+	assert_int_equal(own[0], 0);
+	assert_int_equal(own[1], GROUPS * (PER - 1));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_window_makes_deltas),
+		cmocka_unit_test(test_window_in_the_mark),
+		cmocka_unit_test(test_window_depth_bounded),
+		cmocka_unit_test(test_window_base_goes),
+		cmocka_unit_test(test_window_in_path_order),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
