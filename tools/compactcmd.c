@@ -159,7 +159,7 @@ int cmd_compact(int argc, char **argv)
 	cfg.every_pack = all;
 	cfg.cold.level = level >= 0 ? level : all ? BLOB_COLD_LEVEL : BLOB_COMPACT_COLD_LEVEL;
 	cfg.cold.deltas = all && cold_deltas; /* without --all, the daemon's pass: whole pages only (blob.h) */
-	cfg.cold.window = all ? (unsigned)window : 0;
+	cfg.cold.window = all && cfg.cold.level > 0 ? (unsigned)window : 0; /* a cold pass only */
 	cfg.page_key = page_path; /* the window's order: by path */
 	cfg.key_ctx = st;
 	struct blob_compact_stats d;

@@ -227,11 +227,12 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	const struct blob_compact_stats *k = &s->compact;
 	emit(&o, "\"compaction\":{\"packs_compacted\":%llu,\"packs_removed\":%llu,\"records_moved\":%llu,"
 		 "\"bytes_moved\":%llu,\"bytes_given_back\":%llu,\"damaged_left\":%llu,"
-		 "\"records_encoded_again\":%llu,\"bytes_saved_encoding_again\":%llu}",
+		 "\"records_encoded_again\":%llu,\"bytes_saved_encoding_again\":%llu,\"records_made_deltas_by_window\":%llu}",
 	     (unsigned long long)k->packs_compacted, (unsigned long long)k->packs_removed,
 	     (unsigned long long)k->records_moved, (unsigned long long)k->bytes_moved,
 	     (unsigned long long)k->bytes_freed, (unsigned long long)k->damaged,
-	     (unsigned long long)k->records_cold, (unsigned long long)k->bytes_cold_saved);
+	     (unsigned long long)k->records_cold, (unsigned long long)k->bytes_cold_saved,
+	     (unsigned long long)k->records_window);
 	const struct stats_daemon *dm = &s->daemon;
 	if (dm->running)
 		emit(&o, ",\"daemon\":{\"inodes_held\":%llu,\"file_states\":%llu,\"staged_bytes\":%llu,\"sign_queue\":%llu,"
@@ -334,8 +335,9 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	     (unsigned long long)k->records_moved, size_str(k->bytes_moved, human, b1),
 	     size_str(k->bytes_freed, human, b2), (unsigned long long)k->damaged);
 	if (k->records_cold)
-		emit(&o, "encoded again:    %llu of the records moved, %s smaller\n", (unsigned long long)k->records_cold,
-		     size_str(k->bytes_cold_saved, human, b1));
+		emit(&o, "encoded again:    %llu of the records moved, %s smaller; %llu whole pages made deltas by a window\n",
+		     (unsigned long long)k->records_cold, size_str(k->bytes_cold_saved, human, b1),
+		     (unsigned long long)k->records_window);
 	const struct stats_daemon *dm = &s->daemon;
 	if (dm->running)
 		emit(&o, "daemon:           %llu inodes held (%llu with a file state), %s staged in memory; signer: %llu queued, signed %llu by its thread, %llu by writers past the bound, %llu by drains; delta step: %llu queued, %llu dropped, %llu candidates examined for %llu pages\n",

@@ -206,14 +206,17 @@ int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out);
  *   "compact" -> packs compacted u64 | packs removed u64 | records moved u64 |
  *                bytes moved u64 | bytes given back u64 | damaged records
  *                left u64 | records encoded again u64 | bytes that saved
- *                u64 (little-endian, 64 bytes; 48 before records were
- *                encoded again: a reader takes the fields it knows from a
- *                longer row, and zeros for those a shorter row lacks)
+ *                u64 | of those records, whole pages made deltas by a
+ *                window u64 (little-endian, 72 bytes; 64 before the
+ *                window, 48 before records were encoded again: a reader
+ *                takes the fields it knows from a longer row, and zeros for
+ *                those a shorter row lacks; an older build that adds to
+ *                the row writes its own fields only)
  * changed in the transactions that move records and remove packs.
  *
  * A cold pass (`pagededup compact --all`: cfg.every_pack with a cold
  * level) writes its copies to packs of its own, whose header carries the
- * cold mark (level, deltas, dictionary: pack.h), and at its end, in one
+ * cold mark (level, deltas, window, dictionary: pack.h), and at its end, in one
  * transaction, leaves a row for each:
  *   "cold" | pack id (u32 big-endian) -> created u64 | records u64 |
  *            bytes u64 | length u64 (little-endian, 32 bytes: the pack
@@ -221,7 +224,8 @@ int blob_rec_decode(struct store *st, const struct pack_rec *rec, void **out);
  *            the pack file's length then)
  * (rows of packs no longer present go in the same transaction). A later
  * cold pass leaves a pack as it is when its mark is the pass's own (the
- * same level, deltas if it takes them, the same newest dictionary) and
+ * same level, deltas if it takes them, the same window, the same newest
+ * dictionary) and
  * its live totals and its length still equal its row's: no page in it
  * died and nothing else was appended (an append whose pages died since
  * leaves the live totals as they were, not the length), so encoding it
@@ -350,6 +354,10 @@ struct blob_compact_cfg {
 	 * first. */
 	int (*page_key)(void *ctx, const struct blobkey *k, char *buf, size_t size);
 	void *key_ctx;
+	/* Tests: called with ctx after each batch's copies are synced, before
+	 * the commit that points the pages at them, where a writer may free
+	 * or change a page meanwhile. NULL in every other caller. */
+	void (*before_commit)(void *ctx);
 	/* Asked between batches; true stops the pass (-ECANCELED). */
 	bool (*stop)(void *ctx);
 	void *ctx;

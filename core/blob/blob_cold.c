@@ -19,6 +19,16 @@
  * is smaller; its identity, size and XXH3-128 are those of the page, not
  * of its encoding, so they do not change.
  *
+ * The window (blob.h): in a cold pass, each page it copies stays in a
+ * ring of the last W pages with its raw bytes and the depth its record
+ * will have; a page that is whole and that no delta hangs on is also
+ * tried as a delta on each of them (a trial at a fast level, the base's
+ * depth gating the size it must reach), and the best is encoded at the
+ * cold level and kept when it beats the page whole. Such a record names
+ * its base like any delta; the commit writes its link row, under the
+ * delta rules checked again there (blob_delta_link_cold), or leaves the
+ * page where it was.
+ *
  * This runs outside any transaction (the compactor's copy step); the
  * commit that points the page at its copy moves the page from its old
  * dictionary's count to the new one's (blob_compact.c).
@@ -205,8 +215,10 @@ static int window_best(struct store *st, const struct pack_rec *in, const struct
 			continue;
 		struct pack_rec trial;
 		int rc = delta_on(in, raw, s, BLOB_COLD_TRIAL_LEVEL, &trial);
+		if (rc == -ENOMEM)
+			return rc;
 		if (rc)
-			return rc == -ENOMEM ? rc : 0;
+			continue; /* that base will not do: the next may */
 		if (trial.len < best_len && worth_it(trial.len, trial_whole, s->depth)) {
 			best_len = trial.len;
 			best = s;

@@ -148,6 +148,7 @@ struct item {
 	uint64_t saved; /* ... and is this much smaller */
 	bool window;    /* ... as a delta on wbase, which the window chose */
 	struct blobkey wbase;
+	bool stays; /* the commit refused the window's delta: the old record is the live one */
 };
 
 struct items {
@@ -401,6 +402,7 @@ static int move_cb(struct wtx *w, void *arg)
 	for (size_t i = 0; i < b->n && !rc; i++) {
 		struct item *x = &b->v[i];
 		struct fprec r;
+		x->stays = false; /* the callback may run again */
 		if ((!x->copied && !x->damaged) || !named_here(w->txn, st, x, &r))
 			continue; /* freed, healed or moved meanwhile: its copy is dead bytes */
 		if (x->damaged) {
@@ -416,10 +418,16 @@ static int move_cb(struct wtx *w, void *arg)
 		} else if (!(r.flags & FPREC_BAD)) {
 			if (x->kept) {
 				rc = blob_delta_kept_set_loc(w->txn, st, &x->k, &x->copy);
-			} else if (x->window && (rc = blob_delta_link_cold(w, &x->k, &x->wbase)) == 1) {
+			} else if (x->window && (rc = blob_delta_link_cold(w, &x->k, &x->wbase)) != 0) {
+				if (rc < 0)
+					break;
+				/* the delta's base is gone or too deep now: the page
+				 * stays where it is, its copy dead bytes, and its old
+				 * record is not punched (compact_pack) */
 				rc = 0;
-				continue; /* the delta's base is gone or too deep now: the page stays */
-			} else if (!rc) {
+				x->stays = true;
+				continue;
+			} else {
 				rc = cold_dict_moved(w, x, &r);
 				blob_rec_set_loc(&r, &x->copy, x->cold ? x->dict : r.pack_dict);
 				if (!rc)
@@ -515,6 +523,8 @@ static int copy_and_move(struct store *st, struct item *v, size_t n, const struc
 			*first = false;
 			rc = stop_at(c, "copied");
 		}
+		if (!rc && c->before_commit)
+			c->before_commit(c->ctx);
 		struct move_batch b = { v + from, to - from, { 0 } };
 		if (!rc)
 			rc = store_write(st, move_cb, &b);
@@ -570,7 +580,7 @@ static int compact_pack(struct store *st, uint32_t id, const struct blob_compact
 		 * stored meanwhile): the moved records' blocks go back now */
 		pack_retire(st->packs, id, false);
 		for (size_t i = 0; i < items.n; i++)
-			if (items.v[i].copied)
+			if (items.v[i].copied && !items.v[i].stays)
 				pack_punch(st->packs, &items.v[i].old);
 	}
 	if (!rc && !f.nursery) {

@@ -6,7 +6,9 @@
  * that deltas hang on stays whole in a later pass; a base whose last name
  * goes is kept for its deltas and they are stored whole again; the pass's
  * mark carries the window, and a pass of another window writes the pack
- * again. */
+ * again; pages are taken in path order when the pass is given it; a delta
+ * refused at the commit leaves its page where it was; a pass stopped by a
+ * crash leaves a store that reads and checks clean. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -359,6 +361,125 @@ static void test_window_base_goes(void **state)
 	th_rmdir(dir);
 }
 
+/* Between the copies and their commit, every group's first page loses
+ * its name: the window's deltas on them are refused at the commit. */
+struct unlink_firsts {
+	struct store *st;
+	bool done;
+};
+
+static void unlink_firsts(void *ctx)
+{
+	struct unlink_firsts *u = ctx;
+	char name[32];
+	for (int g = 0; g < GROUPS && !u->done; g++) {
+		uint64_t ino;
+		bool gone;
+		snprintf(name, sizeof name, "g%02d-0.html", g);
+		assert_int_equal(ns_unlink(u->st, PD_ROOT_INO, name, &ino, &gone), 0);
+		assert_true(gone);
+	}
+	u->done = true;
+}
+
+/* A delta the window chose whose base went before the commit is refused
+ * there: its page stays where it was, readable (its old record is not
+ * given back with the moved ones), and fsck --deep is clean. */
+static void test_window_delta_refused(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct site s;
+	write_site(st, &s, 11);
+	uint32_t pack_before[N];
+	for (int i = 0; i < N; i++)
+		pack_before[i] = th_fprec_of(st, s.ino[i]).pack;
+	struct unlink_firsts u = { st, false };
+	struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+	c.before_commit = unlink_firsts;
+	c.ctx = &u;
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(u.done);
+	int stayed = 0;
+	for (int i = 0; i < N; i++) {
+		if (i % PER == 0)
+			continue;
+		struct blobkey base;
+		int was_first = th_delta_of(st, &s.k[i], &base) && index_of(&s, &base) % PER == 0;
+		assert_false(was_first); /* no delta on a page gone */
+		stayed += th_fprec_of(st, s.ino[i]).pack == pack_before[i];
+		th_read_back(st, s.ino[i], s.body[i]);
+	}
+	printf("# %llu pages made deltas, %d refused and left where they were\n", (unsigned long long)d.records_window,
+	       stayed);
+	assert_true(stayed > 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	for (int i = 0; i < N; i++)
+		if (i % PER)
+			th_read_back(st, s.ino[i], s.body[i]);
+	assert_int_equal(store_close(st), 0);
+	free_site(&s);
+	th_rmdir(dir);
+}
+
+/* A pass with a window stopped at step as by a kill (PD_COMPACT_STOP):
+ * after the copies, no delta is committed; after the first commit, its
+ * deltas are; either way every page reads, fsck --deep is clean, and a
+ * full pass after it too. */
+static void crash_at(const char *step, bool committed)
+{
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct site s;
+	write_site(st, &s, 12);
+	struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+	c.debug_stops = true;
+	setenv("PD_COMPACT_STOP", step, 1);
+	struct blob_compact_stats d = { 0 };
+	int rc = blob_compact_run(st, &c, &d);
+	unsetenv("PD_COMPACT_STOP");
+	assert_int_equal(rc, -ECANCELED);
+	store_abandon(st);
+	st = open_store(dir, false);
+	read_site(st, &s);
+	int deltas = 0;
+	for (int i = 0; i < N; i++) {
+		struct blobkey b;
+		deltas += th_delta_of(st, &s.k[i], &b);
+	}
+	printf("# stopped after %s: %d deltas committed\n", step, deltas);
+	if (committed)
+		assert_true(deltas > 0);
+	else
+		assert_int_equal(deltas, 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = open_store(dir, false);
+	c = cfg_window(BLOB_COLD_WINDOW);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	read_site(st, &s);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_site(&s);
+	th_rmdir(dir);
+}
+
+static void test_window_crash_after_copies(void **state)
+{
+	(void)state;
+	crash_at("copied", false);
+}
+
+static void test_window_crash_after_commit(void **state)
+{
+	(void)state;
+	crash_at("committed", true);
+}
+
 static int page_path(void *ctx, const struct blobkey *k, char *buf, size_t size)
 {
 	return query_blob_path(ctx, k, buf, size);
@@ -419,6 +540,9 @@ int main(void)
 		cmocka_unit_test(test_window_depth_bounded),
 		cmocka_unit_test(test_window_base_goes),
 		cmocka_unit_test(test_window_in_path_order),
+		cmocka_unit_test(test_window_delta_refused),
+		cmocka_unit_test(test_window_crash_after_copies),
+		cmocka_unit_test(test_window_crash_after_commit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
