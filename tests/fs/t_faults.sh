@@ -222,6 +222,18 @@ PYEOF
 	pd_umount || fail umount
 }
 
+# appended_reads_back FILE LINE: LINE appended to FILE is stored (the
+# fault is over): the file reads back ending with it.
+appended_reads_back() {
+	py "$1" "$2" <<'PYEOF'
+import os, sys
+from fsutil import *
+path, line = sys.argv[1], sys.argv[2].encode() + b"\n"
+write(path, line, flags=os.O_WRONLY | os.O_APPEND)
+check(read(path).endswith(line), "a change to %s once the fault is over" % os.path.basename(path))
+PYEOF
+}
+
 # refused_rewrites N ERRNOS PATH...: N refused changes of each stored page
 # PATH (a byte changed in place, or bytes appended, in turn), each refused
 # at write or close() with one of ERRNOS (names, comma-separated); after
@@ -293,13 +305,7 @@ PYEOF
 	find "$STORE/objects" -type d -exec chmod 0500 {} + || fail "chmod objects"
 	refused_rewrites 12 EACCES,EPERM,EIO,EROFS "$MNT/big.bin" "$MNT/small.html" || exit 1
 	find "$STORE/objects" -type d -exec chmod 0700 {} + || fail "chmod objects back"
-	py <<'PYEOF' || exit 1
-import os
-from fsutil import *
-M = os.environ["MNT"]
-write(M + "/small.html", b"<p>stored once objects/ is writable again</p>\n", flags=os.O_WRONLY | os.O_APPEND)
-check(read(M + "/small.html").endswith(b"<p>stored once objects/ is writable again</p>\n"), "a change once objects/ is writable again")
-PYEOF
+	appended_reads_back "$MNT/small.html" "<p>stored once objects/ is writable again</p>" || exit 1
 	pd_umount || fail umount
 }
 
@@ -328,13 +334,7 @@ with open(os.path.dirname(S) + "/filler", "wb", buffering=0) as f:
 PYEOF
 	refused_rewrites 12 ENOSPC "$MNT/big.bin" "$MNT/small.bin" || exit 1
 	rm -f "$small/filler"
-	py <<'PYEOF' || exit 1
-import os
-from fsutil import *
-M = os.environ["MNT"]
-write(M + "/small.bin", b"<p>stored once there is room again</p>\n", flags=os.O_WRONLY | os.O_APPEND)
-check(read(M + "/small.bin").endswith(b"<p>stored once there is room again</p>\n"), "a change once there is room again")
-PYEOF
+	appended_reads_back "$MNT/small.bin" "<p>stored once there is room again</p>" || exit 1
 	pd_umount || fail umount
 	umount "$small" || fail "umount tmpfs"
 }
