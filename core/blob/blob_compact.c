@@ -550,8 +550,8 @@ static int compact_pack(struct store *st, uint32_t id, const struct blob_compact
 	int rc = store_write(st, roll_cb, &id);
 	if (!rc)
 		rc = live_items(st, id, &items);
-	if (!rc && win && c->page_key)
-		rc = order_items(c, &items);
+	if (!rc && win && c->page_key && (rc = order_items(c, &items)) == 0)
+		pack_prefetch(st->packs, id); /* read out of its order next: one sweep now */
 	/* 2, 3. the live records copied and pointed at, batch by batch */
 	if (!rc)
 		rc = copy_and_move(st, items.v, items.n, c, win, &sum, &f.moved, &first);

@@ -410,6 +410,11 @@ bool pack_retired(struct pack_set *ps, uint32_t id);
  * its length disagrees with loc). A record is position-independent, so
  * these bytes can be appended elsewhere as they are. */
 int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec *out);
+/* Pack id is about to be read whole out of its order (the compactor's
+ * pass in path order, blob_compact.c): the kernel is asked to read it
+ * ahead now, in one sequential sweep, rather than record by record at
+ * random (a hint: what it cannot do costs nothing). */
+void pack_prefetch(struct pack_set *ps, uint32_t id);
 /* Decode a record read by pack_read_rec in memory and check it (every
  * chunk, the XXH3-128 of the raw bytes): 0, or -EIO when it is damaged. */
 int pack_rec_check(const struct pack_rec *r, const struct pack_deps *deps);

@@ -8,6 +8,7 @@
 #include "pack_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -222,6 +223,15 @@ int pack_scan(struct pack_set *ps, uint32_t id,
 	int rc = scan_fd(fd, id, fn, ctx, damaged);
 	pack_fd_drop(ps, id);
 	return rc;
+}
+
+void pack_prefetch(struct pack_set *ps, uint32_t id)
+{
+	int fd = pack_fd_hold(ps, id);
+	if (fd < 0)
+		return;
+	posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+	pack_fd_drop(ps, id);
 }
 
 int pack_read_rec(struct pack_set *ps, const struct pack_loc *loc, struct pack_rec *out)
