@@ -216,6 +216,15 @@ pd_register_mount() {
 	echo "$1 - ${2:-0} ${3:-/dev/null}" >>"$PD_TMP/mounts"
 }
 
+# pd_small_disk DIR SIZE: a tmpfs of SIZE (as mount's size=, e.g. 24m)
+# mounted at DIR, a disk to fill; cleanup takes it down. The case is
+# skipped where no tmpfs can be mounted.
+pd_small_disk() {
+	mkdir -p "$1"
+	mount -t tmpfs -o size="$2" tmpfs "$1" || skip "cannot mount a tmpfs here"
+	pd_register_mount "$1"
+}
+
 # pd_wait_rc RCFILE SECONDS: wait for a daemon's exit status file.
 pd_wait_rc() {
 	local i=0 n=$(($2 * 20))

@@ -188,9 +188,7 @@ crash_at() {
 
 case_full_disk() {
 	local small=$PD_TMP/small
-	mkdir -p "$small"
-	mount -t tmpfs -o size=40m tmpfs "$small" || skip "cannot mount a tmpfs here"
-	echo "$small - 0 /dev/null" >>"$PD_TMP/mounts"
+	pd_small_disk "$small" 40m
 	"$PD_BIN" mkfs "$small/store" --expected-pages 2000 >/dev/null || fail mkfs
 	pd_mount -n -s "$small/store" nocompact || fail mount
 	write_and_thin "$PD_TMP/left" || exit 1

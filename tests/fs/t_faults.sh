@@ -10,9 +10,7 @@ OWNER=pd-owner
 # takes new ones again.
 case_disk_full() {
 	local small=$PD_TMP/small
-	mkdir -p "$small"
-	mount -t tmpfs -o size=48m tmpfs "$small" || skip "cannot mount a tmpfs here"
-	echo "$small - 0 /dev/null" >>"$PD_TMP/mounts"
+	pd_small_disk "$small" 48m
 	"$PD_BIN" mkfs "$small/store" --expected-pages 2000 >/dev/null || fail mkfs
 	pd_mount -n -s "$small/store" || fail mount
 	py <<'PYEOF' || exit 1
@@ -313,9 +311,7 @@ PYEOF
 # with ENOSPC and the page reads as stored.
 case_disk_full_reread() {
 	local small=$PD_TMP/small-reread
-	mkdir -p "$small"
-	mount -t tmpfs -o size=24m tmpfs "$small" || skip "cannot mount a tmpfs here"
-	echo "$small - 0 /dev/null" >>"$PD_TMP/mounts"
+	pd_small_disk "$small" 24m
 	"$PD_BIN" mkfs "$small/store" --expected-pages 1000 >/dev/null || fail mkfs
 	pd_mount -n -s "$small/store" || fail mount
 	py <<'PYEOF' || exit 1

@@ -208,9 +208,8 @@ EOF
 	echo "$srv" >>"$PD_TMP/pids"
 	for i in $(seq 1 50); do [ -S /dev/log ] && break; sleep 0.1; done
 	pd_undo_later "rm -f /dev/log"
-	mkdir -p "$small" "$m"
-	mount -t tmpfs -o size=24m tmpfs "$small" || skip "cannot mount a tmpfs here"
-	echo "$small - 0 /dev/null" >>"$PD_TMP/mounts"
+	mkdir -p "$m"
+	pd_small_disk "$small" 24m
 	"$PD_BIN" mkfs "$small/store" --expected-pages 1000 >/dev/null || fail mkfs
 	"$PDFS_BIN" "$small/store" "$m" || fail "pagededupfs in the background"
 	pid=$(pgrep -f -- "$PDFS_BIN $small/store" | head -1)
