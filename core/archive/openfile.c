@@ -1,11 +1,10 @@
-/* openfile.c - live inodes and open files. The design is in openfile.h. */
+/* openfile.c - open files: the file state of a pinned inode (its staged
+ * bytes, its open blob) and the file operations. The design is in
+ * openfile.h; the live-inode table the states hang on is live.c. */
 #include "openfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,80 +16,11 @@
 #include "blob/blob.h"
 #include "base/fdio.h"
 #include "base/fp.h"
+#include "live_int.h"
 #include "ns.h"
 #include "paths.h"
 #include "seal.h"
 #include "store/store.h"
-
-/* An inode in the table. The kernel keeps an inode (and so its entry)
- * from its lookup until it evicts it (FORGET), which on a machine with
- * memory to spare is never: a crawl of millions of pages holds an entry
- * per file written. So the entry holds only what must outlive the calls on
- * the inode; the file state below (struct live: about 500 bytes with its
- * locks, hash and staging fields) exists while a handle or a call pins
- * the inode, or while it holds something (staged bytes, an open blob), and
- * is freed when the last pin goes with nothing held. */
-struct live_ino {
-	uint64_t ino;
-	struct live_ino *next; /* hash chain */
-	/* guarded by the table mutex */
-	uint64_t nlookup;      /* kernel references */
-	uint32_t pins;         /* open handles and calls in progress */
-	bool orphan;           /* no name left: delete when no handle is open */
-	bool deleted;          /* the orphan is gone from the store */
-	/* guarded by state->mu while pinned (no one else reaches them) */
-	bool kcache;           /* the kernel's page cache holds kcache_key's bytes */
-	struct blobkey kcache_key;
-	struct live *state;    /* NULL: not pinned, nothing held */
-};
-
-/* The file state of a pinned inode. What it caches from the inode row
- * (loaded and below) is read again when a new state is made. */
-struct live {
-	uint64_t ino;
-	struct live_ino *ref;  /* its table entry */
-	/* guarded by mu */
-	pthread_mutex_t mu;
-	bool loaded;           /* has_blob/blob/size below are read from the inode */
-	bool has_blob;
-	struct blobkey blob;
-	uint64_t size;         /* current size (staged or sealed) */
-	/* Staged bytes live in memory (in_mem) or in a staging file. */
-	bool in_mem;
-	char *mem;
-	size_t mem_cap;
-	int staging_fd;        /* -1: no staging file */
-	char staging[48];
-	bool dirty;            /* staged bytes not sealed yet */
-	uint32_t unflushed;    /* handles written through since their last close() */
-	struct pd_time mtime;  /* mtime and ctime of the staged bytes */
-	struct pd_time ctime;
-	struct fp_ctx hash;    /* stream over bytes [0, hash_next) */
-	bool hash_ok;
-	uint64_t hash_next;
-	int blob_fd;           /* -1: not open */
-	bool blob_verified;
-	/* A large packed page, decoded chunk by chunk into blob_fd (a memory
-	 * file of its size) as reads reach them: done[i] set once chunk i is. */
-	uint8_t *lazy_done;
-	uint32_t lazy_chunks;
-	unsigned lazy_shift;
-	struct fprec lazy_rec;
-	/* A packed page of one frame, decoded (and checked) into memory at the
-	 * first read of an open, charged to the staging budget: reads copy
-	 * from it, with no memory file to make, map and close per open. */
-	char *page;
-	size_t page_len;
-};
-
-struct live_table {
-	pthread_mutex_t mu;
-	struct live_ino **buckets;
-	size_t nbuckets, count;
-	size_t states;         /* entries with a file state */
-	size_t freed;          /* entries freed since the last trim */
-	uint64_t trims;
-};
 
 struct pd_file {
 	struct store *st;
@@ -99,348 +29,6 @@ struct pd_file {
 	bool wrote;            /* it wrote or truncated: its close() seals */
 	bool unflushed;        /* since its last close(): counted in li->unflushed */
 };
-
-/* ---- the table ------------------------------------------------------- */
-
-struct live_table *live_table_new(void)
-{
-	struct live_table *t = calloc(1, sizeof *t);
-	if (!t)
-		return NULL;
-	t->nbuckets = 1024;
-	t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
-	if (!t->buckets) {
-		free(t);
-		return NULL;
-	}
-	pthread_mutex_init(&t->mu, NULL);
-	return t;
-}
-
-static void state_free(struct live *li)
-{
-	if (li->staging_fd >= 0)
-		close(li->staging_fd);
-	if (li->blob_fd >= 0)
-		close(li->blob_fd);
-	free(li->lazy_done);
-	if (li->hash.md5)
-		fp_free(&li->hash);
-	free(li->mem);
-	free(li->page);
-	pthread_mutex_destroy(&li->mu);
-	free(li);
-}
-
-/* Nothing but what state_new reads again: the state may go. */
-static bool state_idle(const struct live *li)
-{
-	return li->staging_fd < 0 && li->blob_fd < 0 && !li->in_mem && !li->mem && !li->page && !li->lazy_done &&
-	       !li->dirty && !li->hash.md5;
-}
-
-static struct live *state_new(struct live_ino *e)
-{
-	struct live *li = calloc(1, sizeof *li);
-	if (!li)
-		return NULL;
-	li->ino = e->ino;
-	li->ref = e;
-	li->staging_fd = li->blob_fd = -1;
-	pthread_mutex_init(&li->mu, NULL);
-	return li;
-}
-
-static void live_free(struct live_ino *e)
-{
-	if (e->state)
-		state_free(e->state);
-	free(e);
-}
-
-void live_table_free(struct live_table *t)
-{
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->nbuckets; i++)
-		for (struct live_ino *e = t->buckets[i], *next; e; e = next) {
-			next = e->next;
-			live_free(e);
-		}
-	free(t->buckets);
-	pthread_mutex_destroy(&t->mu);
-	free(t);
-}
-
-static size_t bucket_of(const struct live_table *t, uint64_t ino)
-{
-	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (t->nbuckets - 1);
-}
-
-static void table_grow(struct live_table *t)
-{
-	size_t n = t->nbuckets * 2;
-	struct live_ino **b = calloc(n, sizeof *b);
-	if (!b)
-		return; /* longer chains, still correct */
-	struct live_table nt = { .buckets = b, .nbuckets = n };
-	for (size_t i = 0; i < t->nbuckets; i++)
-		for (struct live_ino *li = t->buckets[i], *next; li; li = next) {
-			next = li->next;
-			size_t j = bucket_of(&nt, li->ino);
-			li->next = b[j];
-			b[j] = li;
-		}
-	free(t->buckets);
-	t->buckets = b;
-	t->nbuckets = n;
-}
-
-static struct live_ino **find_slot(struct live_table *t, uint64_t ino)
-{
-	struct live_ino **p = &t->buckets[bucket_of(t, ino)];
-	while (*p && (*p)->ino != ino)
-		p = &(*p)->next;
-	return p;
-}
-
-/* Find or make the entry of ino; table mutex held. */
-static struct live_ino *get_locked(struct live_table *t, uint64_t ino)
-{
-	struct live_ino **p = find_slot(t, ino);
-	if (*p)
-		return *p;
-	struct live_ino *li = calloc(1, sizeof *li);
-	if (!li)
-		return NULL;
-	li->ino = ino;
-	li->next = t->buckets[bucket_of(t, ino)];
-	t->buckets[bucket_of(t, ino)] = li;
-	if (++t->count > 2 * t->nbuckets)
-		table_grow(t);
-	return li;
-}
-
-static bool unused(const struct live_ino *li)
-{
-	return li->nlookup == 0 && li->pins == 0;
-}
-
-/* Unlink li from the table; table mutex held. */
-static void remove_locked(struct live_table *t, struct live_ino *li)
-{
-	struct live_ino **p = find_slot(t, li->ino);
-	if (*p == li) {
-		*p = li->next;
-		t->count--;
-	}
-}
-
-static void unstage(struct store *st, struct live *li);
-
-static int delete_orphan_cb(struct wtx *w, void *arg)
-{
-	return ns_delete_inode(w, *(uint64_t *)arg);
-}
-
-static int delete_orphan(struct store *st, uint64_t ino)
-{
-	return store_write(st, delete_orphan_cb, &ino);
-}
-
-/* Drop a pin or lookups. An orphan goes from the store as soon as no
- * handle holds it: without a name and an open file nothing can reach its
- * bytes again, so its blob reference must not wait for the kernel's FORGET,
- * which comes whenever the kernel evicts its inode. The entry itself is
- * freed once the kernel holds no reference either. */
-/* The kernel forgets inodes in bursts (memory pressure, drop_caches): a
- * crawl's worth of entries freed leaves the heap's pages resident, since
- * malloc gives back only the top of an arena. Measured at 360,000 pages
- * of bench-scale: RssAnon stayed at 130 MiB once every entry was
- * forgotten, and malloc_trim gave back 70 MiB of it. */
-static void give_back_memory(void)
-{
-#ifdef __GLIBC__
-	malloc_trim(0);
-#endif
-}
-
-static int settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_t forget)
-{
-	struct live_table *t = st->live;
-	struct live *drop = NULL;
-	pthread_mutex_lock(&t->mu);
-	li->pins -= unpin;
-	li->nlookup = forget > li->nlookup ? 0 : li->nlookup - forget;
-	bool delete = li->orphan && !li->deleted && li->pins == 0;
-	if (delete)
-		li->deleted = true;
-	bool gone = unused(li);
-	if (gone)
-		remove_locked(t, li);
-	/* Unpinned, nobody holds the state's mutex: what holds nothing goes. */
-	else if (li->pins == 0 && li->state && state_idle(li->state))
-		drop = li->state, li->state = NULL, t->states--;
-	if (gone && li->state)
-		t->states--;
-	bool trim = gone && ++t->freed >= LIVE_TRIM_EVERY;
-	if (trim) {
-		t->freed = 0;
-		t->trims++;
-	}
-	pthread_mutex_unlock(&t->mu);
-	uint64_t ino = li->ino;
-	if (drop)
-		state_free(drop);
-	if (gone) {
-		if (li->state)
-			unstage(st, li->state);
-		live_free(li);
-	}
-	if (trim)
-		give_back_memory();
-	return delete ? delete_orphan(st, ino) : 0;
-}
-
-/* Pin the entry of ino if it exists (NULL: the inode is not in use);
- * with_state: only if it has a file state (NULL: nothing staged). */
-static struct live_ino *pin_existing(struct store *st, uint64_t ino, bool with_state)
-{
-	struct live_table *t = st->live;
-	pthread_mutex_lock(&t->mu);
-	struct live_ino *li = *find_slot(t, ino);
-	if (li && with_state && !li->state)
-		li = NULL;
-	if (li)
-		li->pins++;
-	pthread_mutex_unlock(&t->mu);
-	return li;
-}
-
-/* Pin ino's entry, made with its file state if need be. */
-static struct live *pin(struct store *st, uint64_t ino)
-{
-	struct live_table *t = st->live;
-	pthread_mutex_lock(&t->mu);
-	struct live_ino *e = get_locked(t, ino);
-	if (e && !e->state) {
-		if (!(e->state = state_new(e))) {
-			if (unused(e)) {
-				remove_locked(t, e);
-				live_free(e);
-			}
-			e = NULL;
-		} else {
-			t->states++;
-		}
-	}
-	if (e)
-		e->pins++;
-	pthread_mutex_unlock(&t->mu);
-	return e ? e->state : NULL;
-}
-
-void live_ref(struct store *st, uint64_t ino, uint64_t n)
-{
-	struct live_table *t = st->live;
-	pthread_mutex_lock(&t->mu);
-	struct live_ino *li = get_locked(t, ino);
-	if (li)
-		li->nlookup += n;
-	pthread_mutex_unlock(&t->mu);
-}
-
-void live_counts(struct store *st, struct live_counts *out)
-{
-	struct live_table *t = st->live;
-	memset(out, 0, sizeof *out);
-	if (!t)
-		return;
-	pthread_mutex_lock(&t->mu);
-	out->entries = t->count;
-	out->states = t->states;
-	out->trims = t->trims;
-	pthread_mutex_unlock(&t->mu);
-}
-
-int live_pin(struct store *st, uint64_t ino)
-{
-	return pin(st, ino) ? 0 : -ENOMEM;
-}
-
-int live_unpin(struct store *st, uint64_t ino)
-{
-	struct live_ino *li = pin_existing(st, ino, false); /* held while settling */
-	return li ? settle(st, li, 2, 0) : 0;
-}
-
-int live_forget(struct store *st, uint64_t ino, uint64_t n)
-{
-	struct live_ino *li = pin_existing(st, ino, false); /* held while settling */
-	return li ? settle(st, li, 1, n) : 0;
-}
-
-int live_orphaned(struct store *st, uint64_t ino)
-{
-	struct live_table *t = st->live;
-	if (!t)
-		return delete_orphan(st, ino);
-	pthread_mutex_lock(&t->mu);
-	struct live_ino *li = *find_slot(t, ino);
-	bool held = li && li->pins > 0;
-	if (li) {
-		li->orphan = true;
-		li->deleted = !held;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return held ? 0 : delete_orphan(st, ino);
-}
-
-static int drop_orphans_cb(struct wtx *w, void *arg)
-{
-	(void)arg;
-	struct store *st = w->st;
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(w->txn, st->db_orphans, &c));
-	if (rc)
-		return rc;
-	uint64_t *inos = NULL;
-	size_t n = 0, cap = 0;
-	MDB_val k, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (n == cap) {
-			cap = cap ? 2 * cap : 64;
-			uint64_t *p = realloc(inos, cap * sizeof *p);
-			if (!p) {
-				rc = -ENOMEM;
-				break;
-			}
-			inos = p;
-		}
-		inos[n++] = get_be64(k.mv_data);
-	}
-	mdb_cursor_close(c);
-	for (size_t i = 0; i < n && !rc; i++) {
-		struct live_table *t = st->live;
-		bool in_use = false;
-		if (t) {
-			pthread_mutex_lock(&t->mu);
-			struct live_ino *li = *find_slot(t, inos[i]);
-			in_use = li && li->pins > 0;
-			pthread_mutex_unlock(&t->mu);
-		}
-		if (!in_use)
-			rc = ns_delete_inode(w, inos[i]);
-	}
-	free(inos);
-	return rc;
-}
-
-int live_drop_orphans(struct store *st)
-{
-	return store_write(st, drop_orphans_cb, NULL);
-}
 
 /* ---- file state (entry mutex held) ----------------------------------- */
 
@@ -839,7 +427,7 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 	return rc;
 }
 
-static void unstage(struct store *st, struct live *li)
+void file_unstage(struct store *st, struct live *li)
 {
 	if (li->in_mem)
 		drop_mem(st, li);
@@ -864,7 +452,7 @@ static int fingerprint(struct live *li, struct fp *fp)
  * bytes, are not kept at the next open. */
 static void discard_staged(struct store *st, struct live *li)
 {
-	unstage(st, li);
+	file_unstage(st, li);
 	li->ref->kcache = false;
 	li->loaded = false;
 	(void)load(st, li);
@@ -965,7 +553,7 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 	struct pd_file *f = calloc(1, sizeof *f);
 	if (!f)
 		return -ENOMEM;
-	struct live *li = pin(st, ino);
+	struct live *li = live_pin_state(st, ino);
 	if (!li) {
 		free(f);
 		return -ENOMEM;
@@ -997,7 +585,7 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 	}
 	pthread_mutex_unlock(&li->mu);
 	if (rc) {
-		settle(st, li->ref, 1, 0);
+		live_settle(st, li->ref, 1, 0);
 		free(f);
 		return rc;
 	}
@@ -1130,14 +718,13 @@ int file_release(struct pd_file *f)
 	struct store *st = f->st;
 	struct live *li = f->li;
 	bool writer = (f->flags & O_ACCMODE) != O_RDONLY;
-	pthread_mutex_lock(&st->live->mu);
-	bool last = li->ref->pins == 1, orphan = li->ref->orphan;
-	pthread_mutex_unlock(&st->live->mu);
+	bool orphan;
+	bool last = live_only_pin(st, li->ref, &orphan);
 	int rc = 0;
 	pthread_mutex_lock(&li->mu);
 	mark_flushed(f);
 	if (last && orphan)
-		unstage(st, li); /* no name left: nobody can read these bytes again */
+		file_unstage(st, li); /* no name left: nobody can read these bytes again */
 	if (li->dirty && (last || writer))
 		rc = seal(st, li);
 	if (rc && no_writer_left(li))
@@ -1146,7 +733,7 @@ int file_release(struct pd_file *f)
 		close_blob(st, li);
 	pthread_mutex_unlock(&li->mu);
 	free(f);
-	int src = settle(st, li->ref, 1, 0);
+	int src = live_settle(st, li->ref, 1, 0);
 	return rc ? rc : src;
 }
 
@@ -1167,7 +754,7 @@ int file_fsync(struct pd_file *f, bool datasync)
 
 int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file *f)
 {
-	struct live *li = f ? f->li : pin(st, ino);
+	struct live *li = f ? f->li : live_pin_state(st, ino);
 	if (!li)
 		return -ENOMEM;
 	pthread_mutex_lock(&li->mu);
@@ -1196,7 +783,7 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 		give_up_staged(st, li, "truncate", rc);
 	pthread_mutex_unlock(&li->mu);
 	if (!f)
-		settle(st, li->ref, 1, 0);
+		live_settle(st, li->ref, 1, 0);
 	return rc;
 }
 
@@ -1204,7 +791,7 @@ void file_merge_attr(struct store *st, struct inode *in)
 {
 	if (!S_ISREG(in->mode))
 		return;
-	struct live_ino *e = pin_existing(st, in->ino, true);
+	struct live_ino *e = live_pin_entry(st, in->ino, true);
 	if (!e)
 		return; /* no file state: nothing staged */
 	struct live *li = e->state;
@@ -1222,7 +809,7 @@ void file_merge_attr(struct store *st, struct inode *in)
 			in->ctime = li->ctime;
 	}
 	pthread_mutex_unlock(&li->mu);
-	settle(st, e, 1, 0);
+	live_settle(st, e, 1, 0);
 }
 
 int file_getattr(struct store *st, uint64_t ino, struct inode *out)
@@ -1235,7 +822,7 @@ int file_getattr(struct store *st, uint64_t ino, struct inode *out)
 
 void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
 {
-	struct live_ino *e = pin_existing(st, ino, true);
+	struct live_ino *e = live_pin_entry(st, ino, true);
 	if (!e)
 		return; /* no file state: nothing staged */
 	struct live *li = e->state;
@@ -1245,5 +832,5 @@ void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
 		li->ctime = pd_now();
 	}
 	pthread_mutex_unlock(&li->mu);
-	settle(st, e, 1, 0);
+	live_settle(st, e, 1, 0);
 }
