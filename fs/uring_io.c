@@ -20,7 +20,7 @@
  * - the INIT reply asks for FUSE_OVER_IO_URING when the kernel offers it
  *   (kernel_io.c; the kernel offers it when the fuse module's
  *   enable_uring parameter is on);
- * - after INIT, URING_THREADS_PER_CPU threads per CPU queue each make an
+ * - after INIT, -o uring_threads=N threads per CPU queue (4 unless told) each make an
  *   io_uring of their own and register one entry: a header buffer (the
  *   request's fuse_in_header, its per-operation argument struct, and the
  *   entry's payload size and commit id) and a payload buffer (the other
