@@ -53,18 +53,24 @@ EOF
 
 packs_du() { du -sk --block-size=1 "$1/packs" | cut -f1; }
 packs_n() { find "$1/packs" -name 'pack-*' | wc -l; }
-# packs_table STORE: each pack's bytes allocated, its length and its live
-# records' bytes (what a failure shows)
-packs_table() {
+# packs_figures STORE: a line per pack file, in name order: its name, bytes
+# allocated, length, its live records' bytes and their number (from
+# `pagededup blobs`)
+packs_figures() {
 	"$PD_BIN" blobs "$1" | python3 -c 'import os, sys
-live = {}
+live, recs = {}, {}
 for line in sys.stdin:
     pack, _, place = line.split("\t")[3].partition(":")
     live[pack] = live.get(pack, 0) + int(place.split(":")[0].split("+")[1])
+    recs[pack] = recs.get(pack, 0) + 1
 for name in sorted(os.listdir(sys.argv[1])):
     if name.startswith("pack-"):
         st = os.stat(os.path.join(sys.argv[1], name))
-        print("  %s allocated %d length %d live %d" % (name, st.st_blocks * 512, st.st_size, live.get(name, 0)))' "$1/packs"
+        print(name, st.st_blocks * 512, st.st_size, live.get(name, 0), recs.get(name, 0))' "$1/packs"
+}
+# packs_table STORE: the same, for a reader (what a failure shows)
+packs_table() {
+	packs_figures "$1" | awk '{ printf "  %s allocated %d length %d live %d\n", $1, $2, $3, $4 }'
 }
 
 case_space_comes_back() {
@@ -77,8 +83,9 @@ case_space_comes_back() {
 	n_before=$(packs_n "$STORE")
 	# dead: what the packs hold on disk beyond the live records and the
 	# dictionaries (what hole punching did not give back already)
-	dead=$("$PD_BIN" stats --json "$STORE" | python3 -c 'import json,sys; p = json.load(sys.stdin)["packs"]
-print(p["allocated"] - p["live_bytes"] - p["dictionary_bytes"])')
+	local dicts
+	read -r dead dicts < <("$PD_BIN" stats --json "$STORE" | python3 -c 'import json,sys; p = json.load(sys.stdin)["packs"]
+print(p["allocated"] - p["live_bytes"] - p["dictionary_bytes"], p["dictionary_bytes"])')
 	note "before: packs $before bytes allocated in $n_before files, $dead allocated beyond the live records"
 	packs_table "$STORE"
 	[ "$dead" -gt 1000000 ] || fail "only $dead dead bytes after deleting four fifths of the pages"
@@ -91,28 +98,21 @@ print(p["allocated"] - p["live_bytes"] - p["dictionary_bytes"])')
 	# judged as if it held all of them. The store's dead bytes ($dead) do
 	# not count the dictionaries, the packs' below do: what the packs the
 	# rule compacts give back is at least dead - kept.
-	local newest newest_dead dicts
+	local newest newest_dead
 	newest=$(find "$STORE/packs" -name 'pack-*' | sort | tail -1)
-	dicts=$("$PD_BIN" stats --json "$STORE" | python3 -c 'import json,sys; print(json.load(sys.stdin)["packs"]["dictionary_bytes"])')
-	newest_dead=$("$PD_BIN" blobs "$STORE" | python3 -c 'import os, sys
-packs, newest, dicts = os.path.dirname(sys.argv[1]), os.path.basename(sys.argv[1]), int(sys.argv[2])
-live, recs = {}, {}
-for line in sys.stdin:
-    pack, _, place = line.split("\t")[3].partition(":")
-    live[pack] = live.get(pack, 0) + int(place.split(":")[0].split("+")[1])
-    recs[pack] = recs.get(pack, 0) + 1
+	newest_dead=$(packs_figures "$STORE" | python3 -c 'import os, sys
+newest, dicts = os.path.basename(sys.argv[1]), int(sys.argv[2])
 header = 64
 kept, movable = 0, 0
-for name in os.listdir(packs):
-    if name.startswith("pack-"):
-        st = os.stat(os.path.join(packs, name))
-        held = live.get(name, 0)
-        dead = max(0, st.st_blocks * 512 - held)
-        share = (held + dicts) / max(1, st.st_size - header)
-        if name == newest or share >= 0.5 or dead - dicts - header < 256 * 1024:
-            kept += dead
-        else:
-            movable += recs.get(name, 0)
+for line in sys.stdin:
+    name, allocated, length, held, recs = line.split()
+    allocated, length, held = int(allocated), int(length), int(held)
+    dead = max(0, allocated - held)
+    share = (held + dicts) / max(1, length - header)
+    if name == newest or share >= 0.5 or dead - dicts - header < 256 * 1024:
+        kept += dead
+    else:
+        movable += int(recs)
 print(kept, movable)' "$newest" "$dicts")
 	local movable=${newest_dead#* }
 	newest_dead=${newest_dead% *}
