@@ -171,11 +171,6 @@ static int delete_orphan(struct store *st, uint64_t ino)
 	return store_write(st, delete_orphan_cb, &ino);
 }
 
-/* Drop a pin or lookups. An orphan goes from the store as soon as no
- * handle holds it: without a name and an open file nothing can reach its
- * bytes again, so its blob reference must not wait for the kernel's FORGET,
- * which comes whenever the kernel evicts its inode. The entry itself is
- * freed once the kernel holds no reference either. */
 /* The kernel forgets inodes in bursts (memory pressure, drop_caches): a
  * crawl's worth of entries freed leaves the heap's pages resident, since
  * malloc gives back only the top of an arena. Measured at 360,000 pages
@@ -188,6 +183,11 @@ static void give_back_memory(void)
 #endif
 }
 
+/* Drop a pin or lookups. An orphan goes from the store as soon as no
+ * handle holds it: without a name and an open file nothing can reach its
+ * bytes again, so its blob reference must not wait for the kernel's FORGET,
+ * which comes whenever the kernel evicts its inode. The entry itself is
+ * freed once the kernel holds no reference either. */
 int live_settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_t forget)
 {
 	struct live_table *t = st->live;
@@ -364,7 +364,6 @@ int live_drop_orphans(struct store *st)
 {
 	return store_write(st, drop_orphans_cb, NULL);
 }
-
 
 bool live_only_pin(struct store *st, const struct live_ino *e, bool *orphan)
 {
