@@ -4,15 +4,13 @@
  * while pinned (what the state holds is openfile.c's). The design is in
  * openfile.h. */
 #include <errno.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/byteorder.h"
+#include "base/heap.h"
 #include "live_int.h"
 #include "ns.h"
 #include "openfile.h"
@@ -171,18 +169,6 @@ static int delete_orphan(struct store *st, uint64_t ino)
 	return store_write(st, delete_orphan_cb, &ino);
 }
 
-/* The kernel forgets inodes in bursts (memory pressure, drop_caches): a
- * crawl's worth of entries freed leaves the heap's pages resident, since
- * malloc gives back only the top of an arena. Measured at 360,000 pages
- * of bench-scale: RssAnon stayed at 130 MiB once every entry was
- * forgotten, and malloc_trim gave back 70 MiB of it. */
-static void give_back_memory(void)
-{
-#ifdef __GLIBC__
-	malloc_trim(0);
-#endif
-}
-
 /* Drop a pin or lookups. An orphan goes from the store as soon as no
  * handle holds it: without a name and an open file nothing can reach its
  * bytes again, so its blob reference must not wait for the kernel's FORGET,
@@ -221,7 +207,9 @@ int live_settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_t 
 		live_free(li);
 	}
 	if (trim)
-		give_back_memory();
+		heap_give_back(); /* the kernel forgets inodes in bursts: at 360,000 pages of
+				   * bench-scale, every entry forgotten left RssAnon at
+				   * 130 MiB, and a trim gave back 70 MiB of it */
 	return delete ? delete_orphan(st, ino) : 0;
 }
 

@@ -16,7 +16,6 @@
 #include "blob.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 
 #include "base/clock.h"
 #include "base/fdio.h"
+#include "base/heap.h"
 
 #define DRIFT_WINDOW 2048 /* pages per ratio measurement */
 #define DRIFT_WORSE 1.2   /* a window this much worse than the baseline: retrain */
@@ -490,7 +490,7 @@ static int train_one(struct dicts *d, uint32_t id, const struct fp *keys, unsign
 		info->short_retrained++;
 	}
 	blob_dict_sample_free(&s);
-	malloc_trim(0); /* the sample was tens of MiB: give it back now (openfile.c does the same) */
+	heap_give_back(); /* the sample was tens of MiB */
 	struct pack_rec rec = { 0 };
 	struct new_dict nd = { .id = id };
 	/* durable before the row that names it, named before any record needs it */

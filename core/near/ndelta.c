@@ -13,6 +13,7 @@
 
 #include "blob/blob.h"
 #include "base/clock.h"
+#include "base/heap.h"
 #include "near.h"
 
 struct ndelta {
@@ -780,6 +781,25 @@ static void batch_then_yield(struct ndelta *d, struct near_set_cache *cache, str
 		rest(d, ns);
 }
 
+/* The pages the thread has had to do (queued, swept, rebased; under
+ * d->mu): a change since its last give-back means a burst happened. */
+static uint64_t work_seen(const struct ndelta *d)
+{
+	return d->counts.queued + d->counts.swept + d->counts.kept_rebased;
+}
+
+/* Idle after a burst: the sets cached for the burst's pages (2.3 MiB,
+ * touched again only as the next burst fills them) and the heap's free
+ * pages go back to the system (base/heap.h). */
+static void give_back(struct ndelta *d, struct near_set_cache **cache)
+{
+	pthread_mutex_unlock(&d->mu);
+	near_set_cache_free(*cache);
+	*cache = near_set_cache_new(); /* NULL: sets decoded each time */
+	heap_give_back();
+	pthread_mutex_lock(&d->mu);
+}
+
 static void *ndelta_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "pd-delta"); /* its CPU apart in /proc/PID/task */
@@ -789,6 +809,7 @@ static void *ndelta_main(void *arg)
 	/* the thread's sets, kept from batch to batch: the next pages' candidates
 	 * are mostly the last ones' (none without memory: decoded each time) */
 	struct near_set_cache *cache = near_set_cache_new();
+	uint64_t seen_at_give_back = 0;
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
 		if (!d->n && d->counts.dropped != d->dropped_swept) {
@@ -813,6 +834,10 @@ static void *ndelta_main(void *arg)
 				d->counts.kept_rebased += moved;
 				if (!d->n && !d->stop)
 					sweep(d, false, cache);
+				if (!d->n && !d->stop && work_seen(d) != seen_at_give_back) {
+					seen_at_give_back = work_seen(d);
+					give_back(d, &cache);
+				}
 			}
 			continue;
 		}

@@ -23,6 +23,7 @@
 
 #include "blob/blob.h"
 #include "base/clock.h"
+#include "base/heap.h"
 #include "ndelta.h"
 
 /* A batch being signed: its first sequence number, while in flight. */
@@ -372,19 +373,38 @@ static void wait_ms(struct sigq *q, pthread_cond_t *cv, unsigned ms)
 	pthread_cond_timedwait(cv, &q->mu, &ts);
 }
 
+/* Pages signed so far, by anyone (under q->mu). */
+static uint64_t pages_signed(const struct sigq *q)
+{
+	return q->counts.by_thread + q->counts.by_writers + q->counts.by_drain;
+}
+
 /* The thread takes whole batches where it can: a batch of one page per
  * seal would double the commits that the writers queue behind. Nobody
- * waits for the pages meanwhile (a query signs them itself). */
+ * waits for the pages meanwhile (a query signs them itself). Once pages
+ * were signed and none came for SIGQ_IDLE_MS, it gives the heap's free
+ * pages back (base/heap.h): the burst's page buffers are free by then. */
 static void *signer_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "pd-signer"); /* its CPU apart in /proc/PID/task */
 	struct store *st = arg;
 	struct sigq *q = st->sigq;
 	bool waited = false;
+	uint64_t signed_at_give_back = 0;
 	pthread_mutex_lock(&q->mu);
 	while (!q->stop) {
 		if (!q->n) {
-			pthread_cond_wait(&q->work_cv, &q->mu);
+			if (pages_signed(q) == signed_at_give_back) {
+				pthread_cond_wait(&q->work_cv, &q->mu);
+				continue;
+			}
+			wait_ms(q, &q->work_cv, SIGQ_IDLE_MS);
+			if (!q->n && !q->stop) { /* a burst of pages ended */
+				signed_at_give_back = pages_signed(q);
+				pthread_mutex_unlock(&q->mu);
+				heap_give_back();
+				pthread_mutex_lock(&q->mu);
+			}
 			continue;
 		}
 		if (q->n < SIGQ_BATCH && !waited) {

@@ -67,6 +67,8 @@
  * corpus/a (tests/bench/bench-ingest-cpu.sh), the writers' unchanged. */
 #define SIGQ_BATCH 64
 #define SIGQ_GATHER_MS 20 /* the thread waits this long for a batch to fill */
+#define SIGQ_IDLE_MS 1000 /* no page for this long after some: the heap's free
+			   * pages go back to the system (base/heap.h) */
 /* Bytes of pages the queue holds at most (sigq_push_page, counted by the
  * pages' sizes; a staging buffer grown by doubling may take up to twice
  * that), and the largest page it takes. Every held byte is on top of the

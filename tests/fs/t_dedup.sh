@@ -599,6 +599,10 @@ EOF
 	printf '%s\n' "$txt" | grep -qi pages || fail "pagededup stats prints no pages line: $txt"
 }
 
+heap_give_backs() { # -> the mount's daemon.heap_give_backs
+	"$PD_BIN" stats "$MNT" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["daemon"]["heap_give_backs"])'
+}
+
 # The daemon's section of a mount's stats: the inodes the kernel holds
 # keep an entry each, and no file state once their files are closed (the
 # memory a crawl costs per file: README, bench-scale). An unmounted store
@@ -625,7 +629,18 @@ for k in ("staged_bytes", "sign_queue", "signed_by_thread", "signed_by_writers",
     check(isinstance(d.get(k), int) and d[k] >= 0, "daemon %s: %r" % (k, d.get(k)))
 check(d["signed_by_thread"] + d["signed_by_writers"] + d["signed_by_drain"] + d["sign_queue"] >= 200,
       "pages signed or queued: %r" % d)
+check(isinstance(d.get("heap_give_backs"), int), "daemon heap_give_backs: %r" % d.get("heap_give_backs"))
 EOF
+	# Once the burst of pages is over and the daemon has had nothing to do
+	# for a second, its heap's free pages go back to the system.
+	local before now
+	before=$(heap_give_backs) || fail "heap_give_backs"
+	for ((i = 0; i < 100; i++)); do
+		now=$(heap_give_backs) || fail "heap_give_backs"
+		[ "$now" -gt "$before" ] && break
+		sleep 0.2
+	done
+	[ "$now" -gt "$before" ] || fail "the heap was not given back after the burst: $before, then $now after 20 s idle"
 	"$PD_BIN" stats "$MNT" | grep -q '^daemon: .* inodes held (0 with a file state)' ||
 		fail "the text stats' daemon line: $("$PD_BIN" stats "$MNT" | grep daemon)"
 	pd_umount || fail umount
