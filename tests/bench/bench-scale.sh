@@ -82,6 +82,30 @@ d = json.load(sys.stdin).get("daemon", {})
 print(d.get("inodes_held", -1), d.get("signed_by_writers", -1), d.get("delta_dropped", -1))' 2>/dev/null ||
 		echo "-1 -1 -1"
 }
+# Idle: nothing queued for the signer or the delta step and no page waiting
+# in the nursery, for 5 s or until the heap is given back (each thread gives
+# it back a second or two after its last page). The state in idle_state;
+# fails while busy.
+quiet_since=-1 quiet_give_backs=-1 idle_state=""
+idle_daemon() {
+	local line sq dq nurs gb
+	line=$("$PD" stats "$mnt" --json 2>/dev/null | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+m = d.get("daemon", {})
+print(m.get("sign_queue", -1), m.get("delta_queue", -1), d["packs"]["nursery"]["live_records"], m.get("heap_give_backs", -1))' 2>/dev/null) ||
+		return 1
+	read -r sq dq nurs gb <<<"$line"
+	idle_state="sign queue $sq, delta queue $dq, nursery $nurs pages, heap given back $gb times"
+	if [ "$sq" != 0 ] || [ "$dq" != 0 ] || [ "$nurs" != 0 ]; then
+		quiet_since=-1
+		return 1
+	fi
+	if [ "$quiet_since" -lt 0 ]; then
+		quiet_since=$SECONDS quiet_give_backs=$gb
+		return 1
+	fi
+	[ "$gb" -gt "$quiet_give_backs" ] || [ $((SECONDS - quiet_since)) -ge 5 ]
+}
 cpu_ticks() { # -> the daemon's user + system clock ticks so far
 	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$daemon_pid/stat"
 }
@@ -135,6 +159,16 @@ n=$(progress 1)
 t_end=$(now)
 echo "scale_total_pages_per_s: $(awk -v a="$n" -v x="$t_end" -v y="$t0" 'BEGIN { printf "%.0f", a / (x - y) }') pages/s"
 
+# The daemon's background work the writers left (pages waiting for their
+# signature, their delta step, the nursery's sweep) is done before the
+# memory is read: the figure is that of the daemon at rest, which gives its
+# heap's free pages back once idle (core/base/heap.h).
+t_idle=$(now)
+for ((i = 0; i < 3600; i++)); do
+	idle_daemon && break
+	sleep 1
+done
+echo "scale_catch_up_seconds: $(awk -v x="$(now)" -v y="$t_idle" 'BEGIN { printf "%.1f", x - y }') s after the writers ($idle_state)"
 filter_kib=$(du -sk "$store/filter" "$store/filter.d" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
 anon_end=$(rss RssAnon)
 read -r held_end _ _ < <(daemon_stats)
