@@ -119,7 +119,7 @@ static void usage(const char *prog)
 	       "    nocompact              no background compactor ('pagededup compact' unmounted)\n"
 	       "    delta=RULE             near-duplicates stored as deltas against the base\n"
 	       "                           RULE picks: resemblance (default), simhash, trial, off\n"
-	       "    delta_candidates=N     near neighbours a base is chosen among (default and\n"
+	       "    delta_candidates=N     near neighbours a base is chosen among (default 8, at\n"
 	       "                           most 32; fewer cost less CPU per page at scale)\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
 	       "                           under objects/ (tests of format 1 stores)\n"

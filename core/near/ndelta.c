@@ -132,6 +132,13 @@ static bool fit_base(struct store *st, const struct blobkey *k, const struct fpr
 	return ok;
 }
 
+/* How many candidates a page's base is chosen among (-o delta_candidates). */
+static size_t candidates_bound(const struct store *st)
+{
+	unsigned n = st->opts.delta_candidates ? st->opts.delta_candidates : NDELTA_DEFAULT_CANDIDATES;
+	return n < NDELTA_CANDIDATES ? n : NDELTA_CANDIDATES;
+}
+
 /* The candidates of page k (signature sig), usable ones only, with their
  * resemblance to it. */
 static int find_cands(struct store *st, struct near_set_cache *cache, const struct blobkey *k, const struct fprec *r,
@@ -146,8 +153,7 @@ static int find_cands(struct store *st, struct near_set_cache *cache, const stru
 	unsigned maxd = st->near_tables ? st->near_tables - 1 : 0;
 	c->self = k;
 	c->n = 0;
-	c->max = st->opts.delta_candidates && st->opts.delta_candidates < NDELTA_CANDIDATES ? st->opts.delta_candidates
-											      : NDELTA_CANDIDATES;
+	c->max = candidates_bound(st);
 	if (st->near_tables && (r->flags & FPREC_HAS_SIMHASH))
 		rc = near_find(txn, st, r->simhash, maxd, add_cand, c);
 	if (!rc && !(rc = near_set_get_cached(txn, st, cache, k, &sig)) && sig.has_set)

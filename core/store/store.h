@@ -196,8 +196,8 @@ struct store_opts {
 	int compact_level;
 	unsigned delta_rule;  /* how near-duplicates choose the base they are stored
 			       * as deltas against (near/ndelta.h), 0 = default */
-	unsigned delta_candidates; /* candidates a page's base is chosen among,
-				    * 0 = NDELTA_CANDIDATES (its maximum) */
+	unsigned delta_candidates; /* candidates a page's base is chosen among, at
+				    * most NDELTA_CANDIDATES, 0 = NDELTA_DEFAULT_CANDIDATES */
 	/* The nursery (pack.h): a sealed page goes to a nursery pack at
 	 * nursery_level (0 = BLOB_NURSERY_LEVEL, < 0 = raw) and its final
 	 * record is written by the delta step; while the nursery holds more

@@ -303,15 +303,16 @@ static void test_chain_bound(void **state)
 	th_rmdir(dir);
 }
 
-/* A page's base is chosen among at most -o delta_candidates neighbours
- * (the delta step's CPU per page grows with the candidates it reads and
- * compares, bench-scale); fewer still find a base. */
+/* A page's base is chosen among at most -o delta_candidates neighbours,
+ * NDELTA_DEFAULT_CANDIDATES without it (the delta step's CPU per page grows
+ * with the candidates it reads and compares, bench-scale); fewer still
+ * find a base. */
 static void test_candidates_bound(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
 	struct store *st = open_store(dir, true);
-	enum { N = 8 };
+	enum { N = NDELTA_DEFAULT_CANDIDATES + 4 };
 	char *v[N], name[32];
 	struct blobkey k[N];
 	v[0] = th_page(14, 900, "");
@@ -326,8 +327,17 @@ static void test_candidates_bound(void **state)
 	struct blobkey base;
 	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k[N - 1], &c), 0);
 	assert_int_equal(c.tried, 1);
-	assert_int_equal(c.candidates, N - 1); /* every other edit of the page */
+	assert_int_equal(c.candidates, NDELTA_DEFAULT_CANDIDATES); /* of the N - 1 other edits */
 	assert_int_equal(th_delta_of(st, &k[N - 1], &base), 1);
+	assert_int_equal(store_close(st), 0);
+
+	struct store_opts all = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true,
+				  .delta_candidates = NDELTA_CANDIDATES };
+	st = th_reopen(dir, &all);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &k[N - 3], &c), 0);
+	assert_int_equal(c.candidates, N - 1); /* every other edit of the page */
+	assert_int_equal(th_delta_of(st, &k[N - 3], &base), 1);
 	assert_int_equal(store_close(st), 0);
 
 	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true, .delta_candidates = 2 };
