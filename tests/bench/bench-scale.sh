@@ -76,11 +76,19 @@ mountpoint -q "$mnt" || { echo "bench-scale: the mount did not come up" >&2; cat
 rss() { # KEY -> KiB of the daemon's KEY line in /proc/PID/status
 	awk -v k="$1:" '$1 == k { print $2 }' "/proc/$daemon_pid/status"
 }
-daemon_stats() { # -> "inodes_held signed_by_writers delta_dropped" from the mount's stats
+stats_fields() { # KEY.PATH... -> their values in the mount's stats, -1 for each one missing
 	"$PD" stats "$mnt" --json 2>/dev/null | python3 -c 'import json, sys
-d = json.load(sys.stdin).get("daemon", {})
-print(d.get("inodes_held", -1), d.get("signed_by_writers", -1), d.get("delta_dropped", -1))' 2>/dev/null ||
-		echo "-1 -1 -1"
+d = json.load(sys.stdin)
+def get(path):
+    v = d
+    for k in path.split("."):
+        v = v.get(k) if isinstance(v, dict) else None
+    return -1 if v is None else v
+print(*(get(p) for p in sys.argv[1:]))' "$@" 2>/dev/null ||
+		{ printf -- '-1 %.0s' "$@"; echo; }
+}
+daemon_stats() { # -> "inodes_held signed_by_writers delta_dropped" from the mount's stats
+	stats_fields daemon.inodes_held daemon.signed_by_writers daemon.delta_dropped
 }
 # Idle: nothing queued for the signer or the delta step and no page waiting
 # in the nursery, for 5 s or until the heap is given back (each thread gives
@@ -88,13 +96,9 @@ print(d.get("inodes_held", -1), d.get("signed_by_writers", -1), d.get("delta_dro
 # fails while busy.
 quiet_since=-1 quiet_give_backs=-1 idle_state=""
 idle_daemon() {
-	local line sq dq nurs gb
-	line=$("$PD" stats "$mnt" --json 2>/dev/null | python3 -c 'import json, sys
-d = json.load(sys.stdin)
-m = d.get("daemon", {})
-print(m.get("sign_queue", -1), m.get("delta_queue", -1), d["packs"]["nursery"]["live_records"], m.get("heap_give_backs", -1))' 2>/dev/null) ||
-		return 1
-	read -r sq dq nurs gb <<<"$line"
+	local sq dq nurs gb
+	read -r sq dq nurs gb < <(stats_fields daemon.sign_queue daemon.delta_queue packs.nursery.live_records \
+		daemon.heap_give_backs)
 	idle_state="sign queue $sq, delta queue $dq, nursery $nurs pages, heap given back $gb times"
 	if [ "$sq" != 0 ] || [ "$dq" != 0 ] || [ "$nurs" != 0 ]; then
 		quiet_since=-1
