@@ -4,8 +4,7 @@
 #ifndef PD_NDELTA_INT_H
 #define PD_NDELTA_INT_H
 
-#include "ndelta.h"
-#include "pack/pack.h"
+#include "ndelta.h" /* and through store/store.h, pack.h's records */
 
 struct near_set_cache;
 
