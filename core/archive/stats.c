@@ -88,6 +88,32 @@ int stats_disk(const char *dir, struct stats_disk *d)
 	closedir(top);
 	return 0;
 }
+/* LMDB's freelist, and how much of it the oldest reader keeps from
+ * reuse (a reader left open makes the file grow: stats tells it apart
+ * from a freelist that is merely long). */
+static void lmdb_free_stats(struct store *st, size_t psize, struct pd_stats *s)
+{
+	MDB_txn *txn;
+	if (store_read_begin(st, &txn))
+		return;
+	struct store_lmdb_readers r = { 0 };
+	uint64_t pages = 0, pinned = 0;
+	if (store_lmdb_readers(st->env, &r) == 0) {
+		s->lmdb_readers = r.active;
+		s->lmdb_reader_lag = r.oldest_txnid ? r.last_txnid - r.oldest_txnid : 0;
+	}
+	uint64_t from = r.oldest_txnid ? r.oldest_txnid : mdb_txn_id(txn);
+	store_lmdb_free_pages(txn, from, &pages, &pinned);
+	store_read_end(st, txn);
+	s->lmdb_free_bytes = pages * psize;
+	s->lmdb_pinned_bytes = pinned * psize;
+	pthread_mutex_lock(&st->reader_mu);
+	s->lmdb_longest_reader = st->reader_max_commits;
+	snprintf(s->lmdb_longest_reader_in, sizeof s->lmdb_longest_reader_in, "%s",
+		 st->reader_max_in ? st->reader_max_in : "");
+	pthread_mutex_unlock(&st->reader_mu);
+}
+
 
 int stats_collect(struct store *st, struct pd_stats *s)
 {
@@ -117,13 +143,7 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	mdb_env_stat(st->env, &mst);
 	s->lmdb_bytes = (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize;
 	s->lmdb_mapsize = info.me_mapsize;
-	MDB_txn *txn;
-	uint64_t free_pages = 0;
-	if (store_read_begin(st, &txn) == 0) {
-		store_lmdb_free_pages(txn, &free_pages);
-		store_read_end(st, txn);
-	}
-	s->lmdb_free_bytes = free_pages * mst.ms_psize;
+	lmdb_free_stats(st, mst.ms_psize, s);
 	stats_disk(st->dir, &s->disk);
 	s->disk_ratio = s->c.logical_bytes > 0 ? (double)s->disk.total / (double)s->c.logical_bytes : 0;
 	s->format = st->format;
@@ -196,7 +216,9 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 		 "\"leaves\":%llu,\"depth\":%u,\"keys\":%llu,\"splitting\":%s,"
 		 "\"nonzero\":%llu,\"saturated\":%llu,\"fill\":%.6f,\"fpr_estimate\":%.3g,"
 		 "\"fpr_design\":%.3g,\"fpr_worst_leaf\":%.3g,\"fpr_target\":%.3g,\"fmax\":%.3g},"
-		 "\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu,\"lmdb_free_bytes\":%llu,",
+		 "\"lmdb_bytes\":%llu,\"lmdb_mapsize\":%llu,\"lmdb_free_bytes\":%llu,"
+		 "\"lmdb_pinned_bytes\":%llu,\"lmdb_readers\":%u,\"lmdb_reader_lag\":%llu,"
+		 "\"lmdb_longest_reader\":%llu,\"lmdb_longest_reader_in\":\"%s\",",
 	     (unsigned long long)s->filter_bytes, (unsigned long long)s->filter_counters,
 	     s->filter_lines, (unsigned long long)s->filter_leaves, s->filter_depth,
 	     (unsigned long long)s->filter_keys, s->filter_splitting ? "true" : "false",
@@ -204,7 +226,9 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 	     (unsigned long long)s->filter_saturated, s->filter_fill, s->filter_fpr_estimate,
 	     s->filter_fpr_design, s->filter_fpr_worst, s->filter_fpr_target, s->filter_fmax,
 	     (unsigned long long)s->lmdb_bytes, (unsigned long long)s->lmdb_mapsize,
-	     (unsigned long long)s->lmdb_free_bytes);
+	     (unsigned long long)s->lmdb_free_bytes, (unsigned long long)s->lmdb_pinned_bytes,
+	     s->lmdb_readers, (unsigned long long)s->lmdb_reader_lag,
+	     (unsigned long long)s->lmdb_longest_reader, s->lmdb_longest_reader_in);
 	const struct stats_disk *d = &s->disk;
 	emit(&o, "\"disk\":{\"total\":%llu,\"packs\":%llu,\"blobs\":%llu,\"lmdb\":%llu,\"filter\":%llu,\"staging\":%llu,"
 		 "\"other\":%llu,\"ratio_to_logical\":%.6f},\"made_by\":\"%s\",\"written_by\":\"%s\",",
@@ -312,6 +336,11 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 	emit(&o, "lmdb:             %s used, map %s; %s of it free (reused by later writes; pagededup compact gives it back)\n",
 	     size_str(s->lmdb_bytes, human, b1), size_str(s->lmdb_mapsize, human, b2),
 	     size_str(s->lmdb_free_bytes, human, b3));
+	emit(&o, "lmdb readers:     %u running, the oldest %llu commits behind; %s of the free pages kept for it\n",
+	     s->lmdb_readers, (unsigned long long)s->lmdb_reader_lag, size_str(s->lmdb_pinned_bytes, human, b1));
+	if (s->lmdb_longest_reader)
+		emit(&o, "lmdb long reader: %llu commits under one reader (in %s) since the open\n",
+		     (unsigned long long)s->lmdb_longest_reader, s->lmdb_longest_reader_in);
 	emit(&o, "versions:         store format %u, made by pagededup %s, last written by %s\n", s->format,
 	     *s->made_by ? s->made_by : "(before 0.9.0: not recorded)",
 	     *s->written_by ? s->written_by : "(before 0.9.0: not recorded)");

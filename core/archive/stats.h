@@ -77,6 +77,11 @@ struct pd_stats {
 	uint64_t lmdb_bytes;       /* pages in use times page size */
 	uint64_t lmdb_mapsize;
 	uint64_t lmdb_free_bytes;  /* of lmdb_bytes, on LMDB's freelist */
+	uint64_t lmdb_pinned_bytes; /* of those, freed after the oldest reader's snapshot */
+	uint32_t lmdb_readers;     /* read transactions running (this one too) */
+	uint64_t lmdb_reader_lag;  /* commits since the oldest one's snapshot */
+	uint64_t lmdb_longest_reader;       /* the most commits one reader lived through since the open */
+	char lmdb_longest_reader_in[64];    /* the function that ended it */
 	struct blob_pack_usage packs; /* the page bytes on disk (blob_pack_usage) */
 	struct blob_compact_stats compact; /* what the compactor did (blob_compact_stats) */
 	struct blob_delta_usage deltas; /* pages stored as deltas (blob_delta_usage: a walk) */

@@ -365,10 +365,25 @@ int ndelta_rebase_kept(struct store *st, uint64_t *moved_total)
 
 struct waiting {
 	struct store *st;
-	MDB_txn *txn;
+	MDB_txn *txn;          /* NULL when its renewal failed */
+	unsigned since_renew;  /* records looked up under txn */
 	struct blobkey *v;
 	size_t n, cap;
 };
+
+/* A nursery pack holds up to 256 MiB of records: a sweep that looked them
+ * all up under one snapshot would keep every LMDB page the writers free
+ * meanwhile from reuse, and LMDB's file would grow. So the snapshot is
+ * renewed every this many records. */
+#define WAITING_RENEW 1024
+
+static int renew_waiting_txn(struct waiting *w)
+{
+	store_read_end(w->st, w->txn);
+	w->txn = NULL;
+	w->since_renew = 0;
+	return store_read_begin(w->st, &w->txn);
+}
 
 /* A record of a nursery pack is waiting when its page's fingerprint
  * record names its place (a page moved, freed or sealed again leaves a
@@ -379,6 +394,11 @@ static int find_waiting(void *ctx, const struct pack_rec_hdr *h, const struct pa
 	struct waiting *w = ctx;
 	if (h->kind != PACK_KIND_PAGE)
 		return 0;
+	if (++w->since_renew > WAITING_RENEW) {
+		int rc = renew_waiting_txn(w);
+		if (rc)
+			return rc;
+	}
 	struct blobkey k = { .variant = h->variant };
 	memcpy(k.md5, h->md5, 16);
 	struct fprec r;
@@ -403,9 +423,12 @@ static int waiting_in(struct store *st, uint32_t id, struct waiting *w)
 	int rc = store_read_begin(st, &w->txn);
 	if (rc)
 		return rc;
+	w->since_renew = 0;
 	uint64_t damaged;
 	rc = pack_scan(st->packs, id, find_waiting, w, &damaged);
-	store_read_end(st, w->txn);
+	if (w->txn)
+		store_read_end(st, w->txn);
+	w->txn = NULL;
 	return rc == -EIO ? 0 : rc; /* removed meanwhile */
 }
 

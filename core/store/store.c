@@ -307,6 +307,7 @@ static struct store *store_alloc(const char *dir)
 	pthread_mutex_init(&st->sync_mu, NULL);
 	pthread_cond_init(&st->sync_cv, NULL);
 	pthread_mutex_init(&st->split_mu, NULL);
+	pthread_mutex_init(&st->reader_mu, NULL);
 	pthread_cond_init(&st->split_cv, NULL);
 	if (!st->dir) {
 		free(st);
@@ -345,6 +346,7 @@ static void store_free(struct store *st)
 	pthread_mutex_destroy(&st->sync_mu);
 	pthread_cond_destroy(&st->sync_cv);
 	pthread_mutex_destroy(&st->split_mu);
+	pthread_mutex_destroy(&st->reader_mu);
 	pthread_cond_destroy(&st->split_cv);
 	free(st->dir);
 	free(st);

@@ -283,6 +283,12 @@ struct store {
 	uint64_t split_chunks;       /* split steps committed (under split_mu) */
 	uint64_t split_chunk_max_ns; /* the longest chunk callback: what a seal may wait */
 
+	/* The read transaction that lived through the most commits since the
+	 * open (store_read_end_in), under reader_mu. */
+	pthread_mutex_t reader_mu;
+	uint64_t reader_max_commits;
+	const char *reader_max_in;
+
 	/* The parts (store_part), in order. */
 	const struct store_part *parts[STORE_MAX_PARTS];
 	unsigned n_parts;
@@ -368,9 +374,13 @@ int store_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint
 /* The version row gone (absent again; none there is no error). */
 int store_meta_version_del(MDB_txn *txn, struct store *st, const char *key);
 
-/* Read transactions. */
+/* Read transactions. A reader keeps every LMDB page freed after its
+ * snapshot from reuse, so the end of each one counts the commits that
+ * happened under it, and the longest such reader since the open is kept
+ * with the function that ended it (stats shows both). */
 int store_read_begin(struct store *st, MDB_txn **txn);
-void store_read_end(struct store *st, MDB_txn *txn);
+void store_read_end_in(struct store *st, MDB_txn *txn, const char *where);
+#define store_read_end(st, txn) store_read_end_in((st), (txn), __func__)
 
 /* Make everything committed so far durable (fsync of LMDB). */
 int store_sync(struct store *st);
@@ -526,7 +536,19 @@ int pd_time_cmp(struct pd_time a, struct pd_time b);
  * negative errno with a message in err; the old file is then untouched. */
 int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char err[PD_ERRLEN]);
 /* The pages on LMDB's freelist as txn sees it: in the file, reusable by
- * later commits, given back to the disk only by store_lmdb_compact. */
-int store_lmdb_free_pages(MDB_txn *txn, uint64_t *pages);
+ * later commits, given back to the disk only by store_lmdb_compact.
+ * *pinned (may be NULL): those freed by transaction pinned_from or later,
+ * which no commit may take while a reader of pinned_from lives. */
+int store_lmdb_free_pages(MDB_txn *txn, uint64_t pinned_from, uint64_t *pages, uint64_t *pinned);
+/* LMDB's reader table, of every process that has the store open: the
+ * transactions running and the oldest one's snapshot, against the last
+ * commit. A reader that stays open keeps every page freed after its
+ * snapshot from reuse, so LMDB's file grows (mdb_stat -r shows the same). */
+struct store_lmdb_readers {
+	unsigned active;       /* read transactions running */
+	uint64_t oldest_txnid; /* the oldest one's snapshot, 0 with none */
+	uint64_t last_txnid;   /* the last commit */
+};
+int store_lmdb_readers(MDB_env *env, struct store_lmdb_readers *r);
 
 #endif

@@ -96,8 +96,26 @@ int store_read_begin(struct store *st, MDB_txn **txn)
 	}
 }
 
-void store_read_end(struct store *st, MDB_txn *txn)
+/* The commits made while txn read: a new longest is kept with where. */
+static void note_reader(struct store *st, MDB_txn *txn, const char *where)
 {
+	MDB_envinfo info;
+	if (mdb_env_info(st->env, &info))
+		return;
+	uint64_t commits = info.me_last_txnid - mdb_txn_id(txn);
+	if (commits <= __atomic_load_n(&st->reader_max_commits, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&st->reader_mu);
+	if (commits > st->reader_max_commits) {
+		__atomic_store_n(&st->reader_max_commits, commits, __ATOMIC_RELAXED);
+		st->reader_max_in = where;
+	}
+	pthread_mutex_unlock(&st->reader_mu);
+}
+
+void store_read_end_in(struct store *st, MDB_txn *txn, const char *where)
+{
+	note_reader(st, txn, where);
 	mdb_txn_abort(txn);
 	pthread_rwlock_unlock(&st->map_lock);
 }

@@ -270,19 +270,57 @@ out:
 	return rc;
 }
 
-int store_lmdb_free_pages(MDB_txn *txn, uint64_t *pages)
+int store_lmdb_free_pages(MDB_txn *txn, uint64_t pinned_from, uint64_t *pages, uint64_t *pinned)
 {
 	/* LMDB's freelist is table 0: txnid -> a list of page numbers whose
-	 * first word is its length (what mdb_stat -f counts). */
+	 * first word is its length (what mdb_stat -f counts). A commit takes
+	 * pages only from lists freed before the oldest live reader began. */
 	MDB_cursor *c;
 	MDB_val k, v;
 	*pages = 0;
+	if (pinned)
+		*pinned = 0;
 	int rc = mdb_cursor_open(txn, 0, &c);
 	if (rc)
 		return rc > 0 ? -rc : -EIO;
-	while ((rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) == 0)
-		if (v.mv_size >= sizeof(size_t))
-			*pages += *(const size_t *)v.mv_data;
+	while ((rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) == 0) {
+		if (v.mv_size < sizeof(size_t))
+			continue;
+		size_t n = *(const size_t *)v.mv_data;
+		*pages += n;
+		size_t id = 0;
+		if (k.mv_size == sizeof id)
+			memcpy(&id, k.mv_data, sizeof id);
+		if (pinned && id >= pinned_from)
+			*pinned += n;
+	}
 	mdb_cursor_close(c);
 	return rc == MDB_NOTFOUND ? 0 : (rc > 0 ? -rc : -EIO);
+}
+
+/* One line of mdb_reader_list's table: "pid thread txnid", the txnid "-"
+ * for a slot between transactions (the header line has no number). */
+static int reader_line(const char *msg, void *ctx)
+{
+	struct store_lmdb_readers *r = ctx;
+	int pid;
+	unsigned long long tid, txnid;
+	if (sscanf(msg, "%d %llx %llu", &pid, &tid, &txnid) != 3)
+		return 0;
+	r->active++;
+	if (!r->oldest_txnid || txnid < r->oldest_txnid)
+		r->oldest_txnid = txnid;
+	return 0;
+}
+
+int store_lmdb_readers(MDB_env *env, struct store_lmdb_readers *r)
+{
+	MDB_envinfo info;
+	*r = (struct store_lmdb_readers){ 0 };
+	int rc = mdb_env_info(env, &info);
+	if (rc)
+		return rc > 0 ? -rc : -EIO;
+	r->last_txnid = info.me_last_txnid;
+	rc = mdb_reader_list(env, reader_line, r);
+	return rc < 0 ? -EIO : 0;
 }

@@ -16,8 +16,11 @@
 #   signed themselves because the signer's queue was past its bound, and the
 #   pages the delta step's full queue dropped (left to the nursery sweep),
 #   the daemon's CPU seconds (user + system) of the step per 1,000 pages
-#   (a figure of the work, apart from what else the machine runs) and the
-#   load average at the row.
+#   (a figure of the work, apart from what else the machine runs), the
+#   load average at the row, and LMDB's free pages (MiB), those of them the
+#   oldest reader keeps from reuse (MiB), that reader's lag and the longest
+#   reader's since the mount (in commits; its function in the log line):
+#   a reader held open makes LMDB's file grow while its free list waits.
 # At the end: the unmount's time, du and files of the store against the
 # plain directory and against gzip -6 per page (both priced on every
 # PD_SCALE_SAMPLE-th page, default 100, scaled to all pages: writing the
@@ -34,7 +37,8 @@
 #
 # Environment: PD_SCALE_DIR (work directory, default /var/tmp/pd-scale; it
 # needs the store's size free), PD_SCALE_PAGES, PD_SCALE_STEP,
-# PD_SCALE_SAMPLE, PD_SCALE_WRITERS (2), PD_SEED, PD_MOUNT_OPTS.
+# PD_SCALE_SAMPLE, PD_SCALE_WRITERS (2), PD_SEED, PD_MOUNT_OPTS,
+# PD_SCALE_FSCK (1; 0 leaves the fsck out of a run that looks at ingest).
 set -euo pipefail
 export LC_ALL=C
 build=$(cd "${1:-build/release}" && pwd)
@@ -129,7 +133,7 @@ for ((w = 0; w < writers; w++)); do
 	gen_pids+=($!)
 done
 
-echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped,daemon_cpu_s_per_1000,load1" >"$csv"
+echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped,daemon_cpu_s_per_1000,load1,lmdb_free_mib,lmdb_pinned_mib,lmdb_reader_lag,lmdb_longest_reader" >"$csv"
 hz=$(getconf CLK_TCK)
 next=$step last_t=$t0 last_n=0 first_rate="" last_ticks=$(cpu_ticks)
 running() { local p; for p in "${gen_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
@@ -137,13 +141,19 @@ row() { # pages now -> a CSV row and a line
 	local n=$1 t rate
 	t=$(now)
 	rate=$(awk -v a="$n" -v b="$last_n" -v x="$t" -v y="$last_t" 'BEGIN { printf "%.0f", (a - b) / (x - y) }')
-	local anon file du files held helped dropped ticks cpu load
+	local anon file du files held helped dropped ticks cpu load lfree lpinned llag llong llong_in
 	anon=$(rss RssAnon) file=$(rss RssFile) du=$(store_du) files=$(store_files)
-	read -r held helped dropped < <(daemon_stats)
+	# LMDB's free pages, those the oldest reader keeps from reuse, its
+	# lag, and the longest reader so far (in commits) with its function
+	read -r held helped dropped lfree lpinned llag llong llong_in < <(stats_fields daemon.inodes_held \
+		daemon.signed_by_writers daemon.delta_dropped lmdb_free_bytes lmdb_pinned_bytes lmdb_reader_lag \
+		lmdb_longest_reader lmdb_longest_reader_in)
+	lfree=$((lfree / 1048576)) lpinned=$((lpinned / 1048576))
 	ticks=$(cpu_ticks) load=$(cut -d' ' -f1 /proc/loadavg)
 	cpu=$(awk -v a="$ticks" -v b="$last_ticks" -v h="$hz" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.3f", (a - b) / h / (n - m) * 1000 }')
-	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load" >>"$csv"
+	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load,$lfree,$lpinned,$llag,$llong" >>"$csv"
 	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, daemon CPU $cpu s per 1,000 pages, load $load"
+	echo "scale_lmdb: $lfree MiB free in LMDB's file, $lpinned MiB of it kept by the oldest reader ($llag commits behind); the longest reader so far $llong commits (in ${llong_in:-none})"
 	last_ticks=$ticks
 	[ -n "$first_rate" ] || first_rate=$rate
 	last_t=$t last_n=$n
@@ -216,9 +226,13 @@ echo "scale_gzip6_per_page_estimate: $z6_all bytes ($sampled sampled pages, scal
 echo "scale_du_over_plain_dir: $(awk -v a="$du_end" -v b="$plain_all" 'BEGIN { printf "%.3f", a * 1024 / b }')"
 echo "scale_du_over_gzip6_per_page: $(awk -v a="$du_end" -v b="$z6_all" 'BEGIN { printf "%.3f", a * 1024 / b }')"
 
-t1=$(now)
-"$PD" fsck "$store" >"$work/fsck.log" 2>&1 || { echo "bench-scale: fsck did not find the store clean" >&2; tail "$work/fsck.log" >&2; exit 1; }
-echo "scale_fsck_seconds: $(awk -v x="$(now)" -v y="$t1" 'BEGIN { printf "%.1f", x - y }') s"
+if [ "${PD_SCALE_FSCK:-1}" != 0 ]; then
+	t1=$(now)
+	"$PD" fsck "$store" >"$work/fsck.log" 2>&1 || { echo "bench-scale: fsck did not find the store clean" >&2; tail "$work/fsck.log" >&2; exit 1; }
+	echo "scale_fsck_seconds: $(awk -v x="$(now)" -v y="$t1" 'BEGIN { printf "%.1f", x - y }') s"
+else
+	echo "scale_fsck_seconds: not measured (PD_SCALE_FSCK=0)"
+fi
 
 awk -F, -v f="$first_rate" 'NR > 1 && f > 0 {
 	r = $3 / f; printf "scale_step_over_first: %s pages %.3f%s\n", $1, r, (r < 0.85 || r > 1.15) ? " (outside 15%)" : ""

@@ -350,6 +350,37 @@ static void test_burst_with_resting_thread(void **state)
 	th_rmdir(dir);
 }
 
+/* A sweep of a nursery pack of more records than one snapshot looks up
+ * (the sweep renews its read transaction every 1,024: ndelta.c) finds
+ * each of them, across the renewals, and leaves no reader behind. */
+static void test_sweep_across_snapshots(void **state)
+{
+	(void)state;
+	enum { PAGES = 2600 };
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	struct store *st = th_store(dir, NULL, &o);
+	for (int i = 0; i < PAGES; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "p%04d.html", i);
+		char *p = th_page(5000 + i, 60, "");
+		th_put_page(st, PD_ROOT_INO, name, p);
+		free(p);
+	}
+	assert_int_equal(nursery_files(st), 1);
+	assert_int_equal(sigq_drain(st), 0);
+	struct ndelta_counts n = { 0 };
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_int_equal(n.swept, PAGES);
+	assert_int_equal(nursery_files(st), 0);
+	struct store_lmdb_readers r;
+	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
+	assert_int_equal(r.active, 0);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -360,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_repair_from_packs_with_nursery),
 		cmocka_unit_test(test_yield_rule),
 		cmocka_unit_test(test_burst_with_resting_thread),
+		cmocka_unit_test(test_sweep_across_snapshots),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

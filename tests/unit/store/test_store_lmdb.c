@@ -232,6 +232,56 @@ static void test_format3_rows_converted(void **state)
 	th_rmdir(dir);
 }
 
+/* A reader left open keeps the pages freed after its snapshot from reuse:
+ * the reader table names its snapshot, and the freelist counts those
+ * pages as pinned until it ends. */
+static void test_lmdb_readers_pin_free_pages(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char name[64];
+	fill(st, 0, FILES);
+	struct store_lmdb_readers r;
+	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
+	assert_int_equal(r.active, 0);
+	assert_int_equal(r.oldest_txnid, 0);
+	assert_true(r.last_txnid > 0);
+
+	MDB_txn *held, *txn;
+	assert_int_equal(store_read_begin(st, &held), 0);
+	uint64_t snapshot = mdb_txn_id(held);
+	for (int i = 0; i < FILES; i += 2) {
+		uint64_t ino;
+		bool gone;
+		name_of(i, name, sizeof name);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &ino, &gone), 0);
+	}
+	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
+	assert_int_equal(r.active, 1);
+	assert_int_equal(r.oldest_txnid, snapshot);
+	assert_true(r.last_txnid >= snapshot + FILES / 2);
+	uint64_t pages, pinned;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(store_lmdb_free_pages(txn, r.oldest_txnid, &pages, &pinned), 0);
+	store_read_end(st, txn);
+	assert_true(pinned > 0 && pinned <= pages);
+	store_read_end(st, held);
+	/* the longest reader is kept with the function that ended it */
+	assert_true(st->reader_max_commits >= FILES / 2);
+	assert_string_equal(st->reader_max_in, __func__);
+
+	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
+	assert_int_equal(r.active, 0);
+	uint64_t pinned_after;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(store_lmdb_free_pages(txn, mdb_txn_id(txn), &pages, &pinned_after), 0);
+	store_read_end(st, txn);
+	assert_true(pinned_after < pinned);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 static void test_lmdb_compact(void **state)
 {
 	(void)state;
@@ -252,7 +302,7 @@ static void test_lmdb_compact(void **state)
 	MDB_txn *txn;
 	uint64_t free_before, free_after;
 	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(store_lmdb_free_pages(txn, &free_before), 0);
+	assert_int_equal(store_lmdb_free_pages(txn, UINT64_MAX, &free_before, NULL), 0);
 	store_read_end(st, txn);
 	assert_true(free_before > 0);
 	MDB_envinfo info;
@@ -294,7 +344,7 @@ static void test_lmdb_compact(void **state)
 	th_assert_fsck_clean(store);
 	st = reopen(store);
 	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(store_lmdb_free_pages(txn, &free_after), 0);
+	assert_int_equal(store_lmdb_free_pages(txn, UINT64_MAX, &free_after, NULL), 0);
 	store_read_end(st, txn);
 	assert_true(free_after < free_before); /* the open's own commits free a few */
 	for (int i = 0; i < FILES; i++) {
@@ -438,6 +488,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format3_rows_converted),
+		cmocka_unit_test(test_lmdb_readers_pin_free_pages),
 		cmocka_unit_test(test_lmdb_compact),
 		cmocka_unit_test(test_lmdb_compact_repacks),
 	};
