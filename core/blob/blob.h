@@ -461,13 +461,19 @@ struct blob_delta_usage {
 	uint64_t deltas, delta_bytes;
 	uint64_t chunked, chunked_bytes;
 };
-/* A walk of the link rows in one read transaction (there is no counter
- * of them): a fingerprint (or kept) record looked up per delta, and the
+/* A walk of the link rows (there is no counter of them): a fingerprint (or kept) record looked up per delta, and the
  * record header read of a delta over PACK_DEFAULT_CHUNK_SHIFT's chunk
  * (every encoder of deltas chunks at that shift: ndelta.c, blob_cold.c),
  * to tell a chunked one. A link whose record cannot be found or read is
  * counted as a delta of 0 bytes (fsck names it). -errno of LMDB. */
 int blob_delta_usage(struct store *st, struct blob_delta_usage *out);
+/* The walk takes this many link rows a snapshot, then goes on after the
+ * last one under a new snapshot: one snapshot over millions of rows (the
+ * stats of a busy mount) would keep every LMDB page the writers free
+ * meanwhile from reuse. The totals are a sum over rows that may move
+ * between snapshots, as they may between two stats. */
+#define BLOB_DELTA_USAGE_BATCH 4096
+int blob_delta_usage_batched(struct store *st, size_t batch, struct blob_delta_usage *out);
 /* Every link row (fsck). */
 int blob_delta_link_each(MDB_txn *txn, struct store *st,
 			 int (*fn)(void *ctx, const struct blobkey *base, const struct blobkey *dep), void *ctx);

@@ -115,16 +115,19 @@ int blob_delta_depth(MDB_txn *txn, struct store *st, const struct fprec *r, unsi
 }
 
 /* Walk the rows of meta under prefix (pfx bytes). */
-static int meta_prefix(MDB_txn *txn, struct store *st, const uint8_t *pfx, size_t plen,
-		       int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
+/* The rows of meta under prefix pfx from key `from` on (from starts with
+ * pfx, flen <= LINK_KEY), each to fn until it returns nonzero (> 0: stop
+ * there, no error). */
+static int meta_prefix_from(MDB_txn *txn, struct store *st, const uint8_t *pfx, size_t plen, const uint8_t *from,
+			    size_t flen, int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
 {
 	MDB_cursor *c;
 	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_meta, &c));
 	if (rc)
 		return rc;
 	uint8_t kb[LINK_KEY];
-	memcpy(kb, pfx, plen);
-	MDB_val k = { plen, kb }, v;
+	memcpy(kb, from, flen);
+	MDB_val k = { flen, kb }, v;
 	int mrc;
 	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size < plen || memcmp(k.mv_data, pfx, plen))
@@ -135,6 +138,12 @@ static int meta_prefix(MDB_txn *txn, struct store *st, const uint8_t *pfx, size_
 	if (rc)
 		return rc > 0 ? 0 : rc;
 	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+}
+
+static int meta_prefix(MDB_txn *txn, struct store *st, const uint8_t *pfx, size_t plen,
+		       int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
+{
+	return meta_prefix_from(txn, st, pfx, plen, pfx, plen, fn, ctx);
 }
 
 struct kept_walk {
@@ -219,16 +228,29 @@ struct usage_walk {
 	MDB_txn *txn;
 	struct store *st;
 	struct blob_delta_usage *u;
+	size_t batch, rows;  /* rows a snapshot, and taken under this one */
+	uint8_t last[LINK_KEY]; /* the last row taken, where the next snapshot goes on */
+	bool resumed;        /* past the first snapshot: skip last when found again */
 };
 
-static int usage_step(void *ctx, const struct blobkey *base, const struct blobkey *dep)
+static int usage_row(void *ctx, const MDB_val *k, const MDB_val *v)
 {
-	(void)base;
+	(void)v;
 	struct usage_walk *w = ctx;
+	if (k->mv_size != LINK_KEY)
+		return 0;
+	if (w->resumed && memcmp(k->mv_data, w->last, LINK_KEY) == 0)
+		return 0;
+	if (w->rows == w->batch)
+		return 1;
+	memcpy(w->last, k->mv_data, LINK_KEY);
+	w->rows++;
+	struct blobkey dep;
 	struct fprec r;
 	struct pack_rec_hdr h;
+	blobkey_decode((const uint8_t *)k->mv_data + 4 + BLOBKEY_BYTES, &dep);
 	w->u->deltas++;
-	if (blob_delta_base_rec(w->txn, w->st, dep, &r) || !(r.flags & FPREC_PACKED))
+	if (blob_delta_base_rec(w->txn, w->st, &dep, &r) || !(r.flags & FPREC_PACKED))
 		return 0;
 	w->u->delta_bytes += r.pack_len;
 	if (r.size > (1ull << PACK_DEFAULT_CHUNK_SHIFT) && blob_rec_hdr(w->st, &r, &h) == 0 && h.nchunks > 1) {
@@ -238,17 +260,29 @@ static int usage_step(void *ctx, const struct blobkey *base, const struct blobke
 	return 0;
 }
 
-int blob_delta_usage(struct store *st, struct blob_delta_usage *out)
+int blob_delta_usage_batched(struct store *st, size_t batch, struct blob_delta_usage *out)
 {
 	memset(out, 0, sizeof *out);
-	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
-	if (rc)
-		return rc;
-	struct usage_walk w = { txn, st, out };
-	rc = blob_delta_link_each(txn, st, usage_step, &w);
-	store_read_end(st, txn);
-	return rc;
+	struct usage_walk w = { .st = st, .u = out, .batch = batch ? batch : 1 };
+	memcpy(w.last, "dlnk", 4);
+	size_t from = 4;
+	for (;;) {
+		int rc = store_read_begin(st, &w.txn);
+		if (rc)
+			return rc;
+		w.rows = 0;
+		rc = meta_prefix_from(w.txn, st, (const uint8_t *)"dlnk", 4, w.last, from, usage_row, &w);
+		store_read_end(st, w.txn);
+		if (rc || w.rows < w.batch)
+			return rc;
+		w.resumed = true;
+		from = LINK_KEY;
+	}
+}
+
+int blob_delta_usage(struct store *st, struct blob_delta_usage *out)
+{
+	return blob_delta_usage_batched(st, BLOB_DELTA_USAGE_BATCH, out);
 }
 
 int blob_delta_linked(MDB_txn *txn, struct store *st, const struct blobkey *base, const struct blobkey *dep)

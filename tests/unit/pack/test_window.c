@@ -215,6 +215,12 @@ static void test_window_makes_deltas(void **state)
 	struct blob_delta_usage du;
 	assert_int_equal(blob_delta_usage(st, &du), 0);
 	assert_int_equal(du.deltas, d.records_window);
+	/* a snapshot of a row or a few: the walk goes on where it stopped */
+	for (size_t batch = 1; batch <= 3; batch++) {
+		struct blob_delta_usage b;
+		assert_int_equal(blob_delta_usage_batched(st, batch, &b), 0);
+		assert_memory_equal(&b, &du, sizeof b);
+	}
 	struct blob_compact_stats total;
 	assert_int_equal(blob_compact_stats(st, &total), 0);
 	assert_int_equal(total.records_window, d.records_window);
