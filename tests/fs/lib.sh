@@ -449,6 +449,14 @@ pd_case() {
 		pd_show_log "$PDFS_LOG" >>"$log"
 		rc=1
 	fi
+	if [ ! -d "$PD_TMP" ]; then
+		# Nothing in the scripts removes it before pd_cleanup: say so, with
+		# what ran then, and end the script (its later cases need it).
+		not_ok "$name"
+		note "# the script's temporary directory $PD_TMP disappeared during case $name; processes then:"
+		ps -eo pid,ppid,etimes,args | sed 's/^/# /'
+		pd_finish
+	fi
 	# Mounts the case left behind (it failed midway): take them down.
 	tail -n +"$((nm + 1))" "$PD_TMP/mounts" | while read -r m r w l; do
 		if mountpoint -q "$m"; then
