@@ -88,6 +88,7 @@ int stats_disk(const char *dir, struct stats_disk *d)
 	closedir(top);
 	return 0;
 }
+
 /* LMDB's freelist, and how much of it the oldest reader keeps from
  * reuse (a reader left open makes the file grow: stats tells it apart
  * from a freelist that is merely long). */
@@ -113,7 +114,6 @@ static void lmdb_free_stats(struct store *st, size_t psize, struct pd_stats *s)
 		 st->reader_max_in ? st->reader_max_in : "");
 	pthread_mutex_unlock(&st->reader_mu);
 }
-
 
 int stats_collect(struct store *st, struct pd_stats *s)
 {

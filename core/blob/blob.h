@@ -461,8 +461,9 @@ struct blob_delta_usage {
 	uint64_t deltas, delta_bytes;
 	uint64_t chunked, chunked_bytes;
 };
-/* A walk of the link rows (there is no counter of them): a fingerprint (or kept) record looked up per delta, and the
- * record header read of a delta over PACK_DEFAULT_CHUNK_SHIFT's chunk
+/* A walk of the link rows (there is no counter of them): a fingerprint
+ * (or kept) record looked up per delta, and the record header read of a
+ * delta over PACK_DEFAULT_CHUNK_SHIFT's chunk
  * (every encoder of deltas chunks at that shift: ndelta.c, blob_cold.c),
  * to tell a chunked one. A link whose record cannot be found or read is
  * counted as a delta of 0 bytes (fsck names it). -errno of LMDB. */

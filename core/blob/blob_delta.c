@@ -114,7 +114,6 @@ int blob_delta_depth(MDB_txn *txn, struct store *st, const struct fprec *r, unsi
 	return -EIO;
 }
 
-/* Walk the rows of meta under prefix (pfx bytes). */
 /* The rows of meta under prefix pfx from key `from` on (from starts with
  * pfx, flen <= LINK_KEY), each to fn until it returns nonzero (> 0: stop
  * there, no error). */
