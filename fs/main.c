@@ -99,7 +99,7 @@ static void usage(const char *prog)
 	       "    sync_ms=N              otherwise, sync the store every N ms (default 1000)\n"
 	       "    mapsize_mb=N           initial LMDB map size (grows by itself when full)\n"
 	       "    sign_queue=N           new pages waiting for their near-duplicate signature\n"
-	       "                           before a close() signs the oldest itself (default 256)\n"
+	       "                           before a close() signs the oldest itself (default 4096)\n"
 	       "    no_sign_thread         no background signer: pages are signed by near queries,\n"
 	       "                           by close() past sign_queue and at unmount\n"
 	       "    pack_level=N           zstd level of new pack records (default 3; -1: raw)\n"

@@ -399,6 +399,36 @@ static void test_bound(void **state)
 	th_rmdir(dir);
 }
 
+/* With no bound given, SIGQ_DEFAULT_MAX pages wait before a writer signs
+ * one itself: a burst of that many closes signs nothing on the writers'
+ * path, the next one does. */
+static void test_default_bound(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .no_sign_thread = true };
+	struct store *st = th_store(dir, NULL, &o);
+	struct sigq_counts c;
+	for (int i = 0; i <= SIGQ_DEFAULT_MAX; i++) {
+		char name[32];
+		char *p = th_page(5000 + (uint64_t)i, 120, "");
+		snprintf(name, sizeof name, "%d.html", i);
+		th_put_page(st, PD_ROOT_INO, name, p);
+		free(p);
+		if (i == SIGQ_DEFAULT_MAX - 1) {
+			sigq_counts(st, &c);
+			assert_int_equal(c.by_writers, 0);
+			assert_int_equal(sigq_queued(st), SIGQ_DEFAULT_MAX);
+		}
+	}
+	sigq_counts(st, &c);
+	assert_true(c.by_writers >= 1);
+	assert_true(sigq_queued(st) <= SIGQ_DEFAULT_MAX);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 /* ---- a crash with pages pending ------------------------------------------------ */
 
 static void count_line(void *ctx, const char *line)
@@ -536,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_duplicate_not_queued),
 		cmocka_unit_test(test_freed_while_pending),
 		cmocka_unit_test(test_bound),
+		cmocka_unit_test(test_default_bound),
 		cmocka_unit_test(test_handed_over),
 		cmocka_unit_test(test_handed_over_key_taken_again),
 		cmocka_unit_test(test_crash_pending),
