@@ -179,15 +179,24 @@ struct dep_walk {
 	void *ctx;
 };
 
+/* The base and the dependent of a link row's key; false for another row
+ * under the prefix. */
+static bool link_row_keys(const MDB_val *k, struct blobkey *base, struct blobkey *dep)
+{
+	if (k->mv_size != LINK_KEY)
+		return false;
+	blobkey_decode((const uint8_t *)k->mv_data + 4, base);
+	blobkey_decode((const uint8_t *)k->mv_data + 4 + BLOBKEY_BYTES, dep);
+	return true;
+}
+
 static int dep_step(void *p, const MDB_val *k, const MDB_val *v)
 {
 	struct dep_walk *w = p;
 	(void)v;
-	if (k->mv_size != LINK_KEY)
-		return 0;
 	struct blobkey base, dep;
-	blobkey_decode((const uint8_t *)k->mv_data + 4, &base);
-	blobkey_decode((const uint8_t *)k->mv_data + 4 + BLOBKEY_BYTES, &dep);
+	if (!link_row_keys(k, &base, &dep))
+		return 0;
 	if (w->fn)
 		return w->fn(w->ctx, &base, &dep);
 	if (w->n == w->max)
@@ -236,7 +245,8 @@ static int usage_row(void *ctx, const MDB_val *k, const MDB_val *v)
 {
 	(void)v;
 	struct usage_walk *w = ctx;
-	if (k->mv_size != LINK_KEY)
+	struct blobkey base, dep;
+	if (!link_row_keys(k, &base, &dep))
 		return 0;
 	if (w->resumed && memcmp(k->mv_data, w->last, LINK_KEY) == 0)
 		return 0;
@@ -244,10 +254,8 @@ static int usage_row(void *ctx, const MDB_val *k, const MDB_val *v)
 		return 1;
 	memcpy(w->last, k->mv_data, LINK_KEY);
 	w->rows++;
-	struct blobkey dep;
 	struct fprec r;
 	struct pack_rec_hdr h;
-	blobkey_decode((const uint8_t *)k->mv_data + 4 + BLOBKEY_BYTES, &dep);
 	w->u->deltas++;
 	if (blob_delta_base_rec(w->txn, w->st, &dep, &r) || !(r.flags & FPREC_PACKED))
 		return 0;
@@ -265,18 +273,19 @@ int blob_delta_usage_batched(struct store *st, size_t batch, struct blob_delta_u
 	struct usage_walk w = { .st = st, .u = out, .batch = batch ? batch : 1 };
 	memcpy(w.last, "dlnk", 4);
 	size_t from = 4;
-	for (;;) {
-		int rc = store_read_begin(st, &w.txn);
-		if (rc)
-			return rc;
+	int rc = store_read_begin(st, &w.txn);
+	while (!rc) {
 		w.rows = 0;
 		rc = meta_prefix_from(w.txn, st, (const uint8_t *)"dlnk", 4, w.last, from, usage_row, &w);
-		store_read_end(st, w.txn);
 		if (rc || w.rows < w.batch)
-			return rc;
+			break;
 		w.resumed = true;
 		from = LINK_KEY;
+		rc = store_read_renew(st, &w.txn);
 	}
+	if (w.txn)
+		store_read_end(st, w.txn);
+	return rc;
 }
 
 int blob_delta_usage(struct store *st, struct blob_delta_usage *out)

@@ -379,10 +379,8 @@ struct waiting {
 
 static int renew_waiting_txn(struct waiting *w)
 {
-	store_read_end(w->st, w->txn);
-	w->txn = NULL;
 	w->since_renew = 0;
-	return store_read_begin(w->st, &w->txn);
+	return store_read_renew(w->st, &w->txn);
 }
 
 /* A record of a nursery pack is waiting when its page's fingerprint

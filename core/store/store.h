@@ -381,6 +381,13 @@ int store_meta_version_del(MDB_txn *txn, struct store *st, const char *key);
 int store_read_begin(struct store *st, MDB_txn **txn);
 void store_read_end_in(struct store *st, MDB_txn *txn, const char *where);
 #define store_read_end(st, txn) store_read_end_in((st), (txn), __func__)
+/* A long walk's fresh snapshot: *txn, begun by store_read_begin, is ended
+ * as by store_read_end and the same handle renewed (mdb_txn_reset and
+ * mdb_txn_renew: its reader slot and memory kept), with the map lock let
+ * go in between so that a growth of the map can proceed. 0 with *txn
+ * reading the newest commit; an error with *txn NULL, nothing held. */
+int store_read_renew_in(struct store *st, MDB_txn **txn, const char *where);
+#define store_read_renew(st, txn) store_read_renew_in((st), (txn), __func__)
 
 /* Make everything committed so far durable (fsync of LMDB). */
 int store_sync(struct store *st);

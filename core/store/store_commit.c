@@ -120,6 +120,24 @@ void store_read_end_in(struct store *st, MDB_txn *txn, const char *where)
 	pthread_rwlock_unlock(&st->map_lock);
 }
 
+int store_read_renew_in(struct store *st, MDB_txn **txn, const char *where)
+{
+	note_reader(st, *txn, where);
+	mdb_txn_reset(*txn);
+	pthread_rwlock_unlock(&st->map_lock);
+	pthread_rwlock_rdlock(&st->map_lock);
+	if (mdb_txn_renew(*txn) == 0)
+		return 0;
+	/* The map was grown by another process (MDB_MAP_RESIZED), or the
+	 * renewal failed: a new transaction, as a first begin takes it. */
+	mdb_txn_abort(*txn);
+	pthread_rwlock_unlock(&st->map_lock);
+	int rc = store_read_begin(st, txn);
+	if (rc)
+		*txn = NULL;
+	return rc;
+}
+
 int wtx_unlink_after(struct wtx *w, const char *relpath)
 {
 	if (w->n_unlink == w->cap_unlink) {

@@ -287,6 +287,60 @@ static void test_lmdb_readers_pin_free_pages(void **state)
 	th_rmdir(dir);
 }
 
+/* A long walk renews its snapshot in place: the same handle then reads
+ * the newest commit and no longer keeps what the commits under its old
+ * snapshot freed, and the commits it lived
+ * through are counted as a reader's end counts them. */
+static void test_lmdb_read_renew(void **state)
+{
+	(void)state;
+	enum { PAGES = 400 };
+	char *dir = th_tmpdir();
+	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true,
+				.compact_share = -1 };
+	struct store *st = th_store(dir, NULL, &o);
+	char name[64];
+	fill(st, 0, PAGES);
+	MDB_txn *walk;
+	assert_int_equal(store_read_begin(st, &walk), 0);
+	uint64_t snapshot = mdb_txn_id(walk), first = 0;
+	for (int i = 0; i < PAGES; i += 2) {
+		uint64_t ino;
+		bool gone;
+		name_of(i, name, sizeof name);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &ino, &gone), 0);
+		assert_true(gone);
+		first = i ? first : ino;
+	}
+	struct store_lmdb_readers r;
+	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
+	assert_int_equal(r.oldest_txnid, snapshot);
+	struct inode in;
+	assert_int_equal(ns_get_inode(walk, st, first, &in), 0); /* the old snapshot still has it */
+	uint64_t pages, pinned_before, pinned;
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(store_lmdb_free_pages(txn, snapshot, &pages, &pinned_before), 0);
+	store_read_end(st, txn);
+	assert_true(pinned_before > 0);
+	MDB_txn *same = walk;
+	assert_int_equal(store_read_renew(st, &walk), 0);
+	assert_ptr_equal(walk, same);
+	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
+	assert_int_equal(r.active, 1);
+	assert_int_equal(mdb_txn_id(walk), r.last_txnid);
+	assert_int_equal(r.oldest_txnid, r.last_txnid);
+	/* what the last commit freed stays kept for any reader of its snapshot */
+	assert_int_equal(store_lmdb_free_pages(walk, r.oldest_txnid, &pages, &pinned), 0);
+	assert_true(pinned < pinned_before);
+	assert_true(st->reader_max_commits >= PAGES / 2);
+	assert_string_equal(st->reader_max_in, __func__);
+	assert_int_equal(ns_get_inode(walk, st, first, &in), -ENOENT); /* the renewed one sees the unlink */
+	store_read_end(st, walk);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 static void test_lmdb_compact(void **state)
 {
 	(void)state;
@@ -494,6 +548,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format3_rows_converted),
 		cmocka_unit_test(test_lmdb_readers_pin_free_pages),
+		cmocka_unit_test(test_lmdb_read_renew),
 		cmocka_unit_test(test_lmdb_compact),
 		cmocka_unit_test(test_lmdb_compact_repacks),
 	};
