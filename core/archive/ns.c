@@ -1,4 +1,6 @@
-/* ns.c - the namespace tables: inodes, dirents, links, xattrs, orphans.
+/* ns.c - the namespace's operations over its tables: inodes, dirents,
+ * links, xattrs, orphans. The rows themselves (keys, dirents, the way back
+ * from an inode to its names) are ns_rows.c's, through ns_int.h.
  *
  * Each public function is one transaction. The *_cb functions run inside
  * store_write's nested transaction and may run more than once (a map
@@ -17,7 +19,7 @@
  * reference when the last user lets go (openfile.c), or at the next open of
  * the store after a crash.
  */
-#include "ns.h"
+#include "ns_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -36,362 +38,6 @@
 #define RENAME_EXCHANGE (1 << 1)
 #endif
 #define PD_LINK_MAX 65000
-
-/* ---- keys and small table helpers ------------------------------------ */
-
-static MDB_val dirent_key(uint8_t kb[16], uint64_t parent, uint64_t hash)
-{
-	put_be64(kb, parent);
-	put_be64(kb + 8, hash);
-	return (MDB_val){ 16, kb };
-}
-
-int ns_check_name(const char *name)
-{
-	size_t len = strlen(name);
-	if (len == 0 || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-		return -EINVAL;
-	return len > PD_NAME_MAX ? -ENAMETOOLONG : 0;
-}
-
-int ns_get_inode(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *out)
-{
-	uint8_t kb[8];
-	MDB_val k = store_ino_key(kb, ino), v;
-	int rc = pd_mdb_err(mdb_get(txn, st->db_inodes, &k, &v));
-	if (rc)
-		return rc;
-	out->ino = ino;
-	return inode_decode(v.mv_data, v.mv_size, out, NULL, NULL);
-}
-
-static int put_inode_target(MDB_txn *txn, struct store *st, const struct inode *in, const char *target,
-			    size_t tlen)
-{
-	uint8_t kb[8], vb[INODE_FIXED_BYTES + PD_SYMLINK_MAX + 1];
-	/* Layout 2 from format 4 on (a format 1 store kept by -o blob_files
-	 * must stay readable by the release that made it). */
-	size_t n = st->format >= PD_FORMAT_INODE_ROW2 ? inode_encode_row2(in, vb) : 0;
-	if (!n && in->name_parent) {
-		/* Layout 1 has no room for the name (fields too large for layout
-		 * 2 with it): the name goes to `links`. */
-		struct inode moved = *in;
-		int rc = ns_name_to_links(txn, st, &moved);
-		return rc ? rc : put_inode_target(txn, st, &moved, target, tlen);
-	}
-	MDB_val k = store_ino_key(kb, in->ino), v = { n ? n : inode_encode(in, target, tlen, vb), vb };
-	return pd_mdb_err(mdb_put(txn, st->db_inodes, &k, &v, 0));
-}
-
-int ns_put_inode(MDB_txn *txn, struct store *st, const struct inode *in)
-{
-	if (!S_ISLNK(in->mode))
-		return put_inode_target(txn, st, in, NULL, 0);
-	/* Keep the symlink target stored after the fixed part. */
-	uint8_t kb[8];
-	char target[PD_SYMLINK_MAX + 1];
-	MDB_val k = store_ino_key(kb, in->ino), v;
-	int rc = pd_mdb_err(mdb_get(txn, st->db_inodes, &k, &v));
-	if (rc)
-		return rc;
-	size_t tlen = v.mv_size - INODE_FIXED_BYTES;
-	if (v.mv_size < INODE_FIXED_BYTES || tlen > PD_SYMLINK_MAX)
-		return -EUCLEAN;
-	memcpy(target, (char *)v.mv_data + INODE_FIXED_BYTES, tlen);
-	return put_inode_target(txn, st, in, target, tlen);
-}
-
-struct dirent_hit {
-	uint64_t child;
-	uint32_t type;
-	uint64_t hash;
-};
-
-/* fn(ctx, value) for each dirent of (parent, hash), in the order stored:
- * 0 goes on, 1 stops with 0 (found), a negative value stops with it;
- * -ENOENT past the last. */
-static int dirent_dups(MDB_txn *txn, struct store *st, uint64_t parent, uint64_t hash,
-		       int (*fn)(void *ctx, const MDB_val *v), void *ctx)
-{
-	uint8_t kb[16];
-	MDB_val k = dirent_key(kb, parent, hash), v;
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_dirents, &c));
-	if (rc)
-		return rc;
-	int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
-	while (mrc == 0 && !(rc = fn(ctx, &v)))
-		mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP);
-	mdb_cursor_close(c);
-	if (mrc && mrc != MDB_NOTFOUND)
-		return pd_mdb_err(mrc);
-	return rc == 1 ? 0 : rc ? rc : -ENOENT;
-}
-
-struct name_match {
-	const char *name;
-	size_t len;
-	struct dirent_hit *hit;
-};
-
-static int match_name(void *ctx, const MDB_val *v)
-{
-	struct name_match *m = ctx;
-	const char *n;
-	size_t nlen;
-	if (dirent_val_decode(v->mv_data, v->mv_size, &n, &nlen, &m->hit->child, &m->hit->type))
-		return -EUCLEAN;
-	return nlen == m->len && memcmp(n, m->name, m->len) == 0;
-}
-
-static int dirent_find(MDB_txn *txn, struct store *st, uint64_t parent, const char *name,
-		       struct dirent_hit *hit)
-{
-	struct name_match m = { name, strlen(name), hit };
-	hit->hash = dirent_hash(name, m.len);
-	return dirent_dups(txn, st, parent, hit->hash, match_name, &m);
-}
-
-static int dirent_put(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, uint64_t child,
-		      uint32_t mode)
-{
-	size_t len = strlen(name);
-	uint8_t kb[16], vb[DIRENT_VAL_MAX];
-	MDB_val k = dirent_key(kb, parent, dirent_hash(name, len));
-	MDB_val v = { dirent_val_encode(name, len, child, mode, vb), vb };
-	return pd_mdb_err(mdb_put(txn, st->db_dirents, &k, &v, MDB_NODUPDATA));
-}
-
-static int dirent_del(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, uint64_t child,
-		      uint32_t type)
-{
-	size_t len = strlen(name);
-	uint8_t kb[16], vb[DIRENT_VAL_MAX];
-	MDB_val k = dirent_key(kb, parent, dirent_hash(name, len));
-	MDB_val v = { dirent_val_encode(name, len, child, type, vb), vb };
-	return pd_mdb_err(mdb_del(txn, st->db_dirents, &k, &v));
-}
-
-static MDB_val link_val(uint8_t vb[LINK_VAL_MAX], uint64_t parent, const char *name)
-{
-	size_t len = strlen(name);
-	put_be64(vb, parent);
-	memcpy(vb + 8, name, len);
-	return (MDB_val){ 8 + len, vb };
-}
-
-static int link_put(MDB_txn *txn, struct store *st, uint64_t ino, uint64_t parent, const char *name)
-{
-	uint8_t kb[8], vb[LINK_VAL_MAX];
-	MDB_val k = store_ino_key(kb, ino), v = link_val(vb, parent, name);
-	return pd_mdb_err(mdb_put(txn, st->db_links, &k, &v, MDB_NODUPDATA));
-}
-
-static int link_del(MDB_txn *txn, struct store *st, uint64_t ino, uint64_t parent, const char *name)
-{
-	uint8_t kb[8], vb[LINK_VAL_MAX];
-	MDB_val k = store_ino_key(kb, ino), v = link_val(vb, parent, name);
-	return pd_mdb_err(mdb_del(txn, st->db_links, &k, &v));
-}
-
-/* ---- names kept in inode rows (ns.h) ---------------------------------- */
-
-bool ns_may_hold_name(const struct store *st, const struct inode *in)
-{
-	return st->format >= PD_FORMAT_NAME_IN_ROW && !S_ISLNK(in->mode) && in->ino != PD_ROOT_INO;
-}
-
-struct child_match {
-	uint64_t ino;
-	char *name;
-	size_t *len;
-};
-
-static int match_child(void *ctx, const MDB_val *v)
-{
-	struct child_match *m = ctx;
-	const char *n;
-	uint64_t child;
-	uint32_t type;
-	if (dirent_val_decode(v->mv_data, v->mv_size, &n, m->len, &child, &type) || child != m->ino ||
-	    *m->len > PD_NAME_MAX)
-		return 0;
-	memcpy(m->name, n, *m->len);
-	return 1;
-}
-
-int ns_dirent_name(MDB_txn *txn, struct store *st, uint64_t parent, uint64_t hash, uint64_t ino,
-		   char *name, size_t *len)
-{
-	struct child_match m = { ino, name, len };
-	return dirent_dups(txn, st, parent, hash, match_child, &m);
-}
-
-int ns_names(MDB_txn *txn, struct store *st, const struct inode *in, ns_name_fn fn, void *ctx)
-{
-	char name[PD_NAME_MAX];
-	size_t len;
-	if (in->name_parent) {
-		int rc = ns_dirent_name(txn, st, in->name_parent, in->name_hash, in->ino, name, &len);
-		return rc ? (rc == -ENOENT ? -EUCLEAN : rc) : fn(ctx, in->name_parent, name, len);
-	}
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_links, &c));
-	if (rc)
-		return rc;
-	uint8_t kb[8];
-	MDB_val k = store_ino_key(kb, in->ino), v;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
-		if (v.mv_size < 9 || v.mv_size > LINK_VAL_MAX) {
-			rc = -EUCLEAN;
-			break;
-		}
-		len = v.mv_size - 8;
-		memcpy(name, (char *)v.mv_data + 8, len);
-		rc = fn(ctx, get_be64(v.mv_data), name, len);
-	}
-	mdb_cursor_close(c);
-	return rc ? rc : mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
-}
-
-int ns_name_to_links(MDB_txn *txn, struct store *st, struct inode *in)
-{
-	if (!in->name_parent)
-		return 0;
-	char name[PD_NAME_MAX + 1];
-	size_t len;
-	uint64_t parent = in->name_parent;
-	int rc = ns_dirent_name(txn, st, parent, in->name_hash, in->ino, name, &len);
-	in->name_parent = in->name_hash = 0;
-	if (rc)
-		return rc;
-	name[len] = 0;
-	return link_put(txn, st, in->ino, parent, name);
-}
-
-int ns_name_from_links(MDB_txn *txn, struct store *st, struct inode *in)
-{
-	if (in->name_parent || !ns_may_hold_name(st, in))
-		return 0;
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_links, &c));
-	if (rc)
-		return rc;
-	uint8_t kb[8];
-	MDB_val k = store_ino_key(kb, in->ino), v;
-	size_t count = 0;
-	int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
-	if (mrc == 0)
-		mrc = mdb_cursor_count(c, &count);
-	if (mrc == 0 && count == 1 && v.mv_size >= 9 && v.mv_size <= LINK_VAL_MAX) {
-		uint64_t parent = get_be64(v.mv_data), hash = dirent_hash((char *)v.mv_data + 8, v.mv_size - 8);
-		if ((rc = pd_mdb_err(mdb_cursor_del(c, 0))) == 0) {
-			in->name_parent = parent;
-			in->name_hash = hash;
-			rc = 1;
-		}
-	} else if (mrc && mrc != MDB_NOTFOUND) {
-		rc = pd_mdb_err(mrc);
-	}
-	mdb_cursor_close(c);
-	return rc;
-}
-
-/* The first name of an inode that has none yet (a new inode): in its row
- * when it may hold one, else in `links`. */
-static int name_first(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name)
-{
-	if (!ns_may_hold_name(st, in))
-		return link_put(txn, st, in->ino, parent, name);
-	in->name_parent = parent;
-	in->name_hash = dirent_hash(name, strlen(name));
-	return 0;
-}
-
-/* A second name for in: the first leaves its row for `links`. */
-static int name_another(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name)
-{
-	int rc = ns_name_to_links(txn, st, in);
-	return rc ? rc : link_put(txn, st, in->ino, parent, name);
-}
-
-/* (parent, name) is no longer a name of in (its dirent is the caller's). */
-static int name_drop(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name)
-{
-	if (!in->name_parent)
-		return link_del(txn, st, in->ino, parent, name);
-	if (in->name_parent != parent || in->name_hash != dirent_hash(name, strlen(name)))
-		return -EUCLEAN; /* a row that holds a name has no other */
-	in->name_parent = in->name_hash = 0;
-	return 0;
-}
-
-/* The name (parent, name) of in becomes (newparent, newname). */
-static int name_move(MDB_txn *txn, struct store *st, struct inode *in, uint64_t parent, const char *name,
-		     uint64_t newparent, const char *newname)
-{
-	int rc;
-	if (!in->name_parent)
-		return (rc = link_del(txn, st, in->ino, parent, name)) ? rc
-								  : link_put(txn, st, in->ino, newparent, newname);
-	if ((rc = name_drop(txn, st, in, parent, name)))
-		return rc;
-	in->name_parent = newparent;
-	in->name_hash = dirent_hash(newname, strlen(newname));
-	return 0;
-}
-
-/* The parent of a directory (its one name); the root is its own parent. */
-static int dir_parent(MDB_txn *txn, struct store *st, uint64_t dir, uint64_t *parent)
-{
-	if (dir == PD_ROOT_INO) {
-		*parent = PD_ROOT_INO;
-		return 0;
-	}
-	struct inode d;
-	int rc = ns_get_inode(txn, st, dir, &d);
-	if (rc)
-		return rc;
-	if (d.name_parent) {
-		*parent = d.name_parent;
-		return 0;
-	}
-	uint8_t kb[8];
-	MDB_val k = store_ino_key(kb, dir), v;
-	rc = pd_mdb_err(mdb_get(txn, st->db_links, &k, &v));
-	if (rc == -ENOENT)
-		return -ENOENT; /* removed directory */
-	if (rc)
-		return rc;
-	if (v.mv_size < 8)
-		return -EUCLEAN;
-	*parent = get_be64(v.mv_data);
-	return 0;
-}
-
-static int dir_is_empty(MDB_txn *txn, struct store *st, uint64_t dir)
-{
-	uint8_t kb[16];
-	MDB_val k = dirent_key(kb, dir, 0), v;
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_dirents, &c));
-	if (rc)
-		return rc;
-	int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	rc = mrc == MDB_NOTFOUND ? 1 : mrc ? pd_mdb_err(mrc) : get_be64(k.mv_data) != dir;
-	mdb_cursor_close(c);
-	return rc;
-}
-
-static int orphan_mark(MDB_txn *txn, struct store *st, uint64_t ino, bool on)
-{
-	uint8_t kb[8];
-	MDB_val k = store_ino_key(kb, ino), v = { 0, NULL };
-	int rc = on ? mdb_put(txn, st->db_orphans, &k, &v, 0) : mdb_del(txn, st->db_orphans, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : pd_mdb_err(rc);
-}
 
 static void touch_mc(struct inode *in, struct pd_time now)
 {
@@ -430,8 +76,8 @@ int ns_lookup(struct store *st, uint64_t parent, const char *name, struct inode 
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
-	struct dirent_hit hit;
-	rc = dirent_find(txn, st, parent, name, &hit);
+	struct ns_dirent_hit hit;
+	rc = ns_dirent_find(txn, st, parent, name, &hit);
 	if (!rc)
 		rc = ns_get_inode(txn, st, hit.child, out);
 	store_read_end(st, txn);
@@ -476,11 +122,11 @@ static int mknode_cb(struct wtx *w, void *p)
 	struct mknode_arg *a = p;
 	struct store *st = w->st;
 	struct inode dir, in = { 0 };
-	struct dirent_hit hit;
+	struct ns_dirent_hit hit;
 	int rc = get_dir(w->txn, st, a->parent, &dir);
 	if (rc)
 		return rc;
-	rc = dirent_find(w->txn, st, a->parent, a->name, &hit);
+	rc = ns_dirent_find(w->txn, st, a->parent, a->name, &hit);
 	if (rc != -ENOENT)
 		return rc ? rc : -EEXIST;
 	if ((rc = wtx_next_ino(w, &in.ino)))
@@ -498,9 +144,9 @@ static int mknode_cb(struct wtx *w, void *p)
 	in.atime = in.mtime = in.ctime = w->now;
 	size_t tlen = a->target ? strlen(a->target) : 0;
 	in.size = S_ISLNK(in.mode) ? tlen : 0;
-	if ((rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
-	    (rc = name_first(w->txn, st, &in, a->parent, a->name)) ||
-	    (rc = put_inode_target(w->txn, st, &in, a->target, tlen)))
+	if ((rc = ns_dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
+	    (rc = ns_name_first(w->txn, st, &in, a->parent, a->name)) ||
+	    (rc = ns_put_inode_target(w->txn, st, &in, a->target, tlen)))
 		return rc;
 	if (S_ISDIR(in.mode))
 		dir.nlink++;
@@ -541,7 +187,7 @@ static int link_cb(struct wtx *w, void *p)
 	struct link_arg *a = p;
 	struct store *st = w->st;
 	struct inode dir, in;
-	struct dirent_hit hit;
+	struct ns_dirent_hit hit;
 	int rc = get_dir(w->txn, st, a->parent, &dir);
 	if (rc || (rc = ns_get_inode(w->txn, st, a->ino, &in)))
 		return rc;
@@ -551,15 +197,15 @@ static int link_cb(struct wtx *w, void *p)
 		return -ENOENT;
 	if (in.nlink >= PD_LINK_MAX)
 		return -EMLINK;
-	rc = dirent_find(w->txn, st, a->parent, a->name, &hit);
+	rc = ns_dirent_find(w->txn, st, a->parent, a->name, &hit);
 	if (rc != -ENOENT)
 		return rc ? rc : -EEXIST;
 	in.nlink++;
 	in.ctime = w->now;
 	touch_mc(&dir, w->now);
 	/* the first name is looked up before the new dirent can share its hash */
-	if ((rc = name_another(w->txn, st, &in, a->parent, a->name)) ||
-	    (rc = dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
+	if ((rc = ns_name_another(w->txn, st, &in, a->parent, a->name)) ||
+	    (rc = ns_dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
 	    (rc = ns_put_inode(w->txn, st, &in)) || (rc = ns_put_inode(w->txn, st, &dir)))
 		return rc;
 	a->out = in;
@@ -585,9 +231,9 @@ int ns_link(struct store *st, uint64_t ino, uint64_t newparent, const char *newn
 static int drop_name(struct wtx *w, uint64_t parent, const char *name, struct inode *in, bool *gone)
 {
 	struct store *st = w->st;
-	int rc = dirent_del(w->txn, st, parent, name, in->ino, in->mode);
+	int rc = ns_dirent_del(w->txn, st, parent, name, in->ino, in->mode);
 	if (!rc)
-		rc = name_drop(w->txn, st, in, parent, name);
+		rc = ns_name_drop(w->txn, st, in, parent, name);
 	if (rc)
 		return rc;
 	in->ctime = w->now;
@@ -599,7 +245,7 @@ static int drop_name(struct wtx *w, uint64_t parent, const char *name, struct in
 	if (in->nlink == 1 && !S_ISDIR(in->mode) && (rc = ns_name_from_links(w->txn, st, in)) < 0)
 		return rc;
 	*gone = in->nlink == 0;
-	if (*gone && (rc = orphan_mark(w->txn, st, in->ino, true)))
+	if (*gone && (rc = ns_orphan_mark(w->txn, st, in->ino, true)))
 		return rc;
 	return ns_put_inode(w->txn, st, in);
 }
@@ -617,9 +263,9 @@ static int unlink_cb(struct wtx *w, void *p)
 	struct unlink_arg *a = p;
 	struct store *st = w->st;
 	struct inode dir, in;
-	struct dirent_hit hit;
+	struct ns_dirent_hit hit;
 	int rc = get_dir(w->txn, st, a->parent, &dir);
-	if (rc || (rc = dirent_find(w->txn, st, a->parent, a->name, &hit)) ||
+	if (rc || (rc = ns_dirent_find(w->txn, st, a->parent, a->name, &hit)) ||
 	    (rc = ns_get_inode(w->txn, st, hit.child, &in)))
 		return rc;
 	if (a->dir && !S_ISDIR(in.mode))
@@ -627,7 +273,7 @@ static int unlink_cb(struct wtx *w, void *p)
 	if (!a->dir && S_ISDIR(in.mode))
 		return -EISDIR;
 	if (a->dir) {
-		if ((rc = dir_is_empty(w->txn, st, in.ino)) <= 0)
+		if ((rc = ns_dir_is_empty(w->txn, st, in.ino)) <= 0)
 			return rc ? rc : -ENOTEMPTY;
 		dir.nlink--;
 	}
@@ -685,7 +331,7 @@ static int check_not_below(MDB_txn *txn, struct store *st, uint64_t anc, uint64_
 			return -EINVAL;
 		if (dir == PD_ROOT_INO)
 			return 0;
-		int rc = dir_parent(txn, st, dir, &dir);
+		int rc = ns_dir_parent(txn, st, dir, &dir);
 		if (rc)
 			return rc;
 	}
@@ -698,9 +344,9 @@ static int move_entry(struct wtx *w, uint64_t parent, const char *name, uint64_t
 {
 	struct store *st = w->st;
 	int rc;
-	if ((rc = dirent_del(w->txn, st, parent, name, in->ino, in->mode)) ||
-	    (rc = dirent_put(w->txn, st, newparent, newname, in->ino, in->mode)) ||
-	    (rc = name_move(w->txn, st, in, parent, name, newparent, newname)))
+	if ((rc = ns_dirent_del(w->txn, st, parent, name, in->ino, in->mode)) ||
+	    (rc = ns_dirent_put(w->txn, st, newparent, newname, in->ino, in->mode)) ||
+	    (rc = ns_name_move(w->txn, st, in, parent, name, newparent, newname)))
 		return rc;
 	in->ctime = w->now;
 	return ns_put_inode(w->txn, st, in);
@@ -739,12 +385,12 @@ static int rename_exchange(struct wtx *w, struct rename_arg *a, struct inode *sr
 		    (S_ISDIR(dst->mode) && (rc = check_not_below(w->txn, st, dst->ino, a->parent))))
 			return rc;
 	}
-	if ((rc = dirent_del(w->txn, st, a->parent, a->name, src->ino, src->mode)) ||
-	    (rc = dirent_del(w->txn, st, a->newparent, a->newname, dst->ino, dst->mode)) ||
-	    (rc = dirent_put(w->txn, st, a->newparent, a->newname, src->ino, src->mode)) ||
-	    (rc = dirent_put(w->txn, st, a->parent, a->name, dst->ino, dst->mode)) ||
-	    (rc = name_move(w->txn, st, src, a->parent, a->name, a->newparent, a->newname)) ||
-	    (rc = name_move(w->txn, st, dst, a->newparent, a->newname, a->parent, a->name)))
+	if ((rc = ns_dirent_del(w->txn, st, a->parent, a->name, src->ino, src->mode)) ||
+	    (rc = ns_dirent_del(w->txn, st, a->newparent, a->newname, dst->ino, dst->mode)) ||
+	    (rc = ns_dirent_put(w->txn, st, a->newparent, a->newname, src->ino, src->mode)) ||
+	    (rc = ns_dirent_put(w->txn, st, a->parent, a->name, dst->ino, dst->mode)) ||
+	    (rc = ns_name_move(w->txn, st, src, a->parent, a->name, a->newparent, a->newname)) ||
+	    (rc = ns_name_move(w->txn, st, dst, a->newparent, a->newname, a->parent, a->name)))
 		return rc;
 	src->ctime = dst->ctime = w->now;
 	if ((rc = ns_put_inode(w->txn, st, src)) || (rc = ns_put_inode(w->txn, st, dst)))
@@ -758,15 +404,15 @@ static int rename_cb(struct wtx *w, void *p)
 	struct rename_arg *a = p;
 	struct store *st = w->st;
 	struct inode pdir, ndir, src, dst;
-	struct dirent_hit sh, dh;
+	struct ns_dirent_hit sh, dh;
 	a->replaced = 0;
 	a->gone = false;
 	int rc = get_dir(w->txn, st, a->parent, &pdir);
 	if (rc || (rc = get_dir(w->txn, st, a->newparent, &ndir)) ||
-	    (rc = dirent_find(w->txn, st, a->parent, a->name, &sh)) ||
+	    (rc = ns_dirent_find(w->txn, st, a->parent, a->name, &sh)) ||
 	    (rc = ns_get_inode(w->txn, st, sh.child, &src)))
 		return rc;
-	rc = dirent_find(w->txn, st, a->newparent, a->newname, &dh);
+	rc = ns_dirent_find(w->txn, st, a->newparent, a->newname, &dh);
 	if (rc && rc != -ENOENT)
 		return rc;
 	bool exists = rc == 0;
@@ -794,7 +440,7 @@ static int rename_cb(struct wtx *w, void *p)
 		if (!S_ISDIR(src.mode) && S_ISDIR(dst.mode))
 			return -EISDIR;
 		if (S_ISDIR(dst.mode)) {
-			if ((rc = dir_is_empty(w->txn, st, dst.ino)) <= 0)
+			if ((rc = ns_dir_is_empty(w->txn, st, dst.ino)) <= 0)
 				return rc ? rc : -ENOTEMPTY;
 			replaced_dir = 1; /* the new parent loses its ".." */
 		}
@@ -928,7 +574,7 @@ static int readdir_dots(MDB_txn *txn, struct store *st, uint64_t dir, uint64_t o
 	if (off < 1 && cb(ctx, ".", 1, dir, S_IFDIR, 1, with_attr ? &self : NULL))
 		return 1;
 	if (off < 2) {
-		if ((rc = dir_parent(txn, st, dir, &parent)) == -ENOENT)
+		if ((rc = ns_dir_parent(txn, st, dir, &parent)) == -ENOENT)
 			parent = dir; /* a removed directory still being listed */
 		else if (rc)
 			return rc;
@@ -954,7 +600,7 @@ int ns_readdir(struct store *st, uint64_t dir, uint64_t off, bool with_attr, ns_
 	uint64_t start_hash = off > 2 ? off >> 8 : 0;
 	unsigned skip = off > 2 ? (unsigned)(off & 0xff) : 0; /* entries of start_hash already given */
 	uint8_t kb[16];
-	MDB_val k = dirent_key(kb, dir, start_hash), v;
+	MDB_val k = ns_dirent_key(kb, dir, start_hash), v;
 	MDB_cursor *c;
 	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_dirents, &c)))) {
 		store_read_end(st, txn);
@@ -1000,11 +646,11 @@ int ns_delete_inode(struct wtx *w, uint64_t ino)
 	struct inode in;
 	int rc = ns_get_inode(w->txn, st, ino, &in);
 	if (rc == -ENOENT)
-		return orphan_mark(w->txn, st, ino, false);
+		return ns_orphan_mark(w->txn, st, ino, false);
 	if (rc)
 		return rc;
 	if (in.nlink != 0)
-		return orphan_mark(w->txn, st, ino, false); /* linked again */
+		return ns_orphan_mark(w->txn, st, ino, false); /* linked again */
 	if (S_ISREG(in.mode)) {
 		w->delta.pages--;
 		w->delta.logical_bytes -= (int64_t)in.size;
@@ -1016,6 +662,6 @@ int ns_delete_inode(struct wtx *w, uint64_t ino)
 	if ((rc = xattr_delete_all(w->txn, st, ino)) ||
 	    (rc = pd_mdb_err(mdb_del(w->txn, st->db_inodes, &k, NULL))))
 		return rc;
-	return orphan_mark(w->txn, st, ino, false);
+	return ns_orphan_mark(w->txn, st, ino, false);
 }
 
