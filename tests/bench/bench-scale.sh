@@ -38,7 +38,9 @@
 # Environment: PD_SCALE_DIR (work directory, default /var/tmp/pd-scale; it
 # needs the store's size free), PD_SCALE_PAGES, PD_SCALE_STEP,
 # PD_SCALE_SAMPLE, PD_SCALE_WRITERS (2), PD_SEED, PD_MOUNT_OPTS,
-# PD_SCALE_FSCK (1; 0 leaves the fsck out of a run that looks at ingest).
+# PD_SCALE_FSCK (1; 0 leaves the fsck out of a run that looks at ingest),
+# PD_SCALE_SOURCE (a directory of .html pages the generator draws from
+# instead of the bench corpus's corpus/a: a site of another origin).
 set -euo pipefail
 export LC_ALL=C
 build=$(cd "${1:-build/release}" && pwd)
@@ -54,9 +56,14 @@ writers=${PD_SCALE_WRITERS:-2}
 seed=${PD_SEED:-$RANDOM}
 work=${PD_SCALE_DIR:-/var/tmp/pd-scale}
 
-corpus_info=$(bash "$top/tests/bench/corpus.sh")
-corpus=$(sed -n 's/^corpus_dir: //p' <<<"$corpus_info")/a
-echo "$corpus_info"
+if [ -n "${PD_SCALE_SOURCE:-}" ]; then
+	corpus=$(cd "$PD_SCALE_SOURCE" && pwd) || exit 1
+	echo "source: $corpus ($(find "$corpus" -type f -name '*.html' | wc -l) pages)"
+else
+	corpus_info=$(bash "$top/tests/bench/corpus.sh")
+	corpus=$(sed -n 's/^corpus_dir: //p' <<<"$corpus_info")/a
+	echo "$corpus_info"
+fi
 
 store=$work/store mnt=$work/mnt csv=$work/scale.csv
 daemon_pid="" gen_pids=()
