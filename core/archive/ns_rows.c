@@ -118,23 +118,31 @@ int ns_dirent_find(MDB_txn *txn, struct store *st, uint64_t parent, const char *
 	return dirent_dups(txn, st, parent, hit->hash, match_name, &m);
 }
 
+/* The key and value of the dirent of (parent, name) for child of mode
+ * (its type bits are what the value keeps). */
+static void dirent_row(uint8_t kb[16], uint8_t vb[DIRENT_VAL_MAX], uint64_t parent, const char *name,
+		       uint64_t child, uint32_t mode, MDB_val *k, MDB_val *v)
+{
+	size_t len = strlen(name);
+	*k = ns_dirent_key(kb, parent, dirent_hash(name, len));
+	*v = (MDB_val){ dirent_val_encode(name, len, child, mode, vb), vb };
+}
+
 int ns_dirent_put(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, uint64_t child,
 		  uint32_t mode)
 {
-	size_t len = strlen(name);
 	uint8_t kb[16], vb[DIRENT_VAL_MAX];
-	MDB_val k = ns_dirent_key(kb, parent, dirent_hash(name, len));
-	MDB_val v = { dirent_val_encode(name, len, child, mode, vb), vb };
+	MDB_val k, v;
+	dirent_row(kb, vb, parent, name, child, mode, &k, &v);
 	return pd_mdb_err(mdb_put(txn, st->db_dirents, &k, &v, MDB_NODUPDATA));
 }
 
 int ns_dirent_del(MDB_txn *txn, struct store *st, uint64_t parent, const char *name, uint64_t child,
 		  uint32_t type)
 {
-	size_t len = strlen(name);
 	uint8_t kb[16], vb[DIRENT_VAL_MAX];
-	MDB_val k = ns_dirent_key(kb, parent, dirent_hash(name, len));
-	MDB_val v = { dirent_val_encode(name, len, child, type, vb), vb };
+	MDB_val k, v;
+	dirent_row(kb, vb, parent, name, child, type, &k, &v);
 	return pd_mdb_err(mdb_del(txn, st->db_dirents, &k, &v));
 }
 

@@ -232,21 +232,45 @@ static void test_format3_rows_converted(void **state)
 	th_rmdir(dir);
 }
 
+/* Fewer pages than a dictionary's first training takes, and none of the
+ * store's threads: a test's readers are the only ones. */
+enum { READER_PAGES = 400 };
+
+static struct store *store_for_readers(char **dir)
+{
+	*dir = th_tmpdir();
+	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true,
+				.compact_share = -1 };
+	struct store *st = th_store(*dir, NULL, &o);
+	fill(st, 0, READER_PAGES);
+	return st;
+}
+
+/* Unlink every other page (a commit each); the inode of the first. */
+static uint64_t unlink_every_other(struct store *st)
+{
+	char name[64];
+	uint64_t first = 0;
+	for (int i = 0; i < READER_PAGES; i += 2) {
+		uint64_t ino;
+		bool gone;
+		name_of(i, name, sizeof name);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &ino, &gone), 0);
+		assert_true(gone);
+		first = i ? first : ino;
+	}
+	return first;
+}
+
 /* A reader left open keeps the pages freed after its snapshot from reuse:
  * the reader table names its snapshot, and the freelist counts those
  * pages as pinned until it ends. */
 static void test_lmdb_readers_pin_free_pages(void **state)
 {
 	(void)state;
-	/* fewer pages than a dictionary's first training takes, and none of
-	 * the store's threads: the test's readers are the only ones */
-	enum { PAGES = 400 };
-	char *dir = th_tmpdir();
-	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true,
-				.compact_share = -1 };
-	struct store *st = th_store(dir, NULL, &o);
-	char name[64];
-	fill(st, 0, PAGES);
+	enum { PAGES = READER_PAGES };
+	char *dir;
+	struct store *st = store_for_readers(&dir);
 	struct store_lmdb_readers r;
 	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
 	assert_int_equal(r.active, 0);
@@ -256,12 +280,7 @@ static void test_lmdb_readers_pin_free_pages(void **state)
 	MDB_txn *held, *txn;
 	assert_int_equal(store_read_begin(st, &held), 0);
 	uint64_t snapshot = mdb_txn_id(held);
-	for (int i = 0; i < PAGES; i += 2) {
-		uint64_t ino;
-		bool gone;
-		name_of(i, name, sizeof name);
-		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &ino, &gone), 0);
-	}
+	unlink_every_other(st);
 	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
 	assert_int_equal(r.active, 1);
 	assert_int_equal(r.oldest_txnid, snapshot);
@@ -289,29 +308,18 @@ static void test_lmdb_readers_pin_free_pages(void **state)
 
 /* A long walk renews its snapshot in place: the same handle then reads
  * the newest commit and no longer keeps what the commits under its old
- * snapshot freed, and the commits it lived
- * through are counted as a reader's end counts them. */
+ * snapshot freed, and the commits it lived through are counted as a
+ * reader's end counts them. */
 static void test_lmdb_read_renew(void **state)
 {
 	(void)state;
-	enum { PAGES = 400 };
-	char *dir = th_tmpdir();
-	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true,
-				.compact_share = -1 };
-	struct store *st = th_store(dir, NULL, &o);
-	char name[64];
-	fill(st, 0, PAGES);
+	enum { PAGES = READER_PAGES };
+	char *dir;
+	struct store *st = store_for_readers(&dir);
 	MDB_txn *walk;
 	assert_int_equal(store_read_begin(st, &walk), 0);
-	uint64_t snapshot = mdb_txn_id(walk), first = 0;
-	for (int i = 0; i < PAGES; i += 2) {
-		uint64_t ino;
-		bool gone;
-		name_of(i, name, sizeof name);
-		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &ino, &gone), 0);
-		assert_true(gone);
-		first = i ? first : ino;
-	}
+	uint64_t snapshot = mdb_txn_id(walk);
+	uint64_t first = unlink_every_other(st);
 	struct store_lmdb_readers r;
 	assert_int_equal(store_lmdb_readers(st->env, &r), 0);
 	assert_int_equal(r.oldest_txnid, snapshot);
