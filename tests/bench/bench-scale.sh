@@ -127,7 +127,8 @@ cpu_ticks() { # -> the daemon's user + system clock ticks so far
 store_files() { find "$store" -xdev \( -type f -o -type d \) | wc -l; }
 store_du() { du -sk "$store" | cut -f1; }
 progress() { # -> the sum over writers of field N of their progress lines
-	{ cat "$work"/progress/w* 2>/dev/null || true; } | awk -v n="$1" '{ s += $n } END { printf "%.0f", s }'
+	# w0, w1, ...: not the w0.tmp a writer renames over its line (scalegen.py)
+	{ cat "$work"/progress/w*[0-9] 2>/dev/null || true; } | awk -v n="$1" '{ s += $n } END { printf "%.0f", s }'
 }
 now() { date +%s.%N; }
 
