@@ -242,8 +242,18 @@ static int env_open(struct store *st, const char *dir, bool readonly, bool durab
 	/* No MDB_WRITEMAP: it would save the pwrite()s of a commit (measured:
 	 * no visible gain on a cp of 20,000 pages, where FUSE round trips
 	 * dominate), but a write through the map into a full disk is a SIGBUS
-	 * that kills the daemon, where pwrite() returns ENOSPC. */
-	unsigned flags = MDB_NOTLS | (readonly ? MDB_RDONLY : 0) | (durable || readonly ? 0 : MDB_NOSYNC);
+	 * that kills the daemon, where pwrite() returns ENOSPC.
+	 * MDB_NORDAHEAD (MADV_RANDOM on the map): a fault on the map no longer
+	 * reads ahead. The store's lookups are random, so what readahead
+	 * brings is mostly pages nobody asked for; worse, the kernel brings it
+	 * in large folios (up to 2 MiB), the zeroed reserve past the last used
+	 * page included (store_reserve_lmdb_space), and a commit's 4 KiB
+	 * pwrite() into a large folio walks every block of the folio
+	 * (ext4_block_write_begin): 54 us a write into 2 MiB folios against
+	 * 3.4 us into pages of their own (tests/bench/README.md, "LMDB's map
+	 * and large folios"). */
+	unsigned flags = MDB_NOTLS | MDB_NORDAHEAD | (readonly ? MDB_RDONLY : 0) |
+			 (durable || readonly ? 0 : MDB_NOSYNC);
 	if (!readonly) {
 		struct stat sb;
 		char data[4200];

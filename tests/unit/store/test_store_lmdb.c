@@ -2,7 +2,7 @@
  * a store of format 3 (inode rows in layout 1) opens, reads, is marked
  * format 4 and takes layout 2 rows as its inodes are written again;
  * store_lmdb_compact gives free pages back, loses nothing, refuses an
- * open store and clears a copy left by a crash. */
+ * open store and clears a copy left by a crash; the map is advised random. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
@@ -349,6 +349,47 @@ static void test_lmdb_read_renew(void **state)
 	th_rmdir(dir);
 }
 
+/* The VmFlags of the mapping of `path` in /proc/self/smaps, "" if none. */
+static void map_flags(const char *path, char *out, size_t n)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	assert_non_null(f);
+	char line[4200];
+	bool in_map = false;
+	out[0] = 0;
+	while (fgets(line, sizeof line, f)) {
+		size_t len = strlen(line);
+		if (len && line[len - 1] == '\n')
+			line[--len] = 0;
+		if (!strncmp(line, "VmFlags:", 8)) {
+			if (in_map)
+				snprintf(out, n, "%s ", line + 8);
+			in_map = false;
+		} else if (strchr(line, '/') && len >= strlen(path) && !strcmp(line + len - strlen(path), path))
+			in_map = true;
+	}
+	fclose(f);
+}
+
+/* The store's map is advised random (MDB_NORDAHEAD: VmFlags "rr"), so a
+ * fault reads no large folio ahead into which a commit's pwrite()s would
+ * then go (store.c env_open). */
+static void test_lmdb_map_random(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true };
+	struct store *st = th_store(dir, NULL, &o);
+	fill(st, 0, 8);
+	char data[4200], flags[512];
+	snprintf(data, sizeof data, "%s/meta/data.mdb", th_store_dir(dir));
+	map_flags(data, flags, sizeof flags);
+	assert_non_null(strstr(flags, " mr ")); /* the mapping is there, read-only */
+	assert_non_null(strstr(flags, " rr "));
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 static void test_lmdb_compact(void **state)
 {
 	(void)state;
@@ -557,6 +598,7 @@ int main(void)
 		cmocka_unit_test(test_format3_rows_converted),
 		cmocka_unit_test(test_lmdb_readers_pin_free_pages),
 		cmocka_unit_test(test_lmdb_read_renew),
+		cmocka_unit_test(test_lmdb_map_random),
 		cmocka_unit_test(test_lmdb_compact),
 		cmocka_unit_test(test_lmdb_compact_repacks),
 	};
