@@ -303,6 +303,7 @@ struct store {
 	uint64_t staging_seq;
 	uint64_t mem_staged;  /* bytes of pages held in memory: being written, or decoded for open files */
 	uint64_t commits;     /* batches committed (leader only) */
+	uint64_t lmdb_primed; /* LMDB's file primed up to here (store_reserve_lmdb_space) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
 	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */
 	uint64_t nursery_bypassed; /* seals that found the nursery full (atomic) */

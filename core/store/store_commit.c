@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,6 +43,31 @@ uint64_t store_lmdb_reserve(uint64_t used)
 	return r < LMDB_RESERVE_MIN ? LMDB_RESERVE_MIN : r > LMDB_RESERVE_MAX ? LMDB_RESERVE_MAX : r;
 }
 
+/* The reserve's pages read into the page cache a page at a time, through a
+ * descriptor of their own advised random (its reads bring no more than
+ * they ask, in folios of one page). A commit then writes its new pages
+ * into pages of their own: a 4 KiB pwrite() into a large folio walks every
+ * block of the folio (ext4_block_write_begin), and a commit writing a run
+ * of new pages would otherwise have the kernel make one (up to 128 KiB in
+ * a store at 10^5 pages; tests/bench/README.md, "LMDB's map and large
+ * folios"). Best effort: a read that fails leaves the rest to the writes. */
+static void prime_pages(int lmdb_fd, uint64_t from, uint64_t to, size_t psize)
+{
+	char self[64];
+	char page[65536];
+	if (psize > sizeof page)
+		return;
+	snprintf(self, sizeof self, "/proc/self/fd/%d", lmdb_fd);
+	int fd = open(self, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM))
+		for (uint64_t off = from / psize * psize; off < to; off += psize)
+			if (pread(fd, page, psize, (off_t)off) <= 0)
+				break;
+	close(fd);
+}
+
 void store_reserve_lmdb_space(struct store *st)
 {
 	int fd;
@@ -57,10 +83,16 @@ void store_reserve_lmdb_space(struct store *st)
 	uint64_t want = used + reserve;
 	if (want > info.me_mapsize)
 		want = info.me_mapsize;
-	if ((uint64_t)sb.st_size >= used + reserve / 2 || (uint64_t)sb.st_size >= want)
-		return;
+	uint64_t size = (uint64_t)sb.st_size;
 	/* Best effort: on a disk already full there is nothing more to take. */
-	posix_fallocate(fd, 0, (off_t)want);
+	if (size < used + reserve / 2 && size < want && !posix_fallocate(fd, 0, (off_t)want))
+		size = want;
+	if (st->lmdb_primed < used)
+		st->lmdb_primed = used;
+	if (st->lmdb_primed < size) {
+		prime_pages(fd, st->lmdb_primed, size, ms.ms_psize);
+		st->lmdb_primed = size;
+	}
 }
 
 /* ---- transactions ---------------------------------------------------- */

@@ -2,7 +2,8 @@
  * a store of format 3 (inode rows in layout 1) opens, reads, is marked
  * format 4 and takes layout 2 rows as its inodes are written again;
  * store_lmdb_compact gives free pages back, loses nothing, refuses an
- * open store and clears a copy left by a crash; the map is advised random. */
+ * open store and clears a copy left by a crash; the map is advised random
+ * and the reserve past its last used page primed a folio a page. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -390,6 +392,74 @@ static void test_lmdb_map_random(void **state)
 	th_rmdir(dir);
 }
 
+/* Whether the page at `p` (mapped, present) sits in a large folio, read
+ * from /proc/kpageflags (KPF_COMPOUND_HEAD 15, KPF_COMPOUND_TAIL 16);
+ * -1 when the kernel does not tell (no root). */
+static int in_large_folio(const void *p)
+{
+	int pm = open("/proc/self/pagemap", O_RDONLY), kf = open("/proc/kpageflags", O_RDONLY);
+	uint64_t e = 0, f = 0;
+	int r = -1;
+	if (pm >= 0 && kf >= 0 &&
+	    pread(pm, &e, 8, (off_t)((uintptr_t)p / 4096 * 8)) == 8 && (e >> 63) && (e & ((1ull << 55) - 1)) &&
+	    pread(kf, &f, 8, (off_t)((e & ((1ull << 55) - 1)) * 8)) == 8)
+		r = ((f >> 15) & 3) != 0;
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	return r;
+}
+
+/* The reserve past LMDB's last used page is in the page cache when the
+ * store opens, a folio a page, so the commits' pwrite()s of new pages go
+ * into pages of their own (store_commit.c prime_pages). */
+static void test_lmdb_reserve_primed(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true };
+	struct store *st = th_store(dir, NULL, &o);
+	fill(st, 0, 8);
+	assert_int_equal(store_close(st), 0);
+	char data[4200];
+	snprintf(data, sizeof data, "%s/meta/data.mdb", th_store_dir(dir));
+	int fd = open(data, O_RDONLY);
+	assert_true(fd >= 0);
+	struct stat sb;
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	st = th_reopen(dir, &o);
+	MDB_envinfo info;
+	mdb_env_info(st->env, &info);
+	size_t used = (info.me_last_pgno + 1) * 4096, size = (size_t)sb.st_size;
+	assert_true(size >= used + (1u << 20)); /* a reserve of at least 1 MiB */
+	unsigned char *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(madvise(m, size, MADV_RANDOM), 0);
+	size_t n = (size - used) / 4096, resident = 0, large = 0, told = 0;
+	unsigned char *vec = malloc(n);
+	assert_int_equal(mincore(m + used, size - used, vec), 0);
+	for (size_t i = 0; i < n; i++) {
+		if (!(vec[i] & 1))
+			continue;
+		resident++;
+		volatile unsigned char touch = m[used + i * 4096];
+		(void)touch;
+		int l = in_large_folio(m + used + i * 4096);
+		told += l >= 0;
+		large += l > 0;
+	}
+	assert_int_equal(resident, n);
+	if (told)
+		assert_int_equal(large, 0);
+	free(vec);
+	munmap(m, size);
+	close(fd);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 static void test_lmdb_compact(void **state)
 {
 	(void)state;
@@ -599,6 +669,7 @@ int main(void)
 		cmocka_unit_test(test_lmdb_readers_pin_free_pages),
 		cmocka_unit_test(test_lmdb_read_renew),
 		cmocka_unit_test(test_lmdb_map_random),
+		cmocka_unit_test(test_lmdb_reserve_primed),
 		cmocka_unit_test(test_lmdb_compact),
 		cmocka_unit_test(test_lmdb_compact_repacks),
 	};
