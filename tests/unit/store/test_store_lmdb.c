@@ -351,6 +351,19 @@ static void test_lmdb_read_renew(void **state)
 	th_rmdir(dir);
 }
 
+static const struct store_opts SMALL_STORE_OPTS = { .no_split_thread = true, .no_sign_thread = true,
+						     .no_delta_thread = true };
+
+/* A store of 8 pages, open; *dir its directory, data its LMDB file. */
+static struct store *small_store(char **dir, char *data, size_t n)
+{
+	*dir = th_tmpdir();
+	struct store *st = th_store(*dir, NULL, &SMALL_STORE_OPTS);
+	fill(st, 0, 8);
+	snprintf(data, n, "%s/meta/data.mdb", th_store_dir(*dir));
+	return st;
+}
+
 /* The VmFlags of the mapping of `path` in /proc/self/smaps, "" if none. */
 static void map_flags(const char *path, char *out, size_t n)
 {
@@ -379,12 +392,8 @@ static void map_flags(const char *path, char *out, size_t n)
 static void test_lmdb_map_random(void **state)
 {
 	(void)state;
-	char *dir = th_tmpdir();
-	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true };
-	struct store *st = th_store(dir, NULL, &o);
-	fill(st, 0, 8);
-	char data[4200], flags[512];
-	snprintf(data, sizeof data, "%s/meta/data.mdb", th_store_dir(dir));
+	char *dir, data[4200], flags[512];
+	struct store *st = small_store(&dir, data, sizeof data);
 	map_flags(data, flags, sizeof flags);
 	assert_non_null(strstr(flags, " mr ")); /* the mapping is there, read-only */
 	assert_non_null(strstr(flags, " rr "));
@@ -417,19 +426,15 @@ static int in_large_folio(const void *p)
 static void test_lmdb_reserve_primed(void **state)
 {
 	(void)state;
-	char *dir = th_tmpdir();
-	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true };
-	struct store *st = th_store(dir, NULL, &o);
-	fill(st, 0, 8);
+	char *dir, data[4200];
+	struct store *st = small_store(&dir, data, sizeof data);
 	assert_int_equal(store_close(st), 0);
-	char data[4200];
-	snprintf(data, sizeof data, "%s/meta/data.mdb", th_store_dir(dir));
 	int fd = open(data, O_RDONLY);
 	assert_true(fd >= 0);
 	struct stat sb;
 	assert_int_equal(fstat(fd, &sb), 0);
 	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-	st = th_reopen(dir, &o);
+	st = th_reopen(dir, &SMALL_STORE_OPTS);
 	MDB_envinfo info;
 	mdb_env_info(st->env, &info);
 	size_t used = (info.me_last_pgno + 1) * 4096, size = (size_t)sb.st_size;
