@@ -410,7 +410,7 @@ static int in_large_folio(const void *p)
 	uint64_t e = 0, f = 0;
 	int r = -1;
 	if (pm >= 0 && kf >= 0 &&
-	    pread(pm, &e, 8, (off_t)((uintptr_t)p / 4096 * 8)) == 8 && (e >> 63) && (e & ((1ull << 55) - 1)) &&
+	    pread(pm, &e, 8, (off_t)((uintptr_t)p / (uintptr_t)sysconf(_SC_PAGESIZE) * 8)) == 8 && (e >> 63) && (e & ((1ull << 55) - 1)) &&
 	    pread(kf, &f, 8, (off_t)((e & ((1ull << 55) - 1)) * 8)) == 8)
 		r = ((f >> 15) & 3) != 0;
 	if (pm >= 0)
@@ -437,21 +437,23 @@ static void test_lmdb_reserve_primed(void **state)
 	st = th_reopen(dir, &SMALL_STORE_OPTS);
 	MDB_envinfo info;
 	mdb_env_info(st->env, &info);
-	size_t used = (info.me_last_pgno + 1) * 4096, size = (size_t)sb.st_size;
+	MDB_stat ms;
+	mdb_env_stat(st->env, &ms);
+	size_t ps = ms.ms_psize, used = (info.me_last_pgno + 1) * ps, size = (size_t)sb.st_size;
 	assert_true(size >= used + (1u << 20)); /* a reserve of at least 1 MiB */
 	unsigned char *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	assert_true(m != MAP_FAILED);
 	assert_int_equal(madvise(m, size, MADV_RANDOM), 0);
-	size_t n = (size - used) / 4096, resident = 0, large = 0, told = 0;
+	size_t n = (size - used) / ps, resident = 0, large = 0, told = 0;
 	unsigned char *vec = malloc(n);
 	assert_int_equal(mincore(m + used, size - used, vec), 0);
 	for (size_t i = 0; i < n; i++) {
 		if (!(vec[i] & 1))
 			continue;
 		resident++;
-		volatile unsigned char touch = m[used + i * 4096];
+		volatile unsigned char touch = m[used + i * ps];
 		(void)touch;
-		int l = in_large_folio(m + used + i * 4096);
+		int l = in_large_folio(m + used + i * ps);
 		told += l >= 0;
 		large += l > 0;
 	}
