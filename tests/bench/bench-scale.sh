@@ -21,8 +21,9 @@
 #   oldest reader keeps from reuse (MiB), that reader's lag and the longest
 #   reader's since the mount (in commits; its function in the log line):
 #   a reader held open makes LMDB's file grow while its free list waits;
-#   and the KiB the daemon sent to the disk per page of the step
-#   (write_bytes of /proc/PID/io: LMDB's copied pages, the packs).
+#   and the KiB the daemon wrote per page of the step (write_bytes of
+#   /proc/PID/io: the page-cache bytes its writes dirtied, LMDB's copied
+#   pages and the packs; a dirtied folio counts whole).
 # At the end: the unmount's time, du and files of the store against the
 # plain directory and against gzip -6 per page (both priced on every
 # PD_SCALE_SAMPLE-th page, default 100, scaled to all pages: writing the
@@ -126,7 +127,7 @@ idle_daemon() {
 cpu_ticks() { # -> the daemon's user + system clock ticks so far
 	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$daemon_pid/stat"
 }
-disk_bytes() { # -> the bytes the daemon has sent to the disk so far (its writes, dirtied pages included)
+disk_bytes() { # -> the bytes the daemon's writes have dirtied so far (write_bytes)
 	awk '/^write_bytes:/ { print $2 }' "/proc/$daemon_pid/io"
 }
 store_files() { find "$store" -xdev \( -type f -o -type d \) | wc -l; }
@@ -167,7 +168,7 @@ row() { # pages now -> a CSV row and a line
 	disk=$(disk_bytes)
 	dpp=$(awk -v a="$disk" -v b="$last_disk" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.1f", (a - b) / 1024 / (n - m) }')
 	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load,$lfree,$lpinned,$llag,$llong,$dpp" >>"$csv"
-	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, daemon CPU $cpu s per 1,000 pages, $dpp KiB written to the disk per page, load $load"
+	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, daemon CPU $cpu s per 1,000 pages, $dpp KiB written per page, load $load"
 	echo "scale_lmdb: $lfree MiB free in LMDB's file, $lpinned MiB of it kept by the oldest reader ($llag commits behind); the longest reader so far $llong commits (in ${llong_in:-none})"
 	last_ticks=$ticks last_disk=$disk
 	[ -n "$first_rate" ] || first_rate=$rate
