@@ -402,22 +402,17 @@ static void test_lmdb_map_random(void **state)
 }
 
 /* Whether the page at `p` (mapped, present) sits in a large folio, read
- * from /proc/kpageflags (KPF_COMPOUND_HEAD 15, KPF_COMPOUND_TAIL 16);
- * -1 when the kernel does not tell (no root). */
-static int in_large_folio(const void *p)
+ * through pagemap (pm, /proc/self/pagemap) and kpageflags (kf,
+ * /proc/kpageflags: KPF_COMPOUND_HEAD 15, KPF_COMPOUND_TAIL 16); -1 when
+ * the kernel does not tell (no root). */
+static int in_large_folio(int pm, int kf, const void *p)
 {
-	int pm = open("/proc/self/pagemap", O_RDONLY), kf = open("/proc/kpageflags", O_RDONLY);
-	uint64_t e = 0, f = 0;
-	int r = -1;
-	if (pm >= 0 && kf >= 0 &&
-	    pread(pm, &e, 8, (off_t)((uintptr_t)p / (uintptr_t)sysconf(_SC_PAGESIZE) * 8)) == 8 && (e >> 63) && (e & ((1ull << 55) - 1)) &&
-	    pread(kf, &f, 8, (off_t)((e & ((1ull << 55) - 1)) * 8)) == 8)
-		r = ((f >> 15) & 3) != 0;
-	if (pm >= 0)
-		close(pm);
-	if (kf >= 0)
-		close(kf);
-	return r;
+	uint64_t e = 0, f = 0, pfn_mask = (1ull << 55) - 1;
+	off_t at = (off_t)((uintptr_t)p / (uintptr_t)sysconf(_SC_PAGESIZE) * 8);
+	if (pm < 0 || kf < 0 || pread(pm, &e, 8, at) != 8 || !(e >> 63) || !(e & pfn_mask) ||
+	    pread(kf, &f, 8, (off_t)((e & pfn_mask) * 8)) != 8)
+		return -1;
+	return ((f >> 15) & 3) != 0;
 }
 
 /* The reserve past LMDB's last used page is in the page cache when the
@@ -446,6 +441,7 @@ static void test_lmdb_reserve_primed(void **state)
 	assert_int_equal(madvise(m, size, MADV_RANDOM), 0);
 	size_t n = (size - used) / ps, resident = 0, large = 0, told = 0;
 	unsigned char *vec = malloc(n);
+	int pm = open("/proc/self/pagemap", O_RDONLY), kf = open("/proc/kpageflags", O_RDONLY);
 	assert_int_equal(mincore(m + used, size - used, vec), 0);
 	for (size_t i = 0; i < n; i++) {
 		if (!(vec[i] & 1))
@@ -453,13 +449,17 @@ static void test_lmdb_reserve_primed(void **state)
 		resident++;
 		volatile unsigned char touch = m[used + i * ps];
 		(void)touch;
-		int l = in_large_folio(m + used + i * ps);
+		int l = in_large_folio(pm, kf, m + used + i * ps);
 		told += l >= 0;
 		large += l > 0;
 	}
 	assert_int_equal(resident, n);
 	if (told)
 		assert_int_equal(large, 0);
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
 	free(vec);
 	munmap(m, size);
 	close(fd);
