@@ -251,8 +251,9 @@ static int env_open(struct store *st, const char *dir, bool readonly, bool durab
 	 * (ext4_block_write_begin): on an idle machine 15.9 us a write into
 	 * 2 MiB folios, 2.9 into 64 KiB ones, 1.6 into pages of their own, and
 	 * three to four times that beside a busy daemon (bench_folios;
-	 * tests/bench/README.md, "LMDB's map and large folios"). The folios a commit's own writes
-	 * would make are kept small by the primed reserve (store_commit.c). */
+	 * tests/bench/README.md, "LMDB's map and large folios"). The folios
+	 * a commit's own writes would make are kept small by the primed
+	 * reserve (store_commit.c). */
 	unsigned flags = MDB_NOTLS | MDB_NORDAHEAD | (readonly ? MDB_RDONLY : 0) |
 			 (durable || readonly ? 0 : MDB_NOSYNC);
 	if (!readonly) {

@@ -48,9 +48,10 @@ uint64_t store_lmdb_reserve(uint64_t used)
  * they ask, in folios of one page). A commit then writes its new pages
  * into pages of their own: a 4 KiB pwrite() into a large folio walks every
  * block of the folio (ext4_block_write_begin), and a commit writing a run
- * of new pages would otherwise have the kernel make one (94% of the cached
- * pages of a store of 10^5 pages sat in folios of 2 to 32 pages;
- * tests/bench/README.md, "LMDB's map and large folios"). Best effort: a
+ * of new pages would otherwise have the kernel make one (with the map
+ * advised random, 94% of the cached pages of a store of 10^5 pages still
+ * sat in folios of 2 to 64 pages; tests/bench/README.md, "LMDB's map and
+ * large folios"). Best effort: a
  * read that fails leaves the rest to the writes. */
 static void prime_pages(int lmdb_fd, uint64_t from, uint64_t to, size_t psize)
 {
