@@ -21,9 +21,14 @@
 #   oldest reader keeps from reuse (MiB), that reader's lag and the longest
 #   reader's since the mount (in commits; its function in the log line):
 #   a reader held open makes LMDB's file grow while its free list waits;
-#   and the KiB the daemon wrote per page of the step (write_bytes of
+#   the KiB the daemon wrote per page of the step (write_bytes of
 #   /proc/PID/io: the page-cache bytes its writes dirtied, LMDB's copied
-#   pages and the packs; a dirtied folio counts whole).
+#   pages and the packs; a dirtied folio counts whole), and the KiB the
+#   disk under the store took per page (its sectors written, from
+#   /sys/dev/block/MAJ:MIN/stat: what writeback sent, whoever dirtied it;
+#   empty where the device's counts cannot be read).
+# The page cache is dropped before the run when the script may (root), so
+# that runs start alike and earlier files do not crowd the cache.
 # At the end: the unmount's time, du and files of the store against the
 # plain directory and against gzip -6 per page (both priced on every
 # PD_SCALE_SAMPLE-th page, default 100, scaled to all pages: writing the
@@ -79,6 +84,14 @@ cleanup() {
 trap cleanup EXIT
 rm -rf "$work"
 mkdir -p "$mnt" "$work/progress"
+dev=$(stat -c '%Hd:%Ld' "$work")
+work_dev=/sys/dev/block/$dev/stat
+[ -r "$work_dev" ] || work_dev=""
+if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
+	echo "scale_page_cache: dropped before the run"
+else
+	echo "scale_page_cache: not dropped (/proc/sys/vm/drop_caches not writable: run as root)"
+fi
 "$PD" mkfs "$store" --expected-pages "$pages" >/dev/null
 
 # shellcheck disable=SC2086
@@ -130,6 +143,11 @@ cpu_ticks() { # -> the daemon's user + system clock ticks so far
 disk_bytes() { # -> the bytes the daemon's writes have dirtied so far (write_bytes)
 	awk '/^write_bytes:/ { print $2 }' "/proc/$daemon_pid/io"
 }
+# The device under the work directory and the sectors written to it so
+# far (field 7 of its stat), or nothing where it cannot be read.
+dev_sectors() {
+	[ -n "$work_dev" ] && [ -r "$work_dev" ] && awk '{ print $7 }' "$work_dev"
+}
 store_files() { find "$store" -xdev \( -type f -o -type d \) | wc -l; }
 store_du() { du -sk "$store" | cut -f1; }
 progress() { # -> the sum over writers of field N of their progress lines
@@ -147,15 +165,15 @@ for ((w = 0; w < writers; w++)); do
 	gen_pids+=($!)
 done
 
-echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped,daemon_cpu_s_per_1000,load1,lmdb_free_mib,lmdb_pinned_mib,lmdb_reader_lag,lmdb_longest_reader,disk_kib_per_page" >"$csv"
+echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped,daemon_cpu_s_per_1000,load1,lmdb_free_mib,lmdb_pinned_mib,lmdb_reader_lag,lmdb_longest_reader,disk_kib_per_page,device_kib_per_page" >"$csv"
 hz=$(getconf CLK_TCK)
-next=$step last_t=$t0 last_n=0 first_rate="" last_ticks=$(cpu_ticks) last_disk=$(disk_bytes)
+next=$step last_t=$t0 last_n=0 first_rate="" last_ticks=$(cpu_ticks) last_disk=$(disk_bytes) last_sectors=$(dev_sectors || true)
 running() { local p; for p in "${gen_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 row() { # pages now -> a CSV row and a line
 	local n=$1 t rate
 	t=$(now)
 	rate=$(awk -v a="$n" -v b="$last_n" -v x="$t" -v y="$last_t" 'BEGIN { printf "%.0f", (a - b) / (x - y) }')
-	local anon file du files held helped dropped ticks cpu load lfree lpinned llag llong llong_in disk dpp
+	local anon file du files held helped dropped ticks cpu load lfree lpinned llag llong llong_in disk dpp sectors devpp=""
 	anon=$(rss RssAnon) file=$(rss RssFile) du=$(store_du) files=$(store_files)
 	# LMDB's free pages, those the oldest reader keeps from reuse, its
 	# lag, and the longest reader so far (in commits) with its function
@@ -165,12 +183,14 @@ row() { # pages now -> a CSV row and a line
 	lfree=$((lfree / 1048576)) lpinned=$((lpinned / 1048576))
 	ticks=$(cpu_ticks) load=$(cut -d' ' -f1 /proc/loadavg)
 	cpu=$(awk -v a="$ticks" -v b="$last_ticks" -v h="$hz" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.3f", (a - b) / h / (n - m) * 1000 }')
-	disk=$(disk_bytes)
+	disk=$(disk_bytes) sectors=$(dev_sectors || true)
 	dpp=$(awk -v a="$disk" -v b="$last_disk" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.1f", (a - b) / 1024 / (n - m) }')
-	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load,$lfree,$lpinned,$llag,$llong,$dpp" >>"$csv"
-	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, daemon CPU $cpu s per 1,000 pages, $dpp KiB written per page, load $load"
+	[ -n "$sectors" ] && [ -n "$last_sectors" ] &&
+		devpp=$(awk -v a="$sectors" -v b="$last_sectors" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.1f", (a - b) / 2 / (n - m) }')
+	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load,$lfree,$lpinned,$llag,$llong,$dpp,$devpp" >>"$csv"
+	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, daemon CPU $cpu s per 1,000 pages, $dpp KiB written per page (the disk ${devpp:-?}), load $load"
 	echo "scale_lmdb: $lfree MiB free in LMDB's file, $lpinned MiB of it kept by the oldest reader ($llag commits behind); the longest reader so far $llong commits (in ${llong_in:-none})"
-	last_ticks=$ticks last_disk=$disk
+	last_ticks=$ticks last_disk=$disk last_sectors=$sectors
 	[ -n "$first_rate" ] || first_rate=$rate
 	last_t=$t last_n=$n
 }
