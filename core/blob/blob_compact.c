@@ -577,11 +577,12 @@ static int compact_pack(struct store *st, uint32_t id, const struct blob_compact
 			rc = stop_at(c, "removed");
 	} else if (!rc) {
 		/* something stays (a damaged record, one to encode again, one
-		 * stored meanwhile): the moved records' blocks go back now */
+		 * stored meanwhile): the moved records' blocks go back once
+		 * the commit that moved them is durable */
 		pack_retire(st->packs, id, false);
 		for (size_t i = 0; i < items.n; i++)
 			if (items.v[i].copied && !items.v[i].stays)
-				pack_punch(st->packs, &items.v[i].old);
+				store_punch_when_durable(st, &items.v[i].old);
 	}
 	if (!rc && !f.nursery) {
 		sum.packs_compacted++;

@@ -338,10 +338,22 @@ int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, in
 	return encode_at(st, st->opts.pack_level ? st->opts.pack_level : BLOB_FINAL_LEVEL, false, fp, mem, fd, out);
 }
 
+/* An append that found the disk full is tried once more if the dead
+ * records waiting for their commit's sync gave blocks back (store.h,
+ * store_punch_waiting): a page deleted just before must make room. */
+static int append_retried(struct store *st, int (*append)(struct pack_set *, const struct pack_rec *, bool, struct pack_loc *),
+			  const struct pack_rec *rec, struct pack_loc *loc)
+{
+	int rc = append(st->packs, rec, st->opts.sync_blobs, loc);
+	if (rc == -ENOSPC && store_punch_waiting(st) > 0)
+		rc = append(st->packs, rec, st->opts.sync_blobs, loc);
+	return rc;
+}
+
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
 {
 	int rc = pack_rec_set_id(rec, k->md5, k->variant);
-	return rc ? rc : pack_append(st->packs, rec, st->opts.sync_blobs, loc);
+	return rc ? rc : append_retried(st, pack_append, rec, loc);
 }
 
 bool blob_nursery_wanted(struct store *st)
@@ -371,7 +383,7 @@ int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, 
 int blob_append_nursery(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc)
 {
 	int rc = pack_rec_set_id(rec, k->md5, k->variant);
-	return rc ? rc : pack_append_nursery(st->packs, rec, st->opts.sync_blobs, loc);
+	return rc ? rc : append_retried(st, pack_append_nursery, rec, loc);
 }
 
 bool blob_in_nursery(struct store *st, const struct fprec *r)

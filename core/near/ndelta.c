@@ -162,13 +162,16 @@ static int move_cb(struct wtx *w, void *arg)
 
 /* Commit the jobs' moves (their records appended, synced first unless
  * each append was); the sets of the deltas' pages and bases resolved
- * through cache (may be NULL). */
+ * through cache (may be NULL). The moves name records of the main packs
+ * only, so the nursery's writes (the seals') are left to the store's sync
+ * thread: syncing them here made the step wait on every page written
+ * since its last batch. */
 static int commit_jobs(struct store *st, struct near_set_cache *cache, struct job *v, size_t n, bool *moved,
 		       struct pack_loc *carry)
 {
 	if (!n)
 		return 0;
-	int rc = st->opts.sync_blobs ? 0 : pack_sync(st->packs);
+	int rc = st->opts.sync_blobs ? 0 : pack_sync_main(st->packs);
 	struct moves m = { v, n, moved, carry, cache };
 	if (rc || (rc = store_write(st, move_cb, &m)))
 		return rc;

@@ -546,14 +546,14 @@ int pack_append_nursery(struct pack_set *ps, const struct pack_rec *r, bool sync
 	return append_to(ps, PACK_NURSERY, r, sync, loc);
 }
 
-int pack_sync(struct pack_set *ps)
+static int sync_streams(struct pack_set *ps, int first, int end)
 {
 	if (ps->readonly)
 		return 0;
 	pthread_mutex_lock(&ps->mu);
 	int rc = 0;
 	bool dir = false;
-	for (int i = 0; i < PACK_STREAMS && !rc; i++) {
+	for (int i = first; i < end && !rc; i++) {
 		struct pack_writer *w = &ps->w[i];
 		if (w->unsynced_fd >= 0) {
 			if (fdatasync(w->unsynced_fd))
@@ -574,6 +574,16 @@ int pack_sync(struct pack_set *ps)
 		rc = -errno;
 	pthread_mutex_unlock(&ps->mu);
 	return rc;
+}
+
+int pack_sync(struct pack_set *ps)
+{
+	return sync_streams(ps, 0, PACK_STREAMS);
+}
+
+int pack_sync_main(struct pack_set *ps)
+{
+	return sync_streams(ps, PACK_MAIN, PACK_MAIN + 1);
 }
 
 int64_t pack_file_bytes(struct pack_set *ps, uint32_t id)

@@ -332,6 +332,10 @@ int pack_append_nursery(struct pack_set *ps, const struct pack_rec *r, bool sync
 /* Make every appended record durable (the packs written since the last
  * sync, main and nursery). */
 int pack_sync(struct pack_set *ps);
+/* The same for the main packs alone: what a commit naming only records
+ * appended with pack_append needs before it (the delta step's moves out
+ * of the nursery), without waiting for the nursery's own writes. */
+int pack_sync_main(struct pack_set *ps);
 
 /* Read and check the header of the record at loc. -EIO if it is not an
  * intact record header, or its length disagrees with loc. */

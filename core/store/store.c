@@ -320,6 +320,8 @@ static struct store *store_alloc(const char *dir)
 	pthread_cond_init(&st->sync_cv, NULL);
 	pthread_mutex_init(&st->split_mu, NULL);
 	pthread_mutex_init(&st->reader_mu, NULL);
+	pthread_mutex_init(&st->punch_mu, NULL);
+	pthread_mutex_init(&st->sync_run_mu, NULL);
 	pthread_cond_init(&st->split_cv, NULL);
 	if (!st->dir) {
 		free(st);
@@ -359,7 +361,10 @@ static void store_free(struct store *st)
 	pthread_cond_destroy(&st->sync_cv);
 	pthread_mutex_destroy(&st->split_mu);
 	pthread_mutex_destroy(&st->reader_mu);
+	pthread_mutex_destroy(&st->punch_mu);
+	pthread_mutex_destroy(&st->sync_run_mu);
 	pthread_cond_destroy(&st->split_cv);
+	free(st->punch_wait); /* not punched: dead bytes the compactor finds */
 	free(st->dir);
 	free(st);
 }
@@ -589,9 +594,16 @@ static void *sync_main(void *arg)
 		if (st->sync_stop)
 			break;
 		pthread_mutex_unlock(&st->sync_mu);
-		/* Blob files first, then the records that name them. */
+		/* Blob files first, then the records that name them; then the
+		 * records the commits so far left dead. */
+		pthread_mutex_lock(&st->sync_run_mu);
+		struct store_punches dead = store_punches_take(st);
 		syncfs(st->dirfd);
-		mdb_env_sync(st->env, 1);
+		if (mdb_env_sync(st->env, 1) == 0)
+			store_punches_run(st, &dead);
+		else
+			store_punches_put_back(st, &dead);
+		pthread_mutex_unlock(&st->sync_run_mu);
 		pthread_mutex_lock(&st->sync_mu);
 	}
 	pthread_mutex_unlock(&st->sync_mu);
@@ -816,6 +828,10 @@ int store_close(struct store *st)
 			rc = store_write(st, mark_clean_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
+		if (!rc) {
+			struct store_punches dead = store_punches_take(st);
+			store_punches_run(st, &dead);
+		}
 	}
 	store_free(st);
 	return rc;
@@ -832,8 +848,39 @@ void store_abandon(struct store *st)
 
 int store_sync(struct store *st)
 {
+	pthread_mutex_lock(&st->sync_run_mu);
+	struct store_punches dead = store_punches_take(st);
 	/* the records first, then the commits that name them */
 	int rc = st->packs ? pack_sync(st->packs) : 0;
-	return rc ? rc : pd_mdb_err(mdb_env_sync(st->env, 1));
+	if (!rc)
+		rc = pd_mdb_err(mdb_env_sync(st->env, 1));
+	if (rc)
+		store_punches_put_back(st, &dead);
+	else
+		store_punches_run(st, &dead);
+	pthread_mutex_unlock(&st->sync_run_mu);
+	return rc;
+}
+
+static uint64_t punched_so_far(struct store *st)
+{
+	pthread_mutex_lock(&st->punch_mu);
+	uint64_t n = st->punched;
+	pthread_mutex_unlock(&st->punch_mu);
+	return n;
+}
+
+int store_punch_waiting(struct store *st)
+{
+	if (st->readonly)
+		return 0;
+	/* Counted from before: a sync the thread has running when this
+	 * waits for it gives its records back too. */
+	uint64_t before = punched_so_far(st);
+	int rc = store_sync(st);
+	if (rc)
+		return rc;
+	uint64_t n = punched_so_far(st) - before;
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 

@@ -275,6 +275,14 @@ struct store {
 	pthread_cond_t sync_cv;
 	bool sync_stop;
 
+	/* Dead pack records whose commit is not durable yet: punched once a
+	 * sync has made it so (store_commit.c, "Punched once durable"). */
+	pthread_mutex_t punch_mu;
+	struct pack_loc *punch_wait;
+	size_t n_punch_wait, cap_punch_wait;
+	uint64_t punched;            /* records punched after their sync (punch_mu) */
+	pthread_mutex_t sync_run_mu; /* one sync with its punches at a time */
+
 	/* The filter's split thread (store_filter.c). */
 	pthread_t split_thread;
 	bool split_running, split_stop, split_kick;
@@ -390,16 +398,24 @@ void store_read_end_in(struct store *st, MDB_txn *txn, const char *where);
 int store_read_renew_in(struct store *st, MDB_txn **txn, const char *where);
 #define store_read_renew(st, txn) store_read_renew_in((st), (txn), __func__)
 
-/* Make everything committed so far durable (fsync of LMDB). */
+/* Make everything committed so far durable (fsync of LMDB), then give
+ * back the blocks of the records those commits left dead. */
 int store_sync(struct store *st);
+/* The dead records that wait for their commit to be durable, punched now
+ * (a sync first): a write that found the disk full tries again if this
+ * gave anything back. Returns how many records were punched, or a
+ * negative errno (the sync failed: they wait on). */
+int store_punch_waiting(struct store *st);
 
 /* After commit, remove the file at path (relative to the store dir). */
 int wtx_unlink_after(struct wtx *w, const char *relpath);
 /* Forget a pending removal of relpath (it was re-created in this batch). */
 void wtx_keep(struct wtx *w, const char *relpath);
 /* After commit, free the disk blocks of the pack record at loc (its last
- * reference went): pack_punch. */
+ * reference went): pack_punch, once the commit is durable. */
 int wtx_punch_after(struct wtx *w, const struct pack_loc *loc);
+/* The same for a record a commit already made has left dead. */
+void store_punch_when_durable(struct store *st, const struct pack_loc *loc);
 
 /* Allocate the next inode number. */
 int wtx_next_ino(struct wtx *w, uint64_t *ino);

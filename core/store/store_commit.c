@@ -230,6 +230,88 @@ static void punch_dead(struct store *st, struct pack_loc *v, size_t n)
 	}
 }
 
+/* ---- Punched once durable ---------------------------------------------
+ *
+ * A record left dead by a commit (a delta step's move out of the nursery,
+ * a page's last reference gone) is punched only once that commit is on
+ * disk. Commits are not synced by default (MDB_NOSYNC, store.c): after a
+ * power cut LMDB may come back at an older commit, which still names the
+ * record. Punched at once, its blocks would be free on disk, and another
+ * file's data (the next pack records, synced before their own commit)
+ * could land on them: the old commit would then read other bytes, and a
+ * page written long before the cut would read EIO. So the punches wait
+ * for the sync thread's next sync (at most sync_ms), for store_sync, or
+ * for the close; with -o sync_blobs every commit is durable and they run
+ * at once. As ext4 does with blocks its journal has not freed yet, a write
+ * that finds the disk full has the waiting punches run (store_punch_waiting)
+ * and tries again. At most PUNCH_WAIT_MAX wait; past it a dead record's
+ * bytes are left to the compactor, as after a failed punch. */
+#define PUNCH_WAIT_MAX ((size_t)1 << 20)
+
+static bool commits_durable(const struct store *st)
+{
+	return st->opts.sync_blobs;
+}
+
+static void punches_add(struct store *st, const struct pack_loc *v, size_t n)
+{
+	pthread_mutex_lock(&st->punch_mu);
+	size_t want = st->n_punch_wait + n;
+	if (want > PUNCH_WAIT_MAX)
+		want = PUNCH_WAIT_MAX;
+	if (want > st->cap_punch_wait) {
+		size_t cap = st->cap_punch_wait ? st->cap_punch_wait : 64;
+		while (cap < want)
+			cap *= 2;
+		struct pack_loc *nv = realloc(st->punch_wait, cap * sizeof *nv);
+		if (nv) {
+			st->punch_wait = nv;
+			st->cap_punch_wait = cap;
+		}
+	}
+	size_t room = st->cap_punch_wait - st->n_punch_wait;
+	size_t take = n < room ? n : room; /* the rest: dead bytes for the compactor */
+	memcpy(st->punch_wait + st->n_punch_wait, v, take * sizeof *v);
+	st->n_punch_wait += take;
+	pthread_mutex_unlock(&st->punch_mu);
+}
+
+void store_punch_when_durable(struct store *st, const struct pack_loc *loc)
+{
+	if (commits_durable(st))
+		pack_punch(st->packs, loc);
+	else
+		punches_add(st, loc, 1);
+}
+
+struct store_punches store_punches_take(struct store *st)
+{
+	pthread_mutex_lock(&st->punch_mu);
+	struct store_punches p = { st->punch_wait, st->n_punch_wait };
+	st->punch_wait = NULL;
+	st->n_punch_wait = st->cap_punch_wait = 0;
+	pthread_mutex_unlock(&st->punch_mu);
+	return p;
+}
+
+void store_punches_run(struct store *st, struct store_punches *p)
+{
+	punch_dead(st, p->v, p->n);
+	pthread_mutex_lock(&st->punch_mu);
+	st->punched += p->n;
+	pthread_mutex_unlock(&st->punch_mu);
+	free(p->v);
+	*p = (struct store_punches){ 0 };
+}
+
+void store_punches_put_back(struct store *st, struct store_punches *p)
+{
+	if (p->n)
+		punches_add(st, p->v, p->n);
+	free(p->v);
+	*p = (struct store_punches){ 0 };
+}
+
 int wtx_punch_after(struct wtx *w, const struct pack_loc *loc)
 {
 	if (w->n_punch == w->cap_punch) {
@@ -360,9 +442,13 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		if (st->gf && gf_commit(st->gf))
 			store_filter_kick(st);
 		run_unlinks(st, &w);
-		/* dead records give their blocks back (a failure leaves dead
-		 * bytes, which the compactor reclaims) */
-		punch_dead(st, w.punch_after, w.n_punch);
+		/* dead records give their blocks back once the commit is
+		 * durable ("Punched once durable"; a failure leaves dead bytes,
+		 * which the compactor reclaims) */
+		if (commits_durable(st))
+			punch_dead(st, w.punch_after, w.n_punch);
+		else if (w.n_punch)
+			punches_add(st, w.punch_after, w.n_punch);
 		if (++st->commits % 64 == 0)
 			store_reserve_lmdb_space(st);
 	}

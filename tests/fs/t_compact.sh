@@ -11,10 +11,11 @@
 # are.
 . "$(dirname "$0")/lib.sh"
 
-# write_and_thin LIST: 1,200 pages of 2-12 KB under $MNT/site, then all but
-# every fifth deleted; LIST gets {name: md5} of those left.
+# write_and_thin LIST [N]: N (default 1,200) pages of 2-12 KB under
+# $MNT/site, then all but every fifth deleted; LIST gets {name: md5} of
+# those left.
 write_and_thin() {
-	py "$1" <<'EOF'
+	py "$1" "${2:-1200}" <<'EOF'
 import os, sys, json, random
 from fsutil import *
 M = os.environ["MNT"]
@@ -22,7 +23,8 @@ rnd = random.Random(15)
 words = ["archive", "crawl", "page", "<p>", "</p>", "news", "2026", "link", "<div>", "weather", "market"]
 os.makedirs(M + "/site", exist_ok=True)
 left = {}
-for i in range(1200):
+pages = int(sys.argv[2])
+for i in range(pages):
     n = rnd.randrange(300, 1800)
     body = ("<html><body>%d " % i + " ".join(rnd.choice(words) + "%x" % rnd.getrandbits(24)
                                            for _ in range(n)) + "</body></html>\n").encode()
@@ -30,7 +32,7 @@ for i in range(1200):
     write(M + "/" + name, body)
     if i % 5 == 0:
         left[name] = md5(body)
-for i in range(1200):
+for i in range(pages):
     name = "site/p%04d.html" % i
     if name not in left:
         os.unlink(M + "/" + name)
@@ -74,9 +76,13 @@ packs_table() {
 }
 
 case_space_comes_back() {
-	# packs of 1 MiB: the pages fill several, and the compaction merges them
-	pd_mount nocompact,pack_mb=1 || fail mount
-	write_and_thin "$PD_TMP/left" || exit 1
+	# packs of 2 MiB: the pages fill several, and the compaction merges
+	# them. 2,000 pages: the deletes' holes are punched once their commit
+	# is durable, many commits' neighbours together, so most dead records
+	# give their blocks back; what stays (blocks shared with live records)
+	# must still be worth a compaction in every pack but the newest
+	pd_mount nocompact,pack_mb=2 || fail mount
+	write_and_thin "$PD_TMP/left" 2000 || exit 1
 	pd_umount || fail umount
 	local before n_before dead
 	before=$(packs_du "$STORE")
@@ -92,8 +98,8 @@ print(p["allocated"] - p["live_bytes"] - p["dictionary_bytes"], p["dictionary_by
 	# dead bytes that may stay by design: those of the newest pack, which
 	# takes the appends after the remount (the compactor's copies too) and
 	# is never compacted, and those of a pack the compactor's rule leaves
-	# (compact=0.5, compact_min_kb=256 below: live share, dictionaries
-	# counted as live, at 0.5 or more, or less than 256 KiB to give back).
+	# (compact=0.5, compact_min_kb=64 below: live share, dictionaries
+	# counted as live, at 0.5 or more, or less than 64 KiB to give back).
 	# Which pack holds the dictionaries is not listed, so each pack is
 	# judged as if it held all of them. The store's dead bytes ($dead) do
 	# not count the dictionaries, the packs' below do: what the packs the
@@ -109,7 +115,7 @@ for line in sys.stdin:
     allocated, length, held = int(allocated), int(length), int(held)
     dead = max(0, allocated - held)
     share = (held + dicts) / max(1, length - header)
-    if name == newest or share >= 0.5 or dead - dicts - header < 256 * 1024:
+    if name == newest or share >= 0.5 or dead - dicts - header < 64 * 1024:
         kept += dead
     else:
         movable += int(recs)
@@ -119,7 +125,7 @@ print(kept, movable)' "$newest" "$dicts")
 	[ "$movable" -gt 0 ] || fail "no pack the compactor must compact: the case tests nothing"
 	export PD_MOVABLE=$movable
 	note "of which in $(basename "$newest") (the pack that will take appends), and in packs the rule may leave (dictionaries $dicts): $newest_dead"
-	pd_mount -n -s "$STORE" pack_mb=1,compact_period_ms=1500,compact_min_kb=256 || fail remount
+	pd_mount -n -s "$STORE" pack_mb=2,compact_period_ms=1500,compact_min_kb=64 || fail remount
 	# readers during the compaction: every page, again and again, its
 	# cached pages dropped after each read so that each open reads the store
 	py "$PD_TMP/left" <<'EOF' || exit 1

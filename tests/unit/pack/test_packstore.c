@@ -152,13 +152,18 @@ static void test_dictionary_sample_spread(void **state)
 	th_rmdir(dir);
 }
 
-/* Deleted pages give their disk blocks back at once (hole punching), for
- * records that span whole blocks; smaller ones wait for compaction. */
+/* Deleted pages give their disk blocks back (hole punching), for records
+ * that span whole blocks (smaller ones wait for compaction), once the
+ * commit that deleted them is durable, not before: until then a power cut
+ * could bring back a commit that names them (store_commit.c, "Punched once
+ * durable"). The sync thread is kept away (a sync every ten minutes), so
+ * that the blocks go back at the store_sync below and nowhere else. */
 static void test_deleted_pages_give_blocks_back(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
-	struct store *st = th_store(dir, NULL, NULL);
+	struct store_opts o = { .sync_ms = 600000 };
+	struct store *st = th_store(dir, NULL, &o);
 	enum { N = 64 };
 	char name[32];
 	for (int i = 0; i < N; i++) {
@@ -174,13 +179,47 @@ static void test_deleted_pages_give_blocks_back(void **state)
 		snprintf(name, sizeof name, "big%02d.html", i);
 		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone, &last), 0);
 	}
+	uint64_t unsynced = allocated(th_store_dir(dir));
+	assert_int_equal(store_sync(st), 0);
 	uint64_t after = allocated(th_store_dir(dir));
-	printf("# pack blocks: %llu bytes before the deletes, %llu after\n", (unsigned long long)before,
-	       (unsigned long long)after);
+	printf("# pack blocks: %llu bytes before the deletes, %llu after them, %llu after the sync\n",
+	       (unsigned long long)before, (unsigned long long)unsynced, (unsigned long long)after);
+	assert_true(unsynced >= before);
 	assert_true(after < before / 2);
 	assert_int_equal(th_count_stored(st), 0);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
+/* With -o sync_blobs every commit is durable when it returns, and a
+ * deleted page's blocks go back at once. */
+static void test_deleted_pages_durable_commits_punch_at_once(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .sync_blobs = true };
+	struct store *st = th_store(dir, NULL, &o);
+	enum { N = 16 };
+	char name[32];
+	for (int i = 0; i < N; i++) {
+		char *p = th_page((uint64_t)i + 7000, 6000, "");
+		snprintf(name, sizeof name, "big%02d.html", i);
+		th_put_page(st, PD_ROOT_INO, name, p);
+		free(p);
+	}
+	uint64_t before = allocated(th_store_dir(dir));
+	for (int i = 0; i < N; i++) {
+		uint64_t gone;
+		bool last;
+		snprintf(name, sizeof name, "big%02d.html", i);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone, &last), 0);
+	}
+	uint64_t after = allocated(th_store_dir(dir));
+	printf("# pack blocks: %llu bytes before the deletes, %llu after\n", (unsigned long long)before,
+	       (unsigned long long)after);
+	assert_true(after < before / 2);
+	assert_int_equal(store_close(st), 0);
 	th_rmdir(dir);
 }
 
@@ -330,6 +369,7 @@ int main(void)
 		cmocka_unit_test(test_dictionary_trained_and_used),
 		cmocka_unit_test(test_dictionary_sample_spread),
 		cmocka_unit_test(test_deleted_pages_give_blocks_back),
+		cmocka_unit_test(test_deleted_pages_durable_commits_punch_at_once),
 		cmocka_unit_test(test_large_page_reads_by_chunk),
 		cmocka_unit_test(test_pages_decoded_into_memory),
 	};
