@@ -152,6 +152,28 @@ static void test_dictionary_sample_spread(void **state)
 	th_rmdir(dir);
 }
 
+/* n pages of about 6,000 words (seeds from seed0) put as bigNN.html, then
+ * deleted; the packs' blocks before the deletes and right after them. */
+static void put_then_delete(struct store *st, const char *dir, int n, uint64_t seed0, uint64_t *before,
+			    uint64_t *after_deletes)
+{
+	char name[32];
+	for (int i = 0; i < n; i++) {
+		char *p = th_page(seed0 + (uint64_t)i, 6000, "");
+		snprintf(name, sizeof name, "big%02d.html", i);
+		th_put_page(st, PD_ROOT_INO, name, p);
+		free(p);
+	}
+	*before = allocated(th_store_dir(dir));
+	for (int i = 0; i < n; i++) {
+		uint64_t gone;
+		bool last;
+		snprintf(name, sizeof name, "big%02d.html", i);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone, &last), 0);
+	}
+	*after_deletes = allocated(th_store_dir(dir));
+}
+
 /* Deleted pages give their disk blocks back (hole punching), for records
  * that span whole blocks (smaller ones wait for compaction), once the
  * commit that deleted them is durable, not before: until then a power cut
@@ -164,22 +186,8 @@ static void test_deleted_pages_give_blocks_back(void **state)
 	char *dir = th_tmpdir();
 	struct store_opts o = { .sync_ms = 600000 };
 	struct store *st = th_store(dir, NULL, &o);
-	enum { N = 64 };
-	char name[32];
-	for (int i = 0; i < N; i++) {
-		char *p = th_page((uint64_t)i + 5000, 6000, "");
-		snprintf(name, sizeof name, "big%02d.html", i);
-		th_put_page(st, PD_ROOT_INO, name, p);
-		free(p);
-	}
-	uint64_t before = allocated(th_store_dir(dir));
-	for (int i = 0; i < N; i++) {
-		uint64_t gone;
-		bool last;
-		snprintf(name, sizeof name, "big%02d.html", i);
-		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone, &last), 0);
-	}
-	uint64_t unsynced = allocated(th_store_dir(dir));
+	uint64_t before, unsynced;
+	put_then_delete(st, dir, 64, 5000, &before, &unsynced);
 	assert_int_equal(store_sync(st), 0);
 	uint64_t after = allocated(th_store_dir(dir));
 	printf("# pack blocks: %llu bytes before the deletes, %llu after them, %llu after the sync\n",
@@ -200,22 +208,8 @@ static void test_deleted_pages_durable_commits_punch_at_once(void **state)
 	char *dir = th_tmpdir();
 	struct store_opts o = { .sync_blobs = true };
 	struct store *st = th_store(dir, NULL, &o);
-	enum { N = 16 };
-	char name[32];
-	for (int i = 0; i < N; i++) {
-		char *p = th_page((uint64_t)i + 7000, 6000, "");
-		snprintf(name, sizeof name, "big%02d.html", i);
-		th_put_page(st, PD_ROOT_INO, name, p);
-		free(p);
-	}
-	uint64_t before = allocated(th_store_dir(dir));
-	for (int i = 0; i < N; i++) {
-		uint64_t gone;
-		bool last;
-		snprintf(name, sizeof name, "big%02d.html", i);
-		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone, &last), 0);
-	}
-	uint64_t after = allocated(th_store_dir(dir));
+	uint64_t before, after;
+	put_then_delete(st, dir, 16, 7000, &before, &after);
 	printf("# pack blocks: %llu bytes before the deletes, %llu after\n", (unsigned long long)before,
 	       (unsigned long long)after);
 	assert_true(after < before / 2);
