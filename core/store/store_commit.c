@@ -271,8 +271,10 @@ static void punches_add(struct store *st, const struct pack_loc *v, size_t n)
 	}
 	size_t room = st->cap_punch_wait - st->n_punch_wait;
 	size_t take = n < room ? n : room; /* the rest: dead bytes for the compactor */
-	memcpy(st->punch_wait + st->n_punch_wait, v, take * sizeof *v);
-	st->n_punch_wait += take;
+	if (take) {
+		memcpy(st->punch_wait + st->n_punch_wait, v, take * sizeof *v);
+		st->n_punch_wait += take;
+	}
 	pthread_mutex_unlock(&st->punch_mu);
 }
 
