@@ -599,10 +599,7 @@ static void *sync_main(void *arg)
 		pthread_mutex_lock(&st->sync_run_mu);
 		struct store_punches dead = store_punches_take(st);
 		syncfs(st->dirfd);
-		if (mdb_env_sync(st->env, 1) == 0)
-			store_punches_run(st, &dead);
-		else
-			store_punches_put_back(st, &dead);
+		store_punches_settle(st, &dead, mdb_env_sync(st->env, 1) == 0);
 		pthread_mutex_unlock(&st->sync_run_mu);
 		pthread_mutex_lock(&st->sync_mu);
 	}
@@ -830,7 +827,7 @@ int store_close(struct store *st)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		if (!rc) {
 			struct store_punches dead = store_punches_take(st);
-			store_punches_run(st, &dead);
+			store_punches_settle(st, &dead, true);
 		}
 	}
 	store_free(st);
@@ -854,10 +851,7 @@ int store_sync(struct store *st)
 	int rc = st->packs ? pack_sync(st->packs) : 0;
 	if (!rc)
 		rc = pd_mdb_err(mdb_env_sync(st->env, 1));
-	if (rc)
-		store_punches_put_back(st, &dead);
-	else
-		store_punches_run(st, &dead);
+	store_punches_settle(st, &dead, rc == 0);
 	pthread_mutex_unlock(&st->sync_run_mu);
 	return rc;
 }

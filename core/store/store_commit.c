@@ -278,12 +278,20 @@ static void punches_add(struct store *st, const struct pack_loc *v, size_t n)
 	pthread_mutex_unlock(&st->punch_mu);
 }
 
-void store_punch_when_durable(struct store *st, const struct pack_loc *loc)
+/* The dead records v[0..n) punched now if their commit is durable, else
+ * put on the list for the next sync. */
+static void punch_or_wait(struct store *st, struct pack_loc *v, size_t n)
 {
 	if (commits_durable(st))
-		pack_punch(st->packs, loc);
-	else
-		punches_add(st, loc, 1);
+		punch_dead(st, v, n);
+	else if (n)
+		punches_add(st, v, n);
+}
+
+void store_punch_when_durable(struct store *st, const struct pack_loc *loc)
+{
+	struct pack_loc one = *loc;
+	punch_or_wait(st, &one, 1);
 }
 
 struct store_punches store_punches_take(struct store *st)
@@ -296,20 +304,16 @@ struct store_punches store_punches_take(struct store *st)
 	return p;
 }
 
-void store_punches_run(struct store *st, struct store_punches *p)
+void store_punches_settle(struct store *st, struct store_punches *p, bool synced)
 {
-	punch_dead(st, p->v, p->n);
-	pthread_mutex_lock(&st->punch_mu);
-	st->punched += p->n;
-	pthread_mutex_unlock(&st->punch_mu);
-	free(p->v);
-	*p = (struct store_punches){ 0 };
-}
-
-void store_punches_put_back(struct store *st, struct store_punches *p)
-{
-	if (p->n)
-		punches_add(st, p->v, p->n);
+	if (synced) {
+		punch_dead(st, p->v, p->n);
+		pthread_mutex_lock(&st->punch_mu);
+		st->punched += p->n;
+		pthread_mutex_unlock(&st->punch_mu);
+	} else if (p->n) {
+		punches_add(st, p->v, p->n); /* they wait for the next sync */
+	}
 	free(p->v);
 	*p = (struct store_punches){ 0 };
 }
@@ -447,10 +451,7 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		/* dead records give their blocks back once the commit is
 		 * durable ("Punched once durable"; a failure leaves dead bytes,
 		 * which the compactor reclaims) */
-		if (commits_durable(st))
-			punch_dead(st, w.punch_after, w.n_punch);
-		else if (w.n_punch)
-			punches_add(st, w.punch_after, w.n_punch);
+		punch_or_wait(st, w.punch_after, w.n_punch);
 		if (++st->commits % 64 == 0)
 			store_reserve_lmdb_space(st);
 	}

@@ -34,15 +34,14 @@ void store_reserve_lmdb_space(struct store *st);
 uint64_t store_lmdb_reserve(uint64_t used);
 
 /* Dead pack records waiting for a sync (store_commit.c, "Punched once
- * durable"): taken before a sync, punched after it, or put back when it
- * failed. The sync thread and store_sync run take, sync, run under
- * sync_run_mu, one at a time. */
+ * durable"): taken before a sync, then settled by it: punched if it
+ * succeeded, put back for the next one if not. The sync thread and
+ * store_sync take, sync and settle under sync_run_mu, one at a time. */
 struct store_punches {
 	struct pack_loc *v;
 	size_t n;
 };
 struct store_punches store_punches_take(struct store *st);
-void store_punches_run(struct store *st, struct store_punches *p);
-void store_punches_put_back(struct store *st, struct store_punches *p);
+void store_punches_settle(struct store *st, struct store_punches *p, bool synced);
 
 #endif

@@ -532,7 +532,7 @@ PYEOF
 	power_rig_up "$work" || fail "ext4 does not mount after the cut"
 	pd_mount -n -s "$work/ext/store" -m "$work/mnt" || fail "mount after the cut"
 	python3 - "$MNT" "$work/pages.json" <<'PYEOF' || { pd_umount --no-fsck; power_rig_down "$work"; fail "the deleted pages the cut brought back are damaged"; }
-import errno, json, os, sys
+import json, os, sys
 from fsutil import *
 M, pages = sys.argv[1], json.load(open(sys.argv[2]))
 back = [n for n in sorted(pages) if os.path.exists(M + "/" + n)]
