@@ -152,6 +152,8 @@ int near0_layout_upgrade(struct store *st);
  *              (dup-sorted, fixed size): NEARSET_BANDS rows a page; a
  *              row stands for the blobs of that MD5 prefix whose set has
  *              that key in that band (near_lsh.c)
+ *   nearbands0, nearbands1: rows of the same form on their way to
+ *              nearbands (layout 5, near_bands.c, "Band rows staged")
  * Written and removed with the near rows (near_add_sig, near_remove); a
  * record without a set (signed by fsck's record repair, or a read-only
  * store from before the tables) is confirmed by its sketch.
@@ -176,6 +178,10 @@ int near0_layout_upgrade(struct store *st);
  *      and the band rows of the keys computed from the top NEARSET_BITS
  *      bits (not layout 3's keys: the bins see a mix of those bits).
  *      32 - NEARSET_BITS bits a kept hash less.
+ *   5: the band rows of new sets go to nearbands0 and move on, in key
+ *      order and in batches, to nearbands1 and then nearbands (below);
+ *      a row may be in any of the three. A store of layout 4 has all its
+ *      rows in nearbands and is brought to 5 by recording it.
  * A store of layout 1 to 3 is converted when it is opened writable (before
  * the signature upgrade, from near_part's start: the band rows emptied by
  * the first batch, every set truncated and rewritten with its band rows
@@ -186,7 +192,38 @@ int near0_layout_upgrade(struct store *st);
  * they are (st->near_sets_full: sets at 32 bits, and a query's set looked
  * up in the bands at 32 bits: the same answers as before); layout 1 is
  * near_stale (its near answers fail with -ESTALE). */
-#define NEAR_LAYOUT_VERSION 4
+#define NEAR_LAYOUT_VERSION 5
+
+/* Band rows staged (layout 5, near_bands.c). A page's 16 band rows have
+ * keys spread over the whole band table, so once the table is much larger
+ * than a commit's rows, each row is a leaf page of its own that the commit
+ * copies and writes: 16 pages of 4 KiB a page signed, the largest share
+ * of what LMDB writes at scale. As an LSM tree does, the rows go first to
+ * a small table (nearbands0, at most NEAR_BAND_STAGE_ROWS rows), where a
+ * commit's rows share its few leaves; nearbands0 is emptied into
+ * nearbands1 (at most NEAR_BAND_FANOUT times as many rows) in one
+ * transaction when full; and once nearbands1 is full it is moved into
+ * nearbands by a pass in key order, NEAR_BAND_STAGE_ROWS / 2 rows a
+ * transaction, so that each of nearbands' leaves is written once per pass
+ * rather than once per row. The moves ride on the signer's commits
+ * (near_bands_settle). A lookup reads all three (newest first); a row is
+ * removed from whichever holds it. */
+#define NEAR_BAND_TABLES 3
+#define NEAR_BAND_STAGE_ROWS 32768u
+#define NEAR_BAND_FANOUT 32u
+/* Where a pass from nearbands1 to nearbands stands (kept in memory: a
+ * pass cut short by a restart starts again when nearbands1 is full). */
+struct near_band_pass {
+	bool active;
+	uint8_t band;
+	uint8_t val[8];
+	uint64_t moved; /* rows moved by moves into nearbands1 and nearbands (stats) */
+};
+/* Inside a write transaction, after rows were added: empty nearbands0
+ * into nearbands1 if it is full, and move the pass's next rows into
+ * nearbands if a pass is on or nearbands1 is full. stage_rows: the
+ * nearbands0 bound (0: NEAR_BAND_STAGE_ROWS). */
+int near_bands_settle(MDB_txn *txn, struct store *st, struct near_band_pass *p, unsigned stage_rows);
 /* The oldest layout a read-only open answers from. */
 #define NEAR_LAYOUT_READABLE 2
 /* The store's layout into *layout (1 when none is recorded). */

@@ -3,6 +3,8 @@
 #ifndef PD_NEAR_INT_H
 #define PD_NEAR_INT_H
 
+#include <string.h>
+
 #include "near.h"
 
 /* Blob k's key in the tables keyed by blob (nearfeat, fingerprints). */
@@ -23,9 +25,47 @@ int near_keys_push(struct near_keys *l, const MDB_val *key);
 
 /* Take blob k's shingle set and its LSH rows out (none: nothing to do). */
 int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
-/* Blob k's band rows for set s (a row another blob of its MD5 prefix has
- * already is kept). */
+
+/* ---- band rows (near_bands.c) ----
+ *
+ * A row: band index u8 -> band key u32 BE | MD5 prefix [4] (dup-sorted,
+ * fixed size), in one of the band tables (near.h, layout 5). */
+#define BAND_VAL 8
+#define BAND_PREFIX 4
+
+static inline MDB_val band_idx(uint8_t *b, size_t band)
+{
+	*b = (uint8_t)band;
+	return (MDB_val){ 1, b };
+}
+
+static inline MDB_val band_val(uint8_t v[BAND_VAL], uint32_t key, const uint8_t *md5)
+{
+	v[0] = (uint8_t)(key >> 24);
+	v[1] = (uint8_t)(key >> 16);
+	v[2] = (uint8_t)(key >> 8);
+	v[3] = (uint8_t)key;
+	memcpy(v + 4, md5, BAND_PREFIX);
+	return (MDB_val){ BAND_VAL, v };
+}
+
+/* Blob k's band rows for set s, in the newest table (a row another blob
+ * of its MD5 prefix has already is kept). */
 int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s);
+/* The same in nearbands itself (a rebuild or a conversion, which write
+ * every row at once). */
+int near_put_bands_settled(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s);
+/* The band tables a store has, newest first (one: a read-only store of a
+ * layout before 5), into dbi; their count. */
+size_t near_band_tables(const struct store *st, MDB_dbi dbi[NEAR_BAND_TABLES]);
+/* Take out the row (band b, key, prefix) wherever it is. */
+int near_band_del(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix);
+/* Is the row (band b, key, prefix) in any table? 1, 0, or an error. */
+int near_band_has(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix);
+/* Empty every band table. */
+int near_bands_drop(MDB_txn *txn, struct store *st);
+/* The name of band table i of near_band_tables. */
+const char *near_band_table_name(const struct store *st, size_t i);
 /* The signature of blob k as this version computes it from its page
  * (none when its bytes cannot be read). */
 void near_sig_of_blob(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig);

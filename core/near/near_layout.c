@@ -2,8 +2,9 @@
  * meta, and the conversion of layouts 1 (sets as u32 arrays, band rows in
  * nearlsh), 2 (Rice-coded sets with their band keys, a sketch in every
  * fingerprint record) and 3 (32-bit sets without band keys, no sketch
- * beside a set) to layout 4 (sets at NEARSET_BITS, the band rows of
- * their keys), a batch of sets a transaction, without reading a page. */
+ * beside a set) to layout 5 (sets at NEARSET_BITS, the band rows of
+ * their keys in nearbands), a batch of sets a transaction, without reading
+ * a page; layout 4 is layout 5 with nothing staged. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,16 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 			bool *finished)
 {
 	*finished = false;
-	int rc = 0;
+	uint32_t layout;
+	int rc = near_layout_get(txn, st, &layout);
+	if (rc)
+		return rc;
+	/* layout 4's sets and rows are layout 5's, its rows all in nearbands */
+	if (layout == 4 && st->has_nearset) {
+		if (!(rc = near_layout_put(txn, st)))
+			*finished = true;
+		return rc;
+	}
 	if (!st->has_nearset) {
 		/* fsck's repair: the tables were opened without creating them */
 		if ((rc = pd_mdb_err(mdb_dbi_open(txn, "nearfeat", MDB_CREATE, &st->db_nearfeat))) ||
@@ -71,7 +81,7 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 	 * interrupted and started again empties them again: the sets already
 	 * in format 4 decode to the same values.) */
 	static const uint8_t first[BLOBKEY_BYTES];
-	if (!memcmp(next, first, BLOBKEY_BYTES) && (rc = pd_mdb_err(mdb_drop(txn, st->db_nearlsh, 0))))
+	if (!memcmp(next, first, BLOBKEY_BYTES) && (rc = near_bands_drop(txn, st)))
 		return rc;
 	struct convert c = { calloc(batch, BLOBKEY_BYTES), calloc(batch, sizeof *c.sets), 0, batch };
 	if (!c.keys || !c.sets || !batch) {
@@ -114,7 +124,7 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 		nearset_bands(&c.sets[i]);
 		MDB_val key = { BLOBKEY_BYTES, c.keys[i] }, v = { nearset_encode(&c.sets[i], vb), vb };
 		if (!(rc = pd_mdb_err(mdb_put(txn, st->db_nearfeat, &key, &v, 0))) &&
-		    !(rc = near_put_bands(txn, st, &k, &c.sets[i])))
+		    !(rc = near_put_bands_settled(txn, st, &k, &c.sets[i])))
 			rc = drop_sketch(txn, st, &k);
 	}
 	free(c.keys);

@@ -15,51 +15,6 @@
 #include "near_int.h"
 #include "text/html.h"
 
-/* ---- band rows (near.h, layout 2) ----
- *
- * nearbands: band index u8 -> band key u32 BE | md5 prefix [4]
- * (dup-sorted, fixed size): a row says that some blob whose MD5 begins
- * with the prefix has that key in that band. The rows of one band are
- * packed on LMDB's pages 8 bytes apiece (a key's values are not nodes of
- * their own), where layout 1 took a node of 34 bytes for each. The blobs a
- * row stands for are found in `fingerprints` (a range of keys: one blob
- * but for one in 2^32 / pages) and kept only if their set has that key in
- * that band: a find gives the blobs of layout 1's rows of that band, in
- * the same order (layout 1, keyed by the key alone, also met another
- * band's row of the same 32-bit key). Two blobs of one prefix (variants of
- * one MD5) may share a row: it goes with the last of them. */
-
-#define BAND_VAL 8
-#define BAND_PREFIX 4
-
-static MDB_val band_idx(uint8_t *b, size_t band)
-{
-	*b = (uint8_t)band;
-	return (MDB_val){ 1, b };
-}
-
-static MDB_val band_val(uint8_t v[BAND_VAL], uint32_t key, const uint8_t *md5)
-{
-	v[0] = (uint8_t)(key >> 24);
-	v[1] = (uint8_t)(key >> 16);
-	v[2] = (uint8_t)(key >> 8);
-	v[3] = (uint8_t)key;
-	memcpy(v + 4, md5, BAND_PREFIX);
-	return (MDB_val){ BAND_VAL, v };
-}
-
-int near_put_bands(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s)
-{
-	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		uint8_t bi, vb[BAND_VAL];
-		MDB_val key = band_idx(&bi, b), v = band_val(vb, nearset_band(s, b), k->md5);
-		int rc = mdb_put(txn, st->db_nearlsh, &key, &v, MDB_NODUPDATA);
-		if (rc && rc != MDB_KEYEXIST) /* another blob of the prefix */
-			return pd_mdb_err(rc);
-	}
-	return 0;
-}
-
 /* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
  * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
  * non-zero stops the walk with that value. */
@@ -123,10 +78,7 @@ static int del_band(MDB_txn *txn, struct store *st, const struct blobkey *k, siz
 	int rc = band_owners(txn, st, b, key, k->md5, k, owner_found, NULL);
 	if (rc)
 		return rc > 0 ? 0 : rc;
-	uint8_t bi, vb[BAND_VAL];
-	MDB_val bk = band_idx(&bi, b), v = band_val(vb, key, k->md5);
-	int mrc = mdb_del(txn, st->db_nearlsh, &bk, &v);
-	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+	return near_band_del(txn, st, b, key, k->md5);
 }
 
 int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct near_sig *sig)
@@ -277,14 +229,15 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 {
 	if (!st->has_nearset || !s->has)
 		return 0;
-	MDB_cursor *c;
+	MDB_dbi dbi[NEAR_BAND_TABLES];
+	size_t ntables = near_band_tables(st, dbi);
 	struct lone_cache *lc = malloc(sizeof *lc);
 	/* the band keys of the store's rows, all computed in one pass over
 	 * the hashes (a band at a time mixes each hash once per band: the
 	 * delta step's sets come from nearfeat without their keys) */
 	bool as_is = s->legacy_bands == st->near_sets_full, keyed = as_is && s->bands;
 	struct nearset *at = keyed ? NULL : malloc(sizeof *at);
-	int rc = lc && (at || keyed) ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearlsh, &c)) : -ENOMEM;
+	int rc = lc && (at || keyed) ? 0 : -ENOMEM;
 	if (rc) {
 		free(lc);
 		free(at);
@@ -299,9 +252,17 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 		s = at;
 	}
 	lc->n = 0;
+	/* band by band, and in a band the newest rows first */
+	MDB_cursor *c[NEAR_BAND_TABLES];
+	size_t open = 0;
+	while (open < ntables && !rc)
+		if (!(rc = pd_mdb_err(mdb_cursor_open(txn, dbi[open], &c[open]))))
+			open++;
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-		rc = band_rows(txn, st, c, lc, b, nearset_band(s, b), cb, ctx);
-	mdb_cursor_close(c);
+		for (size_t i = 0; i < ntables && !rc; i++)
+			rc = band_rows(txn, st, c[i], lc, b, nearset_band(s, b), cb, ctx);
+	while (open)
+		mdb_cursor_close(c[--open]);
 	free(lc);
 	free(at);
 	return rc > 0 ? 0 : rc;
@@ -393,7 +354,7 @@ static int rebuild_one(void *ctx, const MDB_val *key, const MDB_val *row, const 
 		return rc;
 	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0 || (!rc && diff_base_goes(c->txn, c->st, row)))
 		rc = near_keys_push(&c->whole, key);
-	return rc ? rc : near_put_bands(c->txn, c->st, &k, s);
+	return rc ? rc : near_put_bands_settled(c->txn, c->st, &k, s);
 }
 
 /* The set of blob k (a row that does not decode) made again from its
@@ -425,7 +386,7 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 {
 	if (!st->has_nearset)
 		return 0;
-	int rc = pd_mdb_err(mdb_drop(txn, st->db_nearlsh, 0));
+	int rc = near_bands_drop(txn, st);
 	struct lsh_ctx c = { .txn = txn, .st = st };
 	if (!rc)
 		rc = each_set(txn, st, rebuild_one, &c);
@@ -491,23 +452,15 @@ static int check_one(void *ctx, const MDB_val *key, const MDB_val *row, const st
 			    name, bname);
 	if (rc < 0)
 		return rc;
-	MDB_cursor *cur;
-	if ((rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_nearlsh, &cur))))
-		return rc;
-	for (size_t b = 0; b < NEARSET_BANDS; b++) {
-		uint8_t bi, vb[BAND_VAL];
-		MDB_val bk = band_idx(&bi, b), v = band_val(vb, nearset_band(s, b), k.md5);
-		int mrc = mdb_cursor_get(cur, &bk, &v, MDB_GET_BOTH);
-		if (mrc == MDB_NOTFOUND) {
+	rc = 0;
+	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
+		int has = near_band_has(c->txn, c->st, b, nearset_band(s, b), k.md5);
+		if (!has) {
 			near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, b);
 			break;
 		}
-		if (mrc) {
-			rc = pd_mdb_err(mrc);
-			break;
-		}
+		rc = has < 0 ? has : 0;
 	}
-	mdb_cursor_close(cur);
 	return rc;
 }
 
@@ -541,17 +494,19 @@ static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix
 
 /* Every band row stands for a blob whose set has it (a find takes the one
  * blob of a prefix on the row's word: band_owners). */
-static int check_rows(struct lsh_ctx *c)
+static int check_table_rows(struct lsh_ctx *c, MDB_dbi dbi, const char *table)
 {
 	MDB_cursor *cur;
-	int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_nearlsh, &cur));
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
+	if (rc)
+		return rc;
 	MDB_val k, v;
 	int mrc;
 	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		const uint8_t *p = v.mv_data;
 		if (k.mv_size != 1 || v.mv_size != BAND_VAL || *(const uint8_t *)k.mv_data >= NEARSET_BANDS) {
-			near_report(c->bad, c->ctx, &c->nbad, "nearbands: a row of %zu and %zu bytes", k.mv_size,
+			near_report(c->bad, c->ctx, &c->nbad, "%s: a row of %zu and %zu bytes", table, k.mv_size,
 				    v.mv_size);
 			continue;
 		}
@@ -560,12 +515,23 @@ static int check_rows(struct lsh_ctx *c)
 		rc = band_owners(c->txn, c->st, b, key, p + 4, NULL, owner_found, NULL);
 		if (rc == 0 && !prefix_damaged(c->txn, c->st, p + 4))
 			near_report(c->bad, c->ctx, &c->nbad,
-				    "nearbands: the row of band %zu, key %08x, MD5 prefix %02x%02x%02x%02x stands for no blob",
-				    b, key, p[4], p[5], p[6], p[7]);
+				    "%s: the row of band %zu, key %08x, MD5 prefix %02x%02x%02x%02x stands for no blob",
+				    table, b, key, p[4], p[5], p[6], p[7]);
 		rc = rc > 0 ? 0 : rc;
 	}
 	mdb_cursor_close(cur);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* Every band row of every table stands for a blob whose set has it. */
+static int check_rows(struct lsh_ctx *c)
+{
+	MDB_dbi dbi[NEAR_BAND_TABLES];
+	size_t n = near_band_tables(c->st, dbi);
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = check_table_rows(c, dbi[i], near_band_table_name(c->st, i));
+	return rc;
 }
 
 int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)

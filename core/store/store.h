@@ -196,6 +196,8 @@ struct store_opts {
 	int compact_level;
 	unsigned delta_rule;  /* how near-duplicates choose the base they are stored
 			       * as deltas against (near/ndelta.h), 0 = default */
+	unsigned band_stage_rows; /* band rows nearbands0 holds before they move on
+				   * (near.h, layout 5), 0 = NEAR_BAND_STAGE_ROWS */
 	unsigned delta_candidates; /* candidates a page's base is chosen among, at
 				    * most NDELTA_CANDIDATES, 0 = NDELTA_DEFAULT_CANDIDATES */
 	/* The nursery (pack.h): a sealed page goes to a nursery pack at
@@ -242,6 +244,8 @@ struct store {
 	unsigned near_tables; /* K+1; 0 when a read-only store has none */
 	bool near_stale;      /* read-only, signatures of another version (near.h) */
 	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands: nearfeat, nearbands (near.h) */
+	MDB_dbi db_nearstage[2]; /* band rows staged: nearbands0, nearbands1 (near.h, layout 5) */
+	bool has_nearstage;      /* false: a read-only store from before them */
 	bool has_nearset;     /* false: a read-only store from before them */
 	bool near_sets_full;  /* sets and band rows at 32 bits: near layout < 4 (near.h) */
 	bool near0_keys;      /* near0 rows hold whole blob keys: near0 layout 1 (near.h) */

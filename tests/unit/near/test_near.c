@@ -584,7 +584,9 @@ static int damage_sets_cb(struct wtx *w, void *p)
 	memcpy(row + 4, k.mv_data, 4);
 	mdb_cursor_close(c);
 	free(first);
-	assert_int_equal(mdb_del(w->txn, st->db_nearlsh, &(MDB_val){ 1, &bk }, &(MDB_val){ 8, row }), 0);
+	assert_int_equal(near_band_has(w->txn, st, 0, band0, row + 4), 1);
+	assert_int_equal(near_band_del(w->txn, st, 0, band0, row + 4), 0);
+	assert_int_equal(near_band_has(w->txn, st, 0, band0, row + 4), 0);
 	/* a row of band 3 that no set has, under the same blob's prefix */
 	bk = 3;
 	memset(row, 0xde, 4);
@@ -835,6 +837,22 @@ static void blob_named(struct store *st, const char *name, char out[BLOBKEY_NAME
 
 /* What the LSH bands give for the set of inode ino's blob: every blob
  * found, in order, by name. */
+/* The band rows of all the band tables. */
+static size_t band_rows_stored(struct store *st)
+{
+	MDB_txn *txn;
+	MDB_dbi dbi[NEAR_BAND_TABLES];
+	size_t rows = 0, n = near_band_tables(st, dbi);
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	for (size_t i = 0; i < n; i++) {
+		MDB_stat ms;
+		assert_int_equal(mdb_stat(txn, dbi[i], &ms), 0);
+		rows += ms.ms_entries;
+	}
+	store_read_end(st, txn);
+	return rows;
+}
+
 static void lsh_list(struct store *st, uint64_t ino, char *out)
 {
 	MDB_txn *txn;
@@ -965,6 +983,10 @@ static int make_layout_cb(struct wtx *w, void *p)
 	if (o->layout == 1)
 		assert_int_equal(mdb_dbi_open(w->txn, "nearlsh", MDB_DUPSORT | MDB_DUPFIXED | MDB_CREATE, &old), 0);
 	assert_int_equal(mdb_drop(w->txn, st->db_nearlsh, o->layout == 1), 0);
+	/* layouts before 5 have no staged band rows, nor their tables */
+	for (size_t i = 0; i < 2 && st->has_nearstage; i++)
+		assert_int_equal(mdb_drop(w->txn, st->db_nearstage[i], 1), 0);
+	st->has_nearstage = false;
 	for (size_t i = 0; i < n; i++) {
 		uint8_t buf[NEARSET_MAX_BYTES];
 		struct blobkey bk;
@@ -978,7 +1000,7 @@ static int make_layout_cb(struct wtx *w, void *p)
 		if (o->layout < 3)
 			put_sketch(w, keys[i]);
 		if (o->layout > 1) {
-			assert_int_equal(near_put_bands(w->txn, st, &bk, &sets[i]), 0);
+			assert_int_equal(near_put_bands_settled(w->txn, st, &bk, &sets[i]), 0);
 			continue;
 		}
 		for (size_t b = 0; b < NEARSET_BANDS; b++) {
@@ -1240,18 +1262,216 @@ static void test_bands_shared_prefix(void **state)
 	for (int i = 0; i < NEARSET_BANDS; i++)
 		strcat(both, nb);
 	assert_string_equal(got, both); /* b alone, once a band */
-	MDB_txn *txn;
-	MDB_stat ms;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(mdb_stat(txn, st->db_nearlsh, &ms), 0);
-	store_read_end(st, txn);
-	assert_int_equal(ms.ms_entries, NEARSET_BANDS); /* a's rows went with its last copy */
+	assert_int_equal(band_rows_stored(st), NEARSET_BANDS); /* a's rows went with its last copy */
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free(a);
 	free(b);
 	free(got);
 	free(both);
+	th_rmdir(dir);
+}
+
+/* ---- band rows staged (near.h, layout 5) ------------------------------------ */
+
+/* The rows of band table i (near_band_tables' order: nearbands0,
+ * nearbands1, nearbands). */
+static size_t band_table_rows(struct store *st, size_t i)
+{
+	MDB_txn *txn;
+	MDB_dbi dbi[NEAR_BAND_TABLES];
+	assert_int_equal(near_band_tables(st, dbi), NEAR_BAND_TABLES);
+	MDB_stat ms;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_stat(txn, dbi[i], &ms), 0);
+	store_read_end(st, txn);
+	return ms.ms_entries;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* lsh_list's names sorted (the tables are read newest first, so the same
+ * rows in other tables come in another order). */
+static void lsh_sorted(struct store *st, uint64_t ino, char *out)
+{
+	char *list = malloc(LSH_LIST_MAX), *names[16 * NEARSET_BANDS * 64];
+	assert_non_null(list);
+	lsh_list(st, ino, list);
+	size_t n = 0;
+	for (char *t = strtok(list, " "); t; t = strtok(NULL, " ")) {
+		assert_true(n < sizeof names / sizeof names[0]);
+		names[n++] = t;
+	}
+	qsort(names, n, sizeof names[0], cmp_name);
+	out[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		strcat(out, names[i]);
+		strcat(out, " ");
+	}
+	free(list);
+}
+
+static int rebuild_bands_cb(struct wtx *w, void *arg)
+{
+	(void)arg;
+	return near_lsh_rebuild(w->txn, w->st);
+}
+
+#define STAGED_PAGES 81
+
+/* With nearbands0 bounded at 32 rows (two pages), pages signed one at a
+ * time send their rows on to nearbands1 (full at 64 pages) and from there,
+ * by a pass of 16 rows a commit, into nearbands; after an odd number of
+ * pages, nearbands0 holds the last page's rows. Every page finds by its bands the same blobs
+ * as when every row is in nearbands (a rebuild puts them there); a delete
+ * takes rows from whichever table holds them; fsck finds each set's rows
+ * and an owner for each row, before and after a reopen (which loses the
+ * pass's place). */
+static void test_bands_staged(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .band_stage_rows = 32 };
+	struct store *st = th_store(dir, NULL, &o);
+	uint64_t ino[STAGED_PAGES];
+	for (int i = 0; i < STAGED_PAGES; i++) {
+		char name[32], extra[64];
+		snprintf(name, sizeof name, "p%02d.html", i);
+		snprintf(extra, sizeof extra, "version %d of the page", i);
+		char *page = th_page(90 + (uint64_t)(i % 5), 300, extra);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+		assert_int_equal(sigq_drain(st), 0);
+	}
+	/* all three tables hold rows, and no row is lost or doubled */
+	assert_int_equal(band_table_rows(st, 0), NEARSET_BANDS);
+	assert_true(band_table_rows(st, 1) > 0);
+	/* the pass began with the 64th page's commit: 16 rows a commit since */
+	assert_int_equal(band_table_rows(st, 2), (STAGED_PAGES - 63) * 16);
+	assert_int_equal(band_rows_stored(st), STAGED_PAGES * NEARSET_BANDS);
+	char(*staged)[LSH_LIST_MAX] = malloc(STAGED_PAGES * LSH_LIST_MAX);
+	char *got = malloc(LSH_LIST_MAX);
+	assert_non_null(staged);
+	assert_non_null(got);
+	for (int i = 0; i < STAGED_PAGES; i++) {
+		lsh_sorted(st, ino[i], staged[i]);
+		/* the page's family: its own rows and those of its versions */
+		assert_true(strlen(staged[i]) > (BLOBKEY_NAME_MAX + 1) * NEARSET_BANDS);
+	}
+	/* the first half deleted: their rows go from every table */
+	for (int i = 0; i < STAGED_PAGES / 2; i++) {
+		char name[32];
+		uint64_t gone;
+		bool freed;
+		snprintf(name, sizeof name, "p%02d.html", i);
+		assert_int_equal(ns_unlink(st, PD_ROOT_INO, name, &gone, &freed), 0);
+		assert_true(freed);
+	}
+	assert_int_equal(band_rows_stored(st), (STAGED_PAGES - STAGED_PAGES / 2) * NEARSET_BANDS);
+	for (int i = STAGED_PAGES / 2; i < STAGED_PAGES; i++)
+		lsh_sorted(st, ino[i], staged[i]);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	/* reopened: the same finds; then every row put in nearbands */
+	st = th_reopen(dir, &o);
+	for (int i = STAGED_PAGES / 2; i < STAGED_PAGES; i++) {
+		lsh_sorted(st, ino[i], got);
+		assert_string_equal(got, staged[i]);
+	}
+	assert_int_equal(store_write(st, rebuild_bands_cb, NULL), 0);
+	assert_int_equal(band_table_rows(st, 0) + band_table_rows(st, 1), 0);
+	assert_int_equal(band_table_rows(st, 2), (STAGED_PAGES - STAGED_PAGES / 2) * NEARSET_BANDS);
+	for (int i = STAGED_PAGES / 2; i < STAGED_PAGES; i++) {
+		lsh_sorted(st, ino[i], got);
+		assert_string_equal(got, staged[i]);
+	}
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(staged);
+	free(got);
+	th_rmdir(dir);
+}
+
+/* The store put back to layout 4: every band row in nearbands, no staged
+ * tables. */
+static int make_layout4_cb(struct wtx *w, void *arg)
+{
+	(void)arg;
+	struct store *st = w->st;
+	assert_int_equal(near_lsh_rebuild(w->txn, st), 0);
+	for (size_t i = 0; i < 2; i++)
+		assert_int_equal(mdb_drop(w->txn, st->db_nearstage[i], 1), 0);
+	st->has_nearstage = false;
+	uint8_t lv[4];
+	put_le32(lv, 4);
+	MDB_val lk = { 11, "near_layout" }, lval = { 4, lv };
+	return mdb_put(w->txn, st->db_meta, &lk, &lval, 0);
+}
+
+/* A store of layout 4 answers as it is read-only, and a writable open
+ * records layout 5 with its rows where they are: the same finds and
+ * answers, the staged tables made, fsck clean. */
+static void test_layout4_is_layout5(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	enum { N = 8 };
+	uint64_t ino[N];
+	char(*lists)[LSH_LIST_MAX] = malloc(N * LSH_LIST_MAX), (*answers)[1024] = malloc(N * 1024);
+	char *got = malloc(LSH_LIST_MAX);
+	assert_non_null(lists);
+	assert_non_null(answers);
+	assert_non_null(got);
+	for (int i = 0; i < N; i++) {
+		char name[32], extra[64];
+		snprintf(name, sizeof name, "q%d.html", i);
+		snprintf(extra, sizeof extra, "copy %d", i);
+		char *page = th_page(120 + (uint64_t)(i % 2), 300, extra);
+		ino[i] = th_put_page(st, PD_ROOT_INO, name, page);
+		free(page);
+	}
+	assert_int_equal(sigq_drain(st), 0);
+	for (int i = 0; i < N; i++) {
+		lsh_sorted(st, ino[i], lists[i]);
+		snprintf(answers[i], 1024, "%s", near_of(st, ino[i], &test_root));
+	}
+	assert_int_equal(store_write(st, make_layout4_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	struct fsck_result fr = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true });
+	assert_int_equal(fr.problems, 0); /* an older layout is a note */
+	struct store_opts ro = { .readonly = true };
+	st = th_reopen(dir, &ro);
+	assert_false(st->near_stale);
+	assert_false(st->has_nearstage);
+	for (int i = 0; i < N; i++) {
+		lsh_sorted(st, ino[i], got);
+		assert_string_equal(got, lists[i]);
+		assert_string_equal(near_of(st, ino[i], &test_root), answers[i]);
+	}
+	assert_int_equal(store_close(st), 0);
+	st = th_reopen(dir, NULL);
+	assert_true(st->has_nearstage);
+	MDB_txn *txn;
+	uint32_t layout = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_layout_get(txn, st, &layout), 0);
+	store_read_end(st, txn);
+	assert_int_equal(layout, NEAR_LAYOUT_VERSION);
+	assert_int_equal(band_table_rows(st, 2), N * NEARSET_BANDS); /* left where they were */
+	for (int i = 0; i < N; i++) {
+		lsh_sorted(st, ino[i], got);
+		assert_string_equal(got, lists[i]);
+		assert_string_equal(near_of(st, ino[i], &test_root), answers[i]);
+	}
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(lists);
+	free(answers);
+	free(got);
 	th_rmdir(dir);
 }
 
@@ -1505,6 +1725,8 @@ int main(void)
 		cmocka_unit_test(test_layout3_fsck_repair),
 		cmocka_unit_test(test_newer_layout_left_alone),
 		cmocka_unit_test(test_bands_shared_prefix),
+		cmocka_unit_test(test_bands_staged),
+		cmocka_unit_test(test_layout4_is_layout5),
 		cmocka_unit_test(test_near0_layout1_upgraded_at_open),
 		cmocka_unit_test(test_near0_layout1_fsck_repair),
 		cmocka_unit_test(test_near0_shared_row),
