@@ -203,7 +203,7 @@ int near0_layout_upgrade(struct store *st);
  * commit's rows share its few leaves; nearbands0 is emptied into
  * nearbands1 (at most NEAR_BAND_FANOUT times as many rows) in one
  * transaction when full; and once nearbands1 is full it is moved into
- * nearbands by a pass in key order, NEAR_BAND_STAGE_ROWS / 2 rows a
+ * nearbands by a pass in key order, NEAR_BAND_STAGE_ROWS / 4 rows a
  * transaction, so that each of nearbands' leaves is written once per pass
  * rather than once per row. The moves ride on the signer's commits
  * (near_bands_settle). A lookup reads all three (newest first); a row is
@@ -217,7 +217,6 @@ struct near_band_pass {
 	bool active;
 	uint8_t band;
 	uint8_t val[8];
-	uint64_t moved; /* rows moved by moves into nearbands1 and nearbands (stats) */
 };
 /* Inside a write transaction, after rows were added: empty nearbands0
  * into nearbands1 if it is full, and move the pass's next rows into

@@ -1324,7 +1324,7 @@ static int rebuild_bands_cb(struct wtx *w, void *arg)
 
 /* With nearbands0 bounded at 32 rows (two pages), pages signed one at a
  * time send their rows on to nearbands1 (full at 64 pages) and from there,
- * by a pass of 16 rows a commit, into nearbands; after an odd number of
+ * by a pass of 8 rows a commit, into nearbands; after an odd number of
  * pages, nearbands0 holds the last page's rows. Every page finds by its bands the same blobs
  * as when every row is in nearbands (a rebuild puts them there); a delete
  * takes rows from whichever table holds them; fsck finds each set's rows
@@ -1349,8 +1349,8 @@ static void test_bands_staged(void **state)
 	/* all three tables hold rows, and no row is lost or doubled */
 	assert_int_equal(band_table_rows(st, 0), NEARSET_BANDS);
 	assert_true(band_table_rows(st, 1) > 0);
-	/* the pass began with the 64th page's commit: 16 rows a commit since */
-	assert_int_equal(band_table_rows(st, 2), (STAGED_PAGES - 63) * 16);
+	/* the pass began with the 64th page's commit: 8 rows a commit since */
+	assert_int_equal(band_table_rows(st, 2), (STAGED_PAGES - 63) * 8);
 	assert_int_equal(band_rows_stored(st), STAGED_PAGES * NEARSET_BANDS);
 	char(*staged)[LSH_LIST_MAX] = malloc(STAGED_PAGES * LSH_LIST_MAX);
 	char *got = malloc(LSH_LIST_MAX);
