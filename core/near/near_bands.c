@@ -61,25 +61,74 @@ int near_band_del(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const 
 	return 0;
 }
 
-int near_band_has(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix)
+/* The tables' cursors, opened once for several probes. */
+struct probe {
+	MDB_cursor *c[NEAR_BAND_TABLES];
+	size_t n;
+};
+
+static void probe_close(struct probe *p)
+{
+	while (p->n)
+		mdb_cursor_close(p->c[--p->n]);
+}
+
+static int probe_open(MDB_txn *txn, struct store *st, struct probe *p)
 {
 	MDB_dbi dbi[NEAR_BAND_TABLES];
 	size_t n = near_band_tables(st, dbi);
+	p->n = 0;
 	for (size_t i = 0; i < n; i++) {
-		MDB_cursor *c;
-		int rc = pd_mdb_err(mdb_cursor_open(txn, dbi[i], &c));
-		if (rc)
+		int rc = pd_mdb_err(mdb_cursor_open(txn, dbi[i], &p->c[i]));
+		if (rc) {
+			probe_close(p);
 			return rc;
+		}
+		p->n++;
+	}
+	return 0;
+}
+
+static int probe_has(struct probe *p, size_t b, uint32_t key, const uint8_t *prefix)
+{
+	for (size_t i = 0; i < p->n; i++) {
 		uint8_t bi, vb[BAND_VAL];
 		MDB_val bk = band_idx(&bi, b), v = band_val(vb, key, prefix);
-		int mrc = mdb_cursor_get(c, &bk, &v, MDB_GET_BOTH);
-		mdb_cursor_close(c);
+		int mrc = mdb_cursor_get(p->c[i], &bk, &v, MDB_GET_BOTH);
 		if (!mrc)
 			return 1;
 		if (mrc != MDB_NOTFOUND)
 			return pd_mdb_err(mrc);
 	}
 	return 0;
+}
+
+int near_band_has(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix)
+{
+	struct probe p;
+	int rc = probe_open(txn, st, &p);
+	if (rc)
+		return rc;
+	rc = probe_has(&p, b, key, prefix);
+	probe_close(&p);
+	return rc;
+}
+
+int near_bands_missing(MDB_txn *txn, struct store *st, const struct nearset *s, const uint8_t *prefix,
+		       size_t *band)
+{
+	struct probe p;
+	int rc = probe_open(txn, st, &p);
+	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
+		int has = probe_has(&p, b, nearset_band(s, b), prefix);
+		if (!has) {
+			*band = b;
+			rc = 1;
+		}
+		rc = has < 0 ? has : rc;
+	}
+	probe_close(&p);
+	return rc;
 }
 
 int near_bands_drop(MDB_txn *txn, struct store *st)

@@ -26,10 +26,20 @@ int near_keys_push(struct near_keys *l, const MDB_val *key);
 /* Take blob k's shingle set and its LSH rows out (none: nothing to do). */
 int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
 
-/* ---- band rows (near_bands.c) ----
+/* ---- band rows (near_bands.c; near.h, layouts 2 and 5) ----
  *
- * A row: band index u8 -> band key u32 BE | MD5 prefix [4] (dup-sorted,
- * fixed size), in one of the band tables (near.h, layout 5). */
+ * A row: band index u8 -> band key u32 BE | md5 prefix [4] (dup-sorted,
+ * fixed size), in one of the band tables (nearbands0, nearbands1,
+ * nearbands): some blob whose MD5 begins with the prefix has that key in
+ * that band. The rows of one band are packed on LMDB's pages 8 bytes
+ * apiece (a key's values are not nodes of their own), where layout 1 took
+ * a node of 34 bytes for each. The blobs a row stands for are found in
+ * `fingerprints` (a range of keys: one blob but for one in 2^32 / pages)
+ * and kept only if their set has that key in that band: a find gives the
+ * blobs of layout 1's rows of that band, in the same order (layout 1,
+ * keyed by the key alone, also met another band's row of the same 32-bit
+ * key). Two blobs of one prefix (variants of one MD5) may share a row: it
+ * goes with the last of them. */
 #define BAND_VAL 8
 #define BAND_PREFIX 4
 
@@ -62,6 +72,10 @@ size_t near_band_tables(const struct store *st, MDB_dbi dbi[NEAR_BAND_TABLES]);
 int near_band_del(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix);
 /* Is the row (band b, key, prefix) in any table? 1, 0, or an error. */
 int near_band_has(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix);
+/* Does a row of set s (blob prefix) lack from every table? 1 (*band the
+ * first such band), 0, or an error. */
+int near_bands_missing(MDB_txn *txn, struct store *st, const struct nearset *s, const uint8_t *prefix,
+		       size_t *band);
 /* Empty every band table. */
 int near_bands_drop(MDB_txn *txn, struct store *st);
 /* The name of band table i of near_band_tables. */

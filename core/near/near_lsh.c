@@ -452,16 +452,11 @@ static int check_one(void *ctx, const MDB_val *key, const MDB_val *row, const st
 			    name, bname);
 	if (rc < 0)
 		return rc;
-	rc = 0;
-	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
-		int has = near_band_has(c->txn, c->st, b, nearset_band(s, b), k.md5);
-		if (!has) {
-			near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, b);
-			break;
-		}
-		rc = has < 0 ? has : 0;
-	}
-	return rc;
+	size_t band;
+	rc = near_bands_missing(c->txn, c->st, s, k.md5, &band);
+	if (rc > 0)
+		near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, band);
+	return rc > 0 ? 0 : rc;
 }
 
 /* Does a blob of the prefix have a set that does not decode (reported as

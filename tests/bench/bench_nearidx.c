@@ -51,6 +51,7 @@
 #include "archive/archive.h"
 #include "blob/blob.h"
 #include "near/near.h"
+#include "near/near_int.h"
 #include "near/nearset.h"
 #include "near/simhash.h"
 #include "store/store.h"
@@ -290,8 +291,13 @@ int main(int argc, char **argv)
 	       "simhash tables alone)\n", (double)bytes / (double)n, 4 * 24);
 	printf("near_sets_bytes_per_page: %.1f bytes (nearfeat: %u to %u shingles a row, at most %d kept)\n",
 	       table_bytes(st, st->db_nearfeat) / (double)n, 64, 575, NEARSET_K);
-	printf("near_bands_bytes_per_page: %.1f bytes (nearbands: %d bands; the main tree only, a band's rows are in its sub-database)\n", table_bytes(st, st->db_nearlsh) / (double)n,
-	       NEARSET_BANDS);
+	MDB_dbi bands[NEAR_BAND_TABLES];
+	size_t nbands = near_band_tables(st, bands);
+	double band_bytes = 0;
+	for (size_t i = 0; i < nbands; i++)
+		band_bytes += table_bytes(st, bands[i]);
+	printf("near_bands_bytes_per_page: %.1f bytes (nearbands0, nearbands1 and nearbands: %d bands; the main trees only, a band's rows are in its sub-database)\n",
+	       band_bytes / (double)n, NEARSET_BANDS);
 	printf("near_insert_rate: %.0f rows/s\n", (double)n / t_ins);
 
 	/* queries: a random hash whose planted neighbour is one of the rows */
