@@ -1314,6 +1314,20 @@ static void lsh_sorted(struct store *st, uint64_t ino, char *out)
 	free(list);
 }
 
+/* Page i of `families` families of near-duplicates (seeds seed0 on),
+ * written as PREFIXnn.html: a version line tells it from the others of its
+ * family. */
+static uint64_t put_version(struct store *st, const char *prefix, int i, uint64_t seed0, uint64_t families)
+{
+	char name[32], extra[64];
+	snprintf(name, sizeof name, "%s%02d.html", prefix, i);
+	snprintf(extra, sizeof extra, "version %d of the page", i);
+	char *page = th_page(seed0 + (uint64_t)i % families, 300, extra);
+	uint64_t ino = th_put_page(st, PD_ROOT_INO, name, page);
+	free(page);
+	return ino;
+}
+
 static int rebuild_bands_cb(struct wtx *w, void *arg)
 {
 	(void)arg;
@@ -1338,12 +1352,7 @@ static void test_bands_staged(void **state)
 	struct store *st = th_store(dir, NULL, &o);
 	uint64_t ino[STAGED_PAGES];
 	for (int i = 0; i < STAGED_PAGES; i++) {
-		char name[32], extra[64];
-		snprintf(name, sizeof name, "p%02d.html", i);
-		snprintf(extra, sizeof extra, "version %d of the page", i);
-		char *page = th_page(90 + (uint64_t)(i % 5), 300, extra);
-		ino[i] = th_put_page(st, PD_ROOT_INO, name, page);
-		free(page);
+		ino[i] = put_version(st, "p", i, 90, 5);
 		assert_int_equal(sigq_drain(st), 0);
 	}
 	/* all three tables hold rows, and no row is lost or doubled */
@@ -1427,12 +1436,7 @@ static void test_layout4_is_layout5(void **state)
 	assert_non_null(answers);
 	assert_non_null(got);
 	for (int i = 0; i < N; i++) {
-		char name[32], extra[64];
-		snprintf(name, sizeof name, "q%d.html", i);
-		snprintf(extra, sizeof extra, "copy %d", i);
-		char *page = th_page(120 + (uint64_t)(i % 2), 300, extra);
-		ino[i] = th_put_page(st, PD_ROOT_INO, name, page);
-		free(page);
+		ino[i] = put_version(st, "q", i, 120, 2);
 	}
 	assert_int_equal(sigq_drain(st), 0);
 	for (int i = 0; i < N; i++) {
