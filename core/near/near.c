@@ -318,11 +318,7 @@ int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
 	st->has_nearstage = false;
 	if (rc)
 		return rc == MDB_NOTFOUND && !create ? 0 : pd_mdb_err(rc);
-	static const char *const staged[2] = { "nearbands0", "nearbands1" };
-	for (size_t i = 0; i < 2 && !rc; i++)
-		rc = mdb_dbi_open(txn, staged[i], MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_nearstage[i]);
-	st->has_nearstage = rc == 0;
-	return rc == MDB_NOTFOUND && !create ? 0 : pd_mdb_err(rc);
+	return near_bands_open_staged(txn, st, create);
 }
 
 /* ---- changes -------------------------------------------------------------- */

@@ -19,10 +19,21 @@ size_t near_band_tables(const struct store *st, MDB_dbi dbi[NEAR_BAND_TABLES])
 	return n;
 }
 
+/* The tables' names, in near_band_tables' order when staged. */
+static const char *const band_table_names[NEAR_BAND_TABLES] = { "nearbands0", "nearbands1", "nearbands" };
+
+int near_bands_open_staged(MDB_txn *txn, struct store *st, unsigned create)
+{
+	int rc = 0;
+	for (size_t i = 0; i < 2 && !rc; i++)
+		rc = mdb_dbi_open(txn, band_table_names[i], MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_nearstage[i]);
+	st->has_nearstage = rc == 0;
+	return rc == MDB_NOTFOUND && !create ? 0 : pd_mdb_err(rc);
+}
+
 const char *near_band_table_name(const struct store *st, size_t i)
 {
-	static const char *const names[NEAR_BAND_TABLES] = { "nearbands0", "nearbands1", "nearbands" };
-	return st->has_nearstage && i < NEAR_BAND_TABLES ? names[i] : "nearbands";
+	return st->has_nearstage && i < NEAR_BAND_TABLES ? band_table_names[i] : "nearbands";
 }
 
 static int put_bands_in(MDB_txn *txn, MDB_dbi dbi, const struct blobkey *k, const struct nearset *s)
@@ -61,19 +72,13 @@ int near_band_del(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const 
 	return 0;
 }
 
-/* The tables' cursors, opened once for several probes. */
-struct probe {
-	MDB_cursor *c[NEAR_BAND_TABLES];
-	size_t n;
-};
-
-static void probe_close(struct probe *p)
+void near_band_cursors_close(struct near_band_cursors *p)
 {
 	while (p->n)
 		mdb_cursor_close(p->c[--p->n]);
 }
 
-static int probe_open(MDB_txn *txn, struct store *st, struct probe *p)
+int near_band_cursors_open(MDB_txn *txn, struct store *st, struct near_band_cursors *p)
 {
 	MDB_dbi dbi[NEAR_BAND_TABLES];
 	size_t n = near_band_tables(st, dbi);
@@ -81,7 +86,7 @@ static int probe_open(MDB_txn *txn, struct store *st, struct probe *p)
 	for (size_t i = 0; i < n; i++) {
 		int rc = pd_mdb_err(mdb_cursor_open(txn, dbi[i], &p->c[i]));
 		if (rc) {
-			probe_close(p);
+			near_band_cursors_close(p);
 			return rc;
 		}
 		p->n++;
@@ -89,7 +94,7 @@ static int probe_open(MDB_txn *txn, struct store *st, struct probe *p)
 	return 0;
 }
 
-static int probe_has(struct probe *p, size_t b, uint32_t key, const uint8_t *prefix)
+static int probe_has(struct near_band_cursors *p, size_t b, uint32_t key, const uint8_t *prefix)
 {
 	for (size_t i = 0; i < p->n; i++) {
 		uint8_t bi, vb[BAND_VAL];
@@ -105,20 +110,20 @@ static int probe_has(struct probe *p, size_t b, uint32_t key, const uint8_t *pre
 
 int near_band_has(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix)
 {
-	struct probe p;
-	int rc = probe_open(txn, st, &p);
+	struct near_band_cursors p;
+	int rc = near_band_cursors_open(txn, st, &p);
 	if (rc)
 		return rc;
 	rc = probe_has(&p, b, key, prefix);
-	probe_close(&p);
+	near_band_cursors_close(&p);
 	return rc;
 }
 
 int near_bands_missing(MDB_txn *txn, struct store *st, const struct nearset *s, const uint8_t *prefix,
 		       size_t *band)
 {
-	struct probe p;
-	int rc = probe_open(txn, st, &p);
+	struct near_band_cursors p;
+	int rc = near_band_cursors_open(txn, st, &p);
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
 		int has = probe_has(&p, b, nearset_band(s, b), prefix);
 		if (!has) {
@@ -127,7 +132,7 @@ int near_bands_missing(MDB_txn *txn, struct store *st, const struct nearset *s, 
 		}
 		rc = has < 0 ? has : rc;
 	}
-	probe_close(&p);
+	near_band_cursors_close(&p);
 	return rc;
 }
 

@@ -80,6 +80,16 @@ int near_bands_missing(MDB_txn *txn, struct store *st, const struct nearset *s, 
 int near_bands_drop(MDB_txn *txn, struct store *st);
 /* The name of band table i of near_band_tables. */
 const char *near_band_table_name(const struct store *st, size_t i);
+/* Open (create: make) nearbands0 and nearbands1, setting has_nearstage;
+ * a read-only store without them has none, and that is no error. */
+int near_bands_open_staged(MDB_txn *txn, struct store *st, unsigned create);
+/* A cursor on each band table, newest first (near_band_tables' order). */
+struct near_band_cursors {
+	MDB_cursor *c[NEAR_BAND_TABLES];
+	size_t n;
+};
+int near_band_cursors_open(MDB_txn *txn, struct store *st, struct near_band_cursors *p);
+void near_band_cursors_close(struct near_band_cursors *p);
 /* The signature of blob k as this version computes it from its page
  * (none when its bytes cannot be read). */
 void near_sig_of_blob(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig);

@@ -229,8 +229,6 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 {
 	if (!st->has_nearset || !s->has)
 		return 0;
-	MDB_dbi dbi[NEAR_BAND_TABLES];
-	size_t ntables = near_band_tables(st, dbi);
 	struct lone_cache *lc = malloc(sizeof *lc);
 	/* the band keys of the store's rows, all computed in one pass over
 	 * the hashes (a band at a time mixes each hash once per band: the
@@ -253,16 +251,12 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	}
 	lc->n = 0;
 	/* band by band, and in a band the newest rows first */
-	MDB_cursor *c[NEAR_BAND_TABLES];
-	size_t open = 0;
-	while (open < ntables && !rc)
-		if (!(rc = pd_mdb_err(mdb_cursor_open(txn, dbi[open], &c[open]))))
-			open++;
+	struct near_band_cursors c;
+	rc = near_band_cursors_open(txn, st, &c);
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
-		for (size_t i = 0; i < ntables && !rc; i++)
-			rc = band_rows(txn, st, c[i], lc, b, nearset_band(s, b), cb, ctx);
-	while (open)
-		mdb_cursor_close(c[--open]);
+		for (size_t i = 0; i < c.n && !rc; i++)
+			rc = band_rows(txn, st, c.c[i], lc, b, nearset_band(s, b), cb, ctx);
+	near_band_cursors_close(&c); /* (none open when the open failed) */
 	free(lc);
 	free(at);
 	return rc > 0 ? 0 : rc;

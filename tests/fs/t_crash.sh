@@ -256,8 +256,6 @@ power_rig_up() { # WORK: sets PR_VD_PID PR_LOOP
 	return 0
 }
 
-# power_rig_down WORK: after the cut (or to stop): ext4 off, loop detached,
-# server gone, its mount dropped.
 # power_cut_wait WORK: wait for the disk server to have cut the power (its
 # cut file written) after SIGUSR1. The cut drops its cache and fsyncs the
 # image, which on a loaded host (the whole suite on two cores) took more
@@ -269,6 +267,8 @@ power_cut_wait() {
 	return 1
 }
 
+# power_rig_down WORK: after the cut (or to stop): ext4 off, loop detached,
+# server gone, its mount dropped.
 power_rig_down() {
 	local work=$1 i
 	if is_mounted "$work/ext"; then

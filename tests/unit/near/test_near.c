@@ -835,24 +835,31 @@ static void blob_named(struct store *st, const char *name, char out[BLOBKEY_NAME
 /* room for every blob of a store of LAYOUT_PAGES found in every band */
 #define LSH_LIST_MAX (NEARSET_BANDS * LAYOUT_PAGES * BLOBKEY_NAME_MAX)
 
-/* What the LSH bands give for the set of inode ino's blob: every blob
- * found, in order, by name. */
-/* The band rows of all the band tables. */
-static size_t band_rows_stored(struct store *st)
+/* The rows of band table i (near_band_tables' order: nearbands0,
+ * nearbands1, nearbands). */
+static size_t band_table_rows(struct store *st, size_t i)
 {
 	MDB_txn *txn;
 	MDB_dbi dbi[NEAR_BAND_TABLES];
-	size_t rows = 0, n = near_band_tables(st, dbi);
+	assert_int_equal(near_band_tables(st, dbi), NEAR_BAND_TABLES);
+	MDB_stat ms;
 	assert_int_equal(store_read_begin(st, &txn), 0);
-	for (size_t i = 0; i < n; i++) {
-		MDB_stat ms;
-		assert_int_equal(mdb_stat(txn, dbi[i], &ms), 0);
-		rows += ms.ms_entries;
-	}
+	assert_int_equal(mdb_stat(txn, dbi[i], &ms), 0);
 	store_read_end(st, txn);
+	return ms.ms_entries;
+}
+
+/* The band rows of all the band tables. */
+static size_t band_rows_stored(struct store *st)
+{
+	size_t rows = 0;
+	for (size_t i = 0; i < NEAR_BAND_TABLES; i++)
+		rows += band_table_rows(st, i);
 	return rows;
 }
 
+/* What the LSH bands give for the set of inode ino's blob: every blob
+ * found, in order, by name. */
 static void lsh_list(struct store *st, uint64_t ino, char *out)
 {
 	MDB_txn *txn;
@@ -1273,20 +1280,6 @@ static void test_bands_shared_prefix(void **state)
 }
 
 /* ---- band rows staged (near.h, layout 5) ------------------------------------ */
-
-/* The rows of band table i (near_band_tables' order: nearbands0,
- * nearbands1, nearbands). */
-static size_t band_table_rows(struct store *st, size_t i)
-{
-	MDB_txn *txn;
-	MDB_dbi dbi[NEAR_BAND_TABLES];
-	assert_int_equal(near_band_tables(st, dbi), NEAR_BAND_TABLES);
-	MDB_stat ms;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(mdb_stat(txn, dbi[i], &ms), 0);
-	store_read_end(st, txn);
-	return ms.ms_entries;
-}
 
 static int cmp_name(const void *a, const void *b)
 {
