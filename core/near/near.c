@@ -292,6 +292,61 @@ static int prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, u
 	return rc;
 }
 
+/* ---- the tables and their levels (near.h, "Rows staged") ------------------ */
+
+/* Open (create: make) each simhash table's levels, nearI_0 and nearI_1;
+ * a read-only store from before them has none. */
+static int open_hash_levels(MDB_txn *txn, struct store *st, unsigned create)
+{
+	int rc = 0;
+	bool has = true;
+	for (unsigned i = 0; i < st->near_tables && has && !rc; i++) {
+		char n0[24], n1[24];
+		snprintf(n0, sizeof n0, "near%u_0", i);
+		snprintf(n1, sizeof n1, "near%u_1", i);
+		const char *const names[2] = { n0, n1 };
+		rc = near_stage_open(txn, names, create, st->db_nearhstage[i], &has);
+	}
+	st->has_nearhstage = has && !rc;
+	return rc;
+}
+
+/* Table i's levels, newest first, the table itself last; how many. */
+size_t near_hash_levels(const struct store *st, unsigned i, MDB_dbi lv[NEAR_STAGE_LEVELS])
+{
+	size_t n = 0;
+	if (st->has_nearhstage) {
+		lv[n++] = st->db_nearhstage[i][0];
+		lv[n++] = st->db_nearhstage[i][1];
+	}
+	lv[n++] = st->db_near[i];
+	return n;
+}
+
+/* The name of level l of table i (hash_levels' order), for fsck. */
+static void level_name(const struct store *st, unsigned i, size_t l, char *buf, size_t len)
+{
+	if (st->has_nearhstage && l < 2)
+		snprintf(buf, len, "near%u_%zu", i, l);
+	else
+		snprintf(buf, len, "near%u", i);
+}
+
+int near_stage_settle_all(MDB_txn *txn, struct store *st, struct near_stage_passes *p, unsigned stage_rows)
+{
+	int rc = 0;
+	if (st->has_nearstage) {
+		MDB_dbi lv[NEAR_STAGE_LEVELS] = { st->db_nearstage[0], st->db_nearstage[1], st->db_nearlsh };
+		rc = near_stage_settle(txn, lv, &p->bands, stage_rows ? stage_rows : NEAR_BAND_STAGE_ROWS);
+	}
+	for (unsigned i = 0; i < st->near_tables && st->has_nearhstage && !rc; i++) {
+		MDB_dbi lv[NEAR_STAGE_LEVELS];
+		near_hash_levels(st, i, lv);
+		rc = near_stage_settle(txn, lv, &p->hashes[i], stage_rows ? stage_rows : NEAR_HASH_STAGE_ROWS);
+	}
+	return rc;
+}
+
 int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
 {
 	unsigned n = st->params.near_distance + 1;
@@ -311,7 +366,10 @@ int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
 			return pd_mdb_err(rc);
 	}
 	st->near_tables = n;
-	int rc = mdb_dbi_open(txn, "nearfeat", create, &st->db_nearfeat);
+	int rc = open_hash_levels(txn, st, create);
+	if (rc)
+		return rc;
+	rc = mdb_dbi_open(txn, "nearfeat", create, &st->db_nearfeat);
 	if (!rc)
 		rc = mdb_dbi_open(txn, "nearbands", MDB_DUPSORT | MDB_DUPFIXED | create, &st->db_nearlsh);
 	st->has_nearset = rc == 0;
@@ -323,35 +381,64 @@ int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
 
 /* ---- changes -------------------------------------------------------------- */
 
-/* Is any blob still indexed under hash h (a row of near0)? */
+/* Is any blob still indexed under hash h (a row of near0, in any level)? */
 static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
 {
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_near[0], &c));
-	if (rc)
-		return rc;
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t nl = near_hash_levels(st, 0, lv);
+	unsigned n = st->near_tables;
+	*yes = false;
+	for (size_t l = 0; l < nl && !*yes; l++) {
+		MDB_cursor *c;
+		int rc = pd_mdb_err(mdb_cursor_open(txn, lv[l], &c));
+		if (rc)
+			return rc;
+		uint8_t kb[8], vb[ROW_MAX];
+		MDB_val key = block_key(kb, h, 0, n), v = row_val(st, vb, h, 0, n, NULL);
+		int mrc = mdb_cursor_get(c, &key, &v, MDB_GET_BOTH_RANGE);
+		*yes = mrc == 0 && memcmp(v.mv_data, vb, rest_bytes(0, n)) == 0;
+		mdb_cursor_close(c);
+		if (mrc && mrc != MDB_NOTFOUND)
+			return pd_mdb_err(mrc);
+	}
+	return 0;
+}
+
+/* Blob k's rows for hash h: in each table's level 0 where no level holds
+ * the row yet (each row is in one level: near.h), or in the tables
+ * themselves (`settled`: a rebuild or a conversion, which write every row
+ * at once). A row of near1..nearK is in some level exactly when near0 has
+ * a row of its hash (near_remove takes them out when the last such row
+ * goes, and fsck checks it), so one probe of near0's levels tells for all
+ * K+1 tables, and near0 itself is probed only when it has the hash. */
+static int add_rows(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h, bool settled)
+{
 	unsigned n = st->near_tables;
 	uint8_t kb[8], vb[ROW_MAX];
-	MDB_val key = block_key(kb, h, 0, n), v = row_val(st, vb, h, 0, n, NULL);
-	int mrc = mdb_cursor_get(c, &key, &v, MDB_GET_BOTH_RANGE);
-	*yes = mrc == 0 && memcmp(v.mv_data, vb, rest_bytes(0, n)) == 0;
-	mdb_cursor_close(c);
-	return mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0;
+	bool staged = !settled && st->has_nearhstage, indexed = false;
+	int rc = staged ? hash_indexed(txn, st, h, &indexed) : 0;
+	for (unsigned i = 0; i < n && !rc; i++) {
+		MDB_val key = block_key(kb, h, i, n), v = row_val(st, vb, h, i, n, k);
+		MDB_dbi lv[NEAR_STAGE_LEVELS];
+		size_t nl = near_hash_levels(st, i, lv);
+		if (staged && indexed) {
+			int has = i > 0 ? 1 : near_stage_has(txn, lv, nl, key, v);
+			if (has < 0)
+				return has;
+			if (has)
+				continue;
+		}
+		rc = mdb_put(txn, staged ? lv[0] : st->db_near[i], &key, &v, MDB_NODUPDATA);
+		/* Another blob of the same hash (and in near0 of layout 2, of
+		 * the same MD5 prefix) is in the tables already. */
+		rc = rc == MDB_KEYEXIST ? 0 : pd_mdb_err(rc);
+	}
+	return rc;
 }
 
 int near_add(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h)
 {
-	unsigned n = st->near_tables;
-	uint8_t kb[8], vb[ROW_MAX];
-	for (unsigned i = 0; i < n; i++) {
-		MDB_val key = block_key(kb, h, i, n), v = row_val(st, vb, h, i, n, k);
-		int rc = mdb_put(txn, st->db_near[i], &key, &v, MDB_NODUPDATA);
-		/* Another blob of the same hash (and in near0 of layout 2, of
-		 * the same MD5 prefix) is in the tables already. */
-		if (rc && rc != MDB_KEYEXIST)
-			return pd_mdb_err(rc);
-	}
-	return 0;
+	return add_rows(txn, st, k, h, false);
 }
 
 int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h)
@@ -372,20 +459,18 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	if (nothers)
 		return 0;
 	/* A row already missing is fsck's to report; the page still goes. */
-	rc = mdb_del(txn, st->db_near[0], &key, &v);
-	if (rc && rc != MDB_NOTFOUND)
-		return pd_mdb_err(rc);
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	if ((rc = near_stage_del(txn, lv, near_hash_levels(st, 0, lv), key, v)))
+		return rc;
 	bool shared;
 	if ((rc = hash_indexed(txn, st, h, &shared)) || shared)
 		return rc;
-	for (unsigned i = 1; i < n; i++) {
+	for (unsigned i = 1; i < n && !rc; i++) {
 		key = block_key(kb, h, i, n);
 		v = row_val(st, vb, h, i, n, NULL);
-		rc = mdb_del(txn, st->db_near[i], &key, &v);
-		if (rc && rc != MDB_NOTFOUND)
-			return pd_mdb_err(rc);
+		rc = near_stage_del(txn, lv, near_hash_levels(st, i, lv), key, v);
 	}
-	return 0;
+	return rc;
 }
 
 /* ---- queries -------------------------------------------------------------- */
@@ -397,7 +482,7 @@ struct finder {
 	unsigned maxdist, n;
 	near_hit_fn cb;
 	void *ctx;
-	MDB_cursor *c0; /* near0, to resolve a hash found in another table */
+	struct near_stage_cursors c0; /* near0's levels, to resolve a hash found in another table */
 };
 
 /* A hash found in table i was found already in an earlier table if it
@@ -428,15 +513,15 @@ static int row0_blobs(struct finder *f, const uint8_t *tail, uint64_t h, unsigne
 	return rc;
 }
 
-/* Every blob of hash h, through its rows in near0. */
-static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
+/* Every blob of hash h, through its rows in one level of near0. */
+static int resolve_in(struct finder *f, MDB_cursor *c0, uint64_t h, unsigned dist)
 {
 	uint8_t kb[8], vb[ROW_MAX];
 	size_t r = rest_bytes(0, f->n), t = tail0_bytes(f->st);
 	MDB_val key = block_key(kb, h, 0, f->n), v = row_val(f->st, vb, h, 0, f->n, NULL);
 	int rc = 0, mrc;
-	for (mrc = mdb_cursor_get(f->c0, &key, &v, MDB_GET_BOTH_RANGE); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(f->c0, &key, &v, MDB_NEXT_DUP)) {
+	for (mrc = mdb_cursor_get(c0, &key, &v, MDB_GET_BOTH_RANGE); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(c0, &key, &v, MDB_NEXT_DUP)) {
 		if (memcmp(v.mv_data, vb, r) || v.mv_size != r + t)
 			break;
 		uint8_t tail[BLOBKEY_BYTES];
@@ -444,6 +529,15 @@ static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
 		rc = row0_blobs(f, tail, h, dist);
 	}
 	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* Every blob of hash h, through its rows in near0 (each in one level). */
+static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
+{
+	int rc = 0;
+	for (size_t l = 0; l < f->c0.n && !rc; l++)
+		rc = resolve_in(f, f->c0.c[l], h, dist);
+	return rc;
 }
 
 /* One page of packed values of table i under the query's block. */
@@ -466,10 +560,11 @@ static int scan_values(struct finder *f, unsigned i, const uint8_t *p, size_t by
 	return rc;
 }
 
-static int scan_table(struct finder *f, unsigned i)
+/* The query's block in one level of table i. */
+static int scan_level(struct finder *f, unsigned i, MDB_dbi dbi)
 {
 	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(f->txn, f->st->db_near[i], &c));
+	int rc = pd_mdb_err(mdb_cursor_open(f->txn, dbi, &c));
 	if (rc)
 		return rc;
 	uint8_t kb[8];
@@ -485,19 +580,35 @@ static int scan_table(struct finder *f, unsigned i)
 	return rc ? rc : (mrc && mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
 }
 
+/* Table i, level by level, the table itself first: a caller that stops
+ * after a few hits (the delta step's candidates) meets the pages it met
+ * before the levels, in key order; the newest pages, which are less often
+ * a base yet (still in the nursery, or deltas already on a chain), come
+ * last. */
+static int scan_table(struct finder *f, unsigned i)
+{
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t nl = near_hash_levels(f->st, i, lv);
+	int rc = 0;
+	for (size_t l = nl; l-- > 0 && !rc;)
+		rc = scan_level(f, i, lv[l]);
+	return rc;
+}
+
 int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near_hit_fn cb, void *ctx)
 {
-	struct finder f = { txn, st, q, maxdist, st->near_tables, cb, ctx, NULL };
+	struct finder f = { txn, st, q, maxdist, st->near_tables, cb, ctx, { { NULL }, 0 } };
 	if (!f.n)
 		return 0;
 	/* Beyond K the pigeonhole argument fails: some neighbours would be
 	 * missed, so the index never answers past it. */
 	if (maxdist > f.n - 1)
 		return -EINVAL;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_near[0], &f.c0));
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	int rc = near_stage_cursors_open(txn, lv, near_hash_levels(st, 0, lv), &f.c0);
 	for (unsigned i = 0; i < f.n && !rc; i++)
 		rc = scan_table(&f, i);
-	mdb_cursor_close(f.c0);
+	near_stage_cursors_close(&f.c0); /* (none open when the open failed) */
 	return rc > 0 ? 0 : rc;
 }
 
@@ -509,6 +620,7 @@ struct checker {
 	near_bad_fn bad;
 	void *ctx;
 	uint64_t nbad;
+	struct near_stage_cursors levels[PD_NEAR_MAX_TABLES]; /* each table's, for the records' probes */
 };
 
 void near_report(near_bad_fn bad, void *ctx, uint64_t *nbad, const char *fmt, ...)
@@ -526,20 +638,21 @@ void near_report(near_bad_fn bad, void *ctx, uint64_t *nbad, const char *fmt, ..
 
 /* The hash of a row, or false (reported) when its key or value has the
  * wrong size for table i. */
-static bool decode_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v, uint64_t *h)
+static bool decode_row(struct checker *c, unsigned i, const char *name, const MDB_val *key, const MDB_val *v,
+		       uint64_t *h)
 {
 	unsigned n = c->st->near_tables, start, width;
 	uint8_t kb[8];
 	block_span(i, n, &start, &width);
 	size_t ks = block_key(kb, 0, i, n).mv_size;
 	if (key->mv_size != ks || v->mv_size != row_bytes(c->st, i, n)) {
-		report(c, "near%u: a row with a key of %zu bytes and a value of %zu (want %zu and %zu)", i,
+		report(c, "%s: a row with a key of %zu bytes and a value of %zu (want %zu and %zu)", name,
 		       key->mv_size, v->mv_size, ks, row_bytes(c->st, i, n));
 		return false;
 	}
 	uint64_t block = get_be(key->mv_data, ks);
 	if (width < 64 && block >> width) {
-		report(c, "near%u: a key wider than its block", i);
+		report(c, "%s: a key wider than its block", name);
 		return false;
 	}
 	*h = row_hash(block, v->mv_data, i, n);
@@ -547,11 +660,11 @@ static bool decode_row(struct checker *c, unsigned i, const MDB_val *key, const 
 }
 
 /* A row of near0: its blob has a record with that simhash. */
-static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
+static void check_row0(struct checker *c, const char *table, const MDB_val *key, const MDB_val *v)
 {
 	char name[BLOBKEY_NAME_MAX];
 	uint64_t h;
-	if (!decode_row(c, 0, key, v, &h))
+	if (!decode_row(c, 0, table, key, v, &h))
 		return;
 	const uint8_t *tail = (const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables);
 	if (!c->st->near0_keys) {
@@ -559,8 +672,8 @@ static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
 		size_t n;
 		int rc = prefix_blobs(c->txn, c->st, tail, h, NULL, NULL, &n);
 		if (!rc && !n)
-			report(c, "near0: a row of simhash %016llx and MD5 prefix %02x%02x%02x%02x names no blob with "
-			       "that simhash", (unsigned long long)h, tail[0], tail[1], tail[2], tail[3]);
+			report(c, "%s: a row of simhash %016llx and MD5 prefix %02x%02x%02x%02x names no blob with "
+			       "that simhash", table, (unsigned long long)h, tail[0], tail[1], tail[2], tail[3]);
 		return;
 	}
 	struct blobkey k;
@@ -571,29 +684,32 @@ static void check_row0(struct checker *c, const MDB_val *key, const MDB_val *v)
 	MDB_val fk = { BLOBKEY_BYTES, kb }, fv;
 	struct fprec r;
 	if (mdb_get(c->txn, c->st->db_fp, &fk, &fv) || fprec_decode(fv.mv_data, fv.mv_size, &r))
-		report(c, "near0: a row names blob %s, which has no fingerprint record", name);
+		report(c, "%s: a row names blob %s, which has no fingerprint record", table, name);
 	else if (!(r.flags & FPREC_HAS_SIMHASH) || r.simhash != h)
-		report(c, "near0: the row of blob %s has simhash %016llx, its record %s", name,
+		report(c, "%s: the row of blob %s has simhash %016llx, its record %s", table, name,
 		       (unsigned long long)h, (r.flags & FPREC_HAS_SIMHASH) ? "another" : "none");
 }
 
 /* A row of table i >= 1: near0 has a blob of that hash. */
-static int check_row(struct checker *c, unsigned i, const MDB_val *key, const MDB_val *v)
+static int check_row(struct checker *c, unsigned i, const char *table, const MDB_val *key, const MDB_val *v)
 {
 	uint64_t h;
-	if (!decode_row(c, i, key, v, &h))
+	if (!decode_row(c, i, table, key, v, &h))
 		return 0;
 	bool yes;
 	int rc = hash_indexed(c->txn, c->st, h, &yes);
 	if (!rc && !yes)
-		report(c, "near%u: simhash %016llx belongs to no blob in near0", i, (unsigned long long)h);
+		report(c, "%s: simhash %016llx belongs to no blob in near0", table, (unsigned long long)h);
 	return rc;
 }
 
-static int check_table(struct checker *c, unsigned i)
+/* Every row of level l of table i. */
+static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi)
 {
+	char table[24];
+	level_name(c->st, i, l, table, sizeof table);
 	MDB_cursor *cur;
-	int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
 	if (rc)
 		return rc;
 	MDB_val key, v;
@@ -601,12 +717,22 @@ static int check_table(struct checker *c, unsigned i)
 	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
 		if (i == 0)
-			check_row0(c, &key, &v);
+			check_row0(c, table, &key, &v);
 		else
-			rc = check_row(c, i, &key, &v);
+			rc = check_row(c, i, table, &key, &v);
 	}
 	mdb_cursor_close(cur);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+static int check_table(struct checker *c, unsigned i)
+{
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t nl = near_hash_levels(c->st, i, lv);
+	int rc = 0;
+	for (size_t l = 0; l < nl && !rc; l++)
+		rc = check_level(c, i, l, lv[l]);
+	return rc;
 }
 
 /* Every row a fingerprint with a simhash needs is there. */
@@ -616,16 +742,10 @@ static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
 	uint8_t kb[8], vb[ROW_MAX];
 	char name[BLOBKEY_NAME_MAX];
 	for (unsigned i = 0; i < n; i++) {
-		MDB_cursor *cur;
-		int rc = pd_mdb_err(mdb_cursor_open(c->txn, c->st->db_near[i], &cur));
-		if (rc)
-			return rc;
-		MDB_val key = block_key(kb, h, i, n), v = row_val(c->st, vb, h, i, n, k);
-		int mrc = mdb_cursor_get(cur, &key, &v, MDB_GET_BOTH);
-		mdb_cursor_close(cur);
-		if (mrc && mrc != MDB_NOTFOUND)
-			return pd_mdb_err(mrc);
-		if (mrc) {
+		int has = near_stage_probe(&c->levels[i], block_key(kb, h, i, n), row_val(c->st, vb, h, i, n, k));
+		if (has < 0)
+			return has;
+		if (!has) {
 			blobkey_name(k, name);
 			report(c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)h, i);
 		}
@@ -662,14 +782,30 @@ static int check_record_cb(void *ctx, const struct blobkey *k, uint64_t h)
 	return check_record(ctx, k, h);
 }
 
+/* Every record's rows are in some level of each table. */
+static int check_records(struct checker *c)
+{
+	unsigned opened = 0;
+	int rc = 0;
+	for (; opened < c->st->near_tables && !rc; opened++) {
+		MDB_dbi lv[NEAR_STAGE_LEVELS];
+		rc = near_stage_cursors_open(c->txn, lv, near_hash_levels(c->st, opened, lv), &c->levels[opened]);
+	}
+	if (!rc)
+		rc = each_simhash(c->txn, c->st, check_record_cb, c);
+	while (opened) /* (one whose open failed has none open) */
+		near_stage_cursors_close(&c->levels[--opened]);
+	return rc;
+}
+
 int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
 {
-	struct checker c = { txn, st, bad, ctx, 0 };
+	struct checker c = { txn, st, bad, ctx, 0, { { { NULL }, 0 } } };
 	int rc = 0;
 	for (unsigned i = 0; i < st->near_tables && !rc; i++)
 		rc = check_table(&c, i);
 	if (!rc && st->near_tables)
-		rc = each_simhash(txn, st, check_record_cb, &c);
+		rc = check_records(&c);
 	*nbad = c.nbad;
 	return rc ? rc : near_set_check(txn, st, bad, ctx, nbad);
 }
@@ -682,13 +818,14 @@ struct rebuilder {
 static int rebuild_cb(void *ctx, const struct blobkey *k, uint64_t h)
 {
 	struct rebuilder *r = ctx;
-	return near_add(r->txn, r->st, k, h);
+	return add_rows(r->txn, r->st, k, h, true);
 }
 
 int near_rebuild(MDB_txn *txn, struct store *st)
 {
 	for (unsigned i = 0; i < st->near_tables; i++) {
-		int rc = pd_mdb_err(mdb_drop(txn, st->db_near[i], 0));
+		MDB_dbi lv[NEAR_STAGE_LEVELS];
+		int rc = near_stage_drop(txn, lv, near_hash_levels(st, i, lv));
 		if (rc)
 			return rc;
 	}
@@ -723,7 +860,8 @@ int near0_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BY
 	/* The first batch empties near0 and marks it as being converted
 	 * (layout 0: a read-only open answers nothing from it). */
 	if (!memcmp(next, first, BLOBKEY_BYTES)) {
-		if (n && (rc = pd_mdb_err(mdb_drop(txn, st->db_near[0], 0))))
+		MDB_dbi lv[NEAR_STAGE_LEVELS];
+		if (n && (rc = near_stage_drop(txn, lv, near_hash_levels(st, 0, lv))))
 			return rc;
 		if ((rc = near0_layout_put(txn, st, 0)))
 			return rc;

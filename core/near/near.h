@@ -22,7 +22,9 @@
  * hash), and a hit there is resolved through near0 (its rows for one hash
  * are adjacent: same key, values sorted by rest). Per page that is 26 + 6K
  * bytes of values at K=3 (44) and 27 + 7K at K=4 (55); measured with
- * LMDB's pages, 84 and 100 bytes (bench_nearidx).
+ * LMDB's pages, 84 and 100 bytes (bench_nearidx). From near layout 6 each
+ * table nearI has two levels, nearI_0 and nearI_1, whose rows have its
+ * form and are on their way to it ("Rows staged", below).
  *
  * near0 has a layout of its own (the meta row "near0_layout", 4 bytes
  * little-endian; absent: 1), apart from the sets' (near_layout, below):
@@ -126,8 +128,9 @@ int near_add_sig(MDB_txn *txn, struct store *st, const struct blobkey *k, const 
 
 
 /* Every indexed blob within distance maxdist (<= the store's K) of q,
- * each once, in no particular order. cb returning non-zero stops the walk
- * with that value (a positive value is returned as 0). */
+ * each once, in no promised order (the rows of each table itself before
+ * those of its levels: "Rows staged"). cb returning non-zero stops the
+ * walk with that value (a positive value is returned as 0). */
 typedef int (*near_hit_fn)(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist);
 int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near_hit_fn cb, void *ctx);
 
@@ -153,7 +156,7 @@ int near0_layout_upgrade(struct store *st);
  *              row stands for the blobs of that MD5 prefix whose set has
  *              that key in that band (near_lsh.c)
  *   nearbands0, nearbands1: rows of the same form on their way to
- *              nearbands (layout 5, near_bands.c, "Band rows staged")
+ *              nearbands (layout 5, near_bands.c, "Rows staged")
  * Written and removed with the near rows (near_add_sig, near_remove); a
  * record without a set (signed by fsck's record repair, or a read-only
  * store from before the tables) is confirmed by its sketch.
@@ -182,6 +185,10 @@ int near0_layout_upgrade(struct store *st);
  *      order and in batches, to nearbands1 and then nearbands (below);
  *      a row may be in any of the three. A store of layout 4 has all its
  *      rows in nearbands and is brought to 5 by recording it.
+ *   6: the simhash rows of new pages go to nearI_0 and move on to nearI_1
+ *      and nearI (near0..nearK) the same way, each row in one of the
+ *      three. A store of layout 4 or 5 has all its simhash rows in the
+ *      tables themselves and is brought to 6 by recording it.
  * A store of layout 1 to 3 is converted when it is opened writable (before
  * the signature upgrade, from near_part's start: the band rows emptied by
  * the first batch, every set truncated and rewritten with its band rows
@@ -192,37 +199,53 @@ int near0_layout_upgrade(struct store *st);
  * they are (st->near_sets_full: sets at 32 bits, and a query's set looked
  * up in the bands at 32 bits: the same answers as before); layout 1 is
  * near_stale (its near answers fail with -ESTALE). */
-#define NEAR_LAYOUT_VERSION 5
+#define NEAR_LAYOUT_VERSION 6
 
-/* Band rows staged (layout 5, near_bands.c). A page's 16 band rows have
- * keys spread over the whole band table, so once the table is much larger
- * than a commit's rows, each row is a leaf page of its own that the commit
- * copies and writes: 16 pages of 4 KiB a page signed, the largest share
- * of what LMDB writes at scale. As an LSM tree does, the rows go first to
- * a small table (nearbands0, at most NEAR_BAND_STAGE_ROWS rows), where a
- * commit's rows share its few leaves; nearbands0 is emptied into
- * nearbands1 (at most NEAR_BAND_FANOUT times as many rows) in one
- * transaction when full; and once nearbands1 is full it is moved into
- * nearbands by a pass in key order, NEAR_BAND_STAGE_ROWS / 4 rows a
- * transaction, so that each of nearbands' leaves is written once per pass
- * rather than once per row. The moves ride on the signer's commits
- * (near_bands_settle). A lookup reads all three (newest first); a row is
- * removed from whichever holds it. */
-#define NEAR_BAND_TABLES 3
+/* Rows staged (near_stage.c): band rows from layout 5 (near_bands.c),
+ * simhash rows from layout 6 (near.c). A page's 16 band rows, and its
+ * K+1 simhash rows, have keys spread over the whole of their tables, so
+ * once a table is much larger than a commit's rows, each row is a leaf
+ * page of its own that the commit copies and writes: 16 + K+1 pages of
+ * 4 KiB a page signed, the largest share of what LMDB writes at scale.
+ * As an LSM tree does, the rows go first to a small table (level 0:
+ * nearbands0 for nearbands, nearI_0 for nearI), where a commit's rows
+ * share its few leaves; level 0 is emptied into level 1 (nearbands1,
+ * nearI_1: at most NEAR_STAGE_FANOUT times as many rows) in one
+ * transaction when full; and once level 1 is full it is moved into the
+ * table by a pass in key order, a quarter of level 0's bound a
+ * transaction, so that each of the table's leaves is written once per
+ * pass rather than once per row. Level 0 holds NEAR_BAND_STAGE_ROWS band
+ * rows (2,048 pages), NEAR_HASH_STAGE_ROWS rows of each simhash table
+ * (4,096 pages: a simhash table has 8,192 keys, so level 0's rows are
+ * nodes of their own, about 20 leaves of them). The moves ride on the signer's commits
+ * (near_stage_settle_all). A lookup reads all three levels (the band
+ * rows newest first, the simhash rows oldest first: near_find); a row is
+ * removed from whichever holds it. A simhash row is put only where no
+ * level holds it already, so that each is in one level and near_find
+ * names each blob once. */
+#define NEAR_STAGE_LEVELS 3
+#define NEAR_BAND_TABLES NEAR_STAGE_LEVELS
 #define NEAR_BAND_STAGE_ROWS 32768u
-#define NEAR_BAND_FANOUT 32u
-/* Where a pass from nearbands1 to nearbands stands (kept in memory: a
- * pass cut short by a restart starts again when nearbands1 is full). */
-struct near_band_pass {
+#define NEAR_HASH_STAGE_ROWS 4096u
+#define NEAR_STAGE_FANOUT 32u
+/* Where a pass from level 1 to its table stands (kept in memory: a pass
+ * cut short by a restart starts again when level 1 is full). ks = 0:
+ * from the first row. */
+struct near_stage_pass {
 	bool active;
-	uint8_t band;
-	uint8_t val[8];
+	uint8_t ks, vs;
+	uint8_t key[8], val[32];
 };
-/* Inside a write transaction, after rows were added: empty nearbands0
- * into nearbands1 if it is full, and move the pass's next rows into
- * nearbands if a pass is on or nearbands1 is full. stage_rows: the
- * nearbands0 bound (0: NEAR_BAND_STAGE_ROWS). */
-int near_bands_settle(MDB_txn *txn, struct store *st, struct near_band_pass *p, unsigned stage_rows);
+/* The passes of every staged table. */
+struct near_stage_passes {
+	struct near_stage_pass bands, hashes[PD_NEAR_MAX_TABLES];
+};
+/* Inside a write transaction, after rows were added: empty each level 0
+ * into its level 1 if it is full, and move a pass's next rows into its
+ * table if a pass is on or level 1 is full. stage_rows: the level 0
+ * bound of every table (0: NEAR_BAND_STAGE_ROWS for the band rows,
+ * NEAR_HASH_STAGE_ROWS for the simhash rows). */
+int near_stage_settle_all(MDB_txn *txn, struct store *st, struct near_stage_passes *p, unsigned stage_rows);
 /* The oldest layout a read-only open answers from. */
 #define NEAR_LAYOUT_READABLE 2
 /* The store's layout into *layout (1 when none is recorded). */

@@ -1,5 +1,5 @@
-/* near_int.h - what near.c, near_lsh.c, near_setdiff.c and near_layout.c
- * share (not an interface). */
+/* near_int.h - what near.c, near_lsh.c, near_bands.c, near_stage.c,
+ * near_setdiff.c and near_layout.c share (not an interface). */
 #ifndef PD_NEAR_INT_H
 #define PD_NEAR_INT_H
 
@@ -25,6 +25,42 @@ int near_keys_push(struct near_keys *l, const MDB_val *key);
 
 /* Take blob k's shingle set and its LSH rows out (none: nothing to do). */
 int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
+
+/* ---- staged tables (near_stage.c; near.h, "Rows staged") ----
+ *
+ * A dup-sorted table of fixed-size rows and its two levels, newest first:
+ * level 0, level 1, the table itself (lv[0..3)); a read-only store from
+ * before the levels has the table alone (n = 1). Rows of at most
+ * NEAR_STAGE_KEY_MAX bytes of key and NEAR_STAGE_VAL_MAX of value. */
+#define NEAR_STAGE_KEY_MAX 8
+#define NEAR_STAGE_VAL_MAX 32
+/* Open (create: make) the two levels names[0], names[1] into lv; *has
+ * whether they are there (a read-only store may have none: no error). */
+int near_stage_open(MDB_txn *txn, const char *const names[2], unsigned create, MDB_dbi lv[2], bool *has);
+/* Take out the row (key, val) from every level. */
+int near_stage_del(MDB_txn *txn, const MDB_dbi *lv, size_t n, MDB_val key, MDB_val val);
+/* Empty every level. */
+int near_stage_drop(MDB_txn *txn, const MDB_dbi *lv, size_t n);
+/* Is the row (key, val) in any level? 1, 0, or an error. */
+int near_stage_has(MDB_txn *txn, const MDB_dbi *lv, size_t n, MDB_val key, MDB_val val);
+/* A cursor on each level, in lv's order. */
+struct near_stage_cursors {
+	MDB_cursor *c[NEAR_STAGE_LEVELS];
+	size_t n;
+};
+int near_stage_cursors_open(MDB_txn *txn, const MDB_dbi *lv, size_t n, struct near_stage_cursors *p);
+void near_stage_cursors_close(struct near_stage_cursors *p);
+/* near_stage_has through open cursors. */
+int near_stage_probe(struct near_stage_cursors *p, MDB_val key, MDB_val val);
+/* Inside a write transaction, after rows were added to lv[0]: empty it
+ * into lv[1] once it holds `bound` rows, and move the next rows of the pass
+ * p from lv[1] into lv[2] if a pass is on or lv[1] holds
+ * NEAR_STAGE_FANOUT times `bound` (near.h, "Rows staged"). */
+int near_stage_settle(MDB_txn *txn, const MDB_dbi lv[NEAR_STAGE_LEVELS], struct near_stage_pass *p, size_t bound);
+
+/* Simhash table i's levels, newest first, the table itself last (one: a
+ * read-only store from before layout 6): their count (near.c). */
+size_t near_hash_levels(const struct store *st, unsigned i, MDB_dbi lv[NEAR_STAGE_LEVELS]);
 
 /* ---- band rows (near_bands.c; near.h, layouts 2 and 5) ----
  *
@@ -84,12 +120,7 @@ const char *near_band_table_name(const struct store *st, size_t i);
  * a read-only store without them has none, and that is no error. */
 int near_bands_open_staged(MDB_txn *txn, struct store *st, unsigned create);
 /* A cursor on each band table, newest first (near_band_tables' order). */
-struct near_band_cursors {
-	MDB_cursor *c[NEAR_BAND_TABLES];
-	size_t n;
-};
-int near_band_cursors_open(MDB_txn *txn, struct store *st, struct near_band_cursors *p);
-void near_band_cursors_close(struct near_band_cursors *p);
+int near_band_cursors_open(MDB_txn *txn, struct store *st, struct near_stage_cursors *p);
 /* The signature of blob k as this version computes it from its page
  * (none when its bytes cannot be read). */
 void near_sig_of_blob(struct store *st, const struct blobkey *k, const struct fprec *r, struct near_sig *sig);

@@ -2,9 +2,10 @@
  * meta, and the conversion of layouts 1 (sets as u32 arrays, band rows in
  * nearlsh), 2 (Rice-coded sets with their band keys, a sketch in every
  * fingerprint record) and 3 (32-bit sets without band keys, no sketch
- * beside a set) to layout 5 (sets at NEARSET_BITS, the band rows of
+ * beside a set) to layout 6 (sets at NEARSET_BITS, the band rows of
  * their keys in nearbands), a batch of sets a transaction, without reading
- * a page; layout 4 is layout 5 with nothing staged. */
+ * a page; layouts 4 and 5 are layout 6 with nothing staged (4) or only
+ * band rows staged (5). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +63,9 @@ int near_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BYT
 	int rc = near_layout_get(txn, st, &layout);
 	if (rc)
 		return rc;
-	/* layout 4's sets and rows are layout 5's, its rows all in nearbands */
-	if (layout == 4 && st->has_nearset) {
+	/* layout 4's sets and rows are layout 6's, its rows all in nearbands
+	 * and near0..nearK; layout 5's are too, its band rows maybe staged */
+	if ((layout == 4 || layout == 5) && st->has_nearset) {
 		if (!(rc = near_layout_put(txn, st)))
 			*finished = true;
 		return rc;

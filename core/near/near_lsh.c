@@ -251,12 +251,12 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	}
 	lc->n = 0;
 	/* band by band, and in a band the newest rows first */
-	struct near_band_cursors c;
+	struct near_stage_cursors c;
 	rc = near_band_cursors_open(txn, st, &c);
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++)
 		for (size_t i = 0; i < c.n && !rc; i++)
 			rc = band_rows(txn, st, c.c[i], lc, b, nearset_band(s, b), cb, ctx);
-	near_band_cursors_close(&c); /* (none open when the open failed) */
+	near_stage_cursors_close(&c); /* (none open when the open failed) */
 	free(lc);
 	free(at);
 	return rc > 0 ? 0 : rc;

@@ -61,7 +61,7 @@ struct sigq {
 	bool running, stop;
 	struct ndelta *delta; /* signed pages go on to their delta step */
 	struct sigq_counts counts; /* who signed how many (queued: unused) */
-	struct near_band_pass pass; /* band rows moved on by the batches' commits
+	struct near_stage_passes passes; /* rows moved on by the batches' commits
 				     * (near.h: only under the write lock) */
 	size_t held;               /* bytes of the pages queued or in flight */
 };
@@ -266,9 +266,9 @@ static int store_batch_cb(struct wtx *w, void *arg)
 	for (size_t i = 0; i < b->n && !rc; i++)
 		if (b->p[i].ok)
 			rc = store_sig(w, &b->p[i]);
-	/* the band rows just added, and those before them, moved on when
-	 * their table is full (near.h, "Band rows staged") */
-	return rc ? rc : near_bands_settle(w->txn, w->st, &w->st->sigq->pass, w->st->opts.band_stage_rows);
+	/* the rows just added, and those before them, moved on when their
+	 * level is full (near.h, "Rows staged") */
+	return rc ? rc : near_stage_settle_all(w->txn, w->st, &w->st->sigq->passes, w->st->opts.stage_rows);
 }
 
 /* Sign the batch's pages outside any transaction, store the signatures in

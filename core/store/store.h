@@ -196,8 +196,8 @@ struct store_opts {
 	int compact_level;
 	unsigned delta_rule;  /* how near-duplicates choose the base they are stored
 			       * as deltas against (near/ndelta.h), 0 = default */
-	unsigned band_stage_rows; /* band rows nearbands0 holds before they move on
-				   * (near.h, layout 5), 0 = NEAR_BAND_STAGE_ROWS */
+	unsigned stage_rows; /* rows each staged table's level 0 holds before they
+			      * move on (near.h, "Rows staged"), 0 = its default */
 	unsigned delta_candidates; /* candidates a page's base is chosen among, at
 				    * most NDELTA_CANDIDATES, 0 = NDELTA_DEFAULT_CANDIDATES */
 	/* The nursery (pack.h): a sealed page goes to a nursery pack at
@@ -246,6 +246,8 @@ struct store {
 	MDB_dbi db_nearfeat, db_nearlsh; /* shingle sets and LSH bands: nearfeat, nearbands (near.h) */
 	MDB_dbi db_nearstage[2]; /* band rows staged: nearbands0, nearbands1 (near.h, layout 5) */
 	bool has_nearstage;      /* false: a read-only store from before them */
+	MDB_dbi db_nearhstage[PD_NEAR_MAX_TABLES][2]; /* simhash rows staged: nearI_0, nearI_1 (layout 6) */
+	bool has_nearhstage;     /* false: a read-only store from before them */
 	bool has_nearset;     /* false: a read-only store from before them */
 	bool near_sets_full;  /* sets and band rows at 32 bits: near layout < 4 (near.h) */
 	bool near0_keys;      /* near0 rows hold whole blob keys: near0 layout 1 (near.h) */

@@ -69,10 +69,19 @@ static uint64_t flip_bits(uint64_t h, unsigned d, int within, unsigned ntables)
 
 /* ---- rows written straight into the tables -------------------------------- */
 
+/* Level 0's bound when the brute-force rows are staged: 100,000 rows make
+ * several passes (a pass starts at NEAR_STAGE_FANOUT times this in level 1). */
+#define STAGED_BOUND 512
+
 struct rows {
 	const uint64_t *h;
 	size_t from, to;
 	bool add;
+	/* non-NULL: the rows moved on after each row, level 0 holding
+	 * `bound` rows (near.h, "Rows staged"), as the signer's commits move
+	 * them */
+	struct near_stage_passes *passes;
+	unsigned bound;
 };
 
 static struct blobkey key_of(size_t i)
@@ -99,18 +108,34 @@ static int rows_cb(struct wtx *w, void *p)
 		int rc = r->add ? blob_put(w->txn, w->st, &k, &rec) : pd_mdb_err(mdb_del(w->txn, w->st->db_fp, &key, NULL));
 		if (!rc)
 			rc = r->add ? near_add(w->txn, w->st, &k, r->h[i]) : near_remove(w->txn, w->st, &k, r->h[i]);
+		if (!rc && r->passes)
+			rc = near_stage_settle_all(w->txn, w->st, r->passes, r->bound);
 		if (rc)
 			return rc;
 	}
 	return 0;
 }
 
-static void put_rows(struct store *st, const uint64_t *h, size_t from, size_t to, bool add)
+static void put_rows(struct store *st, const uint64_t *h, size_t from, size_t to, bool add,
+		     struct near_stage_passes *passes)
 {
 	for (size_t i = from; i < to; i += 20000) {
-		struct rows r = { h, i, i + 20000 < to ? i + 20000 : to, add };
+		struct rows r = { h, i, i + 20000 < to ? i + 20000 : to, add, passes, STAGED_BOUND };
 		assert_int_equal(store_write(st, rows_cb, &r), 0);
 	}
+}
+
+/* The rows of simhash table i in level l (near_hash_levels' order). */
+static size_t hash_level_rows(struct store *st, unsigned i, size_t l)
+{
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	assert_true(l < near_hash_levels(st, i, lv));
+	MDB_txn *txn;
+	MDB_stat ms;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_stat(txn, lv[l], &ms), 0);
+	store_read_end(st, txn);
+	return ms.ms_entries;
 }
 
 /* What near_find answers for q, as a sorted list of row numbers. */
@@ -156,7 +181,8 @@ static size_t check_query(struct store *st, const uint64_t *h, const bool *live,
 	assert_int_equal(near_find(txn, st, q, maxdist, found_cb, &f), 0);
 	store_read_end(st, txn);
 	assert_false(f.bad_dist);
-	qsort(f.v, f.n, sizeof *f.v, size_cmp);
+	if (f.n)
+		qsort(f.v, f.n, sizeof *f.v, size_cmp);
 	size_t j = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!live[i] || simhash_distance(h[i], q) > maxdist)
@@ -172,11 +198,62 @@ static size_t check_query(struct store *st, const uint64_t *h, const bool *live,
 	return j;
 }
 
+/* The rows of simhash table i in all its levels. */
+static size_t staged_rows(struct store *st, unsigned i)
+{
+	size_t n = 0;
+	for (size_t l = 0; l < NEAR_STAGE_LEVELS; l++)
+		n += hash_level_rows(st, i, l);
+	return n;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* How many distinct hashes the live rows have. */
+static size_t distinct_live(const uint64_t *h, const bool *live, size_t n)
+{
+	uint64_t *v = malloc(n * sizeof *v);
+	assert_non_null(v);
+	size_t m = 0, d = 0;
+	for (size_t i = 0; i < n; i++)
+		if (live[i])
+			v[m++] = h[i];
+	qsort(v, m, sizeof *v, u64_cmp);
+	for (size_t i = 0; i < m; i++)
+		d += i == 0 || v[i] != v[i - 1];
+	free(v);
+	return d;
+}
+
+static void say_bad(void *ctx, const char *line)
+{
+	(void)ctx;
+	print_error("near_check: %s\n", line);
+}
+
+/* near_check (fsck's check of the tables) finds nothing wrong. */
+static void assert_near_check_clean(struct store *st)
+{
+	MDB_txn *txn;
+	uint64_t nbad = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_check(txn, st, say_bad, NULL, &nbad), 0);
+	store_read_end(st, txn);
+	assert_int_equal(nbad, 0);
+}
+
 /* 100,000 random fingerprints, with neighbours planted around query points
  * at every distance 0..K+1, flips inside one block and spread over blocks;
  * every query must give what brute force gives. Then half the rows go and
- * the answers must follow at once. */
-static void brute_force_at(unsigned K)
+ * the answers must follow at once. `staged`: the rows move on through the
+ * levels as they are added and removed (level 0 of STAGED_BOUND rows, so
+ * that passes into the tables themselves run meanwhile), and every level
+ * of every table holds some when the queries run. */
+static void brute_force_at(unsigned K, bool staged)
 {
 	enum { N = 100000, QUERIES = 150 };
 	char *dir = th_tmpdir();
@@ -201,8 +278,28 @@ static void brute_force_at(unsigned K)
 	}
 	while (n < N)
 		h[n++] = rnd();
+	/* staged, the planted rows are spread over the order of insertion,
+	 * so that each level holds some of the neighbours the queries find */
+	for (size_t i = N - 1; i > 0 && staged; i--) {
+		size_t j = (size_t)(rnd() % (i + 1));
+		uint64_t t = h[i];
+		h[i] = h[j];
+		h[j] = t;
+	}
 	memset(live, 1, N);
-	put_rows(st, h, 0, N, true);
+	struct near_stage_passes passes = { 0 };
+	put_rows(st, h, 0, N, true, staged ? &passes : NULL);
+	/* every level of every table holds rows, and near0 one a blob (no
+	 * row lost or doubled by the moves) */
+	size_t rows0 = 0;
+	for (unsigned i = 0; i < nt && staged; i++)
+		for (size_t l = 0; l < NEAR_STAGE_LEVELS; l++) {
+			size_t rows = hash_level_rows(st, i, l);
+			assert_true(rows > 0);
+			rows0 += i == 0 ? rows : 0;
+		}
+	if (staged)
+		assert_int_equal(rows0, N);
 	size_t named = 0;
 	for (size_t i = 0; i < QUERIES; i++) {
 		named += check_query(st, h, live, N, q[i], K);
@@ -218,9 +315,19 @@ static void brute_force_at(unsigned K)
 	store_read_end(st, txn);
 	/* remove every other row, and the first of each shared pair */
 	for (size_t i = 0; i < N; i += 2) {
-		struct rows r = { h, i, i + 1, false };
+		struct rows r = { h, i, i + 1, false, staged ? &passes : NULL, STAGED_BOUND };
 		assert_int_equal(store_write(st, rows_cb, &r), 0);
 		live[i] = false;
+	}
+	/* every row of a removed blob went, from whichever level held it:
+	 * near0 a row a live blob, each other table a row a distinct live
+	 * hash, and what is left checks */
+	if (staged) {
+		assert_int_equal(staged_rows(st, 0), N / 2);
+		size_t distinct = distinct_live(h, live, N);
+		for (unsigned i = 1; i < nt; i++)
+			assert_int_equal(staged_rows(st, i), distinct);
+		assert_near_check_clean(st);
 	}
 	for (size_t i = 0; i < QUERIES; i++)
 		check_query(st, h, live, N, q[i], K);
@@ -233,14 +340,21 @@ static void brute_force_at(unsigned K)
 static void test_brute_force_k3(void **state)
 {
 	(void)state;
-	brute_force_at(3);
+	brute_force_at(3, false);
 }
 
 static void test_brute_force_other_k(void **state)
 {
 	(void)state;
-	brute_force_at(0);
-	brute_force_at(5); /* 64 = 6 blocks of 11 and 10 bits */
+	brute_force_at(0, false);
+	brute_force_at(5, false); /* 64 = 6 blocks of 11 and 10 bits */
+}
+
+/* The same with the simhash rows staged (near.h, layout 6). */
+static void test_brute_force_staged(void **state)
+{
+	(void)state;
+	brute_force_at(3, true);
 }
 
 static void test_blocks(void **state)
@@ -489,15 +603,24 @@ static void test_confirmation(void **state)
 
 static int drop_row_cb(struct wtx *w, void *p)
 {
-	/* remove the first row of the last table */
+	/* remove the first row of the last table, from the first of its
+	 * levels that has one */
 	struct store *st = w->st;
 	(void)p;
-	MDB_cursor *c;
-	MDB_val k, v;
-	assert_int_equal(mdb_cursor_open(w->txn, st->db_near[st->near_tables - 1], &c), 0);
-	assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
-	assert_int_equal(mdb_cursor_del(c, 0), 0);
-	mdb_cursor_close(c);
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t nl = near_hash_levels(st, st->near_tables - 1, lv);
+	for (size_t l = 0; l < nl; l++) {
+		MDB_cursor *c;
+		MDB_val k, v;
+		assert_int_equal(mdb_cursor_open(w->txn, lv[l], &c), 0);
+		int g = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+		if (g == 0)
+			assert_int_equal(mdb_cursor_del(c, 0), 0);
+		mdb_cursor_close(c);
+		if (g == 0)
+			return 0;
+	}
+	fail_msg("no row in the last simhash table");
 	return 0;
 }
 
@@ -967,6 +1090,24 @@ struct old_layout {
 	int layout;
 };
 
+/* Every simhash row moved into its table and the levels deleted, as in a
+ * store before layout 6. */
+static void unstage_hashes(struct wtx *w)
+{
+	struct store *st = w->st;
+	for (unsigned i = 0; i < st->near_tables && st->has_nearhstage; i++)
+		for (size_t l = 0; l < 2; l++) {
+			MDB_cursor *c;
+			MDB_val k, v;
+			assert_int_equal(mdb_cursor_open(w->txn, st->db_nearhstage[i][l], &c), 0);
+			for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0; g = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+				assert_int_equal(mdb_put(w->txn, st->db_near[i], &k, &v, MDB_NODUPDATA), 0);
+			mdb_cursor_close(c);
+			assert_int_equal(mdb_drop(w->txn, st->db_nearhstage[i][l], 1), 0);
+		}
+	st->has_nearhstage = false;
+}
+
 /* The store put back to an older layout, its sets computed from the pages
  * at 32 bits as that code kept them:
  *   1 (before format 2): sets as u32 arrays, band rows in nearlsh (band
@@ -994,6 +1135,7 @@ static int make_layout_cb(struct wtx *w, void *p)
 	for (size_t i = 0; i < 2 && st->has_nearstage; i++)
 		assert_int_equal(mdb_drop(w->txn, st->db_nearstage[i], 1), 0);
 	st->has_nearstage = false;
+	unstage_hashes(w);
 	for (size_t i = 0; i < n; i++) {
 		uint8_t buf[NEARSET_MAX_BYTES];
 		struct blobkey bk;
@@ -1341,7 +1483,7 @@ static void test_bands_staged(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
-	struct store_opts o = { .band_stage_rows = 32 };
+	struct store_opts o = { .stage_rows = 32 };
 	struct store *st = th_store(dir, NULL, &o);
 	uint64_t ino[STAGED_PAGES];
 	for (int i = 0; i < STAGED_PAGES; i++) {
@@ -1397,28 +1539,46 @@ static void test_bands_staged(void **state)
 	th_rmdir(dir);
 }
 
-/* The store put back to layout 4: every band row in nearbands, no staged
- * tables. */
-static int make_layout4_cb(struct wtx *w, void *arg)
+/* The store put back to layout 4 (every band row in nearbands, every
+ * simhash row in its table, no staged tables) or 5 (the band rows where
+ * they are, the simhash rows in their tables, no levels for them). */
+static int make_layout_staged_cb(struct wtx *w, void *arg)
 {
-	(void)arg;
+	int layout = *(const int *)arg;
 	struct store *st = w->st;
-	assert_int_equal(near_lsh_rebuild(w->txn, st), 0);
-	for (size_t i = 0; i < 2; i++)
-		assert_int_equal(mdb_drop(w->txn, st->db_nearstage[i], 1), 0);
-	st->has_nearstage = false;
+	if (layout == 4) {
+		assert_int_equal(near_lsh_rebuild(w->txn, st), 0);
+		for (size_t i = 0; i < 2; i++)
+			assert_int_equal(mdb_drop(w->txn, st->db_nearstage[i], 1), 0);
+		st->has_nearstage = false;
+	}
+	unstage_hashes(w);
 	uint8_t lv[4];
-	put_le32(lv, 4);
+	put_le32(lv, (uint32_t)layout);
 	MDB_val lk = { 11, "near_layout" }, lval = { 4, lv };
 	return mdb_put(w->txn, st->db_meta, &lk, &lval, 0);
 }
 
-/* A store of layout 4 answers as it is read-only, and a writable open
- * records layout 5 with its rows where they are: the same finds and
- * answers, the staged tables made, fsck clean. */
-static void test_layout4_is_layout5(void **state)
+/* The simhash rows of the tables themselves (no levels read). */
+static size_t hash_rows_settled(struct store *st)
 {
-	(void)state;
+	MDB_txn *txn;
+	size_t n = 0;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	for (unsigned i = 0; i < st->near_tables; i++) {
+		MDB_stat ms;
+		assert_int_equal(mdb_stat(txn, st->db_near[i], &ms), 0);
+		n += ms.ms_entries;
+	}
+	store_read_end(st, txn);
+	return n;
+}
+
+/* A store of layout 4 or 5 answers as it is read-only, and a writable
+ * open records layout 6 with its rows where they are: the same finds and
+ * answers, the levels made, fsck clean. */
+static void older_layout_recorded(int old)
+{
 	char *dir = th_tmpdir();
 	struct store *st = th_store(dir, NULL, NULL);
 	enum { N = 8 };
@@ -1436,14 +1596,17 @@ static void test_layout4_is_layout5(void **state)
 		lsh_sorted(st, ino[i], lists[i]);
 		snprintf(answers[i], 1024, "%s", near_of(st, ino[i], &test_root));
 	}
-	assert_int_equal(store_write(st, make_layout4_cb, NULL), 0);
+	assert_int_equal(store_write(st, make_layout_staged_cb, &old), 0);
+	size_t hash_rows = hash_rows_settled(st);
+	assert_true(hash_rows >= N);
 	assert_int_equal(store_close(st), 0);
 	struct fsck_result fr = th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true });
 	assert_int_equal(fr.problems, 0); /* an older layout is a note */
 	struct store_opts ro = { .readonly = true };
 	st = th_reopen(dir, &ro);
 	assert_false(st->near_stale);
-	assert_false(st->has_nearstage);
+	assert_int_equal(st->has_nearstage, old == 5);
+	assert_false(st->has_nearhstage);
 	for (int i = 0; i < N; i++) {
 		lsh_sorted(st, ino[i], got);
 		assert_string_equal(got, lists[i]);
@@ -1452,13 +1615,16 @@ static void test_layout4_is_layout5(void **state)
 	assert_int_equal(store_close(st), 0);
 	st = th_reopen(dir, NULL);
 	assert_true(st->has_nearstage);
+	assert_true(st->has_nearhstage);
 	MDB_txn *txn;
 	uint32_t layout = 0;
 	assert_int_equal(store_read_begin(st, &txn), 0);
 	assert_int_equal(near_layout_get(txn, st, &layout), 0);
 	store_read_end(st, txn);
 	assert_int_equal(layout, NEAR_LAYOUT_VERSION);
-	assert_int_equal(band_table_rows(st, 2), N * NEARSET_BANDS); /* left where they were */
+	/* left where they were */
+	assert_int_equal(band_table_rows(st, old == 5 ? 0 : 2), N * NEARSET_BANDS);
+	assert_int_equal(hash_rows_settled(st), hash_rows);
 	for (int i = 0; i < N; i++) {
 		lsh_sorted(st, ino[i], got);
 		assert_string_equal(got, lists[i]);
@@ -1470,6 +1636,18 @@ static void test_layout4_is_layout5(void **state)
 	free(answers);
 	free(got);
 	th_rmdir(dir);
+}
+
+static void test_layout4_is_layout6(void **state)
+{
+	(void)state;
+	older_layout_recorded(4);
+}
+
+static void test_layout5_is_layout6(void **state)
+{
+	(void)state;
+	older_layout_recorded(5);
 }
 
 /* ---- near0 keyed by MD5 prefix (near0 layout 2) ---------------------------- */
@@ -1491,11 +1669,16 @@ static size_t near0_rows_of(struct store *st, size_t tail)
 	MDB_cursor *c;
 	MDB_val k, v;
 	size_t n = 0;
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t nl = near_hash_levels(st, 0, lv);
 	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(mdb_cursor_open(txn, st->db_near[0], &c), 0);
-	for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0; g = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++)
-		assert_int_equal(v.mv_size, width);
-	mdb_cursor_close(c);
+	for (size_t l = 0; l < nl; l++) {
+		assert_int_equal(mdb_cursor_open(txn, lv[l], &c), 0);
+		for (int g = mdb_cursor_get(c, &k, &v, MDB_FIRST); g == 0;
+		     g = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++)
+			assert_int_equal(v.mv_size, width);
+		mdb_cursor_close(c);
+	}
 	store_read_end(st, txn);
 	return n;
 }
@@ -1517,7 +1700,10 @@ static int near0_to_layout1_cb(struct wtx *w, void *p)
 {
 	(void)p;
 	struct store *st = w->st;
-	assert_int_equal(mdb_drop(w->txn, st->db_near[0], 0), 0);
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t nl = near_hash_levels(st, 0, lv);
+	for (size_t l = 0; l < nl; l++)
+		assert_int_equal(mdb_drop(w->txn, lv[l], 0), 0);
 	st->near0_keys = true;
 	MDB_cursor *c;
 	MDB_val k, v;
@@ -1706,6 +1892,7 @@ int main(void)
 		cmocka_unit_test(test_blocks),
 		cmocka_unit_test(test_brute_force_k3),
 		cmocka_unit_test(test_brute_force_other_k),
+		cmocka_unit_test(test_brute_force_staged),
 		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_answer_limit),
 		cmocka_unit_test(test_confirmation),
@@ -1723,7 +1910,8 @@ int main(void)
 		cmocka_unit_test(test_newer_layout_left_alone),
 		cmocka_unit_test(test_bands_shared_prefix),
 		cmocka_unit_test(test_bands_staged),
-		cmocka_unit_test(test_layout4_is_layout5),
+		cmocka_unit_test(test_layout4_is_layout6),
+		cmocka_unit_test(test_layout5_is_layout6),
 		cmocka_unit_test(test_near0_layout1_upgraded_at_open),
 		cmocka_unit_test(test_near0_layout1_fsck_repair),
 		cmocka_unit_test(test_near0_shared_row),

@@ -20,6 +20,7 @@
 #include "blob/blob.h"
 #include "helpers.h"
 #include "near/near.h"
+#include "near/near_int.h"
 #include "archive/query.h"
 #include "near/sigq.h"
 #include "near/simhash.h"
@@ -70,9 +71,14 @@ static size_t sigq_rows(struct store *st)
 	return st->has_sigq ? entries_of(st, st->db_sigq) : 0;
 }
 
+/* near0's rows, in all its levels. */
 static size_t near0_rows(struct store *st)
 {
-	return entries_of(st, st->db_near[0]);
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t n = 0, nl = near_hash_levels(st, 0, lv);
+	for (size_t l = 0; l < nl; l++)
+		n += entries_of(st, lv[l]);
+	return n;
 }
 
 static char answer[QUERY_MAX + 1];
