@@ -335,7 +335,7 @@ static int open_store(struct fsck *f, char err[512])
 	int rc = pd_mdb_err(mdb_env_create(&s->env));
 	if (rc)
 		return rc;
-	mdb_env_set_maxdbs(s->env, 64); /* as store.c: up to 17 near tables */
+	mdb_env_set_maxdbs(s->env, PD_MAX_DBS); /* as store.c */
 	if (f->writable) /* room for the repair; the map is only reserved */
 		mdb_env_set_mapsize(s->env, (size_t)sb.st_size * 2 + (1ull << 30));
 	snprintf(path, sizeof path, "%s/meta", f->dir);

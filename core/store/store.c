@@ -237,7 +237,7 @@ static int env_open(struct store *st, const char *dir, bool readonly, bool durab
 		return rc;
 	if ((rc = mdb_env_create(&st->env)))
 		return pd_mdb_err(rc);
-	mdb_env_set_maxdbs(st->env, 64);
+	mdb_env_set_maxdbs(st->env, PD_MAX_DBS);
 	mdb_env_set_maxreaders(st->env, 510);
 	/* No MDB_WRITEMAP: it would save the pwrite()s of a commit (measured:
 	 * no visible gain on a cp of 20,000 pages, where FUSE round trips
@@ -656,8 +656,9 @@ static int parts_open(struct store *st, MDB_txn *txn, char err[PD_ERRLEN])
 {
 	int rc = 0;
 	for (unsigned i = 0; !rc && i < st->n_parts; i++)
-		if (st->parts[i]->open)
-			rc = st->parts[i]->open(txn, st, err);
+		if (st->parts[i]->open && (rc = st->parts[i]->open(txn, st, err)) && !*err)
+			snprintf(err, PD_ERRLEN, "cannot open the tables of the %s of %s: %s", st->parts[i]->name,
+				 st->dir, strerror(-rc));
 	return rc;
 }
 

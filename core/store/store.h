@@ -111,6 +111,10 @@
 #define PD_FORMAT_OLDEST 1
 /* Near-duplicate tables: K+1 for distance K (near.h). */
 #define PD_NEAR_MAX_TABLES 17
+/* LMDB's named tables a store may open at once (mdb_env_set_maxdbs): at
+ * K = 16, the 17 simhash tables and their two levels each (near.h, "Rows
+ * staged") are 51, beside some twenty others. */
+#define PD_MAX_DBS 128
 #define PD_ERRLEN 512
 
 /* A parameter left to the part that owns it (store_part.create settles it). */

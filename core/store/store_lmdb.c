@@ -171,7 +171,7 @@ static int open_env(const char *meta, uint64_t mapsize, unsigned flags, MDB_env 
 		*env = NULL;
 		return rc;
 	}
-	rc = mdb_env_set_maxdbs(*env, 64);
+	rc = mdb_env_set_maxdbs(*env, PD_MAX_DBS);
 	if (!rc)
 		rc = mdb_env_set_mapsize(*env, mapsize);
 	if (!rc)

@@ -350,6 +350,49 @@ static void test_brute_force_other_k(void **state)
 	brute_force_at(5, false); /* 64 = 6 blocks of 11 and 10 bits */
 }
 
+/* The widest K mkfs takes (16): 17 simhash tables and their 34 levels
+ * open beside the store's other tables, rows go through the levels to the
+ * tables and are found, and fsck's check of them is clean after a reopen. */
+static void test_widest_k_staged(void **state)
+{
+	(void)state;
+	enum { N = 3000 };
+	char *dir = th_tmpdir();
+	struct store_params p;
+	store_params_default(&p);
+	p.near_distance = NEAR_MAX_DISTANCE;
+	struct store *st = th_store(dir, &p, NULL);
+	assert_int_equal(st->near_tables, NEAR_MAX_DISTANCE + 1);
+	assert_true(st->has_nearhstage);
+	uint64_t *h = malloc(N * sizeof *h);
+	bool *live = malloc(N);
+	assert_non_null(h);
+	assert_non_null(live);
+	for (size_t i = 0; i < N; i++)
+		h[i] = rnd();
+	memset(live, 1, N);
+	struct near_stage_passes passes = { 0 };
+	for (size_t i = 0; i < N; i += 100) {
+		struct rows r = { h, i, i + 100, true, &passes, 8 };
+		assert_int_equal(store_write(st, rows_cb, &r), 0);
+	}
+	/* every table's rows reached the table itself, none lost */
+	for (unsigned i = 0; i <= NEAR_MAX_DISTANCE; i++) {
+		assert_true(hash_level_rows(st, i, NEAR_STAGE_LEVELS - 1) > 0);
+		assert_int_equal(staged_rows(st, i), N);
+	}
+	assert_int_equal(store_close(st), 0);
+	st = th_reopen(dir, NULL);
+	for (size_t i = 0; i < 20; i++)
+		check_query(st, h, live, N, flip_bits(h[i * 97], NEAR_MAX_DISTANCE, -1, NEAR_MAX_DISTANCE + 1),
+			    NEAR_MAX_DISTANCE);
+	assert_near_check_clean(st);
+	assert_int_equal(store_close(st), 0);
+	free(h);
+	free(live);
+	th_rmdir(dir);
+}
+
 /* The same with the simhash rows staged (near.h, layout 6). */
 static void test_brute_force_staged(void **state)
 {
@@ -1893,6 +1936,7 @@ int main(void)
 		cmocka_unit_test(test_brute_force_k3),
 		cmocka_unit_test(test_brute_force_other_k),
 		cmocka_unit_test(test_brute_force_staged),
+		cmocka_unit_test(test_widest_k_staged),
 		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_answer_limit),
 		cmocka_unit_test(test_confirmation),
