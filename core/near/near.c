@@ -17,6 +17,7 @@
 #include "simhash.h"
 
 #define ROW_MAX (8 + BLOBKEY_BYTES)
+_Static_assert(ROW_MAX <= NEAR_STAGE_VAL_MAX, "a simhash row fits a staged table's rows");
 
 _Static_assert(MINHASH_BYTES == FPREC_SKETCH_BYTES, "a fingerprint record holds one sketch");
 

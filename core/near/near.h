@@ -217,8 +217,8 @@ int near0_layout_upgrade(struct store *st);
  * pass rather than once per row. Level 0 holds NEAR_BAND_STAGE_ROWS band
  * rows (2,048 pages), NEAR_HASH_STAGE_ROWS rows of each simhash table
  * (4,096 pages: a simhash table has 8,192 keys, so level 0's rows are
- * nodes of their own, about 20 leaves of them). The moves ride on the signer's commits
- * (near_stage_settle_all). A lookup reads all three levels (the band
+ * nodes of their own, about 20 leaves of them). The moves ride on the
+ * signer's commits (near_stage_settle_all). A lookup reads all three levels (the band
  * rows newest first, the simhash rows oldest first: near_find); a row is
  * removed from whichever holds it. A simhash row is put only where no
  * level holds it already, so that each is in one level and near_find
@@ -228,13 +228,16 @@ int near0_layout_upgrade(struct store *st);
 #define NEAR_BAND_STAGE_ROWS 32768u
 #define NEAR_HASH_STAGE_ROWS 4096u
 #define NEAR_STAGE_FANOUT 32u
+/* The largest row a staged table holds: key and value bytes. */
+#define NEAR_STAGE_KEY_MAX 8
+#define NEAR_STAGE_VAL_MAX 32
 /* Where a pass from level 1 to its table stands (kept in memory: a pass
  * cut short by a restart starts again when level 1 is full). ks = 0:
  * from the first row. */
 struct near_stage_pass {
 	bool active;
 	uint8_t ks, vs;
-	uint8_t key[8], val[32];
+	uint8_t key[NEAR_STAGE_KEY_MAX], val[NEAR_STAGE_VAL_MAX];
 };
 /* The passes of every staged table. */
 struct near_stage_passes {

@@ -32,8 +32,6 @@ int near_set_remove(MDB_txn *txn, struct store *st, const struct blobkey *k);
  * level 0, level 1, the table itself (lv[0..3)); a read-only store from
  * before the levels has the table alone (n = 1). Rows of at most
  * NEAR_STAGE_KEY_MAX bytes of key and NEAR_STAGE_VAL_MAX of value. */
-#define NEAR_STAGE_KEY_MAX 8
-#define NEAR_STAGE_VAL_MAX 32
 /* Open (create: make) the two levels names[0], names[1] into lv; *has
  * whether they are there (a read-only store may have none: no error). */
 int near_stage_open(MDB_txn *txn, const char *const names[2], unsigned create, MDB_dbi lv[2], bool *has);

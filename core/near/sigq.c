@@ -61,8 +61,9 @@ struct sigq {
 	bool running, stop;
 	struct ndelta *delta; /* signed pages go on to their delta step */
 	struct sigq_counts counts; /* who signed how many (queued: unused) */
-	struct near_stage_passes passes; /* rows moved on by the batches' commits
-				     * (near.h: only under the write lock) */
+	/* rows moved on by the batches' commits (near.h: only under the
+	 * write lock) */
+	struct near_stage_passes passes;
 	size_t held;               /* bytes of the pages queued or in flight */
 };
 
