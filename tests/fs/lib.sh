@@ -45,6 +45,7 @@ PD_PY_ANY=/usr/bin/python3
 [ -x "$PD_PY_ANY" ] || PD_PY_ANY=$(command -v python3)
 
 PD_SCRIPT=$(basename "$0" .sh)
+read -r PD_MAIN_PID _ </proc/self/stat # the script's own pid (pd_cleanup)
 PD_TMP=$(mktemp -d "/tmp/pdfs-$PD_SCRIPT.XXXXXX") || exit 1
 chmod 755 "$PD_TMP"
 export PD_TMP
@@ -486,7 +487,17 @@ pd_finish() {
 }
 
 pd_cleanup() {
-	local m r w l p i
+	local m r w l p i me
+	# Only the script itself cleans up. A child forked for an asynchronous
+	# command (a case's timer) that is killed before it has reset the
+	# script's traps runs them: its TERM trap exits, and its EXIT trap came
+	# here and removed the temporary directory under the running script
+	# (the cases that skip at once were the ones hit: their timer is killed
+	# a moment after its fork).
+	# ($BASHPID, read there, was seen to give the script's pid; the pid
+	# /proc/self names to the shell reading it is the child's.)
+	read -r me _ </proc/self/stat
+	[ "$me" = "$PD_MAIN_PID" ] || return 0
 	cd / || true
 	while read -r p; do
 		[ -n "$p" ] && kill $(pd_tree "$p") 2>/dev/null
