@@ -295,6 +295,12 @@ static int prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, u
 
 /* ---- the tables and their levels (near.h, "Rows staged") ------------------ */
 
+/* The name of level l (0 or 1) of simhash table i. */
+static void hash_level_name(unsigned i, size_t l, char *buf, size_t len)
+{
+	snprintf(buf, len, "near%u_%zu", i, l);
+}
+
 /* Open (create: make) each simhash table's levels, nearI_0 and nearI_1;
  * a read-only store from before them has none. */
 static int open_hash_levels(MDB_txn *txn, struct store *st, unsigned create)
@@ -303,8 +309,8 @@ static int open_hash_levels(MDB_txn *txn, struct store *st, unsigned create)
 	bool has = true;
 	for (unsigned i = 0; i < st->near_tables && has && !rc; i++) {
 		char n0[24], n1[24];
-		snprintf(n0, sizeof n0, "near%u_0", i);
-		snprintf(n1, sizeof n1, "near%u_1", i);
+		hash_level_name(i, 0, n0, sizeof n0);
+		hash_level_name(i, 1, n1, sizeof n1);
 		const char *const names[2] = { n0, n1 };
 		rc = near_stage_open(txn, names, create, st->db_nearhstage[i], &has);
 	}
@@ -324,11 +330,11 @@ size_t near_hash_levels(const struct store *st, unsigned i, MDB_dbi lv[NEAR_STAG
 	return n;
 }
 
-/* The name of level l of table i (hash_levels' order), for fsck. */
+/* The name of level l of table i (near_hash_levels' order), for fsck. */
 static void level_name(const struct store *st, unsigned i, size_t l, char *buf, size_t len)
 {
 	if (st->has_nearhstage && l < 2)
-		snprintf(buf, len, "near%u_%zu", i, l);
+		hash_level_name(i, l, buf, len);
 	else
 		snprintf(buf, len, "near%u", i);
 }
@@ -336,10 +342,9 @@ static void level_name(const struct store *st, unsigned i, size_t l, char *buf, 
 int near_stage_settle_all(MDB_txn *txn, struct store *st, struct near_stage_passes *p, unsigned stage_rows)
 {
 	int rc = 0;
-	if (st->has_nearstage) {
-		MDB_dbi lv[NEAR_STAGE_LEVELS] = { st->db_nearstage[0], st->db_nearstage[1], st->db_nearlsh };
-		rc = near_stage_settle(txn, lv, &p->bands, stage_rows ? stage_rows : NEAR_BAND_STAGE_ROWS);
-	}
+	MDB_dbi bands[NEAR_BAND_TABLES];
+	if (near_band_tables(st, bands) == NEAR_STAGE_LEVELS)
+		rc = near_stage_settle(txn, bands, &p->bands, stage_rows ? stage_rows : NEAR_BAND_STAGE_ROWS);
 	for (unsigned i = 0; i < st->near_tables && st->has_nearhstage && !rc; i++) {
 		MDB_dbi lv[NEAR_STAGE_LEVELS];
 		near_hash_levels(st, i, lv);

@@ -326,3 +326,13 @@ unsigned th_depth_of(struct store *st, const struct blobkey *k)
 	store_read_end(st, txn);
 	return d;
 }
+
+size_t th_table_rows(struct store *st, MDB_dbi dbi)
+{
+	MDB_txn *txn;
+	MDB_stat ms;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(mdb_stat(txn, dbi, &ms), 0);
+	store_read_end(st, txn);
+	return ms.ms_entries;
+}

@@ -67,5 +67,7 @@ size_t th_count_blobs(const char *dir);
 /* Count the stored contents of st: its blob files and the live records of
  * its packs (as the packs' totals in meta say). */
 size_t th_count_stored(struct store *st);
+/* The rows (LMDB entries) of table dbi, in a read transaction of its own. */
+size_t th_table_rows(struct store *st, MDB_dbi dbi);
 
 #endif

@@ -60,12 +60,7 @@ static size_t link_rows(struct store *st, uint64_t ino)
 
 static size_t all_link_rows(struct store *st)
 {
-	MDB_txn *txn;
-	MDB_stat s;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(mdb_stat(txn, st->db_links, &s), 0);
-	store_read_end(st, txn);
-	return s.ms_entries;
+	return th_table_rows(st, st->db_links);
 }
 
 static struct inode inode_of(struct store *st, uint64_t ino)

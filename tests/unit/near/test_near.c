@@ -130,12 +130,7 @@ static size_t hash_level_rows(struct store *st, unsigned i, size_t l)
 {
 	MDB_dbi lv[NEAR_STAGE_LEVELS];
 	assert_true(l < near_hash_levels(st, i, lv));
-	MDB_txn *txn;
-	MDB_stat ms;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(mdb_stat(txn, lv[l], &ms), 0);
-	store_read_end(st, txn);
-	return ms.ms_entries;
+	return th_table_rows(st, lv[l]);
 }
 
 /* What near_find answers for q, as a sorted list of row numbers. */
@@ -1005,14 +1000,9 @@ static void blob_named(struct store *st, const char *name, char out[BLOBKEY_NAME
  * nearbands1, nearbands). */
 static size_t band_table_rows(struct store *st, size_t i)
 {
-	MDB_txn *txn;
 	MDB_dbi dbi[NEAR_BAND_TABLES];
 	assert_int_equal(near_band_tables(st, dbi), NEAR_BAND_TABLES);
-	MDB_stat ms;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(mdb_stat(txn, dbi[i], &ms), 0);
-	store_read_end(st, txn);
-	return ms.ms_entries;
+	return th_table_rows(st, dbi[i]);
 }
 
 /* The band rows of all the band tables. */
@@ -1605,15 +1595,9 @@ static int make_layout_staged_cb(struct wtx *w, void *arg)
 /* The simhash rows of the tables themselves (no levels read). */
 static size_t hash_rows_settled(struct store *st)
 {
-	MDB_txn *txn;
 	size_t n = 0;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	for (unsigned i = 0; i < st->near_tables; i++) {
-		MDB_stat ms;
-		assert_int_equal(mdb_stat(txn, st->db_near[i], &ms), 0);
-		n += ms.ms_entries;
-	}
-	store_read_end(st, txn);
+	for (unsigned i = 0; i < st->near_tables; i++)
+		n += th_table_rows(st, st->db_near[i]);
 	return n;
 }
 

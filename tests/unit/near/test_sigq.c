@@ -56,19 +56,10 @@ static struct state state_of(struct store *st, uint64_t ino, struct blobkey *k)
 	return s;
 }
 
-static size_t entries_of(struct store *st, MDB_dbi db)
-{
-	MDB_txn *txn;
-	MDB_stat ms;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(mdb_stat(txn, db, &ms), 0);
-	store_read_end(st, txn);
-	return ms.ms_entries;
-}
 
 static size_t sigq_rows(struct store *st)
 {
-	return st->has_sigq ? entries_of(st, st->db_sigq) : 0;
+	return st->has_sigq ? th_table_rows(st, st->db_sigq) : 0;
 }
 
 /* near0's rows, in all its levels. */
@@ -77,7 +68,7 @@ static size_t near0_rows(struct store *st)
 	MDB_dbi lv[NEAR_STAGE_LEVELS];
 	size_t n = 0, nl = near_hash_levels(st, 0, lv);
 	for (size_t l = 0; l < nl; l++)
-		n += entries_of(st, lv[l]);
+		n += th_table_rows(st, lv[l]);
 	return n;
 }
 

@@ -400,12 +400,7 @@ static int read_exact(struct store *st, uint64_t idx, uint64_t *count)
 
 static uint64_t saturated_entries(struct store *st)
 {
-	MDB_txn *txn;
-	MDB_stat ms;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	mdb_stat(txn, st->db_saturated, &ms);
-	store_read_end(st, txn);
-	return ms.ms_entries;
+	return th_table_rows(st, st->db_saturated);
 }
 
 /* The filter of a store opened without its split thread: one leaf. */
