@@ -38,6 +38,12 @@ struct blob_listener {
 	/* dep's record no longer hangs on base (its link row went: the record
 	 * was freed, healed, or stored again on its own); may be NULL. */
 	int (*unlinked)(struct wtx *w, const struct blobkey *base, const struct blobkey *dep);
+	/* dep's record was made a delta on base by the compactor's window
+	 * (blob_delta_link_cold: the link row is in, the record's new place
+	 * follows in the same transaction); may be NULL. The delta step's
+	 * moves (blob_delta_move) are not told: their caller knows them, and
+	 * does what a listener would with the sets it holds already. */
+	int (*linked)(struct wtx *w, const struct blobkey *base, const struct blobkey *dep);
 };
 
 /* Register l on st (at open, before any write): -E2BIG past
@@ -488,8 +494,9 @@ int blob_delta_move(struct wtx *w, const struct blobkey *k, const struct pack_lo
 		    uint32_t dict, const struct blobkey *base);
 /* The compactor points k at a delta on base that a cold pass's window
  * made of it (blob_cold.c): the link row base -> k, when the rules of
- * blob_delta_move allow it (0); 1 when they refuse (the copy is not to
- * be used: k stays where it is). */
+ * blob_delta_move allow it (0: the listeners told, blob_listener's
+ * `linked`); 1 when they refuse (the copy is not to be used: k stays
+ * where it is). */
 int blob_delta_link_cold(struct wtx *w, const struct blobkey *k, const struct blobkey *base);
 /* The last reference to packed blob k (record r, its fingerprint row
  * deleted) went: its record becomes dead bytes, or a kept base when

@@ -488,13 +488,23 @@ int blob_delta_move(struct wtx *w, const struct blobkey *k, const struct pack_lo
 	return link_put(w, base, k);
 }
 
+/* The listeners hear that dep's record was made a delta on base. */
+static int tell_linked(struct wtx *w, const struct blobkey *base, const struct blobkey *dep)
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < w->st->n_blob_listeners; i++)
+		if (w->st->blob_listeners[i]->linked)
+			rc = w->st->blob_listeners[i]->linked(w, base, dep);
+	return rc;
+}
+
 int blob_delta_link_cold(struct wtx *w, const struct blobkey *k, const struct blobkey *base)
 {
 	bool ok;
 	int rc = delta_allowed(w, k, base, &ok);
 	if (rc || !ok)
 		return rc ? rc : 1;
-	return link_put(w, base, k);
+	return (rc = link_put(w, base, k)) ? rc : tell_linked(w, base, k);
 }
 
 struct heal_walk {

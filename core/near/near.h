@@ -288,9 +288,11 @@ static inline void near_set_for_store(const struct store *st, struct nearset *s)
  * base's values dropped, the values added), about 30 bytes where a whole
  * row takes about 254. What a row decodes to is exactly the set a whole
  * row would hold, so no answer changes. The rules:
- *   - written by the delta step only (near_set_diff, ndelta.c), in the
- *     transaction that makes the page's record a delta on that base, when
- *     shorter than the whole row, when the base has a set and at most
+ *   - written by the delta step (near_set_diff, ndelta.c), and for a
+ *     delta the compactor's window makes (blob_delta_link_cold, a blob
+ *     listener's call), in the transaction that makes the page's record
+ *     a delta on that base, when shorter than the whole row, when the
+ *     base has a set and at most
  *     NEAR_SET_DIFFS_PER_BASE deltas, and when the chain of differences
  *     stays within NEAR_SET_DIFF_DEPTH;
  *   - so a difference from B is only ever the set of a delta on B, and it

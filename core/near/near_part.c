@@ -42,10 +42,18 @@ static int near_blob_unlinked(struct wtx *w, const struct blobkey *base, const s
 	return near_set_unlinked(w->txn, w->st, base, dep);
 }
 
+/* A page the compactor's window made a delta on base keeps its set as the
+ * difference from base's, as the delta step's deltas do (near.h). */
+static int near_blob_linked(struct wtx *w, const struct blobkey *base, const struct blobkey *dep)
+{
+	return near_set_diff(w->txn, w->st, NULL, dep, base);
+}
+
 static const struct blob_listener near_listener = {
 	.added = near_blob_added,
 	.released = near_blob_released,
 	.unlinked = near_blob_unlinked,
+	.linked = near_blob_linked,
 };
 
 static int near_part_create(MDB_txn *txn, struct store *st)

@@ -336,3 +336,44 @@ size_t th_table_rows(struct store *st, MDB_dbi dbi)
 	store_read_end(st, txn);
 	return ms.ms_entries;
 }
+
+/* Blob k's nearfeat row: its format byte (0: none) and length. */
+int th_set_row_format(struct store *st, const struct blobkey *k, size_t *len)
+{
+	MDB_txn *txn;
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(k, kb);
+	MDB_val key = { BLOBKEY_BYTES, kb }, v;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	int rc = mdb_get(txn, st->db_nearfeat, &key, &v);
+	int f = rc ? 0 : ((const uint8_t *)v.mv_data)[0];
+	if (len)
+		*len = rc ? 0 : v.mv_size;
+	store_read_end(st, txn);
+	return f;
+}
+
+/* The set blob k's row gives is the one a whole row of its page holds. */
+void th_assert_set_of_page(struct store *st, const struct blobkey *k, const char *page)
+{
+	struct near_sig *want = malloc(sizeof *want), *got = malloc(sizeof *got);
+	assert_non_null(want);
+	assert_non_null(got);
+	assert_int_equal(near_sig_of_page(page, strlen(page), want), 0);
+	assert_true(want->has_set);
+	nearset_to_stored(&want->set);
+	uint8_t buf[NEARSET_MAX_BYTES];
+	assert_int_equal(nearset_decode(buf, nearset_encode(&want->set, buf), &want->set), 0);
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_set_get(txn, st, k, got), 0);
+	store_read_end(st, txn);
+	assert_true(got->has_set);
+	assert_int_equal(got->set.shingles, want->set.shingles);
+	assert_int_equal(got->set.n, want->set.n);
+	assert_int_equal(got->set.bits, want->set.bits);
+	assert_int_equal(got->set.complete, want->set.complete);
+	assert_memory_equal(got->set.h, want->set.h, sizeof want->set.h);
+	free(want);
+	free(got);
+}

@@ -69,5 +69,10 @@ size_t th_count_blobs(const char *dir);
 size_t th_count_stored(struct store *st);
 /* The rows (LMDB entries) of table dbi, in a read transaction of its own. */
 size_t th_table_rows(struct store *st, MDB_dbi dbi);
+/* Blob k's nearfeat row: its format byte (0: none) and length (len may
+ * be NULL). */
+int th_set_row_format(struct store *st, const struct blobkey *k, size_t *len);
+/* The set blob k's row gives is the one a whole row of page holds. */
+void th_assert_set_of_page(struct store *st, const struct blobkey *k, const char *page);
 
 #endif

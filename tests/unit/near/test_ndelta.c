@@ -451,47 +451,6 @@ static void test_fsck_rebuilds_links(void **state)
 
 /* ---- shingle sets kept as differences (near.h) ---- */
 
-/* Blob k's nearfeat row: its format byte (0: none) and length. */
-static int row_format(struct store *st, const struct blobkey *k, size_t *len)
-{
-	MDB_txn *txn;
-	uint8_t kb[BLOBKEY_BYTES];
-	blobkey_encode(k, kb);
-	MDB_val key = { BLOBKEY_BYTES, kb }, v;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	int rc = mdb_get(txn, st->db_nearfeat, &key, &v);
-	int f = rc ? 0 : ((const uint8_t *)v.mv_data)[0];
-	if (len)
-		*len = rc ? 0 : v.mv_size;
-	store_read_end(st, txn);
-	return f;
-}
-
-/* The set blob k's row gives is the one a whole row of its page holds. */
-static void assert_set_of_page(struct store *st, const struct blobkey *k, const char *page)
-{
-	struct near_sig *want = malloc(sizeof *want), *got = malloc(sizeof *got);
-	assert_non_null(want);
-	assert_non_null(got);
-	assert_int_equal(near_sig_of_page(page, strlen(page), want), 0);
-	assert_true(want->has_set);
-	nearset_to_stored(&want->set);
-	uint8_t buf[NEARSET_MAX_BYTES];
-	assert_int_equal(nearset_decode(buf, nearset_encode(&want->set, buf), &want->set), 0);
-	MDB_txn *txn;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	assert_int_equal(near_set_get(txn, st, k, got), 0);
-	store_read_end(st, txn);
-	assert_true(got->has_set);
-	assert_int_equal(got->set.shingles, want->set.shingles);
-	assert_int_equal(got->set.n, want->set.n);
-	assert_int_equal(got->set.bits, want->set.bits);
-	assert_int_equal(got->set.complete, want->set.complete);
-	assert_memory_equal(got->set.h, want->set.h, sizeof want->set.h);
-	free(want);
-	free(got);
-}
-
 /* text less its lines that name any of `gone` (NULL-terminated). */
 static char *without_lines(const char *text, const char *const *gone)
 {
@@ -595,13 +554,13 @@ static void test_set_diffs_and_their_bases(void **state)
 	struct versions v;
 	put_versions(st, &v, 21);
 	size_t whole, len;
-	assert_int_equal(row_format(st, &v.k[0], &whole), NEARSET_FORMAT);
+	assert_int_equal(th_set_row_format(st, &v.k[0], &whole), NEARSET_FORMAT);
 	for (int i = 1; i < 3; i++) {
-		assert_int_equal(row_format(st, &v.k[i], &len), NEARSET_DIFF_FORMAT);
+		assert_int_equal(th_set_row_format(st, &v.k[i], &len), NEARSET_DIFF_FORMAT);
 		assert_true(len * 4 < whole);
 	}
 	for (int i = 0; i < 3; i++)
-		assert_set_of_page(st, &v.k[i], v.p[i]);
+		th_assert_set_of_page(st, &v.k[i], v.p[i]);
 	char *before[3];
 	for (int i = 0; i < 3; i++)
 		before[i] = near_answer(st, v.ino[i]);
@@ -616,8 +575,8 @@ static void test_set_diffs_and_their_bases(void **state)
 	struct unref_arg ua = { v.k[0], v.ino[0], v.k[1], 0 };
 	assert_int_equal(store_write(st, unref_then_fail_cb, &ua), -ECANCELED);
 	assert_int_equal(ua.dep_format, NEARSET_FORMAT);
-	assert_int_equal(row_format(st, &v.k[1], NULL), NEARSET_DIFF_FORMAT);
-	assert_int_equal(row_format(st, &v.k[0], NULL), NEARSET_FORMAT);
+	assert_int_equal(th_set_row_format(st, &v.k[1], NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &v.k[0], NULL), NEARSET_FORMAT);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 
@@ -628,11 +587,11 @@ static void test_set_diffs_and_their_bases(void **state)
 	bool gone;
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
 	assert_true(kept(st, &v.k[0]));
-	assert_int_equal(row_format(st, &v.k[0], NULL), 0);
-	assert_int_equal(row_format(st, &v.k[1], NULL), NEARSET_FORMAT);
-	assert_int_equal(row_format(st, &v.k[2], NULL), NEARSET_DIFF_FORMAT);
-	assert_set_of_page(st, &v.k[1], v.p[1]);
-	assert_set_of_page(st, &v.k[2], v.p[2]);
+	assert_int_equal(th_set_row_format(st, &v.k[0], NULL), 0);
+	assert_int_equal(th_set_row_format(st, &v.k[1], NULL), NEARSET_FORMAT);
+	assert_int_equal(th_set_row_format(st, &v.k[2], NULL), NEARSET_DIFF_FORMAT);
+	th_assert_set_of_page(st, &v.k[1], v.p[1]);
+	th_assert_set_of_page(st, &v.k[2], v.p[2]);
 	static const char *const no_a[] = { "a.html", NULL }, *const no_ab[] = { "a.html", "b.html", NULL };
 	for (int i = 1; i < 3; i++)
 		assert_answer(st, v.ino[i], before[i], no_a);
@@ -642,15 +601,15 @@ static void test_set_diffs_and_their_bases(void **state)
 	/* b goes too (c's base, the middle of the chain): c's set whole */
 	st = open_store(dir, false);
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
-	assert_int_equal(row_format(st, &v.k[2], NULL), NEARSET_FORMAT);
-	assert_set_of_page(st, &v.k[2], v.p[2]);
+	assert_int_equal(th_set_row_format(st, &v.k[2], NULL), NEARSET_FORMAT);
+	th_assert_set_of_page(st, &v.k[2], v.p[2]);
 	assert_answer(st, v.ino[2], before[2], no_ab);
 	/* the deltas on the dead bases stored whole again */
 	uint64_t moved;
 	assert_int_equal(ndelta_rebase_kept(st, &moved), 0);
 	assert_true(moved >= 1);
 	th_read_back(st, v.ino[2], v.p[2]);
-	assert_set_of_page(st, &v.k[2], v.p[2]);
+	th_assert_set_of_page(st, &v.k[2], v.p[2]);
 	assert_answer(st, v.ino[2], before[2], no_ab);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
@@ -689,17 +648,17 @@ static void test_set_diff_unlinked(void **state)
 	struct store *st = open_store(dir, true);
 	struct pair p;
 	put_delta_pair(st, &p, 22, 900, 1, 2);
-	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
 	struct forget_arg fa = { p.kb, 0 };
 	assert_int_equal(store_write(st, forget_cb, &fa), -ECANCELED);
 	assert_int_equal(fa.format_after, NEARSET_FORMAT);
-	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
 	/* the page's own last name goes: its set and rows with it */
 	uint64_t gone_ino;
 	bool gone;
 	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
-	assert_int_equal(row_format(st, &p.kb, NULL), 0);
-	assert_set_of_page(st, &p.ka, p.a);
+	assert_int_equal(th_set_row_format(st, &p.kb, NULL), 0);
+	th_assert_set_of_page(st, &p.ka, p.a);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free_pair(&p);
@@ -754,7 +713,7 @@ static void test_set_diff_damaged(void **state)
 		struct store *st = open_store(dir, true);
 		struct pair p;
 		put_delta_pair(st, &p, 23 + (uint64_t)damage, 900, 1, 2);
-		assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+		assert_int_equal(th_set_row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
 		if (damage == 0)
 			assert_int_equal(store_write(st, cut_row_cb, &p.kb), 0);
 		else
@@ -766,8 +725,8 @@ static void test_set_diff_damaged(void **state)
 		assert_true(r.problems > 0);
 		th_assert_fsck_clean(th_store_dir(dir));
 		st = open_store(dir, false);
-		assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_FORMAT);
-		assert_set_of_page(st, &p.kb, p.b);
+		assert_int_equal(th_set_row_format(st, &p.kb, NULL), NEARSET_FORMAT);
+		th_assert_set_of_page(st, &p.kb, p.b);
 		th_read_back(st, p.ib, p.b);
 		assert_int_equal(store_close(st), 0);
 		free_pair(&p);
@@ -820,9 +779,9 @@ static void test_set_diff_bound(void **state)
 		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &p.kb, NULL), 0);
 		struct blobkey base;
 		assert_int_equal(th_delta_of(st, &p.kb, &base), 1);
-		assert_int_equal(row_format(st, &p.kb, NULL),
+		assert_int_equal(th_set_row_format(st, &p.kb, NULL),
 				 others < NEAR_SET_DIFFS_PER_BASE ? NEARSET_DIFF_FORMAT : NEARSET_FORMAT);
-		assert_set_of_page(st, &p.kb, p.b);
+		th_assert_set_of_page(st, &p.kb, p.b);
 		f.put = false;
 		assert_int_equal(store_write(st, fake_links_cb, &f), 0);
 		assert_int_equal(store_close(st), 0);
@@ -948,8 +907,8 @@ static void test_set_diff_naming_another_base(void **state)
 	assert_true(blobkey_equal(&base, &ka));
 	assert_int_equal(th_delta_of(st, &kc, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
-	assert_int_equal(row_format(st, &kb, NULL), NEARSET_DIFF_FORMAT);
-	assert_int_equal(row_format(st, &kc, NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &kb, NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &kc, NULL), NEARSET_DIFF_FORMAT);
 	/* the dependent walked first (link rows in key order) */
 	const struct blobkey *first = memcmp(kb.md5, kc.md5, 16) < 0 ? &kb : &kc;
 	assert_int_equal(store_write(st, rename_diff_base_cb, (void *)first), 0);
@@ -999,13 +958,13 @@ static void test_set_diff_base_set_dropped_by_repair(void **state)
 	struct store *st = open_store(dir, true);
 	struct pair p;
 	put_delta_pair(st, &p, 22, 900, 1, 2);
-	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &p.kb, NULL), NEARSET_DIFF_FORMAT);
 	assert_int_equal(store_write(st, clear_simhash_cb, &p.ka), 0);
 	assert_int_equal(store_close(st), 0);
 	th_fsck(th_store_dir(dir), (struct fsck_opts){ .deep = true, .repair = true });
 	th_assert_fsck_clean(th_store_dir(dir));
 	st = open_store(dir, false);
-	assert_int_equal(row_format(st, &p.kb, NULL), NEARSET_FORMAT);
+	assert_int_equal(th_set_row_format(st, &p.kb, NULL), NEARSET_FORMAT);
 	MDB_txn *txn;
 	struct near_sig *sig = malloc(sizeof *sig);
 	assert_non_null(sig);

@@ -40,19 +40,6 @@ static char *edited(const char *page, unsigned e)
 	return p;
 }
 
-/* Blob k's nearfeat row format (0: none). */
-static int row_format(struct store *st, const struct blobkey *k)
-{
-	MDB_txn *txn;
-	uint8_t kb[BLOBKEY_BYTES];
-	blobkey_encode(k, kb);
-	MDB_val key = { BLOBKEY_BYTES, kb }, v;
-	assert_int_equal(store_read_begin(st, &txn), 0);
-	int f = mdb_get(txn, st->db_nearfeat, &key, &v) ? 0 : ((const uint8_t *)v.mv_data)[0];
-	store_read_end(st, txn);
-	return f;
-}
-
 static struct store *put_chain(const char *dir, struct chain *c)
 {
 	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
@@ -67,9 +54,9 @@ static struct store *put_chain(const char *dir, struct chain *c)
 		c->k[i] = th_blob_of(st, ino);
 		assert_int_equal(ndelta_page(st, NDELTA_RULE_RESEMBLANCE, &c->k[i], NULL), 0);
 	}
-	assert_int_equal(row_format(st, &c->k[0]), NEARSET_FORMAT);
-	assert_int_equal(row_format(st, &c->k[1]), NEARSET_DIFF_FORMAT);
-	assert_int_equal(row_format(st, &c->k[2]), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &c->k[0], NULL), NEARSET_FORMAT);
+	assert_int_equal(th_set_row_format(st, &c->k[1], NULL), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &c->k[2], NULL), NEARSET_DIFF_FORMAT);
 	return st;
 }
 
@@ -237,8 +224,8 @@ static void test_base_changes(void **state)
 	assert_int_equal(near_sig_of_page(c.p[1], strlen(c.p[1]), sig), 0);
 	struct resign rs = { &c.k[0], sig };
 	assert_int_equal(store_write(st, resign_cb, &rs), 0);
-	assert_int_equal(row_format(st, &c.k[1]), NEARSET_FORMAT);
-	assert_int_equal(row_format(st, &c.k[2]), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &c.k[1], NULL), NEARSET_FORMAT);
+	assert_int_equal(th_set_row_format(st, &c.k[2], NULL), NEARSET_DIFF_FORMAT);
 	read_checked(st, cache, &c.k[0], got);
 	assert_false(same_set(got, &was[0]));
 	for (int i = 1; i < 3; i++) {
@@ -372,7 +359,7 @@ static void test_diff_written_is_kept(void **state)
 	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a), ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
 	assert_int_equal(sigq_drain(st), 0);
 	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib);
-	assert_int_equal(row_format(st, &kb), NEARSET_FORMAT);
+	assert_int_equal(th_set_row_format(st, &kb, NULL), NEARSET_FORMAT);
 	struct near_set_cache *cache = near_set_cache_new();
 	struct near_sig *was = malloc(sizeof *was), *got = malloc(sizeof *got);
 	assert_non_null(cache);
@@ -381,7 +368,7 @@ static void test_diff_written_is_kept(void **state)
 	read_checked(st, cache, &kb, was);
 	struct diff_arg da = { cache, &kb, &ka };
 	assert_int_equal(store_write(st, diff_cb, &da), 0);
-	assert_int_equal(row_format(st, &kb), NEARSET_DIFF_FORMAT);
+	assert_int_equal(th_set_row_format(st, &kb, NULL), NEARSET_DIFF_FORMAT);
 	uint64_t before = decoded(cache), hit = hits(cache);
 	read_checked(st, cache, &kb, got); /* b, through a (resolved by near_set_diff) */
 	assert_true(same_set(got, was));

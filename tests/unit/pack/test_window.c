@@ -8,7 +8,8 @@
  * mark carries the window, and a pass of another window writes the pack
  * again; pages are taken in path order when the pass is given it; a delta
  * refused at the commit leaves its page where it was; a pass stopped by a
- * crash leaves a store that reads and checks clean. */
+ * crash leaves a store that reads and checks clean; the window's deltas
+ * keep their shingle sets as differences from their bases'. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,8 @@
 #include "blob/blob.h"
 #include "helpers.h"
 #include "near/ndelta.h"
+#include "near/nearset.h"
+#include "near/sigq.h"
 
 enum { GROUPS = 12, PER = 4, N = GROUPS * PER };
 
@@ -538,6 +541,87 @@ static void test_window_in_path_order(void **state)
 	assert_int_equal(own[1], GROUPS * (PER - 1));
 }
 
+/* The near answer of ino (malloc'd). */
+static char *near_answer(struct store *st, uint64_t ino)
+{
+	char *a = malloc(QUERY_MAX + 1);
+	assert_non_null(a);
+	size_t len;
+	assert_int_equal(query_near(st, ino, &test_root, a, &len), 0);
+	a[len] = 0;
+	return a;
+}
+
+/* A page the window makes a delta keeps its shingle set as the difference
+ * from its base's, as the delta step's deltas do (near.h): shorter rows,
+ * the same sets, the same near answers; fsck is clean; when the groups'
+ * first pages go, the sets kept as differences from theirs are written
+ * whole, and every set left still gives its page's. */
+static void test_window_sets_as_differences(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct site s;
+	write_site(st, &s, 11);
+	assert_int_equal(sigq_drain(st), 0);
+	size_t whole[N];
+	char *answer[N];
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(th_set_row_format(st, &s.k[i], &whole[i]), NEARSET_FORMAT);
+		answer[i] = near_answer(st, s.ino[i]);
+	}
+	struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
+	struct blob_compact_stats d;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(check_window_deltas(st, &s), (int)d.records_window);
+	size_t rows = 0, diff_rows = 0;
+	for (int i = 0; i < N; i++) {
+		struct blobkey base;
+		size_t len;
+		int f = th_set_row_format(st, &s.k[i], &len);
+		bool delta = th_delta_of(st, &s.k[i], &base) == 1;
+		if (!delta)
+			assert_int_equal(f, NEARSET_FORMAT);
+		else if (index_of(&s, &base) / PER == i / PER || f != NEARSET_FORMAT)
+			/* a delta on its own group; one on another group (a
+			 * first page's, sharing the vocabulary alone) may stay whole */
+			assert_true(f == NEARSET_DIFF_FORMAT && len < whole[i]);
+		rows += whole[i];
+		diff_rows += len;
+		th_assert_set_of_page(st, &s.k[i], s.body[i]);
+		char *now = near_answer(st, s.ino[i]);
+		assert_string_equal(now, answer[i]);
+		free(now);
+	}
+	printf("# %llu pages made deltas; their sets' rows %zu bytes in all, %zu whole\n",
+	       (unsigned long long)d.records_window, diff_rows, rows);
+	read_site(st, &s);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+
+	st = open_store(dir, false);
+	unlink_group_firsts(st);
+	for (int i = 0; i < N; i++) {
+		struct blobkey base;
+		int f = th_set_row_format(st, &s.k[i], NULL);
+		if (i % PER == 0) {
+			assert_int_equal(f, 0); /* its last name went, and its set */
+			continue;
+		}
+		th_assert_set_of_page(st, &s.k[i], s.body[i]);
+		if (th_delta_of(st, &s.k[i], &base) == 1 && index_of(&s, &base) % PER == 0)
+			assert_int_equal(f, NEARSET_FORMAT); /* on a first page: written whole */
+		th_read_back(st, s.ino[i], s.body[i]);
+	}
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	for (int i = 0; i < N; i++)
+		free(answer[i]);
+	free_site(&s);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -546,6 +630,7 @@ int main(void)
 		cmocka_unit_test(test_window_depth_bounded),
 		cmocka_unit_test(test_window_base_goes),
 		cmocka_unit_test(test_window_in_path_order),
+		cmocka_unit_test(test_window_sets_as_differences),
 		cmocka_unit_test(test_window_delta_refused),
 		cmocka_unit_test(test_window_crash_after_copies),
 		cmocka_unit_test(test_window_crash_after_commit),
