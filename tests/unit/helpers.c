@@ -377,3 +377,13 @@ void th_assert_set_of_page(struct store *st, const struct blobkey *k, const char
 	free(want);
 	free(got);
 }
+
+char *th_near_answer(struct store *st, uint64_t ino)
+{
+	char *a = malloc(QUERY_MAX + 1);
+	assert_non_null(a);
+	size_t len;
+	assert_int_equal(query_near(st, ino, &test_root, a, &len), 0);
+	a[len] = 0;
+	return a;
+}

@@ -74,5 +74,7 @@ size_t th_table_rows(struct store *st, MDB_dbi dbi);
 int th_set_row_format(struct store *st, const struct blobkey *k, size_t *len);
 /* The set blob k's row gives is the one a whole row of page holds. */
 void th_assert_set_of_page(struct store *st, const struct blobkey *k, const char *page);
+/* The user.dedup.near answer of ino, as root (malloc'd). */
+char *th_near_answer(struct store *st, uint64_t ino);
 
 #endif

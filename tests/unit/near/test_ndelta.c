@@ -470,21 +470,10 @@ static char *without_lines(const char *text, const char *const *gone)
 	return out;
 }
 
-/* The near answer of ino. */
-static char *near_answer(struct store *st, uint64_t ino)
-{
-	char *a = malloc(QUERY_MAX + 1);
-	assert_non_null(a);
-	size_t len;
-	assert_int_equal(query_near(st, ino, &test_root, a, &len), 0);
-	a[len] = 0;
-	return a;
-}
-
 /* The near answer of ino is `was` less the lines naming `gone`. */
 static void assert_answer(struct store *st, uint64_t ino, const char *was, const char *const *gone)
 {
-	char *now = near_answer(st, ino), *want = without_lines(was, gone), *all = without_lines(now, NULL);
+	char *now = th_near_answer(st, ino), *want = without_lines(was, gone), *all = without_lines(now, NULL);
 	assert_string_equal(all, want);
 	free(now);
 	free(want);
@@ -563,7 +552,7 @@ static void test_set_diffs_and_their_bases(void **state)
 		th_assert_set_of_page(st, &v.k[i], v.p[i]);
 	char *before[3];
 	for (int i = 0; i < 3; i++)
-		before[i] = near_answer(st, v.ino[i]);
+		before[i] = th_near_answer(st, v.ino[i]);
 	assert_non_null(strstr(before[2], "b.html")); /* they answer one another */
 	assert_non_null(strstr(before[1], "a.html"));
 	assert_int_equal(store_close(st), 0);

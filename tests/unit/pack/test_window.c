@@ -541,17 +541,6 @@ static void test_window_in_path_order(void **state)
 	assert_int_equal(own[1], GROUPS * (PER - 1));
 }
 
-/* The near answer of ino (malloc'd). */
-static char *near_answer(struct store *st, uint64_t ino)
-{
-	char *a = malloc(QUERY_MAX + 1);
-	assert_non_null(a);
-	size_t len;
-	assert_int_equal(query_near(st, ino, &test_root, a, &len), 0);
-	a[len] = 0;
-	return a;
-}
-
 /* A page the window makes a delta keeps its shingle set as the difference
  * from its base's, as the delta step's deltas do (near.h): shorter rows,
  * the same sets, the same near answers; fsck is clean; when the groups'
@@ -569,7 +558,7 @@ static void test_window_sets_as_differences(void **state)
 	char *answer[N];
 	for (int i = 0; i < N; i++) {
 		assert_int_equal(th_set_row_format(st, &s.k[i], &whole[i]), NEARSET_FORMAT);
-		answer[i] = near_answer(st, s.ino[i]);
+		answer[i] = th_near_answer(st, s.ino[i]);
 	}
 	struct blob_compact_cfg c = cfg_window(BLOB_COLD_WINDOW);
 	struct blob_compact_stats d;
@@ -590,7 +579,7 @@ static void test_window_sets_as_differences(void **state)
 		rows += whole[i];
 		diff_rows += len;
 		th_assert_set_of_page(st, &s.k[i], s.body[i]);
-		char *now = near_answer(st, s.ino[i]);
+		char *now = th_near_answer(st, s.ino[i]);
 		assert_string_equal(now, answer[i]);
 		free(now);
 	}
