@@ -292,9 +292,8 @@ static inline void near_set_for_store(const struct store *st, struct nearset *s)
  *     delta the compactor's window makes (blob_delta_link_cold, a blob
  *     listener's call), in the transaction that makes the page's record
  *     a delta on that base, when shorter than the whole row, when the
- *     base has a set and at most
- *     NEAR_SET_DIFFS_PER_BASE deltas, and when the chain of differences
- *     stays within NEAR_SET_DIFF_DEPTH;
+ *     base has a set and at most NEAR_SET_DIFFS_PER_BASE deltas, and when
+ *     the chain of differences stays within NEAR_SET_DIFF_DEPTH;
  *   - so a difference from B is only ever the set of a delta on B, and it
  *     is written whole again (materialized) in the transaction where that
  *     stops being so: the record no longer hangs on B (freed, healed,
