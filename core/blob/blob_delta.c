@@ -324,13 +324,18 @@ static int pack_live_less(struct wtx *w, const struct fprec *r)
 
 static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct fprec *r, unsigned depth);
 
-/* The listeners hear that dep's record no longer hangs on base. */
-static int tell_unlinked(struct wtx *w, const struct blobkey *base, const struct blobkey *dep)
+/* The listeners hear that dep's record now hangs on base (linked: the
+ * compactor's window made it a delta on base) or no longer does. */
+static int tell_link(struct wtx *w, const struct blobkey *base, const struct blobkey *dep, bool linked)
 {
 	int rc = 0;
-	for (unsigned i = 0; !rc && i < w->st->n_blob_listeners; i++)
-		if (w->st->blob_listeners[i]->unlinked)
-			rc = w->st->blob_listeners[i]->unlinked(w, base, dep);
+	for (unsigned i = 0; !rc && i < w->st->n_blob_listeners; i++) {
+		const struct blob_listener *l = w->st->blob_listeners[i];
+		int (*heard)(struct wtx *, const struct blobkey *, const struct blobkey *) =
+			linked ? l->linked : l->unlinked;
+		if (heard)
+			rc = heard(w, base, dep);
+	}
 	return rc;
 }
 
@@ -369,7 +374,7 @@ static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct f
 	rc = mdb_del(w->txn, w->st->db_meta, &lk, NULL);
 	if (rc && rc != MDB_NOTFOUND)
 		return pd_mdb_err(rc);
-	if ((rc = tell_unlinked(w, &base, k)))
+	if ((rc = tell_link(w, &base, k, false)))
 		return rc;
 	bool more = has_dependents(w->txn, w->st, &base, &rc);
 	if (rc || more)
@@ -488,23 +493,13 @@ int blob_delta_move(struct wtx *w, const struct blobkey *k, const struct pack_lo
 	return link_put(w, base, k);
 }
 
-/* The listeners hear that dep's record was made a delta on base. */
-static int tell_linked(struct wtx *w, const struct blobkey *base, const struct blobkey *dep)
-{
-	int rc = 0;
-	for (unsigned i = 0; !rc && i < w->st->n_blob_listeners; i++)
-		if (w->st->blob_listeners[i]->linked)
-			rc = w->st->blob_listeners[i]->linked(w, base, dep);
-	return rc;
-}
-
 int blob_delta_link_cold(struct wtx *w, const struct blobkey *k, const struct blobkey *base)
 {
 	bool ok;
 	int rc = delta_allowed(w, k, base, &ok);
 	if (rc || !ok)
 		return rc ? rc : 1;
-	return (rc = link_put(w, base, k)) ? rc : tell_linked(w, base, k);
+	return (rc = link_put(w, base, k)) ? rc : tell_link(w, base, k, true);
 }
 
 struct heal_walk {
