@@ -606,6 +606,19 @@ static int refs_get(const struct pack_rec_hdr *h, const struct pack_deps *deps, 
 	return 0;
 }
 
+/* Can a prefix of len bytes at base be handed to ZSTD_decompress_usingDict
+ * as it is? That call takes the bytes without making anything of them,
+ * where ZSTD_DCtx_refPrefix builds a DDict (some 27 KB malloc'd and freed)
+ * for every frame: at scale, a third of the delta step's mallocs as it
+ * read bases (the issue-15 note). But it reads 8 bytes or more that begin
+ * with zstd's dictionary magic as a dictionary, so such a prefix (a page
+ * could begin so) goes the refPrefix way, which takes it as raw content,
+ * as the encoder's ZSTD_CCtx_refPrefix did. */
+static bool prefix_as_is(const void *base, uint64_t len)
+{
+	return len < 8 || get_le32(base) != ZSTD_MAGIC_DICTIONARY;
+}
+
 /* Decode one chunk's stored bytes (slen) into out (exactly len bytes);
  * r->base (r->base_len bytes, or NULL) is its prefix. */
 static int decode_chunk(const struct pack_rec_hdr *h, const struct dec_refs *r, const uint8_t *src, size_t slen,
@@ -621,11 +634,17 @@ static int decode_chunk(const struct pack_rec_hdr *h, const struct dec_refs *r, 
 	if (!z)
 		return -ENOMEM;
 	ZSTD_DCtx_reset(z->d, ZSTD_reset_session_and_parameters);
+	size_t n;
+	if (r->base && r->base_len && prefix_as_is(r->base, r->base_len)) {
+		n = ZSTD_decompress_usingDict(z->d, out, len, src, slen, r->base, (size_t)r->base_len);
+		return ZSTD_isError(n) || n != len ? -EIO : 0;
+	}
+	/* (a prefix replaces a dictionary, as cctx_setup's does) */
 	if (r->dict && ZSTD_isError(ZSTD_DCtx_refDDict(z->d, r->dict->d)))
 		return -ENOMEM;
 	if (r->base && r->base_len && ZSTD_isError(ZSTD_DCtx_refPrefix(z->d, r->base, (size_t)r->base_len)))
 		return -ENOMEM;
-	size_t n = ZSTD_decompressDCtx(z->d, out, len, src, slen);
+	n = ZSTD_decompressDCtx(z->d, out, len, src, slen);
 	return ZSTD_isError(n) || n != len ? -EIO : 0;
 }
 

@@ -259,6 +259,42 @@ static void test_dict_and_delta(void **state)
 	teardown(&f);
 }
 
+/* A base that begins with zstd's dictionary magic: the delta on it still
+ * decodes (a decoder handed the bytes as a dictionary would read them as
+ * one and fail), as does one on a base of a few bytes. */
+static void test_delta_on_magic_base(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup(&f, 0);
+	static const uint8_t magic[4] = { 0x37, 0xA4, 0x30, 0xEC }; /* ZSTD_MAGIC_DICTIONARY, little-endian */
+	char *base = text(9, 20000), *near = malloc(20000);
+	memcpy(base, magic, sizeof magic);
+	memcpy(near, base, 20000);
+	memcpy(near + 12000, "one more sentence, and a counter 41", 35);
+	struct deps_ctx dc = { NULL, base, 20000 };
+	struct pack_deps deps = { .base = dep_base, .ctx = &dc };
+	struct pack_encode_opts delta = { .level = 3, .base = base, .base_len = 20000, .base_variant = 1 };
+	struct pack_loc loc, plain_loc;
+	put(&f, near, 20000, 2, &delta, &loc);
+	struct pack_encode_opts plain = { .level = 3 };
+	put(&f, near, 20000, 2, &plain, &plain_loc);
+	assert_true(loc.len * 4 < plain_loc.len); /* a delta indeed */
+	check(&f, near, 20000, 2, &loc, &deps);
+	/* a base of 6 bytes, the magic among them */
+	char tiny[6] = { 0x37, (char)0xA4, 0x30, (char)0xEC, 'a', 'b' }, page[64];
+	memset(page, 'x', sizeof page);
+	memcpy(page, tiny, sizeof tiny);
+	struct deps_ctx tc = { NULL, tiny, sizeof tiny };
+	struct pack_deps tdeps = { .base = dep_base, .ctx = &tc };
+	struct pack_encode_opts tdelta = { .level = 3, .base = tiny, .base_len = sizeof tiny, .base_variant = 1 };
+	put(&f, page, sizeof page, 2, &tdelta, &loc);
+	check(&f, page, sizeof page, 2, &loc, &tdeps);
+	free(base);
+	free(near);
+	teardown(&f);
+}
+
 struct scan_ctx {
 	unsigned pages, dicts;
 	uint32_t variants;
@@ -683,6 +719,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_chunks),
 		cmocka_unit_test(test_dict_and_delta),
+		cmocka_unit_test(test_delta_on_magic_base),
 		cmocka_unit_test(test_chunked_delta),
 		cmocka_unit_test(test_lean_headers),
 		cmocka_unit_test(test_version1_pack),
