@@ -248,14 +248,17 @@ static void log_to_syslog(void)
 	fuse_set_log_func(log_fuse);
 }
 
-/* glibc gives each of the worker threads an arena of its own and raises
- * its mmap threshold after the first large free, so the 4 KiB..1 MiB
- * buffers of pages being written (openfile.c) stay in the heaps once freed:
- * 36 MiB anonymous after a cp of 40,000 pages, 15 MiB with two arenas and
- * a fixed threshold (buffers from 128 KiB up go back to the system). */
+/* glibc raises its mmap threshold after the first large free, so the
+ * 4 KiB..1 MiB buffers of pages being written (openfile.c) would stay in
+ * the heaps once freed; a fixed threshold gives those from 128 KiB up back
+ * to the system. Each thread keeps the arena glibc gives it: two arenas
+ * for every thread (M_ARENA_MAX 2, 36 -> 15 MiB anonymous after a cp of
+ * 40,000 pages) made the threads' allocations contend and fragment one
+ * another's heaps, and at millions of pages the delta step's malloc, LMDB
+ * and kernel time grew with the archive (tests/bench/README.md, "One arena
+ * a thread"). */
 static void tune_malloc(void)
 {
-	mallopt(M_ARENA_MAX, 2);
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 
