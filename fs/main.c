@@ -252,11 +252,11 @@ static void log_to_syslog(void)
  * 4 KiB..1 MiB buffers of pages being written (openfile.c) would stay in
  * the heaps once freed; a fixed threshold gives those from 128 KiB up back
  * to the system. Each thread keeps the arena glibc gives it: two arenas
- * for every thread (M_ARENA_MAX 2, 36 -> 15 MiB anonymous after a cp of
- * 40,000 pages) made the threads' allocations contend and fragment one
- * another's heaps, and at millions of pages the delta step's malloc, LMDB
- * and kernel time grew with the archive (tests/bench/README.md, "One arena
- * a thread"). */
+ * for every thread (M_ARENA_MAX 2; with this threshold 15 MiB anonymous
+ * after a cp of 40,000 pages, against 36 without either) made the
+ * threads' allocations contend and fragment one another's heaps, and at
+ * millions of pages the delta step's malloc, LMDB and kernel time grew
+ * with the archive (tests/bench/README.md, "One arena a thread"). */
 static void tune_malloc(void)
 {
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
