@@ -634,17 +634,18 @@ static int decode_chunk(const struct pack_rec_hdr *h, const struct dec_refs *r, 
 	if (!z)
 		return -ENOMEM;
 	ZSTD_DCtx_reset(z->d, ZSTD_reset_session_and_parameters);
+	bool prefixed = r->base && r->base_len;
 	size_t n;
-	if (r->base && r->base_len && prefix_as_is(r->base, r->base_len)) {
+	if (prefixed && prefix_as_is(r->base, r->base_len)) {
 		n = ZSTD_decompress_usingDict(z->d, out, len, src, slen, r->base, (size_t)r->base_len);
-		return ZSTD_isError(n) || n != len ? -EIO : 0;
+	} else {
+		/* a prefix, else the dictionary, as cctx_setup references them */
+		size_t ref = prefixed ? ZSTD_DCtx_refPrefix(z->d, r->base, (size_t)r->base_len)
+				: r->dict ? ZSTD_DCtx_refDDict(z->d, r->dict->d) : 0;
+		if (ZSTD_isError(ref))
+			return -ENOMEM;
+		n = ZSTD_decompressDCtx(z->d, out, len, src, slen);
 	}
-	/* (a prefix replaces a dictionary, as cctx_setup's does) */
-	if (r->dict && ZSTD_isError(ZSTD_DCtx_refDDict(z->d, r->dict->d)))
-		return -ENOMEM;
-	if (r->base && r->base_len && ZSTD_isError(ZSTD_DCtx_refPrefix(z->d, r->base, (size_t)r->base_len)))
-		return -ENOMEM;
-	n = ZSTD_decompressDCtx(z->d, out, len, src, slen);
 	return ZSTD_isError(n) || n != len ? -EIO : 0;
 }
 
