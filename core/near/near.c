@@ -2,7 +2,6 @@
 #include "near.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +14,6 @@
 #include "minhash.h"
 #include "near_int.h"
 #include "simhash.h"
-
-#define ROW_MAX (8 + BLOBKEY_BYTES)
-_Static_assert(ROW_MAX <= NEAR_STAGE_VAL_MAX, "a simhash row fits a staged table's rows");
 
 _Static_assert(MINHASH_BYTES == FPREC_SKETCH_BYTES, "a fingerprint record holds one sketch");
 
@@ -124,175 +120,6 @@ bool near_confirm_r(const struct near_sig *a, const struct near_sig *b, double *
 	return yes;
 }
 
-/* ---- blocks and rows ---------------------------------------------------- */
-
-/* Widths differ by at most one bit; the wider blocks come first. */
-static void block_span(unsigned i, unsigned ntables, unsigned *start, unsigned *width)
-{
-	unsigned base = 64 / ntables, extra = 64 % ntables;
-	*width = base + (i < extra);
-	*start = i * base + (i < extra ? i : extra);
-}
-
-uint64_t near_block(uint64_t h, unsigned i, unsigned ntables)
-{
-	unsigned start, width;
-	block_span(i, ntables, &start, &width);
-	return width == 64 ? h : (h << start) >> (64 - width);
-}
-
-/* Big-endian n-byte integers (n <= 8). */
-static void put_be(uint8_t *p, uint64_t v, size_t n)
-{
-	for (size_t j = 0; j < n; j++)
-		p[j] = (uint8_t)(v >> (8 * (n - 1 - j)));
-}
-
-static uint64_t get_be(const uint8_t *p, size_t n)
-{
-	uint64_t v = 0;
-	for (size_t j = 0; j < n; j++)
-		v = v << 8 | p[j];
-	return v;
-}
-
-static uint64_t low_bits(uint64_t v, unsigned bits)
-{
-	return bits >= 64 ? v : v & ((1ull << bits) - 1);
-}
-
-/* The key of block i of h: big-endian, as few bytes as the width needs. */
-static MDB_val block_key(uint8_t kb[8], uint64_t h, unsigned i, unsigned ntables)
-{
-	unsigned start, width;
-	block_span(i, ntables, &start, &width);
-	size_t n = (width + 7) / 8;
-	put_be(kb, near_block(h, i, ntables), n);
-	return (MDB_val){ n, kb };
-}
-
-/* A row keeps the bits of the hash that its key does not: the 48 others
- * for 16-bit blocks, in 6 bytes instead of 8 (a tenth of the index). */
-static size_t rest_bytes(unsigned i, unsigned ntables)
-{
-	unsigned start, width;
-	block_span(i, ntables, &start, &width);
-	return (64 - width + 7) / 8;
-}
-
-static uint64_t rest_of(uint64_t h, unsigned i, unsigned ntables)
-{
-	unsigned start, width;
-	block_span(i, ntables, &start, &width);
-	unsigned below = 64 - start - width;
-	uint64_t above = start ? h >> (64 - start) : 0;
-	return (below ? above << below : above) | low_bits(h, below);
-}
-
-/* The hash of a row: its key's block and the rest bits of its value. */
-static uint64_t join(uint64_t block, uint64_t rest, unsigned i, unsigned ntables)
-{
-	unsigned start, width;
-	block_span(i, ntables, &start, &width);
-	unsigned below = 64 - start - width;
-	uint64_t above = below < 64 ? rest >> below : 0;
-	uint64_t h = start ? above << (64 - start) : 0;
-	h |= width < 64 ? block << below : block;
-	return h | low_bits(rest, below);
-}
-
-/* What follows the rest in a near0 row: the blob key (near0 layout 1)
- * or the first NEAR0_PREFIX bytes of its MD5 (layout 2, near.h). */
-static size_t tail0_bytes(const struct store *st)
-{
-	return st->near0_keys ? BLOBKEY_BYTES : NEAR0_PREFIX;
-}
-
-/* Bytes of a row's value: the rest, and in near0 the blob's tail after it. */
-static size_t row_bytes(const struct store *st, unsigned i, unsigned ntables)
-{
-	return rest_bytes(i, ntables) + (i ? 0 : tail0_bytes(st));
-}
-
-/* The value of h's row in table i (k: the blob, near0 only; NULL gives
- * the smallest row of h, for a range lookup). */
-static MDB_val row_val(const struct store *st, uint8_t vb[ROW_MAX], uint64_t h, unsigned i, unsigned ntables,
-		       const struct blobkey *k)
-{
-	size_t r = rest_bytes(i, ntables);
-	put_be(vb, rest_of(h, i, ntables), r);
-	if (!i && k && st->near0_keys)
-		blobkey_encode(k, vb + r);
-	else if (!i && k)
-		memcpy(vb + r, k->md5, NEAR0_PREFIX);
-	else if (!i)
-		memset(vb + r, 0, tail0_bytes(st));
-	return (MDB_val){ row_bytes(st, i, ntables), vb };
-}
-
-/* The hash of a row of table i, whose key's block is `block`. */
-static uint64_t row_hash(uint64_t block, const uint8_t *val, unsigned i, unsigned ntables)
-{
-	return join(block, get_be(val, rest_bytes(i, ntables)), i, ntables);
-}
-
-/* The blobs a near0 row of layout 2 stands for: those of its MD5 prefix
- * whose record has simhash h, other than `skip` (may be NULL), in key
- * order, into *v (malloc'd, *n of them; v NULL: counted only). Nearly always one: a 32-bit
- * prefix is shared by a second blob about once in 4 billion / blobs, and
- * then the simhash tells them apart but for variants of one MD5 (a
- * collision, -o nodedup copies), which the row stands for together. */
-static int prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, uint64_t h,
-			const struct blobkey *skip, struct blobkey **v, size_t *n)
-{
-	uint8_t kb[BLOBKEY_BYTES] = { 0 };
-	memcpy(kb, prefix, NEAR0_PREFIX);
-	if (v)
-		*v = NULL;
-	*n = 0;
-	MDB_cursor *c;
-	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &c));
-	if (rc)
-		return rc;
-	size_t cap = 0;
-	MDB_val key = { BLOBKEY_BYTES, kb }, val;
-	int mrc;
-	for (mrc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
-	     mrc == 0 && !rc && key.mv_size == BLOBKEY_BYTES && !memcmp(key.mv_data, prefix, NEAR0_PREFIX);
-	     mrc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-		struct fprec r;
-		struct blobkey k;
-		if (fprec_decode(val.mv_data, val.mv_size, &r) || !(r.flags & FPREC_HAS_SIMHASH) || r.simhash != h)
-			continue; /* (an undecodable record is fsck's to report) */
-		blobkey_decode(key.mv_data, &k);
-		if (skip && blobkey_equal(&k, skip))
-			continue;
-		if (!v) {
-			(*n)++;
-			continue;
-		}
-		if (*n == cap) {
-			struct blobkey *m = realloc(*v, (cap = cap ? 2 * cap : 2) * sizeof *m);
-			if (!m) {
-				rc = -ENOMEM;
-				break;
-			}
-			*v = m;
-		}
-		(*v)[(*n)++] = k;
-	}
-	mdb_cursor_close(c);
-	if (!rc && mrc && mrc != MDB_NOTFOUND)
-		rc = pd_mdb_err(mrc);
-	if (rc && v) {
-		free(*v);
-		*v = NULL;
-	}
-	if (rc)
-		*n = 0;
-	return rc;
-}
-
 /* ---- the tables and their levels (near.h, "Rows staged") ------------------ */
 
 /* The name of level l (0 or 1) of simhash table i. */
@@ -331,7 +158,7 @@ size_t near_hash_levels(const struct store *st, unsigned i, MDB_dbi lv[NEAR_STAG
 }
 
 /* The name of level l of table i (near_hash_levels' order), for fsck. */
-static void level_name(const struct store *st, unsigned i, size_t l, char *buf, size_t len)
+void near_level_name(const struct store *st, unsigned i, size_t l, char *buf, size_t len)
 {
 	if (st->has_nearhstage && l < 2)
 		hash_level_name(i, l, buf, len);
@@ -388,7 +215,7 @@ int near_open_tables(MDB_txn *txn, struct store *st, unsigned create)
 /* ---- changes -------------------------------------------------------------- */
 
 /* Is any blob still indexed under hash h (a row of near0, in any level)? */
-static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
+int near_hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
 {
 	MDB_dbi lv[NEAR_STAGE_LEVELS];
 	size_t nl = near_hash_levels(st, 0, lv);
@@ -399,10 +226,10 @@ static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
 		int rc = pd_mdb_err(mdb_cursor_open(txn, lv[l], &c));
 		if (rc)
 			return rc;
-		uint8_t kb[8], vb[ROW_MAX];
-		MDB_val key = block_key(kb, h, 0, n), v = row_val(st, vb, h, 0, n, NULL);
+		uint8_t kb[8], vb[NEAR_ROW_MAX];
+		MDB_val key = near_block_key(kb, h, 0, n), v = near_row_val(st, vb, h, 0, n, NULL);
 		int mrc = mdb_cursor_get(c, &key, &v, MDB_GET_BOTH_RANGE);
-		*yes = mrc == 0 && memcmp(v.mv_data, vb, rest_bytes(0, n)) == 0;
+		*yes = mrc == 0 && memcmp(v.mv_data, vb, near_rest_bytes(0, n)) == 0;
 		mdb_cursor_close(c);
 		if (mrc && mrc != MDB_NOTFOUND)
 			return pd_mdb_err(mrc);
@@ -420,11 +247,11 @@ static int hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes)
 static int add_rows(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_t h, bool settled)
 {
 	unsigned n = st->near_tables;
-	uint8_t kb[8], vb[ROW_MAX];
+	uint8_t kb[8], vb[NEAR_ROW_MAX];
 	bool staged = !settled && st->has_nearhstage, indexed = false;
-	int rc = staged ? hash_indexed(txn, st, h, &indexed) : 0;
+	int rc = staged ? near_hash_indexed(txn, st, h, &indexed) : 0;
 	for (unsigned i = 0; i < n && !rc; i++) {
-		MDB_val key = block_key(kb, h, i, n), v = row_val(st, vb, h, i, n, k);
+		MDB_val key = near_block_key(kb, h, i, n), v = near_row_val(st, vb, h, i, n, k);
 		MDB_dbi lv[NEAR_STAGE_LEVELS];
 		size_t nl = near_hash_levels(st, i, lv);
 		if (staged && indexed) {
@@ -455,12 +282,12 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	int rc = near_set_remove(txn, st, k);
 	if (rc)
 		return rc;
-	uint8_t kb[8], vb[ROW_MAX];
-	MDB_val key = block_key(kb, h, 0, n), v = row_val(st, vb, h, 0, n, k);
+	uint8_t kb[8], vb[NEAR_ROW_MAX];
+	MDB_val key = near_block_key(kb, h, 0, n), v = near_row_val(st, vb, h, 0, n, k);
 	/* near0 of layout 2: the row stays while another blob of k's MD5
 	 * prefix has the same simhash (it stands for both) */
 	size_t nothers = 0;
-	if (!st->near0_keys && (rc = prefix_blobs(txn, st, k->md5, h, k, NULL, &nothers)))
+	if (!st->near0_keys && (rc = near_prefix_blobs(txn, st, k->md5, h, k, NULL, &nothers)))
 		return rc;
 	if (nothers)
 		return 0;
@@ -469,11 +296,11 @@ int near_remove(MDB_txn *txn, struct store *st, const struct blobkey *k, uint64_
 	if ((rc = near_stage_del(txn, lv, near_hash_levels(st, 0, lv), key, v)))
 		return rc;
 	bool shared;
-	if ((rc = hash_indexed(txn, st, h, &shared)) || shared)
+	if ((rc = near_hash_indexed(txn, st, h, &shared)) || shared)
 		return rc;
 	for (unsigned i = 1; i < n && !rc; i++) {
-		key = block_key(kb, h, i, n);
-		v = row_val(st, vb, h, i, n, NULL);
+		key = near_block_key(kb, h, i, n);
+		v = near_row_val(st, vb, h, i, n, NULL);
 		rc = near_stage_del(txn, lv, near_hash_levels(st, i, lv), key, v);
 	}
 	return rc;
@@ -512,7 +339,7 @@ static int row0_blobs(struct finder *f, const uint8_t *tail, uint64_t h, unsigne
 		blobkey_decode(tail, &k);
 		return f->cb(f->ctx, &k, h, dist);
 	}
-	int rc = prefix_blobs(f->txn, f->st, tail, h, NULL, &v, &n);
+	int rc = near_prefix_blobs(f->txn, f->st, tail, h, NULL, &v, &n);
 	for (size_t i = 0; i < n && !rc; i++)
 		rc = f->cb(f->ctx, &v[i], h, dist);
 	free(v);
@@ -522,9 +349,9 @@ static int row0_blobs(struct finder *f, const uint8_t *tail, uint64_t h, unsigne
 /* Every blob of hash h, through its rows in one level of near0. */
 static int resolve_in(struct finder *f, MDB_cursor *c0, uint64_t h, unsigned dist)
 {
-	uint8_t kb[8], vb[ROW_MAX];
-	size_t r = rest_bytes(0, f->n), t = tail0_bytes(f->st);
-	MDB_val key = block_key(kb, h, 0, f->n), v = row_val(f->st, vb, h, 0, f->n, NULL);
+	uint8_t kb[8], vb[NEAR_ROW_MAX];
+	size_t r = near_rest_bytes(0, f->n), t = near_tail0_bytes(f->st);
+	MDB_val key = near_block_key(kb, h, 0, f->n), v = near_row_val(f->st, vb, h, 0, f->n, NULL);
 	int rc = 0, mrc;
 	for (mrc = mdb_cursor_get(c0, &key, &v, MDB_GET_BOTH_RANGE); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(c0, &key, &v, MDB_NEXT_DUP)) {
@@ -549,16 +376,16 @@ static int resolve_hash(struct finder *f, uint64_t h, unsigned dist)
 /* One page of packed values of table i under the query's block. */
 static int scan_values(struct finder *f, unsigned i, const uint8_t *p, size_t bytes)
 {
-	size_t width = row_bytes(f->st, i, f->n);
+	size_t width = near_row_bytes(f->st, i, f->n);
 	uint64_t block = near_block(f->q, i, f->n);
 	int rc = 0;
 	for (size_t off = 0; off + width <= bytes && !rc; off += width) {
-		uint64_t h = row_hash(block, p + off, i, f->n);
+		uint64_t h = near_row_hash(block, p + off, i, f->n);
 		unsigned d = simhash_distance(h, f->q);
 		if (d > f->maxdist || seen_before(f, h, i))
 			continue;
 		if (i == 0) {
-			rc = row0_blobs(f, p + off + rest_bytes(0, f->n), h, d);
+			rc = row0_blobs(f, p + off + near_rest_bytes(0, f->n), h, d);
 		} else {
 			rc = resolve_hash(f, h, d);
 		}
@@ -574,7 +401,7 @@ static int scan_level(struct finder *f, unsigned i, MDB_dbi dbi)
 	if (rc)
 		return rc;
 	uint8_t kb[8];
-	MDB_val key = block_key(kb, f->q, i, f->n), v;
+	MDB_val key = near_block_key(kb, f->q, i, f->n), v;
 	int mrc = mdb_cursor_get(c, &key, &v, MDB_SET);
 	if (mrc == 0)
 		mrc = mdb_cursor_get(c, &key, &v, MDB_GET_MULTIPLE);
@@ -618,150 +445,11 @@ int near_find(MDB_txn *txn, struct store *st, uint64_t q, unsigned maxdist, near
 	return rc > 0 ? 0 : rc;
 }
 
-/* ---- fsck ----------------------------------------------------------------- */
-
-struct checker {
-	MDB_txn *txn;
-	struct store *st;
-	near_bad_fn bad;
-	void *ctx;
-	uint64_t nbad;
-	struct near_stage_cursors levels[PD_NEAR_MAX_TABLES]; /* each table's, for the records' probes */
-};
-
-void near_report(near_bad_fn bad, void *ctx, uint64_t *nbad, const char *fmt, ...)
-{
-	char line[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
-	va_end(ap);
-	(*nbad)++;
-	bad(ctx, line);
-}
-
-#define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
-
-/* The hash of a row, or false (reported) when its key or value has the
- * wrong size for table i. */
-static bool decode_row(struct checker *c, unsigned i, const char *name, const MDB_val *key, const MDB_val *v,
-		       uint64_t *h)
-{
-	unsigned n = c->st->near_tables, start, width;
-	uint8_t kb[8];
-	block_span(i, n, &start, &width);
-	size_t ks = block_key(kb, 0, i, n).mv_size;
-	if (key->mv_size != ks || v->mv_size != row_bytes(c->st, i, n)) {
-		report(c, "%s: a row with a key of %zu bytes and a value of %zu (want %zu and %zu)", name,
-		       key->mv_size, v->mv_size, ks, row_bytes(c->st, i, n));
-		return false;
-	}
-	uint64_t block = get_be(key->mv_data, ks);
-	if (width < 64 && block >> width) {
-		report(c, "%s: a key wider than its block", name);
-		return false;
-	}
-	*h = row_hash(block, v->mv_data, i, n);
-	return true;
-}
-
-/* A row of near0: its blob has a record with that simhash. */
-static void check_row0(struct checker *c, const char *table, const MDB_val *key, const MDB_val *v)
-{
-	char name[BLOBKEY_NAME_MAX];
-	uint64_t h;
-	if (!decode_row(c, 0, table, key, v, &h))
-		return;
-	const uint8_t *tail = (const uint8_t *)v->mv_data + rest_bytes(0, c->st->near_tables);
-	if (!c->st->near0_keys) {
-		/* layout 2: a blob of its MD5 prefix has that simhash */
-		size_t n;
-		int rc = prefix_blobs(c->txn, c->st, tail, h, NULL, NULL, &n);
-		if (!rc && !n)
-			report(c, "%s: a row of simhash %016llx and MD5 prefix %02x%02x%02x%02x names no blob with "
-			       "that simhash", table, (unsigned long long)h, tail[0], tail[1], tail[2], tail[3]);
-		return;
-	}
-	struct blobkey k;
-	blobkey_decode(tail, &k);
-	blobkey_name(&k, name);
-	uint8_t kb[BLOBKEY_BYTES];
-	blobkey_encode(&k, kb);
-	MDB_val fk = { BLOBKEY_BYTES, kb }, fv;
-	struct fprec r;
-	if (mdb_get(c->txn, c->st->db_fp, &fk, &fv) || fprec_decode(fv.mv_data, fv.mv_size, &r))
-		report(c, "%s: a row names blob %s, which has no fingerprint record", table, name);
-	else if (!(r.flags & FPREC_HAS_SIMHASH) || r.simhash != h)
-		report(c, "%s: the row of blob %s has simhash %016llx, its record %s", table, name,
-		       (unsigned long long)h, (r.flags & FPREC_HAS_SIMHASH) ? "another" : "none");
-}
-
-/* A row of table i >= 1: near0 has a blob of that hash. */
-static int check_row(struct checker *c, unsigned i, const char *table, const MDB_val *key, const MDB_val *v)
-{
-	uint64_t h;
-	if (!decode_row(c, i, table, key, v, &h))
-		return 0;
-	bool yes;
-	int rc = hash_indexed(c->txn, c->st, h, &yes);
-	if (!rc && !yes)
-		report(c, "%s: simhash %016llx belongs to no blob in near0", table, (unsigned long long)h);
-	return rc;
-}
-
-/* Every row of level l of table i. */
-static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi)
-{
-	char table[24];
-	level_name(c->st, i, l, table, sizeof table);
-	MDB_cursor *cur;
-	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
-	if (rc)
-		return rc;
-	MDB_val key, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
-		if (i == 0)
-			check_row0(c, table, &key, &v);
-		else
-			rc = check_row(c, i, table, &key, &v);
-	}
-	mdb_cursor_close(cur);
-	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
-}
-
-static int check_table(struct checker *c, unsigned i)
-{
-	MDB_dbi lv[NEAR_STAGE_LEVELS];
-	size_t nl = near_hash_levels(c->st, i, lv);
-	int rc = 0;
-	for (size_t l = 0; l < nl && !rc; l++)
-		rc = check_level(c, i, l, lv[l]);
-	return rc;
-}
-
-/* Every row a fingerprint with a simhash needs is there. */
-static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
-{
-	unsigned n = c->st->near_tables;
-	uint8_t kb[8], vb[ROW_MAX];
-	char name[BLOBKEY_NAME_MAX];
-	for (unsigned i = 0; i < n; i++) {
-		int has = near_stage_probe(&c->levels[i], block_key(kb, h, i, n), row_val(c->st, vb, h, i, n, k));
-		if (has < 0)
-			return has;
-		if (!has) {
-			blobkey_name(k, name);
-			report(c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)h, i);
-		}
-	}
-	return 0;
-}
+/* ---- rebuilding (fsck --repair) ------------------------------------------- */
 
 /* Walk the fingerprints that have a simhash. */
-static int each_simhash(MDB_txn *txn, struct store *st,
-			int (*fn)(void *ctx, const struct blobkey *k, uint64_t h), void *ctx)
+int near_each_simhash(MDB_txn *txn, struct store *st,
+		      int (*fn)(void *ctx, const struct blobkey *k, uint64_t h), void *ctx)
 {
 	MDB_cursor *cur;
 	int rc = pd_mdb_err(mdb_cursor_open(txn, st->db_fp, &cur));
@@ -781,39 +469,6 @@ static int each_simhash(MDB_txn *txn, struct store *st,
 	}
 	mdb_cursor_close(cur);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
-}
-
-static int check_record_cb(void *ctx, const struct blobkey *k, uint64_t h)
-{
-	return check_record(ctx, k, h);
-}
-
-/* Every record's rows are in some level of each table. */
-static int check_records(struct checker *c)
-{
-	unsigned opened = 0;
-	int rc = 0;
-	for (; opened < c->st->near_tables && !rc; opened++) {
-		MDB_dbi lv[NEAR_STAGE_LEVELS];
-		rc = near_stage_cursors_open(c->txn, lv, near_hash_levels(c->st, opened, lv), &c->levels[opened]);
-	}
-	if (!rc)
-		rc = each_simhash(c->txn, c->st, check_record_cb, c);
-	while (opened) /* (one whose open failed has none open) */
-		near_stage_cursors_close(&c->levels[--opened]);
-	return rc;
-}
-
-int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
-{
-	struct checker c = { txn, st, bad, ctx, 0, { { { NULL }, 0 } } };
-	int rc = 0;
-	for (unsigned i = 0; i < st->near_tables && !rc; i++)
-		rc = check_table(&c, i);
-	if (!rc && st->near_tables)
-		rc = check_records(&c);
-	*nbad = c.nbad;
-	return rc ? rc : near_set_check(txn, st, bad, ctx, nbad);
 }
 
 struct rebuilder {
@@ -836,7 +491,7 @@ int near_rebuild(MDB_txn *txn, struct store *st)
 			return rc;
 	}
 	struct rebuilder r = { txn, st };
-	int rc = st->near_tables ? each_simhash(txn, st, rebuild_cb, &r) : 0;
+	int rc = st->near_tables ? near_each_simhash(txn, st, rebuild_cb, &r) : 0;
 	return rc ? rc : near_lsh_rebuild(txn, st);
 }
 
@@ -897,8 +552,8 @@ int near0_layout_convert(MDB_txn *txn, struct store *st, uint8_t next[BLOBKEY_BY
 		mdb_cursor_close(c);
 	}
 	for (size_t i = 0; i < got && !rc && n; i++) {
-		uint8_t kb[8], vb[ROW_MAX];
-		MDB_val key = block_key(kb, v[i].h, 0, n), val = row_val(st, vb, v[i].h, 0, n, &v[i].k);
+		uint8_t kb[8], vb[NEAR_ROW_MAX];
+		MDB_val key = near_block_key(kb, v[i].h, 0, n), val = near_row_val(st, vb, v[i].h, 0, n, &v[i].k);
 		int mrc = mdb_put(txn, st->db_near[0], &key, &val, MDB_NODUPDATA);
 		rc = mrc == MDB_KEYEXIST ? 0 : pd_mdb_err(mrc);
 	}

@@ -1,5 +1,6 @@
-/* near_int.h - what near.c, near_lsh.c, near_bands.c, near_stage.c,
- * near_setdiff.c and near_layout.c share (not an interface). */
+/* near_int.h - what near.c, near_rows.c, near_check.c, near_lsh.c,
+ * near_bands.c, near_stage.c, near_setdiff.c and near_layout.c share (not
+ * an interface). */
 #ifndef PD_NEAR_INT_H
 #define PD_NEAR_INT_H
 
@@ -59,6 +60,50 @@ int near_stage_settle(MDB_txn *txn, const MDB_dbi lv[NEAR_STAGE_LEVELS], struct 
 /* Simhash table i's levels, newest first, the table itself last (one: a
  * read-only store from before layout 6): their count (near.c). */
 size_t near_hash_levels(const struct store *st, unsigned i, MDB_dbi lv[NEAR_STAGE_LEVELS]);
+/* The name of level l of simhash table i (near_hash_levels' order), for
+ * fsck's reports (near.c). */
+void near_level_name(const struct store *st, unsigned i, size_t l, char *buf, size_t len);
+/* Is any blob still indexed under hash h (a row of near0, in any level)?
+ * (near.c) */
+int near_hash_indexed(MDB_txn *txn, struct store *st, uint64_t h, bool *yes);
+/* Each fingerprint record with a simhash to fn, in key order, until fn
+ * returns nonzero (a record that does not decode is skipped: fsck's blob
+ * pass reports it) (near.c). */
+int near_each_simhash(MDB_txn *txn, struct store *st, int (*fn)(void *ctx, const struct blobkey *k, uint64_t h),
+		      void *ctx);
+
+/* ---- keys and rows of the simhash tables (near_rows.c) ----
+ *
+ * Table i of K + 1 keys a hash by its block i (near_block), big-endian in
+ * as few bytes as the block's width needs; a row's value holds the rest
+ * of the hash, and in near0 the blob after it (its key in layout 1, the
+ * first NEAR0_PREFIX bytes of its MD5 in layout 2). */
+#define NEAR_ROW_MAX (8 + BLOBKEY_BYTES)
+_Static_assert(NEAR_ROW_MAX <= NEAR_STAGE_VAL_MAX, "a simhash row fits a staged table's rows");
+
+/* Where block i of K + 1 = ntables starts in a hash, and its width in bits. */
+void near_block_span(unsigned i, unsigned ntables, unsigned *start, unsigned *width);
+/* A big-endian integer of n <= 8 bytes. */
+uint64_t near_get_be(const uint8_t *p, size_t n);
+/* The key of block i of h, in kb. */
+MDB_val near_block_key(uint8_t kb[8], uint64_t h, unsigned i, unsigned ntables);
+/* Bytes of the rest of a hash in a row of table i. */
+size_t near_rest_bytes(unsigned i, unsigned ntables);
+/* Bytes of near0's tail after the rest. */
+size_t near_tail0_bytes(const struct store *st);
+/* Bytes of a row's value in table i. */
+size_t near_row_bytes(const struct store *st, unsigned i, unsigned ntables);
+/* The value of h's row in table i, in vb (k: the blob, near0 only; NULL
+ * gives the smallest row of h, for a range lookup). */
+MDB_val near_row_val(const struct store *st, uint8_t vb[NEAR_ROW_MAX], uint64_t h, unsigned i, unsigned ntables,
+		     const struct blobkey *k);
+/* The hash of a row of table i whose key's block is `block`. */
+uint64_t near_row_hash(uint64_t block, const uint8_t *val, unsigned i, unsigned ntables);
+/* The blobs a near0 row of layout 2 stands for: those of MD5 prefix
+ * `prefix` whose record has simhash h, but `skip` (may be NULL), in key
+ * order, into *v (malloc'd; v NULL: only counted), *n of them. */
+int near_prefix_blobs(MDB_txn *txn, struct store *st, const uint8_t *prefix, uint64_t h, const struct blobkey *skip,
+		      struct blobkey **v, size_t *n);
 
 /* ---- band rows (near_bands.c; near.h, layouts 2 and 5) ----
  *
