@@ -450,7 +450,8 @@ int blob_delta_kept_set_loc(MDB_txn *txn, struct store *st, const struct blobkey
  * (positive: 0). */
 int blob_delta_kept_each(MDB_txn *txn, struct store *st,
 			 int (*fn)(void *ctx, const struct blobkey *k, const struct fprec *r), void *ctx);
-/* Up to max deltas hanging on base (into v, *n of them). */
+/* Up to max deltas hanging on base (into v, *n of them; v NULL: counted
+ * only). */
 int blob_delta_dependents(MDB_txn *txn, struct store *st, const struct blobkey *base, struct blobkey *v,
 			  size_t max, size_t *n);
 /* Every delta hanging on base: fn(ctx, base, dep), which may read any

@@ -201,7 +201,9 @@ static int dep_step(void *p, const MDB_val *k, const MDB_val *v)
 		return w->fn(w->ctx, &base, &dep);
 	if (w->n == w->max)
 		return 1;
-	w->v[w->n++] = dep;
+	if (w->v)
+		w->v[w->n] = dep;
+	w->n++;
 	return 0;
 }
 

@@ -332,9 +332,8 @@ int near_set_diff(MDB_txn *txn, struct store *st, struct near_set_cache *cache, 
 	if (!st->has_nearset || st->near_sets_full || st->format < PD_FORMAT_SET_DIFF)
 		return 0;
 	/* a bound on the sets written whole when base's goes */
-	struct blobkey deps[NEAR_SET_DIFFS_PER_BASE + 1];
 	size_t ndeps;
-	int rc = blob_delta_dependents(txn, st, base, deps, NEAR_SET_DIFFS_PER_BASE + 1, &ndeps);
+	int rc = blob_delta_dependents(txn, st, base, NULL, NEAR_SET_DIFFS_PER_BASE + 1, &ndeps);
 	if (rc || ndeps > NEAR_SET_DIFFS_PER_BASE)
 		return rc;
 	uint8_t kb[BLOBKEY_BYTES];

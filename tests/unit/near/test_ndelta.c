@@ -739,7 +739,8 @@ static int fake_links_cb(struct wtx *w, void *p)
 		uint8_t kb[4 + 2 * BLOBKEY_BYTES];
 		struct blobkey dep = { .variant = 0 };
 		memset(dep.md5, 0xf0, 16);
-		dep.md5[0] = (uint8_t)i;
+		dep.md5[0] = (uint8_t)i; /* n distinct keys, up to 65,536 */
+		dep.md5[1] = (uint8_t)(i >> 8);
 		memcpy(kb, "dlnk", 4);
 		blobkey_encode(&f->base, kb + 4);
 		blobkey_encode(&dep, kb + 4 + BLOBKEY_BYTES);
