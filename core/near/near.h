@@ -323,9 +323,8 @@ static inline void near_set_for_store(const struct store *st, struct nearset *s)
  * 512, on three template sites of 400,000 pages (javadoc, rustdoc, Sphinx:
  * about 2,800 versions a page, as there), nearfeat's mean row fell by a
  * third to a half and LMDB's file by 5-17%, with no cost to ingest or to
- * removal measured
- * (tests/bench/README.md, "LMDB at 5.6 million pages, and a base's
- * differences"). */
+ * removal measured (tests/bench/README.md, "LMDB at 5.6 million pages,
+ * and a base's differences"). */
 #define NEAR_SET_DIFFS_PER_BASE 512
 /* Page k's record was just made a delta on base (same transaction):
  * keep k's set as the difference from base's when that is shorter (see
