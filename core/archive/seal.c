@@ -231,7 +231,10 @@ int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, cons
 			return -errno;
 	} else if (!likely_stored(st, fp)) {
 		/* to the nursery (blob.h) while it has room: its final record
-		 * is written in the background */
+		 * is written in the background, which this close() helps
+		 * while it is behind (ndelta.h) */
+		if (blob_nursery_behind(st))
+			sigq_help_deltas(st);
 		a.nursery = blob_nursery_wanted(st);
 		rc = a.nursery ? blob_encode_nursery(st, fp, src->mem, src->fd, &a.rec)
 			       : blob_encode(st, fp, src->mem, src->fd, &a.rec);

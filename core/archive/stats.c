@@ -176,6 +176,8 @@ void stats_daemon(struct store *st, struct stats_daemon *out)
 	out->delta_dropped = q.delta.dropped;
 	out->delta_tried = q.delta.tried;
 	out->delta_candidates = q.delta.candidates;
+	out->delta_by_writers = q.delta.helped;
+	out->nursery_bypassed = __atomic_load_n(&st->nursery_bypassed, __ATOMIC_RELAXED);
 	out->heap_give_backs = heap_give_backs();
 }
 
@@ -264,13 +266,14 @@ static size_t stats_json(const struct pd_stats *s, char *buf, size_t size)
 		emit(&o, ",\"daemon\":{\"inodes_held\":%llu,\"file_states\":%llu,\"staged_bytes\":%llu,\"sign_queue\":%llu,"
 			 "\"signed_by_thread\":%llu,\"signed_by_writers\":%llu,\"signed_by_drain\":%llu,"
 			 "\"delta_queue\":%llu,\"delta_dropped\":%llu,\"delta_tried\":%llu,\"delta_candidates\":%llu,"
-			 "\"heap_give_backs\":%llu}",
+			 "\"delta_by_writers\":%llu,\"nursery_bypassed\":%llu,\"heap_give_backs\":%llu}",
 		     (unsigned long long)dm->inodes_held, (unsigned long long)dm->file_states,
 		     (unsigned long long)dm->staged_bytes,
 		     (unsigned long long)dm->sign_queue, (unsigned long long)dm->signed_by_thread,
 		     (unsigned long long)dm->signed_by_writers, (unsigned long long)dm->signed_by_drain,
 		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped,
 		     (unsigned long long)dm->delta_tried, (unsigned long long)dm->delta_candidates,
+		     (unsigned long long)dm->delta_by_writers, (unsigned long long)dm->nursery_bypassed,
 		     (unsigned long long)dm->heap_give_backs);
 	emit(&o, "}");
 	return o.len;
@@ -373,13 +376,14 @@ static size_t stats_text(const struct pd_stats *s, bool human, char *buf, size_t
 		     (unsigned long long)k->records_window);
 	const struct stats_daemon *dm = &s->daemon;
 	if (dm->running)
-		emit(&o, "daemon:           %llu inodes held (%llu with a file state), %s staged in memory; signer: %llu queued, signed %llu by its thread, %llu by writers past the bound, %llu by drains; delta step: %llu queued, %llu dropped, %llu candidates examined for %llu pages; heap given back %llu times\n",
+		emit(&o, "daemon:           %llu inodes held (%llu with a file state), %s staged in memory; signer: %llu queued, signed %llu by its thread, %llu by writers past the bound, %llu by drains; delta step: %llu queued, %llu dropped, %llu candidates examined for %llu pages, %llu pages done by writers while the nursery was behind, %llu pages sealed past its bound; heap given back %llu times\n",
 		     (unsigned long long)dm->inodes_held, (unsigned long long)dm->file_states,
 		     size_str(dm->staged_bytes, human, b1),
 		     (unsigned long long)dm->sign_queue, (unsigned long long)dm->signed_by_thread,
 		     (unsigned long long)dm->signed_by_writers, (unsigned long long)dm->signed_by_drain,
 		     (unsigned long long)dm->delta_queue, (unsigned long long)dm->delta_dropped,
 		     (unsigned long long)dm->delta_candidates, (unsigned long long)dm->delta_tried,
+		     (unsigned long long)dm->delta_by_writers, (unsigned long long)dm->nursery_bypassed,
 		     (unsigned long long)dm->heap_give_backs);
 	return o.len;
 }

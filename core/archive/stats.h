@@ -49,6 +49,8 @@ struct stats_daemon {
 	uint64_t delta_queue;      /* pages waiting for their delta step (ndelta.h) */
 	uint64_t delta_dropped;    /* pushed on a full queue (left to the nursery sweep) */
 	uint64_t delta_tried, delta_candidates; /* pages the step took, candidates it examined */
+	uint64_t delta_by_writers; /* of them, done by close() while the nursery was behind */
+	uint64_t nursery_bypassed; /* pages sealed past the nursery's bound (blob.h) */
 	uint64_t heap_give_backs;  /* the heap's free pages given back after a burst (base/heap.h) */
 };
 void stats_daemon(struct store *st, struct stats_daemon *out);

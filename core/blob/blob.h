@@ -139,6 +139,11 @@ int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k,
 int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
 /* Should a page sealed now go to the nursery? */
 bool blob_nursery_wanted(struct store *st);
+/* Does the nursery hold half its bound or more? The delta step then no
+ * longer rests (ndelta.h), and a close() does a batch of it before its
+ * own seal (sigq_help_deltas), so that the nursery's records leave it as
+ * fast as pages arrive instead of the bound being passed. */
+bool blob_nursery_behind(struct store *st);
 /* Encode content fp for the nursery (its level and the current
  * dictionary). */
 int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
@@ -387,6 +392,9 @@ void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c);
  * NULL) gets what this pass did. Errors: -ENOSPC (the copies did not fit:
  * nothing is lost, the pack stays), -EROFS, -ECANCELED, -errno. */
 int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done);
+/* The packs with nothing live (an emptied nursery pack) removed now,
+ * unless a pass is running (it removes them): 0, or a pass's error. */
+int blob_compact_empty_packs(struct store *st);
 /* Compact pack id now, whatever its share; what it did is added to *done. */
 int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
 		      struct blob_compact_stats *done);

@@ -726,6 +726,16 @@ int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct 
 	return rc;
 }
 
+int blob_compact_empty_packs(struct store *st)
+{
+	if (pthread_mutex_trylock(&pass_mu))
+		return 0;
+	struct blob_compact_cfg cfg = { .share = 0 }; /* nothing copied */
+	int rc = compact_run(st, &cfg, NULL);
+	pthread_mutex_unlock(&pass_mu);
+	return rc;
+}
+
 static int compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
 {
 	if (done)

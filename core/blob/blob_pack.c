@@ -367,6 +367,14 @@ bool blob_nursery_wanted(struct store *st)
 	return false;
 }
 
+bool blob_nursery_behind(struct store *st)
+{
+	if (!st->opts.nursery)
+		return false;
+	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
+	return pack_nursery_bytes(st->packs) >= max / 2;
+}
+
 int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
 {
 	int level = st->opts.nursery_level ? st->opts.nursery_level : BLOB_NURSERY_LEVEL;

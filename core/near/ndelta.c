@@ -713,13 +713,13 @@ void ndelta_stop(struct ndelta *d)
 		pthread_join(d->thread, NULL);
 	const struct ndelta_counts *c = &d->counts;
 	if (c->queued || c->kept_rebased || c->moved_whole)
-		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases, %llu moved whole out of the nursery (%llu -> %llu bytes), %llu found waiting by sweeps, %llu rests yielded to writers\n",
+		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases, %llu moved whole out of the nursery (%llu -> %llu bytes), %llu found waiting by sweeps, %llu rests yielded to writers, %llu pages done by close() while the nursery was behind\n",
 			ndelta_rule_name(d->rule), (unsigned long long)c->queued, (unsigned long long)c->dropped,
 			(unsigned long long)c->stored, (unsigned long long)c->bytes_before,
 			(unsigned long long)c->bytes_after, (unsigned long long)c->kept_rebased,
 			(unsigned long long)c->moved_whole, (unsigned long long)c->whole_before,
 			(unsigned long long)c->whole_after, (unsigned long long)c->swept,
-			(unsigned long long)c->rests);
+			(unsigned long long)c->rests, (unsigned long long)c->helped);
 	uint64_t done = c->stored + c->moved_whole;
 	if (c->chunked)
 		fprintf(stderr, "pagededupfs: delta step: %llu of the deltas over a chunk (chunked deltas), their records %llu -> %llu bytes\n",
@@ -756,6 +756,25 @@ void ndelta_push(struct ndelta *d, const struct blobkey *k)
 			pthread_cond_signal(&d->cv);
 	}
 	pthread_mutex_unlock(&d->mu);
+}
+
+size_t ndelta_help(struct ndelta *d)
+{
+	if (!d)
+		return 0;
+	struct blobkey keys[NDELTA_BATCH];
+	pthread_mutex_lock(&d->mu);
+	size_t n = take(d, keys);
+	if (n) {
+		/* no set cache: the thread's is its own, and one per close()
+		 * would cost more than the sets it saves */
+		work(d, keys, n, NULL, NULL);
+		d->counts.helped += n;
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (n)
+		blob_compact_empty_packs(d->st); /* what fails waits for the compactor */
+	return n;
 }
 
 void ndelta_counts(struct ndelta *d, struct ndelta_counts *out)

@@ -45,6 +45,12 @@
  * nursery grows up to its bound (BLOB_NURSERY_MAX_BYTES); past it, a
  * seal writes the page's final record itself (at PACK_DEFAULT_LEVEL), as
  * without a nursery, and such a page may still become a delta later.
+ * Before that, from half the bound on, each close() of a new page does a
+ * batch of the queue itself (ndelta_help) and removes the nursery packs
+ * left empty, as a close() past the signer's bound signs (sigq.h): the
+ * writers slow to the pace at which pages get their final records,
+ * instead of writing records whole that the step replaces later (dead
+ * bytes the compactor then copies around, beside the writers).
  *
  * The thread yields to writers (ndelta_yield_ns): while pages arrive
  * faster than it moves them (a full batch, the nursery grown since the
@@ -130,6 +136,11 @@ void ndelta_stop(struct ndelta *d);
 void ndelta_drain(struct ndelta *d);
 /* Page k was signed: queue it (dropped when the queue is full). */
 void ndelta_push(struct ndelta *d, const struct blobkey *k);
+/* One batch from the head of the queue done in the caller's thread,
+ * beside the thread, then the nursery packs it emptied removed (a close()
+ * while the nursery is behind: blob_nursery_behind). The pages done (0:
+ * the queue was empty, or d NULL). */
+size_t ndelta_help(struct ndelta *d);
 
 /* What the thread did (tests, benchmarks). */
 struct ndelta_counts {
@@ -140,6 +151,7 @@ struct ndelta_counts {
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */
 	uint64_t rests;                     /* rests yielded to writers */
+	uint64_t helped;                    /* pages done by close() (ndelta_help) */
 	uint64_t waiting;                   /* in the queue now */
 	uint64_t candidates;                /* candidates examined: a page's sets read and compared */
 	uint64_t set_decoded, set_hits;     /* sets resolved by decoding, and from the step's cache */

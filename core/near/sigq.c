@@ -566,6 +566,12 @@ void sigq_drain_deltas(struct store *st)
 		ndelta_drain(st->sigq->delta);
 }
 
+void sigq_help_deltas(struct store *st)
+{
+	if (st->sigq)
+		ndelta_help(st->sigq->delta);
+}
+
 size_t sigq_queued(struct store *st)
 {
 	struct sigq *q = st->sigq;

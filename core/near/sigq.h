@@ -124,6 +124,9 @@ int sigq_drain(struct store *st);
 /* Finish the delta step of the pages signed so far (ndelta.h; a clean
  * close, after sigq_drain). */
 void sigq_drain_deltas(struct store *st);
+/* Do one batch of the delta step in the caller's thread (ndelta_help: a
+ * close() while the nursery is behind). */
+void sigq_help_deltas(struct store *st);
 /* Pages in the queue and being signed (tests, benchmarks). */
 size_t sigq_queued(struct store *st);
 /* The queue now and who signed its pages since the open: the thread,

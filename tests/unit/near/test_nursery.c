@@ -5,7 +5,8 @@
  * whole; a crash between the final record's append and the commit that
  * names it, and a crash with pages still waiting, lose nothing: after the
  * restart the waiting records are found again from the packs and moved;
- * the compactor never copies a nursery record; fsck clean at every step. */
+ * the compactor never copies a nursery record; a close() while the
+ * nursery is behind helps the delta step; fsck clean at every step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -379,6 +380,67 @@ static void test_sweep_across_snapshots(void **state)
 	th_rmdir(dir);
 }
 
+/* While the nursery holds half its bound or more, a close() of a new page
+ * first does a batch of the delta step (ndelta_help: the pages signed
+ * before it get their final records, and the nursery pack they emptied
+ * goes), then enters the nursery; with nothing queued it still enters
+ * below the bound; past the bound its close() writes the final record. */
+static void test_close_helps_when_behind(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	struct store *st = th_store(dir, NULL, &o);
+	char *a = th_page(31, 900, ""), *b = edited(a), *c = th_page(32, 800, ""), *e = th_page(33, 700, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	assert_true(in_nursery(st, ia));
+	uint64_t held = pack_nursery_bytes(st->packs);
+	st->opts.nursery_max_bytes = held + held / 2; /* a's pack alone: behind, under the bound */
+	assert_true(blob_nursery_behind(st));
+	assert_int_equal(sigq_drain(st), 0); /* a signed: queued for the delta step */
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	struct sigq_counts q;
+	sigq_counts(st, &q);
+	assert_int_equal(q.delta.helped, 1);
+	assert_false(in_nursery(st, ia)); /* a's final record, written by b's close() */
+	assert_true(in_nursery(st, ib));
+	assert_int_equal(nursery_files(st), 1); /* a's pack, emptied, went */
+	assert_int_equal(st->nursery_bypassed, 0);
+	/* nothing signed to do: c enters all the same, under the bound */
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", c);
+	assert_true(in_nursery(st, ic));
+	sigq_counts(st, &q);
+	assert_int_equal(q.delta.helped, 1);
+	assert_int_equal(st->nursery_bypassed, 0);
+	/* at the bound: e's close() writes its final record */
+	st->opts.nursery_max_bytes = pack_nursery_bytes(st->packs);
+	uint64_t ie = th_put_page(st, PD_ROOT_INO, "e.html", e);
+	assert_false(in_nursery(st, ie));
+	assert_int_equal(st->nursery_bypassed, 1);
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	/* the clean close gave the rest their final records: b a delta on a */
+	st = reopen(dir);
+	assert_int_equal(nursery_files(st), 0);
+	struct blobkey kb = th_blob_of(st, ib), ka = th_blob_of(st, ia), base;
+	struct fprec r;
+	assert_int_equal(blob_read(st, &kb, &r), 0);
+	assert_int_equal(blob_delta_base(st, &r, &base), 1);
+	assert_true(blobkey_equal(&base, &ka));
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	th_read_back(st, ic, c);
+	th_read_back(st, ie, e);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(c);
+	free(e);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -390,6 +452,7 @@ int main(void)
 		cmocka_unit_test(test_yield_rule),
 		cmocka_unit_test(test_burst_with_resting_thread),
 		cmocka_unit_test(test_sweep_across_snapshots),
+		cmocka_unit_test(test_close_helps_when_behind),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
