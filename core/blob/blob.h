@@ -137,6 +137,9 @@ int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k,
 #define BLOB_FINAL_LEVEL 6
 /* blob_encode at the final level. */
 int blob_encode_final(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out);
+/* The nursery's bound in bytes (store_opts.nursery_max_bytes, else
+ * BLOB_NURSERY_MAX_BYTES). */
+uint64_t blob_nursery_max(const struct store *st);
 /* Should a page sealed now go to the nursery? */
 bool blob_nursery_wanted(struct store *st);
 /* Does the nursery hold half its bound or more? The delta step then no

@@ -356,12 +356,16 @@ int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k,
 	return rc ? rc : append_retried(st, pack_append, rec, loc);
 }
 
+uint64_t blob_nursery_max(const struct store *st)
+{
+	return st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
+}
+
 bool blob_nursery_wanted(struct store *st)
 {
 	if (!st->opts.nursery)
 		return false;
-	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
-	if (pack_nursery_bytes(st->packs) < max)
+	if (pack_nursery_bytes(st->packs) < blob_nursery_max(st))
 		return true;
 	__atomic_add_fetch(&st->nursery_bypassed, 1, __ATOMIC_RELAXED);
 	return false;
@@ -371,8 +375,7 @@ bool blob_nursery_behind(struct store *st)
 {
 	if (!st->opts.nursery)
 		return false;
-	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
-	return pack_nursery_bytes(st->packs) >= max / 2;
+	return pack_nursery_bytes(st->packs) >= blob_nursery_max(st) / 2;
 }
 
 int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)

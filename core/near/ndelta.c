@@ -593,9 +593,8 @@ static void batch_then_yield(struct ndelta *d, struct near_set_cache *cache, str
 	work(d, keys, n, &d->carry, cache);
 	uint64_t took = pd_clock_ns(CLOCK_MONOTONIC) - t0;
 	struct store *st = d->st;
-	uint64_t max = st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
 	uint64_t nursery = pack_nursery_bytes(st->packs);
-	uint64_t ns = st->opts.nursery ? ndelta_yield_ns(n, took, *nursery_seen, nursery, max) : 0;
+	uint64_t ns = st->opts.nursery ? ndelta_yield_ns(n, took, *nursery_seen, nursery, blob_nursery_max(st)) : 0;
 	*nursery_seen = nursery;
 	if (ns)
 		rest(d, ns);
