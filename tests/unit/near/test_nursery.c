@@ -95,11 +95,8 @@ static void test_page_moved_once(void **state)
 	assert_int_equal(n.stored, 1);
 	assert_int_equal(n.moved_whole, 2);
 	assert_false(in_nursery(st, ia) || in_nursery(st, ib) || in_nursery(st, ic));
-	struct blobkey kb = th_blob_of(st, ib), base;
-	struct fprec r;
-	assert_int_equal(blob_read(st, &kb, &r), 0);
-	assert_int_equal(blob_delta_base(st, &r, &base), 1);
-	struct blobkey ka = th_blob_of(st, ia);
+	struct blobkey kb = th_blob_of(st, ib), ka = th_blob_of(st, ia), base;
+	assert_int_equal(th_delta_of(st, &kb, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
 	/* the emptied nursery pack went whole */
 	assert_int_equal(nursery_files(st), 0);
@@ -424,9 +421,7 @@ static void test_close_helps_when_behind(void **state)
 	st = reopen(dir);
 	assert_int_equal(nursery_files(st), 0);
 	struct blobkey kb = th_blob_of(st, ib), ka = th_blob_of(st, ia), base;
-	struct fprec r;
-	assert_int_equal(blob_read(st, &kb, &r), 0);
-	assert_int_equal(blob_delta_base(st, &r, &base), 1);
+	assert_int_equal(th_delta_of(st, &kb, &base), 1);
 	assert_true(blobkey_equal(&base, &ka));
 	th_read_back(st, ia, a);
 	th_read_back(st, ib, b);
