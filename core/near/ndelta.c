@@ -537,8 +537,8 @@ static size_t take(struct ndelta *d, struct blobkey *keys)
 }
 
 /* Do one batch (d->mu held on entry and on return); carry: the thread's
- * own (a drain beside it has none); cache: the caller's (the thread's,
- * or the drain's). */
+ * own (a drain or a helping close() beside it has none); cache: the
+ * caller's (the thread's, the drain's, none for a helping close()). */
 static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct pack_loc *carry,
 		 struct near_set_cache *cache)
 {
@@ -765,8 +765,8 @@ size_t ndelta_help(struct ndelta *d)
 	pthread_mutex_lock(&d->mu);
 	size_t n = take(d, keys);
 	if (n) {
-		/* no set cache: the thread's is its own, and one per close()
-		 * would cost more than the sets it saves */
+		/* no set cache: the thread's is not shared, and a close()
+		 * keeps nothing from one batch to the next (sets decoded) */
 		work(d, keys, n, NULL, NULL);
 		d->counts.helped += n;
 	}
