@@ -395,9 +395,11 @@ void blob_compact_cfg_of(struct store *st, struct blob_compact_cfg *c);
  * NULL) gets what this pass did. Errors: -ENOSPC (the copies did not fit:
  * nothing is lost, the pack stays), -EROFS, -ECANCELED, -errno. */
 int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done);
-/* The packs with nothing live (an emptied nursery pack) removed now,
- * unless a pass is running (it removes them): 0, or a pass's error. */
-int blob_compact_empty_packs(struct store *st);
+/* A pass that copies nothing: the packs with nothing live (an emptied
+ * nursery pack, one a stopped compaction left) removed now. wait: after
+ * the pass running, if any; else none when one runs (it removes them).
+ * 0, or the pass's error. */
+int blob_compact_empty_packs(struct store *st, bool wait);
 /* Compact pack id now, whatever its share; what it did is added to *done. */
 int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_cfg *c,
 		      struct blob_compact_stats *done);

@@ -726,9 +726,11 @@ int blob_compact_run(struct store *st, const struct blob_compact_cfg *c, struct 
 	return rc;
 }
 
-int blob_compact_empty_packs(struct store *st)
+int blob_compact_empty_packs(struct store *st, bool wait)
 {
-	if (pthread_mutex_trylock(&pass_mu))
+	if (wait)
+		pthread_mutex_lock(&pass_mu);
+	else if (pthread_mutex_trylock(&pass_mu))
 		return 0;
 	struct blob_compact_cfg cfg = { .share = 0 }; /* nothing copied */
 	int rc = compact_run(st, &cfg, NULL);

@@ -59,8 +59,7 @@ static int blob_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
 	if (!clean)
 		sweep_orphan_blobs(st);
 	if (st->format >= 2) {
-		struct blob_compact_cfg c = { .share = 0 }; /* only the empty ones */
-		blob_compact_run(st, &c, NULL);
+		blob_compact_empty_packs(st, true);
 		return blob_compact_start(st);
 	}
 	return 0;
@@ -74,8 +73,7 @@ static int blob_part_stop(struct store *st)
 	blob_compact_stop(st); /* both commit: before the close's last writes */
 	blob_dict_stop(st);
 	if (st->format >= 2) {
-		struct blob_compact_cfg c = { .share = 0 }; /* packs with nothing live go */
-		blob_compact_run(st, &c, NULL);
+		blob_compact_empty_packs(st, true);
 	}
 	if (!__atomic_load_n(&st->unlinks_failed, __ATOMIC_RELAXED))
 		return 0;

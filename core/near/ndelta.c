@@ -461,8 +461,7 @@ static int nursery_sweep(struct store *st, struct near_set_cache *cache, unsigne
 	near_set_cache_free(own);
 	free(w.v);
 	/* the nursery packs left with nothing live go whole */
-	struct blob_compact_cfg cfg = { .share = 0 };
-	return rc ? rc : blob_compact_run(st, &cfg, NULL);
+	return rc ? rc : blob_compact_empty_packs(st, true);
 }
 
 int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *c)
@@ -772,7 +771,7 @@ size_t ndelta_help(struct ndelta *d)
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (n)
-		blob_compact_empty_packs(d->st); /* what fails waits for the compactor */
+		blob_compact_empty_packs(d->st, false); /* what fails waits for the compactor */
 	return n;
 }
 
