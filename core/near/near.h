@@ -400,7 +400,15 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
 /* Consistency with the fingerprints (fsck): each problem is described to
  * `bad` (one line, no newline) and counted in *nbad. Checks every table
  * row against the fingerprint it names, and every fingerprint that has a
- * simhash against the rows it needs: O(pages * (K+1)) lookups, no memory. */
+ * simhash against the rows it needs. Each table is read once in order and
+ * met by the rows the records ask for, sorted in memory (near_rowset.c):
+ * up to NEAR_CHECK_MEM_DEFAULT bytes, about 72 a record for the simhash
+ * tables and 12 a set and band for the band rows (the bands then taken in
+ * groups that fit). A store too large for that is checked as before, by
+ * O(pages * (K+1 + bands)) probes of LMDB and no memory. */
+#define NEAR_CHECK_MEM_DEFAULT ((size_t)512 << 20)
+/* The memory those checks may take from now on (0: probe every row). */
+void near_check_mem(size_t bytes);
 typedef void (*near_bad_fn)(void *ctx, const char *what);
 /* One problem a check found: formatted, counted in *nbad, given to bad
  * (the checks of near.c and sigq.c). */

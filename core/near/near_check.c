@@ -3,8 +3,10 @@
  * and their bands (near_lsh.c) are checked after them. See near.h. */
 #include "near_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 struct checker {
 	MDB_txn *txn;
@@ -166,14 +168,151 @@ static int check_records(struct checker *c)
 	return rc;
 }
 
+/* ---- the same in memory: each table in one pass (near_rowset.c) ---- */
+
+/* A fingerprint record with a simhash. */
+struct simrec {
+	uint64_t h;
+	struct blobkey k;
+};
+
+struct simrecs {
+	struct simrec *v;
+	size_t n, cap;
+};
+
+static int collect_cb(void *ctx, const struct blobkey *k, uint64_t h)
+{
+	struct simrecs *r = ctx;
+	if (r->n == r->cap)
+		return -E2BIG; /* more records than the table counted: probe instead */
+	r->v[r->n++] = (struct simrec){ h, *k };
+	return 0;
+}
+
+/* Every record with a simhash into *r, when they and one table's rows fit
+ * the memory the check may take (near_check_mem): 0, 1 (they do not:
+ * probe), or an error. */
+static int collect_records(struct checker *c, struct simrecs *r)
+{
+	MDB_stat ms;
+	int rc = pd_mdb_err(mdb_stat(c->txn, c->st->db_fp, &ms));
+	if (rc)
+		return rc;
+	size_t per = sizeof(struct simrec) + near_rowset_entry_bytes(8 + NEAR_ROW_MAX);
+	if (ms.ms_entries > near_check_mem_max() / per)
+		return 1;
+	*r = (struct simrecs){ .cap = ms.ms_entries };
+	r->v = malloc((r->cap ? r->cap : 1) * sizeof *r->v);
+	if (!r->v)
+		return 1;
+	rc = near_each_simhash(c->txn, c->st, collect_cb, r);
+	if (rc == -E2BIG) {
+		free(r->v);
+		r->v = NULL;
+		return 1;
+	}
+	return rc;
+}
+
+/* Row bytes of a table: its key, then its value. */
+static size_t row_of(struct checker *c, unsigned i, uint64_t h, const struct blobkey *k, uint8_t row[8 + NEAR_ROW_MAX])
+{
+	unsigned n = c->st->near_tables;
+	uint8_t kb[8], vb[NEAR_ROW_MAX];
+	MDB_val key = near_block_key(kb, h, i, n), v = near_row_val(c->st, vb, h, i, n, k);
+	memcpy(row, key.mv_data, key.mv_size);
+	memcpy(row + key.mv_size, v.mv_data, v.mv_size);
+	return key.mv_size + v.mv_size;
+}
+
+struct missing_ctx {
+	struct checker *c;
+	const struct simrecs *recs;
+	unsigned table;
+};
+
+static int report_missing(void *ctx, const uint8_t *row, uint32_t tag)
+{
+	struct missing_ctx *m = ctx;
+	const struct simrec *r = &m->recs->v[tag];
+	char name[BLOBKEY_NAME_MAX];
+	(void)row;
+	blobkey_name(&r->k, name);
+	report(m->c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)r->h, m->table);
+	return 0;
+}
+
+/* Level l of table i in one pass: each row the records ask for is marked
+ * in want; any other is checked (and reported) as check_level does. */
+static int walk_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, struct near_rowset *want)
+{
+	char table[24];
+	near_level_name(c->st, i, l, table, sizeof table);
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
+	if (rc)
+		return rc;
+	MDB_val key, v;
+	uint8_t row[8 + NEAR_ROW_MAX];
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+		if (key.mv_size + v.mv_size == want->rs && key.mv_size <= 8) {
+			memcpy(row, key.mv_data, key.mv_size);
+			memcpy(row + key.mv_size, v.mv_data, v.mv_size);
+			if (near_rowset_mark(want, row))
+				continue;
+		}
+		if (i == 0)
+			check_row0(c, table, &key, &v);
+		else
+			rc = check_row(c, i, table, &key, &v);
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* Table i against the records' rows: both directions in one pass. */
+static int check_table_sorted(struct checker *c, unsigned i, const struct simrecs *recs)
+{
+	struct near_rowset want;
+	uint8_t row[8 + NEAR_ROW_MAX];
+	size_t rs = recs->n ? row_of(c, i, recs->v[0].h, &recs->v[0].k, row) : 1;
+	int rc = near_rowset_init(&want, rs, recs->n);
+	for (size_t j = 0; j < recs->n && !rc; j++) {
+		row_of(c, i, recs->v[j].h, &recs->v[j].k, row);
+		rc = near_rowset_add(&want, row, (uint32_t)j);
+	}
+	if (!rc)
+		rc = near_rowset_sort(&want);
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	size_t nl = rc ? 0 : near_hash_levels(c->st, i, lv);
+	for (size_t l = 0; l < nl && !rc; l++)
+		rc = walk_level(c, i, l, lv[l], &want);
+	struct missing_ctx m = { c, recs, i };
+	if (!rc)
+		rc = near_rowset_each_unseen(&want, report_missing, &m);
+	near_rowset_free(&want);
+	return rc;
+}
+
 int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
 {
 	struct checker c = { txn, st, bad, ctx, 0, { { { NULL }, 0 } } };
-	int rc = 0;
-	for (unsigned i = 0; i < st->near_tables && !rc; i++)
-		rc = check_table(&c, i);
-	if (!rc && st->near_tables)
-		rc = check_records(&c);
+	struct simrecs recs = { 0 };
+	int rc = st->near_tables ? collect_records(&c, &recs) : 0;
+	if (rc == 1) { /* too many to hold: a probe a row */
+		rc = 0;
+		for (unsigned i = 0; i < st->near_tables && !rc; i++)
+			rc = check_table(&c, i);
+		if (!rc)
+			rc = check_records(&c);
+	} else {
+		for (unsigned i = 0; i < st->near_tables && !rc; i++)
+			rc = check_table_sorted(&c, i, &recs);
+	}
+	free(recs.v);
 	*nbad = c.nbad;
 	return rc ? rc : near_set_check(txn, st, bad, ctx, nbad);
 }

@@ -57,6 +57,36 @@ int near_stage_probe(struct near_stage_cursors *p, MDB_val key, MDB_val val);
  * NEAR_STAGE_FANOUT times `bound` (near.h, "Rows staged"). */
 int near_stage_settle(MDB_txn *txn, const MDB_dbi lv[NEAR_STAGE_LEVELS], struct near_stage_pass *p, size_t bound);
 
+/* ---- the rows a table should hold, for fsck (near_rowset.c) ----
+ *
+ * Rows of rs bytes each (a row's key then its value), each with a tag
+ * (which record asked for it), sorted in memory; a pass over the table
+ * marks those it meets, and the rows never met are the missing ones. */
+struct near_rowset {
+	uint8_t *v;	/* n entries of es bytes: the row, then its tag (u32) */
+	uint8_t *seen;	/* a bit an entry, after near_rowset_sort */
+	size_t n, cap, rs, es;
+};
+/* The bytes an entry of rows of row_bytes takes. */
+static inline size_t near_rowset_entry_bytes(size_t row_bytes)
+{
+	return row_bytes + sizeof(uint32_t);
+}
+/* Room for cap rows first (it grows): 0 or -ENOMEM. */
+int near_rowset_init(struct near_rowset *r, size_t row_bytes, size_t cap);
+void near_rowset_free(struct near_rowset *r);
+int near_rowset_add(struct near_rowset *r, const void *row, uint32_t tag);
+/* Sorts the rows and clears the marks: 0 or -ENOMEM. */
+int near_rowset_sort(struct near_rowset *r);
+/* Is row there? Marks it (every entry of that row) when it is. */
+bool near_rowset_mark(struct near_rowset *r, const void *row);
+/* fn for each entry never marked, in row order, until fn returns nonzero. */
+int near_rowset_each_unseen(const struct near_rowset *r, int (*fn)(void *ctx, const uint8_t *row, uint32_t tag),
+			    void *ctx);
+/* What fsck's checks of the near tables may hold in memory at once
+ * (near_check_mem, near.h). */
+size_t near_check_mem_max(void);
+
 /* Simhash table i's levels, newest first, the table itself last (one: a
  * read-only store from before layout 6): their count (near.c). */
 size_t near_hash_levels(const struct store *st, unsigned i, MDB_dbi lv[NEAR_STAGE_LEVELS]);
@@ -183,8 +213,23 @@ int near_set_materialize_dependents(MDB_txn *txn, struct store *st, const struct
 /* Drop every LSH row and make them again from the sets in nearfeat (a
  * set that does not decode made again from its page). */
 int near_lsh_rebuild(MDB_txn *txn, struct store *st);
+/* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
+ * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
+ * non-zero stops the walk with that value. */
+int near_band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix,
+		     const struct blobkey *except, near_hit_fn fn, void *ctx);
+/* Walk nearfeat: fn(ctx, key, row, set) for each row, its set resolved
+ * (set NULL: it does not decode, a difference included whose base set is
+ * missing or damaged). No writes to nearfeat meanwhile. */
+int near_each_set(MDB_txn *txn, struct store *st,
+		  int (*fn)(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s), void *ctx);
+/* A row that is a difference from base's set whose page's record is not a
+ * delta on base (no link row, blob.h): 1 (*base set), else 0. */
+int near_diff_unlinked(MDB_txn *txn, struct store *st, const MDB_val *row, const struct blobkey *k,
+		       struct blobkey *base);
 /* fsck: every set names a record with a simhash, decodes, and has its
- * band rows; every band row stands for a blob whose set has it. */
+ * band rows; every band row stands for a blob whose set has it
+ * (near_setcheck.c). */
 int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad);
 
 /* One batch of an upgrade: from key `next` (all zeros: the first), at most

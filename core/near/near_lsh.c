@@ -2,7 +2,7 @@
  * (nearbands), the second candidate generator, the sets' check and
  * rebuild, pages read back for a pair too close to call. See near.h and
  * nearset.h; the sets kept as differences are near_setdiff.c's, the
- * conversion of layout 1 is near_layout.c. */
+ * conversion of layout 1 is near_layout.c, the check near_setcheck.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +15,8 @@
 #include "near_int.h"
 #include "text/html.h"
 
-/* Every blob but `except` (may be NULL) whose MD5 begins with prefix and
- * whose set has `key` in band b, in key order: fn(ctx, blob); fn returning
- * non-zero stops the walk with that value. */
-static int band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix,
-		       const struct blobkey *except, near_hit_fn fn, void *ctx)
+int near_band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, const uint8_t *prefix,
+		     const struct blobkey *except, near_hit_fn fn, void *ctx)
 {
 	uint8_t kb[BLOBKEY_BYTES] = { 0 };
 	memcpy(kb, prefix, BAND_PREFIX);
@@ -75,7 +72,7 @@ static int owner_found(void *ctx, const struct blobkey *k, uint64_t h, unsigned 
  * the same key there. */
 static int del_band(MDB_txn *txn, struct store *st, const struct blobkey *k, size_t b, uint32_t key)
 {
-	int rc = band_owners(txn, st, b, key, k->md5, k, owner_found, NULL);
+	int rc = near_band_owners(txn, st, b, key, k->md5, k, owner_found, NULL);
 	if (rc)
 		return rc > 0 ? 0 : rc;
 	return near_band_del(txn, st, b, key, k->md5);
@@ -200,7 +197,7 @@ static int row_owners(MDB_txn *txn, struct store *st, struct lone_cache *lc, siz
 	if (lone < 0)
 		return lone;
 	if (!lone)
-		return band_owners(txn, st, b, key, prefix, NULL, cb, ctx);
+		return near_band_owners(txn, st, b, key, prefix, NULL, cb, ctx);
 	if (lc->n < LONE_CACHE) {
 		memcpy(lc->prefix[lc->n], prefix, BAND_PREFIX);
 		lc->k[lc->n++] = k;
@@ -262,11 +259,8 @@ int near_lsh_find(MDB_txn *txn, struct store *st, const struct nearset *s, near_
 	return rc > 0 ? 0 : rc;
 }
 
-/* Walk nearfeat: fn(ctx, key, row, set) for each row, its set resolved
- * (set NULL: it does not decode, a difference included whose base set is
- * missing or damaged). No writes to nearfeat meanwhile. */
-static int each_set(MDB_txn *txn, struct store *st,
-		    int (*fn)(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s), void *ctx)
+int near_each_set(MDB_txn *txn, struct store *st,
+		  int (*fn)(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s), void *ctx)
 {
 	struct nearset *s = malloc(sizeof *s);
 	MDB_cursor *cur;
@@ -298,19 +292,14 @@ static int each_set(MDB_txn *txn, struct store *st,
 struct lsh_ctx {
 	MDB_txn *txn;
 	struct store *st;
-	near_bad_fn bad;
-	void *ctx;
-	uint64_t nbad;
 	/* rebuild: rows to delete (their blob has no signature), to make
 	 * again from the page (they do not decode), to write whole (a
 	 * difference from a base its record does not hang on) */
 	struct near_keys drop, redo, whole;
 };
 
-/* A row that is a difference from base's set whose page's record is not a
- * delta on base (no link row, blob.h): 1 (*base set), else 0. */
-static int diff_unlinked(MDB_txn *txn, struct store *st, const MDB_val *row, const struct blobkey *k,
-			 struct blobkey *base)
+int near_diff_unlinked(MDB_txn *txn, struct store *st, const MDB_val *row, const struct blobkey *k,
+		       struct blobkey *base)
 {
 	if (!nearset_is_diff(row->mv_data, row->mv_size) || nearset_diff_base(row->mv_data, row->mv_size, base))
 		return 0;
@@ -346,7 +335,7 @@ static int rebuild_one(void *ctx, const MDB_val *key, const MDB_val *row, const 
 		return near_keys_push(rc ? &c->drop : &c->redo, key);
 	if (rc)
 		return rc;
-	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0 || (!rc && diff_base_goes(c->txn, c->st, row)))
+	if ((rc = near_diff_unlinked(c->txn, c->st, row, &k, &base)) > 0 || (!rc && diff_base_goes(c->txn, c->st, row)))
 		rc = near_keys_push(&c->whole, key);
 	return rc ? rc : near_put_bands_settled(c->txn, c->st, &k, s);
 }
@@ -383,7 +372,7 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 	int rc = near_bands_drop(txn, st);
 	struct lsh_ctx c = { .txn = txn, .st = st };
 	if (!rc)
-		rc = each_set(txn, st, rebuild_one, &c);
+		rc = near_each_set(txn, st, rebuild_one, &c);
 	/* the differences that must stand alone first, while every set they
 	 * may name is still there */
 	struct nearset *s = c.whole.n ? malloc(sizeof *s) : NULL;
@@ -405,133 +394,6 @@ int near_lsh_rebuild(MDB_txn *txn, struct store *st)
 	free(c.drop.v);
 	free(c.whole.v);
 	free(c.redo.v);
-	return rc;
-}
-
-static int check_one(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
-{
-	struct lsh_ctx *c = ctx;
-	char name[BLOBKEY_NAME_MAX] = "?", bname[BLOBKEY_NAME_MAX] = "?";
-	struct blobkey k, base;
-	if (key->mv_size == BLOBKEY_BYTES) {
-		blobkey_decode(key->mv_data, &k);
-		blobkey_name(&k, name);
-	}
-	bool diff = nearset_is_diff(row->mv_data, row->mv_size);
-	if (diff && !nearset_diff_base(row->mv_data, row->mv_size, &base))
-		blobkey_name(&base, bname);
-	if (!s && diff) {
-		near_report(c->bad, c->ctx, &c->nbad,
-			    "nearfeat: the set of blob %s, kept as a difference from blob %s's, does not decode (that set missing or damaged, or a chain of more than %d differences)",
-			    name, bname, NEAR_SET_DIFF_DEPTH);
-		return 0;
-	}
-	if (!s) {
-		near_report(c->bad, c->ctx, &c->nbad, "nearfeat: a row that does not decode (%zu bytes)", key->mv_size);
-		return 0;
-	}
-	struct fprec r;
-	int rc = blob_get(c->txn, c->st, &k, &r);
-	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH))) {
-		near_report(c->bad, c->ctx, &c->nbad, "nearfeat: blob %s has a shingle set and no signature", name);
-		return 0;
-	}
-	if (rc == -EUCLEAN)
-		return 0; /* an undecodable record: fsck's blob pass reports it, and the check goes on */
-	if (rc)
-		return rc;
-	if ((rc = diff_unlinked(c->txn, c->st, row, &k, &base)) > 0)
-		near_report(c->bad, c->ctx, &c->nbad,
-			    "nearfeat: the set of blob %s is kept as a difference from blob %s's, and its record is not a delta on that blob",
-			    name, bname);
-	if (rc < 0)
-		return rc;
-	size_t band;
-	rc = near_bands_missing(c->txn, c->st, s, k.md5, &band);
-	if (rc > 0)
-		near_report(c->bad, c->ctx, &c->nbad, "nearbands: blob %s lacks its row of band %zu", name, band);
-	return rc > 0 ? 0 : rc;
-}
-
-/* Does a blob of the prefix have a set that does not decode (reported as
- * such, so that its rows are not reported again)? */
-static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix)
-{
-	uint8_t kb[BLOBKEY_BYTES] = { 0 };
-	memcpy(kb, prefix, BAND_PREFIX);
-	MDB_cursor *c;
-	if (mdb_cursor_open(txn, st->db_nearfeat, &c))
-		return false;
-	MDB_val k = { BLOBKEY_BYTES, kb }, v;
-	bool damaged = false;
-	struct nearset *s = malloc(sizeof *s);
-	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	     s && !damaged && mrc == 0 && k.mv_size >= BAND_PREFIX && !memcmp(k.mv_data, prefix, BAND_PREFIX);
-	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct blobkey bk;
-		if (k.mv_size != BLOBKEY_BYTES) {
-			damaged = true;
-			break;
-		}
-		blobkey_decode(k.mv_data, &bk);
-		damaged = near_set_resolve_row(txn, st, &bk, &v, s, NULL) != 0;
-	}
-	free(s);
-	mdb_cursor_close(c);
-	return damaged;
-}
-
-/* Every band row stands for a blob whose set has it (a find takes the one
- * blob of a prefix on the row's word: band_owners). */
-static int check_table_rows(struct lsh_ctx *c, MDB_dbi dbi, const char *table)
-{
-	MDB_cursor *cur;
-	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
-	if (rc)
-		return rc;
-	MDB_val k, v;
-	int mrc;
-	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		const uint8_t *p = v.mv_data;
-		if (k.mv_size != 1 || v.mv_size != BAND_VAL || *(const uint8_t *)k.mv_data >= NEARSET_BANDS) {
-			near_report(c->bad, c->ctx, &c->nbad, "%s: a row of %zu and %zu bytes", table, k.mv_size,
-				    v.mv_size);
-			continue;
-		}
-		size_t b = *(const uint8_t *)k.mv_data;
-		uint32_t key = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-		rc = band_owners(c->txn, c->st, b, key, p + 4, NULL, owner_found, NULL);
-		if (rc == 0 && !prefix_damaged(c->txn, c->st, p + 4))
-			near_report(c->bad, c->ctx, &c->nbad,
-				    "%s: the row of band %zu, key %08x, MD5 prefix %02x%02x%02x%02x stands for no blob",
-				    table, b, key, p[4], p[5], p[6], p[7]);
-		rc = rc > 0 ? 0 : rc;
-	}
-	mdb_cursor_close(cur);
-	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
-}
-
-/* Every band row of every table stands for a blob whose set has it. */
-static int check_rows(struct lsh_ctx *c)
-{
-	MDB_dbi dbi[NEAR_BAND_TABLES];
-	size_t n = near_band_tables(c->st, dbi);
-	int rc = 0;
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = check_table_rows(c, dbi[i], near_band_table_name(c->st, i));
-	return rc;
-}
-
-int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
-{
-	if (!st->has_nearset)
-		return 0;
-	struct lsh_ctx c = { .txn = txn, .st = st, .bad = bad, .ctx = ctx };
-	int rc = each_set(txn, st, check_one, &c);
-	if (!rc)
-		rc = check_rows(&c);
-	*nbad += c.nbad;
 	return rc;
 }
 

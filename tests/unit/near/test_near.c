@@ -689,15 +689,36 @@ static struct store *signed_pages(const char *dir, unsigned n)
 	return st;
 }
 
-/* fsck of the closed store at dir: the problems it finds (and *lines, the
- * lines it prints); then --repair mends them, and fsck finds it clean. */
-static uint64_t fsck_finds_then_repairs(const char *dir, int *lines)
+/* fsck of the closed store at dir, the near tables' checks given mem
+ * bytes: the problems it finds (and *lines, the lines it prints). */
+static uint64_t fsck_problems(const char *dir, size_t mem, int *lines)
 {
 	struct fsck_opts o = { .report = count_line, .ctx = lines };
 	struct fsck_result r;
 	char err[512];
-	assert_int_equal(fsck_run(th_store_dir(dir), &o, &r, err), 0);
-	uint64_t problems = r.problems;
+	near_check_mem(mem);
+	int rc = fsck_run(th_store_dir(dir), &o, &r, err);
+	near_check_mem(NEAR_CHECK_MEM_DEFAULT);
+	assert_int_equal(rc, 0);
+	return r.problems;
+}
+
+/* fsck of the closed store at dir: the problems it finds (and *lines, the
+ * lines it prints), the same with all the near tables checked in memory
+ * (the default), with 200 bytes (the bands a few at a time, the simhash
+ * tables in memory for two records and probed for three) and with none
+ * (every row probed); then --repair mends them, and fsck finds it clean. */
+static uint64_t fsck_finds_then_repairs(const char *dir, int *lines)
+{
+	uint64_t problems = fsck_problems(dir, NEAR_CHECK_MEM_DEFAULT, lines);
+	for (size_t mem = 0; mem <= 200; mem += 200) {
+		int other = 0;
+		assert_int_equal(fsck_problems(dir, mem, &other), problems);
+		assert_int_equal(other, *lines);
+	}
+	struct fsck_opts o = { .report = count_line };
+	struct fsck_result r;
+	char err[512];
 	int repair_lines = 0;
 	o.repair = true;
 	o.ctx = &repair_lines;

@@ -1,0 +1,115 @@
+/* near_rowset.c - the rows a table should hold, sorted in memory, for
+ * fsck's checks of the simhash and band tables (near_check.c,
+ * near_lsh.c). See near_int.h.
+ *
+ * Why: checking each record's rows by a probe of every table, and each
+ * row by a look-up of the records it stands for, is a random walk of
+ * LMDB's pages: at 5,000,000 pages those probes took 745 of fsck's 787
+ * seconds (tests/bench/README.md). A table is dup-sorted, so one pass
+ * over it in order meets its rows sorted as memcmp sorts them; the rows
+ * the records ask for, sorted the same way, are then met by a binary
+ * search in memory. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "near_int.h"
+
+static size_t check_mem = NEAR_CHECK_MEM_DEFAULT;
+
+void near_check_mem(size_t bytes)
+{
+	check_mem = bytes;
+}
+
+size_t near_check_mem_max(void)
+{
+	return check_mem;
+}
+
+int near_rowset_init(struct near_rowset *r, size_t row_bytes, size_t cap)
+{
+	*r = (struct near_rowset){ .rs = row_bytes, .es = row_bytes + sizeof(uint32_t) };
+	if (!cap)
+		cap = 1;
+	r->v = malloc(cap * r->es);
+	if (!r->v)
+		return -ENOMEM;
+	r->cap = cap;
+	return 0;
+}
+
+void near_rowset_free(struct near_rowset *r)
+{
+	free(r->v);
+	free(r->seen);
+	*r = (struct near_rowset){ 0 };
+}
+
+int near_rowset_add(struct near_rowset *r, const void *row, uint32_t tag)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap * 2;
+		uint8_t *v = realloc(r->v, cap * r->es);
+		if (!v)
+			return -ENOMEM;
+		r->v = v;
+		r->cap = cap;
+	}
+	uint8_t *e = r->v + r->n++ * r->es;
+	memcpy(e, row, r->rs);
+	memcpy(e + r->rs, &tag, sizeof tag);
+	return 0;
+}
+
+static int cmp_rows(const void *a, const void *b, void *rs)
+{
+	return memcmp(a, b, *(const size_t *)rs);
+}
+
+int near_rowset_sort(struct near_rowset *r)
+{
+	qsort_r(r->v, r->n, r->es, cmp_rows, &r->rs);
+	r->seen = calloc(r->n / 8 + 1, 1);
+	return r->seen ? 0 : -ENOMEM;
+}
+
+/* The first entry not below row (r->n when none). */
+static size_t lower_bound(const struct near_rowset *r, const void *row)
+{
+	size_t lo = 0, hi = r->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (memcmp(r->v + mid * r->es, row, r->rs) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+bool near_rowset_mark(struct near_rowset *r, const void *row)
+{
+	size_t i = lower_bound(r, row);
+	bool found = false;
+	for (; i < r->n && !memcmp(r->v + i * r->es, row, r->rs); i++) {
+		r->seen[i / 8] |= (uint8_t)(1u << (i % 8));
+		found = true;
+	}
+	return found;
+}
+
+int near_rowset_each_unseen(const struct near_rowset *r, int (*fn)(void *ctx, const uint8_t *row, uint32_t tag),
+			    void *ctx)
+{
+	int rc = 0;
+	for (size_t i = 0; i < r->n && !rc; i++) {
+		if (r->seen[i / 8] & (1u << (i % 8)))
+			continue;
+		const uint8_t *e = r->v + i * r->es;
+		uint32_t tag;
+		memcpy(&tag, e + r->rs, sizeof tag);
+		rc = fn(ctx, e, tag);
+	}
+	return rc;
+}

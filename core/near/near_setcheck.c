@@ -1,0 +1,309 @@
+/* near_setcheck.c - fsck of the shingle sets (nearfeat) and their band
+ * rows: every set names a record with a simhash and decodes, every set
+ * has its rows, every row stands for a blob whose set has it. See near.h
+ * and near_int.h.
+ *
+ * The sets are read once, in key order (a difference's base resolved as
+ * near_each_set does). Their band rows are then checked in memory
+ * (near_rowset.c): the rows the sets ask for, band by band, sorted, and
+ * one pass over each band table marks those it meets. A row the sets do
+ * not ask for is checked as before, by the blobs of its MD5 prefix (the
+ * slow way, taken only by a damaged store). When the rows of all sixteen
+ * bands do not fit the memory the check may take (near_check_mem), the
+ * bands are taken in groups, the sets read again for each; when not even
+ * one band fits, every set's rows are probed and every row looked up,
+ * with no memory. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "near_int.h"
+
+struct setcheck {
+	MDB_txn *txn;
+	struct store *st;
+	near_bad_fn bad;
+	void *ctx;
+	uint64_t nbad;
+	/* in memory (sorted true): the pass's bands [first, first + nb) */
+	bool sorted;
+	size_t first, nb;
+	struct near_rowset want[NEARSET_BANDS];
+	size_t ord, nsets;	 /* the set being read (its place in nearfeat), how many */
+	struct blobkey *keys;	 /* each set's blob, by place */
+	uint8_t *checked;	 /* a bit a place: its set asks for its rows */
+	uint8_t *reported;	 /* a bit a place: its blob lacks a row, said */
+};
+
+#define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
+
+static bool bit(const uint8_t *m, size_t i)
+{
+	return m[i / 8] >> (i % 8) & 1;
+}
+
+static void set_bit(uint8_t *m, size_t i)
+{
+	m[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
+/* The set at place c->ord (blob k) asks for its rows of the pass's bands. */
+static int want_rows(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
+{
+	if (c->ord >= c->nsets)
+		return -E2BIG; /* more sets than counted: the table changed under a read transaction? */
+	set_bit(c->checked, c->ord);
+	c->keys[c->ord] = *k;
+	int rc = 0;
+	for (size_t b = c->first; b < c->first + c->nb && !rc; b++) {
+		uint8_t row[BAND_VAL];
+		band_val(row, nearset_band(s, b), k->md5);
+		rc = near_rowset_add(&c->want[b], row, (uint32_t)c->ord);
+	}
+	return rc;
+}
+
+/* The set's blob has all its rows (in memory: asks for them). */
+static int check_bands(struct setcheck *c, const struct blobkey *k, const struct nearset *s, const char *name)
+{
+	if (c->sorted)
+		return want_rows(c, k, s);
+	size_t band;
+	int rc = near_bands_missing(c->txn, c->st, s, k->md5, &band);
+	if (rc > 0)
+		report(c, "nearbands: blob %s lacks its row of band %zu", name, band);
+	return rc > 0 ? 0 : rc;
+}
+
+static int check_one(struct setcheck *c, const MDB_val *key, const MDB_val *row, const struct nearset *s)
+{
+	char name[BLOBKEY_NAME_MAX] = "?", bname[BLOBKEY_NAME_MAX] = "?";
+	struct blobkey k, base;
+	if (key->mv_size == BLOBKEY_BYTES) {
+		blobkey_decode(key->mv_data, &k);
+		blobkey_name(&k, name);
+	}
+	bool diff = nearset_is_diff(row->mv_data, row->mv_size);
+	if (diff && !nearset_diff_base(row->mv_data, row->mv_size, &base))
+		blobkey_name(&base, bname);
+	if (!s && diff) {
+		report(c,
+		       "nearfeat: the set of blob %s, kept as a difference from blob %s's, does not decode (that set missing or damaged, or a chain of more than %d differences)",
+		       name, bname, NEAR_SET_DIFF_DEPTH);
+		return 0;
+	}
+	if (!s) {
+		report(c, "nearfeat: a row that does not decode (%zu bytes)", key->mv_size);
+		return 0;
+	}
+	struct fprec r;
+	int rc = blob_get(c->txn, c->st, &k, &r);
+	if (rc == -ENOENT || (!rc && !(r.flags & FPREC_HAS_SIMHASH))) {
+		report(c, "nearfeat: blob %s has a shingle set and no signature", name);
+		return 0;
+	}
+	if (rc == -EUCLEAN)
+		return 0; /* an undecodable record: fsck's blob pass reports it, and the check goes on */
+	if (rc)
+		return rc;
+	if ((rc = near_diff_unlinked(c->txn, c->st, row, &k, &base)) > 0)
+		report(c,
+		       "nearfeat: the set of blob %s is kept as a difference from blob %s's, and its record is not a delta on that blob",
+		       name, bname);
+	return rc < 0 ? rc : check_bands(c, &k, s, name);
+}
+
+static int check_one_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
+{
+	struct setcheck *c = ctx;
+	int rc = check_one(c, key, row, s);
+	c->ord++;
+	return rc;
+}
+
+/* A later pass: the sets the first one checked ask for their rows of
+ * this pass's bands. */
+static int want_again_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
+{
+	struct setcheck *c = ctx;
+	(void)key, (void)row;
+	int rc = c->ord < c->nsets && bit(c->checked, c->ord) && s ? want_rows(c, &c->keys[c->ord], s) : 0;
+	c->ord++;
+	return rc;
+}
+
+/* Does a blob of the prefix have a set that does not decode (reported as
+ * such, so that its rows are not reported again)? */
+static bool prefix_damaged(MDB_txn *txn, struct store *st, const uint8_t *prefix)
+{
+	uint8_t kb[BLOBKEY_BYTES] = { 0 };
+	memcpy(kb, prefix, BAND_PREFIX);
+	MDB_cursor *c;
+	if (mdb_cursor_open(txn, st->db_nearfeat, &c))
+		return false;
+	MDB_val k = { BLOBKEY_BYTES, kb }, v;
+	bool damaged = false;
+	struct nearset *s = malloc(sizeof *s);
+	for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     s && !damaged && mrc == 0 && k.mv_size >= BAND_PREFIX && !memcmp(k.mv_data, prefix, BAND_PREFIX);
+	     mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct blobkey bk;
+		if (k.mv_size != BLOBKEY_BYTES) {
+			damaged = true;
+			break;
+		}
+		blobkey_decode(k.mv_data, &bk);
+		damaged = near_set_resolve_row(txn, st, &bk, &v, s, NULL) != 0;
+	}
+	free(s);
+	mdb_cursor_close(c);
+	return damaged;
+}
+
+static int owner_found(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
+{
+	(void)ctx, (void)k, (void)h, (void)dist;
+	return 1;
+}
+
+/* A row of band b stands for a blob whose set has it (a find takes the
+ * one blob of a prefix on the row's word: near_band_owners). */
+static int check_row(struct setcheck *c, const char *table, size_t b, const uint8_t *p)
+{
+	uint32_t key = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	int rc = near_band_owners(c->txn, c->st, b, key, p + 4, NULL, owner_found, NULL);
+	if (rc == 0 && !prefix_damaged(c->txn, c->st, p + 4))
+		report(c, "%s: the row of band %zu, key %08x, MD5 prefix %02x%02x%02x%02x stands for no blob", table, b,
+		       key, p[4], p[5], p[6], p[7]);
+	return rc > 0 ? 0 : rc;
+}
+
+/* Every row of one band table: of the pass's bands (every band when not
+ * in memory), those the sets did not ask for checked by check_row; rows
+ * of the wrong size said in the first pass. */
+static int check_table_rows(struct setcheck *c, MDB_dbi dbi, const char *table)
+{
+	MDB_cursor *cur;
+	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
+	if (rc)
+		return rc;
+	MDB_val k, v;
+	int mrc;
+	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc;
+	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 1 || v.mv_size != BAND_VAL || *(const uint8_t *)k.mv_data >= NEARSET_BANDS) {
+			if (!c->first)
+				report(c, "%s: a row of %zu and %zu bytes", table, k.mv_size, v.mv_size);
+			continue;
+		}
+		size_t b = *(const uint8_t *)k.mv_data;
+		if (c->sorted && (b < c->first || b >= c->first + c->nb))
+			continue;
+		if (c->sorted && near_rowset_mark(&c->want[b], v.mv_data))
+			continue;
+		rc = check_row(c, table, b, v.mv_data);
+	}
+	mdb_cursor_close(cur);
+	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
+}
+
+/* Every band row of every table. */
+static int check_rows(struct setcheck *c)
+{
+	MDB_dbi dbi[NEAR_BAND_TABLES];
+	size_t n = near_band_tables(c->st, dbi);
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = check_table_rows(c, dbi[i], near_band_table_name(c->st, i));
+	return rc;
+}
+
+struct lacking {
+	struct setcheck *c;
+	size_t band;
+};
+
+/* A row a set asked for and no table holds: its blob named once, with
+ * the first band it lacks (as the probe of each set did). */
+static int report_lacking(void *ctx, const uint8_t *row, uint32_t place)
+{
+	struct lacking *l = ctx;
+	struct setcheck *c = l->c;
+	(void)row;
+	if (bit(c->reported, place))
+		return 0;
+	set_bit(c->reported, place);
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_name(&c->keys[place], name);
+	report(c, "nearbands: blob %s lacks its row of band %zu", name, l->band);
+	return 0;
+}
+
+/* One pass over the bands [c->first, c->first + c->nb). */
+static int check_pass(struct setcheck *c)
+{
+	int rc = 0;
+	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
+		rc = near_rowset_init(&c->want[b], BAND_VAL, c->nsets);
+	c->ord = 0;
+	if (!rc)
+		rc = near_each_set(c->txn, c->st, c->first ? want_again_cb : check_one_cb, c);
+	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
+		rc = near_rowset_sort(&c->want[b]);
+	if (!rc)
+		rc = check_rows(c);
+	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
+		rc = near_rowset_each_unseen(&c->want[b], report_lacking, &(struct lacking){ c, b });
+	for (size_t b = c->first; b < c->first + c->nb; b++)
+		near_rowset_free(&c->want[b]);
+	return rc;
+}
+
+/* How many bands a pass holds in memory (0: not even one). */
+static size_t bands_a_pass(size_t nsets)
+{
+	size_t fixed = nsets * sizeof(struct blobkey) + 2 * (nsets / 8 + 1);
+	size_t band = nsets * near_rowset_entry_bytes(BAND_VAL);
+	if (fixed >= near_check_mem_max())
+		return 0;
+	size_t n = band ? (near_check_mem_max() - fixed) / band : NEARSET_BANDS;
+	return n < NEARSET_BANDS ? n : NEARSET_BANDS;
+}
+
+static int check_sorted(struct setcheck *c, size_t per_pass)
+{
+	c->sorted = true;
+	c->keys = malloc((c->nsets ? c->nsets : 1) * sizeof *c->keys);
+	c->checked = calloc(c->nsets / 8 + 1, 1);
+	c->reported = calloc(c->nsets / 8 + 1, 1);
+	int rc = c->keys && c->checked && c->reported ? 0 : -ENOMEM;
+	for (c->first = 0; c->first < NEARSET_BANDS && !rc; c->first += per_pass) {
+		c->nb = NEARSET_BANDS - c->first < per_pass ? NEARSET_BANDS - c->first : per_pass;
+		rc = check_pass(c);
+	}
+	free(c->keys);
+	free(c->checked);
+	free(c->reported);
+	return rc;
+}
+
+int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
+{
+	if (!st->has_nearset)
+		return 0;
+	struct setcheck c = { .txn = txn, .st = st, .bad = bad, .ctx = ctx };
+	MDB_stat ms;
+	int rc = pd_mdb_err(mdb_stat(txn, st->db_nearfeat, &ms));
+	c.nsets = rc ? 0 : ms.ms_entries;
+	size_t per_pass = rc ? 0 : bands_a_pass(c.nsets);
+	if (!rc && per_pass)
+		rc = check_sorted(&c, per_pass);
+	else if (!rc) { /* no memory for it: a probe a set, a look-up a row */
+		rc = near_each_set(txn, st, check_one_cb, &c);
+		if (!rc)
+			rc = check_rows(&c);
+	}
+	*nbad += c.nbad;
+	return rc;
+}
