@@ -403,7 +403,7 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
  * simhash against the rows it needs. Each table is read once in order and
  * met by the rows the records ask for, sorted in memory (near_rowset.c):
  * up to NEAR_CHECK_MEM_DEFAULT bytes, about 72 a record for the simhash
- * tables and 12 a set and band for the band rows (the bands then taken in
+ * tables and 8 a set and band for the band rows (the bands then taken in
  * groups that fit). A store too large for that is checked as before, by
  * O(pages * (K+1 + bands)) probes of LMDB and no memory. */
 #define NEAR_CHECK_MEM_DEFAULT ((size_t)512 << 20)

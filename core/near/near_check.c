@@ -199,7 +199,7 @@ static int collect_records(struct checker *c, struct simrecs *r)
 	int rc = pd_mdb_err(mdb_stat(c->txn, c->st->db_fp, &ms));
 	if (rc)
 		return rc;
-	size_t per = sizeof(struct simrec) + near_rowset_entry_bytes(8 + NEAR_ROW_MAX);
+	size_t per = sizeof(struct simrec) + near_rowset_entry_bytes(8 + NEAR_ROW_MAX, true);
 	if (ms.ms_entries > near_check_mem_max() / per)
 		return 1;
 	*r = (struct simrecs){ .cap = ms.ms_entries };
@@ -279,7 +279,7 @@ static int check_table_sorted(struct checker *c, unsigned i, const struct simrec
 	struct near_rowset want;
 	uint8_t row[8 + NEAR_ROW_MAX];
 	size_t rs = recs->n ? row_of(c, i, recs->v[0].h, &recs->v[0].k, row) : 1;
-	int rc = near_rowset_init(&want, rs, recs->n);
+	int rc = near_rowset_init(&want, rs, true, recs->n);
 	for (size_t j = 0; j < recs->n && !rc; j++) {
 		row_of(c, i, recs->v[j].h, &recs->v[j].k, row);
 		rc = near_rowset_add(&want, row, (uint32_t)j);

@@ -60,27 +60,30 @@ int near_stage_settle(MDB_txn *txn, const MDB_dbi lv[NEAR_STAGE_LEVELS], struct 
 /* ---- the rows a table should hold, for fsck (near_rowset.c) ----
  *
  * Rows of rs bytes each (a row's key then its value), each with a tag
- * (which record asked for it), sorted in memory; a pass over the table
- * marks those it meets, and the rows never met are the missing ones. */
+ * (which record asked for it) when tagged, sorted in memory; a pass over
+ * the table marks those it meets, and the rows never met are the missing
+ * ones. */
 struct near_rowset {
-	uint8_t *v;	/* n entries of es bytes: the row, then its tag (u32) */
+	uint8_t *v;	/* n entries of es bytes: the row, then its tag (u32) if tagged */
 	uint8_t *seen;	/* a bit an entry, after near_rowset_sort */
 	size_t n, cap, rs, es;
 };
 /* The bytes an entry of rows of row_bytes takes. */
-static inline size_t near_rowset_entry_bytes(size_t row_bytes)
+static inline size_t near_rowset_entry_bytes(size_t row_bytes, bool tagged)
 {
-	return row_bytes + sizeof(uint32_t);
+	return row_bytes + (tagged ? sizeof(uint32_t) : 0);
 }
 /* Room for cap rows first (it grows): 0 or -ENOMEM. */
-int near_rowset_init(struct near_rowset *r, size_t row_bytes, size_t cap);
+int near_rowset_init(struct near_rowset *r, size_t row_bytes, bool tagged, size_t cap);
 void near_rowset_free(struct near_rowset *r);
+/* Add a row (tag: kept when tagged). */
 int near_rowset_add(struct near_rowset *r, const void *row, uint32_t tag);
 /* Sorts the rows and clears the marks: 0 or -ENOMEM. */
 int near_rowset_sort(struct near_rowset *r);
 /* Is row there? Marks it (every entry of that row) when it is. */
 bool near_rowset_mark(struct near_rowset *r, const void *row);
-/* fn for each entry never marked, in row order, until fn returns nonzero. */
+/* fn for each entry never marked, in row order (tag 0 when untagged),
+ * until fn returns nonzero. */
 int near_rowset_each_unseen(const struct near_rowset *r, int (*fn)(void *ctx, const uint8_t *row, uint32_t tag),
 			    void *ctx);
 /* What fsck's checks of the near tables may hold in memory at once

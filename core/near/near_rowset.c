@@ -27,9 +27,9 @@ size_t near_check_mem_max(void)
 	return check_mem;
 }
 
-int near_rowset_init(struct near_rowset *r, size_t row_bytes, size_t cap)
+int near_rowset_init(struct near_rowset *r, size_t row_bytes, bool tagged, size_t cap)
 {
-	*r = (struct near_rowset){ .rs = row_bytes, .es = row_bytes + sizeof(uint32_t) };
+	*r = (struct near_rowset){ .rs = row_bytes, .es = near_rowset_entry_bytes(row_bytes, tagged) };
 	if (!cap)
 		cap = 1;
 	r->v = malloc(cap * r->es);
@@ -58,7 +58,8 @@ int near_rowset_add(struct near_rowset *r, const void *row, uint32_t tag)
 	}
 	uint8_t *e = r->v + r->n++ * r->es;
 	memcpy(e, row, r->rs);
-	memcpy(e + r->rs, &tag, sizeof tag);
+	if (r->es > r->rs)
+		memcpy(e + r->rs, &tag, sizeof tag);
 	return 0;
 }
 
@@ -107,8 +108,9 @@ int near_rowset_each_unseen(const struct near_rowset *r, int (*fn)(void *ctx, co
 		if (r->seen[i / 8] & (1u << (i % 8)))
 			continue;
 		const uint8_t *e = r->v + i * r->es;
-		uint32_t tag;
-		memcpy(&tag, e + r->rs, sizeof tag);
+		uint32_t tag = 0;
+		if (r->es > r->rs)
+			memcpy(&tag, e + r->rs, sizeof tag);
 		rc = fn(ctx, e, tag);
 	}
 	return rc;

@@ -30,10 +30,9 @@ struct setcheck {
 	bool sorted;
 	size_t first, nb;
 	struct near_rowset want[NEARSET_BANDS];
-	size_t ord, nsets;	 /* the set being read (its place in nearfeat), how many */
-	struct blobkey *keys;	 /* each set's blob, by place */
-	uint8_t *checked;	 /* a bit a place: its set asks for its rows */
-	uint8_t *reported;	 /* a bit a place: its blob lacks a row, said */
+	size_t ord, nsets;	   /* the set being read (its place in nearfeat), how many */
+	uint8_t *checked;	   /* a bit a place: its set asks for its rows */
+	struct near_keys reported; /* the blobs said to lack a row (a damaged store's few) */
 };
 
 #define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
@@ -54,12 +53,11 @@ static int want_rows(struct setcheck *c, const struct blobkey *k, const struct n
 	if (c->ord >= c->nsets)
 		return -E2BIG; /* more sets than counted: the table changed under a read transaction? */
 	set_bit(c->checked, c->ord);
-	c->keys[c->ord] = *k;
 	int rc = 0;
 	for (size_t b = c->first; b < c->first + c->nb && !rc; b++) {
 		uint8_t row[BAND_VAL];
 		band_val(row, nearset_band(s, b), k->md5);
-		rc = near_rowset_add(&c->want[b], row, (uint32_t)c->ord);
+		rc = near_rowset_add(&c->want[b], row, 0);
 	}
 	return rc;
 }
@@ -127,8 +125,13 @@ static int check_one_cb(void *ctx, const MDB_val *key, const MDB_val *row, const
 static int want_again_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
 	struct setcheck *c = ctx;
-	(void)key, (void)row;
-	int rc = c->ord < c->nsets && bit(c->checked, c->ord) && s ? want_rows(c, &c->keys[c->ord], s) : 0;
+	(void)row;
+	int rc = 0;
+	if (c->ord < c->nsets && bit(c->checked, c->ord) && s && key->mv_size == BLOBKEY_BYTES) {
+		struct blobkey k;
+		blobkey_decode(key->mv_data, &k);
+		rc = want_rows(c, &k, s);
+	}
 	c->ord++;
 	return rc;
 }
@@ -224,20 +227,41 @@ struct lacking {
 	size_t band;
 };
 
-/* A row a set asked for and no table holds: its blob named once, with
- * the first band it lacks (as the probe of each set did). */
-static int report_lacking(void *ctx, const uint8_t *row, uint32_t place)
+static bool said_before(const struct near_keys *l, const struct blobkey *k)
+{
+	uint8_t kb[BLOBKEY_BYTES];
+	blobkey_encode(k, kb);
+	for (size_t i = 0; i < l->n; i++)
+		if (!memcmp(l->v[i], kb, BLOBKEY_BYTES))
+			return true;
+	return false;
+}
+
+/* A blob whose set has a row no table holds: named once, with the first
+ * band it lacks (as the probe of each set did; the bands go in order). */
+static int say_lacking(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
 {
 	struct lacking *l = ctx;
 	struct setcheck *c = l->c;
-	(void)row;
-	if (bit(c->reported, place))
+	(void)h, (void)dist;
+	if (said_before(&c->reported, k))
 		return 0;
-	set_bit(c->reported, place);
+	uint8_t kb[BLOBKEY_BYTES];
+	int rc = near_keys_push(&c->reported, &(MDB_val){ BLOBKEY_BYTES, near_fp_key(kb, k).mv_data });
 	char name[BLOBKEY_NAME_MAX];
-	blobkey_name(&c->keys[place], name);
+	blobkey_name(k, name);
 	report(c, "nearbands: blob %s lacks its row of band %zu", name, l->band);
-	return 0;
+	return rc;
+}
+
+/* A row a set asked for and no table holds: the blobs of its prefix
+ * whose set has it (the rows keep no more than the prefix). */
+static int report_lacking(void *ctx, const uint8_t *row, uint32_t tag)
+{
+	struct lacking *l = ctx;
+	(void)tag;
+	uint32_t key = (uint32_t)row[0] << 24 | (uint32_t)row[1] << 16 | (uint32_t)row[2] << 8 | row[3];
+	return near_band_owners(l->c->txn, l->c->st, l->band, key, row + 4, NULL, say_lacking, l);
 }
 
 /* One pass over the bands [c->first, c->first + c->nb). */
@@ -245,7 +269,7 @@ static int check_pass(struct setcheck *c)
 {
 	int rc = 0;
 	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
-		rc = near_rowset_init(&c->want[b], BAND_VAL, c->nsets);
+		rc = near_rowset_init(&c->want[b], BAND_VAL, false, c->nsets);
 	c->ord = 0;
 	if (!rc)
 		rc = near_each_set(c->txn, c->st, c->first ? want_again_cb : check_one_cb, c);
@@ -263,8 +287,8 @@ static int check_pass(struct setcheck *c)
 /* How many bands a pass holds in memory (0: not even one). */
 static size_t bands_a_pass(size_t nsets)
 {
-	size_t fixed = nsets * sizeof(struct blobkey) + 2 * (nsets / 8 + 1);
-	size_t band = nsets * near_rowset_entry_bytes(BAND_VAL);
+	size_t fixed = nsets / 8 + 1;
+	size_t band = nsets * near_rowset_entry_bytes(BAND_VAL, false);
 	if (fixed >= near_check_mem_max())
 		return 0;
 	size_t n = band ? (near_check_mem_max() - fixed) / band : NEARSET_BANDS;
@@ -274,17 +298,14 @@ static size_t bands_a_pass(size_t nsets)
 static int check_sorted(struct setcheck *c, size_t per_pass)
 {
 	c->sorted = true;
-	c->keys = malloc((c->nsets ? c->nsets : 1) * sizeof *c->keys);
 	c->checked = calloc(c->nsets / 8 + 1, 1);
-	c->reported = calloc(c->nsets / 8 + 1, 1);
-	int rc = c->keys && c->checked && c->reported ? 0 : -ENOMEM;
+	int rc = c->checked ? 0 : -ENOMEM;
 	for (c->first = 0; c->first < NEARSET_BANDS && !rc; c->first += per_pass) {
 		c->nb = NEARSET_BANDS - c->first < per_pass ? NEARSET_BANDS - c->first : per_pass;
 		rc = check_pass(c);
 	}
-	free(c->keys);
 	free(c->checked);
-	free(c->reported);
+	free(c->reported.v);
 	return rc;
 }
 
