@@ -402,9 +402,10 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
  * row against the fingerprint it names, and every fingerprint that has a
  * simhash against the rows it needs. Each table is read once in order and
  * met by the rows the records ask for, sorted in memory (near_rowset.c):
- * up to NEAR_CHECK_MEM_DEFAULT bytes, about 72 a record for the simhash
- * tables and 8 a set and band for the band rows (the bands then taken in
- * groups that fit). A store too large for that is checked as before, by
+ * up to NEAR_CHECK_MEM_DEFAULT bytes of rows (the sort takes as much
+ * again for the one set of rows it sorts), about 72 a record for the
+ * simhash tables and 8 a set and band for the band rows (the bands then
+ * taken in groups that fit). A store too large for that is checked as before, by
  * O(pages * (K+1 + bands)) probes of LMDB and no memory. */
 #define NEAR_CHECK_MEM_DEFAULT ((size_t)512 << 20)
 /* The memory those checks may take from now on (0: probe every row). */
