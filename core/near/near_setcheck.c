@@ -53,10 +53,12 @@ static int want_rows(struct setcheck *c, const struct blobkey *k, const struct n
 	if (c->ord >= c->nsets)
 		return -E2BIG; /* more sets than counted: the table changed under a read transaction? */
 	set_bit(c->checked, c->ord);
+	uint32_t keys[NEARSET_BANDS];
+	nearset_band_keys(s, keys);
 	int rc = 0;
 	for (size_t b = c->first; b < c->first + c->nb && !rc; b++) {
 		uint8_t row[BAND_VAL];
-		band_val(row, nearset_band(s, b), k->md5);
+		band_val(row, keys[b], k->md5);
 		rc = near_rowset_add(&c->want[b], row, 0);
 	}
 	return rc;

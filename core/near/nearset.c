@@ -645,6 +645,14 @@ uint32_t nearset_band(const struct nearset *s, size_t b)
 	return s->bands ? s->band[b] : make_band(s, b);
 }
 
+void nearset_band_keys(const struct nearset *s, uint32_t keys[NEARSET_BANDS])
+{
+	if (s->bands)
+		memcpy(keys, s->band, NEARSET_BANDS * sizeof keys[0]);
+	else
+		make_bands(s, keys);
+}
+
 /* ---- the difference from a base's set (format 5, nearset.h) ---- */
 
 #define DIFF_DROP_RICE_MAX 7 /* a position is below NEARSET_K: 3 bits say it */

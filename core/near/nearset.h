@@ -263,5 +263,9 @@ uint32_t nearset_band(const struct nearset *s, size_t b);
 /* Every band key of s computed from its hashes into band[] (s->bands set;
  * the conversion of older rows trusts no stored key). */
 void nearset_bands(struct nearset *s);
+/* Every band key of s into keys (s->band when s->bands, else computed in
+ * one pass over the hashes: each hash mixed once for all 64 bins, where
+ * 16 calls of nearset_band mix it 16 times). */
+void nearset_band_keys(const struct nearset *s, uint32_t keys[NEARSET_BANDS]);
 
 #endif

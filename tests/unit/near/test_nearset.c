@@ -402,6 +402,36 @@ static void test_bands(void **state)
 	assert_true(low <= 3);
 }
 
+/* All keys at once (nearset_band_keys, fsck's) are each band's own, for
+ * a set decoded without its keys and for one that holds them. */
+static void test_band_keys_at_once(void **state)
+{
+	(void)state;
+	for (unsigned t = 0; t < 20; t++) {
+		char *a = words(7000 * t, 40 + 30 * t, 0);
+		struct nearset *x = set_of(a, NEARSET_K);
+		uint8_t buf[NEARSET_MAX_BYTES];
+		size_t len = nearset_encode(x, buf);
+		struct nearset *y = malloc(sizeof *y);
+		assert_non_null(y);
+		assert_int_equal(nearset_decode(buf, len, y), 0);
+		assert_false(y->bands);
+		uint32_t keys[NEARSET_BANDS], held[NEARSET_BANDS];
+		nearset_band_keys(y, keys);
+		nearset_bands(y);
+		nearset_band_keys(y, held);
+		for (size_t b = 0; b < NEARSET_BANDS; b++) {
+			assert_int_equal(keys[b], held[b]);
+			y->bands = false;
+			assert_int_equal(keys[b], nearset_band(y, b));
+			y->bands = true;
+		}
+		free(y);
+		free(x);
+		free(a);
+	}
+}
+
 /* Through a store: b's simhash rows moved far away (as an edit can move
  * them); the bands still find it, at its real distance. */
 struct far_move {
@@ -730,6 +760,7 @@ int main(void)
 		cmocka_unit_test(test_stored_form_edges),
 		cmocka_unit_test(test_truncated_compare),
 		cmocka_unit_test(test_bands),
+		cmocka_unit_test(test_band_keys_at_once),
 		cmocka_unit_test(test_found_by_bands),
 		cmocka_unit_test(test_read_back),
 		cmocka_unit_test(test_diff_form),
