@@ -97,8 +97,10 @@ static int check_row(struct checker *c, unsigned i, const char *table, const MDB
 	return rc;
 }
 
-/* Every row of level l of table i. */
-static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi)
+/* Every row of level l of table i. want (NULL: none): the rows the
+ * records ask for (near_rowset.c), each met marked and taken as checked;
+ * any other row is checked by look-ups. */
+static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, struct near_rowset *want)
 {
 	char table[24];
 	near_level_name(c->st, i, l, table, sizeof table);
@@ -107,9 +109,16 @@ static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi)
 	if (rc)
 		return rc;
 	MDB_val key, v;
+	uint8_t row[8 + NEAR_ROW_MAX];
 	int mrc;
 	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+		if (want && key.mv_size + v.mv_size == want->rs && key.mv_size <= 8) {
+			memcpy(row, key.mv_data, key.mv_size);
+			memcpy(row + key.mv_size, v.mv_data, v.mv_size);
+			if (near_rowset_mark(want, row))
+				continue;
+		}
 		if (i == 0)
 			check_row0(c, table, &key, &v);
 		else
@@ -125,7 +134,7 @@ static int check_table(struct checker *c, unsigned i)
 	size_t nl = near_hash_levels(c->st, i, lv);
 	int rc = 0;
 	for (size_t l = 0; l < nl && !rc; l++)
-		rc = check_level(c, i, l, lv[l]);
+		rc = check_level(c, i, l, lv[l], NULL);
 	return rc;
 }
 
@@ -243,36 +252,6 @@ static int report_missing(void *ctx, const uint8_t *row, uint32_t tag)
 	return 0;
 }
 
-/* Level l of table i in one pass: each row the records ask for is marked
- * in want; any other is checked (and reported) as check_level does. */
-static int walk_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, struct near_rowset *want)
-{
-	char table[24];
-	near_level_name(c->st, i, l, table, sizeof table);
-	MDB_cursor *cur;
-	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
-	if (rc)
-		return rc;
-	MDB_val key, v;
-	uint8_t row[8 + NEAR_ROW_MAX];
-	int mrc;
-	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
-		if (key.mv_size + v.mv_size == want->rs && key.mv_size <= 8) {
-			memcpy(row, key.mv_data, key.mv_size);
-			memcpy(row + key.mv_size, v.mv_data, v.mv_size);
-			if (near_rowset_mark(want, row))
-				continue;
-		}
-		if (i == 0)
-			check_row0(c, table, &key, &v);
-		else
-			rc = check_row(c, i, table, &key, &v);
-	}
-	mdb_cursor_close(cur);
-	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
-}
-
 /* Table i against the records' rows: both directions in one pass. */
 static int check_table_sorted(struct checker *c, unsigned i, const struct simrecs *recs)
 {
@@ -289,7 +268,7 @@ static int check_table_sorted(struct checker *c, unsigned i, const struct simrec
 	MDB_dbi lv[NEAR_STAGE_LEVELS];
 	size_t nl = rc ? 0 : near_hash_levels(c->st, i, lv);
 	for (size_t l = 0; l < nl && !rc; l++)
-		rc = walk_level(c, i, l, lv[l], &want);
+		rc = check_level(c, i, l, lv[l], &want);
 	struct missing_ctx m = { c, recs, i };
 	if (!rc)
 		rc = near_rowset_each_unseen(&want, report_missing, &m);
