@@ -405,10 +405,11 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
  * up to NEAR_CHECK_MEM_DEFAULT bytes of rows (the sort takes as much
  * again for the one set of rows it sorts), about 72 a record for the
  * simhash tables and 8 a set and band for the band rows (the bands then
- * taken in groups that fit). A store too large for that is checked as before, by
- * O(pages * (K+1 + bands)) probes of LMDB and no memory. */
+ * taken in groups that fit). A store too large for that is checked as
+ * before, by O(pages * (K+1 + bands)) probes of LMDB and no memory. */
 #define NEAR_CHECK_MEM_DEFAULT ((size_t)512 << 20)
-/* The memory those checks may take from now on (0: probe every row). */
+/* The memory those checks may take from now on, for the whole process
+ * (0: probe every row); set it before a check, not during one. */
 void near_check_mem(size_t bytes);
 typedef void (*near_bad_fn)(void *ctx, const char *what);
 /* One problem a check found: formatted, counted in *nbad, given to bad

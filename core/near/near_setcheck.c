@@ -51,7 +51,7 @@ static void set_bit(uint8_t *m, size_t i)
 static int want_rows(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
 {
 	if (c->ord >= c->nsets)
-		return -E2BIG; /* more sets than counted: the table changed under a read transaction? */
+		return -E2BIG; /* more sets than mdb_stat counted (one read transaction: a guard) */
 	set_bit(c->checked, c->ord);
 	uint32_t keys[NEARSET_BANDS];
 	nearset_band_keys(s, keys);
