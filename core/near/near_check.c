@@ -1,6 +1,7 @@
 /* near_check.c - fsck of the simhash tables: every row names a blob with
  * its hash, every record with a simhash has its rows, and the shingle sets
  * and their bands (near_lsh.c) are checked after them. See near.h. */
+#include "base/byteorder.h"
 #include "near_int.h"
 
 #include <errno.h>
@@ -97,10 +98,54 @@ static int check_row(struct checker *c, unsigned i, const char *table, const MDB
 	return rc;
 }
 
-/* Every row of level l of table i. want (NULL: none): the rows the
- * records ask for (near_rowset.c), each met marked and taken as checked;
- * any other row is checked by look-ups. */
-static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, struct near_rowset *want)
+/* The keys of a table's blocks [lo, hi): from `first` up to `end` in the
+ * table's order (from its first key when lo is 0, to its last when hi is
+ * past the last block), so that parts of consecutive blocks cover every
+ * key, one of a damaged size too. */
+struct key_range {
+	uint8_t first[8], end[8];
+	size_t ks;
+	bool from_start, to_end;
+};
+
+static void key_range_of(const struct store *st, unsigned i, uint64_t lo, uint64_t hi, struct key_range *r)
+{
+	unsigned start, width;
+	near_block_span(i, st->near_tables, &start, &width);
+	uint8_t b8[8];
+	r->ks = (width + 7) / 8;
+	put_be64(b8, lo);
+	memcpy(r->first, b8 + 8 - r->ks, r->ks);
+	put_be64(b8, hi);
+	memcpy(r->end, b8 + 8 - r->ks, r->ks);
+	r->from_start = lo == 0;
+	r->to_end = width >= 64 || hi >= UINT64_C(1) << width;
+}
+
+/* The cursor's first row of the range (part NULL: of the table). */
+static int range_first(MDB_cursor *cur, const struct key_range *part, MDB_val *key, MDB_val *v)
+{
+	if (!part || part->from_start)
+		return mdb_cursor_get(cur, key, v, MDB_FIRST);
+	*key = (MDB_val){ part->ks, (void *)part->first };
+	return mdb_cursor_get(cur, key, v, MDB_SET_RANGE);
+}
+
+/* Is key past the range? */
+static bool range_past(MDB_txn *txn, MDB_dbi dbi, const struct key_range *part, const MDB_val *key)
+{
+	if (!part || part->to_end)
+		return false;
+	MDB_val end = { part->ks, (void *)part->end };
+	return mdb_cmp(txn, dbi, key, &end) >= 0;
+}
+
+/* Every row of level l of table i (part: of a range of its keys; NULL:
+ * all). want (NULL: none): the rows the records ask for (near_rowset.c),
+ * each met marked and taken as checked; any other row is checked by
+ * look-ups. */
+static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, struct near_rowset *want,
+		       const struct key_range *part)
 {
 	char table[24];
 	near_level_name(c->st, i, l, table, sizeof table);
@@ -111,7 +156,7 @@ static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, str
 	MDB_val key, v;
 	uint8_t row[8 + NEAR_ROW_MAX];
 	int mrc;
-	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
+	for (mrc = range_first(cur, part, &key, &v); mrc == 0 && !rc && !range_past(c->txn, dbi, part, &key);
 	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
 		if (want && key.mv_size + v.mv_size == want->rs && key.mv_size <= 8) {
 			memcpy(row, key.mv_data, key.mv_size);
@@ -134,7 +179,7 @@ static int check_table(struct checker *c, unsigned i)
 	size_t nl = near_hash_levels(c->st, i, lv);
 	int rc = 0;
 	for (size_t l = 0; l < nl && !rc; l++)
-		rc = check_level(c, i, l, lv[l], NULL);
+		rc = check_level(c, i, l, lv[l], NULL, NULL);
 	return rc;
 }
 
@@ -177,7 +222,13 @@ static int check_records(struct checker *c)
 	return rc;
 }
 
-/* ---- the same in memory: each table in one pass (near_rowset.c) ---- */
+/* ---- the same in memory: each table in one pass (near_rowset.c) ----
+ *
+ * The rows of table i are met in the order of their keys, a block of the
+ * hash; when the records' rows do not all fit the memory the check may
+ * take, the table is taken in parts, each a range of blocks: the records
+ * whose block falls in it (the fingerprints read once a part), then the
+ * table's rows from the range's first key to its last. */
 
 /* A fingerprint record with a simhash. */
 struct simrec {
@@ -185,43 +236,37 @@ struct simrec {
 	struct blobkey k;
 };
 
+/* The records of one part: those whose block of table i is in [lo, hi)
+ * (every record when all). */
 struct simrecs {
 	struct simrec *v;
 	size_t n, cap;
+	unsigned table, ntables;
+	uint64_t lo, hi;
+	bool all;
 };
+
+/* What a record takes in memory: itself and its row of a table. */
+#define SIMREC_MEM (sizeof(struct simrec) + 8 + NEAR_ROW_MAX + sizeof(uint32_t))
 
 static int collect_cb(void *ctx, const struct blobkey *k, uint64_t h)
 {
 	struct simrecs *r = ctx;
-	if (r->n == r->cap)
-		return -E2BIG; /* more records than the table counted: probe instead */
+	if (!r->all) {
+		uint64_t block = near_block(h, r->table, r->ntables);
+		if (block < r->lo || block >= r->hi)
+			return 0;
+	}
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 1024;
+		struct simrec *v = realloc(r->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		r->v = v;
+		r->cap = cap;
+	}
 	r->v[r->n++] = (struct simrec){ h, *k };
 	return 0;
-}
-
-/* Every record with a simhash into *r, when they and one table's rows fit
- * the memory the check may take (near_check_mem): 0, 1 (they do not:
- * probe), or an error. */
-static int collect_records(struct checker *c, struct simrecs *r)
-{
-	MDB_stat ms;
-	int rc = pd_mdb_err(mdb_stat(c->txn, c->st->db_fp, &ms));
-	if (rc)
-		return rc;
-	size_t per = sizeof(struct simrec) + near_rowset_entry_bytes(8 + NEAR_ROW_MAX, true);
-	if (ms.ms_entries > near_check_mem_max() / per)
-		return 1;
-	*r = (struct simrecs){ .cap = ms.ms_entries };
-	r->v = malloc((r->cap ? r->cap : 1) * sizeof *r->v);
-	if (!r->v)
-		return 1;
-	rc = near_each_simhash(c->txn, c->st, collect_cb, r);
-	if (rc == -E2BIG) {
-		free(r->v);
-		r->v = NULL;
-		return 1;
-	}
-	return rc;
 }
 
 /* Row bytes of a table: its key, then its value. */
@@ -252,8 +297,9 @@ static int report_missing(void *ctx, const uint8_t *row, uint32_t tag)
 	return 0;
 }
 
-/* Table i against the records' rows: both directions in one pass. */
-static int check_table_sorted(struct checker *c, unsigned i, const struct simrecs *recs)
+/* Table i's rows of the records recs (a part, or all) against the table:
+ * both directions in one pass over the part's keys. */
+static int check_part(struct checker *c, unsigned i, const struct simrecs *recs)
 {
 	struct near_rowset want;
 	uint8_t row[8 + NEAR_ROW_MAX];
@@ -267,8 +313,13 @@ static int check_table_sorted(struct checker *c, unsigned i, const struct simrec
 		rc = near_rowset_sort(&want);
 	MDB_dbi lv[NEAR_STAGE_LEVELS];
 	size_t nl = rc ? 0 : near_hash_levels(c->st, i, lv);
+	struct key_range range = { 0 }, *part = NULL;
+	if (!recs->all) {
+		part = &range;
+		key_range_of(c->st, i, recs->lo, recs->hi, part);
+	}
 	for (size_t l = 0; l < nl && !rc; l++)
-		rc = check_level(c, i, l, lv[l], &want);
+		rc = check_level(c, i, l, lv[l], &want, part);
 	struct missing_ctx m = { c, recs, i };
 	if (!rc)
 		rc = near_rowset_each_unseen(&want, report_missing, &m);
@@ -276,22 +327,80 @@ static int check_table_sorted(struct checker *c, unsigned i, const struct simrec
 	return rc;
 }
 
+/* The parts a table takes to fit the memory the check may take (0: not
+ * even a part a block: probe). */
+static uint64_t parts_for(struct checker *c, unsigned i, size_t records)
+{
+	size_t mem = near_check_mem_max();
+	if (!records)
+		return 1;
+	if (mem < SIMREC_MEM)
+		return 0;
+	uint64_t parts = (records + mem / SIMREC_MEM - 1) / (mem / SIMREC_MEM);
+	unsigned start, width;
+	near_block_span(i, c->st->near_tables, &start, &width);
+	return width < 64 && parts > UINT64_C(1) << width ? 0 : parts;
+}
+
+/* Table i in `parts` parts of its blocks, the fingerprints read once a
+ * part. */
+static int check_table_in_parts(struct checker *c, unsigned i, uint64_t parts)
+{
+	unsigned start, width;
+	near_block_span(i, c->st->near_tables, &start, &width);
+	/* (a 64-bit block, which a table of K+1 >= 2 never has, would be one part) */
+	uint64_t blocks = width < 64 ? UINT64_C(1) << width : 0, step = blocks / parts;
+	int rc = 0;
+	for (uint64_t p = 0; p < parts && !rc; p++) {
+		struct simrecs r = { .table = i, .ntables = c->st->near_tables, .lo = p * step,
+				     .hi = p + 1 == parts ? blocks : (p + 1) * step };
+		rc = near_each_simhash(c->txn, c->st, collect_cb, &r);
+		if (!rc)
+			rc = check_part(c, i, &r);
+		free(r.v);
+	}
+	return rc;
+}
+
+/* Every table in memory: 0, 1 (not even a part of one block fits:
+ * probe), or an error. */
+static int check_tables_in_memory(struct checker *c)
+{
+	MDB_stat ms;
+	int rc = pd_mdb_err(mdb_stat(c->txn, c->st->db_fp, &ms));
+	if (rc)
+		return rc;
+	uint64_t parts[PD_NEAR_MAX_TABLES];
+	bool one_part = true;
+	for (unsigned i = 0; i < c->st->near_tables; i++) {
+		if (!(parts[i] = parts_for(c, i, ms.ms_entries)))
+			return 1;
+		one_part = one_part && parts[i] == 1;
+	}
+	if (one_part) { /* the records read once for every table */
+		struct simrecs all = { .all = true };
+		rc = near_each_simhash(c->txn, c->st, collect_cb, &all);
+		for (unsigned i = 0; i < c->st->near_tables && !rc; i++)
+			rc = check_part(c, i, &all);
+		free(all.v);
+		return rc;
+	}
+	for (unsigned i = 0; i < c->st->near_tables && !rc; i++)
+		rc = check_table_in_parts(c, i, parts[i]);
+	return rc;
+}
+
 int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
 {
 	struct checker c = { txn, st, bad, ctx, 0, { { { NULL }, 0 } } };
-	struct simrecs recs = { 0 };
-	int rc = st->near_tables ? collect_records(&c, &recs) : 0;
-	if (rc == 1) { /* too many to hold: a probe a row */
+	int rc = st->near_tables ? check_tables_in_memory(&c) : 0;
+	if (rc == 1) { /* no memory for it: a probe a row */
 		rc = 0;
 		for (unsigned i = 0; i < st->near_tables && !rc; i++)
 			rc = check_table(&c, i);
 		if (!rc)
 			rc = check_records(&c);
-	} else {
-		for (unsigned i = 0; i < st->near_tables && !rc; i++)
-			rc = check_table_sorted(&c, i, &recs);
 	}
-	free(recs.v);
 	*nbad = c.nbad;
 	return rc ? rc : near_set_check(txn, st, bad, ctx, nbad);
 }
