@@ -257,8 +257,8 @@ static int collect_cb(void *ctx, const struct blobkey *k, uint64_t h)
 		if (block < r->lo || block >= r->hi)
 			return 0;
 	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 1024;
+	if (r->n == r->cap) { /* (presized: grows only past the estimate) */
+		size_t cap = r->cap + r->cap / 4 + 1024;
 		struct simrec *v = realloc(r->v, cap * sizeof *v);
 		if (!v)
 			return -ENOMEM;
@@ -342,9 +342,18 @@ static uint64_t parts_for(struct checker *c, unsigned i, size_t records)
 	return width < 64 && parts > UINT64_C(1) << width ? 0 : parts;
 }
 
+/* Room for about n records in r (none: r grows as it goes), so that the
+ * records are not copied as they come: in a heap, the copies left behind
+ * were as large again as what the check holds. */
+static void presize(struct simrecs *r, size_t n)
+{
+	r->v = malloc((n ? n : 1) * sizeof *r->v);
+	r->cap = r->v ? (n ? n : 1) : 0;
+}
+
 /* Table i in `parts` parts of its blocks, the fingerprints read once a
- * part. */
-static int check_table_in_parts(struct checker *c, unsigned i, uint64_t parts)
+ * part (each part about records / parts of them). */
+static int check_table_in_parts(struct checker *c, unsigned i, uint64_t parts, size_t records)
 {
 	unsigned start, width;
 	near_block_span(i, c->st->near_tables, &start, &width);
@@ -354,6 +363,7 @@ static int check_table_in_parts(struct checker *c, unsigned i, uint64_t parts)
 	for (uint64_t p = 0; p < parts && !rc; p++) {
 		struct simrecs r = { .table = i, .ntables = c->st->near_tables, .lo = p * step,
 				     .hi = p + 1 == parts ? blocks : (p + 1) * step };
+		presize(&r, records / parts + records / parts / 16);
 		rc = near_each_simhash(c->txn, c->st, collect_cb, &r);
 		if (!rc)
 			rc = check_part(c, i, &r);
@@ -379,6 +389,7 @@ static int check_tables_in_memory(struct checker *c)
 	}
 	if (one_part) { /* the records read once for every table */
 		struct simrecs all = { .all = true };
+		presize(&all, ms.ms_entries);
 		rc = near_each_simhash(c->txn, c->st, collect_cb, &all);
 		for (unsigned i = 0; i < c->st->near_tables && !rc; i++)
 			rc = check_part(c, i, &all);
@@ -386,7 +397,7 @@ static int check_tables_in_memory(struct checker *c)
 		return rc;
 	}
 	for (unsigned i = 0; i < c->st->near_tables && !rc; i++)
-		rc = check_table_in_parts(c, i, parts[i]);
+		rc = check_table_in_parts(c, i, parts[i], ms.ms_entries);
 	return rc;
 }
 

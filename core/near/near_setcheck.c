@@ -286,7 +286,15 @@ static int check_pass(struct setcheck *c)
 	return rc;
 }
 
-/* How many bands a pass holds in memory (0: not even one). */
+/* Each group decodes every set again, and past 8 groups the probes cost
+ * less: the rustdoc store of 280,005 sets (tests/bench/README.md, "fsck
+ * reads each near table once") took 36.5 s for its near tables in 16
+ * groups against 30.7-33.4 s probed, the javadoc store of 3,500,254 took
+ * 502.6 s in 8 groups against 745 s probed. */
+#define SETCHECK_MAX_GROUPS 8
+
+/* How many bands a pass holds in memory (0: not even one, or so few that
+ * the groups would cost more than the probes). */
 static size_t bands_a_pass(size_t nsets)
 {
 	size_t fixed = nsets / 8 + 1;
@@ -294,6 +302,8 @@ static size_t bands_a_pass(size_t nsets)
 	if (fixed >= near_check_mem_max())
 		return 0;
 	size_t n = band ? (near_check_mem_max() - fixed) / band : NEARSET_BANDS;
+	if (n && (NEARSET_BANDS + n - 1) / n > SETCHECK_MAX_GROUPS)
+		return 0;
 	return n < NEARSET_BANDS ? n : NEARSET_BANDS;
 }
 
