@@ -1,13 +1,14 @@
 /* near_check.c - fsck of the simhash tables: every row names a blob with
  * its hash, every record with a simhash has its rows, and the shingle sets
- * and their bands (near_lsh.c) are checked after them. See near.h. */
-#include "base/byteorder.h"
+ * and their bands (near_setcheck.c) are checked after them. See near.h. */
 #include "near_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "base/byteorder.h"
 
 struct checker {
 	MDB_txn *txn;
