@@ -184,20 +184,25 @@ static int check_table(struct checker *c, unsigned i)
 	return rc;
 }
 
+/* Blob k, of simhash h, lacks its row of table i. */
+static void say_no_row(struct checker *c, const struct blobkey *k, uint64_t h, unsigned i)
+{
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_name(k, name);
+	report(c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)h, i);
+}
+
 /* Every row a fingerprint with a simhash needs is there. */
 static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
 {
 	unsigned n = c->st->near_tables;
 	uint8_t kb[8], vb[NEAR_ROW_MAX];
-	char name[BLOBKEY_NAME_MAX];
 	for (unsigned i = 0; i < n; i++) {
 		int has = near_stage_probe(&c->levels[i], near_block_key(kb, h, i, n), near_row_val(c->st, vb, h, i, n, k));
 		if (has < 0)
 			return has;
-		if (!has) {
-			blobkey_name(k, name);
-			report(c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)h, i);
-		}
+		if (!has)
+			say_no_row(c, k, h, i);
 	}
 	return 0;
 }
@@ -291,10 +296,8 @@ static int report_missing(void *ctx, const uint8_t *row, uint32_t tag)
 {
 	struct missing_ctx *m = ctx;
 	const struct simrec *r = &m->recs->v[tag];
-	char name[BLOBKEY_NAME_MAX];
 	(void)row;
-	blobkey_name(&r->k, name);
-	report(m->c, "blob %s: simhash %016llx has no row in near%u", name, (unsigned long long)r->h, m->table);
+	say_no_row(m->c, &r->k, r->h, m->table);
 	return 0;
 }
 

@@ -57,6 +57,17 @@ int near_stage_probe(struct near_stage_cursors *p, MDB_val key, MDB_val val);
  * NEAR_STAGE_FANOUT times `bound` (near.h, "Rows staged"). */
 int near_stage_settle(MDB_txn *txn, const MDB_dbi lv[NEAR_STAGE_LEVELS], struct near_stage_pass *p, size_t bound);
 
+/* Bit i of a bitmap of bytes. */
+static inline bool near_bit_get(const uint8_t *m, size_t i)
+{
+	return m[i / 8] >> (i % 8) & 1;
+}
+
+static inline void near_bit_set(uint8_t *m, size_t i)
+{
+	m[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
 /* ---- the rows a table should hold, for fsck (near_rowset.c) ----
  *
  * Rows of rs bytes each (a row's key then its value), each with a tag

@@ -94,7 +94,7 @@ bool near_rowset_mark(struct near_rowset *r, const void *row)
 	size_t i = lower_bound(r, row);
 	bool found = false;
 	for (; i < r->n && !memcmp(r->v + i * r->es, row, r->rs); i++) {
-		r->seen[i / 8] |= (uint8_t)(1u << (i % 8));
+		near_bit_set(r->seen, i);
 		found = true;
 	}
 	return found;
@@ -105,7 +105,7 @@ int near_rowset_each_unseen(const struct near_rowset *r, int (*fn)(void *ctx, co
 {
 	int rc = 0;
 	for (size_t i = 0; i < r->n && !rc; i++) {
-		if (r->seen[i / 8] & (1u << (i % 8)))
+		if (near_bit_get(r->seen, i))
 			continue;
 		const uint8_t *e = r->v + i * r->es;
 		uint32_t tag = 0;

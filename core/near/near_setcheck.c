@@ -30,29 +30,19 @@ struct setcheck {
 	bool sorted;
 	size_t first, nb;
 	struct near_rowset want[NEARSET_BANDS];
-	size_t ord, nsets;	   /* the set being read (its place in nearfeat), how many */
-	uint8_t *checked;	   /* a bit a place: its set asks for its rows */
-	struct near_keys reported; /* the blobs said to lack a row (a damaged store's few) */
+	size_t ord, nsets; /* the set being read (its place in nearfeat), how many */
+	uint8_t *checked;  /* a bit a place: its set asks for its rows */
+	uint64_t lacking;  /* rows asked for that no table holds */
 };
 
 #define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
-
-static bool bit(const uint8_t *m, size_t i)
-{
-	return m[i / 8] >> (i % 8) & 1;
-}
-
-static void set_bit(uint8_t *m, size_t i)
-{
-	m[i / 8] |= (uint8_t)(1u << (i % 8));
-}
 
 /* The set at place c->ord (blob k) asks for its rows of the pass's bands. */
 static int want_rows(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
 {
 	if (c->ord >= c->nsets)
 		return -E2BIG; /* more sets than mdb_stat counted (one read transaction: a guard) */
-	set_bit(c->checked, c->ord);
+	near_bit_set(c->checked, c->ord);
 	uint32_t keys[NEARSET_BANDS];
 	nearset_band_keys(s, keys);
 	int rc = 0;
@@ -122,20 +112,42 @@ static int check_one_cb(void *ctx, const MDB_val *key, const MDB_val *row, const
 	return rc;
 }
 
+/* fn for the set at place c->ord if the first pass checked it (its
+ * blob k). */
+static int if_checked(struct setcheck *c, const MDB_val *key, const struct nearset *s,
+		      int (*fn)(struct setcheck *c, const struct blobkey *k, const struct nearset *s))
+{
+	int rc = 0;
+	if (c->ord < c->nsets && near_bit_get(c->checked, c->ord) && s && key->mv_size == BLOBKEY_BYTES) {
+		struct blobkey k;
+		blobkey_decode(key->mv_data, &k);
+		rc = fn(c, &k, s);
+	}
+	c->ord++;
+	return rc;
+}
+
 /* A later pass: the sets the first one checked ask for their rows of
  * this pass's bands. */
 static int want_again_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
-	struct setcheck *c = ctx;
 	(void)row;
-	int rc = 0;
-	if (c->ord < c->nsets && bit(c->checked, c->ord) && s && key->mv_size == BLOBKEY_BYTES) {
-		struct blobkey k;
-		blobkey_decode(key->mv_data, &k);
-		rc = want_rows(c, &k, s);
-	}
-	c->ord++;
-	return rc;
+	return if_checked(ctx, key, s, want_rows);
+}
+
+static int probe_bands(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
+{
+	char name[BLOBKEY_NAME_MAX];
+	blobkey_name(k, name);
+	return check_bands(c, k, s, name);
+}
+
+/* After the passes, when a row asked for was not met: each set the first
+ * pass checked probed for its rows, and named with the first it lacks. */
+static int probe_again_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
+{
+	(void)row;
+	return if_checked(ctx, key, s, probe_bands);
 }
 
 /* Does a blob of the prefix have a set that does not decode (reported as
@@ -224,46 +236,11 @@ static int check_rows(struct setcheck *c)
 	return rc;
 }
 
-struct lacking {
-	struct setcheck *c;
-	size_t band;
-};
-
-static bool said_before(const struct near_keys *l, const struct blobkey *k)
+static int count_unseen(void *ctx, const uint8_t *row, uint32_t tag)
 {
-	uint8_t kb[BLOBKEY_BYTES];
-	blobkey_encode(k, kb);
-	for (size_t i = 0; i < l->n; i++)
-		if (!memcmp(l->v[i], kb, BLOBKEY_BYTES))
-			return true;
-	return false;
-}
-
-/* A blob whose set has a row no table holds: named once, with the first
- * band it lacks (as the probe of each set did; the bands go in order). */
-static int say_lacking(void *ctx, const struct blobkey *k, uint64_t h, unsigned dist)
-{
-	struct lacking *l = ctx;
-	struct setcheck *c = l->c;
-	(void)h, (void)dist;
-	if (said_before(&c->reported, k))
-		return 0;
-	uint8_t kb[BLOBKEY_BYTES];
-	int rc = near_keys_push(&c->reported, &(MDB_val){ BLOBKEY_BYTES, near_fp_key(kb, k).mv_data });
-	char name[BLOBKEY_NAME_MAX];
-	blobkey_name(k, name);
-	report(c, "nearbands: blob %s lacks its row of band %zu", name, l->band);
-	return rc;
-}
-
-/* A row a set asked for and no table holds: the blobs of its prefix
- * whose set has it (the rows keep no more than the prefix). */
-static int report_lacking(void *ctx, const uint8_t *row, uint32_t tag)
-{
-	struct lacking *l = ctx;
-	(void)tag;
-	uint32_t key = (uint32_t)row[0] << 24 | (uint32_t)row[1] << 16 | (uint32_t)row[2] << 8 | row[3];
-	return near_band_owners(l->c->txn, l->c->st, l->band, key, row + 4, NULL, say_lacking, l);
+	(void)row, (void)tag;
+	++*(uint64_t *)ctx;
+	return 0;
 }
 
 /* One pass over the bands [c->first, c->first + c->nb). */
@@ -280,7 +257,7 @@ static int check_pass(struct setcheck *c)
 	if (!rc)
 		rc = check_rows(c);
 	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
-		rc = near_rowset_each_unseen(&c->want[b], report_lacking, &(struct lacking){ c, b });
+		rc = near_rowset_each_unseen(&c->want[b], count_unseen, &c->lacking);
 	for (size_t b = c->first; b < c->first + c->nb; b++)
 		near_rowset_free(&c->want[b]);
 	return rc;
@@ -316,8 +293,15 @@ static int check_sorted(struct setcheck *c, size_t per_pass)
 		c->nb = NEARSET_BANDS - c->first < per_pass ? NEARSET_BANDS - c->first : per_pass;
 		rc = check_pass(c);
 	}
+	/* The rows keep a blob's MD5 prefix only: which blobs lack a row is
+	 * found by probing, as the check without memory does (a damaged
+	 * store's cost, one more pass over the sets). */
+	if (!rc && c->lacking) {
+		c->sorted = false;
+		c->ord = 0;
+		rc = near_each_set(c->txn, c->st, probe_again_cb, c);
+	}
 	free(c->checked);
-	free(c->reported.v);
 	return rc;
 }
 
