@@ -8,11 +8,14 @@
  * (near_rowset.c): the rows the sets ask for, band by band, sorted, and
  * one pass over each band table marks those it meets. A row the sets do
  * not ask for is checked as before, by the blobs of its MD5 prefix (the
- * slow way, taken only by a damaged store). When the rows of all sixteen
- * bands do not fit the memory the check may take (near_check_mem), the
- * bands are taken in groups, the sets read again for each; when not even
- * one band fits, every set's rows are probed and every row looked up,
- * with no memory. */
+ * slow way, taken only by a damaged store); when a row asked for is in no
+ * table, one more pass over the sets probes each for its rows and names
+ * those that lack one (the rows keep a blob's MD5 prefix only). When the
+ * rows of all sixteen bands do not fit the memory the check may take
+ * (near_check_mem), the bands are taken in groups, the sets read again
+ * for each; when not even one band fits (or past SETCHECK_MAX_GROUPS
+ * groups), every set's rows are probed and every row looked up, with no
+ * memory. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
