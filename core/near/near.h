@@ -360,6 +360,11 @@ int near_set_unlinked(MDB_txn *txn, struct store *st, const struct blobkey *base
 #define NEAR_SET_CACHE_SLOTS 1024
 /* An empty cache (NULL: no memory). */
 struct near_set_cache *near_set_cache_new(void);
+/* An empty cache of `slots` entries for a walk in which no set changes
+ * (NULL: no memory, or no slot): a base it holds is answered without its
+ * rows read again, and it keeps bases only (the sets a difference names),
+ * the one used longer ago giving way. */
+struct near_set_cache *near_set_cache_fixed(size_t slots);
 void near_set_cache_free(struct near_set_cache *c);
 /* Lookups answered from the cache and decoded (for measurement). */
 void near_set_cache_counts(const struct near_set_cache *c, uint64_t *hits, uint64_t *decoded);

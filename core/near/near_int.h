@@ -219,6 +219,9 @@ int near_set_read(MDB_txn *txn, struct store *st, const struct blobkey *k, struc
  * up), *depth (may be NULL) the differences followed. */
 int near_set_resolve_row(MDB_txn *txn, struct store *st, const struct blobkey *k, const MDB_val *row,
 			 struct nearset *s, unsigned *depth);
+/* The same through cache c (NULL: none; near.h). */
+int near_set_resolve_row_cached(MDB_txn *txn, struct store *st, struct near_set_cache *c, const struct blobkey *k,
+				const MDB_val *row, struct nearset *s);
 /* Blob k's set s written whole in place of its row. */
 int near_set_put_whole(MDB_txn *txn, struct store *st, const struct blobkey *k, const struct nearset *s);
 /* Every set kept as a difference from blob k's written whole: k's set is
@@ -234,7 +237,10 @@ int near_band_owners(MDB_txn *txn, struct store *st, size_t b, uint32_t key, con
 		     const struct blobkey *except, near_hit_fn fn, void *ctx);
 /* Walk nearfeat: fn(ctx, key, row, set) for each row, its set resolved
  * (set NULL: it does not decode, a difference included whose base set is
- * missing or damaged). No writes to nearfeat meanwhile. */
+ * missing or damaged). No writes to nearfeat meanwhile: the bases met are
+ * kept resolved in a fixed cache of NEAR_EACH_SET_CACHE_SLOTS (near.h),
+ * so that a base's many differences read and decode it once. */
+#define NEAR_EACH_SET_CACHE_SLOTS 32768
 int near_each_set(MDB_txn *txn, struct store *st,
 		  int (*fn)(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s), void *ctx);
 /* A row that is a difference from base's set whose page's record is not a

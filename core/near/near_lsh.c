@@ -263,9 +263,11 @@ int near_each_set(MDB_txn *txn, struct store *st,
 		  int (*fn)(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s), void *ctx)
 {
 	struct nearset *s = malloc(sizeof *s);
+	struct near_set_cache *cache = near_set_cache_fixed(NEAR_EACH_SET_CACHE_SLOTS); /* none without memory */
 	MDB_cursor *cur;
 	int rc = s ? pd_mdb_err(mdb_cursor_open(txn, st->db_nearfeat, &cur)) : -ENOMEM;
 	if (rc) {
+		near_set_cache_free(cache);
 		free(s);
 		return rc;
 	}
@@ -277,7 +279,7 @@ int near_each_set(MDB_txn *txn, struct store *st,
 		if (key.mv_size == BLOBKEY_BYTES) {
 			struct blobkey k;
 			blobkey_decode(key.mv_data, &k);
-			drc = near_set_resolve_row(txn, st, &k, &v, s, NULL);
+			drc = near_set_resolve_row_cached(txn, st, cache, &k, &v, s);
 		}
 		if (drc && drc != -EINVAL)
 			rc = drc;
@@ -285,6 +287,7 @@ int near_each_set(MDB_txn *txn, struct store *st,
 			rc = fn(ctx, &key, &v, drc ? NULL : s);
 	}
 	mdb_cursor_close(cur);
+	near_set_cache_free(cache);
 	free(s);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
 }

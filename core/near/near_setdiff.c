@@ -60,30 +60,61 @@ int near_set_resolve_row(MDB_txn *txn, struct store *st, const struct blobkey *k
 
 /* ---- the cache of resolved sets (near.h) ---- */
 
+#define CACHE_WAYS 2
+
 struct cached_set {
 	bool used;
 	struct blobkey k;
 	uint64_t id;      /* this fill's, unique in its cache */
+	uint64_t used_at; /* its fill's id, or (fixed) that of the last hit */
 	uint64_t base_id; /* a difference: the fill of the base set it was resolved against */
 	unsigned depth;   /* the differences followed */
 	size_t row_len;
-	uint8_t row[NEARSET_MAX_BYTES]; /* the row decoded (a difference is shorter) */
+	uint8_t *row; /* the row decoded (NEARSET_MAX_BYTES; none in a fixed cache) */
 	struct nearset s;
 };
 
 struct near_set_cache {
 	uint64_t fills;           /* the last fill's id */
 	uint64_t decoded, hits;   /* lookups decoded, and answered from the cache */
-	struct cached_set slot[NEAR_SET_CACHE_SLOTS];
+	bool fixed;               /* no set changes while it is used (near_set_cache_fixed) */
+	size_t slots;
+	uint8_t *rows;            /* the slots' rows, NEARSET_MAX_BYTES each (not fixed) */
+	struct cached_set slot[];
 };
+
+static struct near_set_cache *cache_alloc(size_t slots, bool fixed)
+{
+	/* a slot's pages touched when it is first filled */
+	struct near_set_cache *c = calloc(1, sizeof *c + slots * sizeof c->slot[0]);
+	if (c && !fixed && !(c->rows = calloc(slots, NEARSET_MAX_BYTES))) {
+		free(c);
+		return NULL;
+	}
+	if (c) {
+		c->slots = slots;
+		c->fixed = fixed;
+		for (size_t i = 0; c->rows && i < slots; i++)
+			c->slot[i].row = c->rows + i * NEARSET_MAX_BYTES;
+	}
+	return c;
+}
 
 struct near_set_cache *near_set_cache_new(void)
 {
-	return calloc(1, sizeof(struct near_set_cache)); /* a slot's pages touched when it is first filled */
+	return cache_alloc(NEAR_SET_CACHE_SLOTS, false);
+}
+
+struct near_set_cache *near_set_cache_fixed(size_t slots)
+{
+	slots -= slots % CACHE_WAYS;
+	return slots ? cache_alloc(slots, true) : NULL;
 }
 
 void near_set_cache_free(struct near_set_cache *c)
 {
+	if (c)
+		free(c->rows);
 	free(c);
 }
 
@@ -94,12 +125,12 @@ void near_set_cache_counts(const struct near_set_cache *c, uint64_t *hits, uint6
 }
 
 /* The CACHE_WAYS slots blob k may take (two: a set that collides with
- * another one in use keeps its place, the older fill goes). */
-#define CACHE_WAYS 2
+ * another one in use keeps its place, the older one goes: the older fill,
+ * or in a fixed cache the one used longer ago). */
 static struct cached_set *cache_ways(struct near_set_cache *c, const struct blobkey *k)
 {
 	uint32_t h = (uint32_t)k->md5[0] | (uint32_t)k->md5[1] << 8 | (uint32_t)k->md5[2] << 16;
-	return &c->slot[(h ^ k->variant * 0x9e3779b1u) % (NEAR_SET_CACHE_SLOTS / CACHE_WAYS) * CACHE_WAYS];
+	return &c->slot[(h ^ k->variant * 0x9e3779b1u) % (c->slots / CACHE_WAYS) * CACHE_WAYS];
 }
 
 /* The entry of blob k, if any. */
@@ -113,10 +144,10 @@ static struct cached_set *cache_find(struct near_set_cache *c, const struct blob
 }
 
 /* Is e's set decoded from row (against base fill base_id, when a
- * difference)? */
+ * difference)? (A fixed cache keeps no rows: fixed_base answers.) */
 static bool cache_holds(const struct cached_set *e, const MDB_val *row, bool diff, uint64_t base_id)
 {
-	return e && e->row_len == row->mv_size && !memcmp(e->row, row->mv_data, row->mv_size) &&
+	return e && e->row && e->row_len == row->mv_size && !memcmp(e->row, row->mv_data, row->mv_size) &&
 	       (!diff || e->base_id == base_id);
 }
 
@@ -129,7 +160,7 @@ static uint64_t cache_keep(struct near_set_cache *c, const struct blobkey *k, co
 {
 	uint64_t id = ++c->fills;
 	struct cached_set *e = cache_find(c, k);
-	if (row->mv_size > sizeof e->row) {
+	if (row->mv_size > NEARSET_MAX_BYTES) {
 		if (e)
 			e->used = false;
 		return id;
@@ -138,22 +169,45 @@ static uint64_t cache_keep(struct near_set_cache *c, const struct blobkey *k, co
 		struct cached_set *w = cache_ways(c, k);
 		e = &w[0];
 		for (size_t i = 1; i < CACHE_WAYS && e->used; i++)
-			if (!w[i].used || w[i].id < e->id)
+			if (!w[i].used || w[i].used_at < e->used_at)
 				e = &w[i];
 	}
-	*e = (struct cached_set){ .used = true, .k = *k, .id = id, .base_id = base_id, .depth = depth,
-				  .row_len = row->mv_size, .s = *s };
-	memcpy(e->row, row->mv_data, row->mv_size);
+	uint8_t *keep = e->row;
+	*e = (struct cached_set){ .used = true, .k = *k, .id = id, .used_at = id, .base_id = base_id,
+				  .depth = depth, .row_len = row->mv_size, .row = keep, .s = *s };
+	if (keep)
+		memcpy(keep, row->mv_data, row->mv_size);
 	return id;
+}
+
+/* A set that a fixed cache answers without its rows read again (no set
+ * changes meanwhile): its entry, within the budget, marked used. */
+static struct cached_set *fixed_hit(struct near_set_cache *c, const struct blobkey *k, unsigned budget)
+{
+	struct cached_set *e = cache_find(c, k);
+	if (!e || e->depth > budget)
+		return NULL;
+	e->used_at = ++c->fills;
+	return e;
 }
 
 /* near_set_resolve_row through cache c: `budget` differences may still be
  * followed; `nested`: k is a base named by a difference (no row: the
- * difference is damaged, -EINVAL). *id: the fill s comes from. */
+ * difference is damaged, -EINVAL). *id: the fill s comes from. A fixed
+ * cache answers a set it holds at once, and keeps the bases alone: a
+ * walk meets every other set once. */
 static int resolve_cached(MDB_txn *txn, struct store *st, struct near_set_cache *c, const struct blobkey *k,
 			  const MDB_val *row, unsigned budget, bool nested, struct nearset *s, unsigned *depth,
 			  uint64_t *id)
 {
+	struct cached_set *hit = c->fixed ? fixed_hit(c, k, budget) : NULL;
+	if (hit) {
+		c->hits++;
+		*s = hit->s;
+		*depth = hit->depth;
+		*id = hit->id;
+		return 0;
+	}
 	MDB_val v;
 	if (row) {
 		v = *row;
@@ -198,7 +252,7 @@ static int resolve_cached(MDB_txn *txn, struct store *st, struct near_set_cache 
 		return rc;
 	c->decoded++;
 	*depth = d;
-	*id = cache_keep(c, k, &v, base_id, d, s);
+	*id = !c->fixed || nested ? cache_keep(c, k, &v, base_id, d, s) : ++c->fills;
 	return 0;
 }
 
@@ -216,6 +270,12 @@ static int set_resolve(MDB_txn *txn, struct store *st, struct near_set_cache *c,
 	if (id)
 		*id = fill;
 	return rc;
+}
+
+int near_set_resolve_row_cached(MDB_txn *txn, struct store *st, struct near_set_cache *c, const struct blobkey *k,
+				const MDB_val *row, struct nearset *s)
+{
+	return set_resolve(txn, st, c, k, row, s, NULL, NULL);
 }
 
 /* Are a and b the same set as decoded (what a row of either form gives)? */

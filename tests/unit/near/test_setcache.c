@@ -4,7 +4,10 @@
  * changes or goes, with the differences from it left naming it or written
  * whole, in the cache's own write transaction or in another, is decoded
  * again, and every answer is the one resolved without the cache; the
- * difference the delta step writes is kept with its set. */
+ * difference the delta step writes is kept with its set. A fixed cache
+ * (a walk in which no set changes, near_each_set) keeps the bases alone
+ * and answers them at once, within the chain's bound, and never for a
+ * base whose set does not decode. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -383,6 +386,166 @@ static void test_diff_written_is_kept(void **state)
 	th_rmdir(dir);
 }
 
+/* ---- the fixed cache of a walk ---- */
+
+struct walk_seen {
+	size_t sets, undecoded;
+	struct blobkey undecodable[4];
+};
+
+/* Each set of the walk is the one resolved without a cache; the rows
+ * whose set does not decode are noted. */
+static int walk_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
+{
+	struct { MDB_txn *txn; struct store *st; struct walk_seen *seen; } *w = ctx;
+	(void)row;
+	struct blobkey k;
+	assert_int_equal(key->mv_size, BLOBKEY_BYTES);
+	blobkey_decode(key->mv_data, &k);
+	struct nearset *plain = malloc(sizeof *plain);
+	assert_non_null(plain);
+	int rc = near_set_read(w->txn, w->st, &k, plain);
+	if (s) {
+		assert_int_equal(rc, 0);
+		assert_true(plain->n == s->n && plain->shingles == s->shingles && plain->bits == s->bits &&
+			    !memcmp(plain->h, s->h, s->n * sizeof s->h[0]));
+		w->seen->sets++;
+	} else {
+		assert_int_equal(rc, -EINVAL);
+		assert_true(w->seen->undecoded < 4);
+		w->seen->undecodable[w->seen->undecoded++] = k;
+	}
+	free(plain);
+	return 0;
+}
+
+static void walk(struct store *st, struct walk_seen *seen)
+{
+	*seen = (struct walk_seen){ 0 };
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	struct { MDB_txn *txn; struct store *st; struct walk_seen *seen; } w = { txn, st, seen };
+	assert_int_equal(near_each_set(txn, st, walk_cb, &w), 0);
+	store_read_end(st, txn);
+}
+
+/* A fixed cache answers a base it holds without a decode, and keeps no
+ * set that no difference names. */
+static void test_fixed_keeps_bases(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct chain c;
+	struct store *st = put_chain(dir, &c);
+	assert_null(near_set_cache_fixed(1));
+	struct near_set_cache *cache = near_set_cache_fixed(64);
+	assert_non_null(cache);
+	struct nearset *s = malloc(sizeof *s), *plain = malloc(sizeof *plain);
+	assert_non_null(s);
+	assert_non_null(plain);
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(near_set_resolve_row_cached(txn, st, cache, &c.k[2], NULL, s), 0); /* c, through b and a */
+	assert_int_equal(decoded(cache), 3);
+	for (int i = 0; i < 2; i++) { /* b and a: bases, held */
+		assert_int_equal(near_set_resolve_row_cached(txn, st, cache, &c.k[i], NULL, s), 0);
+		assert_int_equal(near_set_read(txn, st, &c.k[i], plain), 0);
+		assert_true(s->n == plain->n && !memcmp(s->h, plain->h, s->n * sizeof s->h[0]));
+	}
+	assert_int_equal(decoded(cache), 3);
+	assert_int_equal(hits(cache), 2);
+	/* c: no difference names it, so it was not kept (b is answered) */
+	assert_int_equal(near_set_resolve_row_cached(txn, st, cache, &c.k[2], NULL, s), 0);
+	assert_int_equal(decoded(cache), 4);
+	assert_int_equal(hits(cache), 3);
+	store_read_end(st, txn);
+	free(s);
+	free(plain);
+	near_set_cache_free(cache);
+	struct walk_seen seen;
+	walk(st, &seen);
+	assert_int_equal(seen.sets, 3);
+	assert_int_equal(seen.undecoded, 0);
+	assert_int_equal(store_close(st), 0);
+	free_chain(&c);
+	th_rmdir(dir);
+}
+
+/* A base whose set does not decode is never held: every difference on
+ * it, down the chain, is reported as not decoding by the walk. */
+static void test_fixed_damaged_base(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct chain c;
+	struct store *st = put_chain(dir, &c);
+	assert_int_equal(store_write(st, drop_base_row_cb, &c.k[0]), 0);
+	struct walk_seen seen;
+	walk(st, &seen);
+	assert_int_equal(seen.sets, 0);
+	assert_int_equal(seen.undecoded, 2);
+	assert_int_equal(store_close(st), 0);
+	free_chain(&c);
+	th_rmdir(dir);
+}
+
+/* Rows written by hand: k[0] whole, k[i] the difference from k[i-1], a
+ * chain one longer than NEAR_SET_DIFF_DEPTH, the keys in chain order. */
+#define LONG_CHAIN (NEAR_SET_DIFF_DEPTH + 2)
+struct long_chain {
+	struct store *st;
+	struct blobkey k[LONG_CHAIN];
+};
+
+static int put_long_chain_cb(struct wtx *w, void *p)
+{
+	struct long_chain *lc = p;
+	struct near_sig *sig = malloc(LONG_CHAIN * sizeof *sig);
+	uint8_t *vb = malloc(NEARSET_DIFF_MAX_BYTES + NEARSET_MAX_BYTES);
+	assert_non_null(sig);
+	assert_non_null(vb);
+	char *page = th_page(45, 900, "");
+	int rc = 0;
+	for (unsigned i = 0; i < LONG_CHAIN && !rc; i++) {
+		char *e = i ? edited(page, i) : strdup(page);
+		assert_int_equal(near_sig_of_page(e, strlen(e), &sig[i]), 0);
+		free(e);
+		nearset_to_stored(&sig[i].set);
+		lc->k[i] = (struct blobkey){ .md5 = { (uint8_t)(i + 1) } };
+		size_t len = i ? nearset_diff_encode(&sig[i].set, &sig[i - 1].set, &lc->k[i - 1], vb)
+			       : nearset_encode(&sig[i].set, vb);
+		assert_true(len > 0);
+		uint8_t kb[BLOBKEY_BYTES];
+		blobkey_encode(&lc->k[i], kb);
+		MDB_val key = { BLOBKEY_BYTES, kb }, v = { len, vb };
+		rc = pd_mdb_err(mdb_put(w->txn, w->st->db_nearfeat, &key, &v, 0));
+	}
+	free(page);
+	free(vb);
+	free(sig);
+	return rc;
+}
+
+/* A base held at depth d is not the answer where the chain may follow
+ * fewer than d more differences: the walk holds k[3] (depth 3) when it
+ * resolves k[4]; k[5]'s chain is one too long and must not decode
+ * through it. */
+static void test_fixed_chain_bound(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .delta_rule = NDELTA_RULE_OFF, .no_sign_thread = true };
+	struct long_chain lc = { .st = th_store(dir, NULL, &o) };
+	assert_int_equal(store_write(lc.st, put_long_chain_cb, &lc), 0);
+	struct walk_seen seen;
+	walk(lc.st, &seen);
+	assert_int_equal(seen.sets, LONG_CHAIN - 1);
+	assert_int_equal(seen.undecoded, 1);
+	assert_true(blobkey_equal(&seen.undecodable[0], &lc.k[LONG_CHAIN - 1]));
+	assert_int_equal(store_close(lc.st), 0);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -391,6 +554,9 @@ int main(void)
 		cmocka_unit_test(test_base_goes),
 		cmocka_unit_test(test_change_in_the_same_transaction),
 		cmocka_unit_test(test_diff_written_is_kept),
+		cmocka_unit_test(test_fixed_keeps_bases),
+		cmocka_unit_test(test_fixed_damaged_base),
+		cmocka_unit_test(test_fixed_chain_bound),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
