@@ -9,6 +9,7 @@
 
 #include "base/byteorder.h"
 #include "base/varint.h"
+#include "nearset_bins.h"
 
 #define SEED_BAND UINT64_C(0x4E45415242414E44)
 
@@ -133,59 +134,6 @@ static void sort_hashes(uint32_t *h, size_t n)
 	free(tmp);
 }
 
-/* Bin j's hash of a kept shingle hash x: a multiply-shift function of
- * its own, ((x << 32 | x) ^ add) * mul with an odd multiplier. */
-static void bin_fn(size_t j, uint64_t *mul, uint64_t *add)
-{
-	*mul = (UINT64_C(0x9E3779B97F4A7C15) * (2 * j + 1)) | 1;
-	*add = UINT64_C(0xD6E8FEB86659FD93) * (j + 1);
-}
-
-/* Bins j0 .. j0 + count - 1: each keeps the kept hash whose bin hash is
- * smallest, the first of them on a tie (independent MinHash over the
- * bottom-k sample: no empty bins, so short pages get bands as honest as
- * long ones). The hashes are the outer loop, so that the bins' minima are
- * independent chains a core runs side by side: a set's 64 bins over 256
- * hashes are computed again whenever its band keys are asked for (format
- * 3 keeps none). */
-/* A kept hash as the bins see it. At 32 bits, the hash twice (the band
- * keys of near layouts 2 and 3, which a read-only open of such a store
- * still looks up); cut short, a 64-bit mix of it (splitmix64's finaliser):
- * on values whose low bits are all zero the multiply-shift bins are far
- * from min-wise (rust-doc pages of resemblance 0.80-0.84 then shared no
- * band, and a query met 40% more candidates). */
-static uint64_t bin_input(uint32_t h, bool legacy)
-{
-	if (legacy)
-		return (uint64_t)h << 32 | h;
-	uint64_t z = (uint64_t)(h >> (32 - NEARSET_BITS)) * UINT64_C(0x9E3779B97F4A7C15);
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
-static void bin_args(const uint32_t *h, size_t n, bool legacy, size_t j0, size_t count, uint32_t *arg)
-{
-	uint64_t best[NEARSET_BINS], mul[NEARSET_BINS], add[NEARSET_BINS];
-	for (size_t j = 0; j < count; j++) {
-		best[j] = UINT64_MAX;
-		arg[j] = 0;
-		bin_fn(j0 + j, &mul[j], &add[j]);
-	}
-	for (size_t i = 0; i < n; i++) {
-		uint64_t x = bin_input(h[i], legacy);
-		/* layout 4: a bin is the top bits, whatever the set holds */
-		uint32_t at = legacy ? h[i] : h[i] & ~(UINT32_MAX >> NEARSET_BITS);
-		for (size_t j = 0; j < count; j++) {
-			uint64_t v = (x ^ add[j]) * mul[j];
-			if (v < best[j]) {
-				best[j] = v;
-				arg[j] = at;
-			}
-		}
-	}
-}
-
 /* A band's key: a hash of its index and its bins. */
 static uint32_t band_key(size_t b, const uint32_t *bins)
 {
@@ -199,14 +147,14 @@ static uint32_t band_key(size_t b, const uint32_t *bins)
 static uint32_t make_band(const struct nearset *s, size_t b)
 {
 	uint32_t arg[NEARSET_ROWS];
-	bin_args(s->h, s->n, s->legacy_bands, b * NEARSET_ROWS, NEARSET_ROWS, arg);
+	nearset_bin_args(s->h, s->n, s->legacy_bands, b * NEARSET_ROWS, NEARSET_ROWS, arg);
 	return band_key(b, arg);
 }
 
 static void make_bands(const struct nearset *s, uint32_t band[NEARSET_BANDS])
 {
 	uint32_t arg[NEARSET_BINS];
-	bin_args(s->h, s->n, s->legacy_bands, 0, NEARSET_BINS, arg);
+	nearset_bin_args(s->h, s->n, s->legacy_bands, 0, NEARSET_BINS, arg);
 	for (size_t b = 0; b < NEARSET_BANDS; b++)
 		band[b] = band_key(b, arg + b * NEARSET_ROWS);
 }

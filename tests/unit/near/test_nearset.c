@@ -19,6 +19,7 @@
 #include "helpers.h"
 #include "near/near.h"
 #include "near/nearset.h"
+#include "near/nearset_bins.h"
 #include "near/sigq.h"
 #include "near/simhash.h"
 
@@ -432,6 +433,54 @@ static void test_band_keys_at_once(void **state)
 	}
 }
 
+/* Every path of the bins this machine has gives the portable path's bins:
+ * sets of 0 to NEARSET_K hashes, random, sorted (with repeats, as a set
+ * cut to NEARSET_BITS holds them), at 24 and at 32 bits (legacy); and a
+ * bin of each set taken alone (a band's key) is the same bin. */
+static void test_bins_paths_agree(void **state)
+{
+	(void)state;
+	uint32_t *h = malloc(NEARSET_K * sizeof *h);
+	assert_non_null(h);
+	uint64_t x = 0x243F6A8885A308D3u;
+	unsigned compared = 0;
+	for (unsigned t = 0; t < 600; t++) {
+		size_t n = t % (NEARSET_K + 1);
+		bool legacy = t & 1;
+		for (size_t i = 0; i < n; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			h[i] = (uint32_t)x;
+			if (!legacy)
+				h[i] &= ~(UINT32_MAX >> NEARSET_BITS);
+			if (t % 5 == 0 && i)
+				h[i] = h[i - 1]; /* repeats: ties in every bin */
+		}
+		for (size_t i = 1; i < n; i++) /* insertion sort: ascending, as held */
+			for (size_t j = i; j > 0 && h[j - 1] > h[j]; j--) {
+				uint32_t tmp = h[j];
+				h[j] = h[j - 1];
+				h[j - 1] = tmp;
+			}
+		uint32_t want[NEARSET_BINS], got[NEARSET_BINS], one[NEARSET_ROWS];
+		assert_true(nearset_bin_args_by(NEARSET_BINS_PORTABLE, h, n, legacy, want));
+		for (int p = NEARSET_BINS_PORTABLE + 1; p < NEARSET_BINS_PATHS; p++) {
+			memset(got, 0xa5, sizeof got);
+			if (!nearset_bin_args_by((enum nearset_bins_path)p, h, n, legacy, got))
+				continue;
+			assert_memory_equal(got, want, sizeof want);
+			compared++;
+		}
+		nearset_bin_args(h, n, legacy, 0, NEARSET_BINS, got);
+		assert_memory_equal(got, want, sizeof want);
+		size_t b = t % NEARSET_BANDS;
+		nearset_bin_args(h, n, legacy, b * NEARSET_ROWS, NEARSET_ROWS, one);
+		assert_memory_equal(one, want + b * NEARSET_ROWS, sizeof one);
+	}
+	assert_false(nearset_bin_args_by(NEARSET_BINS_PATHS, h, 1, false, (uint32_t[NEARSET_BINS]){ 0 }));
+	print_message("bins: %u sets compared on paths beside the portable one\n", compared);
+	free(h);
+}
+
 /* Through a store: b's simhash rows moved far away (as an edit can move
  * them); the bands still find it, at its real distance. */
 struct far_move {
@@ -761,6 +810,7 @@ int main(void)
 		cmocka_unit_test(test_truncated_compare),
 		cmocka_unit_test(test_bands),
 		cmocka_unit_test(test_band_keys_at_once),
+		cmocka_unit_test(test_bins_paths_agree),
 		cmocka_unit_test(test_found_by_bands),
 		cmocka_unit_test(test_read_back),
 		cmocka_unit_test(test_diff_form),
