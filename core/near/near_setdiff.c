@@ -144,7 +144,7 @@ static struct cached_set *cache_find(struct near_set_cache *c, const struct blob
 }
 
 /* Is e's set decoded from row (against base fill base_id, when a
- * difference)? (A fixed cache keeps no rows: fixed_base answers.) */
+ * difference)? (A fixed cache keeps no rows: fixed_hit answers.) */
 static bool cache_holds(const struct cached_set *e, const MDB_val *row, bool diff, uint64_t base_id)
 {
 	return e && e->row && e->row_len == row->mv_size && !memcmp(e->row, row->mv_data, row->mv_size) &&

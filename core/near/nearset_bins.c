@@ -7,9 +7,10 @@
  * keeps the bins' minima as independent chains a core runs side by side,
  * but a 64-bit multiply at a time. The same loop written without
  * branches, over all 64 bins and with a 64-bit bin beside each minimum,
- * is one GCC vectorizes when told the target: 2.4 times faster with AVX2
- * (its 64-bit multiply made of three 32-bit ones), 4.5 times with
- * AVX-512 DQ (tests/bench/README.md, "The band keys' bins"). The target
+ * is one GCC vectorizes when told the target: on sets of 256 hashes 2.3
+ * times faster with AVX2 (its 64-bit multiply made of three 32-bit ones),
+ * 4.6 times with AVX-512 DQ (bench_bins; tests/bench/README.md, "fsck:
+ * the bins on the vector units, a walk's bases kept"). The target
  * code is compiled per function (target attribute) and chosen at run
  * time, so one build runs on any x86-64; other machines take the portable
  * path. */

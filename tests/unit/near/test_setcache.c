@@ -393,11 +393,17 @@ struct walk_seen {
 	struct blobkey undecodable[4];
 };
 
+struct walk_ctx {
+	MDB_txn *txn;
+	struct store *st;
+	struct walk_seen *seen;
+};
+
 /* Each set of the walk is the one resolved without a cache; the rows
  * whose set does not decode are noted. */
 static int walk_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
-	struct { MDB_txn *txn; struct store *st; struct walk_seen *seen; } *w = ctx;
+	struct walk_ctx *w = ctx;
 	(void)row;
 	struct blobkey k;
 	assert_int_equal(key->mv_size, BLOBKEY_BYTES);
@@ -424,7 +430,7 @@ static void walk(struct store *st, struct walk_seen *seen)
 	*seen = (struct walk_seen){ 0 };
 	MDB_txn *txn;
 	assert_int_equal(store_read_begin(st, &txn), 0);
-	struct { MDB_txn *txn; struct store *st; struct walk_seen *seen; } w = { txn, st, seen };
+	struct walk_ctx w = { txn, st, seen };
 	assert_int_equal(near_each_set(txn, st, walk_cb, &w), 0);
 	store_read_end(st, txn);
 }
