@@ -13,9 +13,8 @@
  * those that lack one (the rows keep a blob's MD5 prefix only). When the
  * rows of all sixteen bands do not fit the memory the check may take
  * (near_check_mem), the bands are taken in groups, the sets read again
- * for each; when not even one band fits (or past SETCHECK_MAX_GROUPS
- * groups), every set's rows are probed and every row looked up, with no
- * memory. */
+ * for each; when not even one band fits, every set's rows are probed and
+ * every row looked up, with no memory. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,15 +265,14 @@ static int check_pass(struct setcheck *c)
 	return rc;
 }
 
-/* Each group decodes every set again, and past 8 groups the probes cost
- * less: the rustdoc store of 280,005 sets (tests/bench/README.md, "fsck
- * reads each near table once") took 36.5 s for its near tables in 16
- * groups against 30.7-33.4 s probed, the javadoc store of 3,500,254 took
- * 502.6 s in 8 groups against 745 s probed. */
-#define SETCHECK_MAX_GROUPS 8
-
-/* How many bands a pass holds in memory (0: not even one, or so few that
- * the groups would cost more than the probes). */
+/* How many bands a pass holds in memory (0: not even one). Each group
+ * decodes every set again; that cost more than the probes past 8 groups
+ * until the sets' bins ran on the vector units and a walk kept its bases
+ * (near_set_cache_fixed): the rustdoc store of 280,005 sets
+ * (tests/bench/README.md, "fsck: the bins on the vector units, a walk's
+ * bases kept") now takes 13.7-13.9 s for its near tables in 16 groups
+ * against 28.1-28.2 s probed (36.5 s in 16 groups before). So the bands
+ * go in groups down to one band a pass. */
 static size_t bands_a_pass(size_t nsets)
 {
 	size_t fixed = nsets / 8 + 1;
@@ -282,8 +280,6 @@ static size_t bands_a_pass(size_t nsets)
 	if (fixed >= near_check_mem_max())
 		return 0;
 	size_t n = band ? (near_check_mem_max() - fixed) / band : NEARSET_BANDS;
-	if (n && (NEARSET_BANDS + n - 1) / n > SETCHECK_MAX_GROUPS)
-		return 0;
 	return n < NEARSET_BANDS ? n : NEARSET_BANDS;
 }
 
