@@ -78,7 +78,10 @@ static void bins_portable(const uint32_t *h, size_t n, bool legacy, size_t j0, s
 
 /* The portable loop in the shape a vectorizer takes: every bin, no
  * branch, the bin's value as wide as its minimum. Inlined into each
- * target's function, which compiles it for that target. */
+ * target's function, which compiles it for that target. Not the portable
+ * path too: compiled for plain x86-64, this shape took 17.3 us a set of
+ * 256 hashes against the branching loop's 13.2 (the same stand-alone
+ * timing that gave the targets' figures). */
 static inline __attribute__((always_inline)) void bins_lanes(const uint32_t *h, size_t n, bool legacy,
 							     uint32_t *arg)
 {
