@@ -416,6 +416,9 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
 /* The memory those checks may take from now on, for the whole process
  * (0: probe every row); set it before a check, not during one. */
 void near_check_mem(size_t bytes);
+/* Runs the check of the band rows has written to disk in this process,
+ * when their rows did not fit that memory (near_setcheck.c). */
+uint64_t near_check_spilled_runs(void);
 typedef void (*near_bad_fn)(void *ctx, const char *what);
 /* One problem a check found: formatted, counted in *nbad, given to bad
  * (the checks of near.c and sigq.c). */

@@ -13,14 +13,23 @@
  * those that lack one (the rows keep a blob's MD5 prefix only). When the
  * rows of all sixteen bands do not fit the memory the check may take
  * (near_check_mem), the bands are taken in groups, the sets read again
- * for each; when not even one band fits, every set's rows are probed and
- * every row looked up, with no memory. */
+ * for each. When not even one band fits, the rows of all the bands are
+ * sorted on disk (base/extsort.h: runs in an unnamed file beside the
+ * store, merged) and met by one ordered pass over the band tables, so
+ * the check stays a read of each table in order at any size; only with
+ * no memory at all, or when no file can be written, is every set's rows
+ * probed and every row looked up. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/extsort.h"
 #include "blob/blob.h"
 #include "near_int.h"
+
+/* A band row as the spilled sort holds it: the band, then the row; in
+ * memcmp order as a band table's rows are (key the band, values sorted). */
+#define SPILL_ROW (1 + BAND_VAL)
 
 struct setcheck {
 	MDB_txn *txn;
@@ -35,6 +44,10 @@ struct setcheck {
 	size_t ord, nsets; /* the set being read (its place in nearfeat), how many */
 	uint8_t *checked;  /* a bit a place: its set asks for its rows */
 	uint64_t lacking;  /* rows asked for that no table holds */
+	/* on disk: every band's rows (NULL: not, or no longer) */
+	struct extsort *spill;
+	bool spill_failed;
+	size_t spill_failed_at; /* the sets before this place asked the sort that failed */
 };
 
 #define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
@@ -56,9 +69,41 @@ static int want_rows(struct setcheck *c, const struct blobkey *k, const struct n
 	return rc;
 }
 
-/* The set's blob has all its rows (in memory: asks for them). */
+/* The set at place c->ord asks the sort on disk for its rows of every band. */
+static int spill_rows(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
+{
+	uint32_t keys[NEARSET_BANDS];
+	nearset_band_keys(s, keys);
+	int rc = 0;
+	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
+		uint8_t row[SPILL_ROW] = { (uint8_t)b };
+		band_val(row + 1, keys[b], k->md5);
+		rc = extsort_add(c->spill, row);
+	}
+	return rc;
+}
+
+/* A sort on disk that fails (a full disk): this set and the rest probed,
+ * and the sets that asked it probed after the walk (check_spilled). */
+static void spill_fails(struct setcheck *c)
+{
+	extsort_free(c->spill);
+	c->spill = NULL;
+	c->spill_failed = true;
+	c->spill_failed_at = c->ord;
+}
+
+/* The set's blob has all its rows (in memory or on disk: asks for them). */
 static int check_bands(struct setcheck *c, const struct blobkey *k, const struct nearset *s, const char *name)
 {
+	if (c->spill) {
+		if (c->ord >= c->nsets)
+			return -E2BIG; /* as want_rows */
+		near_bit_set(c->checked, c->ord);
+		if (spill_rows(c, k, s) == 0)
+			return 0;
+		spill_fails(c);
+	}
 	if (c->sorted)
 		return want_rows(c, k, s);
 	size_t band;
@@ -304,6 +349,156 @@ static int check_sorted(struct setcheck *c, size_t per_pass)
 	return rc;
 }
 
+/* ---- the band rows sorted on disk ---------------------------------------- */
+
+/* A band table read in order, its malformed rows reported and passed. */
+struct table_walk {
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int mrc;
+	const char *name;
+};
+
+/* The walk at its next well-formed row (mrc MDB_NOTFOUND at the end);
+ * first: from the table's first row. */
+static int walk_on(struct setcheck *c, struct table_walk *t, bool first)
+{
+	t->mrc = mdb_cursor_get(t->cur, &t->k, &t->v, first ? MDB_FIRST : MDB_NEXT);
+	for (; t->mrc == 0; t->mrc = mdb_cursor_get(t->cur, &t->k, &t->v, MDB_NEXT)) {
+		if (t->k.mv_size == 1 && t->v.mv_size == BAND_VAL && *(const uint8_t *)t->k.mv_data < NEARSET_BANDS)
+			return 0;
+		report(c, "%s: a row of %zu and %zu bytes", t->name, t->k.mv_size, t->v.mv_size);
+	}
+	return t->mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(t->mrc);
+}
+
+/* The walk whose row comes first (SIZE_MAX: every walk ended); its row
+ * as the sort holds rows. */
+static size_t first_row(const struct table_walk *t, size_t n, uint8_t row[SPILL_ROW])
+{
+	size_t best = SIZE_MAX;
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].mrc)
+			continue;
+		uint8_t r[SPILL_ROW] = { *(const uint8_t *)t[i].k.mv_data };
+		memcpy(r + 1, t[i].v.mv_data, BAND_VAL);
+		if (best == SIZE_MAX || memcmp(r, row, SPILL_ROW) < 0) {
+			memcpy(row, r, SPILL_ROW);
+			best = i;
+		}
+	}
+	return best;
+}
+
+/* Rows asked for before row: none of the tables holds them. */
+static int pass_lacking(struct setcheck *c, const uint8_t *row, const void **want, int wrc)
+{
+	while (wrc == 1 && (!row || memcmp(*want, row, SPILL_ROW) < 0)) {
+		c->lacking++;
+		wrc = extsort_next(c->spill, want);
+	}
+	return wrc;
+}
+
+/* One ordered pass over the band tables together (a merge of their
+ * walks) against the sorted rows the sets asked for: a row asked for is
+ * met or lacking; a table's row nobody asked for goes to check_row. */
+static int meet_spilled(struct setcheck *c, struct table_walk *t, size_t n)
+{
+	const void *want = NULL;
+	int wrc = extsort_next(c->spill, &want), rc = 0;
+	uint8_t row[SPILL_ROW], met[SPILL_ROW];
+	bool any_met = false;
+	for (size_t i; wrc >= 0 && !rc && (i = first_row(t, n, row)) != SIZE_MAX;) {
+		if ((wrc = pass_lacking(c, row, &want, wrc)) < 0)
+			break;
+		if (wrc == 1 && !memcmp(want, row, SPILL_ROW)) {
+			memcpy(met, row, SPILL_ROW);
+			any_met = true;
+			while (wrc == 1 && !memcmp(want, met, SPILL_ROW))
+				wrc = extsort_next(c->spill, &want);
+		} else if (!any_met || memcmp(met, row, SPILL_ROW)) { /* the same row in two tables: met */
+			rc = check_row(c, t[i].name, row[0], row + 1);
+		}
+		if (!rc)
+			rc = walk_on(c, &t[i], false);
+	}
+	if (!rc && wrc >= 0)
+		wrc = pass_lacking(c, NULL, &want, wrc);
+	return rc ? rc : wrc < 0 ? wrc : 0;
+}
+
+static int check_rows_spilled(struct setcheck *c)
+{
+	MDB_dbi dbi[NEAR_BAND_TABLES];
+	struct table_walk t[NEAR_BAND_TABLES] = { 0 };
+	size_t n = near_band_tables(c->st, dbi), opened = 0;
+	int rc = 0;
+	for (; opened < n && !rc; opened++) {
+		t[opened].name = near_band_table_name(c->st, opened);
+		if (!(rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi[opened], &t[opened].cur))))
+			rc = walk_on(c, &t[opened], true);
+		else
+			break;
+	}
+	if (!rc)
+		rc = meet_spilled(c, t, n);
+	for (size_t i = 0; i < opened; i++)
+		if (t[i].cur)
+			mdb_cursor_close(t[i].cur);
+	return rc;
+}
+
+/* After a sort on disk failed: the sets that had asked it probed. */
+static int probe_asked_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
+{
+	struct setcheck *c = ctx;
+	if (c->ord < c->spill_failed_at)
+		return probe_again_cb(ctx, key, row, s);
+	c->ord++;
+	return 0;
+}
+
+static uint64_t spilled_runs;
+
+uint64_t near_check_spilled_runs(void)
+{
+	return __atomic_load_n(&spilled_runs, __ATOMIC_RELAXED);
+}
+
+/* The sets read once, every band's rows sorted on disk, one pass over
+ * the tables. mem: what the sort may hold in memory. */
+static int check_spilled(struct setcheck *c, size_t mem)
+{
+	c->checked = calloc(c->nsets / 8 + 1, 1);
+	int rc = c->checked ? extsort_new(SPILL_ROW, mem, c->st->dirfd, &c->spill) : -ENOMEM;
+	if (!rc)
+		rc = near_each_set(c->txn, c->st, check_one_cb, c);
+	if (!rc && c->spill && extsort_finish(c->spill)) {
+		c->ord = c->nsets;
+		spill_fails(c);
+	}
+	if (!rc && c->spill) {
+		__atomic_add_fetch(&spilled_runs, extsort_runs(c->spill), __ATOMIC_RELAXED);
+		rc = check_rows_spilled(c);
+	}
+	extsort_free(c->spill);
+	c->spill = NULL;
+	if (!rc && c->spill_failed) {
+		/* probed as the check without memory: the sets that asked
+		 * the sort, then every row */
+		c->ord = 0;
+		rc = near_each_set(c->txn, c->st, probe_asked_cb, c);
+		if (!rc)
+			rc = check_rows(c);
+	} else if (!rc && c->lacking) {
+		c->ord = 0;
+		rc = near_each_set(c->txn, c->st, probe_again_cb, c);
+	}
+	free(c->checked);
+	return rc;
+}
+
 int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
 {
 	if (!st->has_nearset)
@@ -313,8 +508,11 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 	int rc = pd_mdb_err(mdb_stat(txn, st->db_nearfeat, &ms));
 	c.nsets = rc ? 0 : ms.ms_entries;
 	size_t per_pass = rc ? 0 : bands_a_pass(c.nsets);
+	size_t fixed = c.nsets / 8 + 1, mem = near_check_mem_max();
 	if (!rc && per_pass)
 		rc = check_sorted(&c, per_pass);
+	else if (!rc && mem) /* the sort's buffer: half, qsort may take as much again */
+		rc = check_spilled(&c, mem > fixed ? (mem - fixed) / 2 : 0);
 	else if (!rc) { /* no memory for it: a probe a set, a look-up a row */
 		rc = near_each_set(txn, st, check_one_cb, &c);
 		if (!rc)

@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -706,16 +709,23 @@ static uint64_t fsck_problems(const char *dir, size_t mem, int *lines)
 /* fsck of the closed store at dir: the problems it finds (and *lines, the
  * lines it prints), the same with all the near tables checked in memory
  * (the default), with 100 and 200 bytes (the bands a few at a time, the
- * simhash tables in parts of one or two records: ranges of their keys)
- * and with none (every row probed); then --repair mends them, and fsck
- * finds it clean. */
+ * simhash tables in parts of one or two records: ranges of their keys),
+ * with 1 byte (not one band fits: the band rows sorted on disk, in runs
+ * of 16 rows) and with none (every row probed); then --repair mends them,
+ * and fsck finds it clean. */
 static uint64_t fsck_finds_then_repairs(const char *dir, int *lines)
 {
+	static const size_t mems[] = { 0, 1, 100, 200 };
 	uint64_t problems = fsck_problems(dir, NEAR_CHECK_MEM_DEFAULT, lines);
-	for (size_t mem = 0; mem <= 200; mem += 100) {
+	for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++) {
 		int other = 0;
-		assert_int_equal(fsck_problems(dir, mem, &other), problems);
+		uint64_t runs = near_check_spilled_runs();
+		assert_int_equal(fsck_problems(dir, mems[i], &other), problems);
 		assert_int_equal(other, *lines);
+		if (mems[i] == 1) /* two sets or more: 32 rows, a run written */
+			assert_true(near_check_spilled_runs() > runs);
+		else
+			assert_int_equal(near_check_spilled_runs(), runs);
 	}
 	struct fsck_opts o = { .report = count_line };
 	struct fsck_result r;
@@ -804,6 +814,68 @@ static void test_fsck_sets(void **state)
 	assert_int_equal(store_close(st), 0);
 	int lines = 0;
 	assert_int_equal(fsck_finds_then_repairs(dir, &lines), 4);
+	th_rmdir(dir);
+}
+
+/* The band rows' sort on disk cannot write its runs (a file size limit:
+ * EFBIG, as a full disk fails a write): the check goes on by probes and
+ * finds the same problems, in the same lines. In a child process, whose
+ * limit goes with it; it answers by its exit status. */
+static int fsck_in_child(const char *dir, size_t mem, rlim_t fsize, uint64_t *problems, int *lines)
+{
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		signal(SIGXFSZ, SIG_IGN);
+		struct rlimit rl = { fsize, fsize };
+		if (setrlimit(RLIMIT_FSIZE, &rl))
+			_exit(2);
+		struct fsck_opts o = { .report = count_line, .ctx = lines };
+		struct fsck_result r;
+		char err[512];
+		uint64_t runs = near_check_spilled_runs();
+		near_check_mem(mem);
+		*lines = 0;
+		if (fsck_run(th_store_dir(dir), &o, &r, err))
+			_exit(3);
+		uint64_t out[3] = { r.problems, (uint64_t)*lines, near_check_spilled_runs() - runs };
+		_exit(write(fds[1], out, sizeof out) == sizeof out ? 0 : 4);
+	}
+	close(fds[1]);
+	uint64_t out[3] = { 0 };
+	ssize_t got = read(fds[0], out, sizeof out);
+	close(fds[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(got, (ssize_t)sizeof out);
+	*problems = out[0];
+	*lines = (int)out[1];
+	return (int)out[2];
+}
+
+static void test_fsck_sets_spill_fails(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = signed_pages(dir, 3);
+	assert_int_equal(store_write(st, damage_sets_cb, NULL), 0);
+	assert_int_equal(store_close(st), 0);
+	int lines = 0, other = 0;
+	uint64_t problems = fsck_problems(dir, NEAR_CHECK_MEM_DEFAULT, &lines), got;
+	assert_int_equal(problems, 4);
+	/* no limit: the child spills, and agrees */
+	assert_true(fsck_in_child(dir, 1, RLIM_INFINITY, &got, &other) > 0);
+	assert_int_equal(got, problems);
+	assert_int_equal(other, lines);
+	/* runs of 144 bytes against a limit of 100: none written */
+	assert_int_equal(fsck_in_child(dir, 1, 100, &got, &other), 0);
+	assert_int_equal(got, problems);
+	assert_int_equal(other, lines);
 	th_rmdir(dir);
 }
 
@@ -1948,6 +2020,7 @@ int main(void)
 		cmocka_unit_test(test_confirmation),
 		cmocka_unit_test(test_fsck_near),
 		cmocka_unit_test(test_fsck_sets),
+		cmocka_unit_test(test_fsck_sets_spill_fails),
 		cmocka_unit_test(test_fsck_set_hashes),
 		cmocka_unit_test(test_old_version_upgraded_at_open),
 		cmocka_unit_test(test_old_version_fsck_repair),
