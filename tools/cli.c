@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +36,26 @@ int cli_usage_error(const char *fmt, ...)
 	fprintf(stderr, "\nTry 'pagededup %s --help' for more information.\n", cmd_name());
 	va_end(ap);
 	return cli_current ? cli_current->usage_status : CLI_USAGE;
+}
+
+bool cli_parse_bytes(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return false;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
 }
 
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)

@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CLI_OK 0
 #define CLI_FAIL 1
@@ -51,6 +52,9 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* getopt_long without getopt's own messages: an unknown option or a
  * missing argument prints the one usage line and returns '?'. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+/* A count of bytes, with an optional suffix K, M or G (powers of 1,024):
+ * false when s is not one. */
+bool cli_parse_bytes(const char *s, uint64_t *out);
 
 /* Where a STORE argument points. */
 struct cli_store {

@@ -53,26 +53,6 @@
 #include "cli.h"
 #include "store/store.h"
 
-static bool parse_bytes(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return false;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
-}
-
 /* CPU seconds of this process (user and system): its cost whatever else
  * the machine runs. */
 static double cpu_seconds(void)
@@ -115,7 +95,7 @@ int cmd_compact(int argc, char **argv)
 			if (*end || end == optarg || !(share > 0 && share <= 1))
 				return cli_usage_error("--share takes a share of live bytes in (0, 1], not '%s'", optarg);
 		} else if (c == 'm') {
-			if (!parse_bytes(optarg, &min_dead))
+			if (!cli_parse_bytes(optarg, &min_dead))
 				return cli_usage_error("--min-dead takes a number of bytes (suffix K, M or G), not '%s'", optarg);
 		} else if (c == 'a') {
 			share = 1.0; /* every pack with a block's worth of dead bytes */

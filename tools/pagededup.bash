@@ -14,7 +14,7 @@ _pagededup()
 	case $cmd in
 	mkfs) opts="--expected-pages --fpr --fmax --max-leaf-kib --filter-lines --near-distance --help" ;;
 	stats) opts="--json -h --human-readable --help" ;;
-	fsck) opts="--deep --repair --help" ;;
+	fsck) opts="--deep --repair --mem --help" ;;
 	urlseen) opts="--filter --fpr --check --help" ;;
 	blobs) opts="--cat --help" ;;
 	compact) opts="--share --min-dead --all --level --no-cold-deltas --window --help" ;;

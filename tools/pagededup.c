@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "clusters_cmd.h"
 #include "compactcmd.h"
 #include "fsck/fsck.h"
+#include "near/near.h"
 #include "nearcmd.h"
 #include "store/store.h"
 #include "urlseen.h"
@@ -339,13 +341,19 @@ static int cmd_fsck(int argc, char **argv)
 	struct fsck_opts o = { .report = fsck_report, .progress = fsck_progress, .ctx = &ui };
 	static const struct option opts[] = { { "deep", no_argument, 0, 'd' },
 					      { "repair", no_argument, 0, 'r' },
+					      { "mem", required_argument, 0, 'm' },
 					      { 0, 0, 0, 0 } };
 	int c;
+	uint64_t mem;
 	while ((c = cli_getopt(argc, argv, "", opts)) != -1) {
 		if (c == 'd')
 			o.deep = true;
 		else if (c == 'r')
 			o.repair = o.convert = true;
+		else if (c == 'm' && cli_parse_bytes(optarg, &mem) && mem <= SIZE_MAX)
+			near_check_mem((size_t)mem);
+		else if (c == 'm')
+			return cli_usage_error("--mem takes a number of bytes (suffix K, M or G), not '%s'", optarg);
 		else
 			return FSCK_CANNOT;
 	}
@@ -455,7 +463,7 @@ static const struct cli_cmd commands[] = {
 	  "in KiB, MiB, GiB. --json: one JSON object (sizes in bytes).\n"
 	  "Exit 0, 1 failed, 2 usage error.",
 	  CLI_USAGE },
-	{ "fsck", cmd_fsck, "STORE [--deep] [--repair]",
+	{ "fsck", cmd_fsck, "STORE [--deep] [--repair] [--mem BYTES]",
 	  "check (and repair) an unmounted store",
 	  "Checks every invariant: refcounts, blob files, filter counters and exact\n"
 	  "counts, the namespace tree and link counts, totals, files unknown to the\n"
@@ -463,6 +471,9 @@ static const struct cli_cmd commands[] = {
 	  "can be fixed and never deletes a blob a page refers to; a page whose bytes\n"
 	  "are lost moves to /lost+found (empty, its MD5 in user.pagededup.lost_md5).\n"
 	  "Right after an unmount it waits for the daemon to finish closing the store.\n"
+	  "--mem: what the check of the near-duplicate tables holds in memory (default\n"
+	  "512M; suffixes K, M, G); past it a table is read in parts, or its rows are\n"
+	  "sorted in a file beside the store; 0: every row probed, slowly.\n"
 	  "Exit 0 clean, 1 repaired, 2 damage (a page lost or at risk), 3 only crash\n"
 	  "leftovers (blob files no record names, staged bytes, a pack with nothing\n"
 	  "live left by a compaction: the next mount of a store not closed cleanly,\n"

@@ -122,6 +122,15 @@ case_near_answers() {
 	[ -z "$want_far" ] && fail "far had twins"
 	"$PD_BIN" near "$STORE" "$src/page.bin" >/dev/null 2>&1
 	expect_eq $? 2 "pagededup near of a binary file: exit 2"
+	# fsck with the near check's memory bounded: the band rows sorted in
+	# an unnamed file beside the store (1 byte), in memory (64K), probed
+	# (0): clean each way, and no file left in the store
+	local listing out m
+	listing=$(ls -AR "$STORE")
+	for m in 1 64K 0; do
+		out=$("$PD_BIN" fsck --mem "$m" "$STORE" 2>&1) || fail "fsck --mem $m: $out"
+	done
+	expect_eq "$(ls -AR "$STORE")" "$listing" "the store's files after fsck --mem"
 	printf '<p>%s</p>\n' "nothing like any stored page at all, not one bit of it" >"$PD_TMP/new.html"
 	"$PD_BIN" near "$STORE" "$PD_TMP/new.html" >/dev/null
 	expect_eq $? 1 "pagededup near with no neighbour: exit 1"

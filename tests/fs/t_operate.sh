@@ -284,7 +284,7 @@ case_cli_habits() {
 	local out rc cmd n
 	# a usage error: one line, then "Try ... --help", status 2 (4 for fsck)
 	for args in "" "stats" "stats --bogus x" "mkfs" "mkfs --fpr 2 x" "simhash" "attrs" "frobnicate" \
-		"near onlyone" "fsck" "fsck --bogus x" "urlseen --bogus" "export" "export --bogus x" "import" "import x.warc"; do
+		"near onlyone" "fsck" "fsck --bogus x" "fsck --mem 12Q x" "urlseen --bogus" "export" "export --bogus x" "import" "import x.warc"; do
 		rc=0; out=$("$PD_BIN" $args 2>&1 >/dev/null) || rc=$?
 		n=$(grep -c . <<<"$out")
 		expect_eq "$n" 2 "lines of 'pagededup $args': $out"
