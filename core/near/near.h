@@ -406,12 +406,13 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
  * `bad` (one line, no newline) and counted in *nbad. Checks every table
  * row against the fingerprint it names, and every fingerprint that has a
  * simhash against the rows it needs. Each table is read once in order and
- * met by the rows the records ask for, sorted in memory (near_rowset.c):
- * up to NEAR_CHECK_MEM_DEFAULT bytes of rows (the sort takes as much
- * again for the one set of rows it sorts), about 72 a record for the
- * simhash tables and 8 a set and band for the band rows (the bands then
- * taken in groups that fit). A store too large for that is checked as
- * before, by O(pages * (K+1 + bands)) probes of LMDB and no memory. */
+ * met by the rows the records ask for, sorted: up to
+ * NEAR_CHECK_MEM_DEFAULT bytes of rows (the sort takes as much again),
+ * about 72 a record for the simhash tables (near_rowset.c; past the bound
+ * a table is taken in parts, ranges of its keys) and 9 a set and band for
+ * the band rows (near_setcheck.c; past the bound sorted in runs in an
+ * unnamed file beside the store, base/extsort.h). With no memory (0) the
+ * check probes LMDB as before, O(pages * (K+1 + bands)) look-ups. */
 #define NEAR_CHECK_MEM_DEFAULT ((size_t)512 << 20)
 /* The memory those checks may take from now on, for the whole process
  * (0: probe every row); set it before a check, not during one. */

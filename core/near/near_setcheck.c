@@ -4,21 +4,19 @@
  * and near_int.h.
  *
  * The sets are read once, in key order (a difference's base resolved as
- * near_each_set does). Their band rows are then checked in memory
- * (near_rowset.c): the rows the sets ask for, band by band, sorted, and
- * one pass over each band table marks those it meets. A row the sets do
- * not ask for is checked as before, by the blobs of its MD5 prefix (the
- * slow way, taken only by a damaged store); when a row asked for is in no
- * table, one more pass over the sets probes each for its rows and names
- * those that lack one (the rows keep a blob's MD5 prefix only). When the
- * rows of all sixteen bands do not fit the memory the check may take
- * (near_check_mem), the bands are taken in groups, the sets read again
- * for each. When not even one band fits, the rows of all the bands are
- * sorted on disk (base/extsort.h: runs in an unnamed file beside the
- * store, merged) and met by one ordered pass over the band tables, so
- * the check stays a read of each table in order at any size; only with
- * no memory at all, or when no file can be written, is every set's rows
- * probed and every row looked up. */
+ * near_each_set does), and the band rows they ask for are sorted
+ * (base/extsort.h: in memory when they fit near_check_mem, else in runs
+ * in an unnamed file beside the store, merged). One ordered pass over the
+ * band tables together then meets them: a row asked for and in no table
+ * is lacking; a table's row nobody asked for is checked as before, by the
+ * blobs of its MD5 prefix (the slow way, taken only by a damaged store).
+ * When a row is lacking, one more pass over the sets probes each for its
+ * rows and names those that lack one (the rows keep a blob's MD5 prefix
+ * only). So the check is a read of each table in order at any size (the
+ * bands were taken in groups past the bound before, the sets decoded
+ * again for each: tests/bench/README.md, "fsck's band rows sorted on
+ * disk"). Only with no memory at all, or when the sort cannot write its
+ * file, is every set's rows probed and every row looked up. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +25,9 @@
 #include "blob/blob.h"
 #include "near_int.h"
 
-/* A band row as the spilled sort holds it: the band, then the row; in
- * memcmp order as a band table's rows are (key the band, values sorted). */
-#define SPILL_ROW (1 + BAND_VAL)
+/* A band row as the sort holds it: the band, then the row; in memcmp
+ * order as a band table's rows are (key the band, values sorted). */
+#define SORT_ROW (1 + BAND_VAL)
 
 struct setcheck {
 	MDB_txn *txn;
@@ -37,75 +35,52 @@ struct setcheck {
 	near_bad_fn bad;
 	void *ctx;
 	uint64_t nbad;
-	/* in memory (sorted true): the pass's bands [first, first + nb) */
-	bool sorted;
-	size_t first, nb;
-	struct near_rowset want[NEARSET_BANDS];
 	size_t ord, nsets; /* the set being read (its place in nearfeat), how many */
 	uint8_t *checked;  /* a bit a place: its set asks for its rows */
 	uint64_t lacking;  /* rows asked for that no table holds */
-	/* on disk: every band's rows (NULL: not, or no longer) */
-	struct extsort *spill;
-	bool spill_failed;
-	size_t spill_failed_at; /* the sets before this place asked the sort that failed */
+	struct extsort *rows; /* every band's rows asked for (NULL: probed) */
+	bool sort_failed;
+	size_t sort_failed_at; /* the sets before this place asked the sort that failed */
 };
 
 #define report(c, ...) near_report((c)->bad, (c)->ctx, &(c)->nbad, __VA_ARGS__)
 
-/* The set at place c->ord (blob k) asks for its rows of the pass's bands. */
-static int want_rows(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
-{
-	if (c->ord >= c->nsets)
-		return -E2BIG; /* more sets than mdb_stat counted (one read transaction: a guard) */
-	near_bit_set(c->checked, c->ord);
-	uint32_t keys[NEARSET_BANDS];
-	nearset_band_keys(s, keys);
-	int rc = 0;
-	for (size_t b = c->first; b < c->first + c->nb && !rc; b++) {
-		uint8_t row[BAND_VAL];
-		band_val(row, keys[b], k->md5);
-		rc = near_rowset_add(&c->want[b], row, 0);
-	}
-	return rc;
-}
-
-/* The set at place c->ord asks the sort on disk for its rows of every band. */
-static int spill_rows(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
+/* The set at place c->ord asks the sort for its rows of every band. */
+static int sort_rows(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
 {
 	uint32_t keys[NEARSET_BANDS];
 	nearset_band_keys(s, keys);
 	int rc = 0;
 	for (size_t b = 0; b < NEARSET_BANDS && !rc; b++) {
-		uint8_t row[SPILL_ROW] = { (uint8_t)b };
+		uint8_t row[SORT_ROW] = { (uint8_t)b };
 		band_val(row + 1, keys[b], k->md5);
-		rc = extsort_add(c->spill, row);
+		rc = extsort_add(c->rows, row);
 	}
 	return rc;
 }
 
-/* A sort on disk that fails (a full disk): this set and the rest probed,
- * and the sets that asked it probed after the walk (check_spilled). */
-static void spill_fails(struct setcheck *c)
+/* A sort that fails (its file on a full disk): this set and the rest
+ * probed, and the sets that asked it probed after the walk
+ * (check_sorted). */
+static void sort_fails(struct setcheck *c)
 {
-	extsort_free(c->spill);
-	c->spill = NULL;
-	c->spill_failed = true;
-	c->spill_failed_at = c->ord;
+	extsort_free(c->rows);
+	c->rows = NULL;
+	c->sort_failed = true;
+	c->sort_failed_at = c->ord;
 }
 
-/* The set's blob has all its rows (in memory or on disk: asks for them). */
+/* The set's blob has all its rows (asks the sort for them, or probes). */
 static int check_bands(struct setcheck *c, const struct blobkey *k, const struct nearset *s, const char *name)
 {
-	if (c->spill) {
+	if (c->rows) {
 		if (c->ord >= c->nsets)
-			return -E2BIG; /* as want_rows */
+			return -E2BIG; /* more sets than mdb_stat counted (one read transaction: a guard) */
 		near_bit_set(c->checked, c->ord);
-		if (spill_rows(c, k, s) == 0)
+		if (sort_rows(c, k, s) == 0)
 			return 0;
-		spill_fails(c);
+		sort_fails(c);
 	}
-	if (c->sorted)
-		return want_rows(c, k, s);
 	size_t band;
 	int rc = near_bands_missing(c->txn, c->st, s, k->md5, &band);
 	if (rc > 0)
@@ -159,8 +134,7 @@ static int check_one_cb(void *ctx, const MDB_val *key, const MDB_val *row, const
 	return rc;
 }
 
-/* fn for the set at place c->ord if the first pass checked it (its
- * blob k). */
+/* fn for the set at place c->ord if the walk checked it (its blob k). */
 static int if_checked(struct setcheck *c, const MDB_val *key, const struct nearset *s,
 		      int (*fn)(struct setcheck *c, const struct blobkey *k, const struct nearset *s))
 {
@@ -174,14 +148,6 @@ static int if_checked(struct setcheck *c, const MDB_val *key, const struct nears
 	return rc;
 }
 
-/* A later pass: the sets the first one checked ask for their rows of
- * this pass's bands. */
-static int want_again_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
-{
-	(void)row;
-	return if_checked(ctx, key, s, want_rows);
-}
-
 static int probe_bands(struct setcheck *c, const struct blobkey *k, const struct nearset *s)
 {
 	char name[BLOBKEY_NAME_MAX];
@@ -189,8 +155,9 @@ static int probe_bands(struct setcheck *c, const struct blobkey *k, const struct
 	return check_bands(c, k, s, name);
 }
 
-/* After the passes, when a row asked for was not met: each set the first
- * pass checked probed for its rows, and named with the first it lacks. */
+/* After the pass over the tables, when a row asked for was not met: each
+ * set the walk checked probed for its rows, and named with the first it
+ * lacks. */
 static int probe_again_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
 	(void)row;
@@ -243,9 +210,8 @@ static int check_row(struct setcheck *c, const char *table, size_t b, const uint
 	return rc > 0 ? 0 : rc;
 }
 
-/* Every row of one band table: of the pass's bands (every band when not
- * in memory), those the sets did not ask for checked by check_row; rows
- * of the wrong size said in the first pass. */
+/* Every row of one band table checked by check_row (probed); rows of the
+ * wrong size said. */
 static int check_table_rows(struct setcheck *c, MDB_dbi dbi, const char *table)
 {
 	MDB_cursor *cur;
@@ -257,16 +223,10 @@ static int check_table_rows(struct setcheck *c, MDB_dbi dbi, const char *table)
 	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 1 || v.mv_size != BAND_VAL || *(const uint8_t *)k.mv_data >= NEARSET_BANDS) {
-			if (!c->first)
-				report(c, "%s: a row of %zu and %zu bytes", table, k.mv_size, v.mv_size);
+			report(c, "%s: a row of %zu and %zu bytes", table, k.mv_size, v.mv_size);
 			continue;
 		}
-		size_t b = *(const uint8_t *)k.mv_data;
-		if (c->sorted && (b < c->first || b >= c->first + c->nb))
-			continue;
-		if (c->sorted && near_rowset_mark(&c->want[b], v.mv_data))
-			continue;
-		rc = check_row(c, table, b, v.mv_data);
+		rc = check_row(c, table, *(const uint8_t *)k.mv_data, v.mv_data);
 	}
 	mdb_cursor_close(cur);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
@@ -283,73 +243,7 @@ static int check_rows(struct setcheck *c)
 	return rc;
 }
 
-static int count_unseen(void *ctx, const uint8_t *row, uint32_t tag)
-{
-	(void)row, (void)tag;
-	++*(uint64_t *)ctx;
-	return 0;
-}
-
-/* One pass over the bands [c->first, c->first + c->nb). */
-static int check_pass(struct setcheck *c)
-{
-	int rc = 0;
-	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
-		rc = near_rowset_init(&c->want[b], BAND_VAL, false, c->nsets);
-	c->ord = 0;
-	if (!rc)
-		rc = near_each_set(c->txn, c->st, c->first ? want_again_cb : check_one_cb, c);
-	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
-		rc = near_rowset_sort(&c->want[b]);
-	if (!rc)
-		rc = check_rows(c);
-	for (size_t b = c->first; b < c->first + c->nb && !rc; b++)
-		rc = near_rowset_each_unseen(&c->want[b], count_unseen, &c->lacking);
-	for (size_t b = c->first; b < c->first + c->nb; b++)
-		near_rowset_free(&c->want[b]);
-	return rc;
-}
-
-/* How many bands a pass holds in memory (0: not even one). Each group
- * decodes every set again; that cost more than the probes past 8 groups
- * until the sets' bins ran on the vector units and a walk kept its bases
- * (near_set_cache_fixed): the rustdoc store of 280,005 sets
- * (tests/bench/README.md, "fsck: the bins on the vector units, a walk's
- * bases kept") now takes 13.7-13.9 s for its near tables in 16 groups
- * against 28.1-28.2 s probed (36.5 s in 16 groups before). So the bands
- * go in groups down to one band a pass. */
-static size_t bands_a_pass(size_t nsets)
-{
-	size_t fixed = nsets / 8 + 1;
-	size_t band = nsets * near_rowset_entry_bytes(BAND_VAL, false);
-	if (fixed >= near_check_mem_max())
-		return 0;
-	size_t n = band ? (near_check_mem_max() - fixed) / band : NEARSET_BANDS;
-	return n < NEARSET_BANDS ? n : NEARSET_BANDS;
-}
-
-static int check_sorted(struct setcheck *c, size_t per_pass)
-{
-	c->sorted = true;
-	c->checked = calloc(c->nsets / 8 + 1, 1);
-	int rc = c->checked ? 0 : -ENOMEM;
-	for (c->first = 0; c->first < NEARSET_BANDS && !rc; c->first += per_pass) {
-		c->nb = NEARSET_BANDS - c->first < per_pass ? NEARSET_BANDS - c->first : per_pass;
-		rc = check_pass(c);
-	}
-	/* The rows keep a blob's MD5 prefix only: which blobs lack a row is
-	 * found by probing, as the check without memory does (a damaged
-	 * store's cost, one more pass over the sets). */
-	if (!rc && c->lacking) {
-		c->sorted = false;
-		c->ord = 0;
-		rc = near_each_set(c->txn, c->st, probe_again_cb, c);
-	}
-	free(c->checked);
-	return rc;
-}
-
-/* ---- the band rows sorted on disk ---------------------------------------- */
+/* ---- the band rows sorted ------------------------------------------------- */
 
 /* A band table read in order, its malformed rows reported and passed. */
 struct table_walk {
@@ -374,16 +268,16 @@ static int walk_on(struct setcheck *c, struct table_walk *t, bool first)
 
 /* The walk whose row comes first (SIZE_MAX: every walk ended); its row
  * as the sort holds rows. */
-static size_t first_row(const struct table_walk *t, size_t n, uint8_t row[SPILL_ROW])
+static size_t first_row(const struct table_walk *t, size_t n, uint8_t row[SORT_ROW])
 {
 	size_t best = SIZE_MAX;
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].mrc)
 			continue;
-		uint8_t r[SPILL_ROW] = { *(const uint8_t *)t[i].k.mv_data };
+		uint8_t r[SORT_ROW] = { *(const uint8_t *)t[i].k.mv_data };
 		memcpy(r + 1, t[i].v.mv_data, BAND_VAL);
-		if (best == SIZE_MAX || memcmp(r, row, SPILL_ROW) < 0) {
-			memcpy(row, r, SPILL_ROW);
+		if (best == SIZE_MAX || memcmp(r, row, SORT_ROW) < 0) {
+			memcpy(row, r, SORT_ROW);
 			best = i;
 		}
 	}
@@ -393,31 +287,29 @@ static size_t first_row(const struct table_walk *t, size_t n, uint8_t row[SPILL_
 /* Rows asked for before row: none of the tables holds them. */
 static int pass_lacking(struct setcheck *c, const uint8_t *row, const void **want, int wrc)
 {
-	while (wrc == 1 && (!row || memcmp(*want, row, SPILL_ROW) < 0)) {
+	while (wrc == 1 && (!row || memcmp(*want, row, SORT_ROW) < 0)) {
 		c->lacking++;
-		wrc = extsort_next(c->spill, want);
+		wrc = extsort_next(c->rows, want);
 	}
 	return wrc;
 }
 
 /* One ordered pass over the band tables together (a merge of their
  * walks) against the sorted rows the sets asked for: a row asked for is
- * met or lacking; a table's row nobody asked for goes to check_row. */
-static int meet_spilled(struct setcheck *c, struct table_walk *t, size_t n)
+ * met or lacking; a table's row nobody asked for goes to check_row (as
+ * does a row met again in a second table, which finds its blob there). */
+static int meet_sorted(struct setcheck *c, struct table_walk *t, size_t n)
 {
 	const void *want = NULL;
-	int wrc = extsort_next(c->spill, &want), rc = 0;
-	uint8_t row[SPILL_ROW], met[SPILL_ROW];
-	bool any_met = false;
+	int wrc = extsort_next(c->rows, &want), rc = 0;
+	uint8_t row[SORT_ROW];
 	for (size_t i; wrc >= 0 && !rc && (i = first_row(t, n, row)) != SIZE_MAX;) {
 		if ((wrc = pass_lacking(c, row, &want, wrc)) < 0)
 			break;
-		if (wrc == 1 && !memcmp(want, row, SPILL_ROW)) {
-			memcpy(met, row, SPILL_ROW);
-			any_met = true;
-			while (wrc == 1 && !memcmp(want, met, SPILL_ROW))
-				wrc = extsort_next(c->spill, &want);
-		} else if (!any_met || memcmp(met, row, SPILL_ROW)) { /* the same row in two tables: met */
+		if (wrc == 1 && !memcmp(want, row, SORT_ROW)) {
+			while (wrc == 1 && !memcmp(want, row, SORT_ROW))
+				wrc = extsort_next(c->rows, &want);
+		} else {
 			rc = check_row(c, t[i].name, row[0], row + 1);
 		}
 		if (!rc)
@@ -428,7 +320,7 @@ static int meet_spilled(struct setcheck *c, struct table_walk *t, size_t n)
 	return rc ? rc : wrc < 0 ? wrc : 0;
 }
 
-static int check_rows_spilled(struct setcheck *c)
+static int check_rows_sorted(struct setcheck *c)
 {
 	MDB_dbi dbi[NEAR_BAND_TABLES];
 	struct table_walk t[NEAR_BAND_TABLES] = { 0 };
@@ -442,49 +334,49 @@ static int check_rows_spilled(struct setcheck *c)
 			break;
 	}
 	if (!rc)
-		rc = meet_spilled(c, t, n);
+		rc = meet_sorted(c, t, n);
 	for (size_t i = 0; i < opened; i++)
 		if (t[i].cur)
 			mdb_cursor_close(t[i].cur);
 	return rc;
 }
 
-/* After a sort on disk failed: the sets that had asked it probed. */
+/* After the sort failed: the sets that had asked it probed. */
 static int probe_asked_cb(void *ctx, const MDB_val *key, const MDB_val *row, const struct nearset *s)
 {
 	struct setcheck *c = ctx;
-	if (c->ord < c->spill_failed_at)
+	if (c->ord < c->sort_failed_at)
 		return probe_again_cb(ctx, key, row, s);
 	c->ord++;
 	return 0;
 }
 
-static uint64_t spilled_runs;
+static uint64_t runs_written;
 
 uint64_t near_check_spilled_runs(void)
 {
-	return __atomic_load_n(&spilled_runs, __ATOMIC_RELAXED);
+	return __atomic_load_n(&runs_written, __ATOMIC_RELAXED);
 }
 
-/* The sets read once, every band's rows sorted on disk, one pass over
- * the tables. mem: what the sort may hold in memory. */
-static int check_spilled(struct setcheck *c, size_t mem)
+/* The sets read once, every band's rows sorted, one pass over the tables.
+ * mem: what the sort may hold in memory. */
+static int check_sorted(struct setcheck *c, size_t mem)
 {
 	c->checked = calloc(c->nsets / 8 + 1, 1);
-	int rc = c->checked ? extsort_new(SPILL_ROW, mem, c->st->dirfd, &c->spill) : -ENOMEM;
+	int rc = c->checked ? extsort_new(SORT_ROW, mem, c->st->dirfd, &c->rows) : -ENOMEM;
 	if (!rc)
 		rc = near_each_set(c->txn, c->st, check_one_cb, c);
-	if (!rc && c->spill && extsort_finish(c->spill)) {
+	if (!rc && c->rows && extsort_finish(c->rows)) {
 		c->ord = c->nsets;
-		spill_fails(c);
+		sort_fails(c);
 	}
-	if (!rc && c->spill) {
-		__atomic_add_fetch(&spilled_runs, extsort_runs(c->spill), __ATOMIC_RELAXED);
-		rc = check_rows_spilled(c);
+	if (!rc && c->rows) {
+		__atomic_add_fetch(&runs_written, extsort_runs(c->rows), __ATOMIC_RELAXED);
+		rc = check_rows_sorted(c);
 	}
-	extsort_free(c->spill);
-	c->spill = NULL;
-	if (!rc && c->spill_failed) {
+	extsort_free(c->rows);
+	c->rows = NULL;
+	if (!rc && c->sort_failed) {
 		/* probed as the check without memory: the sets that asked
 		 * the sort, then every row */
 		c->ord = 0;
@@ -507,12 +399,9 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 	MDB_stat ms;
 	int rc = pd_mdb_err(mdb_stat(txn, st->db_nearfeat, &ms));
 	c.nsets = rc ? 0 : ms.ms_entries;
-	size_t per_pass = rc ? 0 : bands_a_pass(c.nsets);
 	size_t fixed = c.nsets / 8 + 1, mem = near_check_mem_max();
-	if (!rc && per_pass)
-		rc = check_sorted(&c, per_pass);
-	else if (!rc && mem) /* the sort's buffer: half, qsort may take as much again */
-		rc = check_spilled(&c, mem > fixed ? (mem - fixed) / 2 : 0);
+	if (!rc && mem) /* the sort's buffer: half of what is left, qsort may take as much again */
+		rc = check_sorted(&c, mem > fixed ? (mem - fixed) / 2 : 0);
 	else if (!rc) { /* no memory for it: a probe a set, a look-up a row */
 		rc = near_each_set(txn, st, check_one_cb, &c);
 		if (!rc)

@@ -708,21 +708,22 @@ static uint64_t fsck_problems(const char *dir, size_t mem, int *lines)
 
 /* fsck of the closed store at dir: the problems it finds (and *lines, the
  * lines it prints), the same with all the near tables checked in memory
- * (the default), with 100 and 200 bytes (the bands a few at a time, the
- * simhash tables in parts of one or two records: ranges of their keys),
- * with 1 byte (not one band fits: the band rows sorted on disk, in runs
- * of 16 rows) and with none (every row probed); then --repair mends them,
- * and fsck finds it clean. */
+ * (the default), with 1, 100 and 200 bytes (the band rows sorted on disk,
+ * in runs of 16 rows; the simhash tables in parts of one or two records:
+ * ranges of their keys) and with none (every row probed); then --repair
+ * mends them, and fsck finds it clean. */
 static uint64_t fsck_finds_then_repairs(const char *dir, int *lines)
 {
 	static const size_t mems[] = { 0, 1, 100, 200 };
+	uint64_t runs = near_check_spilled_runs();
 	uint64_t problems = fsck_problems(dir, NEAR_CHECK_MEM_DEFAULT, lines);
+	assert_int_equal(near_check_spilled_runs(), runs); /* in memory */
 	for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++) {
 		int other = 0;
-		uint64_t runs = near_check_spilled_runs();
+		runs = near_check_spilled_runs();
 		assert_int_equal(fsck_problems(dir, mems[i], &other), problems);
 		assert_int_equal(other, *lines);
-		if (mems[i] == 1) /* two sets or more: 32 rows, a run written */
+		if (mems[i]) /* two sets or more: 32 rows, a run written */
 			assert_true(near_check_spilled_runs() > runs);
 		else
 			assert_int_equal(near_check_spilled_runs(), runs);
