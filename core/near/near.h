@@ -409,16 +409,17 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
  * met by the rows the records ask for, sorted: up to
  * NEAR_CHECK_MEM_DEFAULT bytes of rows (the sort takes as much again),
  * about 72 a record for the simhash tables (near_rowset.c; past the bound
- * a table is taken in parts, ranges of its keys) and 9 a set and band for
- * the band rows (near_setcheck.c; past the bound sorted in runs in an
- * unnamed file beside the store, base/extsort.h). With no memory (0) the
- * check probes LMDB as before, O(pages * (K+1 + bands)) look-ups. */
+ * about 56 a record and table, sorted a table at a time) and 9 a set and
+ * band for the band rows (near_setcheck.c); past the bound the rows are
+ * sorted in runs in an unnamed file beside the store (base/extsort.h).
+ * With no memory (0), or no file, the check probes LMDB as before,
+ * O(pages * (K+1 + bands)) look-ups. */
 #define NEAR_CHECK_MEM_DEFAULT ((size_t)512 << 20)
 /* The memory those checks may take from now on, for the whole process
  * (0: probe every row); set it before a check, not during one. */
 void near_check_mem(size_t bytes);
-/* Runs the check of the band rows has written to disk in this process,
- * when their rows did not fit that memory (near_setcheck.c). */
+/* Runs the checks of the near tables have written to disk in this
+ * process, when their rows did not fit that memory. */
 uint64_t near_check_spilled_runs(void);
 typedef void (*near_bad_fn)(void *ctx, const char *what);
 /* One problem a check found: formatted, counted in *nbad, given to bad

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/byteorder.h"
+#include "base/extsort.h"
 
 struct checker {
 	MDB_txn *txn;
@@ -17,6 +18,7 @@ struct checker {
 	void *ctx;
 	uint64_t nbad;
 	struct near_stage_cursors levels[PD_NEAR_MAX_TABLES]; /* each table's, for the records' probes */
+	unsigned first, end; /* the tables the records' probes look at */
 };
 
 void near_report(near_bad_fn bad, void *ctx, uint64_t *nbad, const char *fmt, ...)
@@ -99,54 +101,21 @@ static int check_row(struct checker *c, unsigned i, const char *table, const MDB
 	return rc;
 }
 
-/* The keys of a table's blocks [lo, hi): from `first` up to `end` in the
- * table's order (from its first key when lo is 0, to its last when hi is
- * past the last block), so that parts of consecutive blocks cover every
- * key, one of a damaged size too. */
-struct key_range {
-	uint8_t first[8], end[8];
-	size_t ks;
-	bool from_start, to_end;
-};
-
-static void key_range_of(const struct store *st, unsigned i, uint64_t lo, uint64_t hi, struct key_range *r)
-{
-	unsigned start, width;
-	near_block_span(i, st->near_tables, &start, &width);
-	uint8_t b8[8];
-	r->ks = (width + 7) / 8;
-	put_be64(b8, lo);
-	memcpy(r->first, b8 + 8 - r->ks, r->ks);
-	put_be64(b8, hi);
-	memcpy(r->end, b8 + 8 - r->ks, r->ks);
-	r->from_start = lo == 0;
-	r->to_end = width >= 64 || hi >= UINT64_C(1) << width;
-}
-
-/* The cursor's first row of the range (part NULL: of the table). */
-static int range_first(MDB_cursor *cur, const struct key_range *part, MDB_val *key, MDB_val *v)
-{
-	if (!part || part->from_start)
-		return mdb_cursor_get(cur, key, v, MDB_FIRST);
-	*key = (MDB_val){ part->ks, (void *)part->first };
-	return mdb_cursor_get(cur, key, v, MDB_SET_RANGE);
-}
-
-/* Is key past the range? */
-static bool range_past(MDB_txn *txn, MDB_dbi dbi, const struct key_range *part, const MDB_val *key)
-{
-	if (!part || part->to_end)
-		return false;
-	MDB_val end = { part->ks, (void *)part->end };
-	return mdb_cmp(txn, dbi, key, &end) >= 0;
-}
-
-/* Every row of level l of table i (part: of a range of its keys; NULL:
- * all). want (NULL: none): the rows the records ask for (near_rowset.c),
- * each met marked and taken as checked; any other row is checked by
+/* A row of table i not asked for (or of a damaged size): checked by
  * look-ups. */
-static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, struct near_rowset *want,
-		       const struct key_range *part)
+static int check_unasked(struct checker *c, unsigned i, const char *table, const MDB_val *key, const MDB_val *v)
+{
+	if (i == 0) {
+		check_row0(c, table, key, v);
+		return 0;
+	}
+	return check_row(c, i, table, key, v);
+}
+
+/* Every row of level l of table i. want (NULL: none): the rows the
+ * records ask for (near_rowset.c), each met marked and taken as checked;
+ * any other row is checked by look-ups. */
+static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, struct near_rowset *want)
 {
 	char table[24];
 	near_level_name(c->st, i, l, table, sizeof table);
@@ -157,7 +126,7 @@ static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, str
 	MDB_val key, v;
 	uint8_t row[8 + NEAR_ROW_MAX];
 	int mrc;
-	for (mrc = range_first(cur, part, &key, &v); mrc == 0 && !rc && !range_past(c->txn, dbi, part, &key);
+	for (mrc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); mrc == 0 && !rc;
 	     mrc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
 		if (want && key.mv_size + v.mv_size == want->rs && key.mv_size <= 8) {
 			memcpy(row, key.mv_data, key.mv_size);
@@ -165,10 +134,7 @@ static int check_level(struct checker *c, unsigned i, size_t l, MDB_dbi dbi, str
 			if (near_rowset_mark(want, row))
 				continue;
 		}
-		if (i == 0)
-			check_row0(c, table, &key, &v);
-		else
-			rc = check_row(c, i, table, &key, &v);
+		rc = check_unasked(c, i, table, &key, &v);
 	}
 	mdb_cursor_close(cur);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
@@ -180,7 +146,7 @@ static int check_table(struct checker *c, unsigned i)
 	size_t nl = near_hash_levels(c->st, i, lv);
 	int rc = 0;
 	for (size_t l = 0; l < nl && !rc; l++)
-		rc = check_level(c, i, l, lv[l], NULL, NULL);
+		rc = check_level(c, i, l, lv[l], NULL);
 	return rc;
 }
 
@@ -197,7 +163,7 @@ static int check_record(struct checker *c, const struct blobkey *k, uint64_t h)
 {
 	unsigned n = c->st->near_tables;
 	uint8_t kb[8], vb[NEAR_ROW_MAX];
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = c->first; i < c->end; i++) {
 		int has = near_stage_probe(&c->levels[i], near_block_key(kb, h, i, n), near_row_val(c->st, vb, h, i, n, k));
 		if (has < 0)
 			return has;
@@ -212,29 +178,36 @@ static int check_record_cb(void *ctx, const struct blobkey *k, uint64_t h)
 	return check_record(ctx, k, h);
 }
 
-/* Every record's rows are in some level of each table. */
-static int check_records(struct checker *c)
+/* Every record's rows are in some level of each table of [first, end). */
+static int check_records(struct checker *c, unsigned first, unsigned end)
 {
-	unsigned opened = 0;
+	unsigned opened = first;
 	int rc = 0;
-	for (; opened < c->st->near_tables && !rc; opened++) {
+	for (; opened < end && !rc; opened++) {
 		MDB_dbi lv[NEAR_STAGE_LEVELS];
 		rc = near_stage_cursors_open(c->txn, lv, near_hash_levels(c->st, opened, lv), &c->levels[opened]);
 	}
+	c->first = first;
+	c->end = end;
 	if (!rc)
 		rc = near_each_simhash(c->txn, c->st, check_record_cb, c);
-	while (opened) /* (one whose open failed has none open) */
+	while (opened > first) /* (one whose open failed has none open) */
 		near_stage_cursors_close(&c->levels[--opened]);
 	return rc;
 }
 
-/* ---- the same in memory: each table in one pass (near_rowset.c) ----
+/* ---- each table in one pass ------------------------------------------
  *
  * The rows of table i are met in the order of their keys, a block of the
- * hash; when the records' rows do not all fit the memory the check may
- * take, the table is taken in parts, each a range of blocks: the records
- * whose block falls in it (the fingerprints read once a part), then the
- * table's rows from the range's first key to its last. */
+ * hash, then their values (LMDB's order for the table's fixed sizes).
+ * When every record fits the memory the check may take, the records are
+ * read once and each table's rows made from them in memory
+ * (near_rowset.c). Past it, each table's rows are sorted with the record
+ * that asks for each (base/extsort.h: runs in an unnamed file beside the
+ * store), the fingerprints read once a table, and met by one pass over
+ * the table's levels together. (The table was taken in parts of its
+ * blocks before, the fingerprints read again for each part:
+ * tests/bench/README.md, "fsck's near tables sorted on disk".) */
 
 /* A fingerprint record with a simhash. */
 struct simrec {
@@ -242,14 +215,10 @@ struct simrec {
 	struct blobkey k;
 };
 
-/* The records of one part: those whose block of table i is in [lo, hi)
- * (every record when all). */
+/* Every record, in memory. */
 struct simrecs {
 	struct simrec *v;
 	size_t n, cap;
-	unsigned table, ntables;
-	uint64_t lo, hi;
-	bool all;
 };
 
 /* What a record takes in memory: itself and its row of a table. */
@@ -258,11 +227,6 @@ struct simrecs {
 static int collect_cb(void *ctx, const struct blobkey *k, uint64_t h)
 {
 	struct simrecs *r = ctx;
-	if (!r->all) {
-		uint64_t block = near_block(h, r->table, r->ntables);
-		if (block < r->lo || block >= r->hi)
-			return 0;
-	}
 	if (r->n == r->cap) { /* (presized: grows only past the estimate) */
 		size_t cap = r->cap + r->cap / 4 + 1024;
 		struct simrec *v = realloc(r->v, cap * sizeof *v);
@@ -301,9 +265,9 @@ static int report_missing(void *ctx, const uint8_t *row, uint32_t tag)
 	return 0;
 }
 
-/* Table i's rows of the records recs (a part, or all) against the table:
- * both directions in one pass over the part's keys. */
-static int check_part(struct checker *c, unsigned i, const struct simrecs *recs)
+/* Table i's rows of every record against the table, both directions in
+ * one pass over its levels. */
+static int check_in_memory(struct checker *c, unsigned i, const struct simrecs *recs)
 {
 	struct near_rowset want;
 	uint8_t row[8 + NEAR_ROW_MAX];
@@ -317,13 +281,8 @@ static int check_part(struct checker *c, unsigned i, const struct simrecs *recs)
 		rc = near_rowset_sort(&want);
 	MDB_dbi lv[NEAR_STAGE_LEVELS];
 	size_t nl = rc ? 0 : near_hash_levels(c->st, i, lv);
-	struct key_range range = { 0 }, *part = NULL;
-	if (!recs->all) {
-		part = &range;
-		key_range_of(c->st, i, recs->lo, recs->hi, part);
-	}
 	for (size_t l = 0; l < nl && !rc; l++)
-		rc = check_level(c, i, l, lv[l], &want, part);
+		rc = check_level(c, i, l, lv[l], &want);
 	struct missing_ctx m = { c, recs, i };
 	if (!rc)
 		rc = near_rowset_each_unseen(&want, report_missing, &m);
@@ -331,90 +290,175 @@ static int check_part(struct checker *c, unsigned i, const struct simrecs *recs)
 	return rc;
 }
 
-/* The parts a table takes to fit the memory the check may take (0: not
- * even a part a block: probe). */
-static uint64_t parts_for(struct checker *c, unsigned i, size_t records)
+/* A record of the sort: the row, then the simhash and the blob that ask
+ * for it (for the report when no level has it). */
+struct sorted_rows {
+	struct checker *c;
+	unsigned table;
+	size_t rs; /* the row's bytes */
+	struct extsort *sort;
+};
+
+static int sort_cb(void *ctx, const struct blobkey *k, uint64_t h)
 {
-	size_t mem = near_check_mem_max();
-	if (!records)
-		return 1;
-	if (mem < SIMREC_MEM)
-		return 0;
-	uint64_t parts = (records + mem / SIMREC_MEM - 1) / (mem / SIMREC_MEM);
-	unsigned start, width;
-	near_block_span(i, c->st->near_tables, &start, &width);
-	return width < 64 && parts > UINT64_C(1) << width ? 0 : parts;
+	struct sorted_rows *r = ctx;
+	uint8_t rec[8 + NEAR_ROW_MAX + 8 + BLOBKEY_BYTES];
+	row_of(r->c, r->table, h, k, rec);
+	put_be64(rec + r->rs, h);
+	blobkey_encode(k, rec + r->rs + 8);
+	return extsort_add(r->sort, rec);
 }
 
-/* Room for about n records in r (none: r grows as it goes), so that the
- * records are not copied as they come: in a heap, the copies left behind
- * were as large again as what the check holds. */
-static void presize(struct simrecs *r, size_t n)
-{
-	r->v = malloc((n ? n : 1) * sizeof *r->v);
-	r->cap = r->v ? (n ? n : 1) : 0;
-}
+/* One level's walk, its rows of a damaged size checked (and passed) as
+ * it meets them. */
+struct level_walk {
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int mrc;
+	char name[24];
+};
 
-/* Table i in `parts` parts of its blocks, the fingerprints read once a
- * part (each part about records / parts of them). */
-static int check_table_in_parts(struct checker *c, unsigned i, uint64_t parts, size_t records)
+static int level_on(struct checker *c, unsigned i, size_t rs, struct level_walk *w, bool first)
 {
-	unsigned start, width;
-	near_block_span(i, c->st->near_tables, &start, &width);
-	/* (a 64-bit block, which a table of K+1 >= 2 never has, would be one part) */
-	uint64_t blocks = width < 64 ? UINT64_C(1) << width : 0, step = blocks / parts;
 	int rc = 0;
-	for (uint64_t p = 0; p < parts && !rc; p++) {
-		struct simrecs r = { .table = i, .ntables = c->st->near_tables, .lo = p * step,
-				     .hi = p + 1 == parts ? blocks : (p + 1) * step };
-		presize(&r, records / parts + records / parts / 16);
-		rc = near_each_simhash(c->txn, c->st, collect_cb, &r);
-		if (!rc)
-			rc = check_part(c, i, &r);
-		free(r.v);
+	for (w->mrc = mdb_cursor_get(w->cur, &w->k, &w->v, first ? MDB_FIRST : MDB_NEXT); w->mrc == 0 && !rc;
+	     w->mrc = mdb_cursor_get(w->cur, &w->k, &w->v, MDB_NEXT)) {
+		if (w->k.mv_size + w->v.mv_size == rs && w->k.mv_size <= 8)
+			return 0;
+		rc = check_unasked(c, i, w->name, &w->k, &w->v);
 	}
+	return rc ? rc : w->mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(w->mrc);
+}
+
+/* The level whose row comes first (SIZE_MAX: every walk ended), its row
+ * copied out. */
+static size_t first_level(const struct level_walk *w, size_t n, uint8_t *row, size_t rs)
+{
+	size_t best = SIZE_MAX;
+	uint8_t r[8 + NEAR_ROW_MAX];
+	for (size_t l = 0; l < n; l++) {
+		if (w[l].mrc)
+			continue;
+		memcpy(r, w[l].k.mv_data, w[l].k.mv_size);
+		memcpy(r + w[l].k.mv_size, w[l].v.mv_data, w[l].v.mv_size);
+		if (best == SIZE_MAX || memcmp(r, row, rs) < 0) {
+			memcpy(row, r, rs);
+			best = l;
+		}
+	}
+	return best;
+}
+
+/* The sorted rows of table i asked for before row (every one left: row
+ * NULL): no level has them. */
+static int pass_missing(struct sorted_rows *r, const uint8_t *row, const void **want, int wrc)
+{
+	while (wrc == 1 && (!row || memcmp(*want, row, r->rs) < 0)) {
+		const uint8_t *rec = *want;
+		struct blobkey k;
+		blobkey_decode(rec + r->rs + 8, &k);
+		say_no_row(r->c, &k, get_be64(rec + r->rs), r->table);
+		wrc = extsort_next(r->sort, want);
+	}
+	return wrc;
+}
+
+/* The levels of table i together against its sorted rows. */
+static int meet_levels(struct sorted_rows *r, struct level_walk *w, size_t nl)
+{
+	const void *want = NULL;
+	int wrc = extsort_next(r->sort, &want), rc = 0;
+	uint8_t row[8 + NEAR_ROW_MAX];
+	for (size_t l; wrc >= 0 && !rc && (l = first_level(w, nl, row, r->rs)) != SIZE_MAX;) {
+		if ((wrc = pass_missing(r, row, &want, wrc)) < 0)
+			break;
+		if (wrc == 1 && !memcmp(want, row, r->rs))
+			wrc = extsort_next(r->sort, &want); /* a row names its blob: asked for once */
+		else
+			rc = check_unasked(r->c, r->table, w[l].name, &w[l].k, &w[l].v);
+		if (!rc)
+			rc = level_on(r->c, r->table, r->rs, &w[l], false);
+	}
+	if (!rc && wrc >= 0)
+		wrc = pass_missing(r, NULL, &want, wrc);
+	return rc ? rc : wrc < 0 ? wrc : 0;
+}
+
+/* Table i past the memory bound: the fingerprints read, every record's
+ * row sorted (mem bytes in memory), one pass over the levels. A sort that
+ * cannot write its file (a full disk) has reported nothing yet: the table
+ * is then probed, row by row and record by record. */
+static int check_sorted(struct checker *c, unsigned i, size_t mem)
+{
+	uint8_t row[8 + NEAR_ROW_MAX];
+	struct blobkey k0 = { 0 };
+	struct sorted_rows r = { c, i, row_of(c, i, 0, &k0, row), NULL };
+	int rc = extsort_new(r.rs + 8 + BLOBKEY_BYTES, mem, c->st->dirfd, &r.sort);
+	if (rc)
+		return rc;
+	if ((rc = near_each_simhash(c->txn, c->st, sort_cb, &r)) == 0)
+		rc = extsort_finish(r.sort);
+	if (rc && rc != -ENOMEM) {
+		extsort_free(r.sort);
+		rc = check_table(c, i);
+		return rc ? rc : check_records(c, i, i + 1);
+	}
+	MDB_dbi lv[NEAR_STAGE_LEVELS];
+	struct level_walk w[NEAR_STAGE_LEVELS] = { 0 };
+	size_t nl = rc ? 0 : near_hash_levels(c->st, i, lv), opened = 0;
+	for (; opened < nl && !rc; opened++) {
+		near_level_name(c->st, i, opened, w[opened].name, sizeof w[opened].name);
+		if ((rc = pd_mdb_err(mdb_cursor_open(c->txn, lv[opened], &w[opened].cur))))
+			break;
+		rc = level_on(c, i, r.rs, &w[opened], true);
+	}
+	if (!rc)
+		rc = meet_levels(&r, w, nl);
+	for (size_t l = 0; l < nl; l++)
+		if (w[l].cur)
+			mdb_cursor_close(w[l].cur);
+	near_check_count_runs(extsort_runs(r.sort));
+	extsort_free(r.sort);
 	return rc;
 }
 
-/* Every table in memory: 0, 1 (not even a part of one block fits:
- * probe), or an error. */
-static int check_tables_in_memory(struct checker *c)
+/* Every table in one pass: 0, 1 (no memory at all: probe), or an error;
+ * -ENOSPC and the like when the sort past the bound cannot write its
+ * file (near_check then probes). */
+static int check_tables_in_order(struct checker *c)
 {
 	MDB_stat ms;
+	size_t mem = near_check_mem_max();
 	int rc = pd_mdb_err(mdb_stat(c->txn, c->st->db_fp, &ms));
 	if (rc)
 		return rc;
-	uint64_t parts[PD_NEAR_MAX_TABLES];
-	bool one_part = true;
-	for (unsigned i = 0; i < c->st->near_tables; i++) {
-		if (!(parts[i] = parts_for(c, i, ms.ms_entries)))
-			return 1;
-		one_part = one_part && parts[i] == 1;
-	}
-	if (one_part) { /* the records read once for every table */
-		struct simrecs all = { .all = true };
-		presize(&all, ms.ms_entries);
+	if (!mem)
+		return 1;
+	if (ms.ms_entries <= mem / SIMREC_MEM) { /* the records read once for every table */
+		struct simrecs all = { 0 };
+		all.v = malloc((ms.ms_entries ? ms.ms_entries : 1) * sizeof *all.v);
+		all.cap = all.v ? (ms.ms_entries ? ms.ms_entries : 1) : 0;
 		rc = near_each_simhash(c->txn, c->st, collect_cb, &all);
 		for (unsigned i = 0; i < c->st->near_tables && !rc; i++)
-			rc = check_part(c, i, &all);
+			rc = check_in_memory(c, i, &all);
 		free(all.v);
 		return rc;
 	}
 	for (unsigned i = 0; i < c->st->near_tables && !rc; i++)
-		rc = check_table_in_parts(c, i, parts[i], ms.ms_entries);
+		rc = check_sorted(c, i, mem / 2); /* qsort may take as much again */
 	return rc;
 }
 
 int near_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, uint64_t *nbad)
 {
-	struct checker c = { txn, st, bad, ctx, 0, { { { NULL }, 0 } } };
-	int rc = st->near_tables ? check_tables_in_memory(&c) : 0;
+	struct checker c = { .txn = txn, .st = st, .bad = bad, .ctx = ctx };
+	int rc = st->near_tables ? check_tables_in_order(&c) : 0;
 	if (rc == 1) { /* no memory for it: a probe a row */
 		rc = 0;
 		for (unsigned i = 0; i < st->near_tables && !rc; i++)
 			rc = check_table(&c, i);
 		if (!rc)
-			rc = check_records(&c);
+			rc = check_records(&c, 0, st->near_tables);
 	}
 	*nbad = c.nbad;
 	return rc ? rc : near_set_check(txn, st, bad, ctx, nbad);

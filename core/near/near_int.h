@@ -100,6 +100,8 @@ int near_rowset_each_unseen(const struct near_rowset *r, int (*fn)(void *ctx, co
 /* What fsck's checks of the near tables may hold in memory at once
  * (near_check_mem, near.h). */
 size_t near_check_mem_max(void);
+/* Runs a check's sort wrote to disk (near_check_spilled_runs). */
+void near_check_count_runs(uint64_t runs);
 
 /* Simhash table i's levels, newest first, the table itself last (one: a
  * read-only store from before layout 6): their count (near.c). */

@@ -27,6 +27,18 @@ size_t near_check_mem_max(void)
 	return check_mem;
 }
 
+static uint64_t runs_written;
+
+void near_check_count_runs(uint64_t runs)
+{
+	__atomic_add_fetch(&runs_written, runs, __ATOMIC_RELAXED);
+}
+
+uint64_t near_check_spilled_runs(void)
+{
+	return __atomic_load_n(&runs_written, __ATOMIC_RELAXED);
+}
+
 int near_rowset_init(struct near_rowset *r, size_t row_bytes, bool tagged, size_t cap)
 {
 	*r = (struct near_rowset){ .rs = row_bytes, .es = near_rowset_entry_bytes(row_bytes, tagged) };

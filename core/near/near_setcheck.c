@@ -351,13 +351,6 @@ static int probe_asked_cb(void *ctx, const MDB_val *key, const MDB_val *row, con
 	return 0;
 }
 
-static uint64_t runs_written;
-
-uint64_t near_check_spilled_runs(void)
-{
-	return __atomic_load_n(&runs_written, __ATOMIC_RELAXED);
-}
-
 /* The sets read once, every band's rows sorted, one pass over the tables.
  * mem: what the sort may hold in memory. */
 static int check_sorted(struct setcheck *c, size_t mem)
@@ -371,7 +364,7 @@ static int check_sorted(struct setcheck *c, size_t mem)
 		sort_fails(c);
 	}
 	if (!rc && c->rows) {
-		__atomic_add_fetch(&runs_written, extsort_runs(c->rows), __ATOMIC_RELAXED);
+		near_check_count_runs(extsort_runs(c->rows));
 		rc = check_rows_sorted(c);
 	}
 	extsort_free(c->rows);

@@ -818,10 +818,11 @@ static void test_fsck_sets(void **state)
 	th_rmdir(dir);
 }
 
-/* The band rows' sort on disk cannot write its runs (a file size limit:
- * EFBIG, as a full disk fails a write): the check goes on by probes and
- * finds the same problems, in the same lines. In a child process, whose
- * limit goes with it; it answers by its exit status. */
+/* The sorts on disk cannot write their runs (a file size limit: EFBIG,
+ * as a full disk fails a write): the checks of the simhash tables and of
+ * the band rows go on by probes and find the same problems, in the same
+ * lines. In a child process, whose limit goes with it; it answers by its
+ * exit status. */
 static int fsck_in_child(const char *dir, size_t mem, rlim_t fsize, uint64_t *problems, int *lines)
 {
 	int fds[2];
@@ -863,7 +864,7 @@ static void test_fsck_sets_spill_fails(void **state)
 {
 	(void)state;
 	char *dir = th_tmpdir();
-	struct store *st = signed_pages(dir, 3);
+	struct store *st = signed_pages(dir, 20); /* past a run of 16: the simhash tables' sorts write too */
 	assert_int_equal(store_write(st, damage_sets_cb, NULL), 0);
 	assert_int_equal(store_close(st), 0);
 	int lines = 0, other = 0;
@@ -873,7 +874,8 @@ static void test_fsck_sets_spill_fails(void **state)
 	assert_true(fsck_in_child(dir, 1, RLIM_INFINITY, &got, &other) > 0);
 	assert_int_equal(got, problems);
 	assert_int_equal(other, lines);
-	/* runs of 144 bytes against a limit of 100: none written */
+	/* runs of 16 records (144 bytes and more) against a limit of 100:
+	 * none written */
 	assert_int_equal(fsck_in_child(dir, 1, 100, &got, &other), 0);
 	assert_int_equal(got, problems);
 	assert_int_equal(other, lines);
