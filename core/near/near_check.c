@@ -372,9 +372,12 @@ static int meet_levels(struct sorted_rows *r, struct level_walk *w, size_t nl)
 	for (size_t l; wrc >= 0 && !rc && (l = first_level(w, nl, row, r->rs)) != SIZE_MAX;) {
 		if ((wrc = pass_missing(r, row, &want, wrc)) < 0)
 			break;
-		if (wrc == 1 && !memcmp(want, row, r->rs))
-			wrc = extsort_next(r->sort, &want); /* a row names its blob: asked for once */
-		else
+		if (wrc == 1 && !memcmp(want, row, r->rs)) {
+			/* every record that asks for it: blobs of one simhash
+			 * share their rows but in near0 */
+			while (wrc == 1 && !memcmp(want, row, r->rs))
+				wrc = extsort_next(r->sort, &want);
+		} else
 			rc = check_unasked(r->c, r->table, w[l].name, &w[l].k, &w[l].v);
 		if (!rc)
 			rc = level_on(r->c, r->table, r->rs, &w[l], false);

@@ -818,6 +818,40 @@ static void test_fsck_sets(void **state)
 	th_rmdir(dir);
 }
 
+/* Two blobs of one simhash (the same text, other markup) share their rows
+ * of near1.. (a row of those tables names no blob): every check, in memory,
+ * sorted on disk and probed, finds the store clean. */
+static void test_fsck_shared_simhash(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, NULL);
+	char *a = th_page(7, 500, ""), *b = th_page(7, 500, "<!-- other markup, no text -->");
+	assert_string_not_equal(a, b);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a), ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(sigq_drain(st), 0);
+	struct blobkey ka = th_blob_of(st, ia), kb = th_blob_of(st, ib);
+	struct fprec ra, rb;
+	MDB_txn *txn;
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(blob_get(txn, st, &ka, &ra), 0);
+	assert_int_equal(blob_get(txn, st, &kb, &rb), 0);
+	store_read_end(st, txn);
+	assert_memory_not_equal(ka.md5, kb.md5, sizeof ka.md5);
+	assert_true(ra.flags & FPREC_HAS_SIMHASH);
+	assert_int_equal(ra.simhash, rb.simhash); /* the fixture: one simhash */
+	assert_int_equal(store_close(st), 0);
+	static const size_t mems[] = { NEAR_CHECK_MEM_DEFAULT, 1, 100, 0 };
+	for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++) {
+		int lines = 0;
+		assert_int_equal(fsck_problems(dir, mems[i], &lines), 0);
+		assert_int_equal(lines, 0);
+	}
+	free(a);
+	free(b);
+	th_rmdir(dir);
+}
+
 /* The sorts on disk cannot write their runs (a file size limit: EFBIG,
  * as a full disk fails a write): the checks of the simhash tables and of
  * the band rows go on by probes and find the same problems, in the same
@@ -2024,6 +2058,7 @@ int main(void)
 		cmocka_unit_test(test_fsck_near),
 		cmocka_unit_test(test_fsck_sets),
 		cmocka_unit_test(test_fsck_sets_spill_fails),
+		cmocka_unit_test(test_fsck_shared_simhash),
 		cmocka_unit_test(test_fsck_set_hashes),
 		cmocka_unit_test(test_old_version_upgraded_at_open),
 		cmocka_unit_test(test_old_version_fsck_repair),
