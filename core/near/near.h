@@ -409,7 +409,7 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
  * met by the rows the records ask for, sorted: up to
  * NEAR_CHECK_MEM_DEFAULT bytes of rows (the sort takes as much again),
  * about 72 a record for the simhash tables (near_rowset.c; past the bound
- * about 56 a record and table, sorted a table at a time) and 9 a set and
+ * about 40 a record and table, sorted a table at a time) and 9 a set and
  * band for the band rows (near_setcheck.c); past the bound the rows are
  * sorted in runs in an unnamed file beside the store (base/extsort.h).
  * With no memory (0), or no file, the check probes LMDB as before,
