@@ -15,8 +15,8 @@
 #define EXTSORT_READ_MAX (1u << 20)  /* ... and at most */
 
 /* A run: its records in [off, end) of the file, read through buf; the
- * records in memory are buf[pos, len). The last run stays in memory (its
- * buf is the sort's, off == end). */
+ * records in memory are buf[pos, len). When nothing was written, the one
+ * run is the sort's buffer (off == end). */
 struct run {
 	uint64_t off, end;
 	uint8_t *buf;
@@ -31,20 +31,85 @@ struct extsort {
 	int dirfd, fd;
 	uint64_t file_end;
 	struct run *runs;
-	size_t nruns, runs_cap;
+	size_t nruns, runs_cap, written;
 	size_t *heap, nheap; /* runs with records left, by their next record */
 	bool merging, returned;
 };
 
-static int cmp_rec(const void *a, const void *b, void *rs)
+/* ---- the buffer sorted in place ---------------------------------------
+ *
+ * An MSD radix sort that permutes in place (McIlroy, Bostic and McIlroy's
+ * "American flag sort"), so that the buffer can take the whole memory
+ * bound: qsort takes a copy of what it sorts (glibc's merge sort), and
+ * compares through a callback. Buckets of a few records end with an
+ * insertion sort on the bytes left. */
+
+#define RADIX_SMALL 24 /* records a bucket sorted by insertion */
+
+static void swap_rec(uint8_t *a, uint8_t *b, size_t rs, uint8_t *tmp)
 {
-	return memcmp(a, b, *(const size_t *)rs);
+	memcpy(tmp, a, rs);
+	memcpy(a, b, rs);
+	memcpy(b, tmp, rs);
+}
+
+/* n records of rs bytes, equal in their first d bytes. */
+static void insertion_sort(uint8_t *v, size_t n, size_t rs, size_t d, uint8_t *tmp)
+{
+	for (size_t i = 1; i < n; i++) {
+		memcpy(tmp, v + i * rs, rs);
+		size_t j = i;
+		for (; j > 0 && memcmp(v + (j - 1) * rs + d, tmp + d, rs - d) > 0; j--)
+			memcpy(v + j * rs, v + (j - 1) * rs, rs);
+		memcpy(v + j * rs, tmp, rs);
+	}
+}
+
+static void radix_sort(uint8_t *v, size_t n, size_t rs, size_t d, uint8_t *tmp)
+{
+	size_t next[256], end[256];
+	for (;; d++) { /* bytes all records share: no bucket to sort */
+		if (d >= rs || n < 2)
+			return;
+		if (n <= RADIX_SMALL) {
+			insertion_sort(v, n, rs, d, tmp);
+			return;
+		}
+		memset(end, 0, sizeof end);
+		for (size_t i = 0; i < n; i++)
+			end[v[i * rs + d]]++;
+		if (end[v[d]] != n)
+			break;
+	}
+	size_t at = 0;
+	for (size_t b = 0; b < 256; b++) {
+		next[b] = at;
+		end[b] = at += end[b];
+	}
+	/* each record moved into its byte's bucket: a record out of place is
+	 * swapped with the one at its bucket's next free slot */
+	for (size_t b = 0; b < 256; b++)
+		while (next[b] < end[b]) {
+			uint8_t c = v[next[b] * rs + d];
+			if (c == b)
+				next[b]++;
+			else
+				swap_rec(v + next[b] * rs, v + next[c]++ * rs, rs, tmp);
+		}
+	for (size_t b = 0, from = 0; b < 256; from = end[b++])
+		radix_sort(v + from * rs, end[b] - from, rs, d + 1, tmp);
+}
+
+static void sort_buffer(struct extsort *s)
+{
+	uint8_t tmp[EXTSORT_REC_MAX];
+	radix_sort(s->buf, s->n, s->rs, 0, tmp);
 }
 
 int extsort_new(size_t rec_bytes, size_t mem, int dirfd, struct extsort **out)
 {
 	*out = NULL;
-	if (!rec_bytes)
+	if (!rec_bytes || rec_bytes > EXTSORT_REC_MAX)
 		return -EINVAL;
 	struct extsort *s = calloc(1, sizeof *s);
 	if (!s)
@@ -118,13 +183,14 @@ static int spill(struct extsort *s)
 	int rc = s->fd < 0 ? open_file(s) : 0;
 	if (rc)
 		return rc;
-	qsort_r(s->buf, s->n, s->rs, cmp_rec, &s->rs);
+	sort_buffer(s);
 	size_t len = s->n * s->rs;
 	if ((rc = fd_pwrite_all(s->fd, s->buf, len, s->file_end)))
 		return rc;
 	rc = add_run(s, (struct run){ .off = s->file_end, .end = s->file_end + len });
 	s->file_end += len;
 	s->n = 0;
+	s->written += !rc;
 	return rc;
 }
 
@@ -132,7 +198,7 @@ int extsort_add(struct extsort *s, const void *rec)
 {
 	if (s->merging)
 		return -EINVAL;
-	int rc = s->n == s->cap ? spill(s) : 0;
+	int rc = s->n == s->cap ? spill(s) : 0; /* (sorted there) */
 	if (rc)
 		return rc;
 	memcpy(s->buf + s->n++ * s->rs, rec, s->rs);
@@ -141,8 +207,7 @@ int extsort_add(struct extsort *s, const void *rec)
 
 size_t extsort_runs(const struct extsort *s)
 {
-	size_t n = s->nruns;
-	return n && s->runs[n - 1].buf == s->buf ? n - 1 : n;
+	return s->written;
 }
 
 /* The next records of run r read into its buffer (none left: len 0). */
@@ -195,11 +260,11 @@ static void sift_down(struct extsort *s, size_t i)
 	}
 }
 
-/* Each run's read buffer: what the memory bound leaves for the runs,
- * shared, a whole number of records. */
+/* Each run's read buffer: the memory bound shared among the runs (the
+ * sort's buffer is freed by then), a whole number of records. */
 static size_t read_buffer_bytes(const struct extsort *s)
 {
-	size_t each = s->mem / (s->nruns + 1);
+	size_t each = s->mem / (s->nruns ? s->nruns : 1);
 	if (each < EXTSORT_READ_MIN)
 		each = EXTSORT_READ_MIN;
 	if (each > EXTSORT_READ_MAX)
@@ -213,13 +278,18 @@ int extsort_finish(struct extsort *s)
 	if (s->merging)
 		return 0;
 	s->merging = true;
-	/* the last run stays in memory, sorted */
-	qsort_r(s->buf, s->n, s->rs, cmp_rec, &s->rs);
-	size_t file_runs = s->nruns;
-	int rc = s->n ? add_run(s, (struct run){ .buf = s->buf, .len = s->n * s->rs }) : 0;
+	int rc = 0;
+	if (!s->nruns) { /* all in memory: one run, the buffer itself */
+		sort_buffer(s);
+		rc = s->n ? add_run(s, (struct run){ .buf = s->buf, .len = s->n * s->rs }) : 0;
+	} else { /* the last run written too, its memory for the runs' reads */
+		rc = s->n ? spill(s) : 0;
+		free(s->buf);
+		s->buf = NULL;
+	}
 	if (rc)
 		return rc;
-	size_t bufsize = read_buffer_bytes(s);
+	size_t file_runs = s->buf ? 0 : s->nruns, bufsize = read_buffer_bytes(s);
 	if (!(s->heap = malloc((s->nruns ? s->nruns : 1) * sizeof *s->heap)))
 		return -ENOMEM;
 	for (size_t i = 0; i < file_runs; i++) {

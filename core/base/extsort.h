@@ -1,11 +1,12 @@
 /* extsort.h - fixed-size records sorted in bounded memory.
  *
  * Records are gathered in a buffer of at most `mem` bytes; each time it
- * fills, it is sorted and written out as a run to an unnamed file (Linux
- * O_TMPFILE: nothing to clean up after a crash). Reading merges the runs
- * through a heap, each run read through a buffer of its own, so the
- * records come back in memcmp order with one sequential write and one
- * read of each. When every record fits the buffer, no file is made.
+ * fills, it is sorted in place (a radix sort: no copy) and written out as
+ * a run to an unnamed file (Linux O_TMPFILE: nothing to clean up after a
+ * crash). Reading merges the runs through a heap, each run read through a
+ * buffer of its own (mem shared among them, the sort's buffer freed), so
+ * the records come back in memcmp order with one sequential write and
+ * one read of each. When every record fits the buffer, no file is made.
  *
  * For fsck's check of tables too large to hold in memory (near_setcheck.c):
  * the rows the records ask for, sorted, are met by one ordered pass over
@@ -22,8 +23,12 @@
 
 struct extsort;
 
-/* A sort of records of rec_bytes, holding at most mem bytes of them in
- * memory (at least a few records' worth is taken whatever mem says). Runs
+/* The largest record. */
+#define EXTSORT_REC_MAX 256
+
+/* A sort of records of rec_bytes (1..EXTSORT_REC_MAX), holding at most
+ * mem bytes of them in memory (at least a few records' worth whatever
+ * mem says; while merging, 4 KiB to 1 MiB a run). Runs
  * go to an unnamed file in the directory of dirfd (-1: none), else in
  * $TMPDIR, /var/tmp or /tmp, the first that takes one. */
 int extsort_new(size_t rec_bytes, size_t mem, int dirfd, struct extsort **out);

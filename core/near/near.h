@@ -407,11 +407,12 @@ int near_confirm_pair(struct store *st, const struct blobkey *ka, const struct n
  * row against the fingerprint it names, and every fingerprint that has a
  * simhash against the rows it needs. Each table is read once in order and
  * met by the rows the records ask for, sorted: up to
- * NEAR_CHECK_MEM_DEFAULT bytes of rows (the sort takes as much again),
- * about 72 a record for the simhash tables (near_rowset.c; past the bound
- * about 40 a record and table, sorted a table at a time) and 9 a set and
- * band for the band rows (near_setcheck.c); past the bound the rows are
- * sorted in runs in an unnamed file beside the store (base/extsort.h).
+ * NEAR_CHECK_MEM_DEFAULT bytes of rows, about 72 a record for the simhash
+ * tables (near_rowset.c, whose sort of a table's rows takes as much
+ * again; past the bound about 40 a record and table, a table at a time)
+ * and 9 a set and band for the band rows (near_setcheck.c); past the
+ * bound the rows are sorted in runs in an unnamed file beside the store
+ * (base/extsort.h, which sorts in place).
  * With no memory (0), or no file, the check probes LMDB as before,
  * O(pages * (K+1 + bands)) look-ups. */
 #define NEAR_CHECK_MEM_DEFAULT ((size_t)512 << 20)

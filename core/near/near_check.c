@@ -448,7 +448,7 @@ static int check_tables_in_order(struct checker *c)
 		return rc;
 	}
 	for (unsigned i = 0; i < c->st->near_tables && !rc; i++)
-		rc = check_sorted(c, i, mem / 2); /* qsort may take as much again */
+		rc = check_sorted(c, i, mem);
 	return rc;
 }
 

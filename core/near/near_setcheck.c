@@ -393,8 +393,8 @@ int near_set_check(MDB_txn *txn, struct store *st, near_bad_fn bad, void *ctx, u
 	int rc = pd_mdb_err(mdb_stat(txn, st->db_nearfeat, &ms));
 	c.nsets = rc ? 0 : ms.ms_entries;
 	size_t fixed = c.nsets / 8 + 1, mem = near_check_mem_max();
-	if (!rc && mem) /* the sort's buffer: half of what is left, qsort may take as much again */
-		rc = check_sorted(&c, mem > fixed ? (mem - fixed) / 2 : 0);
+	if (!rc && mem) /* the sort takes what is left (it sorts in place) */
+		rc = check_sorted(&c, mem > fixed ? mem - fixed : 0);
 	else if (!rc) { /* no memory for it: a probe a set, a look-up a row */
 		rc = near_each_set(txn, st, check_one_cb, &c);
 		if (!rc)

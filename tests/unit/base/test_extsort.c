@@ -1,9 +1,9 @@
 /* test_extsort.c - records sorted in bounded memory (base/extsort.h): the
  * records come back in memcmp order, every one and no other, repeats
- * kept, whether they fit the buffer (no file made) or were spilled in
- * runs of every size down to the least buffer; an empty sort returns
- * none; records of one byte and of odd sizes; the runs go to the
- * directory given. */
+ * kept (the in-place radix sort against qsort), whether they fit the
+ * buffer (no file made) or were spilled in runs of every size down to
+ * the least buffer; an empty sort returns none; records of one byte and
+ * of odd sizes; the runs go to the directory given, or to another. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -33,16 +33,24 @@ static int cmp_ref(const void *a, const void *b)
 	return memcmp(a, b, (size_t)cmp_rs);
 }
 
-/* n records of rs bytes (values drawn from a small range when repeats,
- * so that many are equal) sorted with mem bytes: the same as qsort of
- * them, and *runs the runs written. */
-static void sort_matches(size_t rs, size_t n, size_t mem, int dirfd, int repeats, size_t *runs)
+/* How the records' bytes are drawn. */
+enum draw {
+	ANY,	 /* any byte */
+	REPEATS, /* three values: many records equal */
+	PREFIX,	 /* all but the last two bytes zero: a long shared prefix */
+};
+
+/* n records of rs bytes drawn so, sorted with mem bytes: the same as
+ * qsort of them, and *runs the runs written. */
+static void sort_matches(size_t rs, size_t n, size_t mem, int dirfd, enum draw draw, size_t *runs)
 {
 	uint8_t *in = malloc(n * rs + 1);
 	assert_non_null(in);
 	uint64_t x = 0x9e3779b97f4a7c15ull ^ (n * 31 + rs);
-	for (size_t i = 0; i < n * rs; i++)
-		in[i] = (uint8_t)(repeats ? rng_next(&x) % 3 : rng_next(&x));
+	for (size_t i = 0; i < n * rs; i++) {
+		uint8_t b = (uint8_t)rng_next(&x);
+		in[i] = draw == REPEATS ? b % 3 : draw == PREFIX && i % rs + 2 < rs ? 0 : b;
+	}
 	struct extsort *s;
 	assert_int_equal(extsort_new(rs, mem, dirfd, &s), 0);
 	for (size_t i = 0; i < n; i++)
@@ -70,14 +78,18 @@ static void test_in_memory(void **state)
 {
 	(void)state;
 	size_t runs;
-	sort_matches(9, 1000, 1 << 20, -1, 0, &runs);
-	assert_int_equal(runs, 0);
-	sort_matches(9, 0, 1 << 20, -1, 0, &runs);
+	for (enum draw d = ANY; d <= PREFIX; d++) {
+		sort_matches(9, 1000, 1 << 20, -1, d, &runs);
+		assert_int_equal(runs, 0);
+		sort_matches(41, 100000, 8 << 20, -1, d, &runs);
+		assert_int_equal(runs, 0);
+	}
+	sort_matches(9, 0, 1 << 20, -1, ANY, &runs);
 	assert_int_equal(runs, 0);
 }
 
 /* Spilled: from two runs to hundreds, the least buffer (16 records) too,
- * with and without repeats, records of 1, 9 and 13 bytes. */
+ * each draw, records of 1, 9 and 13 bytes. */
 static void test_spilled(void **state)
 {
 	(void)state;
@@ -88,11 +100,12 @@ static void test_spilled(void **state)
 	assert_true(dirfd >= 0);
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
 		for (size_t j = 0; j < sizeof mems / sizeof mems[0]; j++)
-			for (int repeats = 0; repeats < 2; repeats++) {
+			for (enum draw d = ANY; d <= PREFIX; d++) {
 				size_t n = 20000, runs;
-				sort_matches(sizes[i], n, mems[j], dirfd, repeats, &runs);
+				sort_matches(sizes[i], n, mems[j], dirfd, d, &runs);
 				size_t per_run = mems[j] / sizes[i] < 16 ? 16 : mems[j] / sizes[i];
-				assert_int_equal(runs, (n - 1) / per_run); /* 1-byte records at 60,000: none */
+				size_t full = (n - 1) / per_run; /* 1-byte records at 60,000: none */
+				assert_int_equal(runs, full ? full + 1 : 0); /* the last written too */
 			}
 	close(dirfd);
 	th_rmdir(dir);
@@ -106,12 +119,12 @@ static void test_other_directory(void **state)
 	size_t runs;
 	int fd = open("/proc", O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	sort_matches(9, 5000, 900, fd, 0, &runs);
+	sort_matches(9, 5000, 900, fd, ANY, &runs);
 	assert_true(runs > 1);
 	close(fd);
 }
 
-/* Records added after the merge began are refused. */
+/* Records added after the merge began are refused; sizes out of range. */
 static void test_no_add_after_finish(void **state)
 {
 	(void)state;
@@ -127,6 +140,7 @@ static void test_no_add_after_finish(void **state)
 	assert_int_equal(extsort_next(s, &rec), 0);
 	extsort_free(s);
 	assert_int_equal(extsort_new(0, 64, -1, &s), -EINVAL);
+	assert_int_equal(extsort_new(EXTSORT_REC_MAX + 1, 64, -1, &s), -EINVAL);
 }
 
 int main(void)
