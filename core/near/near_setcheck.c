@@ -14,7 +14,7 @@
  * rows and names those that lack one (the rows keep a blob's MD5 prefix
  * only). So the check is a read of each table in order at any size (the
  * bands were taken in groups past the bound before, the sets decoded
- * again for each: tests/bench/README.md, "fsck's band rows sorted on
+ * again for each: tests/bench/README.md, "fsck's near tables sorted on
  * disk"). Only with no memory at all, or when the sort cannot write its
  * file, is every set's rows probed and every row looked up. */
 #include <errno.h>
