@@ -463,8 +463,9 @@ void sigq_stop(struct store *st)
 	struct sigq *q = st->sigq;
 	if (!q)
 		return;
-	ndelta_stop(q->delta);
-	q->delta = NULL;
+	/* the signer first: a batch it is signing pushes its pages to the
+	 * delta step, which must still be there (a stop in the other order
+	 * freed it under such a push) */
 	if (q->running) {
 		pthread_mutex_lock(&q->mu);
 		q->stop = true;
@@ -472,6 +473,8 @@ void sigq_stop(struct store *st)
 		pthread_mutex_unlock(&q->mu);
 		pthread_join(q->thread, NULL);
 	}
+	ndelta_stop(q->delta);
+	q->delta = NULL;
 	st->sigq = NULL;
 	for (size_t i = 0; i < q->n; i++) /* what is left keeps its row */
 		free(q->ring[(q->head + i) & (q->cap - 1)].h.bytes);
