@@ -309,82 +309,23 @@ static int sort_cb(void *ctx, const struct blobkey *k, uint64_t h)
 	return extsort_add(r->sort, rec);
 }
 
-/* One level's walk, its rows of a damaged size checked (and passed) as
- * it meets them. */
-struct level_walk {
-	MDB_cursor *cur;
-	MDB_val k, v;
-	int mrc;
+/* A row of level l that no record asks for, or of a damaged size. */
+static int level_unasked(void *ctx, size_t l, const MDB_val *key, const MDB_val *v)
+{
+	struct sorted_rows *r = ctx;
 	char name[24];
-};
-
-static int level_on(struct checker *c, unsigned i, size_t rs, struct level_walk *w, bool first)
-{
-	int rc = 0;
-	for (w->mrc = mdb_cursor_get(w->cur, &w->k, &w->v, first ? MDB_FIRST : MDB_NEXT); w->mrc == 0 && !rc;
-	     w->mrc = mdb_cursor_get(w->cur, &w->k, &w->v, MDB_NEXT)) {
-		if (w->k.mv_size + w->v.mv_size == rs && w->k.mv_size <= 8)
-			return 0;
-		rc = check_unasked(c, i, w->name, &w->k, &w->v);
-	}
-	return rc ? rc : w->mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(w->mrc);
+	near_level_name(r->c->st, r->table, l, name, sizeof name);
+	return check_unasked(r->c, r->table, name, key, v);
 }
 
-/* The level whose row comes first (SIZE_MAX: every walk ended), its row
- * copied out. */
-static size_t first_level(const struct level_walk *w, size_t n, uint8_t *row, size_t rs)
+/* A record whose row no level has. */
+static int row_missing(void *ctx, const uint8_t *rec)
 {
-	size_t best = SIZE_MAX;
-	uint8_t r[8 + NEAR_ROW_MAX];
-	for (size_t l = 0; l < n; l++) {
-		if (w[l].mrc)
-			continue;
-		memcpy(r, w[l].k.mv_data, w[l].k.mv_size);
-		memcpy(r + w[l].k.mv_size, w[l].v.mv_data, w[l].v.mv_size);
-		if (best == SIZE_MAX || memcmp(r, row, rs) < 0) {
-			memcpy(row, r, rs);
-			best = l;
-		}
-	}
-	return best;
-}
-
-/* The sorted rows of table i asked for before row (every one left: row
- * NULL): no level has them. */
-static int pass_missing(struct sorted_rows *r, const uint8_t *row, const void **want, int wrc)
-{
-	while (wrc == 1 && (!row || memcmp(*want, row, r->rs) < 0)) {
-		const uint8_t *rec = *want;
-		struct blobkey k;
-		blobkey_decode(rec + r->rs + 8, &k);
-		say_no_row(r->c, &k, get_be64(rec + r->rs), r->table);
-		wrc = extsort_next(r->sort, want);
-	}
-	return wrc;
-}
-
-/* The levels of table i together against its sorted rows. */
-static int meet_levels(struct sorted_rows *r, struct level_walk *w, size_t nl)
-{
-	const void *want = NULL;
-	int wrc = extsort_next(r->sort, &want), rc = 0;
-	uint8_t row[8 + NEAR_ROW_MAX];
-	for (size_t l; wrc >= 0 && !rc && (l = first_level(w, nl, row, r->rs)) != SIZE_MAX;) {
-		if ((wrc = pass_missing(r, row, &want, wrc)) < 0)
-			break;
-		if (wrc == 1 && !memcmp(want, row, r->rs)) {
-			/* every record that asks for it: blobs of one simhash
-			 * share their rows but in near0 */
-			while (wrc == 1 && !memcmp(want, row, r->rs))
-				wrc = extsort_next(r->sort, &want);
-		} else
-			rc = check_unasked(r->c, r->table, w[l].name, &w[l].k, &w[l].v);
-		if (!rc)
-			rc = level_on(r->c, r->table, r->rs, &w[l], false);
-	}
-	if (!rc && wrc >= 0)
-		wrc = pass_missing(r, NULL, &want, wrc);
-	return rc ? rc : wrc < 0 ? wrc : 0;
+	struct sorted_rows *r = ctx;
+	struct blobkey k;
+	blobkey_decode(rec + r->rs + 8, &k);
+	say_no_row(r->c, &k, get_be64(rec + r->rs), r->table);
+	return 0;
 }
 
 /* Table i past the memory bound: the fingerprints read, every record's
@@ -393,9 +334,12 @@ static int meet_levels(struct sorted_rows *r, struct level_walk *w, size_t nl)
  * is then probed, row by row and record by record. */
 static int check_sorted(struct checker *c, unsigned i, size_t mem)
 {
-	uint8_t row[8 + NEAR_ROW_MAX];
-	struct blobkey k0 = { 0 };
-	struct sorted_rows r = { c, i, row_of(c, i, 0, &k0, row), NULL };
+	unsigned n = c->st->near_tables;
+	uint8_t kb[8];
+	struct near_meet m = { .ks = near_block_key(kb, 0, i, n).mv_size, .vs = near_row_bytes(c->st, i, n),
+			       .unasked = level_unasked, .missing = row_missing };
+	struct sorted_rows r = { c, i, m.ks + m.vs, NULL };
+	m.ctx = &r;
 	int rc = extsort_new(r.rs + 8 + BLOBKEY_BYTES, mem, c->st->dirfd, &r.sort);
 	if (rc)
 		return rc;
@@ -406,21 +350,12 @@ static int check_sorted(struct checker *c, unsigned i, size_t mem)
 		rc = check_table(c, i);
 		return rc ? rc : check_records(c, i, i + 1);
 	}
-	MDB_dbi lv[NEAR_STAGE_LEVELS];
-	struct level_walk w[NEAR_STAGE_LEVELS] = { 0 };
-	size_t nl = rc ? 0 : near_hash_levels(c->st, i, lv), opened = 0;
-	for (; opened < nl && !rc; opened++) {
-		near_level_name(c->st, i, opened, w[opened].name, sizeof w[opened].name);
-		if ((rc = pd_mdb_err(mdb_cursor_open(c->txn, lv[opened], &w[opened].cur))))
-			break;
-		rc = level_on(c, i, r.rs, &w[opened], true);
+	if (!rc) {
+		MDB_dbi lv[NEAR_STAGE_LEVELS];
+		size_t nl = near_hash_levels(c->st, i, lv);
+		near_check_count_runs(extsort_runs(r.sort));
+		rc = near_meet_sorted(c->txn, lv, nl, r.sort, &m);
 	}
-	if (!rc)
-		rc = meet_levels(&r, w, nl);
-	for (size_t l = 0; l < nl; l++)
-		if (w[l].cur)
-			mdb_cursor_close(w[l].cur);
-	near_check_count_runs(extsort_runs(r.sort));
 	extsort_free(r.sort);
 	return rc;
 }

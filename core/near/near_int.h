@@ -103,6 +103,25 @@ size_t near_check_mem_max(void);
 /* Runs a check's sort wrote to disk (near_check_spilled_runs). */
 void near_check_count_runs(uint64_t runs);
 
+/* ---- sorted rows met by one pass over a table's levels (near_rowset.c) ----
+ *
+ * The rows of n (<= NEAR_STAGE_LEVELS) dup-sorted tables, each read in
+ * order and merged (key, then value: memcmp's order, which is LMDB's for
+ * rows of fixed sizes), against records sorted by base/extsort.h whose
+ * first ks + vs bytes are a row, key then value (what follows is the
+ * caller's: who asked for it). A row met takes every record that asks
+ * for it; a record whose row no table has goes to missing; a table's row
+ * no record asks for, or not of ks and vs bytes, goes to unasked (table
+ * t of the n). Either callback may stop the pass with nonzero. */
+struct extsort;
+struct near_meet {
+	size_t ks, vs;
+	int (*unasked)(void *ctx, size_t t, const MDB_val *key, const MDB_val *val);
+	int (*missing)(void *ctx, const uint8_t *rec);
+	void *ctx;
+};
+int near_meet_sorted(MDB_txn *txn, const MDB_dbi *dbi, size_t n, struct extsort *want, const struct near_meet *m);
+
 /* Simhash table i's levels, newest first, the table itself last (one: a
  * read-only store from before layout 6): their count (near.c). */
 size_t near_hash_levels(const struct store *st, unsigned i, MDB_dbi lv[NEAR_STAGE_LEVELS]);

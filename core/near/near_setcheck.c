@@ -210,9 +210,20 @@ static int check_row(struct setcheck *c, const char *table, size_t b, const uint
 	return rc > 0 ? 0 : rc;
 }
 
-/* Every row of one band table checked by check_row (probed); rows of the
- * wrong size said. */
-static int check_table_rows(struct setcheck *c, MDB_dbi dbi, const char *table)
+/* A band table's row no set asks for, or of a damaged shape. */
+static int band_unasked(void *ctx, size_t t, const MDB_val *k, const MDB_val *v)
+{
+	struct setcheck *c = ctx;
+	const char *table = near_band_table_name(c->st, t);
+	if (k->mv_size != 1 || v->mv_size != BAND_VAL || *(const uint8_t *)k->mv_data >= NEARSET_BANDS) {
+		report(c, "%s: a row of %zu and %zu bytes", table, k->mv_size, v->mv_size);
+		return 0;
+	}
+	return check_row(c, table, *(const uint8_t *)k->mv_data, v->mv_data);
+}
+
+/* Every row of band table t checked by look-ups (band_unasked). */
+static int check_table_rows(struct setcheck *c, MDB_dbi dbi, size_t t)
 {
 	MDB_cursor *cur;
 	int rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi, &cur));
@@ -221,13 +232,8 @@ static int check_table_rows(struct setcheck *c, MDB_dbi dbi, const char *table)
 	MDB_val k, v;
 	int mrc;
 	for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !rc;
-	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 1 || v.mv_size != BAND_VAL || *(const uint8_t *)k.mv_data >= NEARSET_BANDS) {
-			report(c, "%s: a row of %zu and %zu bytes", table, k.mv_size, v.mv_size);
-			continue;
-		}
-		rc = check_row(c, table, *(const uint8_t *)k.mv_data, v.mv_data);
-	}
+	     mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		rc = band_unasked(c, t, &k, &v);
 	mdb_cursor_close(cur);
 	return rc ? rc : (mrc != MDB_NOTFOUND ? pd_mdb_err(mrc) : 0);
 }
@@ -239,106 +245,26 @@ static int check_rows(struct setcheck *c)
 	size_t n = near_band_tables(c->st, dbi);
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++)
-		rc = check_table_rows(c, dbi[i], near_band_table_name(c->st, i));
+		rc = check_table_rows(c, dbi[i], i);
 	return rc;
 }
 
 /* ---- the band rows sorted ------------------------------------------------- */
 
-/* A band table read in order, its malformed rows reported and passed. */
-struct table_walk {
-	MDB_cursor *cur;
-	MDB_val k, v;
-	int mrc;
-	const char *name;
-};
-
-/* The walk at its next well-formed row (mrc MDB_NOTFOUND at the end);
- * first: from the table's first row. */
-static int walk_on(struct setcheck *c, struct table_walk *t, bool first)
+static int band_lacking(void *ctx, const uint8_t *rec)
 {
-	t->mrc = mdb_cursor_get(t->cur, &t->k, &t->v, first ? MDB_FIRST : MDB_NEXT);
-	for (; t->mrc == 0; t->mrc = mdb_cursor_get(t->cur, &t->k, &t->v, MDB_NEXT)) {
-		if (t->k.mv_size == 1 && t->v.mv_size == BAND_VAL && *(const uint8_t *)t->k.mv_data < NEARSET_BANDS)
-			return 0;
-		report(c, "%s: a row of %zu and %zu bytes", t->name, t->k.mv_size, t->v.mv_size);
-	}
-	return t->mrc == MDB_NOTFOUND ? 0 : pd_mdb_err(t->mrc);
+	(void)rec;
+	((struct setcheck *)ctx)->lacking++;
+	return 0;
 }
 
-/* The walk whose row comes first (SIZE_MAX: every walk ended); its row
- * as the sort holds rows. */
-static size_t first_row(const struct table_walk *t, size_t n, uint8_t row[SORT_ROW])
-{
-	size_t best = SIZE_MAX;
-	for (size_t i = 0; i < n; i++) {
-		if (t[i].mrc)
-			continue;
-		uint8_t r[SORT_ROW] = { *(const uint8_t *)t[i].k.mv_data };
-		memcpy(r + 1, t[i].v.mv_data, BAND_VAL);
-		if (best == SIZE_MAX || memcmp(r, row, SORT_ROW) < 0) {
-			memcpy(row, r, SORT_ROW);
-			best = i;
-		}
-	}
-	return best;
-}
-
-/* Rows asked for before row: none of the tables holds them. */
-static int pass_lacking(struct setcheck *c, const uint8_t *row, const void **want, int wrc)
-{
-	while (wrc == 1 && (!row || memcmp(*want, row, SORT_ROW) < 0)) {
-		c->lacking++;
-		wrc = extsort_next(c->rows, want);
-	}
-	return wrc;
-}
-
-/* One ordered pass over the band tables together (a merge of their
- * walks) against the sorted rows the sets asked for: a row asked for is
- * met or lacking; a table's row nobody asked for goes to check_row (as
- * does a row met again in a second table, which finds its blob there). */
-static int meet_sorted(struct setcheck *c, struct table_walk *t, size_t n)
-{
-	const void *want = NULL;
-	int wrc = extsort_next(c->rows, &want), rc = 0;
-	uint8_t row[SORT_ROW];
-	for (size_t i; wrc >= 0 && !rc && (i = first_row(t, n, row)) != SIZE_MAX;) {
-		if ((wrc = pass_lacking(c, row, &want, wrc)) < 0)
-			break;
-		if (wrc == 1 && !memcmp(want, row, SORT_ROW)) {
-			while (wrc == 1 && !memcmp(want, row, SORT_ROW))
-				wrc = extsort_next(c->rows, &want);
-		} else {
-			rc = check_row(c, t[i].name, row[0], row + 1);
-		}
-		if (!rc)
-			rc = walk_on(c, &t[i], false);
-	}
-	if (!rc && wrc >= 0)
-		wrc = pass_lacking(c, NULL, &want, wrc);
-	return rc ? rc : wrc < 0 ? wrc : 0;
-}
-
+/* The band tables together against the sorted rows the sets asked for. */
 static int check_rows_sorted(struct setcheck *c)
 {
 	MDB_dbi dbi[NEAR_BAND_TABLES];
-	struct table_walk t[NEAR_BAND_TABLES] = { 0 };
-	size_t n = near_band_tables(c->st, dbi), opened = 0;
-	int rc = 0;
-	for (; opened < n && !rc; opened++) {
-		t[opened].name = near_band_table_name(c->st, opened);
-		if (!(rc = pd_mdb_err(mdb_cursor_open(c->txn, dbi[opened], &t[opened].cur))))
-			rc = walk_on(c, &t[opened], true);
-		else
-			break;
-	}
-	if (!rc)
-		rc = meet_sorted(c, t, n);
-	for (size_t i = 0; i < opened; i++)
-		if (t[i].cur)
-			mdb_cursor_close(t[i].cur);
-	return rc;
+	size_t n = near_band_tables(c->st, dbi);
+	struct near_meet m = { .ks = 1, .vs = BAND_VAL, .unasked = band_unasked, .missing = band_lacking, .ctx = c };
+	return near_meet_sorted(c->txn, dbi, n, c->rows, &m);
 }
 
 /* After the sort failed: the sets that had asked it probed. */
