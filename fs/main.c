@@ -35,7 +35,7 @@ struct options {
 	unsigned long uring_threads, pack_mb;
 	long pack_level, compact_level;
 	char *delta;
-	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates;
+	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates, lmdb_rewrite_mb;
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
 };
@@ -46,6 +46,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("nodedup", nodedup),
 	OPT("sync_blobs", sync_blobs),
 	{ "mapsize_mb=%lu", offsetof(struct options, mapsize_mb), 0 },
+	{ "lmdb_rewrite_mb=%lu", offsetof(struct options, lmdb_rewrite_mb), 0 },
 	{ "sync_ms=%lu", offsetof(struct options, sync_ms), 0 },
 	OPT("no_sign_thread", no_sign_thread),
 	OPT("no_uring", no_uring),
@@ -98,6 +99,10 @@ static void usage(const char *prog)
 	       "    sync_blobs             fsync each blob and commit durably before close() returns\n"
 	       "    sync_ms=N              otherwise, sync the store every N ms (default 1000)\n"
 	       "    mapsize_mb=N           initial LMDB map size (grows by itself when full)\n"
+	       "    lmdb_rewrite_mb=N      at unmount, when the mount grew LMDB's file by an eighth,\n"
+	       "                           write it again in key order (as 'pagededup compact'\n"
+	       "                           does) if it is at most N MiB and the disk has room\n"
+	       "                           (default 256; 0: never)\n"
 	       "    sign_queue=N           new pages waiting for their near-duplicate signature\n"
 	       "                           before a close() signs the oldest itself (default 4096)\n"
 	       "    no_sign_thread         no background signer: pages are signed by near queries,\n"
@@ -316,7 +321,9 @@ int main(int argc, char *argv[])
 {
 	tune_malloc();
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1 };
+	/* the LMDB rewrite's bound: about 3 s at unmount on this project's
+	 * machines (tests/bench/README.md, "LMDB written again at unmount") */
+	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1, .lmdb_rewrite_mb = 256 };
 	struct fuse_cmdline_opts cl = { 0 };
 	int ret = 1, notify_fd = -1;
 	struct fuse_session *se = NULL;
@@ -380,7 +387,8 @@ int main(int argc, char *argv[])
 				 .compact_level = (int)o.compact_level,
 				 .nursery = !o.nonursery && !o.blob_files, .nursery_level = (int)o.nursery_level,
 				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20,
-				 .delta_candidates = (unsigned)o.delta_candidates };
+				 .delta_candidates = (unsigned)o.delta_candidates,
+				 .lmdb_rewrite_max = (uint64_t)o.lmdb_rewrite_mb << 20 };
 	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
 		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
 		goto out_session;

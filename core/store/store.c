@@ -686,6 +686,13 @@ static int parts_stop(struct store *st)
 	return rc;
 }
 
+/* LMDB's last page in use: the file's high-water mark. */
+static uint64_t lmdb_last_page(struct store *st)
+{
+	MDB_envinfo info;
+	return mdb_env_info(st->env, &info) ? 0 : (uint64_t)info.me_last_pgno;
+}
+
 int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,
 	       struct store **out, char err[PD_ERRLEN])
 {
@@ -764,6 +771,7 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 	}
 	if (!rc && !st->readonly)
 		store_reserve_lmdb_space(st);
+	st->lmdb_pages_at_open = rc ? 0 : lmdb_last_page(st);
 	if (!rc && !st->readonly && !o->sync_blobs) {
 		st->sync_running = pthread_create(&st->sync_thread, NULL, sync_main, st) == 0;
 	}
@@ -804,6 +812,44 @@ static int mark_clean_cb(struct wtx *w, void *arg)
 	return rc ? rc : meta_put(w->txn, w->st->db_meta, "clean", &one, 1);
 }
 
+/* Did this open grow LMDB by LMDB_REWRITE_GROWTH or more? A mount that
+ * wrote a few pages, or none (its own marks and the parts' housekeeping
+ * commit too), is not worth a rewrite of the whole file. */
+static bool lmdb_grew(struct store *st)
+{
+	uint64_t was = st->lmdb_pages_at_open, now = lmdb_last_page(st);
+	return was && now >= was + was / LMDB_REWRITE_GROWTH;
+}
+
+/* LMDB's file written again once the store is closed, its lock still
+ * held so that no other process opens it meanwhile (store_opts'
+ * lmdb_rewrite_max). A rewrite that fails leaves the old file, which is
+ * whole and clean: it is said, and the close still succeeds. */
+static void rewrite_lmdb(struct store *st)
+{
+	char *dir = strdup(st->dir);
+	uint64_t max = st->opts.lmdb_rewrite_max;
+	int lockfd = st->lockfd;
+	st->lockfd = -1;
+	store_free(st);
+	if (!dir) {
+		close(lockfd);
+		return;
+	}
+	char err[PD_ERRLEN] = "";
+	uint64_t before = 0, after = 0;
+	uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
+	int rc = store_lmdb_rewrite_held(dir, max, &before, &after, err);
+	if (rc > 0)
+		fprintf(stderr, "pagededupfs: LMDB's file written again at the close: %llu -> %llu bytes allocated in %.2f s\n",
+			(unsigned long long)before, (unsigned long long)after,
+			(double)(pd_clock_ns(CLOCK_MONOTONIC) - t0) / 1e9);
+	else
+		fprintf(stderr, "pagededupfs: LMDB's file left as it was at the close: %s\n", err);
+	close(lockfd);
+	free(dir);
+}
+
 int store_close(struct store *st)
 {
 	int rc = 0;
@@ -831,7 +877,10 @@ int store_close(struct store *st)
 			store_punches_settle(st, &dead, true);
 		}
 	}
-	store_free(st);
+	if (!rc && !st->readonly && st->opts.lmdb_rewrite_max && lmdb_grew(st))
+		rewrite_lmdb(st);
+	else
+		store_free(st);
 	return rc;
 }
 

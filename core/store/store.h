@@ -214,6 +214,14 @@ struct store_opts {
 	uint64_t nursery_max_bytes;
 	bool no_delta_thread; /* the delta step and nursery moves only through
 			       * ndelta_drain and ndelta_nursery_sweep (tests) */
+	/* At a clean close, LMDB's file is written again in key order
+	 * without its free pages (store_lmdb_compact) when this open grew
+	 * its pages by an eighth or more (LMDB_REWRITE_GROWTH), the file is
+	 * at most lmdb_rewrite_max bytes and the disk has room for the
+	 * rewrite; 0: never (the tools' default; `pagededup compact` does it
+	 * on demand). Why: a crawl leaves LMDB's leaves about two thirds
+	 * full (store_lmdb.c). */
+	uint64_t lmdb_rewrite_max;
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -321,6 +329,7 @@ struct store {
 	uint64_t staging_seq;
 	uint64_t mem_staged;  /* bytes of pages held in memory: being written, or decoded for open files */
 	uint64_t commits;     /* batches committed (leader only) */
+	uint64_t lmdb_pages_at_open; /* LMDB's last page when the open had made its writes */
 	uint64_t lmdb_primed; /* LMDB's file primed up to here (store_reserve_lmdb_space) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
 	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */

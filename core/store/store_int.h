@@ -33,6 +33,16 @@ void store_reserve_lmdb_space(struct store *st);
  * use (store_commit.c). */
 uint64_t store_lmdb_reserve(uint64_t used);
 
+/* LMDB's file written again at a close (store_opts.lmdb_rewrite_max),
+ * the store's lock held by the caller: 1 when rewritten (*before and
+ * *after its allocated bytes); 0 when left as it is, why in err (over max
+ * bytes, or the disk short of three times its size and
+ * LMDB_REWRITE_HEADROOM); or a negative errno with a message in err (the
+ * old file untouched). */
+#define LMDB_REWRITE_HEADROOM (64ull << 20)
+#define LMDB_REWRITE_GROWTH 8 /* a rewrite at a close: the open grew LMDB by 1/8 */
+int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t *before, uint64_t *after, char err[PD_ERRLEN]);
+
 /* Dead pack records waiting for a sync (store_commit.c, "Punched once
  * durable"): taken before a sync, then settled by it: punched if it
  * succeeded, put back for the next one if not. The sync thread and

@@ -362,6 +362,84 @@ EOF
 	pd_umount || fail umount
 }
 
+# LMDB's file written again at unmount (store_opts.lmdb_rewrite_max,
+# -o lmdb_rewrite_mb, default 256, when the mount grew LMDB by an eighth):
+# pages under names in no order leave LMDB's leaves partly full. Left as
+# it was: by a mount with the rewrite off, by one that only reads, by one
+# that writes a page, by one whose bound is under the file. Rewritten by
+# the default after a batch of pages: smaller, said in the log, every page
+# read back, fsck --deep clean.
+case_lmdb_rewrite() {
+	pd_mount lmdb_rewrite_mb=0 || fail mount
+	add_pages "$PD_TMP/pages" 0 || exit 1
+	pd_umount || fail umount
+	! grep -q "LMDB's file written again" "$PDFS_LOG" || fail "rewritten with lmdb_rewrite_mb=0: $(grep LMDB "$PDFS_LOG")"
+	local full size after
+	full=$(stat -c %s "$STORE/meta/data.mdb")
+	pd_mount -n -s "$STORE" || fail "mount to read"
+	check_all "$PD_TMP/pages" || exit 1
+	pd_umount || fail "umount after reading"
+	pd_mount -n -s "$STORE" || fail "mount to write a page"
+	printf 'one page more\n' >"$MNT/site/more.html" || fail "write of one page"
+	pd_umount || fail "umount after one page"
+	! grep -q "LMDB's file written again" "$PDFS_LOG" || fail "a mount that wrote one page rewrote LMDB's file"
+	pd_mount -n -s "$STORE" lmdb_rewrite_mb=1 || fail "mount with a bound under the file"
+	add_pages "$PD_TMP/pages" 1 || exit 1
+	pd_umount || fail "umount under the bound"
+	! grep -q "LMDB's file written again" "$PDFS_LOG" || fail "a file of $full bytes rewritten under a bound of 1 MiB"
+	grep -q "LMDB's file left as it was at the close: [0-9]* bytes, over lmdb_rewrite_mb" "$PDFS_LOG" ||
+		fail "the bound not said: $(grep -i lmdb "$PDFS_LOG")"
+	pd_mount -n -s "$STORE" || fail "mount with the default bound"
+	add_pages "$PD_TMP/pages" 2 || exit 1
+	pd_umount || fail "umount with the default bound"
+	grep -q "LMDB's file written again at the close: [0-9]* -> [0-9]* bytes" "$PDFS_LOG" ||
+		fail "no rewrite said at the default bound: $(grep -i lmdb "$PDFS_LOG")"
+	full=$(sed -n "s/.*LMDB's file written again at the close: \([0-9]*\) -> \([0-9]*\) bytes.*/\1/p" "$PDFS_LOG")
+	after=$(stat -c %b "$STORE/meta/data.mdb")
+	after=$((after * 512))
+	[ "$after" -lt $((full * 9 / 10)) ] || fail "LMDB's file $full -> $after bytes allocated: not a tenth smaller"
+	[ ! -e "$STORE/meta/data.mdb.compact" ] || fail "the rewrite's copy left behind"
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the rewrite"
+	pd_mount -n -s "$STORE" || fail "mount after the rewrite"
+	check_all "$PD_TMP/pages" || exit 1
+	[ "$(cat "$MNT/site/more.html")" = "one page more" ] || fail "the one page after the rewrite"
+	pd_umount || fail "umount after the rewrite"
+	note "LMDB's file: $full -> $after bytes allocated at the default bound"
+}
+
+# add_pages LIST BATCH: 1,500 pages under random names in 40 directories
+# of site/ (seeded by BATCH), their MD5s added to LIST (name -> MD5).
+add_pages() {
+	py "$1" "$2" <<'EOF'
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+rnd = random.Random(31 + int(sys.argv[2]))
+words = ["archive", "crawl", "page", "<p>", "news", "link", "<div>", "weather", "market", "2026"]
+pages = json.load(open(sys.argv[1])) if os.path.exists(sys.argv[1]) else {}
+for i in range(1500):
+    d = "site/d%02d" % (i % 40)
+    os.makedirs(M + "/" + d, exist_ok=True)
+    name = "%s/%08x.html" % (d, rnd.getrandbits(32))
+    body = ("<html><body>%s %d " % (sys.argv[2], i) + " ".join(rnd.choice(words) + "%x" % rnd.getrandbits(20)
+                                                          for _ in range(rnd.randrange(40, 400))) + "</body></html>\n").encode()
+    write(M + "/" + name, body)
+    pages[name] = md5(body)
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+}
+
+# check_all LIST: every page of LIST (name -> MD5) reads back the same.
+check_all() {
+	py "$1" <<'EOF'
+import os, sys, json
+from fsutil import *
+M = os.environ["MNT"]
+for name, m in sorted(json.load(open(sys.argv[1])).items()):
+    eq(md5(read(M + "/" + name)), m, "content of " + name)
+EOF
+}
+
 pd_case space_comes_back
 pd_case crash_after_copies crash_at copied
 pd_case crash_after_commit crash_at committed
@@ -369,4 +447,5 @@ pd_case crash_after_removal crash_at removed
 pd_case full_disk
 pd_case all_twice
 pd_case window
+pd_case lmdb_rewrite
 pd_finish
