@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The store as the mount leaves it, with and without LMDB's rewrite at
+# unmount (-o lmdb_rewrite_mb, store_lmdb.c): for each NAME=DIR, the
+# distinct files of DIR (only those matching PD_WRITTEN_GLOB, default
+# *.html) are copied with cp -r into a fresh store through the mount, the
+# store is unmounted, and the daemon's end is awaited; once with
+# lmdb_rewrite_mb=0 and once with the default, PD_WRITTEN_ROUNDS times
+# (default 2), alternated. Printed per run: du of the store and of its
+# parts (LMDB, packs, filter) over the per-page gzip -6 sum of the
+# distinct files, the seconds from the unmount to the daemon's exit, what
+# the daemon's log said of LMDB at the close, and whether `pagededup
+# fsck` is clean.
+#
+#   bash tests/bench/bench-written.sh BUILD_DIR NAME=DIR...
+#
+# Environment: PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_WRITTEN_GLOB,
+# PD_WRITTEN_ROUNDS, PD_MOUNT_OPTS (added to both settings). The mounts are
+# taken under flock /tmp/pd-bench.lock, so that two benchmarks do not
+# overlap. Timing is never asserted.
+set -uo pipefail
+export LC_ALL=C
+BUILD=$(cd "${1:?usage: bench-written.sh BUILD_DIR NAME=DIR...}" && pwd) || exit 2
+shift
+PD=$BUILD/pagededup PDFS=$BUILD/pagededupfs
+GLOB=${PD_WRITTEN_GLOB:-*.html} ROUNDS=${PD_WRITTEN_ROUNDS:-2}
+. "$(dirname "$0")/bench_lib.sh"
+bench_work written
+failed=0
+# fill STORE SRC OPTS: mkfs, mount, cp -r, unmount; prints the seconds
+# from the unmount to the daemon's exit
+fill() {
+	"$PD" mkfs "$1" >/dev/null || return 1
+	mkdir -p "$WORK/mnt"
+	: >"$WORK/daemon.log"
+	"$PDFS" "$1" "$WORK/mnt" -f -o "$3" ${PD_MOUNT_OPTS:-} >>"$WORK/daemon.log" 2>&1 &
+	DPID=$!
+	for _ in $(seq 1 200); do mountpoint -q "$WORK/mnt" && break; sleep 0.05; done
+	mountpoint -q "$WORK/mnt" || { echo "bench-written: mount failed" >&2; return 1; }
+	cp -r "$2" "$WORK/mnt/in" || return 1
+	local s e
+	s=$(date +%s.%N)
+	fusermount3 -u "$WORK/mnt" || return 1
+	wait "$DPID" || return 1
+	e=$(date +%s.%N)
+	DPID=""
+	awk "BEGIN { printf \"%.2f\", $e - $s }"
+}
+for arg in "$@"; do
+	name=${arg%%=*} dir=${arg#*=}
+	src=$WORK/src-$name
+	mkdir -p "$src"
+	# the distinct files only (the figure is about the store's bytes a page)
+	(cd "$dir" && find -L . -type f -name "$GLOB" -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35-) >"$WORK/list"
+	(cd "$dir" && while IFS= read -r f; do mkdir -p "$src/$(dirname "$f")" && cp "$f" "$src/$f"; done) <"$WORK/list"
+	n=$(wc -l <"$WORK/list")
+	gz=$(cd "$src" && find . -type f -print0 | xargs -0 -n 200 sh -c 'for f; do gzip -6c -- "$f" | wc -c; done' sh |
+		awk '{ s += $1 } END { printf "%d", s }')
+	echo "${name}_input: $n distinct files, $(du -sb --apparent-size "$src" | cut -f1) bytes, per-page gzip -6 sum $gz bytes"
+	for r in $(seq 1 "$ROUNDS"); do
+		for setting in lmdb_rewrite_mb=0 lmdb_rewrite_mb=256; do
+			store=$WORK/store
+			rm -rf "$store"
+			exit_s=$(flock /tmp/pd-bench.lock bash -c "$(declare -f fill); $(declare -p PD PDFS WORK); fill '$store' '$src' '$setting'") ||
+				{ echo "bench-written: filling $name failed" >&2; failed=1; continue; }
+			b=$(du_b "$store") m=$(du_b "$store/meta") p=$(du_b "$store/packs")
+			f=$(( $(du -sck "$store/filter" "$store/filter.d" 2>/dev/null | tail -1 | cut -f1) * 1024 ))
+			said=$(grep -o "LMDB's file .*" "$WORK/daemon.log" | head -1)
+			echo "${name}_round${r}_${setting%%=*}_${setting#*=}: du $b bytes ($(calc %.4f "$b / $gz") x gzip): LMDB $m, packs $p, filter $f; unmount to exit $exit_s s; ${said:-LMDB: nothing said}"
+			"$PD" fsck "$store" >"$WORK/fsck.out" 2>&1 && echo "${name}_round${r}_${setting%%=*}_${setting#*=}_fsck: clean" ||
+				{ echo "${name}_round${r}_fsck: NOT clean"; tail -5 "$WORK/fsck.out"; failed=1; }
+		done
+	done
+	rm -rf "$WORK/store" "$src"
+done
+[ "$failed" = 0 ] && echo "bench-written: all runs succeeded" || { echo "bench-written: a run failed"; exit 1; }
