@@ -387,3 +387,28 @@ char *th_near_answer(struct store *st, uint64_t ino)
 	a[len] = 0;
 	return a;
 }
+
+const char *th_near_of(struct store *st, uint64_t ino, const struct pd_cred *cred)
+{
+	static char answer[QUERY_MAX + 1];
+	size_t len = 0;
+	int rc = query_near(st, ino, cred, answer, &len);
+	if (rc)
+		return rc == -ENODATA ? "ENODATA" : "error";
+	answer[len] = 0;
+	return answer;
+}
+
+bool th_has_sketch(struct store *st, uint64_t ino)
+{
+	return (th_fprec_of(st, ino).flags & FPREC_HAS_SKETCH) != 0;
+}
+
+struct blobkey th_key_of(size_t i)
+{
+	struct blobkey k = { .variant = (uint32_t)(i % 3) };
+	memset(k.md5, 0, 16);
+	for (int b = 0; b < 8; b++)
+		k.md5[b] = (uint8_t)(i >> (8 * b));
+	return k;
+}

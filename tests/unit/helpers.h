@@ -3,6 +3,7 @@
 #ifndef PD_TEST_HELPERS_H
 #define PD_TEST_HELPERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +75,14 @@ size_t th_table_rows(struct store *st, MDB_dbi dbi);
 int th_set_row_format(struct store *st, const struct blobkey *k, size_t *len);
 /* The set blob k's row gives is the one a whole row of page holds. */
 void th_assert_set_of_page(struct store *st, const struct blobkey *k, const char *page);
+/* user.dedup.near of ino as cred asks it (a static buffer, overwritten by
+ * the next call), or "ENODATA" / "error" when the query fails so. */
+const char *th_near_of(struct store *st, uint64_t ino, const struct pd_cred *cred);
+/* Does ino's blob have its MinHash sketch (FPREC_HAS_SKETCH)? */
+bool th_has_sketch(struct store *st, uint64_t ino);
+/* A blob key made from i (its MD5 i's bytes, little-endian, the rest 0;
+ * variant i % 3): distinct keys for distinct i. */
+struct blobkey th_key_of(size_t i);
 /* The user.dedup.near answer of ino, as root (malloc'd). */
 char *th_near_answer(struct store *st, uint64_t ino);
 

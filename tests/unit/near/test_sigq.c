@@ -72,17 +72,8 @@ static size_t near0_rows(struct store *st)
 	return n;
 }
 
+/* what a query writes, for the tests that read it raw */
 static char answer[QUERY_MAX + 1];
-
-static const char *near_of(struct store *st, uint64_t ino)
-{
-	size_t len = 0;
-	int rc = query_near(st, ino, &test_root, answer, &len);
-	if (rc)
-		return rc == -ENODATA ? "ENODATA" : "error";
-	answer[len] = 0;
-	return answer;
-}
 
 static const struct store_opts no_thread = { .no_sign_thread = true };
 
@@ -118,7 +109,7 @@ static void test_pending_then_signed(void **state)
 	assert_int_equal(sigq_queued(st), 2);
 	char want[128];
 	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
-	assert_string_equal(near_of(st, ia), want);
+	assert_string_equal(th_near_of(st, ia, &test_root), want);
 	/* the query signed both, for good */
 	assert_int_equal(sigq_queued(st), 0);
 	s = state_of(st, ia, NULL);
@@ -462,7 +453,7 @@ static void test_crash_pending(void **state)
 	st = reopen(dir, &ro);
 	char want[128];
 	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
-	assert_string_equal(near_of(st, ia), want);
+	assert_string_equal(th_near_of(st, ia, &test_root), want);
 	struct near_sig sig;
 	assert_int_equal(near_sig_of_page(a, strlen(a), &sig), 0);
 	size_t len;
@@ -483,7 +474,7 @@ static void test_crash_pending(void **state)
 	assert_int_equal(near0_rows(st), 3);
 	assert_false(state_of(st, ia, NULL).pending);
 	snprintf(want, sizeof want, "%u\t%s\tnear\t/b.html\n", d, th_page_res(a, b));
-	assert_string_equal(near_of(st, ia), want);
+	assert_string_equal(th_near_of(st, ia, &test_root), want);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free(a);
