@@ -766,6 +766,7 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		remove_staging(st);
+		store_lmdb_drop_leftover(st->dirfd); /* a rewrite killed at a close */
 		if (rc && !*err)
 			snprintf(err, PD_ERRLEN, "cannot open %s for writing: %s", dir, strerror(-rc));
 	}

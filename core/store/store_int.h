@@ -43,6 +43,10 @@ uint64_t store_lmdb_reserve(uint64_t used);
 #define LMDB_REWRITE_GROWTH 8 /* a rewrite at a close: the open grew LMDB by 1/8 */
 int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t *before, uint64_t *after, char err[PD_ERRLEN]);
 
+/* The copy a rewrite killed before its rename left in meta/ (store dir
+ * open as dirfd), removed; the caller holds the store's lock. */
+void store_lmdb_drop_leftover(int dirfd);
+
 /* Dead pack records waiting for a sync (store_commit.c, "Punched once
  * durable"): taken before a sync, then settled by it: punched if it
  * succeeded, put back for the next one if not. The sync thread and

@@ -270,6 +270,11 @@ static int compact_held(const char *dir, uint64_t *before, uint64_t *after, char
 	return rc;
 }
 
+void store_lmdb_drop_leftover(int dirfd)
+{
+	(void)unlinkat(dirfd, "meta/" COMPACT_TMP, 0);
+}
+
 int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char err[PD_ERRLEN])
 {
 	int lockfd, rc = lock_store(dir, &lockfd, err);
