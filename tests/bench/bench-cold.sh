@@ -55,12 +55,9 @@ for arg in "$@"; do
 	src=$WORK/src-$name
 	mkdir -p "$src"
 	# the distinct files only (the figure is about their encodings)
-	(cd "$dir" && find -L . -type f -name "$GLOB" -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35-) >"$WORK/list"
-	(cd "$dir" && while IFS= read -r f; do mkdir -p "$src/$(dirname "$f")" && cp "$f" "$src/$f"; done) <"$WORK/list"
-	n=$(wc -l <"$WORK/list")
+	n=$(distinct_copy "$dir" "$GLOB" "$src")
 	raw=$(du -sb --apparent-size "$src" | cut -f1)
-	gz=$(cd "$src" && find . -type f -print0 | xargs -0 -n 200 sh -c 'for f; do gzip -6c -- "$f" | wc -c; done' sh |
-		awk '{ s += $1 } END { printf "%d", s }')
+	gz=$(gzip_sum "$src")
 	echo "${name}_input: $n distinct files, $raw bytes, per-page gzip -6 sum $gz bytes"
 	flock /tmp/pd-bench.lock bash -c "$(declare -f fill); $(declare -p PD PDFS WORK); fill '$WORK/store-$name' '$src'" ||
 		{ echo "bench-cold: filling $name failed" >&2; failed=1; continue; }

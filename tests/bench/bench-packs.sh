@@ -36,10 +36,6 @@ bench_work packs
 failed=0
 met() { awk "BEGIN { exit !($1) }" && echo met || echo "not met"; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || echo "bench-packs: cannot drop caches" >&2; }
-gzip_sum() { # DIR: the per-page gzip -6 sum of its distinct pages
-	(cd "$1" && find . -type f -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35- |
-		while IFS= read -r f; do gzip -6c -- "$f" | wc -c; done | awk '{ s += $1 } END { printf "%d", s }')
-}
 mount_store() { # STORE
 	mkdir -p "$WORK/mnt"
 	"$PDFS" "$1" "$WORK/mnt" -f ${PD_MOUNT_OPTS:-} >>"$WORK/daemon.log" 2>&1 &

@@ -22,10 +22,6 @@ PD=$BUILD/pagededup PDFS=$BUILD/pagededupfs
 . "$top/tests/bench/bench_lib.sh"
 bench_work versions
 du_b() { du -sB1 "$1" | cut -f1; }
-gzip_sum() { # DIR: the per-page gzip -6 sum of its distinct pages
-	(cd "$1" && find . -type f -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35- |
-		while IFS= read -r f; do gzip -6c -- "$f" | wc -c; done | awk '{ s += $1 } END { printf "%d", s }')
-}
 copy_in() { # DIR NAME: cp -r DIR into the mounted store as NAME, then unmount and compact --all
 	mkdir -p "$WORK/mnt"
 	"$PDFS" "$WORK/store" "$WORK/mnt" -f ${PD_MOUNT_OPTS:-} >"$WORK/daemon.log" 2>&1 &

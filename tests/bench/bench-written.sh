@@ -50,11 +50,8 @@ for arg in "$@"; do
 	src=$WORK/src-$name
 	mkdir -p "$src"
 	# the distinct files only (the figure is about the store's bytes a page)
-	(cd "$dir" && find -L . -type f -name "$GLOB" -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35-) >"$WORK/list"
-	(cd "$dir" && while IFS= read -r f; do mkdir -p "$src/$(dirname "$f")" && cp "$f" "$src/$f"; done) <"$WORK/list"
-	n=$(wc -l <"$WORK/list")
-	gz=$(cd "$src" && find . -type f -print0 | xargs -0 -n 200 sh -c 'for f; do gzip -6c -- "$f" | wc -c; done' sh |
-		awk '{ s += $1 } END { printf "%d", s }')
+	n=$(distinct_copy "$dir" "$GLOB" "$src")
+	gz=$(gzip_sum "$src")
 	echo "${name}_input: $n distinct files, $(du -sb --apparent-size "$src" | cut -f1) bytes, per-page gzip -6 sum $gz bytes"
 	for r in $(seq 1 "$ROUNDS"); do
 		for setting in lmdb_rewrite_mb=0 lmdb_rewrite_mb=256; do

@@ -9,6 +9,11 @@
 #                     PD_KEEP=1)
 #   calc FMT EXPR     EXPR evaluated by awk, printed with printf FMT
 #   du_b PATH         the disk bytes of PATH (du -sk, times 1024)
+#   gzip_sum DIR      the per-page gzip -6 sum of DIR's distinct files (one
+#                     member a page, what a WARC.gz holds)
+#   distinct_copy DIR GLOB DEST
+#                     DIR's distinct files (by MD5) whose names match GLOB
+#                     copied under DEST at the same paths; prints how many
 
 bench_work() {
 	WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-$1.XXXXXX")
@@ -24,3 +29,15 @@ bench_cleanup() {
 
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 du_b() { echo $(( $(du -sk "$1" | cut -f1) * 1024 )); }
+gzip_sum() {
+	(cd "$1" && find . -type f -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35- |
+		while IFS= read -r f; do gzip -6c -- "$f" | wc -c; done | awk '{ s += $1 } END { printf "%d", s }')
+}
+distinct_copy() {
+	local list
+	list=$(mktemp) || return 1
+	(cd "$1" && find -L . -type f -name "$2" -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35-) >"$list"
+	(cd "$1" && while IFS= read -r f; do mkdir -p "$3/$(dirname "$f")" && cp "$f" "$3/$f"; done) <"$list"
+	wc -l <"$list"
+	rm -f "$list"
+}
