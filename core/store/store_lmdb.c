@@ -305,12 +305,12 @@ int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t *before, uin
 	/* The repack may grow the file to twice its size (each table copied
 	 * once beside itself), and the copy takes as much again: a rewrite
 	 * that could fill the disk would eat the reserve a delete needs. */
-	uint64_t room = disk_free(data), need = 3 * size + LMDB_REWRITE_HEADROOM;
 	if (size > max) {
 		snprintf(err, PD_ERRLEN, "%llu bytes, over lmdb_rewrite_mb; 'pagededup compact' writes it again unmounted",
 			 (unsigned long long)size);
 		return 0;
 	}
+	uint64_t room = disk_free(data), need = 3 * size + LMDB_REWRITE_HEADROOM;
 	if (room < need) {
 		snprintf(err, PD_ERRLEN, "the disk has %llu bytes free, the rewrite of %llu bytes needs %llu",
 			 (unsigned long long)room, (unsigned long long)size, (unsigned long long)need);
