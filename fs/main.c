@@ -36,6 +36,7 @@ struct options {
 	long pack_level, compact_level;
 	char *delta;
 	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates, lmdb_rewrite_mb;
+	long delta_window; /* -1: not given */
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
 };
@@ -63,6 +64,7 @@ static const struct fuse_opt option_spec[] = {
 	{ "compact_level=%ld", offsetof(struct options, compact_level), 0 },
 	{ "delta=%s", offsetof(struct options, delta), 0 },
 	{ "delta_candidates=%lu", offsetof(struct options, delta_candidates), 0 },
+	{ "delta_window=%ld", offsetof(struct options, delta_window), 0 },
 	{ "uring_threads=%lu", offsetof(struct options, uring_threads), 0 },
 	{ "sign_queue=%lu", offsetof(struct options, sign_queue), 0 },
 	{ "entry_timeout=%lf", offsetof(struct options, entry_timeout), 0 },
@@ -126,6 +128,9 @@ static void usage(const char *prog)
 	       "                           RULE picks: resemblance (default), simhash, trial, off\n"
 	       "    delta_candidates=N     near neighbours a base is chosen among (default 8, at\n"
 	       "                           most 32; fewer cost less CPU per page at scale)\n"
+	       "    delta_window=N         a page no neighbour gives a delta is tried as a delta\n"
+	       "                           on the N pages the delta step did before it (default\n"
+	       "                           2, at most 64; 0: none)\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
 	       "                           under objects/ (tests of format 1 stores)\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
@@ -323,7 +328,8 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	/* the LMDB rewrite's bound: about 3 s at unmount on this project's
 	 * machines (tests/bench/README.md, "LMDB written again at unmount") */
-	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1, .lmdb_rewrite_mb = 256 };
+	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1, .lmdb_rewrite_mb = 256,
+			     .delta_window = -1 };
 	struct fuse_cmdline_opts cl = { 0 };
 	int ret = 1, notify_fd = -1;
 	struct fuse_session *se = NULL;
@@ -388,6 +394,7 @@ int main(int argc, char *argv[])
 				 .nursery = !o.nonursery && !o.blob_files, .nursery_level = (int)o.nursery_level,
 				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20,
 				 .delta_candidates = (unsigned)o.delta_candidates,
+				 .delta_window = o.delta_window < 0 ? 0 : o.delta_window == 0 ? -1 : (int)o.delta_window,
 				 .lmdb_rewrite_max = (uint64_t)o.lmdb_rewrite_mb << 20 };
 	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
 		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
@@ -401,6 +408,11 @@ int main(int argc, char *argv[])
 	if (o.delta_candidates > NDELTA_CANDIDATES) {
 		start_failed(notify_fd, "pagededupfs: -o delta_candidates=%lu: at most %d", o.delta_candidates,
 			     NDELTA_CANDIDATES);
+		goto out_session;
+	}
+	if (o.delta_window > NDELTA_WINDOW_MAX || o.delta_window < -1) {
+		start_failed(notify_fd, "pagededupfs: -o delta_window=%ld: from 0 (none) to %d", o.delta_window,
+			     NDELTA_WINDOW_MAX);
 		goto out_session;
 	}
 	if (archive_open(o.store, &so, &st, err)) {

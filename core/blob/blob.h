@@ -322,6 +322,24 @@ struct blob_cold_cfg {
 struct blob_cold_window;
 struct blob_cold_window *blob_cold_window_new(unsigned slots);
 void blob_cold_window_free(struct blob_cold_window *win);
+/* The same window on the write path (the delta step, ndelta.h): pages
+ * are tried as deltas on the pages the step gave their records just
+ * before, as the cold pass tries them on the pages it copied before.
+ * blob_window_delta: page k (raw, size bytes, its XXH3-128) encoded at
+ * level as a delta on each slot of win (NULL: none), and the smallest
+ * kept when it is worth it against the page whole (whole bytes at the
+ * level the page would be stored at), by the same depth rule as the
+ * cold pass's: 1 and *out (pack_rec_free) with its base's depth, 0 when
+ * none is, -ENOMEM. Only a page of one chunk takes part. No transaction:
+ * the commit that points the page at the delta checks the delta rules
+ * (blob_delta_move). blob_window_keep: page k joins the window at the
+ * depth its record will have (raw, malloc'd, taken over: freed when the
+ * page does not take part, or win is NULL). */
+int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, const uint8_t xxh128[16],
+		      const void *raw, uint64_t size, int level, size_t whole, struct pack_rec *out,
+		      unsigned *base_depth);
+void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t size,
+		      unsigned depth);
 /* Record in (read by pack_read_rec, a page) encoded again by c: 1 and
  * *out (pack_rec_free) when that is smaller, 0 when the old bytes stay
  * (not smaller; in was decoded whole, and so checked, either way),

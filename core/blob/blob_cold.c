@@ -156,14 +156,26 @@ static int page_standing(struct store *st, const struct blobkey *k, unsigned *de
 	return rc;
 }
 
-/* Encode raw as a delta on slot s at level (*out, pack_rec_free). */
-static int delta_on(const struct pack_rec *in, const void *raw, const struct window_slot *s, int level,
+/* What a page's record is named by: its identity, size and XXH3-128. */
+struct page_id {
+	const uint8_t *md5, *xxh128;
+	uint32_t variant;
+	uint64_t size;
+};
+
+static struct page_id id_of(const struct pack_rec *in)
+{
+	return (struct page_id){ in->hdr.md5, in->hdr.xxh128, in->hdr.variant, in->hdr.size };
+}
+
+/* Encode raw (page p) as a delta on slot s at level (*out, pack_rec_free). */
+static int delta_on(const struct page_id *p, const void *raw, const struct window_slot *s, int level,
 		    struct pack_rec *out)
 {
 	struct pack_encode_opts o = { .level = level, .base = s->raw, .base_len = (size_t)s->len,
 				      .base_variant = s->k.variant };
 	memcpy(o.base_md5, s->k.md5, 16);
-	return pack_encode_page(in->hdr.md5, in->hdr.variant, in->hdr.xxh128, raw, -1, in->hdr.size, &o, out);
+	return pack_encode_page(p->md5, p->variant, p->xxh128, raw, -1, p->size, &o, out);
 }
 
 /* The page in (raw) whole with the store's newest dictionary at level:
@@ -214,7 +226,8 @@ static int window_best(struct store *st, const struct pack_rec *in, const struct
 		if (!s->raw || s->depth >= BLOB_DELTA_DEPTH || blobkey_equal(&s->k, k))
 			continue;
 		struct pack_rec trial;
-		int rc = delta_on(in, raw, s, BLOB_COLD_TRIAL_LEVEL, &trial);
+		struct page_id p = id_of(in);
+		int rc = delta_on(&p, raw, s, BLOB_COLD_TRIAL_LEVEL, &trial);
 		if (rc == -ENOMEM)
 			return rc;
 		if (rc)
@@ -227,7 +240,8 @@ static int window_best(struct store *st, const struct pack_rec *in, const struct
 	}
 	if (!best)
 		return 0;
-	int rc = delta_on(in, raw, best, level, out);
+	struct page_id p = id_of(in);
+	int rc = delta_on(&p, raw, best, level, out);
 	if (rc)
 		return rc == -ENOMEM ? rc : 0;
 	if (out->len >= whole) {
@@ -236,6 +250,48 @@ static int window_best(struct store *st, const struct pack_rec *in, const struct
 	}
 	*base_depth = best->depth;
 	return 1;
+}
+
+/* ---- the delta step's window (blob.h) ---------------------------------------- */
+
+int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, const uint8_t xxh128[16],
+		      const void *raw, uint64_t size, int level, size_t whole, struct pack_rec *out,
+		      unsigned *base_depth)
+{
+	memset(out, 0, sizeof *out);
+	if (!win || !window_sized(size))
+		return 0;
+	struct page_id p = { k->md5, xxh128, k->variant, size };
+	for (unsigned i = 0; i < win->slots; i++) {
+		const struct window_slot *s = &win->v[i];
+		if (!s->raw || s->depth >= BLOB_DELTA_DEPTH || blobkey_equal(&s->k, k))
+			continue;
+		struct pack_rec d;
+		int rc = delta_on(&p, raw, s, level, &d);
+		if (rc == -ENOMEM) {
+			pack_rec_free(out);
+			return rc;
+		}
+		if (rc)
+			continue; /* that base will not do: the next may */
+		if (worth_it(d.len, whole, s->depth) && (!out->buf || d.len < out->len)) {
+			pack_rec_free(out);
+			*out = d;
+			*base_depth = s->depth;
+		} else {
+			pack_rec_free(&d);
+		}
+	}
+	return out->buf ? 1 : 0;
+}
+
+void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t size,
+		      unsigned depth)
+{
+	if (win && raw && window_sized(size))
+		window_push(win, k, raw, size, depth);
+	else
+		free(raw);
 }
 
 /* ---- encoding a record again ------------------------------------------------- */

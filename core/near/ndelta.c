@@ -60,6 +60,7 @@ struct job {
 	uint32_t dict;
 	uint64_t before, after;
 	bool chunked; /* a delta of more than one chunk (pack.h) */
+	bool window; /* ... on a page of the window, not a neighbour */
 };
 
 /* Page k (record r, bytes page) encoded whole with the store's codec
@@ -73,12 +74,53 @@ static int encode_whole(struct store *st, const struct blobkey *k, const struct 
 	return blob_encode_final(st, &fp, page, -1, out);
 }
 
-/* Encode page k against the rule's best base; *ready when a record under
- * the gain threshold was appended. A page still in the nursery (pack.h)
- * always gets its final record: the delta when it is under the gain
- * threshold of the page encoded whole, else the page whole. */
-static int prepare(struct store *st, struct near_set_cache *cache, unsigned rule, const struct blobkey *k,
-		   struct job *j, bool *ready, uint64_t *examined)
+/* How many deltas deep the record of page k is (0 when it cannot be told:
+ * only the window's depth rule asks, and the commit checks the rules). */
+static unsigned depth_of(struct store *st, const struct blobkey *k)
+{
+	MDB_txn *txn;
+	struct fprec r;
+	unsigned depth = 0;
+	if (store_read_begin(st, &txn))
+		return 0;
+	if (blob_get(txn, st, k, &r) || blob_delta_depth(txn, st, &r, &depth))
+		depth = 0;
+	store_read_end(st, txn);
+	return depth;
+}
+
+/* Page k (record r, bytes page) tried on the window when its neighbours
+ * gave no delta worth keeping (against: what the delta must beat): 1
+ * and *best the window's delta (its base in *base, that base's depth in
+ * *base_depth), 0 when none pays, -errno. */
+static int try_window(struct store *st, struct blob_cold_window *win, const struct blobkey *k,
+		      const struct fprec *r, const void *page, uint64_t against, struct pack_rec *best,
+		      struct blobkey *base, unsigned *base_depth)
+{
+	struct pack_rec d;
+	int rc = blob_window_delta(win, k, r->xxh128, page, r->size, ndelta_level(st), (size_t)against, &d,
+				   base_depth);
+	if (rc != 1)
+		return rc;
+	if (d.len + NDELTA_WINDOW_MIN_GAIN > against) {
+		pack_rec_free(&d);
+		return 0;
+	}
+	pack_rec_free(best);
+	*best = d;
+	*base = (struct blobkey){ .variant = d.hdr.base_variant };
+	memcpy(base->md5, d.hdr.base_md5, 16);
+	return 1;
+}
+
+/* Encode page k against the rule's best base, else against the window's
+ * pages (win, may be NULL: ndelta.h); *ready when a record under the gain
+ * threshold was appended. A page still in the nursery (pack.h) always
+ * gets its final record: the delta when it is under the gain threshold
+ * of the page encoded whole, else the page whole. The page then joins
+ * the window at the depth its record will have. */
+static int prepare(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win, unsigned rule,
+		   const struct blobkey *k, struct job *j, bool *ready, uint64_t *examined)
 {
 	*ready = false;
 	struct fprec r;
@@ -109,21 +151,33 @@ static int prepare(struct store *st, struct near_set_cache *cache, unsigned rule
 		if (!(rc = encode_whole(st, k, &r, page, &whole)))
 			against = whole.len;
 	}
+	bool take = best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM;
+	unsigned depth = 0, base_depth = 0;
+	bool on_window = false;
+	if (!rc && !take && deltable && win && !page)
+		rc = blob_read_packed_alloc(st, k, &r, &page);
+	if (!rc && !take && deltable && win) {
+		int w = try_window(st, win, k, &r, page, against, &best, &j->base, &base_depth);
+		rc = w < 0 ? w : 0;
+		take = on_window = w == 1;
+	}
 	*j = (struct job){ .k = *k, .base = j->base, .before = r.pack_len };
 	blob_rec_loc(&r, &j->was);
-	if (!rc && best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM) {
+	if (!rc && take) {
 		j->has_base = true;
 		j->chunked = best.hdr.nchunks > 1;
 		j->after = best.len;
 		rc = blob_append(st, &best, k, &j->loc);
 		*ready = rc == 0;
+		depth = (on_window ? base_depth : depth_of(st, &j->base)) + 1;
 	} else if (!rc && nursery) {
 		j->dict = whole.hdr.dict;
 		j->after = whole.len;
 		rc = blob_append(st, &whole, k, &j->loc);
 		*ready = rc == 0;
 	}
-	free(page);
+	j->window = on_window;
+	blob_window_keep(win, k, page, r.size, depth); /* page taken over */
 	pack_rec_free(&best);
 	pack_rec_free(&whole);
 	return rc == -EIO ? 0 : rc; /* a page that cannot be read stays as it is */
@@ -187,6 +241,7 @@ static void count_moves(struct ndelta_counts *c, const struct job *v, size_t n, 
 	for (size_t i = 0; c && i < n; i++)
 		if (moved[i] && v[i].has_base) {
 			c->stored++;
+			c->window += v[i].window;
 			c->bytes_before += v[i].before;
 			c->bytes_after += v[i].after;
 			if (v[i].chunked) {
@@ -223,8 +278,9 @@ static int leave_nursery(struct store *st, const struct blobkey *k, struct ndelt
  * step's: a set that several pages' candidates share, or that a page's
  * candidates and its move both need, is decoded once while it stays the
  * same (near_set_cache). */
-static int delta_batch_sets(struct store *st, struct near_set_cache *cache, unsigned rule,
-			    const struct blobkey *keys, size_t n, struct ndelta_counts *c, struct pack_loc *carry)
+static int delta_batch_sets(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win,
+			    unsigned rule, const struct blobkey *keys, size_t n, struct ndelta_counts *c,
+			    struct pack_loc *carry)
 {
 	struct job v[NDELTA_BATCH];
 	bool moved[NDELTA_BATCH] = { false };
@@ -233,7 +289,7 @@ static int delta_batch_sets(struct store *st, struct near_set_cache *cache, unsi
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		bool ready;
-		rc = prepare(st, cache, rule, &keys[i], &v[nj], &ready, &examined);
+		rc = prepare(st, cache, win, rule, &keys[i], &v[nj], &ready, &examined);
 		nj += ready;
 	}
 	if (c) {
@@ -252,7 +308,7 @@ static int delta_batch_sets(struct store *st, struct near_set_cache *cache, unsi
 			continue;
 		bool ready, again = false;
 		struct job j;
-		if (n > 1 && !(rc = prepare(st, cache, rule, &v[i].k, &j, &ready, &examined)) && ready &&
+		if (n > 1 && !(rc = prepare(st, cache, win, rule, &v[i].k, &j, &ready, &examined)) && ready &&
 		    !(rc = commit_jobs(st, cache, &j, 1, &again, carry)))
 			count_moves(c, &j, 1, &again);
 		if (!rc && !again)
@@ -262,12 +318,12 @@ static int delta_batch_sets(struct store *st, struct near_set_cache *cache, unsi
 }
 
 /* delta_batch_sets, and the cache's work counted in c. */
-static int delta_batch(struct store *st, struct near_set_cache *cache, unsigned rule, const struct blobkey *keys,
-		       size_t n, struct ndelta_counts *c, struct pack_loc *carry)
+static int delta_batch(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win, unsigned rule,
+		       const struct blobkey *keys, size_t n, struct ndelta_counts *c, struct pack_loc *carry)
 {
 	uint64_t hits0, decoded0, hits, decoded;
 	near_set_cache_counts(cache, &hits0, &decoded0);
-	int rc = delta_batch_sets(st, cache, rule, keys, n, c, carry);
+	int rc = delta_batch_sets(st, cache, win, rule, keys, n, c, carry);
 	near_set_cache_counts(cache, &hits, &decoded);
 	if (c) {
 		c->set_hits += hits - hits0;
@@ -279,7 +335,7 @@ static int delta_batch(struct store *st, struct near_set_cache *cache, unsigned 
 int ndelta_page(struct store *st, unsigned rule, const struct blobkey *k, struct ndelta_counts *c)
 {
 	struct near_set_cache *cache = near_set_cache_new(); /* none without memory: sets decoded each time */
-	int rc = delta_batch(st, cache, rule ? rule : NDELTA_RULE_RESEMBLANCE, k, 1, c, NULL);
+	int rc = delta_batch(st, cache, NULL, rule ? rule : NDELTA_RULE_RESEMBLANCE, k, 1, c, NULL);
 	near_set_cache_free(cache);
 	return rc;
 }
@@ -435,7 +491,8 @@ static int waiting_in(struct store *st, uint32_t id, struct waiting *w)
 
 /* ndelta_nursery_sweep, its sets through cache (may be NULL: the sweep's
  * own). */
-static int nursery_sweep(struct store *st, struct near_set_cache *cache, unsigned rule, struct ndelta_counts *c)
+static int nursery_sweep(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win, unsigned rule,
+			 struct ndelta_counts *c)
 {
 	if (st->readonly)
 		return 0;
@@ -456,7 +513,7 @@ static int nursery_sweep(struct store *st, struct near_set_cache *cache, unsigne
 	struct near_set_cache *own = !cache && w.n ? near_set_cache_new() : NULL;
 	for (size_t i = 0; i < w.n && !rc; i += NDELTA_BATCH) {
 		size_t m = w.n - i < NDELTA_BATCH ? w.n - i : NDELTA_BATCH;
-		rc = delta_batch(st, cache ? cache : own, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
+		rc = delta_batch(st, cache ? cache : own, win, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
 	}
 	near_set_cache_free(own);
 	free(w.v);
@@ -466,7 +523,7 @@ static int nursery_sweep(struct store *st, struct near_set_cache *cache, unsigne
 
 int ndelta_nursery_sweep(struct store *st, unsigned rule, struct ndelta_counts *c)
 {
-	return nursery_sweep(st, NULL, rule, c);
+	return nursery_sweep(st, NULL, NULL, rule, c);
 }
 
 /* Counts of one pass added to the thread's. */
@@ -474,6 +531,7 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 {
 	to->tried += c->tried;
 	to->stored += c->stored;
+	to->window += c->window;
 	to->bytes_before += c->bytes_before;
 	to->bytes_after += c->bytes_after;
 	to->chunked += c->chunked;
@@ -496,12 +554,21 @@ static uint64_t thread_cpu_ns(void)
 	return pd_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
+/* A window of the store's size (-o delta_window), NULL for none (or
+ * without memory: no window then). */
+static struct blob_cold_window *window_new(struct store *st)
+{
+	_Static_assert(NDELTA_WINDOW_MAX <= BLOB_COLD_WINDOW_MAX, "the window's bound");
+	int n = st->opts.delta_window ? st->opts.delta_window : NDELTA_DEFAULT_WINDOW;
+	return n > 0 && st->opts.delta_rule != NDELTA_RULE_OFF ? blob_cold_window_new((unsigned)n) : NULL;
+}
+
 /* A sweep (d->mu held on entry and on return), one at a time: two at
  * once find the same waiting records and encode each twice, the second
  * copy left dead. The thread skips its sweep while another runs (wait
  * false); a drain waits for it, then sweeps what is left (wait true).
  * cache: the caller's (the thread's, or the drain's). */
-static void sweep(struct ndelta *d, bool wait, struct near_set_cache *cache)
+static void sweep(struct ndelta *d, bool wait, struct near_set_cache *cache, struct blob_cold_window *win)
 {
 	while (d->sweeping) {
 		if (!wait)
@@ -513,7 +580,7 @@ static void sweep(struct ndelta *d, bool wait, struct near_set_cache *cache)
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
 	uint64_t t0 = thread_cpu_ns();
-	nursery_sweep(d->st, cache, d->rule, &c); /* what fails waits for the next */
+	nursery_sweep(d->st, cache, win, d->rule, &c); /* what fails waits for the next */
 	c.cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
@@ -539,12 +606,12 @@ static size_t take(struct ndelta *d, struct blobkey *keys)
  * own (a drain or a helping close() beside it has none); cache: the
  * caller's (the thread's, the drain's, none for a helping close()). */
 static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct pack_loc *carry,
-		 struct near_set_cache *cache)
+		 struct near_set_cache *cache, struct blob_cold_window *win)
 {
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
 	uint64_t t0 = thread_cpu_ns();
-	delta_batch(d->st, cache, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
+	delta_batch(d->st, cache, win, d->rule, keys, n, &c, carry); /* a page that fails stays whole */
 	c.cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
@@ -556,12 +623,14 @@ void ndelta_drain(struct ndelta *d)
 		return;
 	struct blobkey keys[NDELTA_BATCH];
 	struct near_set_cache *cache = near_set_cache_new(); /* the drain's (the thread may run beside it) */
+	struct blob_cold_window *win = window_new(d->st);     /* the same */
 	pthread_mutex_lock(&d->mu);
 	for (size_t n; (n = take(d, keys));)
-		work(d, keys, n, NULL, cache);
-	sweep(d, true, cache); /* the nursery emptied, so that a clean stop leaves none */
+		work(d, keys, n, NULL, cache, win);
+	sweep(d, true, cache, win); /* the nursery emptied, so that a clean stop leaves none */
 	pthread_mutex_unlock(&d->mu);
 	near_set_cache_free(cache);
+	blob_cold_window_free(win);
 }
 
 uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
@@ -584,12 +653,13 @@ static void rest(struct ndelta *d, uint64_t ns)
 }
 
 /* One batch of the thread, then its rest when writers are busy (ndelta.h). */
-static void batch_then_yield(struct ndelta *d, struct near_set_cache *cache, struct blobkey *keys,
+static void batch_then_yield(struct ndelta *d, struct near_set_cache *cache, struct blob_cold_window *win,
+			     struct blobkey *keys,
 			     uint64_t *nursery_seen)
 {
 	uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
 	size_t n = take(d, keys);
-	work(d, keys, n, &d->carry, cache);
+	work(d, keys, n, &d->carry, cache, win);
 	uint64_t took = pd_clock_ns(CLOCK_MONOTONIC) - t0;
 	struct store *st = d->st;
 	uint64_t nursery = pack_nursery_bytes(st->packs);
@@ -627,6 +697,8 @@ static void *ndelta_main(void *arg)
 	/* the thread's sets, kept from batch to batch: the next pages' candidates
 	 * are mostly the last ones' (none without memory: decoded each time) */
 	struct near_set_cache *cache = near_set_cache_new();
+	/* the thread's window: the pages it gave records last (ndelta.h) */
+	struct blob_cold_window *win = window_new(d->st);
 	uint64_t seen_at_give_back = 0;
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
@@ -638,7 +710,7 @@ static void *ndelta_main(void *arg)
 			if (d->sweeping)
 				pthread_cond_wait(&d->swept_cv, &d->mu);
 			else
-				sweep(d, false, cache);
+				sweep(d, false, cache, win);
 			continue;
 		}
 		if (!d->n) {
@@ -651,7 +723,7 @@ static void *ndelta_main(void *arg)
 				pthread_mutex_lock(&d->mu);
 				d->counts.kept_rebased += moved;
 				if (!d->n && !d->stop)
-					sweep(d, false, cache);
+					sweep(d, false, cache, win);
 				if (!d->n && !d->stop && work_seen(d) != seen_at_give_back) {
 					seen_at_give_back = work_seen(d);
 					give_back(d, &cache);
@@ -659,10 +731,11 @@ static void *ndelta_main(void *arg)
 			}
 			continue;
 		}
-		batch_then_yield(d, cache, keys, &nursery_seen);
+		batch_then_yield(d, cache, win, keys, &nursery_seen);
 	}
 	pthread_mutex_unlock(&d->mu);
 	near_set_cache_free(cache);
+	blob_cold_window_free(win);
 	return NULL;
 }
 
@@ -718,6 +791,9 @@ void ndelta_stop(struct ndelta *d)
 			(unsigned long long)c->moved_whole, (unsigned long long)c->whole_before,
 			(unsigned long long)c->whole_after, (unsigned long long)c->swept,
 			(unsigned long long)c->rests, (unsigned long long)c->helped);
+	if (c->window)
+		fprintf(stderr, "pagededupfs: delta step: %llu of the deltas on a page of the window, not a near neighbour\n",
+			(unsigned long long)c->window);
 	uint64_t done = c->stored + c->moved_whole;
 	if (c->chunked)
 		fprintf(stderr, "pagededupfs: delta step: %llu of the deltas over a chunk (chunked deltas), their records %llu -> %llu bytes\n",
@@ -766,7 +842,7 @@ size_t ndelta_help(struct ndelta *d)
 	if (n) {
 		/* no set cache: the thread's is not shared, and a close()
 		 * keeps nothing from one batch to the next (sets decoded) */
-		work(d, keys, n, NULL, NULL);
+		work(d, keys, n, NULL, NULL, NULL);
 		d->counts.helped += n;
 	}
 	pthread_mutex_unlock(&d->mu);

@@ -91,6 +91,17 @@
  * step's cost per page stops growing once a page's versions pass the
  * bound, four times sooner. */
 #define NDELTA_DEFAULT_CANDIDATES 8
+/* The window (-o delta_window, 0 for none): a page to which no neighbour
+ * gives a delta worth keeping is tried as a delta on each of the pages the
+ * step gave their records just before (blob_window_delta). Measured:
+ * the issue-15 note. */
+#define NDELTA_DEFAULT_WINDOW 2
+#define NDELTA_WINDOW_MAX 64 /* BLOB_COLD_WINDOW_MAX */
+/* A delta on the window is kept only when it saves this many bytes or
+ * more: a delta costs LMDB its link row ("dlnk", 44 bytes of key, blob.h)
+ * and a read the decode of its base, which a few bytes of a small page
+ * do not pay for. */
+#define NDELTA_WINDOW_MIN_GAIN 128
 #define NDELTA_TRIALS 3            /* bases tried by NDELTA_RULE_TRIAL */
 #define NDELTA_MAX_BYTES (256u << 10) /* a page of at most this (one chunk,
 				       * PACK_DEFAULT_CHUNK_SHIFT) is one frame
@@ -145,6 +156,7 @@ size_t ndelta_help(struct ndelta *d);
 /* What the thread did (tests, benchmarks). */
 struct ndelta_counts {
 	uint64_t queued, dropped, tried, stored, kept_rebased;
+	uint64_t window;                    /* of the deltas stored, those on a page of the window */
 	uint64_t cpu_ns; /* CPU time of the batches and sweeps (the thread's) */
 	uint64_t bytes_before, bytes_after; /* records replaced by deltas */
 	uint64_t chunked, chunked_before, chunked_after; /* of them, pages over a chunk */

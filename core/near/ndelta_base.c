@@ -169,6 +169,11 @@ static size_t rank(struct store *st, struct cands *c, const struct fprec *r, uns
 
 /* ---- encoding ---------------------------------------------------------------- */
 
+int ndelta_level(const struct store *st)
+{
+	return st->opts.pack_level > 0 ? st->opts.pack_level : PACK_DEFAULT_LEVEL;
+}
+
 int ndelta_read_page(struct store *st, const struct blobkey *k, struct fprec *r, void **out)
 {
 	int rc = blob_read(st, k, r);
@@ -183,8 +188,7 @@ static int encode_delta(struct store *st, const struct blobkey *k, const struct 
 	int rc = ndelta_read_page(st, bk, &br, &base);
 	if (rc)
 		return rc;
-	int level = st->opts.pack_level > 0 ? st->opts.pack_level : PACK_DEFAULT_LEVEL;
-	struct pack_encode_opts o = { .level = level, .chunk_shift = PACK_DEFAULT_CHUNK_SHIFT, .base = base,
+	struct pack_encode_opts o = { .level = ndelta_level(st), .chunk_shift = PACK_DEFAULT_CHUNK_SHIFT, .base = base,
 				      .base_len = (size_t)br.size, .base_variant = bk->variant };
 	memcpy(o.base_md5, bk->md5, 16);
 	rc = pack_encode_page(k->md5, k->variant, r->xxh128, page, -1, r->size, &o, out);

@@ -8,6 +8,9 @@
 
 struct near_set_cache;
 
+/* The zstd level of a delta (-o pack_level, else PACK_DEFAULT_LEVEL). */
+int ndelta_level(const struct store *st);
+
 /* Page k's record (*r) and its bytes decoded (*out, malloc'd). */
 int ndelta_read_page(struct store *st, const struct blobkey *k, struct fprec *r, void **out);
 

@@ -204,6 +204,9 @@ struct store_opts {
 			      * move on (near.h, "Rows staged"), 0 = its default */
 	unsigned delta_candidates; /* candidates a page's base is chosen among, at
 				    * most NDELTA_CANDIDATES, 0 = NDELTA_DEFAULT_CANDIDATES */
+	int delta_window;           /* pages before a page it is also tried as a
+				    * delta on, at most BLOB_COLD_WINDOW_MAX,
+				    * 0 = NDELTA_DEFAULT_WINDOW, < 0 = none */
 	/* The nursery (pack.h): a sealed page goes to a nursery pack at
 	 * nursery_level (0 = BLOB_NURSERY_LEVEL, < 0 = raw) and its final
 	 * record is written by the delta step; while the nursery holds more
