@@ -285,6 +285,24 @@ int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, con
 	return out->buf ? 1 : 0;
 }
 
+struct blob_cold_window *blob_window_copy(const struct blob_cold_window *win)
+{
+	struct blob_cold_window *c = win ? blob_cold_window_new(win->slots) : NULL;
+	for (unsigned i = 0; c && i < win->slots; i++) {
+		const struct window_slot *s = &win->v[i];
+		if (!s->raw)
+			continue;
+		void *raw = malloc((size_t)s->len);
+		if (!raw) {
+			blob_cold_window_free(c);
+			return NULL;
+		}
+		memcpy(raw, s->raw, (size_t)s->len);
+		c->v[i] = (struct window_slot){ .k = s->k, .raw = raw, .len = s->len, .depth = s->depth };
+	}
+	return c;
+}
+
 void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t size,
 		      unsigned depth)
 {

@@ -17,6 +17,15 @@
 #include "ndelta_int.h"
 #include "near.h"
 
+/* The step's window (ndelta.h): the pages given their records last,
+ * whichever thread did them (the thread, a drain beside it at a clean
+ * close, a close() helping), so that a page meets the pages stored just
+ * before it. Tried on a copy taken under mu, kept under mu. */
+struct step_window {
+	pthread_mutex_t mu;
+	struct blob_cold_window *win; /* NULL: no window */
+};
+
 struct ndelta {
 	struct store *st;
 	unsigned rule;
@@ -29,6 +38,7 @@ struct ndelta {
 	size_t head, n;
 	struct ndelta_counts counts;
 	struct pack_loc carry; /* the last record the thread's moves left dead */
+	struct step_window window; /* shared by the thread, a drain, a helping close() */
 	pthread_t thread;
 	bool running, stop;
 };
@@ -92,14 +102,18 @@ static unsigned depth_of(struct store *st, const struct blobkey *k)
 /* Page k (record r, bytes page) tried on the window when its neighbours
  * gave no delta worth keeping (against: what the delta must beat): 1
  * and *best the window's delta (its base in *base, that base's depth in
- * *base_depth), 0 when none pays, -errno. */
-static int try_window(struct store *st, struct blob_cold_window *win, const struct blobkey *k,
-		      const struct fprec *r, const void *page, uint64_t against, struct pack_rec *best,
-		      struct blobkey *base, unsigned *base_depth)
+ * *base_depth), 0 when none pays (or the window cannot be copied), -errno. */
+static int try_window(struct store *st, struct step_window *sw, const struct blobkey *k, const struct fprec *r,
+		      const void *page, uint64_t against, struct pack_rec *best, struct blobkey *base,
+		      unsigned *base_depth)
 {
+	pthread_mutex_lock(&sw->mu);
+	struct blob_cold_window *win = blob_window_copy(sw->win);
+	pthread_mutex_unlock(&sw->mu);
 	struct pack_rec d;
 	int rc = blob_window_delta(win, k, r->xxh128, page, r->size, ndelta_level(st), (size_t)against, &d,
 				   base_depth);
+	blob_cold_window_free(win);
 	if (rc != 1)
 		return rc;
 	if (d.len + NDELTA_WINDOW_MIN_GAIN > against) {
@@ -113,13 +127,26 @@ static int try_window(struct store *st, struct blob_cold_window *win, const stru
 	return 1;
 }
 
+/* Page k (raw, taken over) joins the window at depth. */
+static void keep_in_window(struct step_window *sw, const struct blobkey *k, void *raw, uint64_t size,
+			   unsigned depth)
+{
+	if (!sw) {
+		free(raw);
+		return;
+	}
+	pthread_mutex_lock(&sw->mu);
+	blob_window_keep(sw->win, k, raw, size, depth);
+	pthread_mutex_unlock(&sw->mu);
+}
+
 /* Encode page k against the rule's best base, else against the window's
  * pages (win, may be NULL: ndelta.h); *ready when a record under the gain
  * threshold was appended. A page still in the nursery (pack.h) always
  * gets its final record: the delta when it is under the gain threshold
  * of the page encoded whole, else the page whole. The page then joins
  * the window at the depth its record will have. */
-static int prepare(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win, unsigned rule,
+static int prepare(struct store *st, struct near_set_cache *cache, struct step_window *win, unsigned rule,
 		   const struct blobkey *k, struct job *j, bool *ready, uint64_t *examined)
 {
 	*ready = false;
@@ -177,7 +204,7 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct blob_c
 		*ready = rc == 0;
 	}
 	j->window = on_window;
-	blob_window_keep(win, k, page, r.size, depth); /* page taken over */
+	keep_in_window(win, k, page, r.size, depth); /* page taken over */
 	pack_rec_free(&best);
 	pack_rec_free(&whole);
 	return rc == -EIO ? 0 : rc; /* a page that cannot be read stays as it is */
@@ -278,7 +305,7 @@ static int leave_nursery(struct store *st, const struct blobkey *k, struct ndelt
  * step's: a set that several pages' candidates share, or that a page's
  * candidates and its move both need, is decoded once while it stays the
  * same (near_set_cache). */
-static int delta_batch_sets(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win,
+static int delta_batch_sets(struct store *st, struct near_set_cache *cache, struct step_window *win,
 			    unsigned rule, const struct blobkey *keys, size_t n, struct ndelta_counts *c,
 			    struct pack_loc *carry)
 {
@@ -318,7 +345,7 @@ static int delta_batch_sets(struct store *st, struct near_set_cache *cache, stru
 }
 
 /* delta_batch_sets, and the cache's work counted in c. */
-static int delta_batch(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win, unsigned rule,
+static int delta_batch(struct store *st, struct near_set_cache *cache, struct step_window *win, unsigned rule,
 		       const struct blobkey *keys, size_t n, struct ndelta_counts *c, struct pack_loc *carry)
 {
 	uint64_t hits0, decoded0, hits, decoded;
@@ -491,7 +518,7 @@ static int waiting_in(struct store *st, uint32_t id, struct waiting *w)
 
 /* ndelta_nursery_sweep, its sets through cache (may be NULL: the sweep's
  * own). */
-static int nursery_sweep(struct store *st, struct near_set_cache *cache, struct blob_cold_window *win, unsigned rule,
+static int nursery_sweep(struct store *st, struct near_set_cache *cache, struct step_window *win, unsigned rule,
 			 struct ndelta_counts *c)
 {
 	if (st->readonly)
@@ -554,13 +581,26 @@ static uint64_t thread_cpu_ns(void)
 	return pd_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
-/* A window of the store's size (-o delta_window), NULL for none (or
- * without memory: no window then). */
-static struct blob_cold_window *window_new(struct store *st)
+/* The step's window of the store's size (-o delta_window; none, or
+ * without memory: no window then), and what a batch is given: NULL when
+ * there is none. */
+static void window_init(struct step_window *sw, struct store *st)
 {
 	_Static_assert(NDELTA_WINDOW_MAX <= BLOB_COLD_WINDOW_MAX, "the window's bound");
 	int n = st->opts.delta_window ? st->opts.delta_window : NDELTA_DEFAULT_WINDOW;
-	return n > 0 && st->opts.delta_rule != NDELTA_RULE_OFF ? blob_cold_window_new((unsigned)n) : NULL;
+	pthread_mutex_init(&sw->mu, NULL);
+	sw->win = n > 0 ? blob_cold_window_new((unsigned)n) : NULL;
+}
+
+static void window_free(struct step_window *sw)
+{
+	blob_cold_window_free(sw->win);
+	pthread_mutex_destroy(&sw->mu);
+}
+
+static struct step_window *window_of(struct ndelta *d)
+{
+	return d->window.win && d->rule != NDELTA_RULE_OFF ? &d->window : NULL;
 }
 
 /* A sweep (d->mu held on entry and on return), one at a time: two at
@@ -568,7 +608,7 @@ static struct blob_cold_window *window_new(struct store *st)
  * copy left dead. The thread skips its sweep while another runs (wait
  * false); a drain waits for it, then sweeps what is left (wait true).
  * cache: the caller's (the thread's, or the drain's). */
-static void sweep(struct ndelta *d, bool wait, struct near_set_cache *cache, struct blob_cold_window *win)
+static void sweep(struct ndelta *d, bool wait, struct near_set_cache *cache, struct step_window *win)
 {
 	while (d->sweeping) {
 		if (!wait)
@@ -606,7 +646,7 @@ static size_t take(struct ndelta *d, struct blobkey *keys)
  * own (a drain or a helping close() beside it has none); cache: the
  * caller's (the thread's, the drain's, none for a helping close()). */
 static void work(struct ndelta *d, const struct blobkey *keys, size_t n, struct pack_loc *carry,
-		 struct near_set_cache *cache, struct blob_cold_window *win)
+		 struct near_set_cache *cache, struct step_window *win)
 {
 	struct ndelta_counts c = { 0 };
 	pthread_mutex_unlock(&d->mu);
@@ -623,14 +663,12 @@ void ndelta_drain(struct ndelta *d)
 		return;
 	struct blobkey keys[NDELTA_BATCH];
 	struct near_set_cache *cache = near_set_cache_new(); /* the drain's (the thread may run beside it) */
-	struct blob_cold_window *win = window_new(d->st);     /* the same */
 	pthread_mutex_lock(&d->mu);
 	for (size_t n; (n = take(d, keys));)
-		work(d, keys, n, NULL, cache, win);
-	sweep(d, true, cache, win); /* the nursery emptied, so that a clean stop leaves none */
+		work(d, keys, n, NULL, cache, window_of(d));
+	sweep(d, true, cache, window_of(d)); /* the nursery emptied, so that a clean stop leaves none */
 	pthread_mutex_unlock(&d->mu);
 	near_set_cache_free(cache);
-	blob_cold_window_free(win);
 }
 
 uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
@@ -653,7 +691,7 @@ static void rest(struct ndelta *d, uint64_t ns)
 }
 
 /* One batch of the thread, then its rest when writers are busy (ndelta.h). */
-static void batch_then_yield(struct ndelta *d, struct near_set_cache *cache, struct blob_cold_window *win,
+static void batch_then_yield(struct ndelta *d, struct near_set_cache *cache, struct step_window *win,
 			     struct blobkey *keys,
 			     uint64_t *nursery_seen)
 {
@@ -697,8 +735,7 @@ static void *ndelta_main(void *arg)
 	/* the thread's sets, kept from batch to batch: the next pages' candidates
 	 * are mostly the last ones' (none without memory: decoded each time) */
 	struct near_set_cache *cache = near_set_cache_new();
-	/* the thread's window: the pages it gave records last (ndelta.h) */
-	struct blob_cold_window *win = window_new(d->st);
+	struct step_window *win = window_of(d);
 	uint64_t seen_at_give_back = 0;
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
@@ -735,7 +772,6 @@ static void *ndelta_main(void *arg)
 	}
 	pthread_mutex_unlock(&d->mu);
 	near_set_cache_free(cache);
-	blob_cold_window_free(win);
 	return NULL;
 }
 
@@ -757,6 +793,7 @@ int ndelta_start(struct store *st, struct ndelta **out)
 		return -ENOMEM;
 	d->st = st;
 	d->rule = rule;
+	window_init(&d->window, st);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	pthread_cond_init(&d->swept_cv, NULL);
@@ -764,6 +801,7 @@ int ndelta_start(struct store *st, struct ndelta **out)
 		pthread_mutex_destroy(&d->mu);
 		pthread_cond_destroy(&d->cv);
 		pthread_cond_destroy(&d->swept_cv);
+		window_free(&d->window);
 		free(d);
 		return -EAGAIN;
 	}
@@ -812,6 +850,7 @@ void ndelta_stop(struct ndelta *d)
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	pthread_cond_destroy(&d->swept_cv);
+	window_free(&d->window);
 	free(d);
 }
 
@@ -842,7 +881,7 @@ size_t ndelta_help(struct ndelta *d)
 	if (n) {
 		/* no set cache: the thread's is not shared, and a close()
 		 * keeps nothing from one batch to the next (sets decoded) */
-		work(d, keys, n, NULL, NULL, NULL);
+		work(d, keys, n, NULL, NULL, window_of(d));
 		d->counts.helped += n;
 	}
 	pthread_mutex_unlock(&d->mu);

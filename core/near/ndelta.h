@@ -19,6 +19,17 @@
  *      deltas) and, only when that record is under
  *      NDELTA_GAIN_NUM/NDELTA_GAIN_DEN of the page's current one, appends
  *      it (synced under sync_blobs, as a seal's);
+ *   4. when no candidate gives a delta under that threshold, tries the
+ *      page (of one chunk) as a delta on each of the pages the step gave
+ *      their records just before it, the window (-o delta_window,
+ *      blob_window_delta): pages stored one after another, a site's pages
+ *      crawled in turn, share their markup (menus, style sheets,
+ *      scripts), which the index, built on the text, does not see. The
+ *      best is kept when it saves NDELTA_WINDOW_MIN_GAIN bytes and passes
+ *      the cold pass's depth rule (blob_cold.c: the deeper the base, the
+ *      smaller the delta must be). The window is the step's, whichever
+ *      thread does a batch (the thread, a drain, a helping close()), and
+ *      only in memory: after a restart it starts empty;
  * then points each such page at its new record in one write transaction
  * per batch (blob_delta_move: the record must still be the one that was
  * re-encoded; the old one becomes dead bytes).

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# The store as the mount leaves it, with and without LMDB's rewrite at
-# unmount (-o lmdb_rewrite_mb, store_lmdb.c): for each NAME=DIR, the
-# distinct files of DIR (only those matching PD_WRITTEN_GLOB, default
-# *.html) are copied with cp -r into a fresh store through the mount, the
-# store is unmounted, and the daemon's end is awaited; once with
-# lmdb_rewrite_mb=0 and once with the default, PD_WRITTEN_ROUNDS times
+# The store as the mount leaves it, under settings compared in one run:
+# by default with and without LMDB's rewrite at unmount (-o
+# lmdb_rewrite_mb, store_lmdb.c). For each NAME=DIR, the distinct files of
+# DIR (only those matching PD_WRITTEN_GLOB, default *.html) are copied with
+# cp -r into a fresh store through the mount, the store is unmounted, and
+# the daemon's end is awaited; once with each setting of
+# PD_WRITTEN_SETTINGS (mount options, one word each; default
+# "lmdb_rewrite_mb=0 lmdb_rewrite_mb=256"), PD_WRITTEN_ROUNDS times
 # (default 2), alternated. Printed per run: du of the store and of its
 # parts (LMDB, packs, filter) over the per-page gzip -6 sum of the
-# distinct files, the seconds from the unmount to the daemon's exit, what
-# the daemon's log said of LMDB at the close, and whether `pagededup
-# fsck` is clean.
+# distinct files, the seconds of the copy and from the unmount to the
+# daemon's exit, the daemon's CPU seconds (user + system, its whole life)
+# and the delta step's (its log), what the daemon's log said of LMDB at
+# the close and of the window's deltas (-o delta_window), and whether
+# `pagededup fsck` is clean.
 #
 #   bash tests/bench/bench-written.sh BUILD_DIR NAME=DIR...
 #
 # Environment: PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_WRITTEN_GLOB,
-# PD_WRITTEN_ROUNDS, PD_MOUNT_OPTS (added to both settings). The mounts are
+# PD_WRITTEN_ROUNDS, PD_WRITTEN_SETTINGS, PD_MOUNT_OPTS (added to every
+# setting). The mounts are
 # taken under flock /tmp/pd-bench.lock, so that two benchmarks do not
 # overlap. Timing is never asserted.
 set -uo pipefail
@@ -23,27 +28,31 @@ BUILD=$(cd "${1:?usage: bench-written.sh BUILD_DIR NAME=DIR...}" && pwd) || exit
 shift
 PD=$BUILD/pagededup PDFS=$BUILD/pagededupfs
 GLOB=${PD_WRITTEN_GLOB:-*.html} ROUNDS=${PD_WRITTEN_ROUNDS:-2}
+SETTINGS=${PD_WRITTEN_SETTINGS:-lmdb_rewrite_mb=0 lmdb_rewrite_mb=256}
 . "$(dirname "$0")/bench_lib.sh"
 bench_work written
 failed=0
-# fill STORE SRC OPTS: mkfs, mount, cp -r, unmount; prints the seconds
-# from the unmount to the daemon's exit
+# fill STORE SRC OPTS: mkfs, mount, cp -r, unmount; prints the seconds of
+# the copy and from the unmount to the daemon's exit, and the daemon's CPU
+# seconds
 fill() {
 	"$PD" mkfs "$1" >/dev/null || return 1
 	mkdir -p "$WORK/mnt"
 	: >"$WORK/daemon.log"
-	"$PDFS" "$1" "$WORK/mnt" -f -o "$3" ${PD_MOUNT_OPTS:-} >>"$WORK/daemon.log" 2>&1 &
+	/usr/bin/time -f "%U %S" -o "$WORK/daemon.time" "$PDFS" "$1" "$WORK/mnt" -f -o "$3" ${PD_MOUNT_OPTS:-} >>"$WORK/daemon.log" 2>&1 &
 	DPID=$!
 	for _ in $(seq 1 200); do mountpoint -q "$WORK/mnt" && break; sleep 0.05; done
 	mountpoint -q "$WORK/mnt" || { echo "bench-written: mount failed" >&2; return 1; }
+	local c s e
+	c=$(date +%s.%N)
 	cp -r "$2" "$WORK/mnt/in" || return 1
-	local s e
 	s=$(date +%s.%N)
 	fusermount3 -u "$WORK/mnt" || return 1
 	wait "$DPID" || return 1
 	e=$(date +%s.%N)
 	DPID=""
-	awk "BEGIN { printf \"%.2f\", $e - $s }"
+	awk "BEGIN { printf \"%.2f %.2f\", $s - $c, $e - $s }"
+	awk '{ printf " %.2f", $1 + $2 }' "$WORK/daemon.time"
 }
 for arg in "$@"; do
 	name=${arg%%=*} dir=${arg#*=}
@@ -54,15 +63,18 @@ for arg in "$@"; do
 	gz=$(gzip_sum "$src")
 	echo "${name}_input: $n distinct files, $(du -sb --apparent-size "$src" | cut -f1) bytes, per-page gzip -6 sum $gz bytes"
 	for r in $(seq 1 "$ROUNDS"); do
-		for setting in lmdb_rewrite_mb=0 lmdb_rewrite_mb=256; do
+		for setting in $SETTINGS; do
 			store=$WORK/store
 			rm -rf "$store"
-			exit_s=$(flock /tmp/pd-bench.lock bash -c "$(declare -f fill); $(declare -p PD PDFS WORK); fill '$store' '$src' '$setting'") ||
+			times=$(flock /tmp/pd-bench.lock bash -c "$(declare -f fill); $(declare -p PD PDFS WORK); fill '$store' '$src' '$setting'") ||
 				{ echo "bench-written: filling $name failed" >&2; failed=1; continue; }
 			b=$(du_b "$store") m=$(du_b "$store/meta") p=$(du_b "$store/packs")
 			f=$(( $(du -sck "$store/filter" "$store/filter.d" 2>/dev/null | tail -1 | cut -f1) * 1024 ))
 			said=$(grep -o "LMDB's file .*" "$WORK/daemon.log" | head -1)
-			echo "${name}_round${r}_${setting%%=*}_${setting#*=}: du $b bytes ($(calc %.4f "$b / $gz") x gzip): LMDB $m, packs $p, filter $f; unmount to exit $exit_s s; ${said:-LMDB: nothing said}"
+			step=$(grep -o "delta step CPU: [0-9.]* s" "$WORK/daemon.log" | head -1 | awk '{ print $4 }')
+			win=$(grep -o "[0-9]* of the deltas on a page of the window" "$WORK/daemon.log" | awk '{ print $1 }')
+			read -r copy_s exit_s cpu_s <<<"$times"
+			echo "${name}_round${r}_${setting%%=*}_${setting#*=}: du $b bytes ($(calc %.4f "$b / $gz") x gzip): LMDB $m, packs $p, filter $f; copy $copy_s s, unmount to exit $exit_s s; daemon CPU $cpu_s s, delta step ${step:-0} s, window deltas ${win:-0}; ${said:-LMDB: nothing said}"
 			"$PD" fsck "$store" >"$WORK/fsck.out" 2>&1 && echo "${name}_round${r}_${setting%%=*}_${setting#*=}_fsck: clean" ||
 				{ echo "${name}_round${r}_fsck: NOT clean"; tail -5 "$WORK/fsck.out"; failed=1; }
 		done
