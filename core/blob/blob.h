@@ -334,7 +334,8 @@ void blob_cold_window_free(struct blob_cold_window *win);
  * the commit that points the page at the delta checks the delta rules
  * (blob_delta_move). blob_window_keep: page k joins the window at the
  * depth its record will have (raw, malloc'd, taken over: freed when the
- * page does not take part, or win is NULL). blob_window_copy: a copy of
+ * page does not take part, is there already, or win is NULL);
+ * blob_window_takes: whether a page of size bytes takes part. blob_window_copy: a copy of
  * win (NULL for NULL, or without memory), so that the window of a step
  * that several threads share is tried outside its lock. */
 int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, const uint8_t xxh128[16],
@@ -343,6 +344,7 @@ int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, con
 void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t size,
 		      unsigned depth);
 struct blob_cold_window *blob_window_copy(const struct blob_cold_window *win);
+bool blob_window_takes(uint64_t size);
 /* Record in (read by pack_read_rec, a page) encoded again by c: 1 and
  * *out (pack_rec_free) when that is smaller, 0 when the old bytes stay
  * (not smaller; in was decoded whole, and so checked, either way),

@@ -303,9 +303,20 @@ struct blob_cold_window *blob_window_copy(const struct blob_cold_window *win)
 	return c;
 }
 
+bool blob_window_takes(uint64_t size)
+{
+	return window_sized(size);
+}
+
 void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t size,
 		      unsigned depth)
 {
+	for (unsigned i = 0; win && i < win->slots; i++)
+		if (win->v[i].raw && blobkey_equal(&win->v[i].k, k)) {
+			win->v[i].depth = depth; /* there already (a move tried again) */
+			free(raw);
+			return;
+		}
 	if (win && raw && window_sized(size))
 		window_push(win, k, raw, size, depth);
 	else

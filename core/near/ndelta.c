@@ -181,9 +181,10 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct step_w
 	bool take = best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM;
 	unsigned depth = 0, base_depth = 0;
 	bool on_window = false;
-	if (!rc && !take && deltable && win && !page)
+	bool windowed = !take && deltable && win && blob_window_takes(r.size);
+	if (!rc && windowed && !page)
 		rc = blob_read_packed_alloc(st, k, &r, &page);
-	if (!rc && !take && deltable && win) {
+	if (!rc && windowed) {
 		int w = try_window(st, win, k, &r, page, against, &best, &j->base, &base_depth);
 		rc = w < 0 ? w : 0;
 		take = on_window = w == 1;
