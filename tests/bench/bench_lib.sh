@@ -13,7 +13,11 @@
 #                     member a page, what a WARC.gz holds)
 #   distinct_copy DIR GLOB DEST
 #                     DIR's distinct files (by MD5) whose names match GLOB
-#                     copied under DEST at the same paths; prints how many
+#                     copied under DEST at the same paths, in path order
+#                     (a directory that fits one block lists its names in
+#                     the order they were made, and a copy in MD5 order
+#                     would give cp -r the pages of a site in random
+#                     order, which no crawler writes); prints how many
 
 bench_work() {
 	WORK=$(mktemp -d "${PD_WORKDIR:-/var/tmp}/pd-$1.XXXXXX")
@@ -36,7 +40,7 @@ gzip_sum() {
 distinct_copy() {
 	local list
 	list=$(mktemp) || return 1
-	(cd "$1" && find -L . -type f -name "$2" -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35-) >"$list"
+	(cd "$1" && find -L . -type f -name "$2" -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35- | sort) >"$list"
 	(cd "$1" && while IFS= read -r f; do mkdir -p "$3/$(dirname "$f")" && cp "$f" "$3/$f"; done) <"$list"
 	wc -l <"$list"
 	rm -f "$list"
