@@ -323,27 +323,34 @@ struct blob_cold_window;
 struct blob_cold_window *blob_cold_window_new(unsigned slots);
 void blob_cold_window_free(struct blob_cold_window *win);
 /* The same window on the write path (the delta step, ndelta.h): pages
- * are tried as deltas on the pages the step gave their records just
- * before, as the cold pass tries them on the pages it copied before.
- * blob_window_delta: page k (raw, size bytes, its XXH3-128) encoded at
- * level as a delta on each slot of win (NULL: none), and the smallest
- * kept when it is worth it against the page whole (whole bytes at the
- * level the page would be stored at), by the same depth rule as the
- * cold pass's: 1 and *out (pack_rec_free) with its base's depth, 0 when
- * none is, -ENOMEM. Only a page of one chunk takes part. No transaction:
- * the commit that points the page at the delta checks the delta rules
- * (blob_delta_move). blob_window_keep: page k joins the window at the
- * depth its record will have (raw, malloc'd, taken over: freed when the
- * page does not take part, is there already, or win is NULL);
- * blob_window_takes: whether a page of size bytes takes part. blob_window_copy: a copy of
- * win (NULL for NULL, or without memory), so that the window of a step
- * that several threads share is tried outside its lock. */
+ * are tried as deltas on pages the step gave their records just before,
+ * as the cold pass tries them on the pages it copied before; of those,
+ * on the ones whose markup is closest to theirs (text/markup.h: mark),
+ * so that pages of several sites written in turn, as a crawl of many
+ * hosts writes them, each meet their own site's.
+ * blob_window_pick: a window of copies of the n slots of win whose mark
+ * is nearest mark (of equals, the newest), leaving out page k and the
+ * pages already BLOB_DELTA_DEPTH deep: what a caller that shares win
+ * tries outside its lock (NULL when there is none to try, or without
+ * memory). blob_window_delta: page k (raw, size bytes, its XXH3-128)
+ * encoded at level as a delta on each slot of win (may be NULL), and the
+ * smallest kept when it is worth it against the page whole (whole bytes
+ * at the level the page would be stored at), by the same depth rule as
+ * the cold pass's: 1 and *out (pack_rec_free) with its base's depth, 0
+ * when none is, -ENOMEM. No transaction: the commit that points the page
+ * at the delta checks the delta rules (blob_delta_move).
+ * blob_window_keep: page k joins the window at the depth its record will
+ * have, with its mark (raw, malloc'd, taken over: freed when the page
+ * does not take part, is there already, or win is NULL).
+ * blob_window_takes: whether a page of size bytes takes part (one
+ * chunk). */
+struct blob_cold_window *blob_window_pick(const struct blob_cold_window *win, const struct blobkey *k,
+					  uint64_t mark, unsigned n);
 int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, const uint8_t xxh128[16],
 		      const void *raw, uint64_t size, int level, size_t whole, struct pack_rec *out,
 		      unsigned *base_depth);
 void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t size,
-		      unsigned depth);
-struct blob_cold_window *blob_window_copy(const struct blob_cold_window *win);
+		      unsigned depth, uint64_t mark);
 bool blob_window_takes(uint64_t size);
 /* Record in (read by pack_read_rec, a page) encoded again by c: 1 and
  * *out (pack_rec_free) when that is smaller, 0 when the old bytes stay

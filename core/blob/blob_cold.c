@@ -88,6 +88,7 @@ struct window_slot {
 	void *raw;
 	uint64_t len;
 	unsigned depth; /* of the page's record as the pass leaves it */
+	uint64_t mark;  /* the page's markup simhash (text/markup.h; the delta step's) */
 };
 
 struct blob_cold_window {
@@ -127,12 +128,12 @@ static bool window_sized(uint64_t len)
 /* Page k (raw: its bytes, taken over) joins the window at depth, the
  * oldest slot making room. */
 static void window_push(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t len,
-			unsigned depth)
+			unsigned depth, uint64_t mark)
 {
 	struct window_slot *s = &win->v[win->next];
 	win->next = (win->next + 1) % win->slots;
 	free(s->raw);
-	*s = (struct window_slot){ .k = *k, .raw = raw, .len = len, .depth = depth };
+	*s = (struct window_slot){ .k = *k, .raw = raw, .len = len, .depth = depth, .mark = mark };
 }
 
 /* What the committed rows say of page k: how deep its record is, and
@@ -285,21 +286,48 @@ int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, con
 	return out->buf ? 1 : 0;
 }
 
-struct blob_cold_window *blob_window_copy(const struct blob_cold_window *win)
+/* Slot i of win, newest first: 0 the last pushed. */
+static unsigned age_of(const struct blob_cold_window *win, unsigned i)
 {
-	struct blob_cold_window *c = win ? blob_cold_window_new(win->slots) : NULL;
-	for (unsigned i = 0; c && i < win->slots; i++) {
-		const struct window_slot *s = &win->v[i];
-		if (!s->raw)
-			continue;
+	return (win->next + win->slots - 1 - i) % win->slots;
+}
+
+struct blob_cold_window *blob_window_pick(const struct blob_cold_window *win, const struct blobkey *k,
+					  uint64_t mark, unsigned n)
+{
+	if (!win || !n)
+		return NULL;
+	struct blob_cold_window *c = blob_cold_window_new(n);
+	bool *taken = calloc(win->slots, sizeof *taken);
+	for (unsigned j = 0; c && taken && j < n; j++) {
+		/* the closest markup not taken yet; of equals, the newest */
+		int best = -1;
+		unsigned best_d = 65, best_age = 0;
+		for (unsigned i = 0; i < win->slots; i++) {
+			const struct window_slot *s = &win->v[i];
+			if (taken[i] || !s->raw || s->depth >= BLOB_DELTA_DEPTH || blobkey_equal(&s->k, k))
+				continue;
+			unsigned d = (unsigned)__builtin_popcountll(s->mark ^ mark), age = age_of(win, i);
+			if (d < best_d || (d == best_d && age < best_age)) {
+				best = (int)i;
+				best_d = d;
+				best_age = age;
+			}
+		}
+		if (best < 0)
+			break;
+		taken[best] = true;
+		const struct window_slot *s = &win->v[best];
 		void *raw = malloc((size_t)s->len);
 		if (!raw) {
 			blob_cold_window_free(c);
-			return NULL;
+			c = NULL;
+			break;
 		}
 		memcpy(raw, s->raw, (size_t)s->len);
-		c->v[i] = (struct window_slot){ .k = s->k, .raw = raw, .len = s->len, .depth = s->depth };
+		c->v[j] = (struct window_slot){ .k = s->k, .raw = raw, .len = s->len, .depth = s->depth, .mark = s->mark };
 	}
+	free(taken);
 	return c;
 }
 
@@ -309,7 +337,7 @@ bool blob_window_takes(uint64_t size)
 }
 
 void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, void *raw, uint64_t size,
-		      unsigned depth)
+		      unsigned depth, uint64_t mark)
 {
 	for (unsigned i = 0; win && i < win->slots; i++)
 		if (win->v[i].raw && blobkey_equal(&win->v[i].k, k)) {
@@ -318,7 +346,7 @@ void blob_window_keep(struct blob_cold_window *win, const struct blobkey *k, voi
 			return;
 		}
 	if (win && raw && window_sized(size))
-		window_push(win, k, raw, size, depth);
+		window_push(win, k, raw, size, depth, mark);
 	else
 		free(raw);
 }
@@ -350,7 +378,7 @@ static int window_try(struct store *st, const struct pack_rec *in, void **raw, s
 	} else if (rc < 0) {
 		return rc;
 	}
-	window_push(win, &k, *raw, in->hdr.size, depth);
+	window_push(win, &k, *raw, in->hdr.size, depth, 0);
 	*raw = NULL;
 	return 0;
 }

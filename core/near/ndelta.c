@@ -13,6 +13,7 @@
 
 #include "blob/blob.h"
 #include "base/clock.h"
+#include "text/markup.h"
 #include "base/heap.h"
 #include "ndelta_int.h"
 #include "near.h"
@@ -24,6 +25,7 @@
 struct step_window {
 	pthread_mutex_t mu;
 	struct blob_cold_window *win; /* NULL: no window */
+	unsigned tries;               /* pages a page is tried on (-o delta_window) */
 };
 
 struct ndelta {
@@ -104,11 +106,11 @@ static unsigned depth_of(struct store *st, const struct blobkey *k)
  * and *best the window's delta (its base in *base, that base's depth in
  * *base_depth), 0 when none pays (or the window cannot be copied), -errno. */
 static int try_window(struct store *st, struct step_window *sw, const struct blobkey *k, const struct fprec *r,
-		      const void *page, uint64_t against, struct pack_rec *best, struct blobkey *base,
+		      const void *page, uint64_t mark, uint64_t against, struct pack_rec *best, struct blobkey *base,
 		      unsigned *base_depth)
 {
 	pthread_mutex_lock(&sw->mu);
-	struct blob_cold_window *win = blob_window_copy(sw->win);
+	struct blob_cold_window *win = blob_window_pick(sw->win, k, mark, sw->tries);
 	pthread_mutex_unlock(&sw->mu);
 	struct pack_rec d;
 	int rc = blob_window_delta(win, k, r->xxh128, page, r->size, ndelta_level(st), (size_t)against, &d,
@@ -127,16 +129,17 @@ static int try_window(struct store *st, struct step_window *sw, const struct blo
 	return 1;
 }
 
-/* Page k (raw, taken over) joins the window at depth. */
+/* Page k (raw, taken over; its markup simhash mark) joins the window at
+ * depth. */
 static void keep_in_window(struct step_window *sw, const struct blobkey *k, void *raw, uint64_t size,
-			   unsigned depth)
+			   unsigned depth, uint64_t mark)
 {
 	if (!sw) {
 		free(raw);
 		return;
 	}
 	pthread_mutex_lock(&sw->mu);
-	blob_window_keep(sw->win, k, raw, size, depth);
+	blob_window_keep(sw->win, k, raw, size, depth, mark);
 	pthread_mutex_unlock(&sw->mu);
 }
 
@@ -184,8 +187,11 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct step_w
 	bool windowed = !take && deltable && win && blob_window_takes(r.size);
 	if (!rc && windowed && !page)
 		rc = blob_read_packed_alloc(st, k, &r, &page);
+	uint64_t mark = 0;
+	if (!rc && win && page && blob_window_takes(r.size))
+		mark = markup_simhash(page, (size_t)r.size);
 	if (!rc && windowed) {
-		int w = try_window(st, win, k, &r, page, against, &best, &j->base, &base_depth);
+		int w = try_window(st, win, k, &r, page, mark, against, &best, &j->base, &base_depth);
 		rc = w < 0 ? w : 0;
 		take = on_window = w == 1;
 	}
@@ -205,7 +211,7 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct step_w
 		*ready = rc == 0;
 	}
 	j->window = on_window;
-	keep_in_window(win, k, page, r.size, depth); /* page taken over */
+	keep_in_window(win, k, page, r.size, depth, mark); /* page taken over */
 	pack_rec_free(&best);
 	pack_rec_free(&whole);
 	return rc == -EIO ? 0 : rc; /* a page that cannot be read stays as it is */
@@ -590,7 +596,8 @@ static void window_init(struct step_window *sw, struct store *st)
 	_Static_assert(NDELTA_WINDOW_MAX <= BLOB_COLD_WINDOW_MAX, "the window's bound");
 	int n = st->opts.delta_window ? st->opts.delta_window : NDELTA_DEFAULT_WINDOW;
 	pthread_mutex_init(&sw->mu, NULL);
-	sw->win = n > 0 ? blob_cold_window_new((unsigned)n) : NULL;
+	sw->tries = n > 0 ? (unsigned)n : 0;
+	sw->win = n > 0 ? blob_cold_window_new(n > NDELTA_WINDOW_POOL ? (unsigned)n : NDELTA_WINDOW_POOL) : NULL;
 }
 
 static void window_free(struct step_window *sw)

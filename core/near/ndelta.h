@@ -20,11 +20,13 @@
  *      NDELTA_GAIN_NUM/NDELTA_GAIN_DEN of the page's current one, appends
  *      it (synced under sync_blobs, as a seal's);
  *   4. when no candidate gives a delta under that threshold, tries the
- *      page (of one chunk) as a delta on each of the pages the step gave
- *      their records just before it, the window (-o delta_window,
- *      blob_window_delta): pages stored one after another, a site's pages
- *      crawled in turn, share their markup (menus, style sheets,
- *      scripts), which the index, built on the text, does not see. The
+ *      page (of one chunk) as a delta on the window: of the last
+ *      NDELTA_WINDOW_POOL pages the step gave their records, the
+ *      -o delta_window whose markup simhash (text/markup.h) is closest to
+ *      the page's (blob_window_pick, blob_window_delta). A site's pages
+ *      share their markup (menus, style sheets, scripts), which the index,
+ *      built on the text, does not see; a crawl of many hosts writes them
+ *      interleaved, so the markup, not the order, picks the pages. The
  *      best is kept when it saves NDELTA_WINDOW_MIN_GAIN bytes and passes
  *      the cold pass's depth rule (blob_cold.c: the deeper the base, the
  *      smaller the delta must be). The window is the step's, whichever
@@ -103,10 +105,12 @@
  * bound, four times sooner. */
 #define NDELTA_DEFAULT_CANDIDATES 8
 /* The window (-o delta_window, 0 for none): a page to which no neighbour
- * gives a delta worth keeping is tried as a delta on each of the pages the
- * step gave their records just before (blob_window_delta). Measured:
- * the issue-15 note. */
+ * gives a delta worth keeping is tried as a delta on NDELTA_DEFAULT_WINDOW
+ * of the NDELTA_WINDOW_POOL pages the step gave their records last, those
+ * whose markup is closest to its own (blob_window_pick). Measured: the
+ * issue-15 note, tests/bench/README.md. */
 #define NDELTA_DEFAULT_WINDOW 2
+#define NDELTA_WINDOW_POOL 16
 #define NDELTA_WINDOW_MAX 64 /* BLOB_COLD_WINDOW_MAX */
 /* A delta on the window is kept only when it saves this many bytes or
  * more: a delta costs LMDB its link row ("dlnk", 44 bytes of key, blob.h)
