@@ -19,7 +19,9 @@
 #
 # Environment: PD_WORKDIR (/var/tmp), PD_KEEP=1, PD_WRITTEN_GLOB,
 # PD_WRITTEN_ROUNDS, PD_WRITTEN_SETTINGS, PD_MOUNT_OPTS (added to every
-# setting). The mounts are
+# setting), PD_WRITTEN_ORDER (cp, the default: cp -r; interleaved: each
+# top-level directory of DIR a host, the hosts' files written in turn, as
+# a crawl of many hosts writes them: interleave.py). The mounts are
 # taken under flock /tmp/pd-bench.lock, so that two benchmarks do not
 # overlap. Timing is never asserted.
 set -uo pipefail
@@ -29,6 +31,9 @@ shift
 PD=$BUILD/pagededup PDFS=$BUILD/pagededupfs
 GLOB=${PD_WRITTEN_GLOB:-*.html} ROUNDS=${PD_WRITTEN_ROUNDS:-2}
 SETTINGS=${PD_WRITTEN_SETTINGS:-lmdb_rewrite_mb=0 lmdb_rewrite_mb=256}
+ORDER=${PD_WRITTEN_ORDER:-cp}
+case $ORDER in cp | interleaved) ;; *) echo "bench-written: PD_WRITTEN_ORDER: cp or interleaved" >&2; exit 2 ;; esac
+INTERLEAVE=$(cd "$(dirname "$0")" && pwd)/interleave.py
 . "$(dirname "$0")/bench_lib.sh"
 bench_work written
 failed=0
@@ -45,7 +50,11 @@ fill() {
 	mountpoint -q "$WORK/mnt" || { echo "bench-written: mount failed" >&2; return 1; }
 	local c s e
 	c=$(date +%s.%N)
-	cp -r "$2" "$WORK/mnt/in" || return 1
+	if [ "$ORDER" = interleaved ]; then
+		python3 "$INTERLEAVE" "$2" "$WORK/mnt/in" >/dev/null || return 1
+	else
+		cp -r "$2" "$WORK/mnt/in" || return 1
+	fi
 	s=$(date +%s.%N)
 	fusermount3 -u "$WORK/mnt" || return 1
 	wait "$DPID" || return 1
@@ -66,7 +75,7 @@ for arg in "$@"; do
 		for setting in $SETTINGS; do
 			store=$WORK/store
 			rm -rf "$store"
-			times=$(flock /tmp/pd-bench.lock bash -c "$(declare -f fill); $(declare -p PD PDFS WORK); fill '$store' '$src' '$setting'") ||
+			times=$(flock /tmp/pd-bench.lock bash -c "$(declare -f fill); $(declare -p PD PDFS WORK ORDER INTERLEAVE); fill '$store' '$src' '$setting'") ||
 				{ echo "bench-written: filling $name failed" >&2; failed=1; continue; }
 			b=$(du_b "$store") m=$(du_b "$store/meta") p=$(du_b "$store/packs")
 			f=$(( $(du -sck "$store/filter" "$store/filter.d" 2>/dev/null | tail -1 | cut -f1) * 1024 ))
