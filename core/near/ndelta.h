@@ -107,8 +107,10 @@
 /* The window (-o delta_window, 0 for none): a page to which no neighbour
  * gives a delta worth keeping is tried as a delta on NDELTA_DEFAULT_WINDOW
  * of the NDELTA_WINDOW_POOL pages the step gave their records last, those
- * whose markup is closest to its own (blob_window_pick). Measured: the
- * issue-15 note, tests/bench/README.md. */
+ * whose markup is closest to its own (blob_window_pick). Measured
+ * (tests/bench/README.md, "The delta step's window"): on four sets of
+ * documentation the packs as written 1.4-16% smaller, for 45-65% more of
+ * the step's CPU; two tries rather than four for two thirds of the CPU. */
 #define NDELTA_DEFAULT_WINDOW 2
 #define NDELTA_WINDOW_POOL 16
 #define NDELTA_WINDOW_MAX 64 /* BLOB_COLD_WINDOW_MAX */
