@@ -36,7 +36,7 @@ struct options {
 	long pack_level, compact_level;
 	char *delta;
 	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates, lmdb_rewrite_mb;
-	long delta_window; /* -1: not given */
+	long delta_window; /* LONG_MIN: not given */
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
 };
@@ -329,7 +329,7 @@ int main(int argc, char *argv[])
 	/* the LMDB rewrite's bound: about 3 s at unmount on this project's
 	 * machines (tests/bench/README.md, "LMDB written again at unmount") */
 	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1, .lmdb_rewrite_mb = 256,
-			     .delta_window = -1 };
+			     .delta_window = LONG_MIN };
 	struct fuse_cmdline_opts cl = { 0 };
 	int ret = 1, notify_fd = -1;
 	struct fuse_session *se = NULL;
@@ -394,7 +394,7 @@ int main(int argc, char *argv[])
 				 .nursery = !o.nonursery && !o.blob_files, .nursery_level = (int)o.nursery_level,
 				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20,
 				 .delta_candidates = (unsigned)o.delta_candidates,
-				 .delta_window = o.delta_window < 0 ? 0 : o.delta_window == 0 ? -1 : (int)o.delta_window,
+				 .delta_window = o.delta_window == LONG_MIN ? 0 : o.delta_window == 0 ? -1 : (int)o.delta_window,
 				 .lmdb_rewrite_max = (uint64_t)o.lmdb_rewrite_mb << 20 };
 	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
 		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
@@ -410,7 +410,7 @@ int main(int argc, char *argv[])
 			     NDELTA_CANDIDATES);
 		goto out_session;
 	}
-	if (o.delta_window > NDELTA_WINDOW_MAX || o.delta_window < -1) {
+	if (o.delta_window != LONG_MIN && (o.delta_window < 0 || o.delta_window > NDELTA_WINDOW_MAX)) {
 		start_failed(notify_fd, "pagededupfs: -o delta_window=%ld: from 0 (none) to %d", o.delta_window,
 			     NDELTA_WINDOW_MAX);
 		goto out_session;

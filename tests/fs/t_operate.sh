@@ -113,6 +113,9 @@ case_no_store_by_accident() {
 	expect_eq "$rc" 1 "-o delta_window=65: $out"
 	grep -q "delta_window=65: from 0 (none) to 64" <<<"$out" || fail "-o delta_window=65: $out"
 	mountpoint -q "$d/mnt" && fail "mounted with delta_window=65"
+	rc=0; out=$("$PDFS_BIN" "$d/store" "$d/mnt" -f -o delta_window=-1 2>&1) || rc=$?
+	expect_eq "$rc" 1 "-o delta_window=-1: $out"
+	mountpoint -q "$d/mnt" && fail "mounted with delta_window=-1"
 	rc=0; "$PDFS_BIN" "$d/missing2" "$d/mnt" -f -o no_such_option >/dev/null 2>&1 || rc=$?
 	[ -e "$d/missing2" ] && fail "an unknown option left a store behind"
 	# the store as its own mount point, inside it, and around it
