@@ -110,7 +110,7 @@ static void test_template_sibling_becomes_delta(void **state)
 	free(a);
 	free(b);
 	char *dir = th_tmpdir();
-	struct store_opts o = { .nursery = true, .no_sign_thread = true, .no_delta_thread = true };
+	struct store_opts o = { .nursery = true, .no_sign_thread = true, .no_delta_thread = true, .delta_window = 2 };
 	struct site s;
 	struct store *st = write_site(dir, &o, &s, 4);
 	assert_int_equal(s.deltas, 3); /* every page after the first */
@@ -120,9 +120,9 @@ static void test_template_sibling_becomes_delta(void **state)
 	free_site(&s);
 	th_rmdir(dir);
 
-	/* without the window, each stays whole */
+	/* without the window (the default), each stays whole */
 	dir = th_tmpdir();
-	o.delta_window = -1;
+	o.delta_window = 0;
 	st = write_site(dir, &o, &s, 4);
 	assert_int_equal(s.deltas, 0);
 	assert_int_equal(s.window, 0);
