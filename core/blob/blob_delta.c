@@ -341,24 +341,53 @@ static int tell_link(struct wtx *w, const struct blobkey *base, const struct blo
 	return rc;
 }
 
-/* Kept base k has no delta left: its record is dead bytes now. */
-static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
+/* Kept base k's row removed and its record's bytes dead (*r: the record;
+ * 1 when k had no kept row). */
+static int drop_kept_row(struct wtx *w, const struct blobkey *k, struct fprec *r)
 {
-	struct fprec r;
-	int rc = blob_delta_kept_get(w->txn, w->st, k, &r);
+	int rc = blob_delta_kept_get(w->txn, w->st, k, r);
 	if (rc)
-		return rc == -ENOENT ? 0 : rc;
+		return rc == -ENOENT ? 1 : rc;
 	uint8_t kb[KEPT_KEY];
 	MDB_val key = kept_key(kb, k);
 	if ((rc = pd_mdb_err(mdb_del(w->txn, w->st->db_meta, &key, NULL))))
 		return rc;
 	struct pack_loc loc;
-	blob_rec_loc(&r, &loc);
-	if ((rc = pack_live_less(w, &r)) || (rc = wtx_punch_after(w, &loc)))
-		return rc;
+	blob_rec_loc(r, &loc);
+	return (rc = pack_live_less(w, r)) ? rc : wtx_punch_after(w, &loc);
+}
+
+/* Kept base k has no delta left: its record is dead bytes now. */
+static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
+{
+	struct fprec r;
+	int rc = drop_kept_row(w, k, &r);
+	if (rc)
+		return rc > 0 ? 0 : rc;
 	if (depth > BLOB_DELTA_DEPTH)
 		return 0; /* a loop in damaged rows: fsck's to report */
 	/* a kept base that was a delta itself lets go of its own base */
+	return let_go_of_base(w, k, &r, depth + 1);
+}
+
+/* Base k has no delta left, and lives on by its own references (live, its
+ * record): its bytes were stored again after it was kept, so a kept row
+ * may still stand beside the live record. That row goes too, or it would
+ * hold its record live with nothing on it. The kept record lets go of its
+ * own base, unless the live record hangs on that same base: the link row
+ * (base, k) is one for both. */
+static int free_kept_beside(struct wtx *w, const struct blobkey *k, const struct fprec *live, unsigned depth)
+{
+	struct fprec r;
+	int rc = drop_kept_row(w, k, &r);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	struct blobkey kept_base, live_base;
+	int kr = blob_delta_base(w->st, &r, &kept_base);
+	if (kr <= 0 || depth > BLOB_DELTA_DEPTH)
+		return kr == -EIO ? 0 : kr;
+	if (blob_delta_base(w->st, live, &live_base) == 1 && blobkey_equal(&kept_base, &live_base))
+		return 0;
 	return let_go_of_base(w, k, &r, depth + 1);
 }
 
@@ -383,7 +412,7 @@ static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct f
 		return rc;
 	struct fprec live;
 	if (blob_get(w->txn, w->st, &base, &live) == 0)
-		return 0; /* the base lives on by its own references */
+		return free_kept_beside(w, &base, &live, depth);
 	return free_kept(w, &base, depth);
 }
 

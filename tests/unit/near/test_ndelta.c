@@ -2,7 +2,8 @@
  * a near-duplicate becomes a delta on the older page and reads back; the
  * older page never becomes a delta on the newer; a base whose last name
  * goes is kept (out of the fingerprints, its record live) while its delta
- * needs it, the delta is stored whole again and the base freed; a chain of
+ * needs it, the delta is stored whole again and the base freed, and a kept
+ * base written again loses its kept row with its last delta; a chain of
  * successive edits stays within BLOB_DELTA_DEPTH; a move whose record
  * changed meanwhile is refused; a page over a chunk is a chunked delta;
  * fsck clean at every step. */
@@ -146,6 +147,43 @@ static void test_delta_and_kept_base(void **state)
 	assert_int_equal(u.kept, 0);
 	assert_int_equal(u.live_records, 1);
 	th_read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free_pair(&p);
+	th_rmdir(dir);
+}
+
+/* A kept base's bytes written again get a record of their own beside the
+ * kept row; when the last delta on it goes, the kept row goes too (its
+ * record is dead bytes), the new record stays, and fsck is clean. (Before,
+ * the row stayed: "kept base ...: no delta needs it any more".) */
+static void test_kept_base_stored_again(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pair p;
+	put_delta_pair(st, &p, 31, 900, 1, 2);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "a.html", &gone_ino, &gone), 0);
+	assert_true(kept(st, &p.ka));
+	/* the same bytes again: a record of their own, the kept row beside */
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", p.a);
+	assert_int_equal(sigq_drain(st), 0);
+	struct fprec r;
+	assert_int_equal(blob_read(st, &p.ka, &r), 0);
+	assert_true(kept(st, &p.ka));
+	th_read_back(st, p.ib, p.b);
+	/* the delta goes: so does the kept row, not the page written again */
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "b.html", &gone_ino, &gone), 0);
+	assert_false(kept(st, &p.ka));
+	assert_int_equal(blob_read(st, &p.ka, &r), 0);
+	struct blob_pack_usage u;
+	assert_int_equal(blob_pack_usage(st, &u), 0);
+	assert_int_equal(u.kept, 0);
+	assert_int_equal(u.live_records, 1);
+	th_read_back(st, ic, p.a);
 	assert_int_equal(store_close(st), 0);
 	th_assert_fsck_clean(th_store_dir(dir));
 	free_pair(&p);
@@ -1008,6 +1046,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delta_and_kept_base),
+		cmocka_unit_test(test_kept_base_stored_again),
 		cmocka_unit_test(test_compactor_moves_kept_base),
 		cmocka_unit_test(test_cold_base_and_delta),
 		cmocka_unit_test(test_damaged_delta_checked_by_whole_pages_pass),
