@@ -111,11 +111,10 @@
  * (tests/bench/README.md, "The delta step's window"): with N = 2, on four
  * sets of documentation the packs as written 1.4-16% smaller, for 45-65%
  * more of the step's CPU; four tries gained 0-1.5 points more for twice
- * the added CPU of two. Off by default (NDELTA_DEFAULT_WINDOW 0): with it
- * on, the crash suite (t_crash sigkill and powercut_sync_blobs) left a
- * kept base with no delta on it (fsck: "no delta needs it any more"), a
- * state the window's many deltas on pages later freed and written again
- * reach; until that is mended, -o delta_window=N turns it on. */
+ * the added CPU of two. Off by default (NDELTA_DEFAULT_WINDOW 0), for
+ * that CPU: the nursery's sweep, which most pages of a cp -r reach, does
+ * not rest for writers. (With it on, the crash suite first found a kept
+ * base left with no delta, blob_delta.c's free_kept_beside since.) */
 #define NDELTA_DEFAULT_WINDOW 0
 #define NDELTA_WINDOW_POOL 16
 #define NDELTA_WINDOW_MAX 64 /* BLOB_COLD_WINDOW_MAX */
