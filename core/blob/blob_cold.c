@@ -210,6 +210,37 @@ static bool worth_it(size_t trial, size_t whole, unsigned depth)
 	return depth < BLOB_DELTA_DEPTH && (uint64_t)trial * BLOB_DELTA_DEPTH < (uint64_t)whole * (BLOB_DELTA_DEPTH - depth);
 }
 
+/* The slot of win whose delta of page p (raw, key k) at level is the
+ * smallest of those worth it against the page whole (whole bytes at that
+ * level): 1, the delta in *out (pack_rec_free) and the slot in *slot; 0
+ * when none is; -ENOMEM. */
+static int best_slot(const struct blob_cold_window *win, const struct blobkey *k, const struct page_id *p,
+		     const void *raw, int level, size_t whole, struct pack_rec *out, const struct window_slot **slot)
+{
+	memset(out, 0, sizeof *out);
+	for (unsigned i = 0; i < win->slots; i++) {
+		const struct window_slot *s = &win->v[i];
+		if (!s->raw || s->depth >= BLOB_DELTA_DEPTH || blobkey_equal(&s->k, k))
+			continue;
+		struct pack_rec d;
+		int rc = delta_on(p, raw, s, level, &d);
+		if (rc == -ENOMEM) {
+			pack_rec_free(out);
+			return rc;
+		}
+		if (rc)
+			continue; /* that base will not do: the next may */
+		if (worth_it(d.len, whole, s->depth) && (!out->buf || d.len < out->len)) {
+			pack_rec_free(out);
+			*out = d;
+			*slot = s;
+		} else {
+			pack_rec_free(&d);
+		}
+	}
+	return out->buf ? 1 : 0;
+}
+
 /* The window's best delta for whole page in (raw, key k), at the cold
  * level, when it is smaller than whole (the page encoded whole at that
  * level): 1 and *out, else 0. The slots are ranked by a delta at the
@@ -220,29 +251,14 @@ static int window_best(struct store *st, const struct pack_rec *in, const struct
 		       struct pack_rec *out)
 {
 	size_t trial_whole = whole_len(st, in, raw, BLOB_COLD_TRIAL_LEVEL);
-	const struct window_slot *best = NULL;
-	size_t best_len = SIZE_MAX;
-	for (unsigned i = 0; trial_whole && i < win->slots; i++) {
-		const struct window_slot *s = &win->v[i];
-		if (!s->raw || s->depth >= BLOB_DELTA_DEPTH || blobkey_equal(&s->k, k))
-			continue;
-		struct pack_rec trial;
-		struct page_id p = id_of(in);
-		int rc = delta_on(&p, raw, s, BLOB_COLD_TRIAL_LEVEL, &trial);
-		if (rc == -ENOMEM)
-			return rc;
-		if (rc)
-			continue; /* that base will not do: the next may */
-		if (trial.len < best_len && worth_it(trial.len, trial_whole, s->depth)) {
-			best_len = trial.len;
-			best = s;
-		}
-		pack_rec_free(&trial);
-	}
-	if (!best)
-		return 0;
 	struct page_id p = id_of(in);
-	int rc = delta_on(&p, raw, best, level, out);
+	const struct window_slot *best = NULL;
+	struct pack_rec trial;
+	int rc = trial_whole ? best_slot(win, k, &p, raw, BLOB_COLD_TRIAL_LEVEL, trial_whole, &trial, &best) : 0;
+	if (rc != 1)
+		return rc;
+	pack_rec_free(&trial);
+	rc = delta_on(&p, raw, best, level, out);
 	if (rc)
 		return rc == -ENOMEM ? rc : 0;
 	if (out->len >= whole) {
@@ -263,27 +279,11 @@ int blob_window_delta(struct blob_cold_window *win, const struct blobkey *k, con
 	if (!win || !window_sized(size))
 		return 0;
 	struct page_id p = { k->md5, xxh128, k->variant, size };
-	for (unsigned i = 0; i < win->slots; i++) {
-		const struct window_slot *s = &win->v[i];
-		if (!s->raw || s->depth >= BLOB_DELTA_DEPTH || blobkey_equal(&s->k, k))
-			continue;
-		struct pack_rec d;
-		int rc = delta_on(&p, raw, s, level, &d);
-		if (rc == -ENOMEM) {
-			pack_rec_free(out);
-			return rc;
-		}
-		if (rc)
-			continue; /* that base will not do: the next may */
-		if (worth_it(d.len, whole, s->depth) && (!out->buf || d.len < out->len)) {
-			pack_rec_free(out);
-			*out = d;
-			*base_depth = s->depth;
-		} else {
-			pack_rec_free(&d);
-		}
-	}
-	return out->buf ? 1 : 0;
+	const struct window_slot *s = NULL;
+	int rc = best_slot(win, k, &p, raw, level, whole, out, &s);
+	if (rc == 1)
+		*base_depth = s->depth;
+	return rc;
 }
 
 /* Slot i of win, newest first: 0 the last pushed. */

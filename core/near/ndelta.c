@@ -13,20 +13,9 @@
 
 #include "blob/blob.h"
 #include "base/clock.h"
-#include "text/markup.h"
 #include "base/heap.h"
 #include "ndelta_int.h"
 #include "near.h"
-
-/* The step's window (ndelta.h): the pages given their records last,
- * whichever thread did them (the thread, a drain beside it at a clean
- * close, a close() helping), so that a page meets the pages stored just
- * before it. Tried on a copy taken under mu, kept under mu. */
-struct step_window {
-	pthread_mutex_t mu;
-	struct blob_cold_window *win; /* NULL: no window */
-	unsigned tries;               /* pages a page is tried on (-o delta_window) */
-};
 
 struct ndelta {
 	struct store *st;
@@ -86,63 +75,6 @@ static int encode_whole(struct store *st, const struct blobkey *k, const struct 
 	return blob_encode_final(st, &fp, page, -1, out);
 }
 
-/* How many deltas deep the record of page k is (0 when it cannot be told:
- * only the window's depth rule asks, and the commit checks the rules). */
-static unsigned depth_of(struct store *st, const struct blobkey *k)
-{
-	MDB_txn *txn;
-	struct fprec r;
-	unsigned depth = 0;
-	if (store_read_begin(st, &txn))
-		return 0;
-	if (blob_get(txn, st, k, &r) || blob_delta_depth(txn, st, &r, &depth))
-		depth = 0;
-	store_read_end(st, txn);
-	return depth;
-}
-
-/* Page k (record r, bytes page) tried on the window when its neighbours
- * gave no delta worth keeping (against: what the delta must beat): 1
- * and *best the window's delta (its base in *base, that base's depth in
- * *base_depth), 0 when none pays (or the window cannot be copied), -errno. */
-static int try_window(struct store *st, struct step_window *sw, const struct blobkey *k, const struct fprec *r,
-		      const void *page, uint64_t mark, uint64_t against, struct pack_rec *best, struct blobkey *base,
-		      unsigned *base_depth)
-{
-	pthread_mutex_lock(&sw->mu);
-	struct blob_cold_window *win = blob_window_pick(sw->win, k, mark, sw->tries);
-	pthread_mutex_unlock(&sw->mu);
-	struct pack_rec d;
-	int rc = blob_window_delta(win, k, r->xxh128, page, r->size, ndelta_level(st), (size_t)against, &d,
-				   base_depth);
-	blob_cold_window_free(win);
-	if (rc != 1)
-		return rc;
-	if (d.len + NDELTA_WINDOW_MIN_GAIN > against) {
-		pack_rec_free(&d);
-		return 0;
-	}
-	pack_rec_free(best);
-	*best = d;
-	*base = (struct blobkey){ .variant = d.hdr.base_variant };
-	memcpy(base->md5, d.hdr.base_md5, 16);
-	return 1;
-}
-
-/* Page k (raw, taken over; its markup simhash mark) joins the window at
- * depth. */
-static void keep_in_window(struct step_window *sw, const struct blobkey *k, void *raw, uint64_t size,
-			   unsigned depth, uint64_t mark)
-{
-	if (!sw) {
-		free(raw);
-		return;
-	}
-	pthread_mutex_lock(&sw->mu);
-	blob_window_keep(sw->win, k, raw, size, depth, mark);
-	pthread_mutex_unlock(&sw->mu);
-}
-
 /* Encode page k against the rule's best base, else against the window's
  * pages (win, may be NULL: ndelta.h); *ready when a record under the gain
  * threshold was appended. A page still in the nursery (pack.h) always
@@ -168,11 +100,12 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct step_w
 		return 0;
 	void *page = NULL;
 	struct pack_rec whole = { 0 }, best = { 0 };
+	unsigned base_depth = 0; /* of the delta's base, when there is one */
 	uint64_t against = r.pack_len;
 	if (nursery && (rc = blob_read_packed_alloc(st, k, &r, &page)))
 		return rc == -EIO ? 0 : rc; /* a damaged record stays for fsck and healing */
 	if (deltable)
-		rc = ndelta_best_delta(st, cache, rule, k, &r, &page, &best, &j->base, examined);
+		rc = ndelta_best_delta(st, cache, rule, k, &r, &page, &best, &j->base, &base_depth, examined);
 	/* A page leaving the nursery is encoded whole too, unless its delta
 	 * is under a quarter of its compressed nursery record (then no whole
 	 * record at a higher level comes near it): the delta must beat the
@@ -182,16 +115,14 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct step_w
 			against = whole.len;
 	}
 	bool take = best.buf && best.len * NDELTA_GAIN_DEN < against * NDELTA_GAIN_NUM;
-	unsigned depth = 0, base_depth = 0;
+	unsigned depth = 0;
 	bool on_window = false;
-	bool windowed = !take && deltable && win && blob_window_takes(r.size);
+	bool windowed = !take && deltable && ndelta_window_takes(win, r.size);
 	if (!rc && windowed && !page)
 		rc = blob_read_packed_alloc(st, k, &r, &page);
-	uint64_t mark = 0;
-	if (!rc && win && page && blob_window_takes(r.size))
-		mark = markup_simhash(page, (size_t)r.size);
+	uint64_t mark = rc ? 0 : ndelta_window_mark(win, page, r.size);
 	if (!rc && windowed) {
-		int w = try_window(st, win, k, &r, page, mark, against, &best, &j->base, &base_depth);
+		int w = ndelta_window_try(st, win, k, &r, page, mark, against, &best, &j->base, &base_depth);
 		rc = w < 0 ? w : 0;
 		take = on_window = w == 1;
 	}
@@ -203,7 +134,7 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct step_w
 		j->after = best.len;
 		rc = blob_append(st, &best, k, &j->loc);
 		*ready = rc == 0;
-		depth = (on_window ? base_depth : depth_of(st, &j->base)) + 1;
+		depth = base_depth + 1;
 	} else if (!rc && nursery) {
 		j->dict = whole.hdr.dict;
 		j->after = whole.len;
@@ -211,7 +142,7 @@ static int prepare(struct store *st, struct near_set_cache *cache, struct step_w
 		*ready = rc == 0;
 	}
 	j->window = on_window;
-	keep_in_window(win, k, page, r.size, depth, mark); /* page taken over */
+	ndelta_window_keep(win, k, page, r.size, depth, mark); /* page taken over */
 	pack_rec_free(&best);
 	pack_rec_free(&whole);
 	return rc == -EIO ? 0 : rc; /* a page that cannot be read stays as it is */
@@ -588,24 +519,6 @@ static uint64_t thread_cpu_ns(void)
 	return pd_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
-/* The step's window of the store's size (-o delta_window; none, or
- * without memory: no window then), and what a batch is given: NULL when
- * there is none. */
-static void window_init(struct step_window *sw, struct store *st)
-{
-	_Static_assert(NDELTA_WINDOW_MAX <= BLOB_COLD_WINDOW_MAX, "the window's bound");
-	int n = st->opts.delta_window ? st->opts.delta_window : NDELTA_DEFAULT_WINDOW;
-	pthread_mutex_init(&sw->mu, NULL);
-	sw->tries = n > 0 ? (unsigned)n : 0;
-	sw->win = n > 0 ? blob_cold_window_new(n > NDELTA_WINDOW_POOL ? (unsigned)n : NDELTA_WINDOW_POOL) : NULL;
-}
-
-static void window_free(struct step_window *sw)
-{
-	blob_cold_window_free(sw->win);
-	pthread_mutex_destroy(&sw->mu);
-}
-
 static struct step_window *window_of(struct ndelta *d)
 {
 	return d->window.win && d->rule != NDELTA_RULE_OFF ? &d->window : NULL;
@@ -801,7 +714,7 @@ int ndelta_start(struct store *st, struct ndelta **out)
 		return -ENOMEM;
 	d->st = st;
 	d->rule = rule;
-	window_init(&d->window, st);
+	ndelta_window_init(&d->window, st);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	pthread_cond_init(&d->swept_cv, NULL);
@@ -809,7 +722,7 @@ int ndelta_start(struct store *st, struct ndelta **out)
 		pthread_mutex_destroy(&d->mu);
 		pthread_cond_destroy(&d->cv);
 		pthread_cond_destroy(&d->swept_cv);
-		window_free(&d->window);
+		ndelta_window_free(&d->window);
 		free(d);
 		return -EAGAIN;
 	}
@@ -858,7 +771,7 @@ void ndelta_stop(struct ndelta *d)
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	pthread_cond_destroy(&d->swept_cv);
-	window_free(&d->window);
+	ndelta_window_free(&d->window);
 	free(d);
 }
 

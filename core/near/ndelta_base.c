@@ -16,6 +16,7 @@ struct cand {
 	struct blobkey k;
 	unsigned dist; /* simhash distance; UINT32_MAX: found by LSH only */
 	double res;    /* estimated resemblance of the shingle sets */
+	unsigned depth; /* of its record, as fit_base read it */
 };
 
 struct cands {
@@ -38,7 +39,7 @@ static int add_cand(void *ctx, const struct blobkey *k, uint64_t h, unsigned dis
 		}
 	if (c->n == c->max)
 		return 1;
-	c->v[c->n++] = (struct cand){ *k, dist, 0 };
+	c->v[c->n++] = (struct cand){ .k = *k, .dist = dist };
 	return 0;
 }
 
@@ -71,7 +72,7 @@ static bool older(struct store *st, const struct fprec *b, const struct fprec *r
 	return b->pack < r->pack || (b->pack == r->pack && b->pack_off < r->pack_off);
 }
 
-/* May candidate k be the base of page record r? Less than
+/* May candidate k be the base of page record r (*depth: its record's)? Less than
  * BLOB_DELTA_DEPTH deep, and, when it is a whole record, appended before
  * r: two pages signed together would otherwise each choose the other, and
  * only one of them could become a delta (a page with a delta on it stays
@@ -80,15 +81,14 @@ static bool older(struct store *st, const struct fprec *b, const struct fprec *r
  * not of its page). Its records' headers are read in a read transaction
  * of its own, kept short: a reader holds back the reuse of the pages that
  * commits free meanwhile, and LMDB's file grows. */
-static bool fit_base(struct store *st, const struct blobkey *k, const struct fprec *r)
+static bool fit_base(struct store *st, const struct blobkey *k, const struct fprec *r, unsigned *depth)
 {
 	MDB_txn *txn;
 	struct fprec b;
-	unsigned depth;
 	if (store_read_begin(st, &txn))
 		return false;
-	bool ok = blob_get(txn, st, k, &b) == 0 && blob_delta_depth(txn, st, &b, &depth) == 0 &&
-		  depth < BLOB_DELTA_DEPTH && (depth > 0 || older(st, &b, r));
+	bool ok = blob_get(txn, st, k, &b) == 0 && blob_delta_depth(txn, st, &b, depth) == 0 &&
+		  *depth < BLOB_DELTA_DEPTH && (*depth > 0 || older(st, &b, r));
 	store_read_end(st, txn);
 	return ok;
 }
@@ -162,7 +162,7 @@ static size_t rank(struct store *st, struct cands *c, const struct fprec *r, uns
 	qsort(c->v, c->n, sizeof c->v[0], rule == NDELTA_RULE_SIMHASH ? by_distance : by_resemblance);
 	size_t want = rule == NDELTA_RULE_TRIAL ? NDELTA_TRIALS : 1, kept = 0;
 	for (size_t i = 0; i < c->n && kept < want; i++)
-		if (fit_base(st, &c->v[i].k, r))
+		if (fit_base(st, &c->v[i].k, r, &c->v[i].depth))
 			c->v[kept++] = c->v[i];
 	return kept;
 }
@@ -197,7 +197,8 @@ static int encode_delta(struct store *st, const struct blobkey *k, const struct 
 }
 
 int ndelta_best_delta(struct store *st, struct near_set_cache *cache, unsigned rule, const struct blobkey *k,
-		      const struct fprec *r, void **page, struct pack_rec *best, struct blobkey *base, uint64_t *examined)
+		      const struct fprec *r, void **page, struct pack_rec *best, struct blobkey *base, unsigned *base_depth,
+		      uint64_t *examined)
 {
 	struct cands *c = malloc(sizeof *c);
 	if (!c)
@@ -215,6 +216,7 @@ int ndelta_best_delta(struct store *st, struct near_set_cache *cache, unsigned r
 			pack_rec_free(best);
 			*best = rec;
 			*base = c->v[i].k;
+			*base_depth = c->v[i].depth;
 		} else {
 			pack_rec_free(&rec);
 		}
