@@ -109,27 +109,23 @@ static void test_template_sibling_becomes_delta(void **state)
 	assert_string_equal(th_page_res(a, b), "0.000");
 	free(a);
 	free(b);
-	char *dir = th_tmpdir();
-	struct store_opts o = { .nursery = true, .no_sign_thread = true, .no_delta_thread = true, .delta_window = 2 };
-	struct site s;
-	struct store *st = write_site(dir, &o, &s, 4);
-	assert_int_equal(s.deltas, 3); /* every page after the first */
-	assert_int_equal(s.window, 3);
-	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(th_store_dir(dir));
-	free_site(&s);
-	th_rmdir(dir);
-
-	/* without the window (the default), each stays whole */
-	dir = th_tmpdir();
-	o.delta_window = 0;
-	st = write_site(dir, &o, &s, 4);
-	assert_int_equal(s.deltas, 0);
-	assert_int_equal(s.window, 0);
-	assert_int_equal(store_close(st), 0);
-	th_assert_fsck_clean(th_store_dir(dir));
-	free_site(&s);
-	th_rmdir(dir);
+	/* the window of 2, then the default (on), then none (-o
+	 * delta_window=0: each page stays whole) */
+	const int windows[] = { 2, 0, -1 };
+	for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
+		struct store_opts o = { .nursery = true, .no_sign_thread = true, .no_delta_thread = true,
+					.delta_window = windows[i] };
+		struct site s;
+		char *dir = th_tmpdir();
+		struct store *st = write_site(dir, &o, &s, 4);
+		unsigned want = windows[i] < 0 ? 0 : 3; /* every page after the first */
+		assert_int_equal(s.deltas, want);
+		assert_int_equal(s.window, want);
+		assert_int_equal(store_close(st), 0);
+		th_assert_fsck_clean(th_store_dir(dir));
+		free_site(&s);
+		th_rmdir(dir);
+	}
 }
 
 /* More pages than a chain may hold: the depth rule stops each chain at
