@@ -130,7 +130,7 @@ static void usage(const char *prog)
 	       "                           most 32; fewer cost less CPU per page at scale)\n"
 	       "    delta_window=N         a page no neighbour gives a delta is tried as a delta\n"
 	       "                           on N of the last 16 pages the delta step did, those\n"
-	       "                           of the closest markup (at most 64; default 0: none)\n"
+	       "                           of the closest markup (default 2, at most 64; 0: none)\n"
 	       "    blob_files             keep a format 1 store's layout: new pages as files\n"
 	       "                           under objects/ (tests of format 1 stores)\n"
 	       "    entry_timeout=S        kernel name cache timeout in seconds (default 5)\n"
