@@ -114,7 +114,7 @@
  * sets of documentation the packs as written 1.4-16% smaller, for 45-65%
  * more of the step's CPU; four tries gained 0-1.5 points more for twice
  * the added CPU of two. On by default with N = 2: the store 2-3 points
- * of its gzip smaller as written (corpus/a 0.709-0.712 -> 0.689-0.694)
+ * of its gzip smaller as written (corpus/a 0.709-0.712 -> 0.689-0.696)
  * for about a sixth more of the daemon's CPU. The nursery's sweep, which
  * most pages of a cp -r reach, rests for writers as the queue's batches
  * do, so the copy does not pay that CPU while it runs. */
