@@ -454,16 +454,44 @@ static int waiting_in(struct store *st, uint32_t id, struct waiting *w)
 	return rc == -EIO ? 0 : rc; /* removed meanwhile */
 }
 
-/* Called between a sweep's batches (pages: the batch's, took_ns: its
- * wall time): the thread's sweep rests there as its queue's batches do. */
-struct sweep_pace {
-	void (*between)(struct sweep_pace *p, size_t pages, uint64_t took_ns);
-};
+uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
+			 uint64_t nursery_max)
+{
+	if (pages < NDELTA_BATCH || nursery_now <= nursery_before || nursery_now >= nursery_max / 2)
+		return 0;
+	uint64_t cap = (uint64_t)NDELTA_YIELD_MAX_MS * 1000000u;
+	return batch_ns < cap / NDELTA_YIELD ? batch_ns * NDELTA_YIELD : cap;
+}
+
+/* Rest ns (d->mu held), unless the store stops meanwhile: pushes signal
+ * d->cv, so the wait goes on until the time is up. */
+static void rest(struct ndelta *d, uint64_t ns)
+{
+	struct timespec until = pd_deadline_ns(CLOCK_REALTIME, ns);
+	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) != ETIMEDOUT)
+		;
+	d->counts.rests++;
+}
+
+/* After a batch of pages that took took_ns (d->mu held): a rest when
+ * writers are busy (ndelta.h); *nursery_seen: the nursery's bytes after
+ * the batch before. */
+static void yield_to_writers(struct ndelta *d, size_t pages, uint64_t took_ns, uint64_t *nursery_seen)
+{
+	struct store *st = d->st;
+	uint64_t nursery = pack_nursery_bytes(st->packs);
+	uint64_t ns = st->opts.nursery ? ndelta_yield_ns(pages, took_ns, *nursery_seen, nursery, blob_nursery_max(st))
+				       : 0;
+	*nursery_seen = nursery;
+	if (ns)
+		rest(d, ns);
+}
 
 /* ndelta_nursery_sweep, its sets through cache (may be NULL: the sweep's
- * own), paced by pace (NULL: its batches back to back). */
+ * own). The sweep of d's thread (d NULL: none) rests between its batches
+ * as the queue's batches do (yield_to_writers, d->mu taken for it). */
 static int nursery_sweep(struct store *st, struct near_set_cache *cache, struct step_window *win, unsigned rule,
-			 struct sweep_pace *pace, struct ndelta_counts *c)
+			 struct ndelta *d, struct ndelta_counts *c)
 {
 	if (st->readonly)
 		return 0;
@@ -482,12 +510,16 @@ static int nursery_sweep(struct store *st, struct near_set_cache *cache, struct 
 	if (c)
 		c->swept += w.n;
 	struct near_set_cache *own = !cache && w.n ? near_set_cache_new() : NULL;
+	uint64_t nursery_seen = pack_nursery_bytes(st->packs);
 	for (size_t i = 0; i < w.n && !rc; i += NDELTA_BATCH) {
 		size_t m = w.n - i < NDELTA_BATCH ? w.n - i : NDELTA_BATCH;
 		uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
 		rc = delta_batch(st, cache ? cache : own, win, rule ? rule : NDELTA_RULE_RESEMBLANCE, w.v + i, m, c, NULL);
-		if (!rc && pace && i + m < w.n)
-			pace->between(pace, m, pd_clock_ns(CLOCK_MONOTONIC) - t0);
+		if (!rc && d && i + m < w.n) {
+			pthread_mutex_lock(&d->mu);
+			yield_to_writers(d, m, pd_clock_ns(CLOCK_MONOTONIC) - t0, &nursery_seen);
+			pthread_mutex_unlock(&d->mu);
+		}
 	}
 	near_set_cache_free(own);
 	free(w.v);
@@ -533,54 +565,6 @@ static struct step_window *window_of(struct ndelta *d)
 	return d->window.win && d->rule != NDELTA_RULE_OFF ? &d->window : NULL;
 }
 
-uint64_t ndelta_yield_ns(size_t pages, uint64_t batch_ns, uint64_t nursery_before, uint64_t nursery_now,
-			 uint64_t nursery_max)
-{
-	if (pages < NDELTA_BATCH || nursery_now <= nursery_before || nursery_now >= nursery_max / 2)
-		return 0;
-	uint64_t cap = (uint64_t)NDELTA_YIELD_MAX_MS * 1000000u;
-	return batch_ns < cap / NDELTA_YIELD ? batch_ns * NDELTA_YIELD : cap;
-}
-
-/* Rest ns (d->mu held), unless the store stops meanwhile: pushes signal
- * d->cv, so the wait goes on until the time is up. */
-static void rest(struct ndelta *d, uint64_t ns)
-{
-	struct timespec until = pd_deadline_ns(CLOCK_REALTIME, ns);
-	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) != ETIMEDOUT)
-		;
-	d->counts.rests++;
-}
-
-/* After a batch of pages that took took_ns (d->mu held): a rest when
- * writers are busy (ndelta.h); *nursery_seen: the nursery's bytes after
- * the batch before. */
-static void yield_to_writers(struct ndelta *d, size_t pages, uint64_t took_ns, uint64_t *nursery_seen)
-{
-	struct store *st = d->st;
-	uint64_t nursery = pack_nursery_bytes(st->packs);
-	uint64_t ns = st->opts.nursery ? ndelta_yield_ns(pages, took_ns, *nursery_seen, nursery, blob_nursery_max(st))
-				       : 0;
-	*nursery_seen = nursery;
-	if (ns)
-		rest(d, ns);
-}
-
-/* The thread's sweep paced as its queue: d->mu taken for the rest. */
-struct thread_pace {
-	struct sweep_pace pace; /* first: the callback's argument is this */
-	struct ndelta *d;
-	uint64_t nursery_seen;
-};
-
-static void thread_pace_between(struct sweep_pace *p, size_t pages, uint64_t took_ns)
-{
-	struct thread_pace *tp = (struct thread_pace *)p;
-	pthread_mutex_lock(&tp->d->mu);
-	yield_to_writers(tp->d, pages, took_ns, &tp->nursery_seen);
-	pthread_mutex_unlock(&tp->d->mu);
-}
-
 /* A sweep (d->mu held on entry and on return), one at a time: two at
  * once find the same waiting records and encode each twice, the second
  * copy left dead. The thread skips its sweep while another runs (wait
@@ -601,8 +585,7 @@ static void sweep(struct ndelta *d, bool wait, struct near_set_cache *cache, str
 	/* the thread's sweep yields to writers as its queue's batches do (a
 	 * cp -r overflows the queue, and most of its pages come this way);
 	 * a drain's does not: a clean close waits for it */
-	struct thread_pace tp = { { thread_pace_between }, d, pack_nursery_bytes(d->st->packs) };
-	nursery_sweep(d->st, cache, win, d->rule, wait ? NULL : &tp.pace, &c); /* what fails waits for the next */
+	nursery_sweep(d->st, cache, win, d->rule, wait ? NULL : d, &c); /* what fails waits for the next */
 	c.cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&d->mu);
 	add_counts(&d->counts, &c);
