@@ -6,7 +6,8 @@
 Walks every record of STORE/packs/ and prints, by encoding (raw, zstd,
 zstd with a dictionary, delta; one frame or chunked): records, raw bytes,
 payload bytes, header and chunk-table bytes, alignment padding; the
-dictionary records; the dead records (in a pack, named by no fingerprint
+dictionary records; the live whole records by the dictionary they
+name; the dead records (in a pack, named by no fingerprint
 record: `pagededup blobs STORE` lists the live ones); the whole records
 written before the first dictionary existed. --dicts DIR writes each
 dictionary's bytes to DIR/dict-ID (for bench_pack --dict-file).
@@ -94,6 +95,7 @@ def main():
     dead = [0, 0]
     dicts = []
     before_dict = [0, 0, 0]
+    by_dict = collections.defaultdict(lambda: [0, 0, 0])  # records raw stored
     seen_dict = False
     packs = sorted(f for f in os.listdir(os.path.join(a.store, "packs")) if f.startswith("pack-"))
     for name in packs:
@@ -119,6 +121,11 @@ def main():
             r = rows[key]
             for i, v in enumerate((1, h["size"], h["payload"] - table, h["hdr"], table, pad)):
                 r[i] += v
+            if h["enc"] == 2:
+                bd = by_dict[h["dict"]]
+                bd[0] += 1
+                bd[1] += h["size"]
+                bd[2] += reclen + pad
             if not seen_dict and h["enc"] in (0, 1):
                 before_dict[0] += 1
                 before_dict[1] += h["size"]
@@ -136,6 +143,10 @@ def main():
         print("deltas: %d of %d pages (%.1f%%), mean record %.0f bytes (payload %.0f + header %.0f)" %
               (d[0], tot[0], 100.0 * d[0] / tot[0], (d[2] + d[3]) / d[0], d[2] / d[0], d[3] / d[0]))
     print("dictionaries: %d records, %d bytes" % (len(dicts), sum(n for _, n in dicts)))
+    for i in sorted(by_dict):
+        n, raw, stored = by_dict[i]
+        print("  whole records on dictionary %d: %d, raw %d, stored %d bytes (%.4f)" % (i, n, raw, stored,
+                                                                                   stored / max(raw, 1)))
     print("dead records: %d, %d bytes" % tuple(dead))
     print("whole records written before the first dictionary: %d pages, raw %d, stored %d bytes" % tuple(before_dict))
     files = sum(os.path.getsize(os.path.join(a.store, "packs", f)) for f in packs)
