@@ -357,8 +357,21 @@ static int drop_kept_row(struct wtx *w, const struct blobkey *k, struct fprec *r
 	return (rc = pack_live_less(w, r)) ? rc : wtx_punch_after(w, &loc);
 }
 
-/* Kept base k has no delta left: its record is dead bytes now. */
-static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
+/* Are records a and b both deltas on one base? */
+static bool same_base(struct store *st, const struct fprec *a, const struct fprec *b)
+{
+	struct blobkey ba, bb;
+	return blob_delta_base(st, a, &ba) == 1 && blob_delta_base(st, b, &bb) == 1 && blobkey_equal(&ba, &bb);
+}
+
+/* Kept base k has no delta left: its row goes and its record is dead
+ * bytes now. live: k's own record when it lives on by its own references
+ * (its bytes were stored again after it was kept, so the kept row stood
+ * beside it and would otherwise hold its record live with nothing on
+ * it), else NULL. The kept record, if a delta, lets go of its own base,
+ * unless the live record hangs on that same base: the link row (base, k)
+ * is one for both. */
+static int free_kept(struct wtx *w, const struct blobkey *k, const struct fprec *live, unsigned depth)
 {
 	struct fprec r;
 	int rc = drop_kept_row(w, k, &r);
@@ -366,28 +379,9 @@ static int free_kept(struct wtx *w, const struct blobkey *k, unsigned depth)
 		return rc > 0 ? 0 : rc;
 	if (depth > BLOB_DELTA_DEPTH)
 		return 0; /* a loop in damaged rows: fsck's to report */
-	/* a kept base that was a delta itself lets go of its own base */
-	return let_go_of_base(w, k, &r, depth + 1);
-}
-
-/* Base k has no delta left, and lives on by its own references (live, its
- * record): its bytes were stored again after it was kept, so a kept row
- * may still stand beside the live record. That row goes too, or it would
- * hold its record live with nothing on it. The kept record lets go of its
- * own base, unless the live record hangs on that same base: the link row
- * (base, k) is one for both. */
-static int free_kept_beside(struct wtx *w, const struct blobkey *k, const struct fprec *live, unsigned depth)
-{
-	struct fprec r;
-	int rc = drop_kept_row(w, k, &r);
-	if (rc)
-		return rc > 0 ? 0 : rc;
-	struct blobkey kept_base, live_base;
-	int kr = blob_delta_base(w->st, &r, &kept_base);
-	if (kr <= 0 || depth > BLOB_DELTA_DEPTH)
-		return kr == -EIO ? 0 : kr;
-	if (blob_delta_base(w->st, live, &live_base) == 1 && blobkey_equal(&kept_base, &live_base))
+	if (live && same_base(w->st, &r, live))
 		return 0;
+	/* a kept base that was a delta itself lets go of its own base */
 	return let_go_of_base(w, k, &r, depth + 1);
 }
 
@@ -411,9 +405,8 @@ static int let_go_of_base(struct wtx *w, const struct blobkey *k, const struct f
 	if (rc || more)
 		return rc;
 	struct fprec live;
-	if (blob_get(w->txn, w->st, &base, &live) == 0)
-		return free_kept_beside(w, &base, &live, depth);
-	return free_kept(w, &base, depth);
+	bool lives = blob_get(w->txn, w->st, &base, &live) == 0;
+	return free_kept(w, &base, lives ? &live : NULL, depth);
 }
 
 int blob_delta_forget(struct wtx *w, const struct blobkey *k, const struct fprec *r)
