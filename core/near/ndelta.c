@@ -286,6 +286,13 @@ static int delta_batch_sets(struct store *st, struct near_set_cache *cache, stru
 static int delta_batch(struct store *st, struct near_set_cache *cache, struct step_window *win, unsigned rule,
 		       const struct blobkey *keys, size_t n, struct ndelta_counts *c, struct pack_loc *carry)
 {
+	if (!store_room_for_background(st)) {
+		/* the pages stay as they are (in the nursery, found again by
+		 * a sweep once there is room; or whole) */
+		if (c)
+			c->roomless += n;
+		return -ENOSPC;
+	}
 	uint64_t hits0, decoded0, hits, decoded;
 	near_set_cache_counts(cache, &hits0, &decoded0);
 	int rc = delta_batch_sets(st, cache, win, rule, keys, n, c, carry);
@@ -348,6 +355,8 @@ int ndelta_rebase_kept(struct store *st, uint64_t *moved_total)
 {
 	*moved_total = 0;
 	for (;;) {
+		if (!store_room_for_background(st))
+			return -ENOSPC; /* the kept bases wait for room (store.h) */
 		struct kept_list kl = { .n = 0 };
 		struct blobkey deps[NDELTA_BATCH];
 		size_t nd = 0;
@@ -495,6 +504,8 @@ static int nursery_sweep(struct store *st, struct near_set_cache *cache, struct 
 {
 	if (st->readonly)
 		return 0;
+	if (!store_room_for_background(st))
+		return -ENOSPC; /* before the records are looked up: this is polled */
 	uint32_t *ids;
 	size_t n;
 	int rc = pack_nursery_list(st->packs, &ids, &n);
@@ -547,6 +558,7 @@ static void add_counts(struct ndelta_counts *to, const struct ndelta_counts *c)
 	to->whole_before += c->whole_before;
 	to->whole_after += c->whole_after;
 	to->swept += c->swept;
+	to->roomless += c->roomless;
 	to->candidates += c->candidates;
 	to->set_hits += c->set_hits;
 	to->set_decoded += c->set_decoded;
@@ -769,6 +781,9 @@ void ndelta_stop(struct ndelta *d)
 			(unsigned long long)c->moved_whole, (unsigned long long)c->whole_before,
 			(unsigned long long)c->whole_after, (unsigned long long)c->swept,
 			(unsigned long long)c->rests, (unsigned long long)c->helped);
+	if (c->roomless)
+		fprintf(stderr, "pagededupfs: delta step: %llu pages left as they were for a while: the disk had too little room free for background work\n",
+			(unsigned long long)c->roomless);
 	if (c->window)
 		fprintf(stderr, "pagededupfs: delta step: %llu of the deltas on a page of the window, not a near neighbour\n",
 			(unsigned long long)c->window);

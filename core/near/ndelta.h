@@ -186,6 +186,7 @@ struct ndelta_counts {
 	uint64_t chunked, chunked_before, chunked_after; /* of them, pages over a chunk */
 	uint64_t moved_whole, whole_before, whole_after; /* out of the nursery whole */
 	uint64_t swept;                     /* nursery records found waiting by a sweep */
+	uint64_t roomless;                  /* pages of batches not done: no room (store_room_for_background) */
 	uint64_t rests;                     /* rests yielded to writers */
 	uint64_t helped;                    /* pages done by close() (ndelta_help) */
 	uint64_t waiting;                   /* in the queue now */

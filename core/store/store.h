@@ -429,6 +429,14 @@ int store_sync(struct store *st);
  * negative errno (the sync failed: they wait on). */
 int store_punch_waiting(struct store *st);
 
+/* Whether background work (the delta step) may write now: the store's
+ * file system has twice LMDB's reserve free (store_commit.c: the pages a
+ * delete's commit takes on a full disk) and a batch of records more.
+ * Below that, the room is left to what users ask: the step's appends and
+ * commits would otherwise take the pages a delete needs, and the deletes
+ * that make room on a full disk would fail with ENOSPC. */
+bool store_room_for_background(struct store *st);
+
 /* After commit, remove the file at path (relative to the store dir). */
 int wtx_unlink_after(struct wtx *w, const char *relpath);
 /* Forget a pending removal of relpath (it was re-created in this batch). */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ---- space for LMDB on a full disk -------------------------------------
@@ -95,6 +96,46 @@ void store_reserve_lmdb_space(struct store *st)
 		prime_pages(fd, st->lmdb_primed, size, ms.ms_psize);
 		st->lmdb_primed = size;
 	}
+}
+
+/* Past the room LMDB's reserve is kept for, what background writers leave
+ * free for the requests of users: a batch of the delta step's records. */
+#define BACKGROUND_ROOM (8ull << 20)
+
+/* The reserve LMDB's file is given now (store_lmdb_reserve of its pages
+ * in use), and the bytes free on the store's file system; false if either
+ * is unknown. */
+static bool reserve_and_free(struct store *st, uint64_t *reserve, uint64_t *free_bytes)
+{
+	struct statvfs v;
+	MDB_envinfo info;
+	MDB_stat ms;
+	if (fstatvfs(st->dirfd, &v) || mdb_env_info(st->env, &info) || mdb_env_stat(st->env, &ms))
+		return false;
+	*reserve = store_lmdb_reserve((uint64_t)(info.me_last_pgno + 1) * ms.ms_psize);
+	*free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+	return true;
+}
+
+bool store_room_for_background(struct store *st)
+{
+	uint64_t reserve, free_bytes;
+	if (st->readonly || !reserve_and_free(st, &reserve, &free_bytes))
+		return true; /* unknown: as before; a write that finds the disk full fails as any other */
+	return free_bytes >= 2 * reserve + BACKGROUND_ROOM;
+}
+
+/* mdb_txn_commit's error as an errno. LMDB reports a short write of its
+ * pages as EIO (mdb_page_flush: "short write, filesystem full?"); with
+ * less than the reserve free on the disk, that is the disk full, and a
+ * full disk is ENOSPC wherever it shows (run_batch then runs the requests
+ * one by one, each on the reserve). */
+static int commit_err(struct store *st, int rc)
+{
+	uint64_t reserve, free_bytes;
+	if (rc == EIO && reserve_and_free(st, &reserve, &free_bytes) && free_bytes < reserve)
+		return -ENOSPC;
+	return pd_mdb_err(rc);
 }
 
 /* ---- transactions ---------------------------------------------------- */
@@ -379,7 +420,7 @@ static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, 
 	*total = st->counters; /* only the leader changes it */
 	store_counters_add(total, &batch);
 	rc = store_counters_put(txn, st->db_meta, total);
-	return rc ? (mdb_txn_abort(txn), rc) : pd_mdb_err(mdb_txn_commit(txn));
+	return rc ? (mdb_txn_abort(txn), rc) : commit_err(st, mdb_txn_commit(txn));
 }
 
 static void run_batch(struct store *st, struct store_wreq *head);
