@@ -217,6 +217,9 @@ struct store_opts {
 	uint64_t nursery_max_bytes;
 	bool no_delta_thread; /* the delta step and nursery moves only through
 			       * ndelta_drain and ndelta_nursery_sweep (tests) */
+	uint64_t background_room; /* bytes background work leaves free past
+				   * twice LMDB's reserve (store_room_for_background);
+				   * 0 = 8 MiB (tests ask more than a disk has) */
 	/* At a clean close, LMDB's file is written again in key order
 	 * without its free pages (store_lmdb_compact) when this open grew
 	 * its pages by an eighth or more (LMDB_REWRITE_GROWTH), the file is
@@ -431,7 +434,8 @@ int store_punch_waiting(struct store *st);
 
 /* Whether background work (the delta step) may write now: the store's
  * file system has twice LMDB's reserve free (store_commit.c: the pages a
- * delete's commit takes on a full disk) and a batch of records more.
+ * delete's commit takes on a full disk) and a batch of records more
+ * (store_opts.background_room).
  * Below that, the room is left to what users ask: the step's appends and
  * commits would otherwise take the pages a delete needs, and the deletes
  * that make room on a full disk would fail with ENOSPC. */

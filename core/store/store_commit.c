@@ -122,7 +122,8 @@ bool store_room_for_background(struct store *st)
 	uint64_t reserve, free_bytes;
 	if (st->readonly || !reserve_and_free(st, &reserve, &free_bytes))
 		return true; /* unknown: as before; a write that finds the disk full fails as any other */
-	return free_bytes >= 2 * reserve + BACKGROUND_ROOM;
+	uint64_t room = st->opts.background_room ? st->opts.background_room : BACKGROUND_ROOM;
+	return free_bytes >= 2 * reserve + room;
 }
 
 /* mdb_txn_commit's error as an errno. LMDB reports a short write of its

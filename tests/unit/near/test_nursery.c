@@ -6,7 +6,8 @@
  * names it, and a crash with pages still waiting, lose nothing: after the
  * restart the waiting records are found again from the packs and moved;
  * the compactor never copies a nursery record; a close() while the
- * nursery is behind helps the delta step; fsck clean at every step. */
+ * nursery is behind helps the delta step; without room on the disk for
+ * background work the pages wait there; fsck clean at every step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -436,6 +437,58 @@ static void test_close_helps_when_behind(void **state)
 	th_rmdir(dir);
 }
 
+/* Without room on the disk for background work (store_room_for_background:
+ * asked for more than any disk has), the step leaves its pages where they
+ * are: a sweep, a page of the queue and a clean close move nothing, the
+ * pages read back and a delete goes through; once there is room, the next
+ * open's sweep moves each of them once. */
+static void test_no_room_pages_wait(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	o.background_room = 1ull << 62;
+	struct store *st = th_store(dir, NULL, &o);
+	assert_false(store_room_for_background(st));
+	char *a = th_page(61, 900, ""), *b = edited(a), *c = th_page(62, 700, "");
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	th_put_page(st, PD_ROOT_INO, "c.html", c);
+	assert_int_equal(sigq_drain(st), 0);
+	struct ndelta_counts n = { 0 };
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), -ENOSPC);
+	assert_int_equal(n.swept + n.stored + n.moved_whole, 0);
+	struct blobkey ka = th_blob_of(st, ia);
+	assert_int_equal(ndelta_page(st, 0, &ka, &n), -ENOSPC);
+	assert_int_equal(n.roomless, 1);
+	assert_int_equal(n.stored + n.moved_whole, 0);
+	assert_true(in_nursery(st, ia) && in_nursery(st, ib));
+	th_read_back(st, ib, b);
+	uint64_t gone_ino;
+	bool gone;
+	assert_int_equal(ns_unlink(st, PD_ROOT_INO, "c.html", &gone_ino, &gone), 0);
+	assert_true(gone);
+	assert_int_equal(store_close(st), 0); /* its drain leaves them too */
+	th_assert_fsck_clean(th_store_dir(dir));
+	st = reopen(dir); /* the default room: this disk has it */
+	assert_true(store_room_for_background(st));
+	assert_true(in_nursery(st, ia) && in_nursery(st, ib));
+	memset(&n, 0, sizeof n);
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_int_equal(n.swept, 2);
+	assert_int_equal(n.stored + n.moved_whole, 2);
+	assert_false(in_nursery(st, ia) || in_nursery(st, ib));
+	assert_int_equal(nursery_files(st), 0);
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(c);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -448,6 +501,7 @@ int main(void)
 		cmocka_unit_test(test_burst_with_resting_thread),
 		cmocka_unit_test(test_sweep_across_snapshots),
 		cmocka_unit_test(test_close_helps_when_behind),
+		cmocka_unit_test(test_no_room_pages_wait),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
