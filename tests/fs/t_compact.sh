@@ -85,12 +85,8 @@ case_space_comes_back() {
 	# it most would become deltas on pages deleted next, kept as bases
 	# (blob.h) until their deltas are stored again on their own; the case
 	# is about the compactor and records stored whole (test_ndelta has the
-	# kept bases). No nursery either: a page deleted while it waits there
-	# leaves no dead bytes (its nursery pack goes whole), and the delta
-	# step, at a lower priority than the writers (base/thread.h), moves
-	# the pages out after the deletes or before them as the machine's load
-	# has it; close() writes each page's final record itself
-	pd_mount nocompact,pack_mb=2,delta_window=0,nonursery || fail mount
+	# kept bases)
+	pd_mount nocompact,pack_mb=2,delta_window=0 || fail mount
 	write_and_thin "$PD_TMP/left" 2000 || exit 1
 	pd_umount || fail umount
 	local before n_before dead
