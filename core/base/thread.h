@@ -6,12 +6,11 @@
  * few cores the threads that answer the kernel, whose latency a crawler's
  * close() waits for, win the CPU when both want it. Not the signer: a
  * close() past its bound signs itself, so its falling behind slows the
- * writers. Measured on two cores (make bench's cp_dedup, io_uring, runs
- * alternated): pages/s at nice 0 1,123-1,880 (nine runs, mean 1,451), at
- * 10 1,436-2,059 (five, mean 1,776), at 19 1,469-1,821 (four, mean 1,597);
- * 11 of 12 pairs faster than nice 0, with a spread between runs of one
- * setting as large as the effect (tests/bench/README.md, "Background
- * threads' priority").
+ * writers. Measured on two cores (make bench's cp_dedup, io_uring, the
+ * runs alternated): pages/s at nice 0 1,291-1,880 (six runs, mean 1,478),
+ * at 10 1,759 and 2,059, at 19 1,469-1,821 (four, mean 1,597); seven of
+ * eight pairs faster, with a spread between runs of one setting as large
+ * as the effect (tests/bench/README.md, "Background threads' priority").
  * 10 rather than 19: under a load that keeps every core busy, a thread at
  * 10 still gets about a tenth of a core against one at 0 (19: 1.5%), so a
  * long crawl's dictionaries and compactions still come.
