@@ -19,6 +19,7 @@
  */
 #include "blob.h"
 #include "base/clock.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -815,7 +816,7 @@ static bool compactor_stopping(void *ctx)
 
 static void *compactor_main(void *arg)
 {
-	pthread_setname_np(pthread_self(), "pd-compact"); /* its CPU apart in /proc/PID/task */
+	thread_background("pd-compact", THREAD_BACKGROUND_NICE);
 	struct compactor *k = arg;
 	int last = 0;
 	for (;;) {

@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "base/fdio.h"
 #include "base/heap.h"
+#include "base/thread.h"
 
 #define DRIFT_WINDOW 2048 /* pages per ratio measurement */
 #define DRIFT_WORSE 1.2   /* a window this much worse than the baseline: retrain */
@@ -511,7 +512,7 @@ static int train_one(struct dicts *d, uint32_t id, const struct fp *keys, unsign
 
 static void *trainer(void *arg)
 {
-	pthread_setname_np(pthread_self(), "pd-dict"); /* its CPU apart in /proc/PID/task */
+	thread_background("pd-dict", THREAD_BACKGROUND_NICE);
 	struct dicts *d = arg;
 	struct store *st = d->st;
 	uint64_t cpu0 = pd_clock_ns(CLOCK_THREAD_CPUTIME_ID);

@@ -14,6 +14,7 @@
 #include "blob/blob.h"
 #include "base/clock.h"
 #include "base/heap.h"
+#include "base/thread.h"
 #include "ndelta_int.h"
 #include "near.h"
 
@@ -680,7 +681,7 @@ static void give_back(struct ndelta *d, struct near_set_cache **cache)
 
 static void *ndelta_main(void *arg)
 {
-	pthread_setname_np(pthread_self(), "pd-delta"); /* its CPU apart in /proc/PID/task */
+	thread_background("pd-delta", THREAD_BACKGROUND_NICE);
 	struct ndelta *d = arg;
 	struct blobkey keys[NDELTA_BATCH];
 	uint64_t nursery_seen = pack_nursery_bytes(d->st->packs);

@@ -544,6 +544,30 @@ EOF
 	pd_umount || fail umount
 }
 
+# --- 12. background threads leave the CPU to the kernel's requests ----------------
+
+# The threads whose work can wait run at nice 10 (core/base/thread.h); the
+# threads that serve the kernel's requests, and the signer (a close() past
+# its bound signs itself), at the process's own.
+case_background_priority() {
+	pd_mount || fail mount
+	echo "<p>a page</p>" >"$MNT/p.html" || fail write
+	local t name nice seen=
+	for t in /proc/"$PDFS_PID"/task/*; do
+		name=$(cat "$t/comm" 2>/dev/null) || continue
+		nice=$(awk '{ print $19 }' "$t/stat" 2>/dev/null) || continue
+		case $name in
+		pd-delta | pd-compact | pd-dict) [ "$nice" = 10 ] || fail "$name runs at nice $nice, expected 10" ;;
+		pagededupfs | pdfs-ring-* | pd-signer) [ "$nice" = 0 ] || fail "$name runs at nice $nice, expected 0" ;;
+		esac
+		seen="$seen $name"
+	done
+	for name in pd-delta pd-compact pd-signer pagededupfs; do
+		grep -qw -- "$name" <<<"$seen" || fail "no thread $name among:$seen"
+	done
+	pd_umount || fail umount
+}
+
 pd_case unmount_then_use
 pd_case mountpoint_as_store
 pd_case no_store_by_accident
@@ -557,4 +581,5 @@ pd_case fsck_leftovers
 pd_case landed_store_rows
 pd_users pd-stranger >"$PD_TMP/users.log" 2>&1 || { not_ok users; sed 's/^/# /' "$PD_TMP/users.log"; pd_finish; }
 pd_case reserved_names
+pd_case background_priority
 pd_finish

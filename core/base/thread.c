@@ -1,0 +1,16 @@
+/* thread.c - background threads' names and priorities (thread.h). */
+#include "thread.h"
+
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void thread_background(const char *name, int nice)
+{
+	pthread_setname_np(pthread_self(), name);
+	/* Linux: a thread's nice value is its own (setpriority of its tid).
+	 * Best effort: a failure leaves it at the process's. */
+	if (nice > 0)
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
+}
