@@ -2,6 +2,7 @@
 #include "fdio.h"
 
 #include <errno.h>
+#include <sys/statvfs.h>
 #include <stddef.h>
 #include <unistd.h>
 
@@ -44,4 +45,13 @@ ssize_t fd_pread_full(int fd, void *buf, size_t len, uint64_t off)
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
+}
+
+int fd_free_bytes(int fd, const char *path, uint64_t *bytes)
+{
+	struct statvfs v;
+	if (fd >= 0 ? fstatvfs(fd, &v) : statvfs(path, &v))
+		return -errno;
+	*bytes = (uint64_t)v.f_bavail * v.f_frsize;
+	return 0;
 }

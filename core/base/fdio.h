@@ -17,4 +17,8 @@ int fd_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
  * (fewer than len only at the end), or -errno. */
 ssize_t fd_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
+/* Bytes free to an unprivileged writer on the file system that holds fd
+ * (or, fd < 0, path): 0, or -errno. */
+int fd_free_bytes(int fd, const char *path, uint64_t *bytes);
+
 #endif

@@ -2,6 +2,7 @@
  * transactions beside a growing map, the removals that follow a commit, and
  * the space kept for LMDB on a full disk. See store.h for the contract. */
 #include "store_int.h"
+#include "base/fdio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ---- space for LMDB on a full disk -------------------------------------
@@ -71,21 +71,32 @@ static void prime_pages(int lmdb_fd, uint64_t from, uint64_t to, size_t psize)
 	close(fd);
 }
 
+/* The bytes of LMDB's file up to its last used page, its page size and
+ * map size; false if LMDB cannot say. */
+static bool lmdb_used(struct store *st, uint64_t *used, size_t *psize, uint64_t *mapsize)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	if (mdb_env_info(st->env, &info) || mdb_env_stat(st->env, &ms))
+		return false;
+	*used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
+	*psize = ms.ms_psize;
+	*mapsize = info.me_mapsize;
+	return true;
+}
+
 void store_reserve_lmdb_space(struct store *st)
 {
 	int fd;
-	MDB_envinfo info;
-	MDB_stat ms;
 	struct stat sb;
-	if (st->readonly || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb))
+	uint64_t used, mapsize;
+	size_t psize;
+	if (st->readonly || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb) || !lmdb_used(st, &used, &psize, &mapsize))
 		return;
-	mdb_env_info(st->env, &info);
-	mdb_env_stat(st->env, &ms);
-	uint64_t used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
 	uint64_t reserve = store_lmdb_reserve(used);
 	uint64_t want = used + reserve;
-	if (want > info.me_mapsize)
-		want = info.me_mapsize;
+	if (want > mapsize)
+		want = mapsize;
 	uint64_t size = (uint64_t)sb.st_size;
 	/* Best effort: on a disk already full there is nothing more to take. */
 	if (size < used + reserve / 2 && size < want && !posix_fallocate(fd, 0, (off_t)want))
@@ -93,7 +104,7 @@ void store_reserve_lmdb_space(struct store *st)
 	if (st->lmdb_primed < used)
 		st->lmdb_primed = used;
 	if (st->lmdb_primed < size) {
-		prime_pages(fd, st->lmdb_primed, size, ms.ms_psize);
+		prime_pages(fd, st->lmdb_primed, size, psize);
 		st->lmdb_primed = size;
 	}
 }
@@ -107,13 +118,11 @@ void store_reserve_lmdb_space(struct store *st)
  * is unknown. */
 static bool reserve_and_free(struct store *st, uint64_t *reserve, uint64_t *free_bytes)
 {
-	struct statvfs v;
-	MDB_envinfo info;
-	MDB_stat ms;
-	if (fstatvfs(st->dirfd, &v) || mdb_env_info(st->env, &info) || mdb_env_stat(st->env, &ms))
+	uint64_t used, mapsize;
+	size_t psize;
+	if (fd_free_bytes(st->dirfd, NULL, free_bytes) || !lmdb_used(st, &used, &psize, &mapsize))
 		return false;
-	*reserve = store_lmdb_reserve((uint64_t)(info.me_last_pgno + 1) * ms.ms_psize);
-	*free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+	*reserve = store_lmdb_reserve(used);
 	return true;
 }
 

@@ -39,11 +39,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "store.h"
 #include "store_int.h"
+#include "base/fdio.h"
 
 #define COMPACT_TMP "data.mdb.compact"
 
@@ -285,13 +285,6 @@ int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char 
 	return rc;
 }
 
-/* Free bytes of the file system that holds path, 0 if unknown. */
-static uint64_t disk_free(const char *path)
-{
-	struct statvfs v;
-	return statvfs(path, &v) ? 0 : (uint64_t)v.f_bavail * v.f_frsize;
-}
-
 int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t *before, uint64_t *after, char err[PD_ERRLEN])
 {
 	char data[4200];
@@ -310,8 +303,8 @@ int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t *before, uin
 			 (unsigned long long)size);
 		return 0;
 	}
-	uint64_t room = disk_free(data), need = 3 * size + LMDB_REWRITE_HEADROOM;
-	if (room < need) {
+	uint64_t room = 0, need = 3 * size + LMDB_REWRITE_HEADROOM;
+	if (fd_free_bytes(-1, data, &room) || room < need) {
 		snprintf(err, PD_ERRLEN, "the disk has %llu bytes free, the rewrite of %llu bytes needs %llu",
 			 (unsigned long long)room, (unsigned long long)size, (unsigned long long)need);
 		return 0;
