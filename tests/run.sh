@@ -16,7 +16,23 @@ export PD_BIN=$build/pagededup PDFS_BIN=$build/pagededupfs
 export PD_DATA=$top/tests/data
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-passed=0 failed=0 failures=()
+passed=0 failed=0 failures=() details=()
+
+# What a failure printed, kept for the end of the run, where a log cut to
+# its last lines still shows it: the cases "not ok" and the lines after
+# each (their FAIL message), the unit tests FAILED, or, for a program
+# that stopped without saying (a crash, a timeout), the test it was in
+# and its last lines.
+keep_details() { # LABEL OUTPUT RC
+	local said
+	said=$(printf '%s\n' "$2" | grep -E -A3 '^not ok |^\[  FAILED  \] [a-z]|^\[  ERROR   \]' | head -40)
+	if [ -z "$said" ]; then
+		said="exit status $3; last test started: $(printf '%s\n' "$2" | grep '^\[ RUN' | tail -1)
+$(printf '%s\n' "$2" | tail -8)"
+	fi
+	details+=("== $1
+$said")
+}
 
 run_unit() {
 	local bin out rc p f
@@ -30,7 +46,10 @@ run_unit() {
 		p=${p:-0} f=${f:-0}
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 		passed=$((passed + p)) failed=$((failed + f))
-		[ "$f" -gt 0 ] && failures+=("$(basename "$bin")")
+		if [ "$f" -gt 0 ]; then
+			failures+=("$(basename "$bin")")
+			keep_details "$(basename "$bin")" "$out" "$rc"
+		fi
 	done
 }
 
@@ -46,7 +65,10 @@ run_scripts() {
 		f=$(printf '%s\n' "$out" | grep -c '^not ok ')
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 		passed=$((passed + p)) failed=$((failed + f))
-		[ "$f" -gt 0 ] && failures+=("$(basename "$t")$label")
+		if [ "$f" -gt 0 ]; then
+			failures+=("$(basename "$t")$label")
+			keep_details "$(basename "$t")$label" "$out" "$rc"
+		fi
 	done
 }
 
@@ -89,6 +111,10 @@ all) run_layers; run_unit; run_fs ;;
 *) echo "unknown test set: $what" >&2; exit 2 ;;
 esac
 
-[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "== what the failures printed"
+	printf '%s\n' "${details[@]}"
+	echo "failed: ${failures[*]}"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
