@@ -5,6 +5,8 @@
 # the quantiles of those latencies (tests/bench/README.md, "Background
 # threads' priority").
 import os, sys, time
+if len(sys.argv) != 3 or not os.path.isdir(sys.argv[1]) or not os.path.isdir(sys.argv[2]):
+    sys.exit("usage: write-latency.py MOUNT SRC (two directories)")
 mnt, src = sys.argv[1], sys.argv[2]
 files = []
 for d, _, fs in os.walk(src):
