@@ -2,8 +2,8 @@
 #include "fdio.h"
 
 #include <errno.h>
-#include <sys/statvfs.h>
 #include <stddef.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* write() at the file offset, or pwrite() at *off. */
