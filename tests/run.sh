@@ -19,13 +19,13 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 passed=0 failed=0 failures=() details=()
 
 # What a failure printed, kept for the end of the run, where a log cut to
-# its last lines still shows it: the cases "not ok" and the lines after
-# each (their FAIL message), the unit tests FAILED, or, for a program
-# that stopped without saying (a crash, a timeout), the test it was in
-# and its last lines.
+# its last lines still shows it: the cases "not ok" and their FAIL lines
+# (anywhere in the case's log that follows), the unit tests FAILED with
+# their errors, or, for a program that stopped without saying (a crash, a
+# timeout), its status, the test it was in and its last lines.
 keep_details() { # LABEL OUTPUT RC
 	local said
-	said=$(printf '%s\n' "$2" | grep -E -A3 '^not ok |^\[  FAILED  \] [a-z]|^\[  ERROR   \]' | head -40)
+	said=$(printf '%s\n' "$2" | grep -E -A2 '^not ok |^# FAIL: |^\[  FAILED  \] [a-z]|^\[  ERROR   \]' | head -40)
 	if [ -z "$said" ]; then
 		said="exit status $3; last test started: $(printf '%s\n' "$2" | grep '^\[ RUN' | tail -1)
 $(printf '%s\n' "$2" | tail -8)"
