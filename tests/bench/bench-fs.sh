@@ -585,16 +585,12 @@ for m in cp tar; do
 	[ -n "$r" ] && printf '%-36s %10s  %-26s %s\n' "$m: stored/unique bytes (files)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
 	r=${F[${m}_dedup_stored_per_unique_stats]:-}
 	[ -n "$r" ] && printf '%-36s %10s  %-26s %s\n' "$m: stored/unique bytes (stats)" "${r% *}" "<= $STORED_SLACK x" "$(met "${r% *} <= $STORED_SLACK")"
-	r=${F[${m}_dedup_peak_rss_mb]:-}
-	if [ -n "$r" ]; then
+	for mem in "peak_rss_mb:peak RSS MiB" "peak_rss_anon_mb:peak RssAnon MiB"; do
+		r=${F[${m}_dedup_${mem%%:*}]:-}
+		[ -n "$r" ] || continue
 		lim=$(calc %.2f "$(val "${m}_dedup_filter_mb") + $RSS_SLACK_MB")
-		printf '%-36s %10s  %-26s %s\n' "$m: peak RSS MiB" "${r% *}" "<= filter + $RSS_SLACK_MB = $lim" "$(met "${r% *} <= $lim")"
-	fi
-	r=${F[${m}_dedup_peak_rss_anon_mb]:-}
-	if [ -n "$r" ]; then
-		lim=$(calc %.2f "$(val "${m}_dedup_filter_mb") + $RSS_SLACK_MB")
-		printf '%-36s %10s  %-26s %s\n' "$m: peak RssAnon MiB" "${r% *}" "<= filter + $RSS_SLACK_MB = $lim" "$(met "${r% *} <= $lim")"
-	fi
+		printf '%-36s %10s  %-26s %s\n' "$m: ${mem#*:}" "${r% *}" "<= filter + $RSS_SLACK_MB = $lim" "$(met "${r% *} <= $lim")"
+	done
 done
 
 echo
