@@ -29,7 +29,7 @@ struct options {
 	char *store;
 	int nodedup, sync_blobs, no_sign_thread, no_uring, auto_unmount, blob_files, nocompact, nonursery;
 	long nursery_level;
-	unsigned long nursery_mb;
+	unsigned long nursery_mb, nursery_raw_mb;
 	double compact;
 	unsigned long compact_min_kb, compact_period_ms;
 	unsigned long uring_threads, pack_mb;
@@ -58,6 +58,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("nonursery", nonursery),
 	{ "nursery_level=%ld", offsetof(struct options, nursery_level), 0 },
 	{ "nursery_mb=%lu", offsetof(struct options, nursery_mb), 0 },
+	{ "nursery_raw_mb=%lu", offsetof(struct options, nursery_raw_mb), 0 },
 	{ "compact=%lf", offsetof(struct options, compact), 0 },
 	{ "compact_min_kb=%lu", offsetof(struct options, compact_min_kb), 0 },
 	{ "compact_period_ms=%lu", offsetof(struct options, compact_period_ms), 0 },
@@ -112,9 +113,12 @@ static void usage(const char *prog)
 	       "    pack_level=N           zstd level of new pack records (default 3; -1: raw)\n"
 	       "    pack_mb=N              a pack file is closed past N MiB (default 256)\n"
 	       "    nursery_level=N        zstd level a page is written at by close(), into the\n"
-	       "                           nursery; its final record comes later (default 1; -1: raw)\n"
+	       "                           nursery; its final record comes later (default: raw\n"
+	       "                           below nursery_raw_mb with nursery_mb free on the disk,\n"
+	       "                           then 1; -1: raw always)\n"
+	       "    nursery_raw_mb=N       the nursery's pages are raw below N MiB (default 256)\n"
 	       "    nursery_mb=N           past N MiB in the nursery, close() writes the final\n"
-	       "                           record itself (default 256)\n"
+	       "                           record itself (default 1024)\n"
 	       "    nonursery              close() writes the final record itself, always\n"
 	       "    compact=S              rewrite a pack whose live share falls below S (default\n"
 	       "                           0.5) in the background, its old file then removed\n"
@@ -393,6 +397,7 @@ int main(int argc, char *argv[])
 				 .compact_level = (int)o.compact_level,
 				 .nursery = !o.nonursery && !o.blob_files, .nursery_level = (int)o.nursery_level,
 				 .nursery_max_bytes = (uint64_t)o.nursery_mb << 20,
+				 .nursery_raw_bytes = (uint64_t)o.nursery_raw_mb << 20,
 				 .delta_candidates = (unsigned)o.delta_candidates,
 				 .delta_window = o.delta_window == LONG_MIN ? 0 : o.delta_window == 0 ? -1 : (int)o.delta_window,
 				 .lmdb_rewrite_max = (uint64_t)o.lmdb_rewrite_mb << 20 };

@@ -47,7 +47,7 @@ _pagededupfs()
 	local cur prev words cword
 	_init_completion || return
 	if [ "$prev" = -o ]; then
-		local o="nodedup sync_blobs sync_ms= mapsize_mb= lmdb_rewrite_mb= sign_queue= no_sign_thread entry_timeout= attr_timeout= negative_timeout= no_uring uring_threads= pack_level= pack_mb= nursery_level= nursery_mb= nonursery delta= delta_candidates= delta_window= compact= compact_min_kb= compact_period_ms= nocompact allow_other auto_unmount"
+		local o="nodedup sync_blobs sync_ms= mapsize_mb= lmdb_rewrite_mb= sign_queue= no_sign_thread entry_timeout= attr_timeout= negative_timeout= no_uring uring_threads= pack_level= pack_mb= nursery_level= nursery_raw_mb= nursery_mb= nonursery delta= delta_candidates= delta_window= compact= compact_min_kb= compact_period_ms= nocompact allow_other auto_unmount"
 		compopt -o nospace
 		COMPREPLY=($(compgen -W "$o" -- "${cur##*,}"))
 		[ "${cur%,*}" != "$cur" ] && COMPREPLY=("${COMPREPLY[@]/#/${cur%,*},}")

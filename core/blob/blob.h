@@ -122,14 +122,26 @@ int blob_encode(struct store *st, const struct fp *fp, const void *mem, int fd, 
 int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k, struct pack_loc *loc);
 
 /* The nursery (pack.h): where close() puts a new page when the store has
- * one (store_opts.nursery), encoded at BLOB_NURSERY_LEVEL (cheap: the
- * record lives until the delta step writes the final one, ndelta.h), as
- * long as the nursery's packs hold less than BLOB_NURSERY_MAX_BYTES;
- * past that a seal writes the final record itself (counted in
- * st->nursery_bypassed), so the nursery stays bounded when the
- * background falls behind. */
+ * one (store_opts.nursery), as long as the nursery's packs hold less than
+ * BLOB_NURSERY_MAX_BYTES; past that a seal writes the final record itself
+ * (counted in st->nursery_bypassed), so the nursery stays bounded when
+ * the background falls behind. The record lives until the delta step
+ * writes the final one (ndelta.h), so close() spends as little on it as
+ * it can: the page goes in raw while the nursery holds less than
+ * BLOB_NURSERY_RAW_BYTES and the disk has BLOB_NURSERY_MAX_BYTES free,
+ * and at BLOB_NURSERY_LEVEL past either. Level 1 with the dictionary
+ * was more than half of close()'s CPU (about 90 us for a 31 KB page
+ * here: 330-490 MB/s); raw, one writer's pages/s rose by a fifth
+ * (tests/bench/README.md, "What one writer waits for"). The price is
+ * disk the nursery takes while the step catches up: up to the raw bytes
+ * as they are, then level 1 up to the bound, so the bound is four times
+ * the raw share (at 256 MiB in all the raw share alone reached the half
+ * where a close() helps the step, and one writer was slower than with
+ * level 1). A nursery record's bytes are dead once its final record is
+ * in (punched once durable), so the store's size at rest is the same. */
 #define BLOB_NURSERY_LEVEL 1
-#define BLOB_NURSERY_MAX_BYTES (256ull << 20)
+#define BLOB_NURSERY_RAW_BYTES (256ull << 20)
+#define BLOB_NURSERY_MAX_BYTES (1024ull << 20)
 /* The level of a page's final record when it is stored whole by the
  * background step (not by close(), which keeps PACK_DEFAULT_LEVEL): the
  * issue-15 nursery note has the measurements. store_opts.pack_level

@@ -24,6 +24,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/fdio.h"
+
 static MDB_val pack_key(uint8_t kb[8], uint32_t id)
 {
 	return store_meta_id_key(kb, "pack", id);
@@ -361,6 +363,20 @@ uint64_t blob_nursery_max(const struct store *st)
 	return st->opts.nursery_max_bytes ? st->opts.nursery_max_bytes : BLOB_NURSERY_MAX_BYTES;
 }
 
+/* The level close() writes a nursery record at (blob.h): raw while the
+ * nursery is small and the disk has room for the rest of its bound. */
+static int nursery_level(struct store *st)
+{
+	if (st->opts.nursery_level)
+		return st->opts.nursery_level;
+	uint64_t raw_max = st->opts.nursery_raw_bytes ? st->opts.nursery_raw_bytes : BLOB_NURSERY_RAW_BYTES;
+	uint64_t free_bytes;
+	if (pack_nursery_bytes(st->packs) < raw_max && !fd_free_bytes(st->dirfd, NULL, &free_bytes) &&
+	    free_bytes >= blob_nursery_max(st))
+		return -1;
+	return BLOB_NURSERY_LEVEL;
+}
+
 bool blob_nursery_wanted(struct store *st)
 {
 	if (!st->opts.nursery)
@@ -380,7 +396,7 @@ bool blob_nursery_behind(struct store *st)
 
 int blob_encode_nursery(struct store *st, const struct fp *fp, const void *mem, int fd, struct pack_rec *out)
 {
-	int level = st->opts.nursery_level ? st->opts.nursery_level : BLOB_NURSERY_LEVEL;
+	int level = nursery_level(st);
 	struct pack_encode_opts o = { .level = level < 0 ? 0 : level };
 	if (level > 0)
 		o.dict = blob_dict_hold(st);

@@ -7,7 +7,9 @@
  * restart the waiting records are found again from the packs and moved;
  * the compactor never copies a nursery record; a close() while the
  * nursery is behind helps the delta step; without room on the disk for
- * background work the pages wait there; fsck clean at every step. */
+ * background work the pages wait there; close() writes a page raw while
+ * the nursery is small and at level 1 past its raw share, or always at a
+ * level given; fsck clean at every step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -489,6 +491,68 @@ static void test_no_room_pages_wait(void **state)
 	th_rmdir(dir);
 }
 
+/* The encoding of page ino's nursery record. */
+static unsigned nursery_encoding(struct store *st, uint64_t ino)
+{
+	struct fprec r = th_fprec_of(st, ino);
+	assert_true(blob_in_nursery(st, &r));
+	struct pack_rec_hdr h;
+	assert_int_equal(blob_rec_hdr(st, &r, &h), 0);
+	return h.encoding;
+}
+
+/* Raw below the raw share (blob.h), level 1 past it; nursery_level fixes
+ * the level whatever the nursery holds. Every page reads back, and gets
+ * its final record from the step as any other. */
+static void test_raw_while_small(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	o.nursery_raw_bytes = 2 * 1024; /* past the first page */
+	struct store *st = th_store(dir, NULL, &o);
+	char *a = th_page(41, 900, ""), *b = th_page(42, 900, ""), *c = th_page(43, 900, "");
+	assert_true(strlen(a) > 2 * 1024);
+	uint64_t ia = th_put_page(st, PD_ROOT_INO, "a.html", a);
+	uint64_t ib = th_put_page(st, PD_ROOT_INO, "b.html", b);
+	assert_int_equal(nursery_encoding(st, ia), PACK_ENC_RAW);
+	assert_int_equal(nursery_encoding(st, ib), PACK_ENC_ZSTD); /* no dictionary yet */
+	struct fprec ra = th_fprec_of(st, ia), rb = th_fprec_of(st, ib);
+	assert_true(ra.pack_len > strlen(a) && rb.pack_len < strlen(b));
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	st->opts.nursery_level = -1; /* raw always, the nursery past its share */
+	uint64_t ic = th_put_page(st, PD_ROOT_INO, "c.html", c);
+	assert_int_equal(nursery_encoding(st, ic), PACK_ENC_RAW);
+	th_read_back(st, ic, c);
+	assert_int_equal(sigq_drain(st), 0);
+	struct ndelta_counts n = { 0 };
+	assert_int_equal(ndelta_nursery_sweep(st, 0, &n), 0);
+	assert_int_equal(n.swept, 3);
+	assert_false(in_nursery(st, ia) || in_nursery(st, ib) || in_nursery(st, ic));
+	th_read_back(st, ia, a);
+	th_read_back(st, ib, b);
+	th_read_back(st, ic, c);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	/* a level given: level 1 on the first page of an empty nursery */
+	o.nursery_level = 1;
+	o.nursery_raw_bytes = 0;
+	char err[PD_ERRLEN];
+	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	char *d = th_page(44, 900, "");
+	uint64_t id = th_put_page(st, PD_ROOT_INO, "d.html", d);
+	assert_int_not_equal(nursery_encoding(st, id), PACK_ENC_RAW);
+	th_read_back(st, id, d);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+	th_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -502,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_sweep_across_snapshots),
 		cmocka_unit_test(test_close_helps_when_behind),
 		cmocka_unit_test(test_no_room_pages_wait),
+		cmocka_unit_test(test_raw_while_small),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
