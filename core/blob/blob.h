@@ -131,14 +131,15 @@ int blob_append(struct store *st, struct pack_rec *rec, const struct blobkey *k,
  * BLOB_NURSERY_RAW_BYTES and the disk has BLOB_NURSERY_MAX_BYTES free,
  * and at BLOB_NURSERY_LEVEL past either. Level 1 with the dictionary
  * was more than half of close()'s CPU (about 90 us for a 31 KB page
- * here: 330-490 MB/s); raw, one writer's pages/s rose by a fifth
- * (tests/bench/README.md, "What one writer waits for"). The price is
- * disk the nursery takes while the step catches up: up to the raw bytes
- * as they are, then level 1 up to the bound, so the bound is four times
- * the raw share (at 256 MiB in all the raw share alone reached the half
- * where a close() helps the step, and one writer was slower than with
- * level 1). A nursery record's bytes are dead once its final record is
- * in (punched once durable), so the store's size at rest is the same. */
+ * here: 330-490 MB/s); raw, one writer was 18-50% faster on three Debian
+ * doc sets (tests/bench/README.md, "What one writer waits for"). The
+ * price is disk the nursery takes while the step catches up: up to the
+ * raw bytes as they are, then level 1 up to the bound, so the bound is
+ * four times the raw share (raw below 128 MiB with the bound at 256 MiB
+ * reached the half where a close() helps the step, and one writer was
+ * slower than with level 1). A nursery record's bytes are dead once its
+ * final record is in (punched once durable), so the store's size at
+ * rest is the same. */
 #define BLOB_NURSERY_LEVEL 1
 #define BLOB_NURSERY_RAW_BYTES (256ull << 20)
 #define BLOB_NURSERY_MAX_BYTES (1024ull << 20)
