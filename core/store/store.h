@@ -209,15 +209,15 @@ struct store_opts {
 				    * 0 = NDELTA_DEFAULT_WINDOW, < 0 = none */
 	/* The nursery (pack.h): a sealed page goes to a nursery pack at
 	 * nursery_level (0 = raw while the nursery holds less than
-	 * nursery_raw_bytes, 0 = BLOB_NURSERY_RAW_BYTES, and the disk has
-	 * room, else BLOB_NURSERY_LEVEL; < 0 = raw always) and its final
+	 * nursery_raw_bytes and the disk has room, else BLOB_NURSERY_LEVEL:
+	 * blob.h; < 0 = raw always) and its final
 	 * record is written by the delta step; while the nursery holds more
 	 * than nursery_max_bytes (0 = BLOB_NURSERY_MAX_BYTES) a seal writes
 	 * the final record itself, as without a nursery. */
 	bool nursery;
 	int nursery_level;
 	uint64_t nursery_max_bytes;
-	uint64_t nursery_raw_bytes;
+	uint64_t nursery_raw_bytes; /* 0 = BLOB_NURSERY_RAW_BYTES */
 	bool no_delta_thread; /* the delta step and nursery moves only through
 			       * ndelta_drain and ndelta_nursery_sweep (tests) */
 	uint64_t background_room; /* bytes background work leaves free past

@@ -33,13 +33,17 @@ static struct store_opts nursery_opts(void)
 	return (struct store_opts){ .nursery = true, .no_sign_thread = true, .no_delta_thread = true };
 }
 
-static struct store *reopen(const char *dir)
+static struct store *reopen_with(const char *dir, struct store_opts o)
 {
-	struct store_opts o = nursery_opts();
 	struct store *st;
 	char err[PD_ERRLEN];
 	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
 	return st;
+}
+
+static struct store *reopen(const char *dir)
+{
+	return reopen_with(dir, nursery_opts());
 }
 
 static bool in_nursery(struct store *st, uint64_t ino)
@@ -538,8 +542,7 @@ static void test_raw_while_small(void **state)
 	/* a level given: level 1 on the first page of an empty nursery */
 	o.nursery_level = 1;
 	o.nursery_raw_bytes = 0;
-	char err[PD_ERRLEN];
-	assert_int_equal(archive_open(th_store_dir(dir), &o, &st, err), 0);
+	st = reopen_with(dir, o);
 	char *d = th_page(44, 900, "");
 	uint64_t id = th_put_page(st, PD_ROOT_INO, "d.html", d);
 	assert_int_not_equal(nursery_encoding(st, id), PACK_ENC_RAW);
