@@ -405,10 +405,10 @@ struct waiting {
 	size_t n, cap;
 };
 
-/* A nursery pack holds up to 256 MiB of records: a sweep that looked them
- * all up under one snapshot would keep every LMDB page the writers free
- * meanwhile from reuse, and LMDB's file would grow. So the snapshot is
- * renewed every this many records. */
+/* A sweep walks every nursery pack (up to the nursery's bound, 1 GiB of
+ * records): one that looked them all up under one snapshot would keep
+ * every LMDB page the writers free meanwhile from reuse, and LMDB's file
+ * would grow. So the snapshot is renewed every this many records. */
 #define WAITING_RENEW 1024
 
 static int renew_waiting_txn(struct waiting *w)
