@@ -34,6 +34,7 @@
 #include "kernel_io.h"
 #include "archive/fallocate.h"
 #include "archive/ns.h"
+#include "archive/ns_later.h"
 #include "archive/openfile.h"
 #include "pdfs.h"
 #include "archive/query.h"
@@ -365,7 +366,7 @@ static void pd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct store *st = st_of(req);
 	struct cred_buf cb;
 	struct inode in;
-	int rc = ns_mknode(st, parent, name, S_IFREG | (mode & 07777), 0, NULL, caller(req, &cb, false), &in);
+	int rc = ns_create_file(st, parent, name, mode, caller(req, &cb, false), &in);
 	if (rc == -EEXIST && !(fi->flags & O_EXCL))
 		rc = ns_lookup(st, parent, name, &in); /* created meanwhile: open it */
 	if (!rc && !S_ISREG(in.mode))

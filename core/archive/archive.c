@@ -6,6 +6,7 @@
 
 #include "blob/blob.h"
 #include "near/near.h"
+#include "ns_later.h"
 #include "openfile.h"
 
 /* The live-inode table exists only in a writable store: inodes unlinked
@@ -37,7 +38,7 @@ static const struct store_part live_part = {
 	.release = live_part_release,
 };
 
-static const struct store_part *const archive_parts[] = { &blob_part, &live_part, &near_part, NULL };
+static const struct store_part *const archive_parts[] = { &blob_part, &live_part, &ns_later_part, &near_part, NULL };
 
 int archive_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN])
 {

@@ -125,7 +125,7 @@ int clusters_dups(struct store *st, const struct pd_cred *cred, size_t min_files
 		  cluster_progress_fn progress, void *ctx)
 {
 	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	struct pages p = { 0 };
@@ -337,7 +337,7 @@ int clusters_near(struct store *st, const struct pd_cred *cred, size_t min_files
 	if (st->near_stale)
 		return -ESTALE;
 	struct joiner j = { .st = st };
-	int rc = store_read_begin(st, &j.txn);
+	int rc = ns_read_begin(st, &j.txn);
 	if (rc)
 		return rc;
 	j.cur_sig = malloc(sizeof *j.cur_sig);

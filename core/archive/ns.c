@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "blob/blob.h"
+#include "ns_later.h"
 #include "openfile.h"
 #include "xattr.h"
 
@@ -59,8 +60,13 @@ static int get_dir(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *d
 
 int ns_getattr(struct store *st, uint64_t ino, struct inode *out)
 {
+	/* a waiting create answers for its file; one in a directory has its
+	 * times to commit first (ns_later.h) */
+	enum ns_later_role role = ns_later_find(st, ino, out);
+	if (role == NS_LATER_WAITS)
+		return 0;
 	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
+	int rc = role == NS_LATER_PARENT ? ns_read_begin(st, &txn) : store_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = ns_get_inode(txn, st, ino, out);
@@ -72,12 +78,20 @@ int ns_lookup(struct store *st, uint64_t parent, const char *name, struct inode 
 {
 	if (strlen(name) > PD_NAME_MAX)
 		return -ENAMETOOLONG;
+	if (ns_later_lookup(st, parent, name, out))
+		return 0; /* a waiting create's name (ns_later.h) */
 	MDB_txn *txn;
 	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	struct ns_dirent_hit hit;
+	struct inode waiting;
 	rc = ns_dirent_find(txn, st, parent, name, &hit);
+	if (!rc && ns_later_find(st, hit.child, &waiting) == NS_LATER_PARENT) {
+		/* a directory with a create waiting in it: its times commit first */
+		store_read_end(st, txn);
+		return ns_getattr(st, hit.child, out);
+	}
 	if (!rc)
 		rc = ns_get_inode(txn, st, hit.child, out);
 	store_read_end(st, txn);
@@ -117,44 +131,65 @@ struct mknode_arg {
 	struct inode out;
 };
 
-static int mknode_cb(struct wtx *w, void *p)
+void ns_new_inode(const struct inode *dir, uint32_t mode, uint64_t rdev, const struct pd_cred *cred,
+		  struct pd_time now, struct inode *in)
 {
-	struct mknode_arg *a = p;
+	memset(in, 0, sizeof *in);
+	in->mode = mode;
+	in->uid = cred->uid;
+	in->gid = cred->gid;
+	if (dir->mode & S_ISGID) {
+		in->gid = dir->gid;
+		if (S_ISDIR(in->mode))
+			in->mode |= S_ISGID;
+	}
+	in->nlink = S_ISDIR(in->mode) ? 2 : 1;
+	in->rdev = rdev;
+	in->atime = in->mtime = in->ctime = now;
+}
+
+int ns_add_new(struct wtx *w, uint64_t parent, const char *name, struct inode *in, const char *target)
+{
 	struct store *st = w->st;
-	struct inode dir, in = { 0 };
+	struct inode dir;
 	struct ns_dirent_hit hit;
-	int rc = get_dir(w->txn, st, a->parent, &dir);
+	int rc = get_dir(w->txn, st, parent, &dir);
 	if (rc)
 		return rc;
-	rc = ns_dirent_find(w->txn, st, a->parent, a->name, &hit);
+	rc = ns_dirent_find(w->txn, st, parent, name, &hit);
 	if (rc != -ENOENT)
 		return rc ? rc : -EEXIST;
-	if ((rc = wtx_next_ino(w, &in.ino)))
+	size_t tlen = target ? strlen(target) : 0;
+	in->size = S_ISLNK(in->mode) ? tlen : 0;
+	if ((rc = ns_dirent_put(w->txn, st, parent, name, in->ino, in->mode)) ||
+	    (rc = ns_name_first(w->txn, st, in, parent, name)) ||
+	    (rc = ns_put_inode_target(w->txn, st, in, target, tlen)))
 		return rc;
-	in.mode = a->mode;
-	in.uid = a->cred->uid;
-	in.gid = a->cred->gid;
-	if (dir.mode & S_ISGID) {
-		in.gid = dir.gid;
-		if (S_ISDIR(in.mode))
-			in.mode |= S_ISGID;
-	}
-	in.nlink = S_ISDIR(in.mode) ? 2 : 1;
-	in.rdev = a->rdev;
-	in.atime = in.mtime = in.ctime = w->now;
-	size_t tlen = a->target ? strlen(a->target) : 0;
-	in.size = S_ISLNK(in.mode) ? tlen : 0;
-	if ((rc = ns_dirent_put(w->txn, st, a->parent, a->name, in.ino, in.mode)) ||
-	    (rc = ns_name_first(w->txn, st, &in, a->parent, a->name)) ||
-	    (rc = ns_put_inode_target(w->txn, st, &in, a->target, tlen)))
-		return rc;
-	if (S_ISDIR(in.mode))
+	if (S_ISDIR(in->mode))
 		dir.nlink++;
 	touch_mc(&dir, w->now);
 	if ((rc = ns_put_inode(w->txn, st, &dir)))
 		return rc;
-	if (S_ISREG(in.mode))
+	if (S_ISREG(in->mode))
 		w->delta.pages++;
+	return 0;
+}
+
+int ns_get_dir(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *dir)
+{
+	return get_dir(txn, st, ino, dir);
+}
+
+static int mknode_cb(struct wtx *w, void *p)
+{
+	struct mknode_arg *a = p;
+	struct inode dir, in;
+	int rc = get_dir(w->txn, w->st, a->parent, &dir);
+	if (rc)
+		return rc;
+	ns_new_inode(&dir, a->mode, a->rdev, a->cred, w->now, &in);
+	if ((rc = wtx_next_ino(w, &in.ino)) || (rc = ns_add_new(w, a->parent, a->name, &in, a->target)))
+		return rc;
 	a->out = in;
 	return 0;
 }
@@ -168,7 +203,7 @@ int ns_mknode(struct store *st, uint64_t parent, const char *name, uint32_t mode
 	if (S_ISLNK(mode) && (!target || strlen(target) > PD_SYMLINK_MAX))
 		return target ? -ENAMETOOLONG : -EINVAL;
 	struct mknode_arg a = { parent, name, mode, rdev, S_ISLNK(mode) ? target : NULL, cred, { 0 } };
-	rc = store_write(st, mknode_cb, &a);
+	rc = ns_write_name(st, mknode_cb, &a);
 	if (!rc)
 		*out = a.out;
 	return rc;
@@ -218,7 +253,7 @@ int ns_link(struct store *st, uint64_t ino, uint64_t newparent, const char *newn
 	if (rc)
 		return rc;
 	struct link_arg a = { ino, newparent, newname, { 0 } };
-	rc = store_write(st, link_cb, &a);
+	rc = ns_write_name(st, link_cb, &a);
 	if (!rc)
 		*out = a.out;
 	return rc;
@@ -306,7 +341,9 @@ int ns_rmdir(struct store *st, uint64_t parent, const char *name, uint64_t *ino_
 	if (!strcmp(name, ".."))
 		return -ENOTEMPTY;
 	struct unlink_arg a = { parent, name, true, 0, false };
-	int rc = store_write(st, unlink_cb, &a);
+	/* a create that found the directory there must not find it gone at
+	 * its commit (ns_later.h, Names) */
+	int rc = ns_write_name(st, unlink_cb, &a);
 	if (rc)
 		return rc;
 	*ino_out = a.ino;
@@ -465,7 +502,7 @@ int ns_rename(struct store *st, uint64_t parent, const char *name, uint64_t newp
 	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
 		return -EINVAL;
 	struct rename_arg a = { parent, newparent, name, newname, flags, 0, false };
-	rc = store_write(st, rename_cb, &a);
+	rc = ns_write_name(st, rename_cb, &a);
 	if (rc)
 		return rc;
 	*replaced = a.replaced;
@@ -589,7 +626,7 @@ static int readdir_dots(MDB_txn *txn, struct store *st, uint64_t dir, uint64_t o
 int ns_readdir(struct store *st, uint64_t dir, uint64_t off, bool with_attr, ns_dirent_fn cb, void *ctx)
 {
 	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = readdir_dots(txn, st, dir, off, with_attr, cb, ctx);

@@ -61,6 +61,10 @@ int ns_name_from_links(MDB_txn *txn, struct store *st, struct inode *in);
  * its orphan mark. */
 int ns_delete_inode(struct wtx *w, uint64_t ino);
 
+/* A read transaction over the namespace: creates that wait for a commit
+ * (ns_later.h) commit first, so that it sees every call that returned. */
+int ns_read_begin(struct store *st, MDB_txn **txn);
+
 int ns_getattr(struct store *st, uint64_t ino, struct inode *out);
 int ns_lookup(struct store *st, uint64_t parent, const char *name, struct inode *out);
 

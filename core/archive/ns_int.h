@@ -1,5 +1,6 @@
-/* ns_int.h - what ns.c (the namespace's operations) and ns_rows.c (its
- * rows) share; nothing else includes it. Each call works inside the
+/* ns_int.h - what ns.c (the namespace's operations), ns_rows.c (its
+ * rows) and ns_later.c (creates that commit later) share; nothing else
+ * includes it. Each call works inside the
  * caller's transaction. Errors are negative errno values.
  */
 #ifndef PD_NS_INT_H
@@ -9,6 +10,18 @@
 #include <stdint.h>
 
 #include "ns.h"
+
+/* The attributes of a new node of mode in dir for cred at now (owner,
+ * group, set-group-ID inherited, nlink, times); its number is the
+ * caller's. */
+void ns_new_inode(const struct inode *dir, uint32_t mode, uint64_t rdev, const struct pd_cred *cred,
+		  struct pd_time now, struct inode *in);
+/* Add the new node in (numbered) as name in parent: its rows (a symlink's
+ * target given), the parent's times and link count. -EEXIST if the name
+ * is taken. */
+int ns_add_new(struct wtx *w, uint64_t parent, const char *name, struct inode *in, const char *target);
+/* Directory ino for a change of its entries (-ENOTDIR, -ENOENT once removed). */
+int ns_get_dir(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *dir);
 
 /* Write inode in's row, with a symlink's target (tlen bytes) after its
  * fixed part. */

@@ -18,6 +18,7 @@
 #include "base/fp.h"
 #include "live_int.h"
 #include "ns.h"
+#include "ns_later.h"
 #include "paths.h"
 #include "seal.h"
 #include "store/store.h"
@@ -692,6 +693,15 @@ static void give_up_staged(struct store *st, struct live *li, const char *when, 
 	discard_staged(st, li);
 }
 
+/* A close() of a file whose create still waits (ns_later.h: nothing was
+ * written, so no seal committed it) commits it, so that what a close()
+ * returned is there after a crash. */
+static int settle_create(struct store *st, uint64_t ino)
+{
+	struct inode in;
+	return ns_later_find(st, ino, &in) == NS_LATER_WAITS ? ns_later_settle(st) : 0;
+}
+
 int file_flush(struct pd_file *f)
 {
 	struct live *li = f->li;
@@ -710,7 +720,7 @@ int file_flush(struct pd_file *f)
 			give_up_staged(f->st, li, "close", rc);
 	}
 	pthread_mutex_unlock(&li->mu);
-	return rc;
+	return rc ? rc : settle_create(f->st, li->ino);
 }
 
 int file_release(struct pd_file *f)
@@ -731,9 +741,12 @@ int file_release(struct pd_file *f)
 		give_up_staged(st, li, "close", rc); /* nothing will seal it later */
 	if (last)
 		close_blob(st, li);
+	uint64_t ino = li->ino;
 	pthread_mutex_unlock(&li->mu);
 	free(f);
 	int src = live_settle(st, li->ref, 1, 0);
+	if (!rc)
+		rc = settle_create(st, ino);
 	return rc ? rc : src;
 }
 

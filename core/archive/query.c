@@ -35,7 +35,7 @@ int query_md5(struct store *st, uint64_t ino, char *buf, size_t *len)
 {
 	MDB_txn *txn;
 	struct blobkey k;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = query_sealed_blob(txn, st, ino, &k);
@@ -52,7 +52,7 @@ int query_refcount(struct store *st, uint64_t ino, char *buf, size_t *len)
 	MDB_txn *txn;
 	struct blobkey k;
 	struct fprec r;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = query_sealed_blob(txn, st, ino, &k);
@@ -90,7 +90,7 @@ int query_twins(struct store *st, uint64_t ino, const struct pd_cred *cred, char
 {
 	MDB_txn *txn;
 	struct blobkey k;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	struct lines l = { buf, 0, 0, false };
@@ -122,7 +122,7 @@ int query_path(struct store *st, uint64_t ino, char *buf, size_t size)
 {
 	char path[PATH_MAX] = "";
 	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = path_names(txn, st, ino, NULL, first_path, path);
@@ -135,7 +135,7 @@ int query_blob_path(struct store *st, const struct blobkey *k, char *buf, size_t
 {
 	char path[PATH_MAX] = "";
 	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = path_names_of_blob(txn, st, k, 0, NULL, first_path, path);
@@ -149,7 +149,7 @@ static int subtree_stats(struct store *st, uint64_t ino, enum stats_format f, ch
 	MDB_txn *txn;
 	struct inode in;
 	char path[PATH_MAX] = "";
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = ns_get_inode(txn, st, ino, &in);

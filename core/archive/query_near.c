@@ -80,7 +80,7 @@ static int pending_sigs(struct store *st, struct pending_set *ps)
 {
 	MDB_txn *txn;
 	sigq_drain(st); /* what fails is signed below */
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = sigq_each(txn, st, collect_pending, ps);
@@ -487,7 +487,7 @@ int query_near_sig(struct store *st, const struct near_sig *sig, const struct ne
 	struct pending_set ps = { 0 };
 	MDB_txn *txn;
 	int rc = pending_sigs(st, &ps);
-	if (!rc && !(rc = store_read_begin(st, &txn))) {
+	if (!rc && !(rc = ns_read_begin(st, &txn))) {
 		rc = near_answer(txn, st, sig, self, exclude, cred, NULL, &ps, buf, len);
 		store_read_end(st, txn);
 	}
@@ -538,7 +538,7 @@ int query_near_prefixed(struct store *st, uint64_t ino, const struct pd_cred *cr
 	struct near_sig *sig = malloc(sizeof *sig);
 	struct near_self self;
 	int rc = sig ? pending_sigs(st, &ps) : -ENOMEM;
-	if (!rc && !(rc = store_read_begin(st, &txn))) {
+	if (!rc && !(rc = ns_read_begin(st, &txn))) {
 		if (!(rc = file_sig(txn, st, ino, &ps, sig, &self)))
 			rc = near_answer(txn, st, sig, &self, ino, cred, prefix, &ps, buf, len);
 		store_read_end(st, txn);
@@ -560,7 +560,7 @@ int query_simhash(struct store *st, uint64_t ino, char *buf, size_t *len)
 	MDB_txn *txn;
 	struct near_sig sig;
 	sigq_drain(st); /* what fails is signed by file_sig */
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = file_sig(txn, st, ino, NULL, &sig, NULL);

@@ -139,7 +139,7 @@ static int visit(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t
 static int tally_blobs(struct store *st, struct walk *w)
 {
 	MDB_txn *txn;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	static const uint8_t zero[8];

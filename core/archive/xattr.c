@@ -73,7 +73,7 @@ int xattr_get(struct store *st, uint64_t ino, const char *name, void *buf, size_
 	if (rc)
 		return rc == -ERANGE ? -ENODATA : rc;
 	MDB_txn *txn;
-	if ((rc = store_read_begin(st, &txn)))
+	if ((rc = ns_read_begin(st, &txn)))
 		return rc;
 	rc = pd_mdb_err(mdb_get(txn, st->db_xattrs, &k, &v));
 	if (rc == -ENOENT)
@@ -93,7 +93,7 @@ int xattr_list(struct store *st, uint64_t ino, char *buf, size_t size, size_t *l
 {
 	MDB_txn *txn;
 	MDB_cursor *c;
-	int rc = store_read_begin(st, &txn);
+	int rc = ns_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	if ((rc = pd_mdb_err(mdb_cursor_open(txn, st->db_xattrs, &c)))) {

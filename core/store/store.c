@@ -38,6 +38,7 @@
 
 
 static void stop_sync_thread(struct store *st);
+static int load_next_ino(struct store *st);
 
 struct pd_time pd_now(void)
 {
@@ -342,6 +343,7 @@ static int set_parts(struct store *st, const struct store_part *const *parts)
 
 static void store_free(struct store *st)
 {
+	store_drop_later(st); /* their arguments belong to the parts */
 	/* The parts first: their threads use the environment. */
 	for (unsigned i = st->n_parts; i-- > 0;)
 		if (st->parts[i]->release)
@@ -594,6 +596,8 @@ static void *sync_main(void *arg)
 		if (st->sync_stop)
 			break;
 		pthread_mutex_unlock(&st->sync_mu);
+		/* what store_write_later left waits no longer than a sync */
+		store_settle(st);
 		/* Blob files first, then the records that name them; then the
 		 * records the commits so far left dead. */
 		pthread_mutex_lock(&st->sync_run_mu);
@@ -765,6 +769,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 			rc = store_blob_inodes_upgrade(st, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
+		if (!rc)
+			rc = load_next_ino(st);
 		remove_staging(st);
 		store_lmdb_drop_leftover(st->dirfd); /* a rewrite killed at a close */
 		if (rc && !*err)
@@ -789,6 +795,20 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 	st->generation = st->readonly ? gen : st->generation;
 	*out = st;
 	return 0;
+}
+
+/* The next inode number into memory (store.h, next_ino), where numbers
+ * are given from then on. */
+static int load_next_ino(struct store *st)
+{
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn);
+	if (rc)
+		return rc;
+	rc = store_meta_get_u64(txn, st->db_meta, "next_ino", &st->next_ino);
+	store_read_end(st, txn);
+	st->next_ino_ready = rc == 0;
+	return rc;
 }
 
 static void stop_sync_thread(struct store *st)
@@ -857,10 +877,14 @@ int store_close(struct store *st)
 	if (!st)
 		return 0;
 	if (!st->readonly) {
-		/* The parts finish their work first (the signer drains, open
-		 * but unlinked inodes go); one that leaves something for the
-		 * next open keeps the store unclean. */
+		/* What waits for a commit commits; then the parts finish their
+		 * work (the signer drains, open but unlinked inodes go); one
+		 * that leaves something for the next open keeps the store
+		 * unclean. */
+		int settle_rc = store_settle(st);
 		int parts_rc = parts_stop(st);
+		if (settle_rc && !parts_rc)
+			parts_rc = settle_rc;
 		rc = parts_rc < 0 ? parts_rc : 0;
 		store_filter_thread_stop(st);
 		stop_sync_thread(st);
@@ -896,6 +920,9 @@ void store_abandon(struct store *st)
 
 int store_sync(struct store *st)
 {
+	int settle_rc = store_settle(st); /* what waits for a commit is part of what fsync promises */
+	if (settle_rc)
+		return settle_rc;
 	pthread_mutex_lock(&st->sync_run_mu);
 	struct store_punches dead = store_punches_take(st);
 	/* the records first, then the commits that name them */

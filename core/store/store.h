@@ -140,6 +140,7 @@ void store_params_default(struct store_params *p);
 struct store;
 struct blob_listener;
 struct live_table;
+struct ns_later;
 struct sigq;
 
 /* A part of the store (see the top of this file). Every hook may be NULL;
@@ -338,6 +339,14 @@ struct store {
 	uint64_t staging_seq;
 	uint64_t mem_staged;  /* bytes of pages held in memory: being written, or decoded for open files */
 	uint64_t commits;     /* batches committed (leader only) */
+	uint64_t later_queued; /* store_write_later requests not yet done (atomic) */
+	/* The next inode number, kept in memory once a writable open read it
+	 * (next_ino_ready), so that one may be given before the commit that
+	 * records it (wtx_next_ino, ns_later.c); LMDB's "next_ino" row holds
+	 * at least every number a commit used, plus one. */
+	uint64_t next_ino;
+	bool next_ino_ready;
+	struct ns_later *ns_later; /* creates waiting for a commit (archive/ns_later.c; NULL when read-only) */
 	uint64_t lmdb_pages_at_open; /* LMDB's last page when the open had made its writes */
 	uint64_t lmdb_primed; /* LMDB's file primed up to here (store_reserve_lmdb_space) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
@@ -388,6 +397,19 @@ void store_abandon(struct store *st);
 /* Run fn in a write transaction (group commit). Returns fn's result, or the
  * commit's error. */
 int store_write(struct store *st, store_write_fn fn, void *arg);
+/* Queue fn for the next batch any writer commits, without a commit of its
+ * own and without waiting: a change that may wait for the next write, as
+ * a new file's create waits for its close() to commit with its page
+ * (archive/ns_later.c). fn runs before every request queued after it, and
+ * done(arg, rc) (0: committed) runs in the leader before any request of
+ * its batch returns, so that a caller whose write committed with it finds
+ * it done. A store_settle, the sync thread (every sync_ms) and the close
+ * commit what waits. Returns -ENOMEM or -EROFS, else 0 (fn's own failure
+ * goes to done). */
+int store_write_later(struct store *st, store_write_fn fn, void (*done)(void *arg, int rc), void *arg);
+/* Commit every request store_write_later queued before this call (none:
+ * returns at once). */
+int store_settle(struct store *st);
 /* A conversion of rows in batches keyed by a blob key, one write
  * transaction a batch: step converts the batch that starts at `next`,
  * moves `next` to where the following one starts, and sets *finished with
@@ -456,6 +478,11 @@ void store_punch_when_durable(struct store *st, const struct pack_loc *loc);
 
 /* Allocate the next inode number. */
 int wtx_next_ino(struct wtx *w, uint64_t *ino);
+/* An inode number given before the transaction that records it
+ * (store->next_ino_ready; -EROFS otherwise), and the record of one so
+ * given, in the transaction that writes its inode. */
+int store_take_ino(struct store *st, uint64_t *ino);
+int wtx_note_ino(struct wtx *w, uint64_t ino);
 
 /* Exact-count callbacks for the filter over the `saturated` table of txn
  * (ctx: the struct wtx). Keys are GF_EXACT_INDEX(leaf, counter). */

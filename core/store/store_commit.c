@@ -385,9 +385,34 @@ int wtx_punch_after(struct wtx *w, const struct pack_loc *loc)
 
 int wtx_next_ino(struct wtx *w, uint64_t *ino)
 {
+	if (w->st->next_ino_ready) {
+		int rc = store_take_ino(w->st, ino);
+		return rc ? rc : wtx_note_ino(w, *ino);
+	}
 	int rc = store_meta_get_u64(w->txn, w->st->db_meta, "next_ino", ino);
 	if (!rc)
 		rc = store_meta_put_u64(w->txn, w->st->db_meta, "next_ino", *ino + 1);
+	return rc;
+}
+
+int store_take_ino(struct store *st, uint64_t *ino)
+{
+	if (!st->next_ino_ready)
+		return -EROFS;
+	*ino = __atomic_fetch_add(&st->next_ino, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Numbers are taken in memory in one order and committed in another (a
+ * create waiting for its close, a mkdir meanwhile): the row keeps the
+ * highest. A number taken by a batch that was run again, or by a create
+ * that never committed, is simply not used. */
+int wtx_note_ino(struct wtx *w, uint64_t ino)
+{
+	uint64_t next;
+	int rc = store_meta_get_u64(w->txn, w->st->db_meta, "next_ino", &next);
+	if (!rc && next <= ino)
+		rc = store_meta_put_u64(w->txn, w->st->db_meta, "next_ino", ino + 1);
 	return rc;
 }
 
@@ -511,6 +536,24 @@ static void run_batch(struct store *st, struct store_wreq *head)
 	free(w.punch_after);
 }
 
+/* A batch has run: each request of store_write_later hears how it went and
+ * is freed, then every waiter's request is marked done (gc_mu held, so
+ * that no waiter returns before the requests committed with it are
+ * done). */
+static void batch_done(struct store *st, struct store_wreq *batch)
+{
+	for (struct store_wreq *r = batch, *next; r; r = next) {
+		next = r->next;
+		if (r->later_done) {
+			r->later_done(r->arg, r->rc);
+			free(r);
+			__atomic_sub_fetch(&st->later_queued, 1, __ATOMIC_RELEASE);
+		} else {
+			r->done = true;
+		}
+	}
+}
+
 int store_write(struct store *st, store_write_fn fn, void *arg)
 {
 	if (st->readonly)
@@ -532,13 +575,68 @@ int store_write(struct store *st, store_write_fn fn, void *arg)
 		pthread_mutex_unlock(&st->gc_mu);
 		run_batch(st, batch);
 		pthread_mutex_lock(&st->gc_mu);
-		for (struct store_wreq *r = batch; r; r = r->next)
-			r->done = true;
+		batch_done(st, batch);
 		st->gc_leader = false;
 		pthread_cond_broadcast(&st->gc_cv);
 	}
 	pthread_mutex_unlock(&st->gc_mu);
 	return req.rc;
+}
+
+int store_write_later(struct store *st, store_write_fn fn, void (*done)(void *arg, int rc), void *arg)
+{
+	if (st->readonly)
+		return -EROFS;
+	struct store_wreq *req = calloc(1, sizeof *req);
+	if (!req)
+		return -ENOMEM;
+	req->fn = fn;
+	req->arg = arg;
+	req->later_done = done;
+	pthread_mutex_lock(&st->gc_mu);
+	__atomic_add_fetch(&st->later_queued, 1, __ATOMIC_RELAXED);
+	*st->gc_tail = req;
+	st->gc_tail = &req->next;
+	pthread_mutex_unlock(&st->gc_mu);
+	return 0;
+}
+
+static int nothing_cb(struct wtx *w, void *arg)
+{
+	(void)w;
+	(void)arg;
+	return 0;
+}
+
+int store_settle(struct store *st)
+{
+	if (st->readonly || !__atomic_load_n(&st->later_queued, __ATOMIC_ACQUIRE))
+		return 0;
+	/* Queued after them, so committed with them or after them. */
+	return store_write(st, nothing_cb, NULL);
+}
+
+/* Requests of store_write_later that no batch will run (a close that
+ * gives up, an abandon): each hears -ECANCELED. */
+void store_drop_later(struct store *st)
+{
+	pthread_mutex_lock(&st->gc_mu);
+	struct store_wreq *keep = NULL, **tail = &keep;
+	for (struct store_wreq *r = st->gc_head, *next; r; r = next) {
+		next = r->next;
+		if (r->later_done) {
+			r->later_done(r->arg, -ECANCELED);
+			free(r);
+			__atomic_sub_fetch(&st->later_queued, 1, __ATOMIC_RELEASE);
+		} else {
+			*tail = r;
+			tail = &r->next;
+		}
+	}
+	*tail = NULL;
+	st->gc_head = keep;
+	st->gc_tail = tail;
+	pthread_mutex_unlock(&st->gc_mu);
 }
 
 /* ---- conversions in batches ------------------------------------------ */

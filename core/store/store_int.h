@@ -17,8 +17,14 @@ struct store_wreq {
 	int rc;
 	bool done;
 	bool failed; /* its callback failed: left out of the batch's commit */
+	/* store_write_later: nobody waits; done(arg, rc) runs once the
+	 * request is committed or has failed, and the leader frees it */
+	void (*later_done)(void *arg, int rc);
 	struct store_wreq *next;
 };
+
+/* Requests of store_write_later no batch will run hear -ECANCELED. */
+void store_drop_later(struct store *st);
 
 /* Meta-table integers (u64 little-endian) and the running totals. */
 int store_meta_put_u64(MDB_txn *txn, MDB_dbi db, const char *key, uint64_t x);

@@ -1,0 +1,229 @@
+/* ns_later.c - creates that commit with the next batch. See ns_later.h. */
+#include "ns_later.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ns_int.h"
+
+/* A create whose rows wait for a commit. */
+struct waiting {
+	struct ns_later *nl;
+	struct inode in;
+	uint64_t parent;
+	struct waiting *next;
+	char name[];
+};
+
+struct ns_later {
+	pthread_mutex_t mu;      /* guards the list */
+	pthread_rwlock_t names;  /* see ns_later.h, Names */
+	struct waiting *head;
+	size_t n;                /* the list's length (read without mu: atomic) */
+};
+
+static struct ns_later *later_of(struct store *st)
+{
+	struct ns_later *nl = st->ns_later;
+	return nl && __atomic_load_n(&nl->n, __ATOMIC_ACQUIRE) ? nl : NULL;
+}
+
+/* ---- the commit ------------------------------------------------------ */
+
+static int create_cb(struct wtx *w, void *p)
+{
+	struct waiting *c = p;
+	struct inode in = c->in; /* the callback may run again: c stays as given */
+	int rc = wtx_note_ino(w, in.ino);
+	return rc ? rc : ns_add_new(w, c->parent, c->name, &in, NULL);
+}
+
+/* In the leader, once the batch committed or failed, before any request of
+ * the batch returns: from here on the rows answer. */
+static void create_done(void *arg, int rc)
+{
+	struct waiting *c = arg;
+	struct ns_later *nl = c->nl;
+	pthread_mutex_lock(&nl->mu);
+	for (struct waiting **pp = &nl->head; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	__atomic_store_n(&nl->n, nl->n - 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&nl->mu);
+	if (rc && rc != -ECANCELED)
+		fprintf(stderr, "pagededupfs: the create of inode %llu ('%s' in directory inode %llu) could not be committed: %s; the file is gone and its close() fails\n",
+			(unsigned long long)c->in.ino, c->name, (unsigned long long)c->parent, strerror(-rc));
+	free(c);
+}
+
+/* ---- the create ------------------------------------------------------ */
+
+/* name is free in parent (neither waiting nor committed); *dir: parent. */
+static int name_free(struct store *st, struct ns_later *nl, uint64_t parent, const char *name,
+		     struct inode *dir)
+{
+	pthread_mutex_lock(&nl->mu);
+	for (const struct waiting *c = nl->head; c; c = c->next)
+		if (c->parent == parent && strcmp(c->name, name) == 0) {
+			pthread_mutex_unlock(&nl->mu);
+			return -EEXIST;
+		}
+	pthread_mutex_unlock(&nl->mu);
+	MDB_txn *txn;
+	int rc = store_read_begin(st, &txn); /* parents are directories: never waiting */
+	if (rc)
+		return rc;
+	struct ns_dirent_hit hit;
+	rc = ns_get_dir(txn, st, parent, dir);
+	if (!rc)
+		rc = ns_dirent_find(txn, st, parent, name, &hit);
+	store_read_end(st, txn);
+	return rc == -ENOENT ? 0 : rc ? rc : -EEXIST;
+}
+
+int ns_create_file(struct store *st, uint64_t parent, const char *name, uint32_t mode,
+		   const struct pd_cred *cred, struct inode *out)
+{
+	struct ns_later *nl = st->ns_later;
+	mode = S_IFREG | (mode & 07777);
+	if (!nl || st->opts.sync_blobs || !st->next_ino_ready)
+		return ns_mknode(st, parent, name, mode, 0, NULL, cred, out);
+	int rc = ns_check_name(name);
+	if (rc)
+		return rc;
+	size_t len = strlen(name);
+	struct waiting *c = malloc(sizeof *c + len + 1);
+	if (!c)
+		return -ENOMEM;
+	c->nl = nl;
+	c->parent = parent;
+	memcpy(c->name, name, len + 1);
+	struct inode dir;
+	pthread_rwlock_wrlock(&nl->names);
+	if (!(rc = name_free(st, nl, parent, name, &dir))) {
+		ns_new_inode(&dir, mode, 0, cred, pd_now(), &c->in);
+		rc = store_take_ino(st, &c->in.ino);
+		if (!rc && ns_may_hold_name(st, &c->in)) { /* as its row will (ns_name_first) */
+			c->in.name_parent = parent;
+			c->in.name_hash = dirent_hash(name, len);
+		}
+	}
+	if (!rc) {
+		*out = c->in; /* c is the leader's once queued */
+		pthread_mutex_lock(&nl->mu);
+		c->next = nl->head;
+		nl->head = c;
+		__atomic_store_n(&nl->n, nl->n + 1, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&nl->mu);
+		if ((rc = store_write_later(st, create_cb, create_done, c)))
+			create_done(c, -ECANCELED);
+	} else {
+		free(c);
+	}
+	pthread_rwlock_unlock(&nl->names);
+	return rc;
+}
+
+/* ---- answers while waiting ------------------------------------------- */
+
+enum ns_later_role ns_later_find(struct store *st, uint64_t ino, struct inode *out)
+{
+	struct ns_later *nl = later_of(st);
+	if (!nl)
+		return NS_LATER_NONE;
+	enum ns_later_role role = NS_LATER_NONE;
+	pthread_mutex_lock(&nl->mu);
+	for (const struct waiting *c = nl->head; c && role != NS_LATER_WAITS; c = c->next)
+		if (c->in.ino == ino) {
+			*out = c->in;
+			role = NS_LATER_WAITS;
+		} else if (c->parent == ino) {
+			role = NS_LATER_PARENT;
+		}
+	pthread_mutex_unlock(&nl->mu);
+	return role;
+}
+
+bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct inode *out)
+{
+	struct ns_later *nl = later_of(st);
+	if (!nl)
+		return false;
+	bool found = false;
+	pthread_mutex_lock(&nl->mu);
+	for (const struct waiting *c = nl->head; c && !found; c = c->next)
+		if (c->parent == parent && strcmp(c->name, name) == 0) {
+			*out = c->in;
+			found = true;
+		}
+	pthread_mutex_unlock(&nl->mu);
+	return found;
+}
+
+int ns_later_settle(struct store *st)
+{
+	return later_of(st) ? store_settle(st) : 0;
+}
+
+int ns_read_begin(struct store *st, MDB_txn **txn)
+{
+	int rc = ns_later_settle(st);
+	return rc ? rc : store_read_begin(st, txn);
+}
+
+int ns_write_name(struct store *st, store_write_fn fn, void *arg)
+{
+	struct ns_later *nl = st->ns_later;
+	if (!nl)
+		return store_write(st, fn, arg);
+	pthread_rwlock_rdlock(&nl->names);
+	int rc = store_write(st, fn, arg);
+	pthread_rwlock_unlock(&nl->names);
+	return rc;
+}
+
+/* ---- the part -------------------------------------------------------- */
+
+static int later_start(struct store *st, bool clean, char err[PD_ERRLEN])
+{
+	(void)clean;
+	(void)err;
+	struct ns_later *nl = calloc(1, sizeof *nl);
+	if (!nl)
+		return -ENOMEM;
+	pthread_mutex_init(&nl->mu, NULL);
+	pthread_rwlock_init(&nl->names, NULL);
+	st->ns_later = nl;
+	return 0;
+}
+
+static int later_stop(struct store *st)
+{
+	return store_settle(st);
+}
+
+/* After store_free dropped what no batch ran (each create_done freed its
+ * entry): the list is empty. */
+static void later_release(struct store *st)
+{
+	struct ns_later *nl = st->ns_later;
+	if (!nl)
+		return;
+	pthread_rwlock_destroy(&nl->names);
+	pthread_mutex_destroy(&nl->mu);
+	free(nl);
+	st->ns_later = NULL;
+}
+
+const struct store_part ns_later_part = {
+	.name = "waiting creates",
+	.start = later_start,
+	.stop = later_stop,
+	.release = later_release,
+};

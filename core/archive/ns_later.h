@@ -1,0 +1,65 @@
+/* ns_later.h - a new regular file whose create commits with its close().
+ *
+ * A page written through the mount costs a create (open(O_CREAT)) and a
+ * seal (close()), and each was a commit of LMDB's: the create's commit was
+ * three quarters of its time in the daemon (tests/bench/README.md, "What
+ * one writer waits for"). ns_create_file gives the new file its inode
+ * number from memory (store_take_ino), keeps its inode here and queues its
+ * rows with store_write_later: the next batch commits them, as a rule the
+ * one of the file's own close(), so that a page costs one commit.
+ *
+ * While it waits, the file is answered from here: its attributes
+ * (ns_getattr) and its name (ns_lookup). A getattr or lookup whose answer
+ * a waiting create changes (its directory's times) commits first, and so
+ * does every other read of the namespace (ns_read_begin: readdir, xattrs,
+ * paths, queries, stats). Every write commits it, being queued after it. A
+ * close() of the file commits it if no seal did (an empty file: touch), an
+ * fsync does, and the store's sync thread does within sync_ms. So every
+ * call sees every create that returned before it, as before.
+ *
+ * What changes: a create whose file is still open when the daemon is
+ * killed may be gone at the next mount (every close() that returned is
+ * there, as before: tests/fs/t_crash.sh), as a create of the last seconds
+ * may be gone after a power cut on ext4. A commit that fails after the
+ * create returned (a full disk) is logged and fails the file's close().
+ * Under -o sync_blobs, where every call is durable when it returns, a
+ * create commits at once, as before.
+ *
+ * Names: a create checks that its name is free and queues its rows with
+ * the names lock held alone; every other write that makes a name or
+ * removes a directory (mknode, link, rename, rmdir: ns_write_name) holds
+ * the lock shared until it committed, so that no name a create found free
+ * is made, and no directory it found is removed, before its commit.
+ */
+#ifndef PD_NS_LATER_H
+#define PD_NS_LATER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ns.h"
+
+/* The part (store.h) that keeps the waiting creates of a writable store. */
+extern const struct store_part ns_later_part;
+
+/* Create regular file name in parent with mode's permission bits, as
+ * ns_mknode(S_IFREG | mode) does (-EEXIST if the name exists), its commit
+ * left to the next batch. At once where creates cannot wait (see above). */
+int ns_create_file(struct store *st, uint64_t parent, const char *name, uint32_t mode,
+		   const struct pd_cred *cred, struct inode *out);
+
+/* What ino is to the waiting creates. */
+enum ns_later_role {
+	NS_LATER_NONE,   /* nothing */
+	NS_LATER_WAITS,  /* its own create waits: *out is its inode */
+	NS_LATER_PARENT, /* a create waits in it (a directory) */
+};
+enum ns_later_role ns_later_find(struct store *st, uint64_t ino, struct inode *out);
+/* (parent, name) is a waiting create's name: true and *out its inode. */
+bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct inode *out);
+/* Commit every waiting create. */
+int ns_later_settle(struct store *st);
+/* store_write for a callback that makes a name (see Names above). */
+int ns_write_name(struct store *st, store_write_fn fn, void *arg);
+
+#endif
