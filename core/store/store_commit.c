@@ -621,21 +621,19 @@ int store_settle(struct store *st)
 void store_drop_later(struct store *st)
 {
 	pthread_mutex_lock(&st->gc_mu);
-	struct store_wreq *keep = NULL, **tail = &keep;
-	for (struct store_wreq *r = st->gc_head, *next; r; r = next) {
-		next = r->next;
+	struct store_wreq **pp = &st->gc_head;
+	while (*pp) {
+		struct store_wreq *r = *pp;
 		if (r->later_done) {
+			*pp = r->next;
 			r->later_done(r->arg, -ECANCELED);
 			free(r);
 			__atomic_sub_fetch(&st->later_queued, 1, __ATOMIC_RELEASE);
 		} else {
-			*tail = r;
-			tail = &r->next;
+			pp = &r->next;
 		}
 	}
-	*tail = NULL;
-	st->gc_head = keep;
-	st->gc_tail = tail;
+	st->gc_tail = pp; /* the last request's next, or gc_head itself */
 	pthread_mutex_unlock(&st->gc_mu);
 }
 
