@@ -38,7 +38,9 @@ static const struct store_part live_part = {
 	.release = live_part_release,
 };
 
-static const struct store_part *const archive_parts[] = { &blob_part, &live_part, &ns_later_part, &near_part, NULL };
+/* The waiting creates first, so that they are released last: a batch that
+ * commits one may run in any part's thread until that part is released. */
+static const struct store_part *const archive_parts[] = { &ns_later_part, &blob_part, &live_part, &near_part, NULL };
 
 int archive_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN])
 {
