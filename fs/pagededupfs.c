@@ -596,7 +596,7 @@ static void pd_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	fuse_reply_err(req, -store_sync(st_of(req)));
+	fuse_reply_err(req, -ns_sync(st_of(req)));
 }
 
 static void pd_statfs(fuse_req_t req, fuse_ino_t ino)

@@ -171,6 +171,12 @@ int ns_later_settle(struct store *st)
 	return later_of(st) ? store_settle(st) : 0;
 }
 
+int ns_sync(struct store *st)
+{
+	int rc = ns_later_settle(st);
+	return rc ? rc : store_sync(st);
+}
+
 int ns_read_begin(struct store *st, MDB_txn **txn)
 {
 	int rc = ns_later_settle(st);

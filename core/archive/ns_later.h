@@ -57,8 +57,11 @@ enum ns_later_role {
 enum ns_later_role ns_later_find(struct store *st, uint64_t ino, struct inode *out);
 /* (parent, name) is a waiting create's name: true and *out its inode. */
 bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct inode *out);
-/* Commit every waiting create. */
+/* Commit every waiting create. Not from inside a store_write callback. */
 int ns_later_settle(struct store *st);
+/* fsync(2) of a file or a directory: the waiting creates commit, then
+ * store_sync makes everything durable. */
+int ns_sync(struct store *st);
 /* store_write for a callback that makes a name (see Names above). */
 int ns_write_name(struct store *st, store_write_fn fn, void *arg);
 

@@ -762,7 +762,7 @@ int file_fsync(struct pd_file *f, bool datasync)
 	if (!rc && li->has_blob)
 		rc = seal_sync_blob(f->st, &li->blob);
 	pthread_mutex_unlock(&li->mu);
-	return rc ? rc : store_sync(f->st);
+	return rc ? rc : ns_sync(f->st);
 }
 
 int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file *f)

@@ -920,9 +920,6 @@ void store_abandon(struct store *st)
 
 int store_sync(struct store *st)
 {
-	int settle_rc = store_settle(st); /* what waits for a commit is part of what fsync promises */
-	if (settle_rc)
-		return settle_rc;
 	pthread_mutex_lock(&st->sync_run_mu);
 	struct store_punches dead = store_punches_take(st);
 	/* the records first, then the commits that name them */

@@ -408,7 +408,7 @@ int store_write(struct store *st, store_write_fn fn, void *arg);
  * goes to done). */
 int store_write_later(struct store *st, store_write_fn fn, void (*done)(void *arg, int rc), void *arg);
 /* Commit every request store_write_later queued before this call (none:
- * returns at once). */
+ * returns at once). Being a store_write, never from inside a callback. */
 int store_settle(struct store *st);
 /* A conversion of rows in batches keyed by a blob key, one write
  * transaction a batch: step converts the batch that starts at `next`,
