@@ -148,15 +148,12 @@ void ns_new_inode(const struct inode *dir, uint32_t mode, uint64_t rdev, const s
 	in->atime = in->mtime = in->ctime = now;
 }
 
-int ns_add_new(struct wtx *w, uint64_t parent, const char *name, struct inode *in, const char *target)
+int ns_add_new(struct wtx *w, struct inode *dir, const char *name, struct inode *in, const char *target)
 {
 	struct store *st = w->st;
-	struct inode dir;
+	uint64_t parent = dir->ino;
 	struct ns_dirent_hit hit;
-	int rc = get_dir(w->txn, st, parent, &dir);
-	if (rc)
-		return rc;
-	rc = ns_dirent_find(w->txn, st, parent, name, &hit);
+	int rc = ns_dirent_find(w->txn, st, parent, name, &hit);
 	if (rc != -ENOENT)
 		return rc ? rc : -EEXIST;
 	size_t tlen = target ? strlen(target) : 0;
@@ -166,9 +163,9 @@ int ns_add_new(struct wtx *w, uint64_t parent, const char *name, struct inode *i
 	    (rc = ns_put_inode_target(w->txn, st, in, target, tlen)))
 		return rc;
 	if (S_ISDIR(in->mode))
-		dir.nlink++;
-	touch_mc(&dir, w->now);
-	if ((rc = ns_put_inode(w->txn, st, &dir)))
+		dir->nlink++;
+	touch_mc(dir, w->now);
+	if ((rc = ns_put_inode(w->txn, st, dir)))
 		return rc;
 	if (S_ISREG(in->mode))
 		w->delta.pages++;
@@ -188,7 +185,7 @@ static int mknode_cb(struct wtx *w, void *p)
 	if (rc)
 		return rc;
 	ns_new_inode(&dir, a->mode, a->rdev, a->cred, w->now, &in);
-	if ((rc = wtx_next_ino(w, &in.ino)) || (rc = ns_add_new(w, a->parent, a->name, &in, a->target)))
+	if ((rc = wtx_next_ino(w, &in.ino)) || (rc = ns_add_new(w, &dir, a->name, &in, a->target)))
 		return rc;
 	a->out = in;
 	return 0;

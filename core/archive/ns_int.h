@@ -16,10 +16,10 @@
  * caller's. */
 void ns_new_inode(const struct inode *dir, uint32_t mode, uint64_t rdev, const struct pd_cred *cred,
 		  struct pd_time now, struct inode *in);
-/* Add the new node in (numbered) as name in parent: its rows (a symlink's
- * target given), the parent's times and link count. -EEXIST if the name
- * is taken. */
-int ns_add_new(struct wtx *w, uint64_t parent, const char *name, struct inode *in, const char *target);
+/* Add the new node in (numbered) as name in dir (read by ns_get_dir in
+ * this transaction): its rows (a symlink's target given), dir's times and
+ * link count. -EEXIST if the name is taken. */
+int ns_add_new(struct wtx *w, struct inode *dir, const char *name, struct inode *in, const char *target);
 /* Directory ino for a change of its entries (-ENOTDIR, -ENOENT once removed). */
 int ns_get_dir(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *dir);
 

@@ -32,14 +32,25 @@ static struct ns_later *later_of(struct store *st)
 	return nl && __atomic_load_n(&nl->n, __ATOMIC_ACQUIRE) ? nl : NULL;
 }
 
+/* The waiting create of (parent, name), if any (mu held). */
+static const struct waiting *waiting_named(const struct ns_later *nl, uint64_t parent, const char *name)
+{
+	for (const struct waiting *c = nl->head; c; c = c->next)
+		if (c->parent == parent && strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
 /* ---- the commit ------------------------------------------------------ */
 
 static int create_cb(struct wtx *w, void *p)
 {
 	struct waiting *c = p;
-	struct inode in = c->in; /* the callback may run again: c stays as given */
+	struct inode in = c->in, dir; /* the callback may run again: c stays as given */
 	int rc = wtx_note_ino(w, in.ino);
-	return rc ? rc : ns_add_new(w, c->parent, c->name, &in, NULL);
+	if (!rc)
+		rc = ns_get_dir(w->txn, w->st, c->parent, &dir);
+	return rc ? rc : ns_add_new(w, &dir, c->name, &in, NULL);
 }
 
 /* In the leader, once the batch committed or failed, before any request of
@@ -69,12 +80,10 @@ static int name_free(struct store *st, struct ns_later *nl, uint64_t parent, con
 		     struct inode *dir)
 {
 	pthread_mutex_lock(&nl->mu);
-	for (const struct waiting *c = nl->head; c; c = c->next)
-		if (c->parent == parent && strcmp(c->name, name) == 0) {
-			pthread_mutex_unlock(&nl->mu);
-			return -EEXIST;
-		}
+	bool waits = waiting_named(nl, parent, name) != NULL;
 	pthread_mutex_unlock(&nl->mu);
+	if (waits)
+		return -EEXIST;
 	MDB_txn *txn;
 	int rc = store_read_begin(st, &txn); /* parents are directories: never waiting */
 	if (rc)
@@ -155,15 +164,12 @@ bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct
 	struct ns_later *nl = later_of(st);
 	if (!nl)
 		return false;
-	bool found = false;
 	pthread_mutex_lock(&nl->mu);
-	for (const struct waiting *c = nl->head; c && !found; c = c->next)
-		if (c->parent == parent && strcmp(c->name, name) == 0) {
-			*out = c->in;
-			found = true;
-		}
+	const struct waiting *c = waiting_named(nl, parent, name);
+	if (c)
+		*out = c->in;
 	pthread_mutex_unlock(&nl->mu);
-	return found;
+	return c != NULL;
 }
 
 int ns_later_settle(struct store *st)
@@ -209,11 +215,6 @@ static int later_start(struct store *st, bool clean, char err[PD_ERRLEN])
 	return 0;
 }
 
-static int later_stop(struct store *st)
-{
-	return store_settle(st);
-}
-
 /* After store_free dropped what no batch ran (each create_done freed its
  * entry): the list is empty. */
 static void later_release(struct store *st)
@@ -229,7 +230,6 @@ static void later_release(struct store *st)
 
 const struct store_part ns_later_part = {
 	.name = "waiting creates",
-	.start = later_start,
-	.stop = later_stop,
+	.start = later_start, /* no stop: store_close settles what waits before the parts stop */
 	.release = later_release,
 };

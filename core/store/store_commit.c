@@ -536,6 +536,22 @@ static void run_batch(struct store *st, struct store_wreq *head)
 	free(w.punch_after);
 }
 
+/* Append r to the group-commit queue (gc_mu held). */
+static void queue_push(struct store *st, struct store_wreq *r)
+{
+	*st->gc_tail = r;
+	st->gc_tail = &r->next;
+}
+
+/* A request of store_write_later is over (rc: its outcome): its owner
+ * hears it, and it is freed (gc_mu held). */
+static void later_finish(struct store *st, struct store_wreq *r, int rc)
+{
+	r->later_done(r->arg, rc);
+	free(r);
+	__atomic_sub_fetch(&st->later_queued, 1, __ATOMIC_RELEASE);
+}
+
 /* A batch has run: each request of store_write_later hears how it went and
  * is freed, then every waiter's request is marked done (gc_mu held, so
  * that no waiter returns before the requests committed with it are
@@ -544,13 +560,10 @@ static void batch_done(struct store *st, struct store_wreq *batch)
 {
 	for (struct store_wreq *r = batch, *next; r; r = next) {
 		next = r->next;
-		if (r->later_done) {
-			r->later_done(r->arg, r->rc);
-			free(r);
-			__atomic_sub_fetch(&st->later_queued, 1, __ATOMIC_RELEASE);
-		} else {
+		if (r->later_done)
+			later_finish(st, r, r->rc);
+		else
 			r->done = true;
-		}
 	}
 }
 
@@ -560,8 +573,7 @@ int store_write(struct store *st, store_write_fn fn, void *arg)
 		return -EROFS;
 	struct store_wreq req = { .fn = fn, .arg = arg };
 	pthread_mutex_lock(&st->gc_mu);
-	*st->gc_tail = &req;
-	st->gc_tail = &req.next;
+	queue_push(st, &req);
 	while (!req.done) {
 		if (st->gc_leader) {
 			pthread_cond_wait(&st->gc_cv, &st->gc_mu);
@@ -595,8 +607,7 @@ int store_write_later(struct store *st, store_write_fn fn, void (*done)(void *ar
 	req->later_done = done;
 	pthread_mutex_lock(&st->gc_mu);
 	__atomic_add_fetch(&st->later_queued, 1, __ATOMIC_RELAXED);
-	*st->gc_tail = req;
-	st->gc_tail = &req->next;
+	queue_push(st, req);
 	pthread_mutex_unlock(&st->gc_mu);
 	return 0;
 }
@@ -626,9 +637,7 @@ void store_drop_later(struct store *st)
 		struct store_wreq *r = *pp;
 		if (r->later_done) {
 			*pp = r->next;
-			r->later_done(r->arg, -ECANCELED);
-			free(r);
-			__atomic_sub_fetch(&st->later_queued, 1, __ATOMIC_RELEASE);
+			later_finish(st, r, -ECANCELED);
 		} else {
 			pp = &r->next;
 		}
