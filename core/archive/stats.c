@@ -137,10 +137,9 @@ int stats_collect(struct store *st, struct pd_stats *s)
 	s->filter_keys = g.keys;
 	s->filter_depth = g.max_depth;
 	s->filter_splitting = g.splitting;
-	MDB_envinfo info;
-	MDB_stat mst;
-	mdb_env_info(st->env, &info);
-	mdb_env_stat(st->env, &mst);
+	MDB_envinfo info = { 0 };
+	MDB_stat mst = { 0 };
+	store_env_info(st, &info, &mst);
 	s->lmdb_bytes = (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize;
 	s->lmdb_mapsize = info.me_mapsize;
 	lmdb_free_stats(st, mst.ms_psize, s);

@@ -694,7 +694,7 @@ static int parts_stop(struct store *st)
 static uint64_t lmdb_last_page(struct store *st)
 {
 	MDB_envinfo info;
-	return mdb_env_info(st->env, &info) ? 0 : (uint64_t)info.me_last_pgno;
+	return store_env_info(st, &info, NULL) ? 0 : (uint64_t)info.me_last_pgno;
 }
 
 int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,

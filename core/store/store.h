@@ -433,6 +433,13 @@ int store_meta_version_put(MDB_txn *txn, struct store *st, const char *key, uint
 /* The version row gone (absent again; none there is no error). */
 int store_meta_version_del(MDB_txn *txn, struct store *st, const char *key);
 
+/* LMDB's environment figures (mdb_env_info, and mdb_env_stat when ms is
+ * given) for a caller outside any transaction: LMDB reads them from its
+ * meta pages in the map, which a resize unmaps, so they are read under
+ * map_lock. Not for a caller inside a transaction (map_lock is held then,
+ * and a second read lock waits behind a waiting resize). */
+int store_env_info(struct store *st, MDB_envinfo *info, MDB_stat *ms);
+
 /* Read transactions. A reader keeps every LMDB page freed after its
  * snapshot from reuse, so the end of each one counts the commits that
  * happened under it, and the longest such reader since the open is kept

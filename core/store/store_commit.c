@@ -72,7 +72,10 @@ static void prime_pages(int lmdb_fd, uint64_t from, uint64_t to, size_t psize)
 }
 
 /* The bytes of LMDB's file up to its last used page, its page size and
- * map size; false if LMDB cannot say. */
+ * map size; false if LMDB cannot say. The caller holds map_lock: LMDB
+ * reads these from its meta pages in the map, which a resize unmaps
+ * (grow_map; a delta step's thread that read them unlocked while the
+ * leader grew the map faulted at 3.4 million pages of a scale run). */
 static bool lmdb_used(struct store *st, uint64_t *used, size_t *psize, uint64_t *mapsize)
 {
 	MDB_envinfo info;
@@ -91,7 +94,10 @@ void store_reserve_lmdb_space(struct store *st)
 	struct stat sb;
 	uint64_t used, mapsize;
 	size_t psize;
-	if (st->readonly || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb) || !lmdb_used(st, &used, &psize, &mapsize))
+	pthread_rwlock_rdlock(&st->map_lock);
+	bool known = lmdb_used(st, &used, &psize, &mapsize);
+	pthread_rwlock_unlock(&st->map_lock);
+	if (st->readonly || !known || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb))
 		return;
 	uint64_t reserve = store_lmdb_reserve(used);
 	uint64_t want = used + reserve;
@@ -115,7 +121,7 @@ void store_reserve_lmdb_space(struct store *st)
 
 /* The reserve LMDB's file is given now (store_lmdb_reserve of its pages
  * in use), and the bytes free on the store's file system; false if either
- * is unknown. */
+ * is unknown (map_lock held: lmdb_used). */
 static bool reserve_and_free(struct store *st, uint64_t *reserve, uint64_t *free_bytes)
 {
 	uint64_t used, mapsize;
@@ -129,7 +135,12 @@ static bool reserve_and_free(struct store *st, uint64_t *reserve, uint64_t *free
 bool store_room_for_background(struct store *st)
 {
 	uint64_t reserve, free_bytes;
-	if (st->readonly || !reserve_and_free(st, &reserve, &free_bytes))
+	if (st->readonly)
+		return true;
+	pthread_rwlock_rdlock(&st->map_lock); /* called by background threads, outside any transaction */
+	bool known = reserve_and_free(st, &reserve, &free_bytes);
+	pthread_rwlock_unlock(&st->map_lock);
+	if (!known)
 		return true; /* unknown: as before; a write that finds the disk full fails as any other */
 	uint64_t room = st->opts.background_room ? st->opts.background_room : BACKGROUND_ROOM;
 	return free_bytes >= 2 * reserve + room;
@@ -139,7 +150,7 @@ bool store_room_for_background(struct store *st)
  * pages as EIO (mdb_page_flush: "short write, filesystem full?"); with
  * less than the reserve free on the disk, that is the disk full, and a
  * full disk is ENOSPC wherever it shows (run_batch then runs the requests
- * one by one, each on the reserve). */
+ * one by one, each on the reserve). Called in a batch, map_lock held. */
 static int commit_err(struct store *st, int rc)
 {
 	uint64_t reserve, free_bytes;
@@ -157,9 +168,19 @@ static int grow_map(struct store *st)
 	int rc = pd_mdb_err(mdb_env_set_mapsize(st->env, want));
 	if (!rc)
 		st->mapsize = want;
-	store_reserve_lmdb_space(st);
 	pthread_rwlock_unlock(&st->map_lock);
+	store_reserve_lmdb_space(st); /* takes map_lock to read */
 	return rc;
+}
+
+int store_env_info(struct store *st, MDB_envinfo *info, MDB_stat *ms)
+{
+	pthread_rwlock_rdlock(&st->map_lock);
+	int rc = mdb_env_info(st->env, info);
+	if (!rc && ms)
+		rc = mdb_env_stat(st->env, ms);
+	pthread_rwlock_unlock(&st->map_lock);
+	return rc ? pd_mdb_err(rc) : 0;
 }
 
 int store_read_begin(struct store *st, MDB_txn **txn)

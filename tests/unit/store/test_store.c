@@ -1,6 +1,7 @@
 /* test_store.c - the store engine through the calls the filesystem makes:
  * refcounts, MD5 collisions, saturated counters, filter rebuild after an
- * unclean stop, concurrent seals, map growth, store identity, refused seals. */
+ * unclean stop, concurrent seals, map growth (and LMDB's figures read
+ * while it grows), store identity, refused seals. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -620,6 +621,68 @@ static void test_map_grows(void **state)
 	th_rmdir(dir);
 }
 
+/* LMDB's figures live in its map, which a resize unmaps: a background
+ * thread reads them under map_lock, so that it waits while a resize holds
+ * the lock alone (the delta step's room check read them unlocked, and a
+ * scale run faulted in mdb_env_info when the leader grew the map). */
+struct figures_arg {
+	struct store *st;
+	int done, stop;
+};
+
+static void *room_once(void *p)
+{
+	struct figures_arg *a = p;
+	(void)store_room_for_background(a->st);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *figures_loop(void *p)
+{
+	struct figures_arg *a = p;
+	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+		MDB_envinfo info;
+		MDB_stat ms;
+		(void)store_room_for_background(a->st);
+		assert_int_equal(store_env_info(a->st, &info, &ms), 0);
+		assert_true(info.me_mapsize >= (size_t)(info.me_last_pgno + 1) * ms.ms_psize);
+	}
+	return NULL;
+}
+
+static void test_map_figures_locked(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store_opts o = { .mapsize = 256 * 1024 };
+	struct store *st = th_store(dir, NULL, &o);
+	struct figures_arg a = { .st = st };
+	pthread_t t;
+	pthread_rwlock_wrlock(&st->map_lock); /* as grow_map holds it */
+	assert_int_equal(pthread_create(&t, NULL, room_once, &a), 0);
+	usleep(200 * 1000);
+	assert_int_equal(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 0); /* it waits for the resize */
+	pthread_rwlock_unlock(&st->map_lock);
+	pthread_join(t, NULL);
+	assert_int_equal(a.done, 1);
+	/* the map grown again and again while a thread reads its figures */
+	uint64_t first = st->mapsize;
+	assert_int_equal(pthread_create(&t, NULL, figures_loop, &a), 0);
+	char name[64], body[128];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(name, sizeof name, "a-rather-long-file-name-to-fill-the-map-%d.html", i);
+		snprintf(body, sizeof body, "page %d", i);
+		th_put(st, PD_ROOT_INO, name, body, strlen(body));
+	}
+	__atomic_store_n(&a.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	assert_true(st->mapsize >= 8 * first);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
+
 /* LMDB's reserve on a full disk: 4 MiB for a small store, 1/64 of the
  * pages in use for a large one, never more than 16 MiB; a new store keeps
  * its data file at the reserve past its pages, not more. */
@@ -1013,6 +1076,7 @@ int main(void)
 		cmocka_unit_test(test_unclean_rebuild),
 		cmocka_unit_test(test_concurrent_seals),
 		cmocka_unit_test(test_map_grows),
+		cmocka_unit_test(test_map_figures_locked),
 		cmocka_unit_test(test_lmdb_reserve),
 		cmocka_unit_test(test_store_identity),
 		cmocka_unit_test(test_fp_rows_converted),
