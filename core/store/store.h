@@ -284,7 +284,10 @@ struct store {
 	uint64_t generation;
 	uint64_t mapsize;
 
-	/* Readers hold this shared; growing the map takes it exclusively. */
+	/* Readers hold this shared; growing the map takes it exclusively.
+	 * Whatever LMDB reads from its map outside a transaction (its meta
+	 * pages: mdb_env_info, mdb_env_stat) is read with it held too
+	 * (store_env_info): a resize unmaps them. */
 	pthread_rwlock_t map_lock;
 
 	/* Group commit. */
