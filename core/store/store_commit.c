@@ -76,11 +76,20 @@ static void prime_pages(int lmdb_fd, uint64_t from, uint64_t to, size_t psize)
  * reads these from its meta pages in the map, which a resize unmaps
  * (grow_map; a delta step's thread that read them unlocked while the
  * leader grew the map faulted at 3.4 million pages of a scale run). */
+/* mdb_env_info, and mdb_env_stat when ms is given (map_lock held). */
+static int env_figures(struct store *st, MDB_envinfo *info, MDB_stat *ms)
+{
+	int rc = mdb_env_info(st->env, info);
+	if (!rc && ms)
+		rc = mdb_env_stat(st->env, ms);
+	return rc ? pd_mdb_err(rc) : 0;
+}
+
 static bool lmdb_used(struct store *st, uint64_t *used, size_t *psize, uint64_t *mapsize)
 {
 	MDB_envinfo info;
 	MDB_stat ms;
-	if (mdb_env_info(st->env, &info) || mdb_env_stat(st->env, &ms))
+	if (env_figures(st, &info, &ms))
 		return false;
 	*used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
 	*psize = ms.ms_psize;
@@ -176,11 +185,9 @@ static int grow_map(struct store *st)
 int store_env_info(struct store *st, MDB_envinfo *info, MDB_stat *ms)
 {
 	pthread_rwlock_rdlock(&st->map_lock);
-	int rc = mdb_env_info(st->env, info);
-	if (!rc && ms)
-		rc = mdb_env_stat(st->env, ms);
+	int rc = env_figures(st, info, ms);
 	pthread_rwlock_unlock(&st->map_lock);
-	return rc ? pd_mdb_err(rc) : 0;
+	return rc;
 }
 
 int store_read_begin(struct store *st, MDB_txn **txn)

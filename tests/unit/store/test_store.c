@@ -599,6 +599,17 @@ static void test_concurrent_seals(void **state)
 	th_rmdir(dir);
 }
 
+/* 3,000 files with long names: a map of 256 KiB grows several times. */
+static void fill_map(struct store *st)
+{
+	char name[64], body[128];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(name, sizeof name, "a-rather-long-file-name-to-fill-the-map-%d.html", i);
+		snprintf(body, sizeof body, "page %d", i);
+		th_put(st, PD_ROOT_INO, name, body, strlen(body));
+	}
+}
+
 static void test_map_grows(void **state)
 {
 	(void)state;
@@ -606,12 +617,7 @@ static void test_map_grows(void **state)
 	struct store_opts o = { .mapsize = 256 * 1024 };
 	struct store *st = th_store(dir, NULL, &o);
 	uint64_t first = st->mapsize;
-	char name[64], body[128];
-	for (int i = 0; i < 3000; i++) {
-		snprintf(name, sizeof name, "a-rather-long-file-name-to-fill-the-map-%d.html", i);
-		snprintf(body, sizeof body, "page %d", i);
-		th_put(st, PD_ROOT_INO, name, body, strlen(body));
-	}
+	fill_map(st);
 	assert_true(st->mapsize > first);
 	struct pd_counters k;
 	store_counters(st, &k);
@@ -669,12 +675,7 @@ static void test_map_figures_locked(void **state)
 	/* the map grown again and again while a thread reads its figures */
 	uint64_t first = st->mapsize;
 	assert_int_equal(pthread_create(&t, NULL, figures_loop, &a), 0);
-	char name[64], body[128];
-	for (int i = 0; i < 3000; i++) {
-		snprintf(name, sizeof name, "a-rather-long-file-name-to-fill-the-map-%d.html", i);
-		snprintf(body, sizeof body, "page %d", i);
-		th_put(st, PD_ROOT_INO, name, body, strlen(body));
-	}
+	fill_map(st);
 	__atomic_store_n(&a.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	assert_true(st->mapsize >= 8 * first);
