@@ -285,9 +285,10 @@ struct store {
 	uint64_t mapsize;
 
 	/* Readers hold this shared; growing the map takes it exclusively.
-	 * Whatever LMDB reads from its map outside a transaction (its meta
-	 * pages: mdb_env_info, mdb_env_stat) is read with it held too
-	 * (store_env_info): a resize unmaps them. */
+	 * LMDB's figures read from its meta pages in the map (mdb_env_info,
+	 * mdb_env_stat) are read with it held too: a resize unmaps them.
+	 * Outside a transaction store_env_info takes it; inside one, the
+	 * transaction's hold covers the read. */
 	pthread_rwlock_t map_lock;
 
 	/* Group commit. */

@@ -71,25 +71,30 @@ static void prime_pages(int lmdb_fd, uint64_t from, uint64_t to, size_t psize)
 	close(fd);
 }
 
-/* The bytes of LMDB's file up to its last used page, its page size and
- * map size; false if LMDB cannot say. The caller holds map_lock: LMDB
- * reads these from its meta pages in the map, which a resize unmaps
- * (grow_map; a delta step's thread that read them unlocked while the
- * leader grew the map faulted at 3.4 million pages of a scale run). */
-/* mdb_env_info, and mdb_env_stat when ms is given (map_lock held). */
-static int env_figures(struct store *st, MDB_envinfo *info, MDB_stat *ms)
+/* mdb_env_info, and mdb_env_stat when ms is given, read with map_lock
+ * held shared: LMDB reads these from its meta pages in the map, which a
+ * resize unmaps (grow_map; a delta step's thread that read them unlocked
+ * while the leader grew the map faulted at 3.4 million pages of a scale
+ * run). Never called with map_lock held: the lock prefers writers, so a
+ * second shared hold would wait behind a waiting resize (run_batch reads
+ * the figures for a failed commit after letting it go). */
+int store_env_info(struct store *st, MDB_envinfo *info, MDB_stat *ms)
 {
+	pthread_rwlock_rdlock(&st->map_lock);
 	int rc = mdb_env_info(st->env, info);
 	if (!rc && ms)
 		rc = mdb_env_stat(st->env, ms);
+	pthread_rwlock_unlock(&st->map_lock);
 	return rc ? pd_mdb_err(rc) : 0;
 }
 
+/* The bytes of LMDB's file up to its last used page, its page size and
+ * map size; false if LMDB cannot say. */
 static bool lmdb_used(struct store *st, uint64_t *used, size_t *psize, uint64_t *mapsize)
 {
 	MDB_envinfo info;
 	MDB_stat ms;
-	if (env_figures(st, &info, &ms))
+	if (store_env_info(st, &info, &ms))
 		return false;
 	*used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
 	*psize = ms.ms_psize;
@@ -103,10 +108,7 @@ void store_reserve_lmdb_space(struct store *st)
 	struct stat sb;
 	uint64_t used, mapsize;
 	size_t psize;
-	pthread_rwlock_rdlock(&st->map_lock);
-	bool known = lmdb_used(st, &used, &psize, &mapsize);
-	pthread_rwlock_unlock(&st->map_lock);
-	if (st->readonly || !known || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb))
+	if (st->readonly || !lmdb_used(st, &used, &psize, &mapsize) || mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb))
 		return;
 	uint64_t reserve = store_lmdb_reserve(used);
 	uint64_t want = used + reserve;
@@ -130,7 +132,7 @@ void store_reserve_lmdb_space(struct store *st)
 
 /* The reserve LMDB's file is given now (store_lmdb_reserve of its pages
  * in use), and the bytes free on the store's file system; false if either
- * is unknown (map_lock held: lmdb_used). */
+ * is unknown. */
 static bool reserve_and_free(struct store *st, uint64_t *reserve, uint64_t *free_bytes)
 {
 	uint64_t used, mapsize;
@@ -146,26 +148,21 @@ bool store_room_for_background(struct store *st)
 	uint64_t reserve, free_bytes;
 	if (st->readonly)
 		return true;
-	pthread_rwlock_rdlock(&st->map_lock); /* called by background threads, outside any transaction */
-	bool known = reserve_and_free(st, &reserve, &free_bytes);
-	pthread_rwlock_unlock(&st->map_lock);
-	if (!known)
+	if (!reserve_and_free(st, &reserve, &free_bytes))
 		return true; /* unknown: as before; a write that finds the disk full fails as any other */
 	uint64_t room = st->opts.background_room ? st->opts.background_room : BACKGROUND_ROOM;
 	return free_bytes >= 2 * reserve + room;
 }
 
-/* mdb_txn_commit's error as an errno. LMDB reports a short write of its
- * pages as EIO (mdb_page_flush: "short write, filesystem full?"); with
- * less than the reserve free on the disk, that is the disk full, and a
- * full disk is ENOSPC wherever it shows (run_batch then runs the requests
- * one by one, each on the reserve). Called in a batch, map_lock held. */
-static int commit_err(struct store *st, int rc)
+/* A commit that failed with EIO: is the disk full? LMDB reports a short
+ * write of its pages as EIO (mdb_page_flush: "short write, filesystem
+ * full?"); with less than the reserve free on the disk, that is the disk
+ * full, and a full disk is ENOSPC wherever it shows (run_batch then runs
+ * the requests one by one, each on the reserve). map_lock not held. */
+static bool commit_found_disk_full(struct store *st)
 {
 	uint64_t reserve, free_bytes;
-	if (rc == EIO && reserve_and_free(st, &reserve, &free_bytes) && free_bytes < reserve)
-		return -ENOSPC;
-	return pd_mdb_err(rc);
+	return reserve_and_free(st, &reserve, &free_bytes) && free_bytes < reserve;
 }
 
 /* ---- transactions ---------------------------------------------------- */
@@ -179,14 +176,6 @@ static int grow_map(struct store *st)
 		st->mapsize = want;
 	pthread_rwlock_unlock(&st->map_lock);
 	store_reserve_lmdb_space(st); /* takes map_lock to read */
-	return rc;
-}
-
-int store_env_info(struct store *st, MDB_envinfo *info, MDB_stat *ms)
-{
-	pthread_rwlock_rdlock(&st->map_lock);
-	int rc = env_figures(st, info, ms);
-	pthread_rwlock_unlock(&st->map_lock);
 	return rc;
 }
 
@@ -454,8 +443,10 @@ static void run_unlinks(struct store *st, struct wtx *w)
 /* One pass over the batch in one transaction. Returns 0 (committed), a
  * negative errno for the whole batch, PD_EMAPFULL, or 1: a request failed
  * (its rc is set and it is marked failed) and the rest must run again
- * without it, since its partial changes went with the aborted transaction. */
-static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, struct pd_counters *total)
+ * without it, since its partial changes went with the aborted transaction.
+ * *commit_eio: the commit itself failed with EIO (a short write). */
+static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, struct pd_counters *total,
+		      bool *commit_eio)
 {
 	struct pd_counters batch = { 0 };
 	MDB_txn *txn;
@@ -483,7 +474,13 @@ static int batch_pass(struct store *st, struct store_wreq *head, struct wtx *w, 
 	*total = st->counters; /* only the leader changes it */
 	store_counters_add(total, &batch);
 	rc = store_counters_put(txn, st->db_meta, total);
-	return rc ? (mdb_txn_abort(txn), rc) : commit_err(st, mdb_txn_commit(txn));
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	int crc = mdb_txn_commit(txn);
+	*commit_eio = crc == EIO;
+	return crc ? pd_mdb_err(crc) : 0;
 }
 
 static void run_batch(struct store *st, struct store_wreq *head);
@@ -521,15 +518,18 @@ static void run_batch(struct store *st, struct store_wreq *head)
 	struct pd_counters total;
 	int rc;
 	for (;;) {
+		bool commit_eio = false;
 		w.now = pd_now();
 		pthread_rwlock_rdlock(&st->map_lock);
-		rc = batch_pass(st, head, &w, &total);
+		rc = batch_pass(st, head, &w, &total, &commit_eio);
 		if (rc) {
 			if (st->gf)
 				gf_rollback(st->gf);
 			unlinks_truncate(&w, 0);
 		}
 		pthread_rwlock_unlock(&st->map_lock);
+		if (commit_eio && commit_found_disk_full(st))
+			rc = -ENOSPC;
 		if (rc == 1)
 			continue;
 		if (rc == PD_EMAPFULL && (rc = grow_map(st)) == 0)
