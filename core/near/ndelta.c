@@ -31,6 +31,11 @@ struct ndelta {
 	struct ndelta_counts counts;
 	struct pack_loc carry; /* the last record the thread's moves left dead */
 	struct step_window window; /* shared by the thread, a drain, a helping close() */
+	/* one helping close() at a time (ndelta_help), with the sets of the
+	 * helpers' batches kept from one to the next (may be NULL: none);
+	 * taken before mu, never while mu is held */
+	pthread_mutex_t help_mu;
+	struct near_set_cache *help_cache;
 	pthread_t thread;
 	bool running, stop;
 };
@@ -675,6 +680,10 @@ static void give_back(struct ndelta *d, struct near_set_cache **cache)
 	pthread_mutex_unlock(&d->mu);
 	near_set_cache_free(*cache);
 	*cache = near_set_cache_new(); /* NULL: sets decoded each time */
+	pthread_mutex_lock(&d->help_mu);
+	near_set_cache_free(d->help_cache);
+	d->help_cache = near_set_cache_new();
+	pthread_mutex_unlock(&d->help_mu);
 	heap_give_back();
 	pthread_mutex_lock(&d->mu);
 }
@@ -728,6 +737,17 @@ static void *ndelta_main(void *arg)
 	return NULL;
 }
 
+static void free_ndelta(struct ndelta *d)
+{
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
+	pthread_cond_destroy(&d->swept_cv);
+	pthread_mutex_destroy(&d->help_mu);
+	near_set_cache_free(d->help_cache);
+	ndelta_window_free(&d->window);
+	free(d);
+}
+
 int ndelta_start(struct store *st, struct ndelta **out)
 {
 	*out = NULL;
@@ -750,12 +770,10 @@ int ndelta_start(struct store *st, struct ndelta **out)
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	pthread_cond_init(&d->swept_cv, NULL);
+	pthread_mutex_init(&d->help_mu, NULL);
+	d->help_cache = near_set_cache_new(); /* NULL: helpers decode sets each time */
 	if (!st->opts.no_delta_thread && pthread_create(&d->thread, NULL, ndelta_main, d)) {
-		pthread_mutex_destroy(&d->mu);
-		pthread_cond_destroy(&d->cv);
-		pthread_cond_destroy(&d->swept_cv);
-		ndelta_window_free(&d->window);
-		free(d);
+		free_ndelta(d);
 		return -EAGAIN;
 	}
 	d->running = !st->opts.no_delta_thread;
@@ -803,11 +821,7 @@ void ndelta_stop(struct ndelta *d)
 	if (past)
 		fprintf(stderr, "pagededupfs: %llu pages sealed while the nursery was full: their final records written by close()\n",
 			(unsigned long long)past);
-	pthread_mutex_destroy(&d->mu);
-	pthread_cond_destroy(&d->cv);
-	pthread_cond_destroy(&d->swept_cv);
-	ndelta_window_free(&d->window);
-	free(d);
+	free_ndelta(d);
 }
 
 void ndelta_push(struct ndelta *d, const struct blobkey *k)
@@ -831,16 +845,22 @@ size_t ndelta_help(struct ndelta *d)
 {
 	if (!d)
 		return 0;
+	/* a close() already helping: this one writes on (the step's write
+	 * transactions are one at a time anyway, and the nursery's bound
+	 * holds without it: blob_nursery_wanted) */
+	if (pthread_mutex_trylock(&d->help_mu))
+		return 0;
 	struct blobkey keys[NDELTA_BATCH];
 	pthread_mutex_lock(&d->mu);
 	size_t n = take(d, keys);
 	if (n) {
-		/* no set cache: the thread's is not shared, and a close()
-		 * keeps nothing from one batch to the next (sets decoded) */
-		work(d, keys, n, NULL, NULL, window_of(d));
+		/* the helpers' own cache: the thread's is not shared, and a
+		 * helper's next pages' candidates are mostly the last ones' */
+		work(d, keys, n, NULL, d->help_cache, window_of(d));
 		d->counts.helped += n;
 	}
 	pthread_mutex_unlock(&d->mu);
+	pthread_mutex_unlock(&d->help_mu);
 	if (n)
 		blob_compact_empty_packs(d->st, false); /* what fails waits for the compactor */
 	return n;

@@ -58,12 +58,17 @@
  * nursery grows up to its bound (BLOB_NURSERY_MAX_BYTES); past it, a
  * seal writes the page's final record itself (at PACK_DEFAULT_LEVEL), as
  * without a nursery, and such a page may still become a delta later.
- * Before that, from half the bound on, each close() of a new page does a
+ * Before that, from half the bound on, a close() of a new page does a
  * batch of the queue itself (ndelta_help) and removes the nursery packs
  * left empty, as a close() past the signer's bound signs (sigq.h): the
  * writers slow to the pace at which pages get their final records,
  * instead of writing records whole that the step replaces later (dead
- * bytes the compactor then copies around, beside the writers).
+ * bytes the compactor then copies around, beside the writers). One
+ * close() helps at a time, with a cache of sets of its own kept from one
+ * helper's batch to the next (the thread's is its alone): a second writer
+ * meanwhile writes on, since the step's write transactions go one at a
+ * time anyway, and a helper that decoded every candidate's set afresh
+ * paid more a page than the thread (the issue-15 note has the figures).
  *
  * The thread yields to writers (ndelta_yield_ns): while pages arrive
  * faster than it moves them (a full batch, the nursery grown since the
@@ -174,7 +179,7 @@ void ndelta_push(struct ndelta *d, const struct blobkey *k);
 /* One batch from the head of the queue done in the caller's thread,
  * beside the thread, then the nursery packs it emptied removed (a close()
  * while the nursery is behind: blob_nursery_behind). The pages done (0:
- * the queue was empty, or d NULL). */
+ * the queue was empty, another close() was helping, or d NULL). */
 size_t ndelta_help(struct ndelta *d);
 
 /* What the thread did (tests, benchmarks). */

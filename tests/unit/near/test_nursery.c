@@ -6,12 +6,13 @@
  * names it, and a crash with pages still waiting, lose nothing: after the
  * restart the waiting records are found again from the packs and moved;
  * the compactor never copies a nursery record; a close() while the
- * nursery is behind helps the delta step; without room on the disk for
+ * nursery is behind helps the delta step, one close() at a time; without room on the disk for
  * background work the pages wait there; close() writes a page raw while
  * the nursery is small and at level 1 past its raw share, or always at a
  * level given; fsck clean at every step. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -443,6 +445,117 @@ static void test_close_helps_when_behind(void **state)
 	th_rmdir(dir);
 }
 
+/* The writer held: a store_write whose callback waits until let go. */
+struct held_writer {
+	struct store *st;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool holding, release;
+};
+
+static int hold_cb(struct wtx *w, void *arg)
+{
+	(void)w;
+	struct held_writer *h = arg;
+	pthread_mutex_lock(&h->mu);
+	h->holding = true;
+	pthread_cond_broadcast(&h->cv);
+	while (!h->release)
+		pthread_cond_wait(&h->cv, &h->mu);
+	pthread_mutex_unlock(&h->mu);
+	return 0;
+}
+
+static void *hold_main(void *p)
+{
+	struct held_writer *h = p;
+	assert_int_equal(store_write(h->st, hold_cb, h), 0);
+	return NULL;
+}
+
+static void *help_main(void *p)
+{
+	sigq_help_deltas(p);
+	return NULL;
+}
+
+static uint64_t delta_waiting(struct store *st)
+{
+	struct sigq_counts q;
+	sigq_counts(st, &q);
+	return q.delta.waiting;
+}
+
+/* A close() that would help while another helps writes on: it neither
+ * takes pages from the queue nor waits for the first one's batch (held
+ * here at its commit by a writer that does not let go). */
+static void test_one_helper_at_a_time(void **state)
+{
+	(void)state;
+	enum { PAGES = NDELTA_BATCH + 4 };
+	char *dir = th_tmpdir();
+	struct store_opts o = nursery_opts();
+	struct store *st = th_store(dir, NULL, &o);
+	char *pages[PAGES];
+	uint64_t inos[PAGES];
+	for (int i = 0; i < PAGES; i++) {
+		pages[i] = th_page(400 + i, 900, "");
+		char name[32];
+		snprintf(name, sizeof name, "p%d.html", i);
+		inos[i] = th_put_page(st, PD_ROOT_INO, name, pages[i]);
+	}
+	assert_int_equal(sigq_drain(st), 0);
+	assert_int_equal(delta_waiting(st), PAGES);
+	struct held_writer h = { .st = st };
+	pthread_mutex_init(&h.mu, NULL);
+	pthread_cond_init(&h.cv, NULL);
+	pthread_t holder, first, second;
+	assert_int_equal(pthread_create(&holder, NULL, hold_main, &h), 0);
+	pthread_mutex_lock(&h.mu);
+	while (!h.holding)
+		pthread_cond_wait(&h.cv, &h.mu);
+	pthread_mutex_unlock(&h.mu);
+	/* the first helper takes a batch, then waits for the writer */
+	assert_int_equal(pthread_create(&first, NULL, help_main, st), 0);
+	for (int i = 0; i < 10000 && delta_waiting(st) == PAGES; i++)
+		usleep(1000);
+	assert_int_equal(delta_waiting(st), PAGES - NDELTA_BATCH);
+	/* the second returns at once, the rest of the queue left as it was */
+	assert_int_equal(pthread_create(&second, NULL, help_main, st), 0);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	int joined = pthread_timedjoin_np(second, NULL, &until);
+	uint64_t waiting = delta_waiting(st);
+	pthread_mutex_lock(&h.mu);
+	h.release = true;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.mu);
+	if (joined)
+		pthread_join(second, NULL);
+	pthread_join(first, NULL);
+	pthread_join(holder, NULL);
+	assert_int_equal(joined, 0);
+	assert_int_equal(waiting, PAGES - NDELTA_BATCH);
+	struct sigq_counts q;
+	sigq_counts(st, &q);
+	assert_int_equal(q.delta.helped, NDELTA_BATCH);
+	for (int i = 0; i < PAGES; i++)
+		assert_int_equal(in_nursery(st, inos[i]), i >= NDELTA_BATCH);
+	assert_int_equal(store_close(st), 0);
+	st = reopen(dir);
+	for (int i = 0; i < PAGES; i++) {
+		assert_false(in_nursery(st, inos[i]));
+		th_read_back(st, inos[i], pages[i]);
+		free(pages[i]);
+	}
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	pthread_mutex_destroy(&h.mu);
+	pthread_cond_destroy(&h.cv);
+	th_rmdir(dir);
+}
+
 /* Without room on the disk for background work (store_room_for_background:
  * asked for more than any disk has), the step leaves its pages where they
  * are: a sweep, a page of the queue and a clean close move nothing, the
@@ -568,6 +681,7 @@ int main(void)
 		cmocka_unit_test(test_burst_with_resting_thread),
 		cmocka_unit_test(test_sweep_across_snapshots),
 		cmocka_unit_test(test_close_helps_when_behind),
+		cmocka_unit_test(test_one_helper_at_a_time),
 		cmocka_unit_test(test_no_room_pages_wait),
 		cmocka_unit_test(test_raw_while_small),
 	};
