@@ -67,8 +67,10 @@
  * close() helps at a time, with a cache of sets of its own kept from one
  * helper's batch to the next (the thread's is its alone): a second writer
  * meanwhile writes on, since the step's write transactions go one at a
- * time anyway, and a helper that decoded every candidate's set afresh
- * paid more a page than the thread (the issue-15 note has the figures).
+ * time anyway; without the cache a helper decoded every candidate's set
+ * afresh, 2.6 times the decodes a page of the thread's (which the page's
+ * encoding outweighs: tests/bench/README.md, "One close() helps at a
+ * time").
  *
  * The thread yields to writers (ndelta_yield_ns): while pages arrive
  * faster than it moves them (a full batch, the nursery grown since the

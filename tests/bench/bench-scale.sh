@@ -29,7 +29,9 @@
 #   empty where the device's counts cannot be read), then, since the
 #   mount, the pages writers gave their delta step themselves while the
 #   nursery was behind, and the pages sealed past the nursery's bound
-#   (their final records written whole by close(), ndelta.h).
+#   (their final records written whole by close(), ndelta.h); last, the
+#   pages waiting in the nursery for their final records at the row: work
+#   the step's rate has not paid yet, which a later step pays.
 # The page cache is dropped before the run when the script may (root), so
 # that runs start alike and earlier files do not crowd the cache.
 # At the end: the unmount's time, du and files of the store against the
@@ -168,7 +170,7 @@ for ((w = 0; w < writers; w++)); do
 	gen_pids+=($!)
 done
 
-echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped,daemon_cpu_s_per_1000,load1,lmdb_free_mib,lmdb_pinned_mib,lmdb_reader_lag,lmdb_longest_reader,disk_kib_per_page,device_kib_per_page,delta_by_writers,nursery_bypassed" >"$csv"
+echo "pages,seconds,step_pages_per_s,rss_anon_kib,rss_file_kib,store_du_kib,store_files,inodes_held,signed_by_writers,delta_dropped,daemon_cpu_s_per_1000,load1,lmdb_free_mib,lmdb_pinned_mib,lmdb_reader_lag,lmdb_longest_reader,disk_kib_per_page,device_kib_per_page,delta_by_writers,nursery_bypassed,nursery_waiting" >"$csv"
 hz=$(getconf CLK_TCK)
 next=$step last_t=$t0 last_n=0 first_rate="" last_ticks=$(cpu_ticks) last_disk=$(disk_bytes) last_sectors=$(dev_sectors || true)
 running() { local p; for p in "${gen_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
@@ -177,13 +179,14 @@ row() { # pages now -> a CSV row and a line
 	t=$(now)
 	rate=$(awk -v a="$n" -v b="$last_n" -v x="$t" -v y="$last_t" 'BEGIN { printf "%.0f", (a - b) / (x - y) }')
 	local anon file du files held helped dropped ticks cpu load lfree lpinned llag llong llong_in disk dpp sectors devpp=""
-	local by_writers bypassed
+	local by_writers bypassed waiting
 	anon=$(rss RssAnon) file=$(rss RssFile) du=$(store_du) files=$(store_files)
 	# LMDB's free pages, those the oldest reader keeps from reuse, its
 	# lag, and the longest reader so far (in commits) with its function
-	read -r held helped dropped lfree lpinned llag llong llong_in by_writers bypassed < <(stats_fields daemon.inodes_held \
+	read -r held helped dropped lfree lpinned llag llong llong_in by_writers bypassed waiting < <(stats_fields daemon.inodes_held \
 		daemon.signed_by_writers daemon.delta_dropped lmdb_free_bytes lmdb_pinned_bytes lmdb_reader_lag \
-		lmdb_longest_reader lmdb_longest_reader_in daemon.delta_by_writers daemon.nursery_bypassed)
+		lmdb_longest_reader lmdb_longest_reader_in daemon.delta_by_writers daemon.nursery_bypassed \
+		packs.nursery.live_records)
 	lfree=$((lfree / 1048576)) lpinned=$((lpinned / 1048576))
 	ticks=$(cpu_ticks) load=$(cut -d' ' -f1 /proc/loadavg)
 	cpu=$(awk -v a="$ticks" -v b="$last_ticks" -v h="$hz" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.3f", (a - b) / h / (n - m) * 1000 }')
@@ -191,8 +194,8 @@ row() { # pages now -> a CSV row and a line
 	dpp=$(awk -v a="$disk" -v b="$last_disk" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.1f", (a - b) / 1024 / (n - m) }')
 	[ -n "$sectors" ] && [ -n "$last_sectors" ] &&
 		devpp=$(awk -v a="$sectors" -v b="$last_sectors" -v n="$n" -v m="$last_n" 'BEGIN { printf "%.1f", (a - b) / 2 / (n - m) }')
-	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load,$lfree,$lpinned,$llag,$llong,$dpp,$devpp,$by_writers,$bypassed" >>"$csv"
-	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, $by_writers given their delta step by writers, $bypassed sealed past the nursery's bound, daemon CPU $cpu s per 1,000 pages, $dpp KiB written per page (the disk ${devpp:-?}), load $load"
+	echo "$n,$(awk -v x="$t" -v y="$t0" 'BEGIN { printf "%.1f", x - y }'),$rate,$anon,$file,$du,$files,$held,$helped,$dropped,$cpu,$load,$lfree,$lpinned,$llag,$llong,$dpp,$devpp,$by_writers,$bypassed,$waiting" >>"$csv"
+	echo "scale_step: $n pages, $rate pages/s, RssAnon $anon KiB, RssFile $file KiB, du $du KiB, $files files, $held inodes held, $helped pages signed by writers, $dropped dropped by the delta queue, $by_writers given their delta step by writers, $bypassed sealed past the nursery's bound, $waiting waiting in the nursery, daemon CPU $cpu s per 1,000 pages, $dpp KiB written per page (the disk ${devpp:-?}), load $load"
 	echo "scale_lmdb: $lfree MiB free in LMDB's file, $lpinned MiB of it kept by the oldest reader ($llag commits behind); the longest reader so far $llong commits (in ${llong_in:-none})"
 	last_ticks=$ticks last_disk=$disk last_sectors=$sectors
 	[ -n "$first_rate" ] || first_rate=$rate
