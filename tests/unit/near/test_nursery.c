@@ -6,10 +6,10 @@
  * names it, and a crash with pages still waiting, lose nothing: after the
  * restart the waiting records are found again from the packs and moved;
  * the compactor never copies a nursery record; a close() while the
- * nursery is behind helps the delta step, one close() at a time; without room on the disk for
- * background work the pages wait there; close() writes a page raw while
- * the nursery is small and at level 1 past its raw share, or always at a
- * level given; fsck clean at every step. */
+ * nursery is behind helps the delta step, one close() at a time; without
+ * room on the disk for background work the pages wait there; close()
+ * writes a page raw while the nursery is small and at level 1 past its raw
+ * share, or always at a level given; fsck clean at every step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
