@@ -420,6 +420,7 @@ pd_case() {
 	if [ -n "${PD_ONLY:-}" ] && ! [[ $name =~ $PD_ONLY ]]; then return 0; fi
 	log=$PD_TMP/case.$name.log
 	nm=$(wc -l <"$PD_TMP/mounts")
+	local started=$SECONDS
 	PD_CASE_NAME=$name
 	if [ "$PD_SHARED" = 1 ] && ! mountpoint -q "$MNT"; then
 		not_ok "$name"
@@ -467,7 +468,7 @@ pd_case() {
 		fi
 	done
 	case $rc in
-	0) ok "$name" ;;
+	0) ok "$name"; echo "# $name: $((SECONDS - started)) s" ;;
 	77) printf 'skip %s: %s\n' "$name" "$(sed -n 's/^SKIP: //p' "$log" | tail -1)"
 	    PD_SKIP=$((PD_SKIP + 1)) ;;
 	*) not_ok "$name" ;;

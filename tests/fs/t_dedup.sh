@@ -826,13 +826,14 @@ case_fstab_mount() {
 	# alone.
 	local link=/usr/local/bin/pagededupfs
 	[ -x /sbin/mount.fuse ] || [ -x /usr/sbin/mount.fuse ] || skip "mount.fuse (package fuse3) is not installed"
+	pd_host_lock || fail "the host-wide lock" # the link is on every script's PATH
 	[ -e "$link" ] && skip "$link is installed; not replacing it to test the fstab mount"
 	local s=$PD_TMP/fstab.store m=$PD_TMP/fstab.mnt pid i rc
 	"$PD_BIN" mkfs "$s" >/dev/null || fail mkfs
 	mkdir -p "$m"
 	printf '%s %s fuse.pagededupfs defaults 0 0\n' "$s" "$m" >"$PD_TMP/fstab"
 	ln -s "$PDFS_BIN" "$link" || fail "cannot link $link"
-	mount --fstab "$PD_TMP/fstab" "$m"
+	mount --fstab "$PD_TMP/fstab" "$m" 9>&- # the daemon does not keep the lock
 	rc=$?
 	rm -f "$link"
 	[ $rc -eq 0 ] || fail "mount MNT with an fstab line"

@@ -69,7 +69,9 @@ case_debian_package() {
 		grep -v 'running with root privileges')
 	[ -n "$out" ] && printf 'lintian: %s\n' "$out"
 	grep -q '^E: ' <<<"$out" && fail "lintian reports errors"
-	# install it
+	# install it: the host's /usr/bin and PATH are shared with other
+	# scripts (t_dedup.sh links /usr/local/bin/pagededupfs for a moment)
+	pd_host_lock || fail "the host-wide lock"
 	pd_undo_later "dpkg --purge pagededup"
 	dpkg -i "$deb" >"$PD_TMP/dpkg-i.log" 2>&1 || { cat "$PD_TMP/dpkg-i.log"; fail "dpkg -i"; }
 	expect_eq "$(/usr/bin/pagededup --version)" "pagededup $VERSION (store format $FORMAT)" "installed pagededup"
@@ -90,7 +92,7 @@ case_debian_package() {
 	if [ -e /usr/local/bin/pagededupfs ]; then
 		skip "/usr/local/bin/pagededupfs comes first on mount.fuse's PATH"
 	fi
-	mount --fstab "$PD_TMP/fstab" "$m" || fail "mount with the fstab line"
+	mount --fstab "$PD_TMP/fstab" "$m" 9>&- || fail "mount with the fstab line"
 	pid=$(pgrep -f -- "pagededupfs $s" | head -1)
 	pd_register_mount "$m" "$pid"
 	expect_eq "$(findmnt -n -o FSTYPE "$m")" fuse.pagededupfs "file system type"
