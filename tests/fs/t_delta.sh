@@ -91,9 +91,9 @@ EOF
 export PYTHONPATH=$PD_TMP${PYTHONPATH:+:$PYTHONPATH}
 
 # The store's files written out, then the clean pages dropped, so that the
-# reads after it come from the disk. Not a global sync: that waits for
-# every other test's dirty pages too (a 2 GB file of t_dedup.sh's beside
-# it: minutes on a loaded machine).
+# reads after it come from the disk. Not a global sync: that would wait
+# for every other test's dirty pages too (tests/run.sh may run t_dedup.sh's
+# 2 GB file beside it).
 drop_caches() {
 	find "$STORE" -type f -exec sync -- {} +
 	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
