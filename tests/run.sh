@@ -96,7 +96,7 @@ tally() {
 
 # run_lanes KIND LABEL ITEM...: the items, $jobs at a time.
 run_lanes() {
-	local kind=$1 label=$2 dir lane i rc secs
+	local kind=$1 label=$2 dir lane i rc secs lanes=()
 	shift 2
 	[ $# -gt 0 ] || return 0
 	local items=("$@")
@@ -113,9 +113,18 @@ run_lanes() {
 				mv "$dir/$i.rc.tmp" "$dir/$i.rc"
 			done
 		) &
+		lanes+=($!)
 	done
 	for i in "${!items[@]}"; do
-		while [ ! -e "$dir/$i.rc" ]; do sleep 1; done
+		while [ ! -e "$dir/$i.rc" ]; do
+			if ! kill -0 "${lanes[@]}" 2>/dev/null && [ ! -e "$dir/$i.rc" ]; then
+				# every lane ended without finishing it (killed from
+				# outside): a failure, not a wait without end
+				echo "its lane ended before the test did" >>"$dir/$i.out"
+				echo "1 0" >"$dir/$i.rc"
+			fi
+			sleep 1
+		done
 		read -r rc secs <"$dir/$i.rc"
 		tally "$kind" "$label" "${items[$i]}" "$dir/$i.out" "$rc" "$secs"
 	done
