@@ -186,6 +186,34 @@ run_layers() {
 # has the enable_uring parameter (Linux 6.14 and later). The parameter is
 # set for each pass and put back as it was.
 uring_param=/sys/module/fuse/parameters/enable_uring
+
+# Scripts make check runs on /dev/fuse only and make stress runs over
+# io_uring: those that mount nothing of their own transport, and those
+# whose subject is the store's own work behind the calls (compaction, the
+# delta step, the operator's commands, WARC in and out), whose requests
+# over the ring are the reads and writes the other scripts make there.
+uring_none='t_urlseen|t_urlseen_redis|t_package'
+uring_in_stress='t_compact|t_delta|t_operate|t_warc'
+
+# uring_set Y|N: the kernel's transport for the next mounts; the value
+# found first is put back at exit.
+uring_set() {
+	if [ -z "${uring_was:-}" ]; then
+		uring_was=$(cat "$uring_param")
+		trap 'echo "$uring_was" >"$uring_param"' EXIT
+	fi
+	echo "$1" >"$uring_param"
+}
+
+# uring_pass PATTERN SKIP: the scripts matching PATTERN but those whose
+# name matches the regex SKIP, over io_uring.
+uring_pass() {
+	uring_set Y
+	echo "== FUSE over io_uring: the scripts again"
+	export PD_EXPECT_URING=1
+	run_scripts "$1" " (io_uring)" "$2"
+}
+
 run_fs() {
 	modprobe fuse 2>/dev/null # its parameters appear once the module is in
 	if [ ! -w "$uring_param" ]; then
@@ -194,14 +222,9 @@ run_fs() {
 		echo "# FUSE over io_uring: not offered by this kernel; the scripts ran on /dev/fuse only"
 		return
 	fi
-	uring_was=$(cat "$uring_param")
-	trap 'echo "$uring_was" >"$uring_param"' EXIT
-	echo N >"$uring_param"
+	uring_set N
 	export PD_EXPECT_URING=0
 	run_scripts "$top/tests/fs/t_*.sh"
-	echo Y >"$uring_param"
-	echo "== FUSE over io_uring: the same scripts again"
-	export PD_EXPECT_URING=1
 	# the crash script's series shorter on the second transport, and the
 	# 2 GB file not written again (3.5 minutes under the sanitizers; the
 	# ring's largest requests are t_uring.sh's): the first pass ran the 50
@@ -209,15 +232,26 @@ run_fs() {
 	# series)
 	export PD_CRASH_CYCLES=${PD_CRASH_CYCLES:-15} PD_POWER_CYCLES=${PD_POWER_CYCLES:-3}
 	export PD_SKIP_HUGE=${PD_SKIP_HUGE:-1}
-	run_scripts "$top/tests/fs/t_*.sh" " (io_uring)" '^(t_urlseen|t_urlseen_redis|t_package)\.sh$' # mount nothing of their own transport
-	echo "$uring_was" >"$uring_param"
-	trap - EXIT
+	uring_pass "$top/tests/fs/t_*.sh" "^($uring_none|$uring_in_stress)\\.sh\$"
+}
+
+# make stress: the long runs, one at a time (each loads the machine on its
+# own), then over io_uring the scripts make check runs on /dev/fuse only.
+run_stress() {
+	jobs=1
+	run_scripts "$top/tests/stress/s_*.sh"
+	modprobe fuse 2>/dev/null
+	if [ -w "$uring_param" ]; then
+		local t list=()
+		for t in ${uring_in_stress//|/ }; do list+=("$top/tests/fs/$t.sh"); done
+		uring_pass "${list[*]}" ""
+	fi
 }
 
 case $what in
 unit) run_layers; run_unit ;;
 fs) run_fs ;;
-stress) jobs=1; run_scripts "$top/tests/stress/s_*.sh" ;; # each loads the machine on its own
+stress) run_stress ;;
 all) run_layers; run_unit; run_fs ;;
 *) echo "unknown test set: $what" >&2; exit 2 ;;
 esac
