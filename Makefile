@@ -2,7 +2,8 @@
 #
 #   make            release build (build/release): libpagededup.a, pagededup, pagededupfs
 #   make check      debug build with ASan+UBSan (build/debug), then every test
-#   make stress     the long crash, soak and load runs
+#   make stress     the long crash, soak and load runs, and over io_uring the
+#                   scripts make check runs on /dev/fuse only
 #   make bench*     benchmarks (bench-core, bench ...)
 #   make deps       install the Debian packages that are missing (all of them)
 #   make install    install the programs, man pages, bash completion and an
