@@ -204,6 +204,44 @@ case_killed() {
 # read(). All give the same lines, with lines across read boundaries, a line
 # longer than a read, no newline at the end, URLs already normal and URLs
 # that normalising changes, and stdin redirected from a file at an offset.
+# hold_cached FILE OFFSET LENGTH: keep those bytes of FILE in the page
+# cache, mapped and locked by a process in the background, until
+# hold_release; another test's writes beside this one would otherwise
+# evict what a case has just read into the cache.
+hold_cached() {
+	rm -f "$PD_TMP/held"
+	python3 - "$@" "$PD_TMP/held" <<'PY' &
+import ctypes, os, signal, sys
+path, off, n, ready = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+start = off - off % os.sysconf("SC_PAGE_SIZE")
+fd = os.open(path, os.O_RDONLY)
+PROT_READ, MAP_SHARED = 1, 1
+addr = libc.mmap(None, off + n - start, PROT_READ, MAP_SHARED, fd, start)
+if addr in (None, ctypes.c_void_p(-1).value) or libc.mlock(addr, off + n - start) != 0:
+    sys.exit("hold_cached: " + os.strerror(ctypes.get_errno()))
+open(ready, "w").close()
+signal.pause()
+PY
+	HOLD_PID=$!
+	local i
+	for i in $(seq 1 100); do
+		[ -e "$PD_TMP/held" ] && return 0
+		kill -0 "$HOLD_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	fail "could not lock $1 in the page cache"
+}
+
+hold_release() {
+	kill "$HOLD_PID" 2>/dev/null
+	wait "$HOLD_PID" 2>/dev/null
+	return 0
+}
+
 case_file_input() {
 	local in=$PD_TMP/input.txt out1 out2 out n
 	{
@@ -230,13 +268,14 @@ case_file_input() {
 	for how in cached uncached partly; do
 		dd if="$in" iflag=nocache count=0 status=none
 		case $how in
-		cached) cat "$in" >/dev/null ;;
+		cached) hold_cached "$in" 0 "$(stat -c %s "$in")" ;;
 		partly)
-			dd if="$in" of=/dev/null bs=1000000 skip=1 count=4 status=none
+			hold_cached "$in" 1000000 4000000
 			# what readahead took in past byte 5000000 goes again
 			dd if="$in" iflag=nocache,skip_bytes skip=5000000 count=0 status=none ;;
 		esac
 		out1=$(urlseen --fpr 1e-9 --stats "$in" 2>"$PD_TMP/err1") || fail "$how file: exit $?"
+		[ "$how" = uncached ] || hold_release
 		[ "$out1" = "$out2" ] || fail "the $how file and the pipe differ"
 		grep -q "input.txt:40001: not a URL (longer than 65536 bytes)" "$PD_TMP/err1" ||
 			fail "the 3 MB line in the $how file: $(cat "$PD_TMP/err1")"
