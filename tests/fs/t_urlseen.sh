@@ -199,18 +199,13 @@ case_killed() {
 	[ "$n" -le 10 ] || fail "$n URLs still new after both runs"
 }
 
-# A regular file is read 2 MiB at a time by offset, from the page cache
-# where it holds the file and with O_DIRECT where not; a pipe is read with
-# read(). All give the same lines, with lines across read boundaries, a line
-# longer than a read, no newline at the end, URLs already normal and URLs
-# that normalising changes, and stdin redirected from a file at an offset.
 # hold_cached FILE OFFSET LENGTH: keep those bytes of FILE in the page
 # cache, mapped and locked by a process in the background, until
 # hold_release; another test's writes beside this one would otherwise
 # evict what a case has just read into the cache.
 hold_cached() {
 	rm -f "$PD_TMP/held"
-	python3 - "$@" "$PD_TMP/held" <<'PY' &
+	py "$@" "$PD_TMP/held" <<'PY' &
 import ctypes, os, signal, sys
 path, off, n, ready = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 libc = ctypes.CDLL(None, use_errno=True)
@@ -227,21 +222,21 @@ open(ready, "w").close()
 signal.pause()
 PY
 	HOLD_PID=$!
-	local i
-	for i in $(seq 1 100); do
-		[ -e "$PD_TMP/held" ] && return 0
-		kill -0 "$HOLD_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	fail "could not lock $1 in the page cache"
+	echo "$HOLD_PID" >>"$PD_TMP/pids" # stopped at exit if the case fails first
+	pd_wait_rc "$PD_TMP/held" 5 || fail "could not lock $1 in the page cache"
 }
 
 hold_release() {
-	kill "$HOLD_PID" 2>/dev/null
+	kill $(pd_tree "$HOLD_PID") 2>/dev/null
 	wait "$HOLD_PID" 2>/dev/null
 	return 0
 }
 
+# A regular file is read 2 MiB at a time by offset, from the page cache
+# where it holds the file and with O_DIRECT where not; a pipe is read with
+# read(). All give the same lines, with lines across read boundaries, a line
+# longer than a read, no newline at the end, URLs already normal and URLs
+# that normalising changes, and stdin redirected from a file at an offset.
 case_file_input() {
 	local in=$PD_TMP/input.txt out1 out2 out n
 	{
