@@ -262,22 +262,33 @@ static void log_to_syslog(void)
 	fuse_set_log_func(log_fuse);
 }
 
-/* glibc raises its mmap threshold after the first large free, so the
- * 4 KiB..1 MiB buffers of pages being written (openfile.c) would stay in
- * the heaps once freed; a fixed threshold gives those from 128 KiB up back
- * to the system. Each thread keeps the arena glibc gives it: two arenas
- * for every thread (M_ARENA_MAX 2; with this threshold 15 MiB anonymous
- * after a cp of 40,000 pages, against 36 without either) made the
- * threads' allocations contend and fragment one another's heaps, and at
- * millions of pages the delta step's malloc, LMDB and kernel time grew
- * with the archive (tests/bench/README.md, "One arena a thread"). A 1 MiB
- * mmap threshold with a 4 MiB trim threshold saved 1-3% of the CPU and
- * took the peak of that cp from 63 to 78-94 MiB, past the filter + 64 MiB
- * goal (tests/bench/README.md, "LMDB at 5.6 million pages, and a base's
- * differences"). */
+/* glibc's thresholds, fixed. Each thread keeps the arena glibc gives it:
+ * two arenas for every thread (M_ARENA_MAX 2) made the threads'
+ * allocations contend and fragment one another's heaps, and at millions
+ * of pages the delta step's malloc, LMDB and kernel time grew with the
+ * archive (tests/bench/README.md, "One arena a thread").
+ *
+ * A page's work allocates buffers of 128 KiB to a few MiB several times
+ * (the page decoded, encoded, its text, zstd's workspace as it grows, a
+ * base read for its delta). Below PD_MMAP_THRESHOLD they come from the
+ * thread's arena, and a freed one stays there for the next page until the
+ * arena's free top passes PD_TRIM_THRESHOLD; above, each is a fresh mmap
+ * whose every 4 KiB page is a fault and a zeroed page, and an munmap that
+ * flushes every CPU's TLB. With both at 128 KiB (what this code did
+ * before) the daemon took 12-30 faults a page written, 16% of its CPU,
+ * on a paravirtualized machine; at 2 MiB, 4-11 a page, and its CPU a
+ * page 0.68-0.79 of what it was on three inputs (tests/bench/README.md,
+ * "The malloc thresholds, measured where a fault is dear"). What the
+ * arenas keep between pages raised the peak of RssAnon by 4-15 MiB (a cp
+ * of 40,000 pages: 48 -> 57 MiB, inside the filter + 64 MiB); 4 MiB saved
+ * a little more CPU for up to 24 MiB, to the goal's edge. The heap's free
+ * pages go back to the system at the end of a burst (base/heap.h). */
+#define PD_MMAP_THRESHOLD (2 << 20)
+#define PD_TRIM_THRESHOLD (2 << 20)
 static void tune_malloc(void)
 {
-	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_MMAP_THRESHOLD, PD_MMAP_THRESHOLD);
+	mallopt(M_TRIM_THRESHOLD, PD_TRIM_THRESHOLD);
 }
 
 /* A start-up failure: said once, by the process the user waits on (the

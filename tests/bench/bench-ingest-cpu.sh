@@ -13,8 +13,11 @@
 # per 1,000 pages of each kind of thread (from /proc/PID/task/*/stat,
 # sampled until the daemon exits; threads by name: pd-signer, pd-delta,
 # pdfs-ring-N for the request threads over io_uring, pagededupfs for the
-# main thread and libfuse's workers). Then the ratios of every build's
-# median against the first build's.
+# main thread and libfuse's workers), the daemon's minor page faults per
+# page (/usr/bin/time: anonymous memory touched for the first time, each
+# a trap, a zeroed page and a page-table entry) and the peak of its
+# RssAnon (sampled every 0.1 s from /proc/PID/status while it runs). Then
+# the ratios of every build's median against the first build's.
 #
 # Environment:
 #   PD_CORPUS        the corpus (default /var/tmp/pagededup-corpus)
@@ -78,11 +81,11 @@ sample_threads() { # pid file
 
 run_one() { # build-index round
 	local b=$1 r=$2 B=${BUILDS[$1]} store=$WORK/store threads=$WORK/threads i t0 t1 cpu_at_copy total
-	rm -rf "$store" "$MNT" "$threads" "$WORK/time"
+	rm -rf "$store" "$MNT" "$threads" "$WORK/time" "$WORK/peak"
 	mkdir -p "$MNT"
 	"$B/pagededup" mkfs "$store" >/dev/null 2>&1 || { echo "run $b/$r: mkfs failed" >&2; return 1; }
 	# shellcheck disable=SC2086
-	/usr/bin/time -f "%U %S" -o "$WORK/time" "$B/pagededupfs" "$store" "$MNT" -f ${PD_MOUNT_OPTS:-} \
+	/usr/bin/time -f "%U %S %R" -o "$WORK/time" "$B/pagededupfs" "$store" "$MNT" -f ${PD_MOUNT_OPTS:-} \
 		>"$WORK/daemon.log" 2>&1 &
 	time_pid=$!
 	for ((i = 0; i < 300; i++)); do
@@ -95,6 +98,15 @@ run_one() { # build-index round
 		sed 's/^/  /' "$WORK/daemon.log" >&2
 		return 1
 	fi
+	# the peak of RssAnon, sampled until the daemon exits
+	(
+		peak=0
+		while a=$(awk '/^RssAnon:/ { print $2 }' "/proc/$daemon_pid/status" 2>/dev/null) && [ -n "$a" ]; do
+			[ "$a" -gt "$peak" ] && peak=$a && echo "$peak" >"$WORK/peak"
+			sleep 0.1
+		done
+	) &
+	local peak_pid=$!
 	local perf_pid=""
 	if [ -n "${PD_PERF:-}" ]; then
 		mkdir -p "$PD_PERF"
@@ -118,11 +130,14 @@ run_one() { # build-index round
 	done
 	wait "$time_pid"
 	[ -n "$perf_pid" ] && wait "$perf_pid"
+	wait "$peak_pid"
 	daemon_pid=""
 	total=$(awk '{ print $1 + $2 }' "$WORK/time")
 	echo "build$b round$r: cpu_s_per_1000_pages $(calc %.3f "$total * 1000 / $pages")" \
 		"after_copy_s_per_1000 $(calc %.3f "($total - $cpu_at_copy / $HZ) * 1000 / $pages")" \
-		"copy_wall_s $(calc %.2f "$t1 - $t0")"
+		"copy_wall_s $(calc %.2f "$t1 - $t0")" \
+		"minor_faults_per_page $(calc %.1f "$(awk '{ print $3 }' "$WORK/time") / $pages")" \
+		"peak_rss_anon_mib $(calc %.1f "$(cat "$WORK/peak" 2>/dev/null || echo 0) / 1024")"
 	awk -v hz="$HZ" -v p="$pages" -v b="$b" -v r="$r" '{ s[$2] += $3 }
 		END { for (n in s) printf "build%s round%s thread %s: %.3f s per 1000 pages\n", b, r, n, s[n] / hz * 1000 / p }' \
 		"$threads" | sort

@@ -105,6 +105,18 @@ daemon_pid=$!
 for ((i = 0; i < 300; i++)); do mountpoint -q "$mnt" && break; sleep 0.1; done
 mountpoint -q "$mnt" || { echo "bench-scale: the mount did not come up" >&2; cat "$work/daemon.log" >&2; exit 1; }
 
+# The transport the kernel serves the mount on: the daemon logs io_uring's
+# queues once it has set them up (fs/uring_io.c), shortly after the mount;
+# /dev/fuse otherwise (the fuse module's enable_uring N, or -o no_uring).
+# The two differ by about a third in pages/s on one machine (tests/bench/
+# README.md, "make bench-scale"), so every run says which it measured.
+transport=/dev/fuse
+for ((i = 0; i < 30; i++)); do
+	grep -q 'serving requests over io_uring' "$work/daemon.log" && { transport=io_uring; break; }
+	sleep 0.1
+done
+echo "scale_transport: $transport (fuse module enable_uring: $(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null || echo unknown))"
+
 rss() { # KEY -> KiB of the daemon's KEY line in /proc/PID/status
 	awk -v k="$1:" '$1 == k { print $2 }' "/proc/$daemon_pid/status"
 }
