@@ -35,7 +35,7 @@ struct options {
 	unsigned long uring_threads, pack_mb;
 	long pack_level, compact_level;
 	char *delta;
-	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates, lmdb_rewrite_mb;
+	unsigned long mapsize_mb, sync_ms, sign_queue, delta_candidates, lmdb_rewrite_mb, idle_compact;
 	long delta_window; /* LONG_MIN: not given */
 	double entry_timeout, attr_timeout, negative_timeout;
 	int nstores;
@@ -63,6 +63,7 @@ static const struct fuse_opt option_spec[] = {
 	{ "compact_min_kb=%lu", offsetof(struct options, compact_min_kb), 0 },
 	{ "compact_period_ms=%lu", offsetof(struct options, compact_period_ms), 0 },
 	{ "compact_level=%ld", offsetof(struct options, compact_level), 0 },
+	{ "idle_compact=%lu", offsetof(struct options, idle_compact), 0 },
 	{ "delta=%s", offsetof(struct options, delta), 0 },
 	{ "delta_candidates=%lu", offsetof(struct options, delta_candidates), 0 },
 	{ "delta_window=%ld", offsetof(struct options, delta_window), 0 },
@@ -127,6 +128,9 @@ static void usage(const char *prog)
 	       "    compact_level=N        zstd level the compactor encodes the whole pages it\n"
 	       "                           copies again at, kept when smaller (default 9; -1: as\n"
 	       "                           they are)\n"
+	       "    idle_compact=S         once the store has been at rest S seconds, the packs\n"
+	       "                           not yet encoded cold are, at compact_level with a\n"
+	       "                           window, until a page is written (default 300; 0: never)\n"
 	       "    nocompact              no background compactor ('pagededup compact' unmounted)\n"
 	       "    delta=RULE             near-duplicates stored as deltas against the base\n"
 	       "                           RULE picks: resemblance (default), simhash, trial, off\n"
@@ -342,9 +346,11 @@ int main(int argc, char *argv[])
 	tune_malloc();
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	/* the LMDB rewrite's bound: about 3 s at unmount on this project's
-	 * machines (tests/bench/README.md, "LMDB written again at unmount") */
+	 * machines (tests/bench/README.md, "LMDB written again at unmount");
+	 * the idle pass after five minutes at rest, long past a crawler's
+	 * pause between hosts (core/blob/blob.h) */
 	struct options o = { .entry_timeout = 5, .attr_timeout = 5, .negative_timeout = 1, .lmdb_rewrite_mb = 256,
-			     .delta_window = LONG_MIN };
+			     .idle_compact = 300, .delta_window = LONG_MIN };
 	struct fuse_cmdline_opts cl = { 0 };
 	int ret = 1, notify_fd = -1;
 	struct fuse_session *se = NULL;
@@ -411,7 +417,8 @@ int main(int argc, char *argv[])
 				 .nursery_raw_bytes = (uint64_t)o.nursery_raw_mb << 20,
 				 .delta_candidates = (unsigned)o.delta_candidates,
 				 .delta_window = o.delta_window == LONG_MIN ? 0 : o.delta_window == 0 ? -1 : (int)o.delta_window,
-				 .lmdb_rewrite_max = (uint64_t)o.lmdb_rewrite_mb << 20 };
+				 .lmdb_rewrite_max = (uint64_t)o.lmdb_rewrite_mb << 20,
+				 .idle_compact_s = o.idle_compact > UINT_MAX ? UINT_MAX : (unsigned)o.idle_compact };
 	if (o.delta && ndelta_rule_parse(o.delta, &so.delta_rule)) {
 		start_failed(notify_fd, "pagededupfs: -o delta=%s: not a rule (resemblance, simhash, trial, off)", o.delta);
 		goto out_session;

@@ -426,6 +426,13 @@ struct blob_compact_cfg {
 	 * to encode again), with their live totals then: passed over while
 	 * those do not change (the thread's passes; NULL: none kept). */
 	struct blob_compact_memo *memo;
+	/* A cold pass at rest (the daemon's idle pass, below): packs that a
+	 * cold pass marked at this level or a colder one are left, whatever
+	 * their dictionary (their dead bytes are the plain pass's to give
+	 * back), and the pass does nothing unless the packs it would encode
+	 * again hold at least min_cold_bytes live bytes. */
+	bool skip_marked;
+	uint64_t min_cold_bytes;
 };
 struct blob_compact_memo {
 	struct { uint32_t id; uint64_t bytes, records; } *v;
@@ -449,7 +456,31 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 void blob_compact_memo_free(struct blob_compact_memo *m);
 /* The thread that runs blob_compact_run every compact_period_ms
  * (blob_part: started by a writable open unless compact_share < 0,
- * stopped at close). */
+ * stopped at close).
+ *
+ * The idle pass. A crawl's pages get their final records from the delta
+ * step at its level, with the dictionary of the moment and a window of the
+ * last pages it stored; `pagededup compact --all` does better (a window of
+ * 8 pages, every record encoded again), but only on an unmounted store. A
+ * mount whose store has committed nothing for store_opts.idle_compact_s
+ * seconds (writers, signer, delta step, trainer all at rest: LMDB's last
+ * transaction id still) runs a cold pass of its own: every main pack but
+ * those a cold pass already marked at compact_level or colder, each page
+ * record encoded again at compact_level (BLOB_COMPACT_COLD_LEVEL), deltas
+ * too, whole pages tried on a window of BLOB_COLD_WINDOW, in the packs'
+ * order (the tool's path order needs the archive's names, which this
+ * layer does not see), when those packs hold at least BLOB_IDLE_MIN_BYTES
+ * (so that a slow crawl, a page now and then, does not turn every rest
+ * into two small pack files). It stops at the next batch once a page is
+ * written or removed (the seals or the pages counted by the commits
+ * change), and runs again after the next rest. Its packs are written
+ * while writers may come back, so a record the delta step appends before
+ * the pass stops lands in a marked pack: such a record keeps the bytes it
+ * had (a cost, never a fault: every record says what it is). The
+ * dictionaries no record needs stay (blob_dict_drop_unused is the tool's:
+ * a page encoded outside a transaction may still need one). Measured:
+ * tests/bench/README.md, "The idle pass". */
+#define BLOB_IDLE_MIN_BYTES (4u << 20)
 int blob_compact_start(struct store *st);
 void blob_compact_stop(struct store *st);
 

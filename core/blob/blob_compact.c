@@ -514,6 +514,10 @@ static int copy_and_move(struct store *st, struct item *v, size_t n, const struc
 		size_t to = from;
 		uint64_t bytes = 0;
 		while (to < n && to - from < BLOB_COMPACT_BATCH && bytes < BLOB_COMPACT_BATCH_BYTES && !rc) {
+			/* a batch encoded cold takes seconds: what is copied
+			 * is committed, and the next batch stops */
+			if (to > from && asked_to_stop(c))
+				break;
 			rc = copy_item(st, &v[to], c, win);
 			bytes += v[to++].old.len;
 		}
@@ -612,6 +616,7 @@ struct pack_view {
 	struct blob_pack_live live;
 	uint64_t dict_bytes;
 	bool nursery; /* a nursery pack (pack.h): removed when empty, never copied */
+	bool leave;   /* an idle pass leaves it: a cold pass marked it (cfg.skip_marked) */
 };
 
 /* Should pack p be compacted (cur: the pack taking appends)? */
@@ -739,6 +744,26 @@ int blob_compact_empty_packs(struct store *st, bool wait)
 	return rc;
 }
 
+/* An idle pass (cfg.skip_marked) leaves the packs that a cold pass marked
+ * at its level or a colder one, whatever their dictionary: a store whose
+ * dictionary was trained again is not encoded again whole at every rest.
+ * Returns the live bytes of those it would encode again. */
+static uint64_t leave_marked(struct store *st, struct pack_view *v, size_t n, uint32_t cur,
+			     const struct blob_compact_cfg *c)
+{
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct pack_cold m;
+		if (!qualifies(&v[i], cur, c) || v[i].live.records == 0)
+			continue; /* (a pack with nothing live is removed all the same) */
+		if (pack_cold_of(st->packs, v[i].id, &m, NULL) == 0 && m.level >= c->cold.level)
+			v[i].leave = true;
+		else
+			bytes += v[i].live.bytes;
+	}
+	return bytes;
+}
+
 static int compact_run(struct store *st, const struct blob_compact_cfg *c, struct blob_compact_stats *done)
 {
 	if (done)
@@ -752,6 +777,11 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 		return rc;
 	/* a cold pass writes packs of its own, marked (pack.h) */
 	bool cold_pass = c->every_pack && c->cold.level > 0;
+	if (cold_pass && c->skip_marked &&
+	    leave_marked(st, v, n, pack_current(st->packs), c) < c->min_cold_bytes) {
+		free(v); /* too little to be worth two pack files */
+		return 0;
+	}
 	struct pack_cold mark = { 0 };
 	struct blob_cold_window *win = NULL;
 	if (cold_pass) {
@@ -765,6 +795,8 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (asked_to_stop(c)) {
 			rc = -ECANCELED;
+		} else if (v[i].leave) {
+			continue;
 		} else if (qualifies(&v[i], cur, c) && !memo_same(c->memo, &v[i])) {
 			if (cold_pass && !v[i].nursery && blob_cold_pack_unchanged(st, v[i].id, &v[i].live, &mark)) {
 				if (done)
@@ -803,6 +835,13 @@ struct compactor {
 	unsigned period_ms;
 	struct blob_compact_cfg cfg;
 	struct blob_compact_memo memo;
+	/* the idle pass (blob.h) */
+	struct blob_compact_cfg idle_cfg;
+	uint64_t idle_ns;         /* the rest that starts it; 0: never */
+	uint64_t quiet_txnid;     /* LMDB's last commit when the store fell quiet */
+	uint64_t quiet_since;     /* ... and when (CLOCK_MONOTONIC) */
+	uint64_t rested_txnid;    /* the last commit after the last idle pass */
+	struct pd_counters at_start; /* the seals and pages when it began */
 };
 
 static bool compactor_stopping(void *ctx)
@@ -812,6 +851,66 @@ static bool compactor_stopping(void *ctx)
 	bool s = k->stop;
 	pthread_mutex_unlock(&k->mu);
 	return s;
+}
+
+/* An idle pass stops for the close and for a page written or removed. */
+static bool idle_pass_stopping(void *ctx)
+{
+	struct compactor *k = ctx;
+	if (compactor_stopping(k))
+		return true;
+	struct pd_counters now;
+	store_counters(k->st, &now);
+	return now.seals != k->at_start.seals || now.pages != k->at_start.pages;
+}
+
+static double thread_cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The idle pass, once the store has committed nothing for k->idle_ns and
+ * something since the last one (blob.h); what it did goes to the log. */
+static void idle_pass(struct compactor *k)
+{
+	uint64_t txnid = store_last_txnid(k->st), now = pd_clock_ns(CLOCK_MONOTONIC);
+	if (txnid != k->quiet_txnid) {
+		k->quiet_txnid = txnid;
+		k->quiet_since = now;
+		return;
+	}
+	if (now - k->quiet_since < k->idle_ns || txnid == k->rested_txnid)
+		return;
+	store_counters(k->st, &k->at_start);
+	struct blob_pack_usage before, after;
+	blob_pack_usage(k->st, &before);
+	double cpu0 = thread_cpu_seconds();
+	struct blob_compact_stats d;
+	int rc = blob_compact_run(k->st, &k->idle_cfg, &d);
+	k->rested_txnid = k->quiet_txnid = store_last_txnid(k->st);
+	k->quiet_since = pd_clock_ns(CLOCK_MONOTONIC);
+	if (rc == -ECANCELED && compactor_stopping(k))
+		return; /* the close: the next mount's rest finishes it */
+	if (rc && rc != -ECANCELED) {
+		fprintf(stderr, "pagededup: the idle pass over the packs of %s: %s (nothing is lost; tried again "
+			"at the next rest)\n", k->st->dir, strerror(-rc));
+		return;
+	}
+	if (!d.packs_compacted && !rc)
+		return; /* nothing to encode again */
+	blob_pack_usage(k->st, &after);
+	fprintf(stderr,
+		"pagededup: idle pass%s: %llu pack%s encoded again at level %d, %llu records (%llu whole pages "
+		"made deltas by a window of %u), %llu bytes smaller; packs %llu -> %llu bytes allocated; "
+		"%.2f s of CPU\n",
+		rc ? " stopped, pages written" : "", (unsigned long long)d.packs_compacted,
+		d.packs_compacted == 1 ? "" : "s", k->idle_cfg.cold.level, (unsigned long long)d.records_cold,
+		(unsigned long long)d.records_window, k->idle_cfg.cold.window,
+		(unsigned long long)d.bytes_cold_saved, (unsigned long long)before.allocated,
+		(unsigned long long)after.allocated, thread_cpu_seconds() - cpu0);
+	fflush(stderr);
 }
 
 static void *compactor_main(void *arg)
@@ -833,6 +932,8 @@ static void *compactor_main(void *arg)
 			fprintf(stderr, "pagededup: compacting the packs of %s: %s (nothing is lost; tried again later)\n",
 				k->st->dir, strerror(-rc));
 		last = rc;
+		if (k->idle_ns)
+			idle_pass(k);
 	}
 	return NULL;
 }
@@ -851,6 +952,15 @@ int blob_compact_start(struct store *st)
 	k->cfg.ctx = k;
 	k->cfg.debug_stops = true;
 	k->cfg.memo = &k->memo;
+	k->idle_cfg = k->cfg;
+	k->idle_cfg.memo = NULL;
+	k->idle_cfg.stop = idle_pass_stopping;
+	k->idle_cfg.every_pack = k->idle_cfg.skip_marked = true;
+	k->idle_cfg.min_cold_bytes = BLOB_IDLE_MIN_BYTES;
+	k->idle_cfg.cold.deltas = true;
+	k->idle_cfg.cold.window = BLOB_COLD_WINDOW;
+	if (k->idle_cfg.cold.level > 0) /* compact_level -1: records copied as they are, no idle pass */
+		k->idle_ns = (uint64_t)st->opts.idle_compact_s * 1000000000u;
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);

@@ -232,6 +232,10 @@ struct store_opts {
 	 * on demand). Why: a crawl leaves LMDB's leaves about two thirds
 	 * full (store_lmdb.c). */
 	uint64_t lmdb_rewrite_max;
+	/* The compactor's idle pass (blob.h): a cold pass once the store has
+	 * committed nothing for this many seconds; 0: never (the tools'
+	 * default; the daemon's is in fs/main.c). */
+	unsigned idle_compact_s;
 };
 
 /* Running totals, kept in the meta table and updated in the transactions
@@ -649,5 +653,7 @@ struct store_lmdb_readers {
 	uint64_t last_txnid;   /* the last commit */
 };
 int store_lmdb_readers(MDB_env *env, struct store_lmdb_readers *r);
+/* The id of LMDB's last commit: unchanged while nothing is committed. */
+uint64_t store_last_txnid(struct store *st);
 
 #endif

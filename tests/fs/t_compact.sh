@@ -8,7 +8,8 @@
 # commit: the emptied pack as a leftover) and that reads every page. A
 # full disk during `pagededup compact`: ENOSPC, nothing lost. A second
 # `pagededup compact --all` on an unchanged store leaves the packs as they
-# are.
+# are. A mount at rest encodes its packs again with a window (the idle
+# pass), once, and stops when a page is written.
 . "$(dirname "$0")/lib.sh"
 
 # write_and_thin LIST [N]: N (default 1,200) pages of 2-12 KB under
@@ -435,6 +436,106 @@ case_lmdb_rewrite() {
 	note "LMDB's file: $full -> $after bytes allocated at the default bound"
 }
 
+# write_sites LIST: 1,200 pages, 48 sites of 25 pages that share their
+# site's template (17 KB of markup and words), under $MNT/siteNN/; LIST
+# gets {name: md5}.
+write_sites() {
+	py "$1" <<'EOF'
+import os, sys, json, random
+from fsutil import *
+M = os.environ["MNT"]
+rnd = random.Random(43)
+def text(n):
+    return " ".join("w%x" % rnd.getrandbits(20) for _ in range(n))
+pages = {}
+for g in range(48):
+    os.makedirs(M + "/site%02d" % g)
+    template = "<html><head><title>site %d</title></head><body><nav>%s</nav>" % (g, text(2400))
+    for j in range(25):
+        body = (template + "<main>%s</main></body></html>\n" % text(120)).encode()
+        name = "site%02d/page%02d.html" % (g, j)
+        write(M + "/" + name, body)
+        pages[name] = md5(body)
+json.dump(pages, open(sys.argv[1], "w"))
+EOF
+}
+
+# wait_log PATTERN SECONDS: until the daemon's log has a line matching
+# PATTERN (grep -E), at most SECONDS.
+wait_log() {
+	local i
+	for i in $(seq 1 $(($2 * 10))); do
+		grep -qE "$1" "$PDFS_LOG" && return 0
+		sleep 0.1
+	done
+	grep -qE "$1" "$PDFS_LOG"
+}
+
+# The idle pass (blob.h): a mount whose store rests encodes its packs
+# again, colder, with a window, as `pagededup compact --all` does. Pages
+# written without deltas (delta=off, no window on the write path), of 48
+# sites sharing their templates: after a second at rest the log says the
+# pass ran, most pages became deltas on their site's pages, the packs'
+# bytes fell by half; another rest does nothing again; one page more (far
+# under BLOB_IDLE_MIN_BYTES) makes no pass and no pack beyond its own;
+# every page reads back through a fresh mount and with tar; fsck --deep is
+# clean.
+case_idle_pass() {
+	pd_mount delta=off,delta_window=0,idle_compact=1,compact_period_ms=200 || fail mount
+	write_sites "$PD_TMP/sites" || exit 1
+	local re="idle pass: ([0-9]+) packs? encoded again at level 9, [0-9]+ records \(([0-9]+) whole pages made deltas by a window of 8\), [0-9]+ bytes smaller; packs ([0-9]+) -> ([0-9]+) bytes allocated"
+	wait_log "$re" 180 || { pd_show_log "$PDFS_LOG"; fail "no idle pass in 180 s"; }
+	local line made before after npacks
+	line=$(grep -E "$re" "$PDFS_LOG")
+	note "$line"
+	made=$(sed -E "s/.*$re.*/\2/" <<<"$line")
+	before=$(sed -E "s/.*$re.*/\3/" <<<"$line")
+	after=$(sed -E "s/.*$re.*/\4/" <<<"$line")
+	[ "$made" -ge 900 ] || fail "the idle pass made $made of the 1,152 pages that follow a page of their site deltas"
+	[ $((after * 2)) -lt "$before" ] || fail "the idle pass did not halve the packs: $before -> $after bytes"
+	npacks=$(packs_n "$STORE")
+	sleep 3
+	[ "$(grep -c "idle pass" "$PDFS_LOG")" = 1 ] || fail "a second idle pass on a store at rest: $(grep "idle pass" "$PDFS_LOG")"
+	printf '<html>one page more</html>\n' >"$MNT/more.html" || fail "write of one page"
+	sleep 4
+	[ "$(grep -c "idle pass" "$PDFS_LOG")" = 1 ] || fail "an idle pass for one page: $(grep "idle pass" "$PDFS_LOG")"
+	[ "$(packs_n "$STORE")" -le $((npacks + 2)) ] || fail "one page took $(packs_n "$STORE") - $npacks pack files"
+	pd_umount || fail umount
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the idle pass"
+	pd_mount -n -s "$STORE" idle_compact=0 || fail remount
+	check_all "$PD_TMP/sites" || exit 1
+	[ "$(cat "$MNT/more.html")" = "<html>one page more</html>" ] || fail "the page written after the pass"
+	tar -C "$MNT" -cf "$PD_TMP/sites.tar" . || fail "tar of the mount"
+	mkdir "$PD_TMP/untar" && tar -C "$PD_TMP/untar" -xf "$PD_TMP/sites.tar" || fail "untar"
+	py "$PD_TMP/sites" <<'EOF' || exit 1
+import os, sys, json
+from fsutil import *
+T = os.environ["PD_TMP"] + "/untar"
+for name, m in sorted(json.load(open(sys.argv[1])).items()):
+    eq(md5(open(T + "/" + name, "rb").read()), m, "content of " + name + " by tar")
+EOF
+	pd_umount || fail umount
+}
+
+# An idle pass stops when a page is written: held after its first batch's
+# copies (PD_COMPACT_STOP=copied) until a write comes, it says it stopped;
+# the page written and every other reads back, and fsck --deep is clean.
+case_idle_pass_stops() {
+	pd_mount delta=off,delta_window=0,idle_compact=0 || fail mount
+	write_sites "$PD_TMP/sites" || exit 1
+	pd_umount || fail umount
+	export PD_COMPACT_STOP=copied
+	pd_mount -n -s "$STORE" idle_compact=1,compact_period_ms=200 || fail remount
+	unset PD_COMPACT_STOP
+	wait_log 'compactor stopped after the step "copied"' 120 || { pd_show_log "$PDFS_LOG"; fail "the idle pass never copied"; }
+	printf '<html>written during the pass</html>\n' >"$MNT/during.html" || fail "write during the pass"
+	wait_log "idle pass stopped, pages written" 60 || { pd_show_log "$PDFS_LOG"; fail "the idle pass did not stop for the write"; }
+	check_all "$PD_TMP/sites" || exit 1
+	[ "$(cat "$MNT/during.html")" = "<html>written during the pass</html>" ] || fail "the page written during the pass"
+	pd_umount || fail umount
+	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the stopped pass"
+}
+
 # add_pages LIST BATCH: 1,500 pages under random names in 40 directories
 # of site/ (of $PD_PAGES_ROOT when set; seeded by BATCH), their MD5s added
 # to LIST (name -> MD5).
@@ -477,4 +578,6 @@ pd_case full_disk
 pd_case all_twice
 pd_case window
 pd_case lmdb_rewrite
+pd_case idle_pass
+pd_case idle_pass_stops
 pd_finish
