@@ -8,6 +8,7 @@
 #include "near/near.h"
 #include "ns_later.h"
 #include "openfile.h"
+#include "query.h"
 
 /* The live-inode table exists only in a writable store: inodes unlinked
  * while open are dropped at open (what a crash left) and at a clean close. */
@@ -31,8 +32,26 @@ static void live_part_release(struct store *st)
 	st->live = NULL;
 }
 
+/* A page's key for the idle pass's window (store.h page_key): its path, so
+ * that a directory's pages, which share their templates, meet however a
+ * crawl of many hosts interleaved them. */
+static int page_path(void *ctx, const struct blobkey *k, char *buf, size_t size)
+{
+	return query_blob_path(ctx, k, buf, size);
+}
+
+/* Every open: the archive's names for the parts below it. */
+static int live_part_open(MDB_txn *txn, struct store *st, char err[PD_ERRLEN])
+{
+	(void)txn;
+	(void)err;
+	st->page_key = page_path;
+	return 0;
+}
+
 static const struct store_part live_part = {
 	.name = "live-inode table",
+	.open = live_part_open,
 	.start = live_part_start,
 	.stop = live_part_stop,
 	.release = live_part_release,

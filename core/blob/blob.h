@@ -467,9 +467,9 @@ void blob_compact_memo_free(struct blob_compact_memo *m);
  * transaction id still) runs a cold pass of its own: every main pack but
  * those a cold pass already marked at compact_level or colder, each page
  * record encoded again at compact_level (BLOB_COMPACT_COLD_LEVEL), deltas
- * too, whole pages tried on a window of BLOB_COLD_WINDOW, in the packs'
- * order (the tool's path order needs the archive's names, which this
- * layer does not see), when those packs hold at least BLOB_IDLE_MIN_BYTES
+ * too, whole pages tried on a window of BLOB_COLD_WINDOW, each pack's
+ * pages in the order of their paths (st->page_key, the archive's), when
+ * those packs hold at least BLOB_IDLE_MIN_BYTES
  * (so that a slow crawl, a page now and then, does not turn every rest
  * into two small pack files). It stops at the next batch once a page is
  * written or removed (the seals or the pages counted by the commits

@@ -959,6 +959,8 @@ int blob_compact_start(struct store *st)
 	k->idle_cfg.min_cold_bytes = BLOB_IDLE_MIN_BYTES;
 	k->idle_cfg.cold.deltas = true;
 	k->idle_cfg.cold.window = BLOB_COLD_WINDOW;
+	k->idle_cfg.page_key = st->page_key; /* (set by the parts' opens, before their starts) */
+	k->idle_cfg.key_ctx = st;
 	if (k->idle_cfg.cold.level > 0) /* compact_level -1: records copied as they are, no idle pass */
 		k->idle_ns = (uint64_t)st->opts.idle_compact_s * 1000000000u;
 	pthread_mutex_init(&k->mu, NULL);

@@ -359,6 +359,10 @@ struct store {
 	uint64_t lmdb_primed; /* LMDB's file primed up to here (store_reserve_lmdb_space) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
 	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */
+	/* A page's path, the order in which the idle pass's window takes a
+	 * pack's pages (blob_compact_cfg.page_key, ctx the store): set at the
+	 * open by the archive, which knows the names; NULL: the packs' order. */
+	int (*page_key)(void *ctx, const struct blobkey *k, char *buf, size_t size);
 	uint64_t nursery_bypassed; /* seals that found the nursery full (atomic) */
 	uint64_t objdirs[4096 / 64]; /* objects/ subdirectories known to exist */
 };

@@ -437,8 +437,9 @@ case_lmdb_rewrite() {
 }
 
 # write_sites LIST: 1,200 pages, 48 sites of 25 pages that share their
-# site's template (17 KB of markup and words), under $MNT/siteNN/; LIST
-# gets {name: md5}.
+# site's template (17 KB of markup and words), under $MNT/siteNN/,
+# written as a crawl of many hosts writes them: a page of each site in
+# turn; LIST gets {name: md5}.
 write_sites() {
 	py "$1" <<'EOF'
 import os, sys, json, random
@@ -448,11 +449,13 @@ rnd = random.Random(43)
 def text(n):
     return " ".join("w%x" % rnd.getrandbits(20) for _ in range(n))
 pages = {}
+templates = []
 for g in range(48):
     os.makedirs(M + "/site%02d" % g)
-    template = "<html><head><title>site %d</title></head><body><nav>%s</nav>" % (g, text(2400))
-    for j in range(25):
-        body = (template + "<main>%s</main></body></html>\n" % text(120)).encode()
+    templates.append("<html><head><title>site %d</title></head><body><nav>%s</nav>" % (g, text(2400)))
+for j in range(25):
+    for g in range(48):
+        body = (templates[g] + "<main>%s</main></body></html>\n" % text(120)).encode()
         name = "site%02d/page%02d.html" % (g, j)
         write(M + "/" + name, body)
         pages[name] = md5(body)
@@ -474,8 +477,10 @@ wait_log() {
 # The idle pass (blob.h): a mount whose store rests encodes its packs
 # again, colder, with a window, as `pagededup compact --all` does. Pages
 # written without deltas (delta=off, no window on the write path), of 48
-# sites sharing their templates: after a second at rest the log says the
-# pass ran, most pages became deltas on their site's pages, the packs'
+# sites sharing their templates, the sites in turn: after a second at
+# rest the log says the pass ran, most pages became deltas on their
+# site's pages (the window takes them in path order: in the order written
+# it holds only other sites' pages), the packs'
 # bytes fell by half; another rest does nothing again; one page more (far
 # under BLOB_IDLE_MIN_BYTES) makes no pass and no pack beyond its own;
 # every page reads back through a fresh mount and with tar; fsck --deep is
