@@ -426,11 +426,12 @@ struct blob_compact_cfg {
 	 * to encode again), with their live totals then: passed over while
 	 * those do not change (the thread's passes; NULL: none kept). */
 	struct blob_compact_memo *memo;
-	/* A cold pass at rest (the daemon's idle pass, below): packs that a
-	 * cold pass marked at this level or a colder one are left, whatever
-	 * their dictionary (their dead bytes are the plain pass's to give
-	 * back), and the pass does nothing unless the packs it would encode
-	 * again hold at least min_cold_bytes live bytes. */
+	/* A cold pass at rest (the daemon's idle pass, below): packs of a
+	 * sixteenth of a full pack or more that a cold pass marked at this
+	 * level or a colder one are left, whatever their dictionary (their
+	 * dead bytes are the plain pass's to give back), and the pass does
+	 * nothing unless the packs not marked hold at least min_cold_bytes
+	 * live bytes. */
 	bool skip_marked;
 	uint64_t min_cold_bytes;
 };
@@ -465,13 +466,15 @@ void blob_compact_memo_free(struct blob_compact_memo *m);
  * mount whose store has committed nothing for store_opts.idle_compact_s
  * seconds (writers, signer, delta step, trainer all at rest: LMDB's last
  * transaction id still) runs a cold pass of its own: every main pack but
- * those a cold pass already marked at compact_level or colder, each page
+ * those a cold pass already marked at compact_level or colder (of a
+ * sixteenth of pack_max_bytes or more: a smaller one, the last rest's, is
+ * taken again with the new pages, so that a slow crawl's rests leave one
+ * small pack, not one each), each page
  * record encoded again at compact_level (BLOB_COMPACT_COLD_LEVEL), deltas
  * too, whole pages tried on a window of BLOB_COLD_WINDOW, each pack's
  * pages in the order of their paths (st->page_key, the archive's), when
- * those packs hold at least BLOB_IDLE_MIN_BYTES
- * (so that a slow crawl, a page now and then, does not turn every rest
- * into two small pack files). It stops at the next batch once a page is
+ * the packs not marked hold at least BLOB_IDLE_MIN_BYTES (a page now and
+ * then is not worth a pass). It stops at the next batch once a page is
  * written or removed (the seals or the pages counted by the commits
  * change), and runs again after the next rest. Its packs are written
  * while writers may come back, so a record the delta step appends before
@@ -480,7 +483,7 @@ void blob_compact_memo_free(struct blob_compact_memo *m);
  * dictionaries no record needs stay (blob_dict_drop_unused is the tool's:
  * a page encoded outside a transaction may still need one). Measured:
  * tests/bench/README.md, "The idle pass". */
-#define BLOB_IDLE_MIN_BYTES (4u << 20)
+#define BLOB_IDLE_MIN_BYTES (1u << 20)
 int blob_compact_start(struct store *st);
 void blob_compact_stop(struct store *st);
 

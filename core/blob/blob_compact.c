@@ -745,21 +745,26 @@ int blob_compact_empty_packs(struct store *st, bool wait)
 }
 
 /* An idle pass (cfg.skip_marked) leaves the packs that a cold pass marked
- * at its level or a colder one, whatever their dictionary: a store whose
- * dictionary was trained again is not encoded again whole at every rest.
- * Returns the live bytes of those it would encode again. */
+ * at its level or a colder one, whatever their dictionary (a store whose
+ * dictionary was trained again is not encoded again whole at every rest),
+ * once they are a sixteenth of a full pack (16 MiB: some thousands of
+ * pages): a smaller one, what the last rest left, is taken again with the
+ * new pages, so that the rests of a slow crawl leave one small pack, not
+ * one each, for the CPU of encoding it again (seconds). Returns the live
+ * bytes of the packs not marked, which it would encode again. */
 static uint64_t leave_marked(struct store *st, struct pack_view *v, size_t n, uint32_t cur,
 			     const struct blob_compact_cfg *c)
 {
+	uint64_t full = (st->opts.pack_max_bytes ? st->opts.pack_max_bytes : PACK_DEFAULT_MAX_BYTES) / 16;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct pack_cold m;
 		if (!qualifies(&v[i], cur, c) || v[i].live.records == 0)
 			continue; /* (a pack with nothing live is removed all the same) */
-		if (pack_cold_of(st->packs, v[i].id, &m, NULL) == 0 && m.level >= c->cold.level)
-			v[i].leave = true;
-		else
+		if (pack_cold_of(st->packs, v[i].id, &m, NULL) || m.level < c->cold.level)
 			bytes += v[i].live.bytes;
+		else if (v[i].sp.length >= full)
+			v[i].leave = true;
 	}
 	return bytes;
 }
@@ -798,7 +803,9 @@ static int compact_run(struct store *st, const struct blob_compact_cfg *c, struc
 		} else if (v[i].leave) {
 			continue;
 		} else if (qualifies(&v[i], cur, c) && !memo_same(c->memo, &v[i])) {
-			if (cold_pass && !v[i].nursery && blob_cold_pack_unchanged(st, v[i].id, &v[i].live, &mark)) {
+			/* (an idle pass has chosen already: leave_marked) */
+			if (cold_pass && !c->skip_marked && !v[i].nursery &&
+			    blob_cold_pack_unchanged(st, v[i].id, &v[i].live, &mark)) {
 				if (done)
 					done->packs_cold_kept++;
 				continue;
@@ -844,13 +851,17 @@ struct compactor {
 	struct pd_counters at_start; /* the seals and pages when it began */
 };
 
+/* The thread's passes stop for blob_compact_stop and as soon as the close
+ * begins: the delta step's last sweep at the close waits for the pass to
+ * remove the nursery packs it emptied (blob_compact_empty_packs), and
+ * the delta step stops before the compactor does. */
 static bool compactor_stopping(void *ctx)
 {
 	struct compactor *k = ctx;
 	pthread_mutex_lock(&k->mu);
 	bool s = k->stop;
 	pthread_mutex_unlock(&k->mu);
-	return s;
+	return s || store_closing(k->st);
 }
 
 /* An idle pass stops for the close and for a page written or removed. */

@@ -170,6 +170,11 @@ static int counters_get(MDB_txn *txn, MDB_dbi db, struct pd_counters *c)
 	return 0;
 }
 
+bool store_closing(struct store *st)
+{
+	return __atomic_load_n(&st->closing, __ATOMIC_ACQUIRE);
+}
+
 void store_counters_add(struct pd_counters *to, const struct pd_counters *d)
 {
 	for (unsigned i = 0; i < PD_COUNTERS_N; i++)
@@ -876,6 +881,7 @@ int store_close(struct store *st)
 	int rc = 0;
 	if (!st)
 		return 0;
+	__atomic_store_n(&st->closing, true, __ATOMIC_RELEASE);
 	if (!st->readonly) {
 		/* What waits for a commit commits; then the parts finish their
 		 * work (the signer drains, open but unlinked inodes go); one

@@ -358,6 +358,7 @@ struct store {
 	uint64_t lmdb_pages_at_open; /* LMDB's last page when the open had made its writes */
 	uint64_t lmdb_primed; /* LMDB's file primed up to here (store_reserve_lmdb_space) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
+	bool closing;         /* store_close has begun (atomic): store_closing */
 	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */
 	/* A page's path, the order in which the idle pass's window takes a
 	 * pack's pages (blob_compact_cfg.page_key, ctx the store): set at the
@@ -533,6 +534,9 @@ int pd_mdb_err(int rc);
 
 /* Counters: a snapshot of the committed totals. */
 void store_counters(struct store *st, struct pd_counters *out);
+/* Whether store_close has begun: background work that can stop anywhere
+ * (the compactor's passes) stops, rather than hold up the parts' stops. */
+bool store_closing(struct store *st);
 /* Histogram bucket of a refcount (>= 1). */
 unsigned pd_hist_bucket(uint64_t refcount);
 

@@ -36,6 +36,10 @@
 #   PD_WORKDIR       parent of the scratch directory (default /var/tmp)
 #   PD_KEEP=1        keep the scratch directory
 #   PD_COPY_TIMEOUT  seconds before a copy or a check counts as hung (3600)
+#   PD_REST          seconds the cp_dedup store, mounted again after its
+#                    figures, is left at rest for the daemon's idle pass
+#                    (-o idle_compact=1) before its du is taken again
+#                    (default 600: at most; 0: not done)
 #
 # Every figure is printed on its own line as "name: value unit", goals beside
 # the figures they apply to. Timing is never asserted: the exit status is
@@ -61,6 +65,7 @@ default_runs="cp_plain cp_nullfs cp_nodedup cp_dedup tar_plain tar_nullfs tar_no
 uring_on && default_runs="$default_runs cp_devfuse tar_devfuse cp_nulluring tar_nulluring"
 RUNS=${PD_BENCH_RUNS:-$default_runs}
 COPY_TIMEOUT=${PD_COPY_TIMEOUT:-3600}
+REST=${PD_REST:-600}
 RSS_SLACK_MB=64
 STORED_SLACK=1.02
 
@@ -282,6 +287,31 @@ sample_rss_anon() { # PID FILE
 	echo "$max" >"$2"
 }
 
+# The store of a run mounted again and left at rest until the daemon's
+# idle pass (core/blob/blob.h) has said what it did, at most REST seconds;
+# then its du again: the archive as a crawl that paused leaves it.
+at_rest() { # name store
+	local name=$1 store=$2 i said whole_b waited
+	mkdir -p "$MNT"
+	"$PDFS" "$store" "$MNT" -f -o idle_compact=1,compact_period_ms=500 >"$WORK/rest.log" 2>&1 &
+	daemon_pid=$!
+	for ((i = 0; i < REST * 10; i++)); do
+		grep -q "idle pass" "$WORK/rest.log" && break
+		kill -0 "$daemon_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	waited=$i
+	verify_tree "$MNT" || fail "${name}_at_rest (tree differs after the idle pass)"
+	stop_daemon || { fail "${name}_at_rest"; return; }
+	said=$(grep -o "idle pass.*" "$WORK/rest.log" | head -1)
+	whole_b=$(( $(du -sk "$store" | cut -f1) * 1024 ))
+	echo "${name}_at_rest: ${said:-no idle pass in $REST s}"
+	figure "${name}_du_store_at_rest" "$whole_b" bytes \
+		"packs $(( $(du -sk "$store/packs" | cut -f1) * 1024 )), meta (LMDB) $(( $(du -sk "$store/meta" | cut -f1) * 1024 ))"
+	figure "${name}_du_per_gzip6_at_rest" "$(calc %.4f "$whole_b / $GZIP6_B")" x \
+		"goal <= 0.5: $(met "$whole_b <= 0.5 * $GZIP6_B"); after $(calc %.0f "$waited / 10") s at rest; the tree read back the same"
+}
+
 run() { # name = METHOD_TARGET
 	local name=$1 method=${1%%_*} target=${1#*_} dest store t0 t1 t2 secs rc=0
 	local hwm stats rss_parts anon_peak= sampler=
@@ -399,6 +429,7 @@ run() { # name = METHOD_TARGET
 			"goal <= 0.5: $(met "$whole_b <= 0.5 * $GZIP6_B"); the per-page gzip -6 sum of the distinct pages is $GZIP6_B bytes"
 		figure "${name}_backing_files_per_1000_pages" "$(calc %.3f "$nfiles * 1000 / $pages")" files \
 			"goal <= 1 (plus a bounded number of fixed files): $(met "$nfiles * 1000 / $pages <= 1")"
+		[ "$name" = cp_dedup ] && [ "$REST" != 0 ] && at_rest "$name" "$store"
 		stats=$WORK/stats.json
 		if "$PD" stats "$store" --json >"$stats" 2>"$WORK/stats.err"; then
 			st_b=$(json_num stored_bytes "$stats")

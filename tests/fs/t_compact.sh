@@ -436,42 +436,43 @@ case_lmdb_rewrite() {
 	note "LMDB's file: $full -> $after bytes allocated at the default bound"
 }
 
-# write_sites LIST: 1,200 pages, 48 sites of 25 pages that share their
-# site's template (17 KB of markup and words), under $MNT/siteNN/,
-# written as a crawl of many hosts writes them: a page of each site in
-# turn; LIST gets {name: md5}.
+# write_sites LIST [PREFIX [N]]: 48 sites of N pages (default 25) that
+# share their site's template (17 KB of markup and words), under
+# $MNT/PREFIXNN/ (default site), written as a crawl of many hosts writes
+# them: a page of each site in turn; LIST gets {name: md5} (added to).
 write_sites() {
-	py "$1" <<'EOF'
+	py "$1" "${2:-site}" "${3:-25}" <<'EOF'
 import os, sys, json, random
 from fsutil import *
 M = os.environ["MNT"]
-rnd = random.Random(43)
+P = sys.argv[2]
+rnd = random.Random(P)
 def text(n):
     return " ".join("w%x" % rnd.getrandbits(20) for _ in range(n))
-pages = {}
+pages = json.load(open(sys.argv[1])) if os.path.exists(sys.argv[1]) else {}
 templates = []
 for g in range(48):
-    os.makedirs(M + "/site%02d" % g)
+    os.makedirs(M + "/%s%02d" % (P, g))
     templates.append("<html><head><title>site %d</title></head><body><nav>%s</nav>" % (g, text(2400)))
-for j in range(25):
+for j in range(int(sys.argv[3])):
     for g in range(48):
         body = (templates[g] + "<main>%s</main></body></html>\n" % text(120)).encode()
-        name = "site%02d/page%02d.html" % (g, j)
+        name = "%s%02d/page%02d.html" % (P, g, j)
         write(M + "/" + name, body)
         pages[name] = md5(body)
 json.dump(pages, open(sys.argv[1], "w"))
 EOF
 }
 
-# wait_log PATTERN SECONDS: until the daemon's log has a line matching
-# PATTERN (grep -E), at most SECONDS.
+# wait_log PATTERN SECONDS [N]: until the daemon's log has N (default 1)
+# lines matching PATTERN (grep -E), at most SECONDS.
 wait_log() {
 	local i
 	for i in $(seq 1 $(($2 * 10))); do
-		grep -qE "$1" "$PDFS_LOG" && return 0
+		[ "$(grep -cE "$1" "$PDFS_LOG")" -ge "${3:-1}" ] && return 0
 		sleep 0.1
 	done
-	grep -qE "$1" "$PDFS_LOG"
+	[ "$(grep -cE "$1" "$PDFS_LOG")" -ge "${3:-1}" ]
 }
 
 # The idle pass (blob.h): a mount whose store rests encodes its packs
@@ -480,11 +481,12 @@ wait_log() {
 # sites sharing their templates, the sites in turn: after a second at
 # rest the log says the pass ran, most pages became deltas on their
 # site's pages (the window takes them in path order: in the order written
-# it holds only other sites' pages), the packs'
-# bytes fell by half; another rest does nothing again; one page more (far
-# under BLOB_IDLE_MIN_BYTES) makes no pass and no pack beyond its own;
-# every page reads back through a fresh mount and with tar; fsck --deep is
-# clean.
+# it holds only other sites' pages), the packs' bytes fell by half;
+# another rest does nothing again; one page more (far under
+# BLOB_IDLE_MIN_BYTES) makes no pass and no pack beyond its own; a second
+# batch of sites makes a second pass, which takes the first's small pack
+# again with them (a slow crawl's rests leave one small pack); every page
+# reads back through a fresh mount and with tar; fsck --deep is clean.
 case_idle_pass() {
 	pd_mount delta=off,delta_window=0,idle_compact=1,compact_period_ms=200 || fail mount
 	write_sites "$PD_TMP/sites" || exit 1
@@ -505,6 +507,13 @@ case_idle_pass() {
 	sleep 4
 	[ "$(grep -c "idle pass" "$PDFS_LOG")" = 1 ] || fail "an idle pass for one page: $(grep "idle pass" "$PDFS_LOG")"
 	[ "$(packs_n "$STORE")" -le $((npacks + 2)) ] || fail "one page took $(packs_n "$STORE") - $npacks pack files"
+	write_sites "$PD_TMP/sites" more 4 || exit 1
+	wait_log "$re" 180 2 ||
+		{ pd_show_log "$PDFS_LOG"; fail "no second idle pass in 180 s"; }
+	line=$(grep -E "$re" "$PDFS_LOG" | tail -1)
+	note "$line"
+	[ "$(sed -E "s/.*$re.*/\1/" <<<"$line")" -ge 2 ] || fail "the second pass did not take the first one's pack again"
+	[ "$(packs_n "$STORE")" -le $((npacks + 1)) ] || fail "two rests left $(packs_n "$STORE") pack files, one left $npacks"
 	pd_umount || fail umount
 	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the idle pass"
 	pd_mount -n -s "$STORE" idle_compact=0 || fail remount
@@ -524,10 +533,11 @@ EOF
 
 # An idle pass stops when a page is written: held after its first batch's
 # copies (PD_COMPACT_STOP=copied) until a write comes, it says it stopped;
-# the page written and every other reads back, and fsck --deep is clean.
+# the page written and every other reads back. The next rest's pass, held
+# there too, stops for the unmount. fsck --deep is clean.
 case_idle_pass_stops() {
 	pd_mount delta=off,delta_window=0,idle_compact=0 || fail mount
-	write_sites "$PD_TMP/sites" || exit 1
+	write_sites "$PD_TMP/sites_stop" || exit 1
 	pd_umount || fail umount
 	export PD_COMPACT_STOP=copied
 	pd_mount -n -s "$STORE" idle_compact=1,compact_period_ms=200 || fail remount
@@ -535,8 +545,9 @@ case_idle_pass_stops() {
 	wait_log 'compactor stopped after the step "copied"' 120 || { pd_show_log "$PDFS_LOG"; fail "the idle pass never copied"; }
 	printf '<html>written during the pass</html>\n' >"$MNT/during.html" || fail "write during the pass"
 	wait_log "idle pass stopped, pages written" 60 || { pd_show_log "$PDFS_LOG"; fail "the idle pass did not stop for the write"; }
-	check_all "$PD_TMP/sites" || exit 1
+	check_all "$PD_TMP/sites_stop" || exit 1
 	[ "$(cat "$MNT/during.html")" = "<html>written during the pass</html>" ] || fail "the page written during the pass"
+	wait_log 'compactor stopped after the step "copied"' 120 2 || { pd_show_log "$PDFS_LOG"; fail "no second idle pass"; }
 	pd_umount || fail umount
 	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the stopped pass"
 }
