@@ -489,7 +489,7 @@ wait_log() {
 # reads back through a fresh mount and with tar; fsck --deep is clean.
 case_idle_pass() {
 	pd_mount delta=off,delta_window=0,idle_compact=1,compact_period_ms=200 || fail mount
-	write_sites "$PD_TMP/sites" || exit 1
+	write_sites "$PD_TMP/idle_sites" || exit 1
 	local re="idle pass: ([0-9]+) packs? encoded again at level 9, [0-9]+ records \(([0-9]+) whole pages made deltas by a window of 8\), [0-9]+ bytes smaller; packs ([0-9]+) -> ([0-9]+) bytes allocated"
 	wait_log "$re" 180 || { pd_show_log "$PDFS_LOG"; fail "no idle pass in 180 s"; }
 	local line made before after npacks
@@ -507,7 +507,7 @@ case_idle_pass() {
 	sleep 4
 	[ "$(grep -c "idle pass" "$PDFS_LOG")" = 1 ] || fail "an idle pass for one page: $(grep "idle pass" "$PDFS_LOG")"
 	[ "$(packs_n "$STORE")" -le $((npacks + 2)) ] || fail "one page took $(packs_n "$STORE") - $npacks pack files"
-	write_sites "$PD_TMP/sites" more 4 || exit 1
+	write_sites "$PD_TMP/idle_sites" more 4 || exit 1
 	wait_log "$re" 180 2 ||
 		{ pd_show_log "$PDFS_LOG"; fail "no second idle pass in 180 s"; }
 	line=$(grep -E "$re" "$PDFS_LOG" | tail -1)
@@ -517,14 +517,14 @@ case_idle_pass() {
 	pd_umount || fail umount
 	"$PD_BIN" fsck --deep "$STORE" >/dev/null || fail "fsck --deep after the idle pass"
 	pd_mount -n -s "$STORE" idle_compact=0 || fail remount
-	check_all "$PD_TMP/sites" || exit 1
+	check_all "$PD_TMP/idle_sites" || exit 1
 	[ "$(cat "$MNT/more.html")" = "<html>one page more</html>" ] || fail "the page written after the pass"
-	tar -C "$MNT" -cf "$PD_TMP/sites.tar" . || fail "tar of the mount"
-	mkdir "$PD_TMP/untar" && tar -C "$PD_TMP/untar" -xf "$PD_TMP/sites.tar" || fail "untar"
-	py "$PD_TMP/sites" <<'EOF' || exit 1
+	tar -C "$MNT" -cf "$PD_TMP/idle_sites.tar" . || fail "tar of the mount"
+	mkdir "$PD_TMP/idle_untar" && tar -C "$PD_TMP/idle_untar" -xf "$PD_TMP/idle_sites.tar" || fail "untar"
+	py "$PD_TMP/idle_sites" <<'EOF' || exit 1
 import os, sys, json
 from fsutil import *
-T = os.environ["PD_TMP"] + "/untar"
+T = os.environ["PD_TMP"] + "/idle_untar"
 for name, m in sorted(json.load(open(sys.argv[1])).items()):
     eq(md5(open(T + "/" + name, "rb").read()), m, "content of " + name + " by tar")
 EOF
@@ -537,7 +537,7 @@ EOF
 # there too, stops for the unmount. fsck --deep is clean.
 case_idle_pass_stops() {
 	pd_mount delta=off,delta_window=0,idle_compact=0 || fail mount
-	write_sites "$PD_TMP/sites_stop" || exit 1
+	write_sites "$PD_TMP/sites_stop" site 4 || exit 1
 	pd_umount || fail umount
 	export PD_COMPACT_STOP=copied
 	pd_mount -n -s "$STORE" idle_compact=1,compact_period_ms=200 || fail remount

@@ -380,6 +380,89 @@ static void test_second_cold_pass_keeps_packs(void **state)
 	th_rmdir(dir);
 }
 
+/* Whether pack id is among ids[0..n). */
+static bool has_pack(const uint32_t *ids, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* The idle pass's choice of packs (cfg.skip_marked, blob.h): nothing is
+ * done under min_cold_bytes of records in packs not marked; over it, the
+ * packs are encoded again and marked; with nothing new, a second pass does
+ * nothing; with new pages, a marked pack under a sixteenth of
+ * pack_max_bytes (what the last rest left) is taken again with them, and
+ * one over it is left as it is. Every page reads back, fsck is clean. */
+static void test_idle_pass_choice(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = open_store(dir, true);
+	struct pages p;
+	write_pages(st, &p, 1300);
+	struct blob_compact_cfg c = cfg_cold(9);
+	c.skip_marked = true;
+	c.min_cold_bytes = UINT64_MAX;
+	struct blob_compact_stats d;
+	size_t n0, n1, n2, n3;
+	uint32_t *ids0 = packs_of(st, &n0);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_compacted, 0);
+	uint32_t *ids1 = packs_of(st, &n1);
+	assert_int_equal(n1, n0);
+	assert_memory_equal(ids1, ids0, n0 * sizeof *ids0);
+	free(ids1);
+
+	c.min_cold_bytes = 1;
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.packs_compacted >= 1);
+	ids1 = packs_of(st, &n1);
+	for (size_t i = 0; i < n1; i++) {
+		struct pack_cold m;
+		assert_int_equal(pack_cold_of(st->packs, ids1[i], &m, NULL), 0);
+		assert_int_equal(m.level, 9);
+		assert_false(has_pack(ids0, n0, ids1[i]));
+	}
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_int_equal(d.packs_compacted, 0);
+
+	/* new pages: the small marked packs go with them */
+	char *more = th_page(4242, 3000, "");
+	uint64_t more_ino = th_put_page(st, PD_ROOT_INO, "more.html", more);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.packs_compacted >= n1 + 1);
+	uint32_t *ids2 = packs_of(st, &n2);
+	for (size_t i = 0; i < n1; i++)
+		assert_false(has_pack(ids2, n2, ids1[i]));
+
+	/* a pack limit under the marked packs' size: they stay */
+	assert_int_equal(store_close(st), 0);
+	struct store_opts o = { .compact_share = -1, .delta_window = -1, .pack_max_bytes = 16384 };
+	st = th_reopen(dir, &o);
+	char *last = th_page(4343, 3000, "");
+	uint64_t last_ino = th_put_page(st, PD_ROOT_INO, "last.html", last);
+	assert_int_equal(blob_compact_run(st, &c, &d), 0);
+	assert_true(d.packs_compacted >= 1);
+	uint32_t *ids3 = packs_of(st, &n3);
+	for (size_t i = 0; i < n2; i++)
+		assert_true(has_pack(ids3, n3, ids2[i]));
+	read_all(st, &p);
+	th_read_back(st, more_ino, more);
+	th_read_back(st, last_ino, last);
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	free(ids0);
+	free(ids1);
+	free(ids2);
+	free(ids3);
+	free(more);
+	free(last);
+	free_pages(&p);
+	th_rmdir(dir);
+}
+
 /* The daemon's compactor takes its level from the mount (-o
  * compact_level): the default, a level, or -1 for copies as they are;
  * deltas are never encoded again in its passes. */
@@ -459,6 +542,7 @@ int main(void)
 		cmocka_unit_test(test_unneeded_dictionary_goes),
 		cmocka_unit_test(test_daemon_level_option),
 		cmocka_unit_test(test_second_cold_pass_keeps_packs),
+		cmocka_unit_test(test_idle_pass_choice),
 		cmocka_unit_test(test_crash_after_copies),
 		cmocka_unit_test(test_crash_after_commit),
 	};
