@@ -318,6 +318,19 @@ case_all_twice() {
 # packs shrink against a pass without a window on a copy of the same store;
 # every page reads back through the mount and with tar; fsck --deep is
 # clean; the window's bound is a usage error past BLOB_COLD_WINDOW_MAX.
+# tar_round_trip LIST DIR: the mount written out with tar and unpacked
+# into $PD_TMP/DIR, where every page of LIST (name -> MD5) is the same.
+tar_round_trip() {
+	tar -C "$MNT" -cf "$PD_TMP/$2.tar" . || fail "tar of the mount"
+	mkdir "$PD_TMP/$2" && tar -C "$PD_TMP/$2" -xf "$PD_TMP/$2.tar" || fail "untar"
+	py "$1" "$PD_TMP/$2" <<'EOF'
+import os, sys, json
+from fsutil import *
+for name, m in sorted(json.load(open(sys.argv[1])).items()):
+    eq(md5(open(sys.argv[2] + "/" + name, "rb").read()), m, "content of " + name + " by tar")
+EOF
+}
+
 case_window() {
 	pd_mount delta=off || fail mount
 	py "$PD_TMP/sites" <<'EOF'
@@ -364,15 +377,7 @@ M = os.environ["MNT"]
 for name, m in sorted(json.load(open(sys.argv[1])).items()):
     eq(md5(read(M + "/" + name)), m, "content of " + name)
 EOF
-	tar -C "$MNT" -cf "$PD_TMP/sites.tar" . || fail "tar of the mount"
-	mkdir "$PD_TMP/untar" && tar -C "$PD_TMP/untar" -xf "$PD_TMP/sites.tar" || fail "untar"
-	py "$PD_TMP/sites" <<'EOF' || exit 1
-import os, sys, json
-from fsutil import *
-T = os.environ["PD_TMP"] + "/untar"
-for name, m in sorted(json.load(open(sys.argv[1])).items()):
-    eq(md5(open(T + "/" + name, "rb").read()), m, "content of " + name + " by tar")
-EOF
+	tar_round_trip "$PD_TMP/sites" untar || exit 1
 	pd_umount || fail umount
 }
 
@@ -519,15 +524,7 @@ case_idle_pass() {
 	pd_mount -n -s "$STORE" idle_compact=0 || fail remount
 	check_all "$PD_TMP/idle_sites" || exit 1
 	[ "$(cat "$MNT/more.html")" = "<html>one page more</html>" ] || fail "the page written after the pass"
-	tar -C "$MNT" -cf "$PD_TMP/idle_sites.tar" . || fail "tar of the mount"
-	mkdir "$PD_TMP/idle_untar" && tar -C "$PD_TMP/idle_untar" -xf "$PD_TMP/idle_sites.tar" || fail "untar"
-	py "$PD_TMP/idle_sites" <<'EOF' || exit 1
-import os, sys, json
-from fsutil import *
-T = os.environ["PD_TMP"] + "/idle_untar"
-for name, m in sorted(json.load(open(sys.argv[1])).items()):
-    eq(md5(open(T + "/" + name, "rb").read()), m, "content of " + name + " by tar")
-EOF
+	tar_round_trip "$PD_TMP/idle_sites" idle_untar || exit 1
 	pd_umount || fail umount
 }
 
