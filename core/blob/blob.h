@@ -474,7 +474,7 @@ void blob_compact_memo_free(struct blob_compact_memo *m);
  * too, whole pages tried on a window of BLOB_COLD_WINDOW, each pack's
  * pages in the order of their paths (st->page_key, the archive's), when
  * the packs not marked hold at least BLOB_IDLE_MIN_BYTES (a page now and
- * then is not worth a pass). It stops at the next batch once a page is
+ * then is not worth a pass). It stops at the next record once a page is
  * written or removed (the seals or the pages counted by the commits
  * change), and runs again after the next rest. Its packs are written
  * while writers may come back, so a record the delta step appends before

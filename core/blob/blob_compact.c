@@ -882,11 +882,21 @@ static double thread_cpu_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The id of LMDB's last commit: unchanged while nothing commits (0 when
+ * LMDB cannot say: never at rest then). */
+static uint64_t last_commit(struct store *st)
+{
+	MDB_envinfo info;
+	return store_env_info(st, &info, NULL) ? 0 : info.me_last_txnid;
+}
+
 /* The idle pass, once the store has committed nothing for k->idle_ns and
  * something since the last one (blob.h); what it did goes to the log. */
 static void idle_pass(struct compactor *k)
 {
-	uint64_t txnid = store_last_txnid(k->st), now = pd_clock_ns(CLOCK_MONOTONIC);
+	uint64_t txnid = last_commit(k->st), now = pd_clock_ns(CLOCK_MONOTONIC);
+	if (!txnid)
+		return;
 	if (txnid != k->quiet_txnid) {
 		k->quiet_txnid = txnid;
 		k->quiet_since = now;
@@ -900,7 +910,7 @@ static void idle_pass(struct compactor *k)
 	double cpu0 = thread_cpu_seconds();
 	struct blob_compact_stats d;
 	int rc = blob_compact_run(k->st, &k->idle_cfg, &d);
-	k->rested_txnid = k->quiet_txnid = store_last_txnid(k->st);
+	k->rested_txnid = k->quiet_txnid = last_commit(k->st);
 	k->quiet_since = pd_clock_ns(CLOCK_MONOTONIC);
 	if (rc == -ECANCELED && compactor_stopping(k))
 		return; /* the close: the next mount's rest finishes it */

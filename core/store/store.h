@@ -661,7 +661,5 @@ struct store_lmdb_readers {
 	uint64_t last_txnid;   /* the last commit */
 };
 int store_lmdb_readers(MDB_env *env, struct store_lmdb_readers *r);
-/* The id of LMDB's last commit: unchanged while nothing is committed. */
-uint64_t store_last_txnid(struct store *st);
 
 #endif

@@ -356,12 +356,6 @@ static int reader_line(const char *msg, void *ctx)
 	return 0;
 }
 
-uint64_t store_last_txnid(struct store *st)
-{
-	MDB_envinfo info;
-	return mdb_env_info(st->env, &info) ? 0 : info.me_last_txnid;
-}
-
 int store_lmdb_readers(MDB_env *env, struct store_lmdb_readers *r)
 {
 	MDB_envinfo info;
