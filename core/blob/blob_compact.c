@@ -875,13 +875,6 @@ static bool idle_pass_stopping(void *ctx)
 	return now.seals != k->at_start.seals || now.pages != k->at_start.pages;
 }
 
-static double thread_cpu_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The id of LMDB's last commit: unchanged while nothing commits (0 when
  * LMDB cannot say: never at rest then). */
 static uint64_t last_commit(struct store *st)
@@ -907,7 +900,7 @@ static void idle_pass(struct compactor *k)
 	store_counters(k->st, &k->at_start);
 	struct blob_pack_usage before, after;
 	blob_pack_usage(k->st, &before);
-	double cpu0 = thread_cpu_seconds();
+	uint64_t cpu0 = pd_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	struct blob_compact_stats d;
 	int rc = blob_compact_run(k->st, &k->idle_cfg, &d);
 	k->rested_txnid = k->quiet_txnid = last_commit(k->st);
@@ -930,7 +923,7 @@ static void idle_pass(struct compactor *k)
 		d.packs_compacted == 1 ? "" : "s", k->idle_cfg.cold.level, (unsigned long long)d.records_cold,
 		(unsigned long long)d.records_window, k->idle_cfg.cold.window,
 		(unsigned long long)d.bytes_cold_saved, (unsigned long long)before.allocated,
-		(unsigned long long)after.allocated, thread_cpu_seconds() - cpu0);
+		(unsigned long long)after.allocated, (double)(pd_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0) / 1e9);
 	fflush(stderr);
 }
 

@@ -47,6 +47,7 @@
 # ingested tree differs from the corpus.
 set -uo pipefail
 export LC_ALL=C
+. "$(dirname "$0")/bench_lib.sh" # calc, sample_rss_anon
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-build/release}" 2>/dev/null && pwd) || { echo "bench-fs: no build directory ${1:-build/release}" >&2; exit 2; }
@@ -122,7 +123,6 @@ trap 'exit 130' INT TERM
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 
 drop_caches() {
 	sync
@@ -278,32 +278,22 @@ json_num() { # key file
 # image), which the kernel takes back under pressure; the goal of the
 # issue is on RssAnon. Sampled every 50 ms into FILE until the process
 # goes or FILE.stop appears.
-sample_rss_anon() { # PID FILE
-	local max=0 v
-	while [ ! -e "$2.stop" ] && v=$(awk '/^RssAnon:/ { print $2 }' "/proc/$1/status" 2>/dev/null) && [ -n "$v" ]; do
-		[ "$v" -gt "$max" ] && max=$v
-		sleep 0.05
-	done
-	echo "$max" >"$2"
-}
-
 # The store of a run mounted again and left at rest until the daemon's
 # idle pass (core/blob/blob.h) has said what it did, at most REST seconds;
 # then its du again: the archive as a crawl that paused leaves it.
 at_rest() { # name store
 	local name=$1 store=$2 i said whole_b waited
-	mkdir -p "$MNT"
-	"$PDFS" "$store" "$MNT" -f -o idle_compact=1,compact_period_ms=500 >"$WORK/rest.log" 2>&1 &
-	daemon_pid=$!
+	PD_MOUNT_OPTS="${PD_MOUNT_OPTS:-} -o idle_compact=1,compact_period_ms=500" start_daemon "$store" dedup ||
+		{ fail "${name}_at_rest (mount)"; return; }
 	for ((i = 0; i < REST * 10; i++)); do
-		grep -q "idle pass" "$WORK/rest.log" && break
+		grep -q "idle pass" "$WORK/daemon.log" && break
 		kill -0 "$daemon_pid" 2>/dev/null || break
 		sleep 0.1
 	done
 	waited=$i
 	verify_tree "$MNT" || fail "${name}_at_rest (tree differs after the idle pass)"
 	stop_daemon || { fail "${name}_at_rest"; return; }
-	said=$(grep -o "idle pass.*" "$WORK/rest.log" | head -1)
+	said=$(grep -o "idle pass.*" "$WORK/daemon.log" | head -1)
 	whole_b=$(( $(du -sk "$store" | cut -f1) * 1024 ))
 	echo "${name}_at_rest: ${said:-no idle pass in $REST s}"
 	figure "${name}_du_store_at_rest" "$whole_b" bytes \

@@ -16,7 +16,7 @@
 # main thread and libfuse's workers), the daemon's minor page faults per
 # page (/usr/bin/time: anonymous memory touched for the first time, each
 # a trap, a zeroed page and a page-table entry) and the peak of its
-# RssAnon (sampled every 0.1 s from /proc/PID/status while it runs). Then
+# RssAnon (sampled every 50 ms from /proc/PID/status while it runs). Then
 # the ratios of every build's median against the first build's.
 #
 # Environment:
@@ -61,6 +61,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+. "$(dirname "$0")/bench_lib.sh" # sample_rss_anon
 calc() { awk "BEGIN { printf \"$1\n\", $2 }"; }
 now() { date +%s.%N; }
 
@@ -98,14 +99,7 @@ run_one() { # build-index round
 		sed 's/^/  /' "$WORK/daemon.log" >&2
 		return 1
 	fi
-	# the peak of RssAnon, sampled until the daemon exits
-	(
-		peak=0
-		while a=$(awk '/^RssAnon:/ { print $2 }' "/proc/$daemon_pid/status" 2>/dev/null) && [ -n "$a" ]; do
-			[ "$a" -gt "$peak" ] && peak=$a && echo "$peak" >"$WORK/peak"
-			sleep 0.1
-		done
-	) &
+	sample_rss_anon "$daemon_pid" "$WORK/peak" & # until the daemon exits
 	local peak_pid=$!
 	local perf_pid=""
 	if [ -n "${PD_PERF:-}" ]; then

@@ -11,6 +11,10 @@
 #   du_b PATH         the disk bytes of PATH (du -sk, times 1024)
 #   gzip_sum DIR      the per-page gzip -6 sum of DIR's distinct files (one
 #                     member a page, what a WARC.gz holds)
+#   sample_rss_anon PID FILE
+#                     the highest RssAnon (KiB) of process PID, sampled
+#                     every 50 ms, written to FILE once PID is gone or
+#                     FILE.stop exists
 #   distinct_copy DIR GLOB DEST
 #                     DIR's distinct files (by MD5) whose names match GLOB
 #                     copied under DEST at the same paths, in path order
@@ -36,6 +40,14 @@ du_b() { echo $(( $(du -sk "$1" | cut -f1) * 1024 )); }
 gzip_sum() {
 	(cd "$1" && find . -type f -print0 | xargs -0 md5sum | sort -u -k1,1 | cut -c35- |
 		while IFS= read -r f; do gzip -6c -- "$f" | wc -c; done | awk '{ s += $1 } END { printf "%d", s }')
+}
+sample_rss_anon() { # PID FILE
+	local max=0 v
+	while [ ! -e "$2.stop" ] && v=$(awk '/^RssAnon:/ { print $2 }' "/proc/$1/status" 2>/dev/null) && [ -n "$v" ]; do
+		[ "$v" -gt "$max" ] && max=$v
+		sleep 0.05
+	done
+	echo "$max" >"$2"
 }
 distinct_copy() {
 	local list
