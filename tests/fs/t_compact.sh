@@ -195,6 +195,17 @@ print("now %d live, %d in dictionaries, %d beyond" % (p["live_bytes"], p["dictio
 	pd_umount || fail umount
 }
 
+# wait_log PATTERN SECONDS [N]: until the daemon's log has N (default 1)
+# lines matching PATTERN (grep -E), at most SECONDS.
+wait_log() {
+	local i
+	for i in $(seq 1 $(($2 * 10))); do
+		[ "$(grep -cE "$1" "$PDFS_LOG")" -ge "${3:-1}" ] && return 0
+		sleep 0.1
+	done
+	[ "$(grep -cE "$1" "$PDFS_LOG")" -ge "${3:-1}" ]
+}
+
 # crash_at STEP: the daemon's compactor stops after STEP; SIGKILL there.
 # The pages are written with no nursery, so that each one's record is in
 # the main pack at its close: with a nursery, a page deleted before the
@@ -208,12 +219,7 @@ crash_at() {
 	export PD_COMPACT_STOP=$step
 	pd_mount -n -s "$STORE" compact_period_ms=200,compact_min_kb=64 || fail remount
 	unset PD_COMPACT_STOP
-	local i
-	for i in $(seq 1 600); do
-		grep -q "compactor stopped after the step \"$step\"" "$PDFS_LOG" && break
-		sleep 0.1
-	done
-	grep -q "compactor stopped after the step \"$step\"" "$PDFS_LOG" || { pd_show_log "$PDFS_LOG"; fail "the compactor never reached $step"; }
+	wait_log "compactor stopped after the step \"$step\"" 60 || { pd_show_log "$PDFS_LOG"; fail "the compactor never reached $step"; }
 	kill -KILL "$PDFS_PID"
 	fusermount3 -u -z "$MNT" 2>/dev/null
 	pd_wait_rc "$PDFS_RC" 20 || fail "the killed daemon's wrapper did not end"
@@ -467,17 +473,6 @@ for j in range(int(sys.argv[3])):
         pages[name] = md5(body)
 json.dump(pages, open(sys.argv[1], "w"))
 EOF
-}
-
-# wait_log PATTERN SECONDS [N]: until the daemon's log has N (default 1)
-# lines matching PATTERN (grep -E), at most SECONDS.
-wait_log() {
-	local i
-	for i in $(seq 1 $(($2 * 10))); do
-		[ "$(grep -cE "$1" "$PDFS_LOG")" -ge "${3:-1}" ] && return 0
-		sleep 0.1
-	done
-	[ "$(grep -cE "$1" "$PDFS_LOG")" -ge "${3:-1}" ]
 }
 
 # The idle pass (blob.h): a mount whose store rests encodes its packs
