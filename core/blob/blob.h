@@ -456,7 +456,7 @@ int blob_compact_pack(struct store *st, uint32_t id, const struct blob_compact_c
 		      struct blob_compact_stats *done);
 void blob_compact_memo_free(struct blob_compact_memo *m);
 /* The thread that runs blob_compact_run every compact_period_ms
- * (blob_part: started by a writable open unless compact_share < 0,
+ * (blob_compactor.c; blob_part: started by a writable open unless compact_share < 0,
  * stopped at close).
  *
  * The idle pass. A crawl's pages get their final records from the delta

@@ -52,7 +52,7 @@ static unsigned sweep_orphan_blobs(struct store *st)
 
 /* Packs with nothing live in them (a compaction stopped between its last
  * commit and the removal, or records whose commits never came) go now,
- * and the compactor starts (blob_compact.c). */
+ * and the compactor starts (blob_compactor.c). */
 static int blob_part_start(struct store *st, bool clean, char err[PD_ERRLEN])
 {
 	(void)err;

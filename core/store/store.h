@@ -359,7 +359,7 @@ struct store {
 	uint64_t lmdb_primed; /* LMDB's file primed up to here (store_reserve_lmdb_space) */
 	bool unlinks_failed;  /* a blob file outlived its record (atomic) */
 	bool closing;         /* store_close has begun (atomic): store_closing */
-	void *blob_compact;   /* the compactor's thread (blob_compact.c; blob_part) */
+	void *blob_compact;   /* the compactor's thread (blob_compactor.c; blob_part) */
 	/* A page's path, the order in which the idle pass's window takes a
 	 * pack's pages (blob_compact_cfg.page_key, ctx the store): set at the
 	 * open by the archive, which knows the names; NULL: the packs' order. */
