@@ -336,6 +336,14 @@ static int open_store(struct fsck *f, char err[512])
 	if (rc)
 		return rc;
 	mdb_env_set_maxdbs(s->env, PD_MAX_DBS); /* as store.c */
+	/* as store_open: a store a power cut left goes back to its checkpoint */
+	char note[PD_ERRLEN];
+	if ((rc = store_ckpt_recover(f->dir, note)) < 0) {
+		snprintf(err, 512, "cannot read the checkpoint of %s: %s", f->dir, strerror(-rc));
+		return rc;
+	}
+	if (rc > 0)
+		fprintf(stderr, "pagededup: %s\n", note);
 	if (f->writable) /* room for the repair; the map is only reserved */
 		mdb_env_set_mapsize(s->env, (size_t)sb.st_size * 2 + (1ull << 30));
 	snprintf(path, sizeof path, "%s/meta", f->dir);

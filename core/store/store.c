@@ -312,7 +312,7 @@ static struct store *store_alloc(const char *dir)
 	if (!st)
 		return NULL;
 	st->dir = strdup(dir);
-	st->dirfd = st->lockfd = -1;
+	st->dirfd = st->lockfd = st->ckpt_fd = st->ckpt_data_fd = -1;
 	pthread_rwlockattr_t ra;
 	pthread_rwlockattr_init(&ra);
 	/* Writer preference: a map resize must not starve behind readers. */
@@ -355,6 +355,7 @@ static void store_free(struct store *st)
 			st->parts[i]->release(st);
 	gf_close(st->gf);
 	pack_set_close(st->packs);
+	store_ckpt_close(st); /* its read transaction before the environment */
 	if (st->env)
 		mdb_env_close(st->env);
 	if (st->dirfd >= 0)
@@ -589,27 +590,45 @@ static void remove_staging(struct store *st)
 	closedir(d);
 }
 
+/* A checkpoint's syncs (store_ckpt.c): the file system of the store, as
+ * ext4 commits its journal (blob files, packs, LMDB), or the store's own
+ * files for an fsync(2) (store_sync). */
+static int sync_whole_fs(struct store *st)
+{
+	if (syncfs(st->dirfd))
+		return -errno;
+	return pd_mdb_err(mdb_env_sync(st->env, 1));
+}
+
+int store_sync_files(struct store *st)
+{
+	int rc = st->packs ? pack_sync(st->packs) : 0;
+	return rc ? rc : pd_mdb_err(mdb_env_sync(st->env, 1));
+}
+
 static void *sync_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "pd-sync"); /* its CPU apart in /proc/PID/task */
 	struct store *st = arg;
 	unsigned ms = st->opts.sync_ms ? st->opts.sync_ms : 1000;
+	/* Every ms from the start of the last sync, not from its end: a
+	 * commit waits for the next checkpoint's capture at most ms, then
+	 * for that sync (store_ckpt.c), whatever the last sync took. */
+	uint64_t took = 0, period = (uint64_t)ms * 1000000u;
 	pthread_mutex_lock(&st->sync_mu);
 	while (!st->sync_stop) {
-		struct timespec ts = pd_deadline_ns(CLOCK_REALTIME, (uint64_t)ms * 1000000u);
+		struct timespec ts = pd_deadline_ns(CLOCK_REALTIME, took < period ? period - took : 0);
 		pthread_cond_timedwait(&st->sync_cv, &st->sync_mu, &ts);
 		if (st->sync_stop)
 			break;
 		pthread_mutex_unlock(&st->sync_mu);
+		uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
 		/* what store_write_later left waits no longer than a sync */
 		store_settle(st);
 		/* Blob files first, then the records that name them; then the
 		 * records the commits so far left dead. */
-		pthread_mutex_lock(&st->sync_run_mu);
-		struct store_punches dead = store_punches_take(st);
-		syncfs(st->dirfd);
-		store_punches_settle(st, &dead, mdb_env_sync(st->env, 1) == 0);
-		pthread_mutex_unlock(&st->sync_run_mu);
+		store_checkpoint(st, sync_whole_fs);
+		took = pd_clock_ns(CLOCK_MONOTONIC) - t0;
 		pthread_mutex_lock(&st->sync_mu);
 	}
 	pthread_mutex_unlock(&st->sync_mu);
@@ -702,6 +721,37 @@ static uint64_t lmdb_last_page(struct store *st)
 	return store_env_info(st, &info, NULL) ? 0 : (uint64_t)info.me_last_pgno;
 }
 
+/* A store whose last run lost its page cache goes back to its last
+ * checkpoint before LMDB opens (store_ckpt.c); said on stderr. */
+static int recover_checkpoint(const char *dir, char err[PD_ERRLEN])
+{
+	char note[PD_ERRLEN];
+	int rc = store_ckpt_recover(dir, note);
+	if (rc > 0)
+		fprintf(stderr, "pagededup: %s\n", note);
+	else if (rc < 0)
+		snprintf(err, PD_ERRLEN, "cannot read the checkpoint of %s (%s/meta/ckpt): %s", dir, dir, strerror(-rc));
+	return rc < 0 ? rc : 0;
+}
+
+/* A writable open: without durable commits, a first checkpoint before any
+ * commit of this run (a killed run's last commits made durable, or the
+ * clean close's state kept); with them, the file says there is nothing to
+ * restore, and no checkpoint is taken. */
+static int start_checkpoints(struct store *st, char err[PD_ERRLEN])
+{
+	int rc = store_ckpt_open(st);
+	if (!rc && st->opts.sync_blobs) {
+		rc = store_ckpt_mark_closed(st);
+		store_ckpt_close(st);
+	} else if (!rc) {
+		rc = store_checkpoint(st, store_sync_files);
+	}
+	if (rc)
+		snprintf(err, PD_ERRLEN, "cannot keep the checkpoint of %s (%s/meta/ckpt): %s", st->dir, st->dir, strerror(-rc));
+	return rc;
+}
+
 int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,
 	       struct store **out, char err[PD_ERRLEN])
 {
@@ -735,9 +785,13 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 	st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!rc && st->dirfd < 0)
 		rc = -errno;
+	if (!rc)
+		rc = recover_checkpoint(dir, err);
 	if (!rc && (rc = env_open(st, dir, st->readonly, o->sync_blobs, o->mapsize)))
 		snprintf(err, PD_ERRLEN, "cannot open the LMDB environment in %s/meta: %s", dir,
 			 rc == PD_EMAPFULL ? "map full" : strerror(-rc));
+	if (!rc && !st->readonly)
+		rc = start_checkpoints(st, err);
 	bool clean = false;
 	uint64_t gen = 0;
 	if (!rc) {
@@ -772,8 +826,9 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		/* format 7: blobs of one inode keep it in their row */
 		if (!rc)
 			rc = store_blob_inodes_upgrade(st, NULL);
-		if (!rc)
-			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
+		if (!rc) {
+			rc = store_checkpoint(st, store_sync_files);
+		}
 		if (!rc)
 			rc = load_next_ino(st);
 		remove_staging(st);
@@ -903,6 +958,9 @@ int store_close(struct store *st)
 			rc = store_write(st, mark_clean_cb, NULL);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
+		/* all of it on disk: a later open has nothing to restore */
+		if (!rc && parts_rc == 0)
+			rc = store_ckpt_mark_closed(st);
 		if (!rc) {
 			struct store_punches dead = store_punches_take(st);
 			store_punches_settle(st, &dead, true);
@@ -926,14 +984,8 @@ void store_abandon(struct store *st)
 
 int store_sync(struct store *st)
 {
-	pthread_mutex_lock(&st->sync_run_mu);
-	struct store_punches dead = store_punches_take(st);
 	/* the records first, then the commits that name them */
-	int rc = st->packs ? pack_sync(st->packs) : 0;
-	if (!rc)
-		rc = pd_mdb_err(mdb_env_sync(st->env, 1));
-	store_punches_settle(st, &dead, rc == 0);
-	pthread_mutex_unlock(&st->sync_run_mu);
+	int rc = store_checkpoint(st, store_sync_files);
 	return rc;
 }
 

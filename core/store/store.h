@@ -299,6 +299,7 @@ struct store {
 	pthread_mutex_t gc_mu;
 	pthread_cond_t gc_cv;
 	bool gc_leader;
+	pthread_t gc_leader_thread; /* valid while gc_leader */
 	struct store_wreq *gc_head, **gc_tail;
 
 	/* Totals as of the last commit (guarded by gc_mu for writers). */
@@ -318,6 +319,14 @@ struct store {
 	size_t n_punch_wait, cap_punch_wait;
 	uint64_t punched;            /* records punched after their sync (punch_mu) */
 	pthread_mutex_t sync_run_mu; /* one sync with its punches at a time */
+
+	/* The last checkpoint (store_ckpt.c): meta/ckpt, data.mdb read-only,
+	 * the next slot's sequence, and the read transaction that keeps the
+	 * checkpoint's pages from reuse (under sync_run_mu). */
+	int ckpt_fd, ckpt_data_fd;
+	uint32_t ckpt_psize;
+	uint64_t ckpt_seq;
+	MDB_txn *ckpt_pin;
 
 	/* The filter's split thread (store_filter.c). */
 	pthread_t split_thread;
@@ -388,6 +397,12 @@ typedef int (*store_write_fn)(struct wtx *w, void *arg);
  * the given parts (a NULL-terminated list, at most STORE_MAX_PARTS). */
 int store_mkfs(const char *dir, const struct store_params *p, const struct store_part *const *parts,
 	       char err[PD_ERRLEN]);
+/* A store whose last run lost its page cache with commits not yet whole
+ * on disk (a power cut) put back at its last checkpoint (store_ckpt.c):
+ * 1 when it was, what happened in note; 0 when nothing was to do; or
+ * -errno. store_open does it; what opens LMDB by itself (fsck, the LMDB
+ * rewrite) calls it first. */
+int store_ckpt_recover(const char *dir, char note[PD_ERRLEN]);
 /* Open a store with its parts. -ENOENT/-EINVAL/-EPROTO/-EBUSY with a
  * message in err. */
 int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,

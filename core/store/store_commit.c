@@ -517,6 +517,7 @@ static void run_batch(struct store *st, struct store_wreq *head)
 	struct wtx w = { .st = st };
 	struct pd_counters total;
 	int rc;
+	bool checkpointed = false;
 	for (;;) {
 		bool commit_eio = false;
 		w.now = pd_now();
@@ -534,6 +535,18 @@ static void run_batch(struct store *st, struct store_wreq *head)
 			continue;
 		if (rc == PD_EMAPFULL && (rc = grow_map(st)) == 0)
 			continue;
+		/* A full disk: the last checkpoint's reader keeps the pages
+		 * freed since it from reuse (store_ckpt.c), and the dead records
+		 * wait for a sync. A checkpoint now gives both back, and the
+		 * batch is tried once more. */
+		if (rc == -ENOSPC && !checkpointed && st->ckpt_pin) {
+			checkpointed = true;
+			pthread_rwlock_rdlock(&st->map_lock); /* held, as inside a commit */
+			int crc = store_checkpoint(st, store_sync_files);
+			pthread_rwlock_unlock(&st->map_lock);
+			if (!crc)
+				continue;
+		}
 		break;
 	}
 	if (rc == -ENOSPC && several(head)) {
@@ -609,6 +622,7 @@ int store_write(struct store *st, store_write_fn fn, void *arg)
 		}
 		/* Lead: take every queued request and commit them together. */
 		st->gc_leader = true;
+		st->gc_leader_thread = pthread_self();
 		struct store_wreq *batch = st->gc_head;
 		st->gc_head = NULL;
 		st->gc_tail = &st->gc_head;
@@ -621,6 +635,30 @@ int store_write(struct store *st, store_write_fn fn, void *arg)
 	}
 	pthread_mutex_unlock(&st->gc_mu);
 	return req.rc;
+}
+
+bool store_commits_hold(struct store *st)
+{
+	pthread_mutex_lock(&st->gc_mu);
+	bool nested = st->gc_leader && pthread_equal(st->gc_leader_thread, pthread_self());
+	while (!nested && st->gc_leader)
+		pthread_cond_wait(&st->gc_cv, &st->gc_mu);
+	if (!nested) {
+		st->gc_leader = true;
+		st->gc_leader_thread = pthread_self();
+	}
+	pthread_mutex_unlock(&st->gc_mu);
+	return nested;
+}
+
+void store_commits_release(struct store *st, bool nested)
+{
+	if (nested)
+		return;
+	pthread_mutex_lock(&st->gc_mu);
+	st->gc_leader = false;
+	pthread_cond_broadcast(&st->gc_cv);
+	pthread_mutex_unlock(&st->gc_mu);
 }
 
 int store_write_later(struct store *st, store_write_fn fn, void (*done)(void *arg, int rc), void *arg)

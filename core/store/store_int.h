@@ -64,4 +64,29 @@ struct store_punches {
 struct store_punches store_punches_take(struct store *st);
 void store_punches_settle(struct store *st, struct store_punches *p, bool synced);
 
+/* No commit runs from store_commits_hold until store_commits_release: the
+ * caller leads the group commit with nothing to commit. Called by the
+ * leader itself (inside a commit's callback) it holds them already: true,
+ * and the release does nothing. */
+bool store_commits_hold(struct store *st);
+void store_commits_release(struct store *st, bool nested);
+
+/* Checkpoints for a power cut (store_ckpt.c, where the why is).
+ *   store_ckpt_recover   (store.h) before LMDB opens
+ *   store_ckpt_open      a writable open's file and descriptors
+ *   store_checkpoint     capture the last commit, sync_files(st), write
+ *                        the checkpoint, punch what it made durable dead
+ *                        (takes sync_run_mu; a commit's leader may call it)
+ *   store_ckpt_mark_closed  a clean close (or durable commits): nothing
+ *                        to restore
+ *   store_ckpt_close     descriptors and the read transaction let go */
+enum { CKPT_OPEN = 1, CKPT_CLOSED = 2 };
+/* The store's own files synced (the packs, then LMDB): an fsync's
+ * checkpoint, the open's and a full disk's (store.c). */
+int store_sync_files(struct store *st);
+int store_ckpt_open(struct store *st);
+int store_checkpoint(struct store *st, int (*sync_files)(struct store *st));
+int store_ckpt_mark_closed(struct store *st);
+void store_ckpt_close(struct store *st);
+
 #endif

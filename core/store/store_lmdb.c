@@ -278,6 +278,15 @@ void store_lmdb_drop_leftover(int dirfd)
 int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char err[PD_ERRLEN])
 {
 	int lockfd, rc = lock_store(dir, &lockfd, err);
+	/* a store a power cut left: its checkpoint first, as store_open */
+	char note[PD_ERRLEN];
+	int crc = rc ? 0 : store_ckpt_recover(dir, note);
+	if (crc > 0)
+		fprintf(stderr, "pagededup: %s\n", note);
+	if (crc < 0) {
+		snprintf(err, PD_ERRLEN, "cannot read the checkpoint of %s: %s", dir, strerror(-crc));
+		rc = crc;
+	}
 	if (!rc)
 		rc = compact_held(dir, before, after, err);
 	if (lockfd >= 0)

@@ -1191,6 +1191,39 @@ def cmd_whois(o):
     return 0
 
 
+def cmd_ckpt_time(o):
+    """When the store's checkpoint (core/store/store_ckpt.c) was taken, in
+    seconds of CLOCK_MONOTONIC, as the writers' journals count time: the
+    newest valid slot of meta/ckpt, which must be an open one (a mount
+    without sync_blobs keeps it). Read from the file as the disk holds it,
+    with a parser of its own: the layout the header of store_ckpt.c gives."""
+    import struct
+    data = open(o.file, "rb").read()
+    psize = os.sysconf("SC_PAGE_SIZE")
+    stride = (96 + 2 * psize + 8 + psize - 1) // psize * psize
+    best = None
+    for i in range(2):
+        b = data[i * stride:(i + 1) * stride]
+        end = 96 + 2 * psize
+        if len(b) < end + 8 or b[:8] != b"PDCKPT\0\1":
+            continue
+        state, ps, seq, txn = struct.unpack_from("<IIQQ", b, 8)
+        taken = struct.unpack_from("<Q", b, 88)[0]
+        if ps != psize:
+            continue
+        if best is None or seq > best[0]:
+            best = (seq, state, txn, taken)
+    if best is None:
+        print("no valid checkpoint slot in %s" % o.file, file=sys.stderr)
+        return 1
+    seq, state, txn, taken = best
+    if state != 1:
+        print("the checkpoint of %s is not an open one (state %d)" % (o.file, state), file=sys.stderr)
+        return 1
+    print("%.6f %d" % (taken / 1e9, txn))
+    return 0
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1249,9 +1282,11 @@ def main(argv):
     d.add_argument("--cut-file", required=True)
     d.add_argument("--keep", type=float, default=0.0)
     d.add_argument("--seed", type=int, default=0)
+    ck = sub.add_parser("ckpt-time")
+    ck.add_argument("file")
     o = ap.parse_args(argv)
     return {"writer": cmd_writer, "verify": cmd_verify, "vdisk": cmd_vdisk, "whois": cmd_whois,
-            "load": cmd_load, "selfcheck": cmd_selfcheck}[o.cmd](o)
+            "load": cmd_load, "selfcheck": cmd_selfcheck, "ckpt-time": cmd_ckpt_time}[o.cmd](o)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@
 #                         cache that writes back out of order)
 #   powercut_default      PD_DEFAULT_CYCLES (15) cuts 2-4 s into a run
 #                         without sync_blobs: the README promises that such
-#                         a cut loses at most the commits of the last
-#                         sync_ms (1000 ms; 500 ms more are allowed for the
-#                         sync itself); what completed before must be
-#                         there, later operations may be lost as a whole,
-#                         in order, and the store must be clean
+#                         a cut loses at most the commits since the last
+#                         checkpoint (every sync_ms, 1000 ms here, and the
+#                         time its sync takes; core/store/store_ckpt.c):
+#                         what completed before that checkpoint was taken
+#                         must be there, later operations may be lost as a
+#                         whole, in order, and the store must be clean
 #
 # The seed is printed; replay with PD_SEED=N (and PD_ONLY=case).
 PD_CRASH_LIB=1 . "$(dirname "$0")/../fs/t_crash.sh"
@@ -29,7 +30,7 @@ case_powercut_reordered() {
 	PD_POWER_KEEP=${PD_POWER_KEEP:-0.5} crash_power "${PD_REORDER_CYCLES:-25}" "${PD_CRASH_WRITERS:-3}" 200 1500 sync_blobs
 }
 case_powercut_default() {
-	crash_power "${PD_DEFAULT_CYCLES:-15}" "${PD_CRASH_WRITERS:-3}" 2000 4000 sync_ms=1000 1.5
+	crash_power "${PD_DEFAULT_CYCLES:-15}" "${PD_CRASH_WRITERS:-3}" 2000 4000 sync_ms=1000 ckpt
 }
 
 PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-900}

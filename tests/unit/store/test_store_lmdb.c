@@ -234,15 +234,16 @@ static void test_format3_rows_converted(void **state)
 	th_rmdir(dir);
 }
 
-/* Fewer pages than a dictionary's first training takes, and none of the
- * store's threads: a test's readers are the only ones. */
+/* Fewer pages than a dictionary's first training takes, none of the
+ * store's threads, and durable commits (no checkpoint's read transaction,
+ * store_ckpt.c): a test's readers are the only ones. */
 enum { READER_PAGES = 400 };
 
 static struct store *store_for_readers(char **dir)
 {
 	*dir = th_tmpdir();
 	struct store_opts o = { .no_split_thread = true, .no_sign_thread = true, .no_delta_thread = true,
-				.compact_share = -1 };
+				.compact_share = -1, .sync_blobs = true };
 	struct store *st = th_store(*dir, NULL, &o);
 	fill(st, 0, READER_PAGES);
 	return st;
