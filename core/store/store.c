@@ -735,9 +735,10 @@ static int recover_checkpoint(const char *dir, char err[PD_ERRLEN])
 }
 
 /* A writable open: without durable commits, a first checkpoint before any
- * commit of this run (a killed run's last commits made durable, or the
- * clean close's state kept); with them, the file says there is nothing to
- * restore, and no checkpoint is taken. */
+ * commit of this run (a killed run's last commits made durable, with the
+ * pack records they name, which the packs of this run do not know: the
+ * whole file system synced; or the clean close's state kept); with them,
+ * the file says there is nothing to restore, and no checkpoint is taken. */
 static int start_checkpoints(struct store *st, char err[PD_ERRLEN])
 {
 	int rc = store_ckpt_open(st);
@@ -745,7 +746,7 @@ static int start_checkpoints(struct store *st, char err[PD_ERRLEN])
 		rc = store_ckpt_mark_closed(st);
 		store_ckpt_close(st);
 	} else if (!rc) {
-		rc = store_checkpoint(st, store_sync_files);
+		rc = store_checkpoint(st, sync_whole_fs);
 	}
 	if (rc)
 		snprintf(err, PD_ERRLEN, "cannot keep the checkpoint of %s (%s/meta/ckpt): %s", st->dir, st->dir, strerror(-rc));
@@ -826,9 +827,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		/* format 7: blobs of one inode keep it in their row */
 		if (!rc)
 			rc = store_blob_inodes_upgrade(st, NULL);
-		if (!rc) {
+		if (!rc)
 			rc = store_checkpoint(st, store_sync_files);
-		}
 		if (!rc)
 			rc = load_next_ino(st);
 		remove_staging(st);
@@ -985,8 +985,7 @@ void store_abandon(struct store *st)
 int store_sync(struct store *st)
 {
 	/* the records first, then the commits that name them */
-	int rc = store_checkpoint(st, store_sync_files);
-	return rc;
+	return store_checkpoint(st, store_sync_files);
 }
 
 static uint64_t punched_so_far(struct store *st)
