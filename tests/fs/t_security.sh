@@ -363,7 +363,8 @@ for d, dirs, files in os.walk(S):
     for n in dirs + files:
         check(tok not in n and not n.startswith(".."), "a client's name in the store: %r" % os.path.join(d, n))
 for d in os.listdir(os.path.join(S, "meta")):
-    check(d.endswith(".mdb"), "meta/%r is not an LMDB file" % d)
+    # LMDB's files, and the checkpoint (core/store/store_ckpt.c)
+    check(d.endswith(".mdb") or d == "ckpt", "meta/%r is neither an LMDB file nor the checkpoint" % d)
 EOF
 	local out
 	out=$(find / /tmp /etc "$PD_TMP" -xdev -maxdepth 4 -name "*$2*" 2>/dev/null | head)
