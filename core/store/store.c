@@ -781,13 +781,14 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 	st->opts = *o;
 	st->readonly = o->readonly;
 	int rc = set_parts(st, parts);
+	/* before the lock: the recovery takes it for its own while */
+	if (!rc)
+		rc = recover_checkpoint(dir, err);
 	if (!rc && !st->readonly)
 		rc = take_lock(st, err);
 	st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!rc && st->dirfd < 0)
 		rc = -errno;
-	if (!rc)
-		rc = recover_checkpoint(dir, err);
 	if (!rc && (rc = env_open(st, dir, st->readonly, o->sync_blobs, o->mapsize)))
 		snprintf(err, PD_ERRLEN, "cannot open the LMDB environment in %s/meta: %s", dir,
 			 rc == PD_EMAPFULL ? "map full" : strerror(-rc));

@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -239,11 +240,25 @@ int store_ckpt_recover(const char *dir, char note[PD_ERRLEN])
 	char path[4096];
 	if (snprintf(path, sizeof path, "%s/meta", dir) >= (int)sizeof path)
 		return -ENAMETOOLONG;
-	int metafd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* Never under a running daemon, whatever the page cache seems to say
+	 * (a store on a file system without one): the store's lock, as
+	 * store_open takes it, held for the recovery; busy, nothing is done. */
+	char lock[4200];
+	snprintf(lock, sizeof lock, "%s/lock", dir);
+	int lockfd = open(lock, O_RDONLY | O_CLOEXEC);
+	if (lockfd >= 0 && flock(lockfd, LOCK_EX | LOCK_NB)) {
+		close(lockfd);
+		return 0;
+	}
+	int rc = 0, metafd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (metafd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	int rc = recover_in(metafd, dir, note);
-	close(metafd);
+		rc = errno == ENOENT ? 0 : -errno;
+	else
+		rc = recover_in(metafd, dir, note);
+	if (metafd >= 0)
+		close(metafd);
+	if (lockfd >= 0)
+		close(lockfd);
 	return rc;
 }
 
@@ -263,6 +278,19 @@ int store_ckpt_open(struct store *st)
 		rc = -errno;
 	/* the numbering goes on from the file's newest slot */
 	uint64_t stride = CKPT_SLOT(st->ckpt_psize);
+	/* Both slots' blocks taken now: a checkpoint written later only
+	 * overwrites them, and a full disk cannot refuse it (the compactor's
+	 * and the close's syncs are checkpoints). */
+	struct stat sb;
+	if (!rc && fstat(st->ckpt_fd, &sb))
+		rc = -errno;
+	if (!rc && (uint64_t)sb.st_size < 2 * stride) {
+		uint8_t *zero = calloc(1, 2 * stride);
+		rc = zero ? fd_pwrite_all(st->ckpt_fd, zero + sb.st_size, 2 * stride - (uint64_t)sb.st_size, (uint64_t)sb.st_size) : -ENOMEM;
+		free(zero);
+		if (!rc && fdatasync(st->ckpt_fd))
+			rc = -errno;
+	}
 	uint8_t *buf = rc ? NULL : malloc(2 * stride);
 	if (!rc && !buf)
 		rc = -ENOMEM;

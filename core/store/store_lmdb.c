@@ -277,16 +277,17 @@ void store_lmdb_drop_leftover(int dirfd)
 
 int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char err[PD_ERRLEN])
 {
-	int lockfd, rc = lock_store(dir, &lockfd, err);
-	/* a store a power cut left: its checkpoint first, as store_open */
+	/* a store a power cut left: its checkpoint first, as store_open
+	 * (before the lock, which the recovery takes for its own while) */
 	char note[PD_ERRLEN];
-	int crc = rc ? 0 : store_ckpt_recover(dir, note);
+	int crc = store_ckpt_recover(dir, note);
 	if (crc > 0)
 		fprintf(stderr, "pagededup: %s\n", note);
 	if (crc < 0) {
 		snprintf(err, PD_ERRLEN, "cannot read the checkpoint of %s: %s", dir, strerror(-crc));
-		rc = crc;
+		return crc;
 	}
+	int lockfd, rc = lock_store(dir, &lockfd, err);
 	if (!rc)
 		rc = compact_held(dir, before, after, err);
 	if (lockfd >= 0)
