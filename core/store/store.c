@@ -618,9 +618,11 @@ static void *sync_main(void *arg)
 	pthread_mutex_lock(&st->sync_mu);
 	while (!st->sync_stop) {
 		struct timespec ts = pd_deadline_ns(CLOCK_REALTIME, took < period ? period - took : 0);
-		pthread_cond_timedwait(&st->sync_cv, &st->sync_mu, &ts);
+		if (!st->sync_kick)
+			pthread_cond_timedwait(&st->sync_cv, &st->sync_mu, &ts);
 		if (st->sync_stop)
 			break;
+		st->sync_kick = false;
 		pthread_mutex_unlock(&st->sync_mu);
 		uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
 		/* what store_write_later left waits no longer than a sync */
@@ -903,12 +905,33 @@ static bool lmdb_grew(struct store *st)
 	return was && now >= was + was / LMDB_REWRITE_GROWTH;
 }
 
+/* The bytes of LMDB's pages in use: its last page less its free ones,
+ * what a rewrite copies, and so what its time and its room follow. The
+ * file itself may be many times that: the checkpoints' readers keep a
+ * sync interval of freed pages from reuse (store_ckpt.c). 0: LMDB cannot
+ * say. */
+static uint64_t lmdb_bytes_in_use(struct store *st)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	MDB_txn *txn;
+	uint64_t free_pages = 0;
+	if (store_env_info(st, &info, &ms) || mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn))
+		return 0;
+	int rc = store_lmdb_free_pages(txn, 0, &free_pages, NULL);
+	mdb_txn_abort(txn);
+	uint64_t pages = (uint64_t)info.me_last_pgno + 1;
+	return rc || free_pages > pages ? 0 : (pages - free_pages) * ms.ms_psize;
+}
+
 /* LMDB's file written again once the store is closed, its lock still
  * held so that no other process opens it meanwhile (store_opts'
- * lmdb_rewrite_max). A rewrite that fails leaves the old file, which is
- * whole and clean: it is said, and the close still succeeds. */
+ * lmdb_rewrite_max, compared with the bytes in use). A rewrite that fails
+ * leaves the old file, which is whole and clean: it is said, and the
+ * close still succeeds. */
 static void rewrite_lmdb(struct store *st)
 {
+	uint64_t in_use = lmdb_bytes_in_use(st);
 	char *dir = strdup(st->dir);
 	uint64_t max = st->opts.lmdb_rewrite_max;
 	int lockfd = st->lockfd;
@@ -921,7 +944,9 @@ static void rewrite_lmdb(struct store *st)
 	char err[PD_ERRLEN] = "";
 	uint64_t before = 0, after = 0;
 	uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
-	int rc = store_lmdb_rewrite_held(dir, max, &before, &after, err);
+	int rc = in_use ? store_lmdb_rewrite_held(dir, max, in_use, &before, &after, err) : 0;
+	if (!in_use)
+		snprintf(err, sizeof err, "LMDB did not say how many of its pages are in use");
 	if (rc > 0)
 		fprintf(stderr, "pagededupfs: LMDB's file written again at the close: %llu -> %llu bytes allocated in %.2f s\n",
 			(unsigned long long)before, (unsigned long long)after,

@@ -311,6 +311,7 @@ struct store {
 	pthread_mutex_t sync_mu;
 	pthread_cond_t sync_cv;
 	bool sync_stop;
+	bool sync_kick; /* a checkpoint wanted now (store_ckpt_watch) */
 
 	/* Dead pack records whose commit is not durable yet: punched once a
 	 * sync has made it so (store_commit.c, "Punched once durable"). */
@@ -327,6 +328,7 @@ struct store {
 	uint32_t ckpt_psize;
 	uint64_t ckpt_seq;
 	MDB_txn *ckpt_pin;
+	uint64_t ckpt_top; /* LMDB's last page at the capture (atomic) */
 
 	/* The filter's split thread (store_filter.c). */
 	pthread_t split_thread;

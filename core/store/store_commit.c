@@ -549,6 +549,8 @@ static void run_batch(struct store *st, struct store_wreq *head)
 		}
 		break;
 	}
+	if (!rc)
+		store_ckpt_watch(st);
 	if (rc == -ENOSPC && several(head)) {
 		free(w.unlink_after);
 		free(w.punch_after);

@@ -40,14 +40,14 @@ void store_reserve_lmdb_space(struct store *st);
 uint64_t store_lmdb_reserve(uint64_t used);
 
 /* LMDB's file written again at a close (store_opts.lmdb_rewrite_max),
- * the store's lock held by the caller: 1 when rewritten (*before and
- * *after its allocated bytes); 0 when left as it is, why in err (over max
- * bytes, or the disk short of three times its size and
- * LMDB_REWRITE_HEADROOM); or a negative errno with a message in err (the
- * old file untouched). */
+ * the store's lock held by the caller, in_use the bytes of its pages in
+ * use as the store saw them: 1 when rewritten (*before and *after its
+ * allocated bytes); 0 when left as it is, why in err (in_use over max, or
+ * the disk short of three times in_use and LMDB_REWRITE_HEADROOM); or a
+ * negative errno with a message in err (the old file untouched). */
 #define LMDB_REWRITE_HEADROOM (64ull << 20)
 #define LMDB_REWRITE_GROWTH 8 /* a rewrite at a close: the open grew LMDB by 1/8 */
-int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t *before, uint64_t *after, char err[PD_ERRLEN]);
+int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t in_use, uint64_t *before, uint64_t *after, char err[PD_ERRLEN]);
 
 /* The copy a rewrite killed before its rename left in meta/ (store dir
  * open as dirfd), removed; the caller holds the store's lock. */
@@ -79,7 +79,8 @@ void store_commits_release(struct store *st, bool nested);
  *                        (takes sync_run_mu; a commit's leader may call it)
  *   store_ckpt_mark_closed  a clean close (or durable commits): nothing
  *                        to restore
- *   store_ckpt_close     descriptors and the read transaction let go */
+ *   store_ckpt_close     descriptors and the read transaction let go
+ *   store_ckpt_watch     a commit's check of LMDB's growth */
 enum { CKPT_OPEN = 1, CKPT_CLOSED = 2 };
 /* The store's own files synced (the packs, then LMDB): an fsync's
  * checkpoint, the open's and a full disk's (store.c). */
@@ -88,5 +89,8 @@ int store_ckpt_open(struct store *st);
 int store_checkpoint(struct store *st, int (*sync_files)(struct store *st));
 int store_ckpt_mark_closed(struct store *st);
 void store_ckpt_close(struct store *st);
+/* After a commit: a checkpoint now if LMDB's file grew CKPT_EARLY_BYTES
+ * past its last page at the last capture (store_ckpt.c, "Early"). */
+void store_ckpt_watch(struct store *st);
 
 #endif

@@ -295,28 +295,26 @@ int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char 
 	return rc;
 }
 
-int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t *before, uint64_t *after, char err[PD_ERRLEN])
+int store_lmdb_rewrite_held(const char *dir, uint64_t max, uint64_t in_use, uint64_t *before, uint64_t *after, char err[PD_ERRLEN])
 {
 	char data[4200];
 	snprintf(data, sizeof data, "%s/meta/data.mdb", dir);
-	struct stat sb;
-	if (stat(data, &sb)) {
-		snprintf(err, PD_ERRLEN, "cannot stat %s: %s", data, strerror(errno));
+	/* The bound is on the pages in use, which the rewrite reads and
+	 * copies, not on the file: the free pages a sync interval of commits
+	 * left (store_ckpt.c) cost the rewrite nothing. */
+	if (in_use > max) {
+		snprintf(err, PD_ERRLEN, "%llu bytes in use, over lmdb_rewrite_mb; 'pagededup compact' writes it again unmounted",
+			 (unsigned long long)in_use);
 		return 0;
 	}
-	uint64_t size = (uint64_t)sb.st_size;
-	/* The repack may grow the file to twice its size (each table copied
-	 * once beside itself), and the copy takes as much again: a rewrite
-	 * that could fill the disk would eat the reserve a delete needs. */
-	if (size > max) {
-		snprintf(err, PD_ERRLEN, "%llu bytes, over lmdb_rewrite_mb; 'pagededup compact' writes it again unmounted",
-			 (unsigned long long)size);
-		return 0;
-	}
-	uint64_t room = 0, need = 3 * size + LMDB_REWRITE_HEADROOM;
+	/* The repack may grow the file by what is in use (each table copied
+	 * once beside itself, into the free pages first), and the copy takes
+	 * as much again: a rewrite that could fill the disk would eat the
+	 * reserve a delete needs. */
+	uint64_t room = 0, need = 3 * in_use + LMDB_REWRITE_HEADROOM;
 	if (fd_free_bytes(-1, data, &room) || room < need) {
-		snprintf(err, PD_ERRLEN, "the disk has %llu bytes free, the rewrite of %llu bytes needs %llu",
-			 (unsigned long long)room, (unsigned long long)size, (unsigned long long)need);
+		snprintf(err, PD_ERRLEN, "the disk has %llu bytes free, the rewrite of %llu bytes in use needs %llu",
+			 (unsigned long long)room, (unsigned long long)in_use, (unsigned long long)need);
 		return 0;
 	}
 	int rc = compact_held(dir, before, after, err);

@@ -421,7 +421,7 @@ case_lmdb_rewrite() {
 	add_pages "$PD_TMP/pages" 1 || exit 1
 	pd_umount || fail "umount under the bound"
 	! grep -q "LMDB's file written again" "$PDFS_LOG" || fail "a file of $full bytes rewritten under a bound of 1 MiB"
-	grep -q "LMDB's file left as it was at the close: [0-9]* bytes, over lmdb_rewrite_mb" "$PDFS_LOG" ||
+	grep -q "LMDB's file left as it was at the close: [0-9]* bytes in use, over lmdb_rewrite_mb" "$PDFS_LOG" ||
 		fail "the bound not said: $(grep -i lmdb "$PDFS_LOG")"
 	"$PD_BIN" compact --min-dead 1G "$STORE" >/dev/null || fail "compact before the mount with the default bound"
 	pd_mount -n -s "$STORE" || fail "mount with the default bound"

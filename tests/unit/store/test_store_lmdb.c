@@ -468,6 +468,48 @@ static void test_lmdb_reserve_primed(void **state)
 	th_rmdir(dir);
 }
 
+/* The rewrite at a close is bounded by LMDB's pages in use, not by its
+ * file: a reader held over many commits (as the checkpoints' reader is
+ * held over a sync interval, store_ckpt.c) leaves a file many times its
+ * pages in use, and a bound between the two still rewrites it, losing
+ * nothing. */
+static void test_lmdb_rewrite_bound_on_pages_in_use(void **state)
+{
+	(void)state;
+	char *dir;
+	struct store *st = store_for_readers(&dir);
+	const char *store = th_store_dir(dir);
+	char data[4200];
+	snprintf(data, sizeof data, "%s/meta/data.mdb", store);
+	MDB_txn *held, *txn;
+	assert_int_equal(store_read_begin(st, &held), 0);
+	unlink_every_other(st);
+	store_read_end(st, held);
+	MDB_envinfo info;
+	MDB_stat ms;
+	uint64_t free_pages;
+	assert_int_equal(store_env_info(st, &info, &ms), 0);
+	assert_int_equal(store_read_begin(st, &txn), 0);
+	assert_int_equal(store_lmdb_free_pages(txn, UINT64_MAX, &free_pages, NULL), 0);
+	store_read_end(st, txn);
+	uint64_t in_use = (info.me_last_pgno + 1 - free_pages) * ms.ms_psize;
+	struct stat s0, s1;
+	assert_int_equal(stat(data, &s0), 0);
+	assert_true((uint64_t)s0.st_size > 2 * in_use);
+	/* over the pages in use, under the file */
+	st->opts.lmdb_rewrite_max = in_use + ((uint64_t)s0.st_size - in_use) / 2;
+	assert_int_equal(store_close(st), 0);
+	assert_int_equal(stat(data, &s1), 0);
+	assert_int_not_equal(s0.st_ino, s1.st_ino);
+	assert_true((uint64_t)s1.st_size < (uint64_t)s0.st_size / 2);
+	th_assert_fsck_clean(store);
+	st = reopen(store);
+	for (int i = 1; i < READER_PAGES; i += 2)
+		read_page(st, i);
+	assert_int_equal(store_close(st), 0);
+	th_rmdir(dir);
+}
+
 static void test_lmdb_compact(void **state)
 {
 	(void)state;
@@ -678,6 +720,7 @@ int main(void)
 		cmocka_unit_test(test_lmdb_read_renew),
 		cmocka_unit_test(test_lmdb_map_random),
 		cmocka_unit_test(test_lmdb_reserve_primed),
+		cmocka_unit_test(test_lmdb_rewrite_bound_on_pages_in_use),
 		cmocka_unit_test(test_lmdb_compact),
 		cmocka_unit_test(test_lmdb_compact_repacks),
 	};
