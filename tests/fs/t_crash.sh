@@ -405,6 +405,35 @@ case_powercut_default() {
 	crash_power "${PD_DEFAULT_CYCLES:-4}" "${PD_CRASH_WRITERS:-2}" 2000 4000 sync_ms=1000 ckpt
 }
 
+# A checkpoint's reader keeps the pages freed after it from reuse, so LMDB's
+# file grows by what the commits of a sync interval free (some 30 pages a
+# page written). With sync_ms at ten minutes, a copy of 1,500 pages (each
+# a commit) grows it past CKPT_EARLY_BYTES (8 MiB) over the last capture:
+# a commit then wakes the sync thread, and the checkpoint on the disk is
+# newer than the mount's own as the writes end, long before the interval
+# does.
+case_checkpoint_early() {
+	local t0 c0 t1 c1 kb
+	pd_mount sync_ms=600000 || fail mount
+	read -r t0 c0 < <(python3 "$CL" ckpt-time "$STORE/meta/ckpt") || fail "no checkpoint after the mount"
+	py <<'PYEOF' || exit 1
+import os
+from fsutil import *
+M = os.environ["MNT"]
+for i in range(1500):
+    d = "%s/d%02d" % (M, i % 30)
+    os.makedirs(d, exist_ok=True)
+    write("%s/p%04d.html" % (d, i), ("<html><body>page %d %s</body></html>\n" % (i, "w%d " % i * 40)).encode())
+PYEOF
+	# read at once: the delta step's sweep, once the writes stop, empties
+	# the nursery's pack and syncs the store (a checkpoint of its own)
+	read -r t1 c1 < <(python3 "$CL" ckpt-time "$STORE/meta/ckpt") || fail "no checkpoint after the writes"
+	[ "$c1" -gt "$c0" ] || fail "no checkpoint within sync_ms=600000 after 1,500 commits (commit $c0 at the mount, $c1 now)"
+	kb=$(du -k "$STORE/meta/data.mdb" | cut -f1)
+	note "checkpoint commit $c0 -> $c1 within sync_ms; LMDB's file ${kb} KiB"
+	pd_umount || fail umount
+}
+
 # ---- load ----------------------------------------------------------------
 
 # crash_load NAME WRITERS PAGES POOL [MOUNT OPTS]: crashload.py load on a
@@ -589,6 +618,7 @@ pd_crash_main() {
 	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case sigkill
 	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case powercut_sync_blobs
 	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case powercut_default
+	pd_case checkpoint_early
 	pd_case powercut_right_after_close
 	pd_case powercut_deleted_pages_come_back_whole
 	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case load
