@@ -1,4 +1,4 @@
-/* thread.c - background threads' names and priorities (thread.h). */
+/* thread.c - background threads' names, priorities and stop (thread.h). */
 #include "thread.h"
 
 #include <pthread.h>
@@ -13,4 +13,13 @@ void thread_background(const char *name, int nice)
 	 * Best effort: a failure leaves it at the process's. */
 	if (nice > 0)
 		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
+}
+
+void thread_stop_join(pthread_t thr, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop)
+{
+	pthread_mutex_lock(mu);
+	*stop = true;
+	pthread_cond_signal(cv);
+	pthread_mutex_unlock(mu);
+	pthread_join(thr, NULL);
 }

@@ -24,10 +24,17 @@
 #ifndef PD_THREAD_H
 #define PD_THREAD_H
 
+#include <pthread.h>
+#include <stdbool.h>
+
 #define THREAD_BACKGROUND_NICE 10
 
 /* Name the calling thread (its CPU apart in /proc/PID/task) and lower its
  * scheduling priority by nice (0: as the process). */
 void thread_background(const char *name, int nice);
+
+/* Stop a thread that waits on cv under mu and leaves its loop once *stop
+ * is set: *stop set under mu, cv signalled, then the thread joined. */
+void thread_stop_join(pthread_t thr, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop);
 
 #endif

@@ -181,11 +181,7 @@ void blob_compact_stop(struct store *st)
 	struct compactor *k = st->blob_compact;
 	if (!k)
 		return;
-	pthread_mutex_lock(&k->mu);
-	k->stop = true;
-	pthread_cond_signal(&k->cv);
-	pthread_mutex_unlock(&k->mu);
-	pthread_join(k->thr, NULL);
+	thread_stop_join(k->thr, &k->mu, &k->cv, &k->stop);
 	pthread_cond_destroy(&k->cv);
 	pthread_mutex_destroy(&k->mu);
 	st->blob_compact = NULL;

@@ -785,12 +785,13 @@ void ndelta_stop(struct ndelta *d)
 {
 	if (!d)
 		return;
-	pthread_mutex_lock(&d->mu);
-	d->stop = true;
-	pthread_cond_signal(&d->cv);
-	pthread_mutex_unlock(&d->mu);
-	if (d->running)
-		pthread_join(d->thread, NULL);
+	if (d->running) {
+		thread_stop_join(d->thread, &d->mu, &d->cv, &d->stop);
+	} else {
+		pthread_mutex_lock(&d->mu);
+		d->stop = true;
+		pthread_mutex_unlock(&d->mu);
+	}
 	const struct ndelta_counts *c = &d->counts;
 	if (c->queued || c->kept_rebased || c->moved_whole)
 		fprintf(stderr, "pagededupfs: delta step (%s): %llu pages queued, %llu left whole (queue full), %llu stored as deltas (their records %llu -> %llu bytes), %llu stored whole again off dead bases, %llu moved whole out of the nursery (%llu -> %llu bytes), %llu found waiting by sweeps, %llu rests yielded to writers, %llu pages done by close() while the nursery was behind\n",

@@ -35,6 +35,7 @@
 
 #include "base/fp.h"
 #include "base/clock.h"
+#include "base/thread.h"
 
 
 static void stop_sync_thread(struct store *st);
@@ -878,11 +879,7 @@ static void stop_sync_thread(struct store *st)
 {
 	if (!st->sync_running)
 		return;
-	pthread_mutex_lock(&st->sync_mu);
-	st->sync_stop = true;
-	pthread_cond_signal(&st->sync_cv);
-	pthread_mutex_unlock(&st->sync_mu);
-	pthread_join(st->sync_thread, NULL);
+	thread_stop_join(st->sync_thread, &st->sync_mu, &st->sync_cv, &st->sync_stop);
 	st->sync_running = false;
 }
 

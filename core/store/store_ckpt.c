@@ -162,17 +162,19 @@ static uint32_t os_page_size(void)
 	return p > 0 ? (uint32_t)p : 4096;
 }
 
-/* Is data.mdb's meta page at index i in the page cache? Asked before
- * anything here reads it. */
-static bool meta_page_cached(int fd, uint32_t psize, int i)
+/* Are data.mdb's two meta pages in the page cache? Asked before anything
+ * here reads them; one mapping and one mincore() for both. */
+static void meta_pages_cached(int fd, uint32_t psize, bool cached[2])
 {
+	cached[0] = cached[1] = true; /* cannot tell: trust the page cache, as before */
 	void *m = mmap(NULL, 2 * (size_t)psize, PROT_READ, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
-		return true; /* cannot tell: trust the page cache, as before */
+		return;
 	unsigned char vec[64] = { 0 };
-	bool cached = mincore(m, 2 * (size_t)psize, vec) != 0 || (vec[(size_t)i * psize / os_page_size()] & 1);
+	if (mincore(m, 2 * (size_t)psize, vec) == 0)
+		for (int i = 0; i < 2; i++)
+			cached[i] = vec[(size_t)i * psize / os_page_size()] & 1;
 	munmap(m, 2 * (size_t)psize);
-	return cached;
 }
 
 /* What an open finds in meta/: the checkpoint, and data.mdb as LMDB left
@@ -206,7 +208,8 @@ static int recover_in(int metafd, const char *dir, char note[PD_ERRLEN])
 	}
 	/* Which meta page holds the newest commit, asked of the page cache
 	 * before the read below brings the pages in. */
-	bool cached[2] = { meta_page_cached(dfd, psize, 0), meta_page_cached(dfd, psize, 1) };
+	bool cached[2];
+	meta_pages_cached(dfd, psize, cached);
 	uint8_t *now = malloc(2 * (size_t)psize);
 	rc = now ? 0 : -ENOMEM;
 	if (!rc && fd_pread_full(dfd, now, 2 * (size_t)psize, 0) != (ssize_t)(2 * (size_t)psize))
@@ -276,7 +279,6 @@ int store_ckpt_open(struct store *st)
 	st->ckpt_fd = openat(metafd, "ckpt", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (st->ckpt_data_fd < 0 || st->ckpt_fd < 0)
 		rc = -errno;
-	/* the numbering goes on from the file's newest slot */
 	uint64_t stride = CKPT_SLOT(st->ckpt_psize);
 	/* Both slots' blocks taken now: a checkpoint written later only
 	 * overwrites them, and a full disk cannot refuse it (the compactor's
@@ -294,6 +296,7 @@ int store_ckpt_open(struct store *st)
 	uint8_t *buf = rc ? NULL : malloc(2 * stride);
 	if (!rc && !buf)
 		rc = -ENOMEM;
+	/* the numbering goes on from the file's newest slot */
 	struct ckpt_slot s;
 	ssize_t got = rc ? 0 : fd_pread_full(st->ckpt_fd, buf, 2 * stride, 0);
 	st->ckpt_seq = got > 0 && newest_slot(buf, got, st->ckpt_psize, &s) ? s.seq + 1 : 1;

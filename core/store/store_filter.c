@@ -24,6 +24,7 @@
  */
 #include "store.h"
 #include "base/clock.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -319,11 +320,7 @@ void store_filter_thread_stop(struct store *st)
 {
 	if (!st->split_running)
 		return;
-	pthread_mutex_lock(&st->split_mu);
-	st->split_stop = true;
-	pthread_cond_signal(&st->split_cv);
-	pthread_mutex_unlock(&st->split_mu);
-	pthread_join(st->split_thread, NULL);
+	thread_stop_join(st->split_thread, &st->split_mu, &st->split_cv, &st->split_stop);
 	st->split_running = false;
 }
 

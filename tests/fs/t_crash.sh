@@ -329,7 +329,7 @@ trap 'power_cleanup_all; pd_cleanup' EXIT
 # this FUSE-backed disk, measured at 0.03-0.96 s each and longer for the
 # first after a mount, when the filter and LMDB's reserve are written).
 crash_power() {
-	local n=$1 nw=$2 lo=$3 hi=$4 opts=$5 lossy=${6:-} work=$PD_TMP/$PD_CASE_NAME c d out t0 t1 tc tcut cutinfo ckpt age
+	local n=$1 nw=$2 lo=$3 hi=$4 opts=$5 lossy=${6:-} work=$PD_TMP/$PD_CASE_NAME c d out t0 t1 tc tcut cutinfo ckpt ckpt_age age
 	local store mnt extra
 	RANDOM=$CRASH_SEED
 	PR_N=0
@@ -366,10 +366,11 @@ crash_power() {
 		extra=()
 		if [ -n "$lossy" ]; then
 			ckpt=$(python3 "$CL" ckpt-time "$store/meta/ckpt") || fail "cycle $c: no checkpoint on the cut disk"
-			awk -v t="$tcut" -v k="${ckpt% *}" -v m="${PD_CKPT_AGE_MAX:-5}" 'BEGIN { exit !(t - k <= m) }' ||
-				fail "cycle $c: the checkpoint on the cut disk (commit ${ckpt#* }) was taken $(awk -v t="$tcut" -v k="${ckpt% *}" 'BEGIN { printf "%.2f", t - k }') s before the cut, over ${PD_CKPT_AGE_MAX:-5} s"
+			ckpt_age=$(awk -v t="$tcut" -v k="${ckpt% *}" 'BEGIN { printf "%.6f", t - k }')
+			awk -v a="$ckpt_age" -v m="${PD_CKPT_AGE_MAX:-5}" 'BEGIN { exit !(a <= m) }' ||
+				fail "cycle $c: the checkpoint on the cut disk (commit ${ckpt#* }) was taken $ckpt_age s before the cut, over ${PD_CKPT_AGE_MAX:-5} s"
 			extra=(--lossy-before "${ckpt% *}")
-			age=" (the checkpoint on the disk: commit ${ckpt#* }, taken $(awk -v t="$tcut" -v k="${ckpt% *}" 'BEGIN { printf "%.2f", t - k }') s before it)"
+			age=" (the checkpoint on the disk: commit ${ckpt#* }, taken $ckpt_age s before it)"
 		fi
 		crash_fsck_unclean "$c" "$store" "$work"
 		pd_mount -n -s "$store" -m "$mnt" "$opts" || fail "cycle $c: mount after the power cut"
