@@ -264,19 +264,6 @@ int fsck_counters_write(struct fsck *f, struct pd_counters *c)
 	return meta_put(f, "counters", b, sizeof b);
 }
 
-/* As store_open: a store a power cut left goes back to its checkpoint,
- * before the lock (the recovery takes it for its own while). */
-static int recover_checkpoint(struct fsck *f, char err[512])
-{
-	char note[PD_ERRLEN];
-	int rc = store_ckpt_recover(f->dir, note);
-	if (rc < 0)
-		snprintf(err, 512, "cannot read the checkpoint of %s: %s", f->dir, strerror(-rc));
-	else if (rc > 0)
-		fprintf(stderr, "pagededup: %s\n", note);
-	return rc < 0 ? rc : 0;
-}
-
 static int lock_store(struct fsck *f, char err[512])
 {
 	char path[4096];
@@ -349,7 +336,6 @@ static int open_store(struct fsck *f, char err[512])
 	if (rc)
 		return rc;
 	mdb_env_set_maxdbs(s->env, PD_MAX_DBS); /* as store.c */
-
 	if (f->writable) /* room for the repair; the map is only reserved */
 		mdb_env_set_mapsize(s->env, (size_t)sb.st_size * 2 + (1ull << 30));
 	snprintf(path, sizeof path, "%s/meta", f->dir);
@@ -735,8 +721,10 @@ int fsck_run(const char *dir, const struct fsck_opts *o, struct fsck_result *res
 	f.threads = o->threads ? o->threads : ncpu > 0 ? (unsigned)ncpu : 1;
 	if (f.threads > MAX_THREADS)
 		f.threads = MAX_THREADS;
-	int rc = recover_checkpoint(&f, err);
-	if (!rc)
+	/* As store_open: a store a power cut left goes back to its checkpoint,
+	 * before the lock (the recovery takes it for its own while). */
+	int rc = store_ckpt_recover(f.dir, err);
+	if (rc >= 0)
 		rc = lock_store(&f, err);
 	if (!rc)
 		rc = open_store(&f, err);

@@ -724,19 +724,6 @@ static uint64_t lmdb_last_page(struct store *st)
 	return store_env_info(st, &info, NULL) ? 0 : (uint64_t)info.me_last_pgno;
 }
 
-/* A store whose last run lost its page cache goes back to its last
- * checkpoint before LMDB opens (store_ckpt.c); said on stderr. */
-static int recover_checkpoint(const char *dir, char err[PD_ERRLEN])
-{
-	char note[PD_ERRLEN];
-	int rc = store_ckpt_recover(dir, note);
-	if (rc > 0)
-		fprintf(stderr, "pagededup: %s\n", note);
-	else if (rc < 0)
-		snprintf(err, PD_ERRLEN, "cannot read the checkpoint of %s (%s/meta/ckpt): %s", dir, dir, strerror(-rc));
-	return rc < 0 ? rc : 0;
-}
-
 /* A writable open: without durable commits, a first checkpoint before any
  * commit of this run (a killed run's last commits made durable, with the
  * pack records they name, which the packs of this run do not know: the
@@ -784,9 +771,11 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 	st->opts = *o;
 	st->readonly = o->readonly;
 	int rc = set_parts(st, parts);
-	/* before the lock: the recovery takes it for its own while */
-	if (!rc)
-		rc = recover_checkpoint(dir, err);
+	/* A store whose last run lost its page cache goes back to its last
+	 * checkpoint before LMDB opens; before the lock, which the recovery
+	 * takes for its own while. */
+	if (!rc && (rc = store_ckpt_recover(dir, err)) > 0)
+		rc = 0;
 	if (!rc && !st->readonly)
 		rc = take_lock(st, err);
 	st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -941,8 +930,10 @@ static void rewrite_lmdb(struct store *st)
 	char err[PD_ERRLEN] = "";
 	uint64_t before = 0, after = 0;
 	uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
-	int rc = in_use ? store_lmdb_rewrite_held(dir, max, in_use, &before, &after, err) : 0;
-	if (!in_use)
+	int rc = 0;
+	if (in_use)
+		rc = store_lmdb_rewrite_held(dir, max, in_use, &before, &after, err);
+	else
 		snprintf(err, sizeof err, "LMDB did not say how many of its pages are in use");
 	if (rc > 0)
 		fprintf(stderr, "pagededupfs: LMDB's file written again at the close: %llu -> %llu bytes allocated in %.2f s\n",

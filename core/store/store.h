@@ -401,11 +401,12 @@ int store_mkfs(const char *dir, const struct store_params *p, const struct store
 	       char err[PD_ERRLEN]);
 /* A store whose last run lost its page cache with commits not yet whole
  * on disk (a power cut) put back at its last checkpoint (store_ckpt.c):
- * 1 when it was, what happened in note; 0 when nothing was to do; or
- * -errno. It takes the store's lock for the while, and does nothing
- * when another process holds it. store_open does it; what opens LMDB by
- * itself (fsck, the LMDB rewrite) calls it first, before its own lock. */
-int store_ckpt_recover(const char *dir, char note[PD_ERRLEN]);
+ * 1 when it was (what happened said on stderr); 0 when nothing was to
+ * do; or -errno with a message in err. It takes the store's lock for the
+ * while, and does nothing when another process holds it. store_open does
+ * it; what opens LMDB by itself (fsck, the LMDB rewrite) calls it first,
+ * before its own lock. */
+int store_ckpt_recover(const char *dir, char err[PD_ERRLEN]);
 /* Open a store with its parts. -ENOENT/-EINVAL/-EPROTO/-EBUSY with a
  * message in err. */
 int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,

@@ -237,9 +237,8 @@ static int recover_in(int metafd, const char *dir, char note[PD_ERRLEN])
 	return rc;
 }
 
-int store_ckpt_recover(const char *dir, char note[PD_ERRLEN])
+static int recover_locked(const char *dir, char note[PD_ERRLEN])
 {
-	*note = 0;
 	char path[4096];
 	if (snprintf(path, sizeof path, "%s/meta", dir) >= (int)sizeof path)
 		return -ENAMETOOLONG;
@@ -262,6 +261,17 @@ int store_ckpt_recover(const char *dir, char note[PD_ERRLEN])
 		close(metafd);
 	if (lockfd >= 0)
 		close(lockfd);
+	return rc;
+}
+
+int store_ckpt_recover(const char *dir, char err[PD_ERRLEN])
+{
+	char note[PD_ERRLEN] = "";
+	int rc = recover_locked(dir, note);
+	if (rc > 0)
+		fprintf(stderr, "pagededup: %s\n", note);
+	else if (rc < 0)
+		snprintf(err, PD_ERRLEN, "cannot read the checkpoint of %s (%s/meta/ckpt): %s", dir, dir, strerror(-rc));
 	return rc;
 }
 

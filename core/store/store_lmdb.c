@@ -279,14 +279,9 @@ int store_lmdb_compact(const char *dir, uint64_t *before, uint64_t *after, char 
 {
 	/* a store a power cut left: its checkpoint first, as store_open
 	 * (before the lock, which the recovery takes for its own while) */
-	char note[PD_ERRLEN];
-	int crc = store_ckpt_recover(dir, note);
-	if (crc > 0)
-		fprintf(stderr, "pagededup: %s\n", note);
-	if (crc < 0) {
-		snprintf(err, PD_ERRLEN, "cannot read the checkpoint of %s: %s", dir, strerror(-crc));
+	int crc = store_ckpt_recover(dir, err);
+	if (crc < 0)
 		return crc;
-	}
 	int lockfd, rc = lock_store(dir, &lockfd, err);
 	if (!rc)
 		rc = compact_held(dir, before, after, err);
