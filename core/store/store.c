@@ -13,7 +13,8 @@
  * fingerprint records (store_filter.c).
  *
  * Durability: by default commits are not fsynced (MDB_NOSYNC) and a
- * background thread syncs LMDB every sync_ms, as ext4 commits its journal
+ * background thread (store_syncer.c) syncs LMDB every sync_ms, as ext4
+ * commits its journal
  * every few seconds; a killed daemon loses nothing (the page cache has every
  * commit), a power loss may lose the last interval. fsync() on a file syncs
  * the store. -o sync_blobs makes every commit durable and fsyncs each blob
@@ -35,10 +36,8 @@
 
 #include "base/fp.h"
 #include "base/clock.h"
-#include "base/thread.h"
 
 
-static void stop_sync_thread(struct store *st);
 static int load_next_ino(struct store *st);
 
 struct pd_time pd_now(void)
@@ -591,53 +590,6 @@ static void remove_staging(struct store *st)
 	closedir(d);
 }
 
-/* A checkpoint's syncs (store_ckpt.c): the file system of the store, as
- * ext4 commits its journal (blob files, packs, LMDB), or the store's own
- * files for an fsync(2) (store_sync). */
-static int sync_whole_fs(struct store *st)
-{
-	if (syncfs(st->dirfd))
-		return -errno;
-	return pd_mdb_err(mdb_env_sync(st->env, 1));
-}
-
-int store_sync_files(struct store *st)
-{
-	int rc = st->packs ? pack_sync(st->packs) : 0;
-	return rc ? rc : pd_mdb_err(mdb_env_sync(st->env, 1));
-}
-
-static void *sync_main(void *arg)
-{
-	pthread_setname_np(pthread_self(), "pd-sync"); /* its CPU apart in /proc/PID/task */
-	struct store *st = arg;
-	unsigned ms = st->opts.sync_ms ? st->opts.sync_ms : 1000;
-	/* Every ms from the start of the last sync, not from its end: a
-	 * commit waits for the next checkpoint's capture at most ms, then
-	 * for that sync (store_ckpt.c), whatever the last sync took. */
-	uint64_t took = 0, period = (uint64_t)ms * 1000000u;
-	pthread_mutex_lock(&st->sync_mu);
-	while (!st->sync_stop) {
-		struct timespec ts = pd_deadline_ns(CLOCK_REALTIME, took < period ? period - took : 0);
-		if (!st->sync_kick)
-			pthread_cond_timedwait(&st->sync_cv, &st->sync_mu, &ts);
-		if (st->sync_stop)
-			break;
-		st->sync_kick = false;
-		pthread_mutex_unlock(&st->sync_mu);
-		uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
-		/* what store_write_later left waits no longer than a sync */
-		store_settle(st);
-		/* Blob files first, then the records that name them; then the
-		 * records the commits so far left dead. */
-		store_checkpoint(st, sync_whole_fs);
-		took = pd_clock_ns(CLOCK_MONOTONIC) - t0;
-		pthread_mutex_lock(&st->sync_mu);
-	}
-	pthread_mutex_unlock(&st->sync_mu);
-	return NULL;
-}
-
 static void version_get(MDB_txn *txn, MDB_dbi db, const char *key, char out[STORE_VERSION_LEN]);
 
 static int format_up_cb(struct wtx *w, void *arg)
@@ -724,25 +676,6 @@ static uint64_t lmdb_last_page(struct store *st)
 	return store_env_info(st, &info, NULL) ? 0 : (uint64_t)info.me_last_pgno;
 }
 
-/* A writable open: without durable commits, a first checkpoint before any
- * commit of this run (a killed run's last commits made durable, with the
- * pack records they name, which the packs of this run do not know: the
- * whole file system synced; or the clean close's state kept); with them,
- * the file says there is nothing to restore, and no checkpoint is taken. */
-static int start_checkpoints(struct store *st, char err[PD_ERRLEN])
-{
-	int rc = store_ckpt_open(st);
-	if (!rc && st->opts.sync_blobs) {
-		rc = store_ckpt_mark_closed(st);
-		store_ckpt_close(st);
-	} else if (!rc) {
-		rc = store_checkpoint(st, sync_whole_fs);
-	}
-	if (rc)
-		snprintf(err, PD_ERRLEN, "cannot keep the checkpoint of %s (%s/meta/ckpt): %s", st->dir, st->dir, strerror(-rc));
-	return rc;
-}
-
 int store_open(const char *dir, const struct store_opts *o, const struct store_part *const *parts,
 	       struct store **out, char err[PD_ERRLEN])
 {
@@ -785,7 +718,7 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 		snprintf(err, PD_ERRLEN, "cannot open the LMDB environment in %s/meta: %s", dir,
 			 rc == PD_EMAPFULL ? "map full" : strerror(-rc));
 	if (!rc && !st->readonly)
-		rc = start_checkpoints(st, err);
+		rc = store_syncer_first_checkpoint(st, err);
 	bool clean = false;
 	uint64_t gen = 0;
 	if (!rc) {
@@ -832,16 +765,15 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 	if (!rc && !st->readonly)
 		store_reserve_lmdb_space(st);
 	st->lmdb_pages_at_open = rc ? 0 : lmdb_last_page(st);
-	if (!rc && !st->readonly && !o->sync_blobs) {
-		st->sync_running = pthread_create(&st->sync_thread, NULL, sync_main, st) == 0;
-	}
+	if (!rc && !st->readonly)
+		store_syncer_start(st);
 	if (!rc && !st->readonly && !o->no_split_thread)
 		store_filter_thread_start(st);
 	if (!rc && !st->readonly)
 		rc = parts_start(st, clean, err);
 	if (rc) {
 		store_filter_thread_stop(st);
-		stop_sync_thread(st);
+		store_syncer_stop(st);
 		store_free(st);
 		return rc;
 	}
@@ -862,14 +794,6 @@ static int load_next_ino(struct store *st)
 	store_read_end(st, txn);
 	st->next_ino_ready = rc == 0;
 	return rc;
-}
-
-static void stop_sync_thread(struct store *st)
-{
-	if (!st->sync_running)
-		return;
-	thread_stop_join(st->sync_thread, &st->sync_mu, &st->sync_cv, &st->sync_stop);
-	st->sync_running = false;
 }
 
 /* The tree with its final key counts, and the flag that vouches for the
@@ -962,7 +886,7 @@ int store_close(struct store *st)
 			parts_rc = settle_rc;
 		rc = parts_rc < 0 ? parts_rc : 0;
 		store_filter_thread_stop(st);
-		stop_sync_thread(st);
+		store_syncer_stop(st);
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		/* The filter must be on disk before the flag that vouches for it. */
@@ -992,7 +916,7 @@ void store_abandon(struct store *st)
 	if (!st)
 		return;
 	store_filter_thread_stop(st);
-	stop_sync_thread(st);
+	store_syncer_stop(st);
 	store_free(st); /* the parts' release hooks stop their threads */
 }
 

@@ -434,18 +434,13 @@ int store_checkpoint(struct store *st, int (*sync_files)(struct store *st))
 
 void store_ckpt_watch(struct store *st)
 {
-	if (st->ckpt_fd < 0 || !st->ckpt_psize)
+	/* one kick is enough: the thread has not taken it yet */
+	if (st->ckpt_fd < 0 || !st->ckpt_psize || store_syncer_kicked(st))
 		return;
 	uint64_t top = __atomic_load_n(&st->ckpt_top, __ATOMIC_RELAXED);
 	MDB_envinfo info;
 	if (!top || store_env_info(st, &info, NULL))
 		return;
-	if ((uint64_t)info.me_last_pgno < top + CKPT_EARLY_BYTES / st->ckpt_psize)
-		return;
-	pthread_mutex_lock(&st->sync_mu);
-	if (!st->sync_kick) {
-		st->sync_kick = true;
-		pthread_cond_signal(&st->sync_cv);
-	}
-	pthread_mutex_unlock(&st->sync_mu);
+	if ((uint64_t)info.me_last_pgno >= top + CKPT_EARLY_BYTES / st->ckpt_psize)
+		store_syncer_kick(st);
 }

@@ -83,7 +83,7 @@ void store_commits_release(struct store *st, bool nested);
  *   store_ckpt_watch     a commit's check of LMDB's growth */
 enum { CKPT_OPEN = 1, CKPT_CLOSED = 2 };
 /* The store's own files synced (the packs, then LMDB): an fsync's
- * checkpoint, the open's and a full disk's (store.c). */
+ * checkpoint, the open's and a full disk's (store_syncer.c). */
 int store_sync_files(struct store *st);
 int store_ckpt_open(struct store *st);
 int store_checkpoint(struct store *st, int (*sync_files)(struct store *st));
@@ -92,5 +92,16 @@ void store_ckpt_close(struct store *st);
 /* After a commit: a checkpoint now if LMDB's file grew CKPT_EARLY_BYTES
  * past its last page at the last capture (store_ckpt.c, "Early"). */
 void store_ckpt_watch(struct store *st);
+
+/* The sync thread (store_syncer.c, where its schedule is).
+ *   store_syncer_first_checkpoint  a writable open's, before its commits
+ *   store_syncer_start / _stop      the thread, unless commits are durable
+ *   store_syncer_kick               a checkpoint now, from a commit
+ *   store_syncer_kicked             a kick the thread has not taken yet */
+int store_syncer_first_checkpoint(struct store *st, char err[PD_ERRLEN]);
+void store_syncer_start(struct store *st);
+void store_syncer_stop(struct store *st);
+void store_syncer_kick(struct store *st);
+bool store_syncer_kicked(struct store *st);
 
 #endif
