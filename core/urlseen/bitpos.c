@@ -104,7 +104,11 @@ WIDE static INLINE bool set_kk(uint64_t seed, unsigned kk, unsigned lpk, uint64_
 #define EACH_KK(X)                                                                            \
 	X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
 
-WIDE int bitpos_wide_test(const struct bitpos *p, uint64_t x, const uint8_t *l0, const uint8_t *l1)
+/* The switches over kk, compiled for AVX-512; entered only through the
+ * checks below, which are compiled without it (noinline: nothing of them
+ * is moved before the check). */
+WIDE __attribute__((noinline)) static int wide_test(const struct bitpos *p, uint64_t x, const uint8_t *l0,
+						    const uint8_t *l1)
 {
 	switch (p->kk) {
 #define TEST_CASE(K)                                                                          \
@@ -115,7 +119,7 @@ WIDE int bitpos_wide_test(const struct bitpos *p, uint64_t x, const uint8_t *l0,
 	return -1;
 }
 
-WIDE bool bitpos_wide_set(const struct bitpos *p, uint64_t x, uint8_t *l0, uint8_t *l1)
+WIDE __attribute__((noinline)) static bool wide_set(const struct bitpos *p, uint64_t x, uint8_t *l0, uint8_t *l1)
 {
 	switch (p->kk) {
 #define SET_CASE(K)                                                                           \
@@ -124,6 +128,18 @@ WIDE bool bitpos_wide_set(const struct bitpos *p, uint64_t x, uint8_t *l0, uint8
 		EACH_KK(SET_CASE)
 	}
 	return false;
+}
+
+/* A processor without AVX-512 would fault on the first instruction of the
+ * wide way: p->wide (bitpos_init) says whether this one has it. */
+int bitpos_wide_test(const struct bitpos *p, uint64_t x, const uint8_t *l0, const uint8_t *l1)
+{
+	return p->wide ? wide_test(p, x, l0, l1) : -1;
+}
+
+bool bitpos_wide_set(const struct bitpos *p, uint64_t x, uint8_t *l0, uint8_t *l1)
+{
+	return p->wide && wide_set(p, x, l0, l1);
 }
 
 static bool wide_supported(void)

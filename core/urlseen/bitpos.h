@@ -47,8 +47,9 @@ struct bitpos {
 void bitpos_init(struct bitpos *p, uint64_t seed, uint32_t k, uint32_t lpk);
 
 /* The wide way (bitpos.c). test: 1 all bits set, 0 not, -1 fields not
- * distinct (use the general way). set: false when the fields are not
- * distinct, and nothing set. */
+ * distinct or no wide way here (!p->wide; use the general way). set:
+ * false when the fields are not distinct or there is no wide way, and
+ * nothing set. */
 int bitpos_wide_test(const struct bitpos *p, uint64_t x, const uint8_t *l0, const uint8_t *l1);
 bool bitpos_wide_set(const struct bitpos *p, uint64_t x, uint8_t *l0, uint8_t *l1);
 
