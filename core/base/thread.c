@@ -15,11 +15,15 @@ void thread_background(const char *name, int nice)
 		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
 }
 
-void thread_stop_join(pthread_t thr, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop)
+void thread_stop_join(pthread_t thr, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop, bool *running)
 {
+	if (running && !*running)
+		return;
 	pthread_mutex_lock(mu);
 	*stop = true;
 	pthread_cond_signal(cv);
 	pthread_mutex_unlock(mu);
 	pthread_join(thr, NULL);
+	if (running)
+		*running = false;
 }

@@ -34,7 +34,9 @@
 void thread_background(const char *name, int nice);
 
 /* Stop a thread that waits on cv under mu and leaves its loop once *stop
- * is set: *stop set under mu, cv signalled, then the thread joined. */
-void thread_stop_join(pthread_t thr, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop);
+ * is set: *stop set under mu, cv signalled, then the thread joined. With
+ * running (NULL: the thread was started), nothing when *running is false
+ * (no thread to stop), and *running false once it is joined. */
+void thread_stop_join(pthread_t thr, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop, bool *running);
 
 #endif

@@ -181,7 +181,7 @@ void blob_compact_stop(struct store *st)
 	struct compactor *k = st->blob_compact;
 	if (!k)
 		return;
-	thread_stop_join(k->thr, &k->mu, &k->cv, &k->stop);
+	thread_stop_join(k->thr, &k->mu, &k->cv, &k->stop, NULL);
 	pthread_cond_destroy(&k->cv);
 	pthread_mutex_destroy(&k->mu);
 	st->blob_compact = NULL;

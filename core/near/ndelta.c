@@ -786,7 +786,7 @@ void ndelta_stop(struct ndelta *d)
 	if (!d)
 		return;
 	if (d->running) {
-		thread_stop_join(d->thread, &d->mu, &d->cv, &d->stop);
+		thread_stop_join(d->thread, &d->mu, &d->cv, &d->stop, NULL);
 	} else {
 		pthread_mutex_lock(&d->mu);
 		d->stop = true;

@@ -318,10 +318,7 @@ void store_filter_thread_start(struct store *st)
 
 void store_filter_thread_stop(struct store *st)
 {
-	if (!st->split_running)
-		return;
-	thread_stop_join(st->split_thread, &st->split_mu, &st->split_cv, &st->split_stop);
-	st->split_running = false;
+	thread_stop_join(st->split_thread, &st->split_mu, &st->split_cv, &st->split_stop, &st->split_running);
 }
 
 void store_filter_kick(struct store *st)

@@ -94,10 +94,7 @@ void store_syncer_start(struct store *st)
 
 void store_syncer_stop(struct store *st)
 {
-	if (!st->sync_running)
-		return;
-	thread_stop_join(st->sync_thread, &st->sync_mu, &st->sync_cv, &st->sync_stop);
-	st->sync_running = false;
+	thread_stop_join(st->sync_thread, &st->sync_mu, &st->sync_cv, &st->sync_stop, &st->sync_running);
 }
 
 bool store_syncer_kicked(struct store *st)
