@@ -8,6 +8,7 @@
 #include "near/near.h"
 #include "ns_later.h"
 #include "openfile.h"
+#include "seal_later.h"
 #include "query.h"
 
 /* The live-inode table exists only in a writable store: inodes unlinked
@@ -58,8 +59,11 @@ static const struct store_part live_part = {
 };
 
 /* The waiting creates first, so that they are released last: a batch that
- * commits one may run in any part's thread until that part is released. */
-static const struct store_part *const archive_parts[] = { &ns_later_part, &blob_part, &live_part, &near_part, NULL };
+ * commits one may run in any part's thread until that part is released.
+ * The waiting seals last: the journal's pages are sealed again once the
+ * others run, as a close() seals them. */
+static const struct store_part *const archive_parts[] = { &ns_later_part, &blob_part, &live_part, &near_part,
+							   &seal_later_part, NULL };
 
 int archive_mkfs(const char *dir, const struct store_params *p, char err[PD_ERRLEN])
 {

@@ -14,6 +14,7 @@
 #include "live_int.h"
 #include "ns.h"
 #include "openfile.h"
+#include "seal_later.h"
 #include "store/store.h"
 
 struct live_table {
@@ -49,6 +50,7 @@ static void state_free(struct live *li)
 	free(li->lazy_done);
 	if (li->hash.md5)
 		fp_free(&li->hash);
+	seal_later_put(li->pending); /* a store dropped without its batch */
 	free(li->mem);
 	free(li->page);
 	pthread_mutex_destroy(&li->mu);

@@ -54,6 +54,9 @@ struct live {
 	int staging_fd;        /* -1: no staging file */
 	char staging[48];
 	bool dirty;            /* staged bytes not sealed yet */
+	/* A seal of the staged bytes waiting for its batch (seal_later.h):
+	 * the bytes stay in memory, not dirty, until it is resolved. */
+	struct seal_later_page *pending;
 	uint32_t unflushed;    /* handles written through since their last close() */
 	struct pd_time mtime;  /* mtime and ctime of the staged bytes */
 	struct pd_time ctime;

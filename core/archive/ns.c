@@ -60,17 +60,19 @@ static int get_dir(MDB_txn *txn, struct store *st, uint64_t ino, struct inode *d
 
 int ns_getattr(struct store *st, uint64_t ino, struct inode *out)
 {
-	/* a waiting create answers for its file; one in a directory has its
-	 * times to commit first (ns_later.h) */
+	/* a waiting create answers for its file, and gives its directory
+	 * its times (ns_later.h) */
 	enum ns_later_role role = ns_later_find(st, ino, out);
 	if (role == NS_LATER_WAITS)
 		return 0;
 	MDB_txn *txn;
-	int rc = role == NS_LATER_PARENT ? ns_read_begin(st, &txn) : store_read_begin(st, &txn);
+	int rc = store_read_begin(st, &txn);
 	if (rc)
 		return rc;
 	rc = ns_get_inode(txn, st, ino, out);
 	store_read_end(st, txn);
+	if (!rc && role == NS_LATER_PARENT)
+		ns_later_dir_times(st, out);
 	return rc;
 }
 
@@ -88,7 +90,7 @@ int ns_lookup(struct store *st, uint64_t parent, const char *name, struct inode 
 	struct inode waiting;
 	rc = ns_dirent_find(txn, st, parent, name, &hit);
 	if (!rc && ns_later_find(st, hit.child, &waiting) == NS_LATER_PARENT) {
-		/* a directory with a create waiting in it: its times commit first */
+		/* a directory with a create waiting in it: its times from it */
 		store_read_end(st, txn);
 		return ns_getattr(st, hit.child, out);
 	}

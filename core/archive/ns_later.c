@@ -43,6 +43,12 @@ static const struct waiting *waiting_named(const struct ns_later *nl, uint64_t p
 
 /* ---- the commit ------------------------------------------------------ */
 
+/* The later of two times. */
+static struct pd_time later_time(struct pd_time a, struct pd_time b)
+{
+	return pd_time_cmp(a, b) > 0 ? a : b;
+}
+
 static int create_cb(struct wtx *w, void *p)
 {
 	struct waiting *c = p;
@@ -50,7 +56,15 @@ static int create_cb(struct wtx *w, void *p)
 	int rc = wtx_note_ino(w, in.ino);
 	if (!rc)
 		rc = ns_get_dir(w->txn, w->st, c->parent, &dir);
-	return rc ? rc : ns_add_new(w, &dir, c->name, &in, NULL);
+	if (rc)
+		return rc;
+	/* the directory's times are the create's, as its getattr answered
+	 * them while the create waited (ns_later_dir_times) */
+	struct pd_time now = w->now;
+	w->now = later_time(c->in.ctime, later_time(dir.mtime, dir.ctime));
+	rc = ns_add_new(w, &dir, c->name, &in, NULL);
+	w->now = now;
+	return rc;
 }
 
 /* In the leader, once the batch committed or failed, before any request of
@@ -159,6 +173,20 @@ enum ns_later_role ns_later_find(struct store *st, uint64_t ino, struct inode *o
 	return role;
 }
 
+void ns_later_dir_times(struct store *st, struct inode *dir)
+{
+	struct ns_later *nl = later_of(st);
+	if (!nl)
+		return;
+	pthread_mutex_lock(&nl->mu);
+	for (const struct waiting *c = nl->head; c; c = c->next)
+		if (c->parent == dir->ino) {
+			struct pd_time t = later_time(c->in.ctime, later_time(dir->mtime, dir->ctime));
+			dir->mtime = dir->ctime = t;
+		}
+	pthread_mutex_unlock(&nl->mu);
+}
+
 bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct inode *out)
 {
 	struct ns_later *nl = later_of(st);
@@ -172,9 +200,53 @@ bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct
 	return c != NULL;
 }
 
+bool ns_later_create_of(struct store *st, uint64_t ino, uint64_t *parent, char *name, size_t size, struct inode *in)
+{
+	struct ns_later *nl = later_of(st);
+	if (!nl)
+		return false;
+	bool found = false;
+	pthread_mutex_lock(&nl->mu);
+	for (const struct waiting *c = nl->head; c && !found; c = c->next)
+		if (c->in.ino == ino && strlen(c->name) < size) {
+			*parent = c->parent;
+			*in = c->in;
+			strcpy(name, c->name);
+			found = true;
+		}
+	pthread_mutex_unlock(&nl->mu);
+	return found;
+}
+
+struct create_again {
+	uint64_t parent;
+	const char *name;
+	const struct inode *in;
+};
+
+static int create_again_cb(struct wtx *w, void *p)
+{
+	const struct create_again *a = p;
+	struct inode in = *a->in, dir, old;
+	if (ns_get_inode(w->txn, w->st, in.ino, &old) == 0)
+		return 0; /* it committed before the crash */
+	int rc = wtx_note_ino(w, in.ino);
+	if (!rc)
+		rc = ns_get_dir(w->txn, w->st, a->parent, &dir);
+	return rc ? rc : ns_add_new(w, &dir, a->name, &in, NULL);
+}
+
+int ns_later_create_again(struct store *st, uint64_t parent, const char *name, const struct inode *in)
+{
+	struct create_again a = { parent, name, in };
+	store_ino_used(st, in->ino);
+	return store_write(st, create_again_cb, &a);
+}
+
 int ns_later_settle(struct store *st)
 {
-	return later_of(st) ? store_settle(st) : 0;
+	/* waiting creates, and seals that wait for a batch (seal_later.h) */
+	return st->ns_later ? store_settle(st) : 0;
 }
 
 int ns_sync(struct store *st)

@@ -9,10 +9,12 @@
  * one of the file's own close(), so that a page costs one commit.
  *
  * While it waits, the file is answered from here: its attributes
- * (ns_getattr) and its name (ns_lookup). A getattr or lookup whose answer
- * a waiting create changes (its directory's times) commits first, and so
- * does every other read of the namespace (ns_read_begin: readdir, xattrs,
- * paths, queries, stats). Every write commits it, being queued after it. A
+ * (ns_getattr) and its name (ns_lookup), and so are its directory's times
+ * (ns_later_dir_times: the create's time, which its commit gives the
+ * directory too), so that the getattr of the directory that the kernel
+ * sends before the next create in it does not commit. Every other read of
+ * the namespace (ns_read_begin: readdir, xattrs, paths, queries, stats)
+ * commits first. Every write commits it, being queued after it. A
  * close() of the file commits it if no seal did (an empty file: touch), an
  * fsync does, and the store's sync thread does within sync_ms. So every
  * call sees every create that returned before it, as before.
@@ -55,9 +57,20 @@ enum ns_later_role {
 	NS_LATER_PARENT, /* a create waits in it (a directory) */
 };
 enum ns_later_role ns_later_find(struct store *st, uint64_t ino, struct inode *out);
+/* Directory *dir (as committed) with the times its waiting creates give
+ * it: the latest create's. */
+void ns_later_dir_times(struct store *st, struct inode *dir);
 /* (parent, name) is a waiting create's name: true and *out its inode. */
 bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct inode *out);
-/* Commit every waiting create. Not from inside a store_write callback. */
+/* ino's create waits: true, with its directory, its name (into name, of
+ * size bytes) and its inode as the create writes it (seal_later.c keeps
+ * them in the journal with the page). */
+bool ns_later_create_of(struct store *st, uint64_t ino, uint64_t *parent, char *name, size_t size, struct inode *in);
+/* A create that the journal kept and a crash lost made again: inode in,
+ * numbered, as name in parent (nothing when inode in->ino exists). */
+int ns_later_create_again(struct store *st, uint64_t parent, const char *name, const struct inode *in);
+/* Commit every waiting create, and every seal waiting for a batch
+ * (seal_later.h). Not from inside a store_write callback. */
 int ns_later_settle(struct store *st);
 /* fsync(2) of a file or a directory: the waiting creates commit, then
  * store_sync makes everything durable. */

@@ -21,6 +21,7 @@
 #include "ns_later.h"
 #include "paths.h"
 #include "seal.h"
+#include "seal_later.h"
 #include "store/store.h"
 
 struct pd_file {
@@ -388,8 +389,14 @@ static int staged_truncate(struct store *st, struct live *li, uint64_t size)
 
 /* Give li staged bytes holding its current content (or none, when the
  * caller is about to truncate to zero). */
+static int resolve_pending(struct store *st, struct live *li);
+
 static int stage(struct store *st, struct live *li, bool keep_content)
 {
+	/* bytes a waiting seal reads are not changed under it */
+	int rc = resolve_pending(st, li);
+	if (rc)
+		return rc;
 	if (staged(li))
 		return 0;
 	if (!(keep_content && li->has_blob && li->size > 0)) {
@@ -397,7 +404,7 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 		li->size = 0;
 		return reset_hash(li);
 	}
-	int rc = open_blob(st, li, true);
+	rc = open_blob(st, li, true);
 	if (rc)
 		return rc;
 	li->hash_ok = false;
@@ -430,6 +437,7 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 
 void file_unstage(struct store *st, struct live *li)
 {
+	resolve_pending(st, li); /* what waits is the store's before its bytes go */
 	if (li->in_mem)
 		drop_mem(st, li);
 	if (li->staging_fd >= 0)
@@ -459,30 +467,15 @@ static void discard_staged(struct store *st, struct live *li)
 	(void)load(st, li);
 }
 
-/* Seal the staged bytes: they become a (new or shared) blob. */
-static int seal(struct store *st, struct live *li)
+/* The seal committed: the file refers to blob res->key of size bytes. */
+static void sealed(struct store *st, struct live *li, const struct seal_result *res, uint64_t size)
 {
-	struct fp fp;
-	int rc = fingerprint(li, &fp);
-	li->hash_ok = false;
-	/* The hash state (about 1 KB with OpenSSL's) is needed only while the
-	 * file is written; live entries of closed files stay for as long as
-	 * the kernel caches their inodes. */
-	if (li->hash.md5)
-		fp_free(&li->hash);
-	if (rc)
-		return rc;
-	struct seal_result res;
-	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->in_mem ? li->mem : NULL,
-				li->staging, li->staging_fd };
-	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, li->ctime, &res)))
-		return rc;
 	close_blob(st, li);
 	if (li->in_mem) {
-		if (res.given) /* the signer frees it */
+		if (res->given) /* the signer frees it */
 			li->mem = NULL;
 		drop_mem(st, li);
-	} else if (res.dup) {
+	} else if (res->dup) {
 		close(li->staging_fd);
 	} else {
 		free(li->lazy_done);
@@ -493,12 +486,107 @@ static int seal(struct store *st, struct live *li)
 	li->staging_fd = -1;
 	li->dirty = false;
 	li->has_blob = true;
-	li->blob = res.key;
-	li->size = fp.size;
+	li->blob = res->key;
+	li->size = size;
 	/* Every byte reached the kernel's page cache through its writes. */
 	li->ref->kcache = true;
-	li->ref->kcache_key = res.key;
+	li->ref->kcache_key = res->key;
+}
+
+static int seal(struct store *st, struct live *li, bool may_wait);
+
+/* The seal of li that waits for its batch (seal_later.h), if any, done
+ * with (entry mutex held): committed now if its batch has not run, and
+ * the bytes in memory go as after a seal at close(). One that failed in
+ * its batch, after its close() returned, is said and tried again. */
+static int resolve_pending(struct store *st, struct live *li)
+{
+	struct seal_later_page *p = li->pending;
+	if (!p)
+		return 0;
+	struct seal_result res;
+	int rc = seal_later_wait(st, p, &res);
+	li->pending = NULL;
+	seal_later_put(p);
+	if (!rc) {
+		res.given = false; /* the signer was handed a copy: li->mem is the file's */
+		sealed(st, li, &res, li->size);
+		return 0;
+	}
+	fprintf(stderr, "pagededupfs: inode %llu: the seal of a page whose close() had returned failed in its batch (%s); sealing it again\n",
+		(unsigned long long)li->ino, strerror(-rc));
+	li->dirty = true;
+	if ((rc = seal(st, li, false)))
+		fprintf(stderr, "pagededupfs: inode %llu: the page could not be sealed again (%s); its bytes stay staged for the next close()\n",
+			(unsigned long long)li->ino, strerror(-rc));
+	return rc;
+}
+
+/* Seal the staged bytes: they become a (new or shared) blob. may_wait: a
+ * close() of a page in memory may leave the commit to a later batch
+ * (seal_later.h). */
+static int seal(struct store *st, struct live *li, bool may_wait)
+{
+	int rc = resolve_pending(st, li);
+	if (rc)
+		return rc;
+	struct fp fp;
+	rc = fingerprint(li, &fp);
+	li->hash_ok = false;
+	/* The hash state (about 1 KB with OpenSSL's) is needed only while the
+	 * file is written; live entries of closed files stay for as long as
+	 * the kernel caches their inodes. */
+	if (li->hash.md5)
+		fp_free(&li->hash);
+	if (rc)
+		return rc;
+	if (may_wait && li->in_mem) {
+		struct seal_later_page *p;
+		rc = seal_later_queue(st, li->ino, li->mem ? li->mem : "", &fp, li->mtime, li->ctime, &p);
+		if (!rc) {
+			li->pending = p; /* the bytes stay, staged and clean, until it is resolved */
+			li->dirty = false;
+			li->size = fp.size;
+			return 0;
+		}
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	struct seal_result res;
+	struct seal_src src = { li->in_mem ? (li->mem ? li->mem : "") : NULL, li->in_mem ? li->mem : NULL,
+				li->staging, li->staging_fd };
+	if ((rc = seal_staged(st, li->ino, &src, &fp, li->mtime, li->ctime, &res)))
+		return rc;
+	sealed(st, li, &res, fp.size);
 	return 0;
+}
+
+void file_resolve_sealed(struct store *st, bool wait)
+{
+	struct seal_later_page *list = seal_later_take_done(st);
+	while (list) {
+		struct seal_later_page *p = list;
+		list = seal_later_next(p);
+		struct live_ino *e = live_pin_entry(st, seal_later_ino(p), true);
+		bool kept = false;
+		if (e) {
+			struct live *li = e->state;
+			if (wait)
+				pthread_mutex_lock(&li->mu);
+			if (!wait && (seal_later_failed(p) || pthread_mutex_trylock(&li->mu))) {
+				kept = true;
+			} else {
+				if (li->pending == p)
+					resolve_pending(st, li);
+				pthread_mutex_unlock(&li->mu);
+			}
+			live_settle(st, e, 1, 0);
+		}
+		if (kept)
+			seal_later_give_back(st, p);
+		else
+			seal_later_put(p);
+	}
 }
 
 /* ---- the file operations --------------------------------------------- */
@@ -705,13 +793,14 @@ static int settle_create(struct store *st, uint64_t ino)
 int file_flush(struct pd_file *f)
 {
 	struct live *li = f->li;
+	file_resolve_sealed(f->st, true); /* no entry's mutex held */
 	pthread_mutex_lock(&li->mu);
 	/* Only a handle that changed the file seals at close(): a shell's
 	 * `>` opens, dup2()s and closes the first descriptor before writing. */
 	int rc = 0;
 	if (f->wrote) {
 		mark_flushed(f);
-		rc = li->dirty ? seal(f->st, li) : 0;
+		rc = li->dirty ? seal(f->st, li, true) : 0;
 		/* close() reports the failure, and the bytes go now unless
 		 * another writer's close is to come (above mark_written): an
 		 * open() right after close() must read what the store holds,
@@ -719,8 +808,10 @@ int file_flush(struct pd_file *f)
 		if (rc && no_writer_left(li))
 			give_up_staged(f->st, li, "close", rc);
 	}
+	/* a seal that waits for its batch has the create in the journal */
+	bool journaled = li->pending != NULL;
 	pthread_mutex_unlock(&li->mu);
-	return rc ? rc : settle_create(f->st, li->ino);
+	return rc || journaled ? rc : settle_create(f->st, li->ino);
 }
 
 int file_release(struct pd_file *f)
@@ -736,17 +827,19 @@ int file_release(struct pd_file *f)
 	if (last && orphan)
 		file_unstage(st, li); /* no name left: nobody can read these bytes again */
 	if (li->dirty && (last || writer))
-		rc = seal(st, li);
+		rc = seal(st, li, false);
 	if (rc && no_writer_left(li))
 		give_up_staged(st, li, "close", rc); /* nothing will seal it later */
 	if (last)
 		close_blob(st, li);
 	uint64_t ino = li->ino;
+	bool journaled = li->pending != NULL;
 	pthread_mutex_unlock(&li->mu);
 	free(f);
 	int src = live_settle(st, li->ref, 1, 0);
-	if (!rc)
+	if (!rc && !journaled)
 		rc = settle_create(st, ino);
+	file_resolve_sealed(st, true);
 	return rc ? rc : src;
 }
 
@@ -757,8 +850,9 @@ int file_fsync(struct pd_file *f, bool datasync)
 	int rc = 0;
 	pthread_mutex_lock(&li->mu);
 	/* Staged bytes do not survive a restart: make them a blob first. */
-	if (li->dirty)
-		rc = seal(f->st, li);
+	rc = resolve_pending(f->st, li);
+	if (!rc && li->dirty)
+		rc = seal(f->st, li, false);
 	if (!rc && li->has_blob)
 		rc = seal_sync_blob(f->st, &li->blob);
 	pthread_mutex_unlock(&li->mu);
@@ -792,7 +886,7 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 	 * has the file open (its next write stages the file again). A refused
 	 * seal leaves the file as the store holds it, unless a writer's close
 	 * is still to come. */
-	if (!rc && !f && li->dirty && (rc = seal(st, li)) && no_writer_left(li))
+	if (!rc && !f && li->dirty && (rc = seal(st, li, false)) && no_writer_left(li))
 		give_up_staged(st, li, "truncate", rc);
 	pthread_mutex_unlock(&li->mu);
 	if (!f)
@@ -840,6 +934,7 @@ void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
 		return; /* no file state: nothing staged */
 	struct live *li = e->state;
 	pthread_mutex_lock(&li->mu);
+	resolve_pending(st, li); /* its seal carries the mtime it had */
 	if (staged(li)) {
 		li->mtime = mtime;
 		li->ctime = pd_now();

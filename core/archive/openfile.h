@@ -85,6 +85,12 @@ void file_merge_attr(struct store *st, struct inode *in);
 /* Set mtime of a file being written, so the seal keeps it (utimens while
  * open for writing, as `wget -N` does). No-op if not staged. */
 void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime);
+/* The seals whose batch committed since the last call (seal_later.h)
+ * resolved: their bytes in memory go. wait: with no entry's mutex held
+ * (close() does it); else (a batch's leader, which may hold one) only
+ * the entries whose mutex is free, the rest left for the next call, and
+ * none whose seal failed (its second try writes). */
+void file_resolve_sealed(struct store *st, bool wait);
 /* The inode of an open file. */
 uint64_t file_ino(const struct pd_file *f);
 

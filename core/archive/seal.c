@@ -13,21 +13,6 @@
 #include "ns.h"
 #include "near/sigq.h"
 
-struct seal_arg {
-	uint64_t ino;
-	const struct seal_src *src;
-	const struct fp *fp;
-	struct pd_time mtime, ctime;
-	bool sync_dirs;
-	bool renamed;            /* blob_files: the bytes sit at `renamed_to` */
-	char renamed_to[BLOBKEY_PATH_MAX];
-	struct pack_rec rec;     /* the encoded record (rec.buf NULL: not yet) */
-	bool nursery;            /* rec goes to the nursery (blob.h) */
-	bool appended;           /* rec is in a pack at `loc` as `appended_key` */
-	struct blobkey appended_key;
-	struct pack_loc loc;
-	struct seal_result out;
-};
 
 /* Choose the blob for the content: an existing one, or a new key. */
 static int choose_blob(struct wtx *w, const struct fp *fp, struct blobkey *k, bool *found)
@@ -87,7 +72,7 @@ static int write_blob(struct store *st, const char *path, const void *buf, size_
 /* Format 1's layout (-o blob_files, tests): put the staged bytes at the
  * blob's file (once, even if the callback runs
  * again after a map resize). */
-static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
+static int place_blob(struct wtx *w, struct seal_job *a, const struct blobkey *k)
 {
 	struct store *st = w->st;
 	char path[BLOBKEY_PATH_MAX];
@@ -117,7 +102,7 @@ static int place_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k
 /* Append the page's record to the current pack as blob k (once, even if
  * the callback runs again: a second run with another key appends again,
  * and the first copy is dead bytes). */
-static int pack_blob(struct wtx *w, struct seal_arg *a, const struct blobkey *k)
+static int pack_blob(struct wtx *w, struct seal_job *a, const struct blobkey *k)
 {
 	struct store *st = w->st;
 	if (a->appended && blobkey_equal(&a->appended_key, k))
@@ -171,9 +156,9 @@ int seal_sync_blob(struct store *st, const struct blobkey *k)
 	return rc ? rc : sync_dir_of(st, path);
 }
 
-static int seal_cb(struct wtx *w, void *p)
+int seal_job_commit(struct wtx *w, void *p)
 {
-	struct seal_arg *a = p;
+	struct seal_job *a = p;
 	struct store *st = w->st;
 	struct inode in;
 	struct blobkey k;
@@ -220,46 +205,74 @@ static int seal_cb(struct wtx *w, void *p)
 	return ns_put_inode(w->txn, st, &in);
 }
 
-int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
-		struct pd_time mtime, struct pd_time ctime, struct seal_result *out)
+void seal_job_init(struct seal_job *a, struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
+		   struct pd_time mtime, struct pd_time ctime)
 {
-	struct seal_arg a = { .ino = ino, .src = src, .fp = fp, .mtime = mtime, .ctime = ctime,
-			      .sync_dirs = st->opts.sync_blobs };
-	int rc = 0;
+	*a = (struct seal_job){ .ino = ino, .src = src, .fp = fp, .mtime = mtime, .ctime = ctime,
+				.sync_dirs = st->opts.sync_blobs };
+}
+
+int seal_job_prepare(struct store *st, struct seal_job *a)
+{
+	const struct seal_src *src = a->src;
+	const struct fp *fp = a->fp;
 	if (st->opts.blob_files) {
 		if (!src->mem && st->opts.sync_blobs && fdatasync(src->fd))
 			return -errno;
-	} else if (!likely_stored(st, fp)) {
-		/* to the nursery (blob.h) while it has room: its final record
-		 * is written in the background, which this close() helps
-		 * while it is behind (ndelta.h) */
-		if (blob_nursery_behind(st))
-			sigq_help_deltas(st);
-		a.nursery = blob_nursery_wanted(st);
-		rc = a.nursery ? blob_encode_nursery(st, fp, src->mem, src->fd, &a.rec)
-			       : blob_encode(st, fp, src->mem, src->fd, &a.rec);
+		return 0;
 	}
-	if (rc)
-		return rc;
-	rc = store_write(st, seal_cb, &a);
-	pack_rec_free(&a.rec);
-	if (rc) {
-		/* The commit failed: the staged bytes stay where the file expects
-		 * them (a record appended for them is dead bytes). */
-		if (a.renamed && src->mem)
-			unlinkat(st->dirfd, a.renamed_to, 0);
-		else if (a.renamed)
-			renameat(st->dirfd, a.renamed_to, st->dirfd, src->staging);
-		return rc;
-	}
+	if (likely_stored(st, fp))
+		return 0;
+	/* to the nursery (blob.h) while it has room: its final record
+	 * is written in the background, which this close() helps
+	 * while it is behind (ndelta.h) */
+	if (blob_nursery_behind(st))
+		sigq_help_deltas(st);
+	a->nursery = blob_nursery_wanted(st);
+	return a->nursery ? blob_encode_nursery(st, fp, src->mem, src->fd, &a->rec)
+			  : blob_encode(st, fp, src->mem, src->fd, &a->rec);
+}
+
+void seal_job_failed(struct store *st, struct seal_job *a)
+{
+	/* The commit failed: the staged bytes stay where the file expects
+	 * them (a record appended for them is dead bytes). */
+	if (a->renamed && a->src->mem)
+		unlinkat(st->dirfd, a->renamed_to, 0);
+	else if (a->renamed)
+		renameat(st->dirfd, a->renamed_to, st->dirfd, a->src->staging);
+}
+
+void seal_job_committed(struct store *st, struct seal_job *a)
+{
+	const struct seal_src *src = a->src;
 	/* The bytes are in a pack (or were a duplicate): the staged copy goes;
 	 * an open descriptor of it (openfile.c) still reads them. */
-	if (!src->mem && (a.out.dup || !a.renamed))
+	if (!src->mem && (a->out.dup || !a->renamed))
 		unlinkat(st->dirfd, src->staging, 0);
-	if (!a.out.dup && src->give && !st->opts.blob_files)
-		a.out.given = sigq_push_page(st, &a.out.key, src->give, (size_t)fp->size, fp->xxh128);
-	else if (!a.out.dup)
-		sigq_push(st, &a.out.key);
-	*out = a.out;
-	return 0;
+	if (!a->out.dup && src->give && !st->opts.blob_files)
+		a->out.given = sigq_push_page(st, &a->out.key, src->give, (size_t)a->fp->size, a->fp->xxh128);
+	else if (!a->out.dup)
+		sigq_push(st, &a->out.key);
+}
+
+void seal_job_free(struct seal_job *a)
+{
+	pack_rec_free(&a->rec);
+}
+
+int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
+		struct pd_time mtime, struct pd_time ctime, struct seal_result *out)
+{
+	struct seal_job a;
+	seal_job_init(&a, st, ino, src, fp, mtime, ctime);
+	int rc = seal_job_prepare(st, &a);
+	if (!rc && (rc = store_write(st, seal_job_commit, &a)))
+		seal_job_failed(st, &a);
+	if (!rc) {
+		seal_job_committed(st, &a);
+		*out = a.out;
+	}
+	seal_job_free(&a);
+	return rc;
 }

@@ -59,6 +59,36 @@ struct seal_src {
 int seal_staged(struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
 		struct pd_time mtime, struct pd_time ctime, struct seal_result *out);
 
+/* seal_staged's steps apart, for a seal whose commit waits for a later
+ * batch (seal_later.h): init; prepare (before the commit: the filter's
+ * and the fingerprints' read, the record's encoding); seal_job_commit as
+ * the store_write callback (it may run more than once); then committed
+ * (the signer hears of a new blob; a staging file goes) or failed (what
+ * a failed commit leaves put back); free. src and fp must outlive the
+ * job. */
+struct seal_job {
+	uint64_t ino;
+	const struct seal_src *src;
+	const struct fp *fp;
+	struct pd_time mtime, ctime;
+	bool sync_dirs;
+	bool renamed;            /* blob_files: the bytes sit at `renamed_to` */
+	char renamed_to[BLOBKEY_PATH_MAX];
+	struct pack_rec rec;     /* the encoded record (rec.buf NULL: not yet) */
+	bool nursery;            /* rec goes to the nursery (blob.h) */
+	bool appended;           /* rec is in a pack at `loc` as `appended_key` */
+	struct blobkey appended_key;
+	struct pack_loc loc;
+	struct seal_result out;
+};
+void seal_job_init(struct seal_job *j, struct store *st, uint64_t ino, const struct seal_src *src, const struct fp *fp,
+		   struct pd_time mtime, struct pd_time ctime);
+int seal_job_prepare(struct store *st, struct seal_job *j);
+int seal_job_commit(struct wtx *w, void *job);
+void seal_job_committed(struct store *st, struct seal_job *j);
+void seal_job_failed(struct store *st, struct seal_job *j);
+void seal_job_free(struct seal_job *j);
+
 /* Make blob k durable: fsync its file and its directory. */
 int seal_sync_blob(struct store *st, const struct blobkey *k);
 

@@ -356,6 +356,7 @@ static void store_free(struct store *st)
 	gf_close(st->gf);
 	pack_set_close(st->packs);
 	store_ckpt_close(st); /* its read transaction before the environment */
+	store_journal_close(st);
 	if (st->env)
 		mdb_env_close(st->env);
 	if (st->dirfd >= 0)
@@ -757,6 +758,8 @@ int store_open(const char *dir, const struct store_opts *o, const struct store_p
 			rc = store_checkpoint(st, store_sync_files);
 		if (!rc)
 			rc = load_next_ino(st);
+		if (!rc)
+			rc = store_journal_open(st);
 		remove_staging(st);
 		store_lmdb_drop_leftover(st->dirfd); /* a rewrite killed at a close */
 		if (rc && !*err)

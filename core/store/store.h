@@ -48,6 +48,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "filter/cbf.h"
 #include "filter/gfilter.h"
@@ -166,7 +167,7 @@ struct store_part {
 	 * threads without draining them, free the part's memory. */
 	void (*release)(struct store *st);
 };
-#define STORE_MAX_PARTS 4
+#define STORE_MAX_PARTS 5
 
 struct store_opts {
 	bool readonly;        /* tools that only read: no lock, no writes */
@@ -359,12 +360,20 @@ struct store {
 	uint64_t mem_staged;  /* bytes of pages held in memory: being written, or decoded for open files */
 	uint64_t commits;     /* batches committed (leader only) */
 	uint64_t later_queued; /* store_write_later requests not yet done (atomic) */
+	/* Called by a batch's leader once the batch, which held requests of
+	 * store_write_later, is over and no lock of the store's is held: what
+	 * their done hooks, which run under the queue's lock, left to do
+	 * (archive/seal_later.c: the signer hears of the new blobs). Set by a
+	 * part's start, NULL: none. */
+	void (*after_later)(struct store *st);
 	/* The next inode number, kept in memory once a writable open read it
 	 * (next_ino_ready), so that one may be given before the commit that
 	 * records it (wtx_next_ino, ns_later.c); LMDB's "next_ino" row holds
 	 * at least every number a commit used, plus one. */
 	uint64_t next_ino;
 	bool next_ino_ready;
+	struct store_journal *journal; /* store_journal.c; NULL when read-only */
+	struct seal_later *seal_later; /* seals waiting for a commit (archive/seal_later.c; NULL when read-only) */
 	struct ns_later *ns_later; /* creates waiting for a commit (archive/ns_later.c; NULL when read-only) */
 	uint64_t lmdb_pages_at_open; /* LMDB's last page when the open had made its writes */
 	uint64_t lmdb_primed; /* LMDB's file primed up to here (store_reserve_lmdb_space) */
@@ -439,6 +448,31 @@ int store_write(struct store *st, store_write_fn fn, void *arg);
  * commit what waits. Returns -ENOMEM or -EROFS, else 0 (fn's own failure
  * goes to done). */
 int store_write_later(struct store *st, store_write_fn fn, void (*done)(void *arg, int rc), void *arg);
+/* The journal (store_journal.c). A request of store_write_later that
+ * stands for something a caller was told is done (a close() that
+ * returned) is lost if the daemon dies before its batch commits. Its
+ * caller appends what is needed to do it again to the journal, and the
+ * next writable open gives those entries, in their order, to whoever
+ * does them again (store_journal_replay), before anything else writes.
+ * store_journal_append appends data (n_data pieces, at most 4) and, with the journal's
+ * lock still held, calls then(st, seq, ctx), which queues the request
+ * (store_write_later), so that the entries' order is the queue's: a
+ * failure of then() takes the entry back, and is returned. The request's
+ * callback records its seq in the transaction (wtx_journal_applied) and
+ * its done hook tells the journal once committed (store_journal_done);
+ * the files start again once every entry in them committed. Entries that
+ * a crash left are given to fn(st, seq, data, len, ctx), which commits
+ * each with wtx_journal_applied; an entry after a gap (a power cut kept
+ * a later entry but not an earlier one) is counted in *dropped. */
+int store_journal_append(struct store *st, const struct iovec *data, int n_data,
+			 int (*then)(struct store *st, uint64_t seq, void *ctx), void *ctx);
+int wtx_journal_applied(struct wtx *w, uint64_t seq);
+void store_journal_done(struct store *st, uint64_t seq);
+int store_journal_replay(struct store *st, int (*fn)(struct store *st, uint64_t seq, const void *data, size_t len, void *ctx),
+			 void *ctx, uint64_t *replayed, uint64_t *dropped);
+/* An inode number given by a store before a crash, used again by what
+ * the journal does again: the next number given is past it. */
+void store_ino_used(struct store *st, uint64_t ino);
 /* Commit every request store_write_later queued before this call (none:
  * returns at once). Being a store_write, never from inside a callback. */
 int store_settle(struct store *st);

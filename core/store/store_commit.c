@@ -420,6 +420,14 @@ int store_take_ino(struct store *st, uint64_t *ino)
 	return 0;
 }
 
+void store_ino_used(struct store *st, uint64_t ino)
+{
+	uint64_t cur = __atomic_load_n(&st->next_ino, __ATOMIC_RELAXED);
+	while (cur <= ino && !__atomic_compare_exchange_n(&st->next_ino, &cur, ino + 1, false, __ATOMIC_RELAXED,
+							  __ATOMIC_RELAXED))
+		;
+}
+
 /* Numbers are taken in memory in one order and committed in another (a
  * create waiting for its close, a mkdir meanwhile): the row keeps the
  * highest. A number taken by a batch that was run again, or by a create
@@ -598,16 +606,20 @@ static void later_finish(struct store *st, struct store_wreq *r, int rc)
 /* A batch has run: each request of store_write_later hears how it went and
  * is freed, then every waiter's request is marked done (gc_mu held, so
  * that no waiter returns before the requests committed with it are
- * done). */
-static void batch_done(struct store *st, struct store_wreq *batch)
+ * done). True when the batch held a request of store_write_later. */
+static bool batch_done(struct store *st, struct store_wreq *batch)
 {
+	bool later = false;
 	for (struct store_wreq *r = batch, *next; r; r = next) {
 		next = r->next;
-		if (r->later_done)
+		if (r->later_done) {
+			later = true;
 			later_finish(st, r, r->rc);
-		else
+		} else {
 			r->done = true;
+		}
 	}
+	return later;
 }
 
 int store_write(struct store *st, store_write_fn fn, void *arg)
@@ -631,9 +643,15 @@ int store_write(struct store *st, store_write_fn fn, void *arg)
 		pthread_mutex_unlock(&st->gc_mu);
 		run_batch(st, batch);
 		pthread_mutex_lock(&st->gc_mu);
-		batch_done(st, batch);
+		bool later = batch_done(st, batch);
 		st->gc_leader = false;
 		pthread_cond_broadcast(&st->gc_cv);
+		if (later && st->after_later) {
+			/* no lock held: the hook may write */
+			pthread_mutex_unlock(&st->gc_mu);
+			st->after_later(st);
+			pthread_mutex_lock(&st->gc_mu);
+		}
 	}
 	pthread_mutex_unlock(&st->gc_mu);
 	return req.rc;

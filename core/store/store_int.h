@@ -89,6 +89,11 @@ int store_ckpt_open(struct store *st);
 int store_checkpoint(struct store *st, int (*sync_files)(struct store *st));
 int store_ckpt_mark_closed(struct store *st);
 void store_ckpt_close(struct store *st);
+
+/* store_journal.c: the journal's files opened (a writable open, once
+ * LMDB is), and let go. */
+int store_journal_open(struct store *st);
+void store_journal_close(struct store *st);
 /* After a commit: a checkpoint now if LMDB's file grew CKPT_EARLY_BYTES
  * past its last page at the last capture (store_ckpt.c, "Early"). */
 void store_ckpt_watch(struct store *st);

@@ -85,6 +85,14 @@ def write(path, data, mode=0o644, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
         os.close(fd)
 
 
+def committed(mnt):
+    """Every close() that returned is committed, so that a reader of the
+    store's own files (stored(), `pagededup blobs STORE`) sees it: a seal
+    may wait up to sync_ms for its batch (core/archive/seal_later.h), and
+    a listing of the mount commits what waits (core/archive/ns_later.h)."""
+    os.listdir(mnt)
+
+
 def read(path):
     with open(path, "rb") as f:
         return f.read()

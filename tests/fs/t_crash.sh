@@ -222,6 +222,68 @@ case_sigkill() {
 	crash_sigkill "${PD_CRASH_CYCLES:-50}" "${PD_CRASH_WRITERS:-2}" 200 1500
 }
 
+# A kill while closes wait for their batch (core/archive/seal_later.h):
+# every close() that returned comes back at the next mount, sealed again
+# from the journal in the order of the closes. sync_ms=60000 and no
+# signer, delta step or compactor (any commit takes what waits with it),
+# so that only the batch's bound (64 pages) and the namespace's writes
+# commit: new files whose create waits too, overwrites of committed
+# files, a file unlinked after its close (which must stay gone: the
+# unlink commits what waits before it), a rename, and more new pages
+# after them. Before the kill, stat and read answer the
+# waiting pages from memory.
+case_sigkill_waiting_seals() {
+	pd_mount sync_ms=60000,no_sign_thread,sign_queue=1000000,delta=off,nocompact || fail mount
+	python3 - "$MNT" "$PD_TMP/want.json" <<'PYEOF' || fail "the writes before the kill"
+import json, os, sys
+M, out = sys.argv[1], sys.argv[2]
+want = {}
+def put(name, data):
+    with open(os.path.join(M, name), "wb") as f:
+        f.write(data)
+    want[name] = data
+os.mkdir(M + "/d")
+for i in range(5):
+    put("d/old%d" % i, b"old %d\n" % i * 300)
+os.listdir(M + "/d")  # a listing commits what waits
+for i in range(150):
+    put("d/p%03d.html" % i, b"<p>page %d of the journal case</p>\n" % i * (40 + i))
+for i in range(5):
+    put("d/old%d" % i, b"new %d\n" % i * 200)
+put("d/gone", b"unlinked after its close\n")
+os.unlink(M + "/d/gone")
+del want["d/gone"]
+put("d/tmp", b"renamed after its close\n")
+os.rename(M + "/d/tmp", M + "/d/renamed")
+want["d/renamed"] = want.pop("d/tmp")
+for i in range(150, 190):
+    put("d/p%03d.html" % i, b"<p>page %d of the journal case</p>\n" % i * (40 + i))
+for name, data in want.items():
+    p = os.path.join(M, name)
+    if os.stat(p).st_size != len(data) or open(p, "rb").read() != data:
+        sys.exit("%s: not what its close() left, before the kill" % name)
+json.dump({k: v.decode() for k, v in want.items()}, open(out, "w"))
+PYEOF
+	kill -KILL "$PDFS_PID"
+	crash_daemon_gone 1
+	pd_mount -n -s "$STORE" -m "$MNT" || fail "mount after the kill"
+	grep -q "sealed again from the journal" "$PDFS_LOG" ||
+		{ pd_show_log "$PDFS_LOG"; fail "no page was waiting for its batch at the kill: the case tests nothing"; }
+	python3 - "$MNT" "$PD_TMP/want.json" <<'PYEOF' || fail "after the kill"
+import json, os, sys
+M, want = sys.argv[1], json.load(open(sys.argv[2]))
+got = sorted("d/" + n for n in os.listdir(M + "/d"))
+if got != sorted(want):
+    sys.exit("files after the kill: missing %s, not expected %s" % (
+        sorted(set(want) - set(got)), sorted(set(got) - set(want))))
+bad = [n for n, data in want.items() if open(os.path.join(M, n), "rb").read() != data.encode()]
+if bad:
+    sys.exit("%d files not as their close() left them: %s" % (len(bad), bad[:10]))
+PYEOF
+	note "$(grep -h "sealed again from the journal" "$PDFS_LOG")"
+	pd_umount || fail "umount and fsck"
+}
+
 # ---- power cuts ----------------------------------------------------------
 #
 # The rig: WORK/disk.img is the platter of a disk with a volatile write
@@ -617,6 +679,7 @@ PYEOF
 pd_crash_main() {
 	pd_case verify_selfcheck
 	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case sigkill
+	pd_case sigkill_waiting_seals
 	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case powercut_sync_blobs
 	PD_CASE_TIMEOUT=${PD_CASE_TIMEOUT:-600} pd_case powercut_default
 	pd_case checkpoint_early

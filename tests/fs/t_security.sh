@@ -363,8 +363,10 @@ for d, dirs, files in os.walk(S):
     for n in dirs + files:
         check(tok not in n and not n.startswith(".."), "a client's name in the store: %r" % os.path.join(d, n))
 for d in os.listdir(os.path.join(S, "meta")):
-    # LMDB's files, and the checkpoint (core/store/store_ckpt.c)
-    check(d.endswith(".mdb") or d == "ckpt", "meta/%r is neither an LMDB file nor the checkpoint" % d)
+    # LMDB's files, the checkpoint (core/store/store_ckpt.c) and the
+    # journal (core/store/store_journal.c)
+    check(d.endswith(".mdb") or d in ("ckpt", "journal-0", "journal-1"),
+          "meta/%r is neither an LMDB file nor the checkpoint nor the journal" % d)
 EOF
 	local out
 	out=$(find / /tmp /etc "$PD_TMP" -xdev -maxdepth 4 -name "*$2*" 2>/dev/null | head)
