@@ -26,6 +26,7 @@
 #include "base/fdio.h"
 #include "archive/archive.h"
 #include "store/store.h"
+#include "cli.h"
 
 static void place_of(struct store *st, const struct blobkey *k, const struct fprec *r, char *out, size_t n)
 {
@@ -130,10 +131,12 @@ int cmd_blobs(int argc, char **argv)
 		fprintf(stderr, "usage: pagededup blobs STORE [--cat KEY]\n");
 		return 1;
 	}
+	struct cli_store where;
+	cli_store(argv[1], &where); /* a mounted store's waiting closes committed */
 	struct store *st;
 	struct store_opts o = { .readonly = true };
 	char err[PD_ERRLEN] = "";
-	if (archive_open(argv[1], &o, &st, err)) {
+	if (archive_open(where.dir, &o, &st, err)) {
 		fprintf(stderr, "pagededup blobs: %s\n", err);
 		return 1;
 	}

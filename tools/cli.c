@@ -1,6 +1,7 @@
 /* cli.c - the shared habits of the `pagededup` commands. See cli.h. */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -83,17 +84,33 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 	return '?';
 }
 
+/* A mounted store's daemon may hold closes whose seal waits for a batch
+ * (core/archive/seal_later.h); a listing of the mount commits them, so
+ * that the store's own files, which the command reads, show every close()
+ * that returned. A mount the caller may not list stays as it is. */
+static void settle_mount(const char *mnt)
+{
+	DIR *d = opendir(mnt);
+	if (!d)
+		return;
+	(void)readdir(d);
+	closedir(d);
+}
+
 void cli_store(const char *arg, struct cli_store *s)
 {
 	*s->mnt = *s->path = 0;
 	snprintf(s->inner, sizeof s->inner, "/");
 	if (!mounts_find_path(arg, s->dir, sizeof s->dir, s->mnt, sizeof s->mnt, s->inner, sizeof s->inner)) {
 		snprintf(s->path, sizeof s->path, "%s%s", s->mnt, strcmp(s->inner, "/") ? s->inner : "");
+		settle_mount(s->mnt);
 		return;
 	}
 	snprintf(s->dir, sizeof s->dir, "%s", arg);
-	if (!mounts_find_store(arg, s->mnt, sizeof s->mnt))
+	if (!mounts_find_store(arg, s->mnt, sizeof s->mnt)) {
 		snprintf(s->path, sizeof s->path, "%s", s->mnt);
+		settle_mount(s->mnt);
+	}
 }
 
 static void say_waiting(void *ctx, const char *pid)

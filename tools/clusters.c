@@ -39,6 +39,7 @@
 #include "archive/archive.h"
 #include "archive/clusters.h"
 #include "store/store.h"
+#include "cli.h"
 
 enum format { F_TEXT, F_CSV, F_JSON };
 
@@ -233,6 +234,8 @@ static int run(int argc, char **argv, bool near)
 		dir = store_dir;
 		o.prefix = strcmp(mnt, "/") ? mnt : "";
 	}
+	struct cli_store settled;
+	cli_store(dir, &settled); /* a mounted store's waiting closes committed */
 	struct store *st;
 	struct store_opts so = { .readonly = true };
 	char err[PD_ERRLEN] = "";

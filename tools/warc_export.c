@@ -757,6 +757,8 @@ int cmd_export(int argc, char **argv)
 	bool from_store = is_store_dir(src);
 	char err[PD_ERRLEN] = "";
 	if (!rc && from_store) {
+		struct cli_store settled;
+		cli_store(src, &settled); /* a mounted store's waiting closes committed */
 		struct store_opts so = { .readonly = true };
 		if ((rc = archive_open(src, &so, &st, err)))
 			fprintf(stderr, "pagededup export: %s\n", err);

@@ -125,8 +125,9 @@ static int pack_blob(struct wtx *w, struct seal_job *a, const struct blobkey *k)
  * record is encoded outside the write transaction only for content that
  * is new, so a duplicate costs no compression and a new page's
  * compression runs on the writer's thread, in parallel with others. */
-static bool likely_stored(struct store *st, const struct fp *fp)
+static bool likely_stored(struct store *st, const struct fp *fp, bool *bad)
 {
+	*bad = false;
 	if (st->opts.nodedup)
 		return false;
 	MDB_txn *txn;
@@ -135,6 +136,9 @@ static bool likely_stored(struct store *st, const struct fp *fp)
 	struct blobkey k;
 	bool found = false, collision;
 	int rc = blob_find(txn, st, fp, &k, &found, &collision);
+	struct fprec r;
+	if (!rc && found && !blob_get(txn, st, &k, &r))
+		*bad = r.flags & FPREC_BAD;
 	store_read_end(st, txn);
 	return rc || found;
 }
@@ -221,7 +225,7 @@ int seal_job_prepare(struct store *st, struct seal_job *a)
 			return -errno;
 		return 0;
 	}
-	if (likely_stored(st, fp))
+	if (likely_stored(st, fp, &a->heals))
 		return 0;
 	/* to the nursery (blob.h) while it has room: its final record
 	 * is written in the background, which this close() helps

@@ -76,6 +76,7 @@ struct seal_job {
 	char renamed_to[BLOBKEY_PATH_MAX];
 	struct pack_rec rec;     /* the encoded record (rec.buf NULL: not yet) */
 	bool nursery;            /* rec goes to the nursery (blob.h) */
+	bool heals;              /* prepare found the content's record damaged: this seal heals it */
 	bool appended;           /* rec is in a pack at `loc` as `appended_key` */
 	struct blobkey appended_key;
 	struct pack_loc loc;

@@ -252,8 +252,12 @@ int seal_later_queue(struct store *st, uint64_t ino, const void *mem, const stru
 	p->bytes = fp->size;
 	p->src = (struct seal_src){ .mem = mem, .fd = -1 };
 	seal_job_init(&p->job, st, ino, &p->src, &p->fp, mtime, ctime);
-	/* the record encoded here, not in the batch's transaction */
+	/* the record encoded here, not in the batch's transaction; a seal
+	 * that heals a damaged record does it at once, so that a read of the
+	 * record's other files right after this close() finds it whole */
 	int rc = seal_job_prepare(st, &p->job);
+	if (!rc && p->job.heals)
+		rc = -EAGAIN;
 	struct entry e;
 	if (!rc) {
 		entry_make(st, &e, ino, fp, mtime, ctime);

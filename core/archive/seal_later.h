@@ -29,9 +29,11 @@
  *
  * Not deferred, sealed at close() as before: -o sync_blobs (every call is
  * durable when it returns), a format 1 store (blob files), a page in a
- * staging file (larger than the memory for pages being written), and a
- * disk with less free than the nursery's bound (blob.h), so that a full
- * disk is reported by the close() that meets it. A seal that fails in
+ * staging file (larger than the memory for pages being written), bytes
+ * whose record is known damaged (the seal heals it: the record's other
+ * files read whole right after the close), and a disk with less free than
+ * the nursery's bound (blob.h), so that a full disk is reported by the
+ * close() that meets it. A seal that fails in
  * its batch after its close() returned (which the free-space check makes
  * rare: an LMDB error) is logged and tried again at once in the thread
  * that resolves it; a second failure is logged with the page's inode,

@@ -241,6 +241,26 @@ static int meta_get(struct fsck *f, const char *key, void *out, size_t len)
 	return rc;
 }
 
+/* Pages closed before the store stopped whose seal waited for a batch
+ * (archive/seal_later.h): the journal holds them, the next writable open
+ * (a mount, --repair) seals them. */
+static int check_journal(struct fsck *f)
+{
+	uint8_t b[8];
+	uint64_t applied = 0, n;
+	int rc = meta_get(f, STORE_JOURNAL_META_KEY, b, sizeof b);
+	if (!rc)
+		applied = get_le64(b);
+	else if (rc != -ENOENT)
+		return rc;
+	if ((rc = store_journal_count(f->sh.dirfd, applied, &n)))
+		return rc;
+	if (n)
+		fsck_say(f, K_LEFTOVER, "leftover: the journal holds %llu page(s) closed before the store stopped, "
+			 "not committed yet (the next mount or --repair seals them)", (unsigned long long)n);
+	return 0;
+}
+
 static int meta_put(struct fsck *f, const char *key, const void *val, size_t len)
 {
 	MDB_val k = { strlen(key), (void *)key }, v = { len, (void *)val };
@@ -526,6 +546,8 @@ static int check_all(struct fsck *f)
 		fsck_check_totals(f);
 	if (!rc)
 		rc = fsck_walk_staging(f);
+	if (!rc)
+		rc = check_journal(f);
 	mdb_txn_abort(f->txn);
 	f->txn = NULL;
 	return rc;

@@ -470,6 +470,11 @@ int wtx_journal_applied(struct wtx *w, uint64_t seq);
 void store_journal_done(struct store *st, uint64_t seq);
 int store_journal_replay(struct store *st, int (*fn)(struct store *st, uint64_t seq, const void *data, size_t len, void *ctx),
 			 void *ctx, uint64_t *replayed, uint64_t *dropped);
+/* The meta row that holds the last entry committed (u64), and the
+ * entries after seq `applied` the journal of the store in dirfd holds
+ * (fsck, which opens LMDB by itself: the next writable open seals them). */
+#define STORE_JOURNAL_META_KEY "journal_seq"
+int store_journal_count(int dirfd, uint64_t applied, uint64_t *n);
 /* An inode number given by a store before a crash, used again by what
  * the journal does again: the next number given is past it. */
 void store_ino_used(struct store *st, uint64_t ino);

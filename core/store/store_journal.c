@@ -41,7 +41,7 @@
 #define JOURNAL_CHECK 8
 #define JOURNAL_SWITCH (4u << 20)
 #define JOURNAL_IOV 4 /* pieces of an entry's payload */
-#define JOURNAL_META_KEY "journal_seq"
+#define JOURNAL_META_KEY STORE_JOURNAL_META_KEY
 
 struct store_journal {
 	pthread_mutex_t mu;
@@ -324,6 +324,34 @@ int store_journal_replay(struct store *st, int (*fn)(struct store *st, uint64_t 
 			rc = restart(j, i);
 		j->active = 0;
 	}
+	free(r.buf[0]);
+	free(r.buf[1]);
+	free(r.v);
+	return rc;
+}
+
+int store_journal_count(int dirfd, uint64_t applied, uint64_t *n)
+{
+	struct jread r = { { NULL, NULL }, NULL, 0, 0 };
+	int rc = 0;
+	*n = 0;
+	for (int i = 0; i < 2 && !rc; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "meta/journal-%d", i);
+		int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			rc = errno == ENOENT ? 0 : -errno;
+			continue;
+		}
+		off_t end = lseek(fd, 0, SEEK_END);
+		if (end < 0)
+			rc = -errno;
+		else if (!(rc = read_whole(fd, (uint64_t)end, &r.buf[i])))
+			rc = parse(&r, r.buf[i], (uint64_t)end);
+		close(fd);
+	}
+	for (size_t i = 0; i < r.n && !rc; i++)
+		*n += r.v[i].seq > applied;
 	free(r.buf[0]);
 	free(r.buf[1]);
 	free(r.v);

@@ -471,7 +471,9 @@ case_powercut_default() {
 # A checkpoint's reader keeps the pages freed after it from reuse, so LMDB's
 # file grows by what the commits of a sync interval free (some 30 pages a
 # page written). With sync_ms at ten minutes, a copy of 1,500 pages (each
-# a commit) grows it past CKPT_EARLY_BYTES (8 MiB) over the last capture:
+# a commit: the copy lists the directory after each page, which commits
+# the seal that waits for its batch, core/archive/seal_later.h) grows it
+# past CKPT_EARLY_BYTES (8 MiB) over the last capture:
 # a commit then wakes the sync thread, and the checkpoint on the disk is
 # newer than the mount's own as the writes end, long before the interval
 # does.
@@ -487,6 +489,7 @@ for i in range(1500):
     d = "%s/d%02d" % (M, i % 30)
     os.makedirs(d, exist_ok=True)
     write("%s/p%04d.html" % (d, i), ("<html><body>page %d %s</body></html>\n" % (i, "w%d " % i * 40)).encode())
+    os.listdir(d)  # commits what waits: a commit a page
 PYEOF
 	# read at once: the delta step's sweep, once the writes stop, empties
 	# the nursery's pack and syncs the store (a checkpoint of its own)
