@@ -237,16 +237,8 @@ static int read_whole(int fd, uint64_t size, uint8_t **out)
 	*out = malloc(size ? size : 1);
 	if (!*out)
 		return -ENOMEM;
-	uint64_t got = 0;
-	while (got < size) {
-		ssize_t n = pread(fd, *out + got, size - got, (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		got += (uint64_t)n;
-	}
-	return 0;
+	ssize_t n = fd_pread_full(fd, *out, size, 0);
+	return n < 0 ? (int)n : (uint64_t)n == size ? 0 : -EIO;
 }
 
 /* The entries of one file that check, up to the first that does not. */
