@@ -379,8 +379,8 @@ static int cmd_fsck(int argc, char **argv)
 	}
 	if (!o.repair && !r.problems) {
 		fsck_summary(store, &r, o.deep);
-		printf("clean but for %llu crash leftover%s (nothing refers to them; the next mount of a store not "
-		       "closed cleanly, or 'pagededup fsck --repair %s', removes them)\n",
+		printf("clean but for %llu crash leftover%s (the next mount of a store not closed cleanly, or "
+		       "'pagededup fsck --repair %s', removes what nothing refers to and seals what the journal holds)\n",
 		       (unsigned long long)r.leftovers, r.leftovers == 1 ? "" : "s", store);
 		return FSCK_LEFTOVERS;
 	}

@@ -255,9 +255,12 @@ static int check_journal(struct fsck *f)
 		return rc;
 	if ((rc = store_journal_count(f->sh.dirfd, applied, &n)))
 		return rc;
-	if (n)
+	if (n) {
 		fsck_say(f, K_LEFTOVER, "leftover: the journal holds %llu page(s) closed before the store stopped, "
 			 "not committed yet (the next mount or --repair seals them)", (unsigned long long)n);
+		f->journal_waiting = n;
+		f->fix_any = true; /* the repair's writable open seals them */
+	}
 	return 0;
 }
 
@@ -673,6 +676,8 @@ static int repair(struct fsck *f, char err[512])
 	}
 	if (rebuild)
 		fsck_say(f, K_REPAIR, "repaired: filter and exact counts rebuilt from the stored positions");
+	if (f->journal_waiting) /* by the writable open above (archive/seal_later.c) */
+		fsck_say(f, K_REPAIR, "repaired: %llu page(s) the journal held sealed", (unsigned long long)f->journal_waiting);
 	if (f->fix_bi) /* by the writable open above (store_blob_inodes_upgrade) */
 		fsck_say(f, K_REPAIR, "repaired: the inodes of blobs put in format %u's form (one in the fingerprint row, "
 			 "two or more in blob_inodes)", PD_FORMAT_INO_IN_ROW);

@@ -140,6 +140,7 @@ struct fsck {
 	bool fix_fprows; /* fingerprint rows of layout 1 (rec.h) */
 	bool fix_bi;     /* blobs whose inodes are not in format 7's form (store.h) */
 	bool fix_near0;  /* near0 of an older layout (near.h) */
+	uint64_t journal_waiting; /* pages the journal holds not committed (sealed by the repair's open) */
 	uint64_t bi_lone;     /* blobs of one inode listed in blob_inodes (format 7: in their row) */
 	uint64_t bi_rows;     /* inodes held by fingerprint rows (format 7) */
 	uint64_t names_to_rows;

@@ -266,6 +266,11 @@ json.dump({k: v.decode() for k, v in want.items()}, open(out, "w"))
 PYEOF
 	kill -KILL "$PDFS_PID"
 	crash_daemon_gone 1
+	local out rc=0
+	out=$("$PD_BIN" fsck "$STORE" 2>&1) || rc=$?
+	[ "$rc" = 3 ] || fail "fsck after the kill: exit $rc, expected 3 (crash leftovers only): $out"
+	grep -q "^leftover: the journal holds [1-9][0-9]* page(s) closed before the store stopped" <<<"$out" ||
+		fail "fsck does not count the journal's pages: $out"
 	pd_mount -n -s "$STORE" -m "$MNT" || fail "mount after the kill"
 	grep -q "sealed again from the journal" "$PDFS_LOG" ||
 		{ pd_show_log "$PDFS_LOG"; fail "no page was waiting for its batch at the kill: the case tests nothing"; }
