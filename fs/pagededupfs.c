@@ -326,9 +326,12 @@ static void pd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		sa.ctime = from_ts(attr->st_ctim);
 	}
 	struct inode in;
-	if (!rc && (sa.valid || !(to_set & FUSE_SET_ATTR_SIZE)))
+	/* a utime right after a close (wget, cp -p, tar) waits behind the
+	 * close's seal instead of committing it (core/archive/seal_later.h) */
+	bool waits = !rc && !(to_set & FUSE_SET_ATTR_SIZE) && file_set_times_later(st, ino, &sa) == 0;
+	if (!rc && !waits && (sa.valid || !(to_set & FUSE_SET_ATTR_SIZE)))
 		rc = ns_setattr(st, ino, &sa, &in);
-	if (!rc && (sa.valid & (NS_SET_MTIME | NS_SET_MTIME_NOW)))
+	if (!rc && !waits && (sa.valid & (NS_SET_MTIME | NS_SET_MTIME_NOW)))
 		file_set_mtime(st, ino, in.mtime);
 	if (!rc)
 		rc = file_getattr(st, ino, &in);

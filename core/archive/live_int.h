@@ -57,6 +57,8 @@ struct live {
 	/* A seal of the staged bytes waiting for its batch (seal_later.h):
 	 * the bytes stay in memory, not dirty, until it is resolved. */
 	struct seal_later_page *pending;
+	struct pd_time atime;  /* a utime's atime while it waits behind the seal */
+	bool atime_set;
 	uint32_t unflushed;    /* handles written through since their last close() */
 	struct pd_time mtime;  /* mtime and ctime of the staged bytes */
 	struct pd_time ctime;

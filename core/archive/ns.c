@@ -528,9 +528,13 @@ static uint32_t suidgid_bits(uint32_t mode)
 static int setattr_cb(struct wtx *w, void *p)
 {
 	struct setattr_arg *a = p;
-	const struct ns_setattr *sa = a->sa;
+	return ns_setattr_in(w, a->ino, a->sa, &a->out);
+}
+
+int ns_setattr_in(struct wtx *w, uint64_t ino, const struct ns_setattr *sa, struct inode *out)
+{
 	struct inode in;
-	int rc = ns_get_inode(w->txn, w->st, a->ino, &in);
+	int rc = ns_get_inode(w->txn, w->st, ino, &in);
 	if (rc)
 		return rc;
 	if (sa->valid & NS_SET_MODE)
@@ -552,7 +556,8 @@ static int setattr_cb(struct wtx *w, void *p)
 	if (sa->valid & NS_SET_MTIME_NOW)
 		in.mtime = w->now;
 	in.ctime = sa->valid & NS_SET_CTIME ? sa->ctime : w->now;
-	a->out = in;
+	if (out)
+		*out = in;
 	return ns_put_inode(w->txn, w->st, &in);
 }
 

@@ -106,6 +106,8 @@ struct ns_setattr {
 	struct pd_time atime, mtime, ctime;
 };
 int ns_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa, struct inode *out);
+/* The same inside the caller's transaction (out may be NULL). */
+int ns_setattr_in(struct wtx *w, uint64_t ino, const struct ns_setattr *sa, struct inode *out);
 /* A write(2), truncate or open(O_TRUNC) by a caller without CAP_FSETID:
  * set-user-ID goes, and set-group-ID when the file is group-executable or
  * the caller is outside its group (cred is asked only then: finding a

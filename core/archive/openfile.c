@@ -485,6 +485,7 @@ static void sealed(struct store *st, struct live *li, const struct seal_result *
 	}
 	li->staging_fd = -1;
 	li->dirty = false;
+	li->atime_set = false;
 	li->has_blob = true;
 	li->blob = res->key;
 	li->size = size;
@@ -576,7 +577,11 @@ void file_resolve_sealed(struct store *st, bool wait)
 			if (!wait && (seal_later_failed(p) || pthread_mutex_trylock(&li->mu))) {
 				kept = true;
 			} else {
-				if (li->pending == p)
+				/* a utime still waiting behind it: the state answers
+				 * its times until that commits too */
+				if (li->pending == p && !seal_later_failed(p) && !seal_later_settled(p))
+					kept = true;
+				else if (li->pending == p)
 					resolve_pending(st, li);
 				pthread_mutex_unlock(&li->mu);
 			}
@@ -914,6 +919,8 @@ void file_merge_attr(struct store *st, struct inode *in)
 		in->mtime = li->mtime;
 		if (pd_time_cmp(li->ctime, in->ctime) > 0)
 			in->ctime = li->ctime;
+		if (li->atime_set)
+			in->atime = li->atime;
 	}
 	pthread_mutex_unlock(&li->mu);
 	live_settle(st, e, 1, 0);
@@ -924,6 +931,45 @@ int file_getattr(struct store *st, uint64_t ino, struct inode *out)
 	int rc = ns_getattr(st, ino, out);
 	if (!rc)
 		file_merge_attr(st, out);
+	return rc;
+}
+
+int file_set_times_later(struct store *st, uint64_t ino, const struct ns_setattr *set)
+{
+	const unsigned times = NS_SET_ATIME | NS_SET_MTIME | NS_SET_ATIME_NOW | NS_SET_MTIME_NOW | NS_SET_CTIME;
+	if (!set->valid || (set->valid & ~times))
+		return -EAGAIN;
+	/* "now" is the call's time, as the kernel's own utime takes it */
+	struct pd_time now = pd_now();
+	struct ns_setattr t = { .valid = NS_SET_CTIME, .atime = set->atime, .mtime = set->mtime,
+				.ctime = set->valid & NS_SET_CTIME ? set->ctime : now };
+	if (set->valid & (NS_SET_ATIME | NS_SET_ATIME_NOW))
+		t.valid |= NS_SET_ATIME;
+	if (set->valid & NS_SET_ATIME_NOW)
+		t.atime = now;
+	if (set->valid & (NS_SET_MTIME | NS_SET_MTIME_NOW))
+		t.valid |= NS_SET_MTIME;
+	if (set->valid & NS_SET_MTIME_NOW)
+		t.mtime = now;
+	const struct ns_setattr *sa = &t;
+	struct live_ino *e = live_pin_entry(st, ino, true);
+	if (!e)
+		return -EAGAIN;
+	struct live *li = e->state;
+	int rc = -EAGAIN;
+	pthread_mutex_lock(&li->mu);
+	if (li->pending && !seal_later_failed(li->pending) && !(rc = seal_later_times(st, li->pending, sa))) {
+		/* answered from the state until it commits (file_merge_attr) */
+		if (sa->valid & NS_SET_MTIME)
+			li->mtime = sa->mtime;
+		if (sa->valid & NS_SET_ATIME) {
+			li->atime = sa->atime;
+			li->atime_set = true;
+		}
+		li->ctime = sa->ctime;
+	}
+	pthread_mutex_unlock(&li->mu);
+	live_settle(st, e, 1, 0);
 	return rc;
 }
 

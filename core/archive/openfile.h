@@ -28,6 +28,8 @@
 
 #include "store/rec.h"
 
+struct ns_setattr;
+
 struct store;
 struct live_table;
 
@@ -85,6 +87,11 @@ void file_merge_attr(struct store *st, struct inode *in);
 /* Set mtime of a file being written, so the seal keeps it (utimens while
  * open for writing, as `wget -N` does). No-op if not staged. */
 void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime);
+/* A utime (sa sets times only: atime, mtime, either as now, ctime) of a
+ * file whose seal waits for its batch (seal_later.h), queued behind it
+ * instead of committing it: 0; -EAGAIN: no such seal, or sa sets more,
+ * set them at once (ns_setattr). */
+int file_set_times_later(struct store *st, uint64_t ino, const struct ns_setattr *sa);
 /* The seals whose batch committed since the last call (seal_later.h)
  * resolved: their bytes in memory go. wait: with no entry's mutex held
  * (close() does it); else (a batch's leader, which may hold one) only

@@ -13,6 +13,9 @@
  *   88  the create's inode row (layout 1, INODE_FIXED_BYTES), with bit 0
  *       its name
  *       the page's bytes
+ * A utime after such a close (seal_later_times: bit 1 of flags, no bit 0,
+ * no page): 8 ino, 16 which times u32 (NS_SET_ATIME, NS_SET_MTIME),
+ * 24 atime sec i64, 32 atime nsec u32, 56.. mtime and ctime as above.
  */
 #include "seal_later.h"
 
@@ -32,6 +35,7 @@
 
 #define ENTRY_VERSION 1
 #define ENTRY_CREATE 1u
+#define ENTRY_TIMES 2u
 #define ENTRY_FIXED 88
 
 struct seal_later_page {
@@ -43,6 +47,7 @@ struct seal_later_page {
 	struct seal_src src;
 	struct seal_job job;
 	void *give;            /* a copy of a new blob's bytes for the signer */
+	int times_waiting;     /* utimes queued behind it, not committed (atomic) */
 	int rc;                /* the batch's outcome, once done */
 	bool done;             /* atomic */
 	struct seal_later_page *next; /* on the done list */
@@ -174,8 +179,8 @@ struct seal_later_page *seal_later_take_done(struct store *st)
 int seal_later_wait(struct store *st, struct seal_later_page *p, struct seal_result *res)
 {
 	int rc = 0;
-	if (!__atomic_load_n(&p->done, __ATOMIC_ACQUIRE))
-		rc = store_settle(st); /* queued before this call: committed with it */
+	if (!seal_later_settled(p))
+		rc = store_settle(st); /* queued before this call (a utime behind it too): committed with it */
 	if (!rc && !__atomic_load_n(&p->done, __ATOMIC_ACQUIRE))
 		rc = -EIO; /* cannot be: what settle commits is done before it returns */
 	if (!rc)
@@ -287,6 +292,101 @@ int seal_later_queue(struct store *st, uint64_t ino, const void *mem, const stru
 	return 0;
 }
 
+/* ---- a utime after the close ----------------------------------------- */
+
+struct later_times {
+	struct store *st;
+	struct seal_later_page *p; /* the seal it follows (a reference) */
+	uint64_t ino, seq;
+	struct ns_setattr sa;
+};
+
+static int times_cb(struct wtx *w, void *arg)
+{
+	struct later_times *t = arg;
+	int rc = ns_setattr_in(w, t->ino, &t->sa, NULL);
+	return rc ? rc : wtx_journal_applied(w, t->seq);
+}
+
+/* In the leader, gc_mu held. */
+static void times_done(void *arg, int rc)
+{
+	struct later_times *t = arg;
+	if (!rc)
+		store_journal_done(t->st, t->seq);
+	else if (rc != -ECANCELED)
+		fprintf(stderr, "pagededupfs: inode %llu: its times, set after its close(), could not be committed: %s\n",
+			(unsigned long long)t->ino, strerror(-rc));
+	__atomic_sub_fetch(&t->p->times_waiting, 1, __ATOMIC_RELEASE);
+	seal_later_put(t->p);
+	free(t);
+}
+
+static int queue_times_cb(struct store *st, uint64_t seq, void *ctx)
+{
+	struct later_times *t = ctx;
+	t->seq = seq;
+	return store_write_later(st, times_cb, times_done, t);
+}
+
+static void entry_times(uint8_t b[ENTRY_FIXED], uint64_t ino, const struct ns_setattr *sa)
+{
+	memset(b, 0, ENTRY_FIXED);
+	b[0] = ENTRY_VERSION;
+	b[1] = ENTRY_TIMES;
+	put_le64(b + 8, ino);
+	put_le32(b + 16, sa->valid & (NS_SET_ATIME | NS_SET_MTIME));
+	put_le64(b + 24, (uint64_t)sa->atime.sec);
+	put_le32(b + 32, sa->atime.nsec);
+	put_le64(b + 56, (uint64_t)sa->mtime.sec);
+	put_le32(b + 64, sa->mtime.nsec);
+	put_le32(b + 68, sa->ctime.nsec);
+	put_le64(b + 72, (uint64_t)sa->ctime.sec);
+}
+
+int seal_later_times(struct store *st, struct seal_later_page *p, const struct ns_setattr *sa)
+{
+	if (!st->seal_later || !st->journal || (sa->valid & ~(NS_SET_ATIME | NS_SET_MTIME | NS_SET_CTIME)) ||
+	    !(sa->valid & NS_SET_CTIME))
+		return -EAGAIN;
+	struct later_times *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	*t = (struct later_times){ .st = st, .p = p, .ino = p->job.ino, .sa = *sa };
+	uint8_t b[ENTRY_FIXED];
+	entry_times(b, t->ino, sa);
+	struct iovec iov = { b, sizeof b };
+	__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&p->times_waiting, 1, __ATOMIC_RELAXED);
+	int rc = store_journal_append(st, &iov, 1, queue_times_cb, t);
+	if (rc) {
+		__atomic_sub_fetch(&p->times_waiting, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&p->refs, 1, __ATOMIC_RELAXED); /* the caller's stays */
+		free(t);
+		return rc == -ENOMEM ? rc : -EAGAIN;
+	}
+	return 0;
+}
+
+bool seal_later_settled(const struct seal_later_page *p)
+{
+	return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) && !__atomic_load_n(&p->times_waiting, __ATOMIC_ACQUIRE);
+}
+
+static int replay_times(struct store *st, const uint8_t *b)
+{
+	uint64_t ino = get_le64(b + 8);
+	struct ns_setattr sa = { .valid = (get_le32(b + 16) & (NS_SET_ATIME | NS_SET_MTIME)) | NS_SET_CTIME };
+	sa.atime = (struct pd_time){ (int64_t)get_le64(b + 24), get_le32(b + 32) };
+	sa.mtime = (struct pd_time){ (int64_t)get_le64(b + 56), get_le32(b + 64) };
+	sa.ctime = (struct pd_time){ (int64_t)get_le64(b + 72), get_le32(b + 68) };
+	int rc = ns_setattr(st, ino, &sa, NULL);
+	if (rc)
+		fprintf(stderr, "pagededupfs: journal: the times of inode %llu could not be set again: %s\n",
+			(unsigned long long)ino, strerror(-rc));
+	return 0; /* said; the rest go on */
+}
+
 /* ---- the replay ------------------------------------------------------ */
 
 static int applied_cb(struct wtx *w, void *arg)
@@ -300,6 +400,10 @@ static int replay_one(struct store *st, uint64_t seq, const void *data, size_t l
 	const uint8_t *b = data;
 	if (len < ENTRY_FIXED || b[0] != ENTRY_VERSION)
 		return -EUCLEAN;
+	if (b[1] & ENTRY_TIMES) {
+		replay_times(st, b);
+		return store_write(st, applied_cb, &seq);
+	}
 	bool create = b[1] & ENTRY_CREATE;
 	size_t name_len = (size_t)b[2] | (size_t)b[3] << 8;
 	size_t head = ENTRY_FIXED + (create ? INODE_FIXED_BYTES + name_len : 0);

@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "base/fp.h"
+#include "ns.h"
 #include "seal.h"
 #include "store/store.h"
 
@@ -67,6 +68,16 @@ extern const struct store_part seal_later_part;
  * journal's, or -ENOMEM (nothing queued). */
 int seal_later_queue(struct store *st, uint64_t ino, const void *mem, const struct fp *fp, struct pd_time mtime,
 		     struct pd_time ctime, struct seal_later_page **out);
+/* A utime of p's inode right after its close (wget, cp -p and tar set a
+ * file's times once it is written): sa sets atime and/or mtime and the
+ * ctime (NS_SET_CTIME, the call's time), nothing else. Journaled and
+ * queued behind the seal as the seal is, so that it does not commit the
+ * batch: 0; -EAGAIN when it cannot wait (set them at once); -ENOMEM. The
+ * caller (openfile.c) defers only a utime of a file whose seal waits. */
+int seal_later_times(struct store *st, struct seal_later_page *p, const struct ns_setattr *sa);
+/* p's batch ran and so did every utime queued behind it: the file's
+ * rows say all of it, and its state may let go. */
+bool seal_later_settled(const struct seal_later_page *p);
 /* Wait for p's batch (committing what waits if need be): 0 and *res, or
  * the seal's error. */
 int seal_later_wait(struct store *st, struct seal_later_page *p, struct seal_result *res);

@@ -230,8 +230,9 @@ case_sigkill() {
 # commit: new files whose create waits too, overwrites of committed
 # files, a file unlinked after its close (which must stay gone: the
 # unlink commits what waits before it), a rename, and more new pages
-# after them. Before the kill, stat and read answer the
-# waiting pages from memory.
+# after them, half of them given their times after their close (as wget
+# does). Before the kill, stat and read answer the waiting pages, and
+# their times, from memory.
 case_sigkill_waiting_seals() {
 	pd_mount sync_ms=60000,no_sign_thread,sign_queue=1000000,delta=off,nocompact || fail mount
 	python3 - "$MNT" "$PD_TMP/want.json" <<'PYEOF' || fail "the writes before the kill"
@@ -256,13 +257,19 @@ del want["d/gone"]
 put("d/tmp", b"renamed after its close\n")
 os.rename(M + "/d/tmp", M + "/d/renamed")
 want["d/renamed"] = want.pop("d/tmp")
+times = {}
 for i in range(150, 190):
     put("d/p%03d.html" % i, b"<p>page %d of the journal case</p>\n" % i * (40 + i))
+    if i % 2:  # as wget gives a page the server's Last-Modified after its close
+        times["d/p%03d.html" % i] = (1500000000 + i) * 10**9 + 123456789
+        os.utime(os.path.join(M, "d/p%03d.html" % i), ns=(times["d/p%03d.html" % i],) * 2)
 for name, data in want.items():
     p = os.path.join(M, name)
     if os.stat(p).st_size != len(data) or open(p, "rb").read() != data:
         sys.exit("%s: not what its close() left, before the kill" % name)
-json.dump({k: v.decode() for k, v in want.items()}, open(out, "w"))
+    if name in times and os.stat(p).st_mtime_ns != times[name]:
+        sys.exit("%s: mtime %d, set to %d, before the kill" % (name, os.stat(p).st_mtime_ns, times[name]))
+json.dump({"pages": {k: v.decode() for k, v in want.items()}, "times": times}, open(out, "w"))
 PYEOF
 	kill -KILL "$PDFS_PID"
 	crash_daemon_gone 1
@@ -276,7 +283,8 @@ PYEOF
 		{ pd_show_log "$PDFS_LOG"; fail "no page was waiting for its batch at the kill: the case tests nothing"; }
 	python3 - "$MNT" "$PD_TMP/want.json" <<'PYEOF' || fail "after the kill"
 import json, os, sys
-M, want = sys.argv[1], json.load(open(sys.argv[2]))
+M, saved = sys.argv[1], json.load(open(sys.argv[2]))
+want, times = saved["pages"], saved["times"]
 got = sorted("d/" + n for n in os.listdir(M + "/d"))
 if got != sorted(want):
     sys.exit("files after the kill: missing %s, not expected %s" % (
@@ -284,6 +292,10 @@ if got != sorted(want):
 bad = [n for n, data in want.items() if open(os.path.join(M, n), "rb").read() != data.encode()]
 if bad:
     sys.exit("%d files not as their close() left them: %s" % (len(bad), bad[:10]))
+bad = ["%s: %d" % (n, os.stat(os.path.join(M, n)).st_mtime_ns) for n, t in times.items()
+       if os.stat(os.path.join(M, n)).st_mtime_ns != t or os.stat(os.path.join(M, n)).st_atime_ns != t]
+if bad:
+    sys.exit("%d utimes after a close lost by the kill: %s" % (len(bad), bad[:10]))
 PYEOF
 	note "$(grep -h "sealed again from the journal" "$PDFS_LOG")"
 	pd_umount || fail "umount and fsck"
