@@ -548,6 +548,8 @@ static int seal(struct store *st, struct live *li, bool may_wait)
 			li->pending = p; /* the bytes stay, staged and clean, until it is resolved */
 			li->dirty = false;
 			li->size = fp.size;
+			if (seal_later_full(st))
+				store_settle(st); /* past the bound this close() commits the batch */
 			return 0;
 		}
 		if (rc != -EAGAIN)
@@ -575,7 +577,7 @@ void file_resolve_sealed(struct store *st, bool wait)
 			if (wait)
 				pthread_mutex_lock(&li->mu);
 			if (!wait && (seal_later_failed(p) || pthread_mutex_trylock(&li->mu))) {
-				kept = true;
+				kept = true; /* its owner holds it: the next call */
 			} else {
 				/* a utime still waiting behind it: the state answers
 				 * its times until that commits too */

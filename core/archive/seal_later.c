@@ -285,11 +285,14 @@ int seal_later_queue(struct store *st, uint64_t ino, const void *mem, const stru
 		return rc == -ENOMEM ? rc : -EAGAIN; /* the journal refused: seal at once */
 	}
 	*out = p;
-	/* past the bound this close() commits the batch */
-	if (__atomic_load_n(&sl->waiting, __ATOMIC_RELAXED) >= SEAL_LATER_MAX ||
-	    __atomic_load_n(&sl->waiting_bytes, __ATOMIC_RELAXED) >= SEAL_LATER_MAX_BYTES)
-		store_settle(st);
 	return 0;
+}
+
+bool seal_later_full(struct store *st)
+{
+	struct seal_later *sl = st->seal_later;
+	return sl && (__atomic_load_n(&sl->waiting, __ATOMIC_RELAXED) >= SEAL_LATER_MAX ||
+		      __atomic_load_n(&sl->waiting_bytes, __ATOMIC_RELAXED) >= SEAL_LATER_MAX_BYTES);
 }
 
 /* ---- a utime after the close ----------------------------------------- */
@@ -454,7 +457,7 @@ static int later_start(struct store *st, bool clean, char err[PD_ERRLEN])
 		fprintf(stderr, "pagededupfs: %s: %llu page(s) closed before the last stop sealed again from the journal%s\n",
 			st->dir, (unsigned long long)replayed, dropped ? " (some entries after a gap left: a power cut)" : "");
 	st->seal_later = sl;
-	st->after_later = after_batch;
+	__atomic_store_n(&st->after_later, after_batch, __ATOMIC_RELEASE); /* the sync thread runs already */
 	return rc;
 }
 
@@ -467,7 +470,7 @@ static void later_release(struct store *st)
 	struct seal_later *sl = st->seal_later;
 	if (!sl)
 		return;
-	st->after_later = NULL;
+	__atomic_store_n(&st->after_later, NULL, __ATOMIC_RELEASE);
 	for (int i = 0; i < 2; i++)
 		for (struct seal_later_page *p = i ? sl->heard : sl->done, *next; p; p = next) {
 			next = p->next;

@@ -8,7 +8,8 @@
  * close() of a page held in memory queues its seal (store_write_later)
  * behind the file's waiting create, and replies: the next batch, which
  * the sync thread runs within sync_ms or a close() runs once
- * SEAL_LATER_MAX pages or SEAL_LATER_MAX_BYTES wait, commits many pages
+ * SEAL_LATER_MAX pages or SEAL_LATER_MAX_BYTES wait (seal_later_full),
+ * commits many pages
  * in one transaction.
  *
  * What makes that safe is the journal (store.h): before it replies, the
@@ -78,6 +79,11 @@ int seal_later_times(struct store *st, struct seal_later_page *p, const struct n
 /* p's batch ran and so did every utime queued behind it: the file's
  * rows say all of it, and its state may let go. */
 bool seal_later_settled(const struct seal_later_page *p);
+/* As many seals wait as a batch takes (SEAL_LATER_MAX, _BYTES): the
+ * close() that queued the last commits them (store_settle), once its file
+ * state points at its own (so that the batch's leader leaves it to the
+ * state's owner). */
+bool seal_later_full(struct store *st);
 /* Wait for p's batch (committing what waits if need be): 0 and *res, or
  * the seal's error. */
 int seal_later_wait(struct store *st, struct seal_later_page *p, struct seal_result *res);

@@ -363,8 +363,9 @@ struct store {
 	/* Called by a batch's leader once the batch, which held requests of
 	 * store_write_later, is over and no lock of the store's is held: what
 	 * their done hooks, which run under the queue's lock, left to do
-	 * (archive/seal_later.c: the signer hears of the new blobs). Set by a
-	 * part's start, NULL: none. */
+	 * (archive/seal_later.c: the signer hears of the new blobs). The
+	 * sync thread calls it too, every sync_ms, for what a leader could not
+	 * finish. Set by a part's start, NULL: none. */
 	void (*after_later)(struct store *st);
 	/* The next inode number, kept in memory once a writable open read it
 	 * (next_ino_ready), so that one may be given before the commit that

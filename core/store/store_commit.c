@@ -646,10 +646,11 @@ int store_write(struct store *st, store_write_fn fn, void *arg)
 		bool later = batch_done(st, batch);
 		st->gc_leader = false;
 		pthread_cond_broadcast(&st->gc_cv);
-		if (later && st->after_later) {
+		void (*after)(struct store *) = later ? __atomic_load_n(&st->after_later, __ATOMIC_ACQUIRE) : NULL;
+		if (after) {
 			/* no lock held: the hook may write */
 			pthread_mutex_unlock(&st->gc_mu);
-			st->after_later(st);
+			after(st);
 			pthread_mutex_lock(&st->gc_mu);
 		}
 	}

@@ -55,8 +55,13 @@ static void *sync_main(void *arg)
 		__atomic_store_n(&st->sync_kick, false, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&st->sync_mu);
 		uint64_t t0 = pd_clock_ns(CLOCK_MONOTONIC);
-		/* what store_write_later left waits no longer than a sync */
+		/* what store_write_later left waits no longer than a sync, and
+		 * what its batches left to do is done (store.h after_later:
+		 * the bytes of files whose owner was busy when their batch ran) */
 		store_settle(st);
+		void (*after)(struct store *) = __atomic_load_n(&st->after_later, __ATOMIC_ACQUIRE);
+		if (after)
+			after(st);
 		/* Blob files first, then the records that name them; then the
 		 * records the commits so far left dead. */
 		store_checkpoint(st, sync_whole_fs);
