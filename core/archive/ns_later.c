@@ -49,22 +49,29 @@ static struct pd_time later_time(struct pd_time a, struct pd_time b)
 	return pd_time_cmp(a, b) > 0 ? a : b;
 }
 
-static int create_cb(struct wtx *w, void *p)
+/* The rows of a create that waited: inode in (numbered, a copy: the
+ * callback may run again) as name in parent. */
+static int commit_create(struct wtx *w, uint64_t parent, const char *name, struct inode in)
 {
-	struct waiting *c = p;
-	struct inode in = c->in, dir; /* the callback may run again: c stays as given */
+	struct inode dir;
 	int rc = wtx_note_ino(w, in.ino);
 	if (!rc)
-		rc = ns_get_dir(w->txn, w->st, c->parent, &dir);
+		rc = ns_get_dir(w->txn, w->st, parent, &dir);
 	if (rc)
 		return rc;
 	/* the directory's times are the create's, as its getattr answered
 	 * them while the create waited (ns_later_dir_times) */
 	struct pd_time now = w->now;
-	w->now = later_time(c->in.ctime, later_time(dir.mtime, dir.ctime));
-	rc = ns_add_new(w, &dir, c->name, &in, NULL);
+	w->now = later_time(in.ctime, later_time(dir.mtime, dir.ctime));
+	rc = ns_add_new(w, &dir, name, &in, NULL);
 	w->now = now;
 	return rc;
+}
+
+static int create_cb(struct wtx *w, void *p)
+{
+	const struct waiting *c = p;
+	return commit_create(w, c->parent, c->name, c->in);
 }
 
 /* In the leader, once the batch committed or failed, before any request of
@@ -227,13 +234,10 @@ struct create_again {
 static int create_again_cb(struct wtx *w, void *p)
 {
 	const struct create_again *a = p;
-	struct inode in = *a->in, dir, old;
-	if (ns_get_inode(w->txn, w->st, in.ino, &old) == 0)
+	struct inode old;
+	if (ns_get_inode(w->txn, w->st, a->in->ino, &old) == 0)
 		return 0; /* it committed before the crash */
-	int rc = wtx_note_ino(w, in.ino);
-	if (!rc)
-		rc = ns_get_dir(w->txn, w->st, a->parent, &dir);
-	return rc ? rc : ns_add_new(w, &dir, a->name, &in, NULL);
+	return commit_create(w, a->parent, a->name, *a->in);
 }
 
 int ns_later_create_again(struct store *st, uint64_t parent, const char *name, const struct inode *in)

@@ -953,22 +953,21 @@ int file_set_times_later(struct store *st, uint64_t ino, const struct ns_setattr
 		t.valid |= NS_SET_MTIME;
 	if (set->valid & NS_SET_MTIME_NOW)
 		t.mtime = now;
-	const struct ns_setattr *sa = &t;
 	struct live_ino *e = live_pin_entry(st, ino, true);
 	if (!e)
 		return -EAGAIN;
 	struct live *li = e->state;
 	int rc = -EAGAIN;
 	pthread_mutex_lock(&li->mu);
-	if (li->pending && !seal_later_failed(li->pending) && !(rc = seal_later_times(st, li->pending, sa))) {
+	if (li->pending && !seal_later_failed(li->pending) && !(rc = seal_later_times(st, li->pending, &t))) {
 		/* answered from the state until it commits (file_merge_attr) */
-		if (sa->valid & NS_SET_MTIME)
-			li->mtime = sa->mtime;
-		if (sa->valid & NS_SET_ATIME) {
-			li->atime = sa->atime;
+		if (t.valid & NS_SET_MTIME)
+			li->mtime = t.mtime;
+		if (t.valid & NS_SET_ATIME) {
+			li->atime = t.atime;
 			li->atime_set = true;
 		}
-		li->ctime = sa->ctime;
+		li->ctime = t.ctime;
 	}
 	pthread_mutex_unlock(&li->mu);
 	live_settle(st, e, 1, 0);

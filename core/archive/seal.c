@@ -13,7 +13,6 @@
 #include "ns.h"
 #include "near/sigq.h"
 
-
 /* Choose the blob for the content: an existing one, or a new key. */
 static int choose_blob(struct wtx *w, const struct fp *fp, struct blobkey *k, bool *found)
 {
