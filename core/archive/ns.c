@@ -531,31 +531,36 @@ static int setattr_cb(struct wtx *w, void *p)
 	return ns_setattr_in(w, a->ino, a->sa, &a->out);
 }
 
+void ns_apply_setattr(struct inode *in, const struct ns_setattr *sa, struct pd_time now)
+{
+	if (sa->valid & NS_SET_MODE)
+		in->mode = (in->mode & S_IFMT) | (sa->mode & 07777);
+	if (sa->valid & NS_SET_UID)
+		in->uid = sa->uid;
+	if (sa->valid & NS_SET_GID)
+		in->gid = sa->gid;
+	if (sa->valid & (NS_SET_UID | NS_SET_GID))
+		in->mode &= ~suidgid_bits(in->mode);
+	if (sa->valid & NS_SET_KILL_SUIDGID)
+		in->mode &= ~(sa->kill & (uint32_t)(S_ISUID | S_ISGID));
+	if (sa->valid & NS_SET_ATIME)
+		in->atime = sa->atime;
+	if (sa->valid & NS_SET_ATIME_NOW)
+		in->atime = now;
+	if (sa->valid & NS_SET_MTIME)
+		in->mtime = sa->mtime;
+	if (sa->valid & NS_SET_MTIME_NOW)
+		in->mtime = now;
+	in->ctime = sa->valid & NS_SET_CTIME ? sa->ctime : now;
+}
+
 int ns_setattr_in(struct wtx *w, uint64_t ino, const struct ns_setattr *sa, struct inode *out)
 {
 	struct inode in;
 	int rc = ns_get_inode(w->txn, w->st, ino, &in);
 	if (rc)
 		return rc;
-	if (sa->valid & NS_SET_MODE)
-		in.mode = (in.mode & S_IFMT) | (sa->mode & 07777);
-	if (sa->valid & NS_SET_UID)
-		in.uid = sa->uid;
-	if (sa->valid & NS_SET_GID)
-		in.gid = sa->gid;
-	if (sa->valid & (NS_SET_UID | NS_SET_GID))
-		in.mode &= ~suidgid_bits(in.mode);
-	if (sa->valid & NS_SET_KILL_SUIDGID)
-		in.mode &= ~(sa->kill & (uint32_t)(S_ISUID | S_ISGID));
-	if (sa->valid & NS_SET_ATIME)
-		in.atime = sa->atime;
-	if (sa->valid & NS_SET_ATIME_NOW)
-		in.atime = w->now;
-	if (sa->valid & NS_SET_MTIME)
-		in.mtime = sa->mtime;
-	if (sa->valid & NS_SET_MTIME_NOW)
-		in.mtime = w->now;
-	in.ctime = sa->valid & NS_SET_CTIME ? sa->ctime : w->now;
+	ns_apply_setattr(&in, sa, w->now);
 	if (out)
 		*out = in;
 	return ns_put_inode(w->txn, w->st, &in);
@@ -563,7 +568,14 @@ int ns_setattr_in(struct wtx *w, uint64_t ino, const struct ns_setattr *sa, stru
 
 int ns_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa, struct inode *out)
 {
+	/* tar and cp -p set a new file's owner, mode and times before its
+	 * close(): while its create waits, they join it (ns_later.h) */
 	struct setattr_arg a = { ino, sa, { 0 } };
+	if (ns_later_setattr(st, ino, sa, &a.out) == 0) {
+		if (out)
+			*out = a.out;
+		return 0;
+	}
 	int rc = store_write(st, setattr_cb, &a);
 	if (!rc && out)
 		*out = a.out;

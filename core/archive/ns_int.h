@@ -16,6 +16,8 @@
  * caller's. */
 void ns_new_inode(const struct inode *dir, uint32_t mode, uint64_t rdev, const struct pd_cred *cred,
 		  struct pd_time now, struct inode *in);
+/* Attribute changes sa made to inode in at now (ns_setattr's rules). */
+void ns_apply_setattr(struct inode *in, const struct ns_setattr *sa, struct pd_time now);
 /* Add the new node in (numbered) as name in dir (read by ns_get_dir in
  * this transaction): its rows (a symlink's target given), dir's times and
  * link count. -EEXIST if the name is taken. */

@@ -15,6 +15,8 @@ struct waiting {
 	struct ns_later *nl;
 	struct inode in;
 	uint64_t parent;
+	struct pd_time made;     /* the create's time, its directory's too */
+	bool taken;              /* a batch or the journal has its row: it no longer changes */
 	struct waiting *next;
 	char name[];
 };
@@ -50,8 +52,8 @@ static struct pd_time later_time(struct pd_time a, struct pd_time b)
 }
 
 /* The rows of a create that waited: inode in (numbered, a copy: the
- * callback may run again) as name in parent. */
-static int commit_create(struct wtx *w, uint64_t parent, const char *name, struct inode in)
+ * callback may run again) as name in parent, made at time made. */
+static int commit_create(struct wtx *w, uint64_t parent, const char *name, struct inode in, struct pd_time made)
 {
 	struct inode dir;
 	int rc = wtx_note_ino(w, in.ino);
@@ -62,7 +64,7 @@ static int commit_create(struct wtx *w, uint64_t parent, const char *name, struc
 	/* the directory's times are the create's, as its getattr answered
 	 * them while the create waited (ns_later_dir_times) */
 	struct pd_time now = w->now;
-	w->now = later_time(in.ctime, later_time(dir.mtime, dir.ctime));
+	w->now = later_time(made, later_time(dir.mtime, dir.ctime));
 	rc = ns_add_new(w, &dir, name, &in, NULL);
 	w->now = now;
 	return rc;
@@ -70,8 +72,12 @@ static int commit_create(struct wtx *w, uint64_t parent, const char *name, struc
 
 static int create_cb(struct wtx *w, void *p)
 {
-	const struct waiting *c = p;
-	return commit_create(w, c->parent, c->name, c->in);
+	struct waiting *c = p;
+	pthread_mutex_lock(&c->nl->mu); /* ns_later_setattr changes it until taken */
+	c->taken = true;
+	struct inode in = c->in;
+	pthread_mutex_unlock(&c->nl->mu);
+	return commit_create(w, c->parent, c->name, in, c->made);
 }
 
 /* In the leader, once the batch committed or failed, before any request of
@@ -133,11 +139,13 @@ int ns_create_file(struct store *st, uint64_t parent, const char *name, uint32_t
 		return -ENOMEM;
 	c->nl = nl;
 	c->parent = parent;
+	c->taken = false;
 	memcpy(c->name, name, len + 1);
 	struct inode dir;
 	pthread_rwlock_wrlock(&nl->names);
 	if (!(rc = name_free(st, nl, parent, name, &dir))) {
-		ns_new_inode(&dir, mode, 0, cred, pd_now(), &c->in);
+		c->made = pd_now();
+		ns_new_inode(&dir, mode, 0, cred, c->made, &c->in);
 		rc = store_take_ino(st, &c->in.ino);
 		if (!rc && ns_may_hold_name(st, &c->in)) { /* as its row will (ns_name_first) */
 			c->in.name_parent = parent;
@@ -188,7 +196,7 @@ void ns_later_dir_times(struct store *st, struct inode *dir)
 	pthread_mutex_lock(&nl->mu);
 	for (const struct waiting *c = nl->head; c; c = c->next)
 		if (c->parent == dir->ino) {
-			struct pd_time t = later_time(c->in.ctime, later_time(dir->mtime, dir->ctime));
+			struct pd_time t = later_time(c->made, later_time(dir->mtime, dir->ctime));
 			dir->mtime = dir->ctime = t;
 		}
 	pthread_mutex_unlock(&nl->mu);
@@ -214,8 +222,9 @@ bool ns_later_create_of(struct store *st, uint64_t ino, uint64_t *parent, char *
 		return false;
 	bool found = false;
 	pthread_mutex_lock(&nl->mu);
-	for (const struct waiting *c = nl->head; c && !found; c = c->next)
+	for (struct waiting *c = nl->head; c && !found; c = c->next)
 		if (c->in.ino == ino && strlen(c->name) < size) {
+			c->taken = true; /* the journal keeps this row */
 			*parent = c->parent;
 			*in = c->in;
 			strcpy(name, c->name);
@@ -223,6 +232,26 @@ bool ns_later_create_of(struct store *st, uint64_t ino, uint64_t *parent, char *
 		}
 	pthread_mutex_unlock(&nl->mu);
 	return found;
+}
+
+int ns_later_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa, struct inode *out)
+{
+	struct ns_later *nl = later_of(st);
+	if (!nl)
+		return -EAGAIN;
+	int rc = -EAGAIN;
+	pthread_mutex_lock(&nl->mu);
+	for (struct waiting *c = nl->head; c; c = c->next)
+		if (c->in.ino == ino) {
+			if (!c->taken) {
+				ns_apply_setattr(&c->in, sa, pd_now());
+				*out = c->in;
+				rc = 0;
+			}
+			break;
+		}
+	pthread_mutex_unlock(&nl->mu);
+	return rc;
 }
 
 struct create_again {
@@ -237,7 +266,9 @@ static int create_again_cb(struct wtx *w, void *p)
 	struct inode old;
 	if (ns_get_inode(w->txn, w->st, a->in->ino, &old) == 0)
 		return 0; /* it committed before the crash */
-	return commit_create(w, a->parent, a->name, *a->in);
+	/* the journal keeps the row as the close() found it: a change of its
+	 * attributes before the close() gave it its ctime */
+	return commit_create(w, a->parent, a->name, *a->in, a->in->ctime);
 }
 
 int ns_later_create_again(struct store *st, uint64_t parent, const char *name, const struct inode *in)

@@ -12,7 +12,9 @@
  * (ns_getattr) and its name (ns_lookup), and so are its directory's times
  * (ns_later_dir_times: the create's time, which its commit gives the
  * directory too), so that the getattr of the directory that the kernel
- * sends before the next create in it does not commit. Every other read of
+ * sends before the next create in it does not commit. A change of its
+ * attributes before its close() (tar and cp -p set owner, mode and times
+ * on the open file) joins the waiting create (ns_later_setattr). Every other read of
  * the namespace (ns_read_begin: readdir, xattrs, paths, queries, stats)
  * commits first. Every write commits it, being queued after it. A
  * close() of the file commits it if no seal did (an empty file: touch), an
@@ -64,8 +66,15 @@ void ns_later_dir_times(struct store *st, struct inode *dir);
 bool ns_later_lookup(struct store *st, uint64_t parent, const char *name, struct inode *out);
 /* ino's create waits: true, with its directory, its name (into name, of
  * size bytes) and its inode as the create writes it (seal_later.c keeps
- * them in the journal with the page). */
+ * them in the journal with the page; from then on the row no longer
+ * changes here). */
 bool ns_later_create_of(struct store *st, uint64_t ino, uint64_t *parent, char *name, size_t size, struct inode *in);
+/* A change of ino's attributes (ns_setattr) made to its waiting create,
+ * committed with it: tar and cp -p set a new file's times, owner and mode
+ * before its close(), and each was a commit. -EAGAIN when ino's create
+ * does not wait, or a batch or the journal (ns_later_create_of) has taken
+ * its row already: the caller commits the change. */
+int ns_later_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa, struct inode *out);
 /* A create that the journal kept and a crash lost made again: inode in,
  * numbered, as name in parent (nothing when inode in->ino exists). */
 int ns_later_create_again(struct store *st, uint64_t parent, const char *name, const struct inode *in);

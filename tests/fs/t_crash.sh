@@ -263,13 +263,33 @@ for i in range(150, 190):
     if i % 2:  # as wget gives a page the server's Last-Modified after its close
         times["d/p%03d.html" % i] = (1500000000 + i) * 10**9 + 123456789
         os.utime(os.path.join(M, "d/p%03d.html" % i), ns=(times["d/p%03d.html" % i],) * 2)
+attrs = {}
+for i in range(190, 220):  # as tar x does: times, owner and mode on the open file
+    name = "d/p%03d.html" % i
+    data = b"<p>page %d of the journal case</p>\n" % i * (40 + i)
+    fd = os.open(os.path.join(M, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, data)
+    t = (1400000000 + i) * 10**9 + 987654321
+    os.utime(fd, ns=(t, t))
+    os.fchown(fd, 1000 + i, 2000 + i)
+    os.fchmod(fd, 0o644 if i % 2 else 0o751)
+    os.close(fd)
+    want[name] = data
+    times[name] = t
+    attrs[name] = (1000 + i, 2000 + i, 0o644 if i % 2 else 0o751)
+def attrs_of(p):
+    st = os.stat(p)
+    return (st.st_uid, st.st_gid, st.st_mode & 0o7777)
 for name, data in want.items():
     p = os.path.join(M, name)
     if os.stat(p).st_size != len(data) or open(p, "rb").read() != data:
         sys.exit("%s: not what its close() left, before the kill" % name)
+    if name in attrs and attrs_of(p) != attrs[name]:
+        sys.exit("%s: owner and mode %s, set to %s, before the kill" % (name, attrs_of(p), attrs[name]))
     if name in times and os.stat(p).st_mtime_ns != times[name]:
         sys.exit("%s: mtime %d, set to %d, before the kill" % (name, os.stat(p).st_mtime_ns, times[name]))
-json.dump({"pages": {k: v.decode() for k, v in want.items()}, "times": times}, open(out, "w"))
+json.dump({"pages": {k: v.decode() for k, v in want.items()}, "times": times, "attrs": attrs},
+          open(out, "w"))
 PYEOF
 	kill -KILL "$PDFS_PID"
 	crash_daemon_gone 1
@@ -296,6 +316,13 @@ bad = ["%s: %d" % (n, os.stat(os.path.join(M, n)).st_mtime_ns) for n, t in times
        if os.stat(os.path.join(M, n)).st_mtime_ns != t or os.stat(os.path.join(M, n)).st_atime_ns != t]
 if bad:
     sys.exit("%d utimes after a close lost by the kill: %s" % (len(bad), bad[:10]))
+bad = []
+for n, a in saved["attrs"].items():
+    st = os.stat(os.path.join(M, n))
+    if [st.st_uid, st.st_gid, st.st_mode & 0o7777] != a:
+        bad.append("%s: %s" % (n, (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777))))
+if bad:
+    sys.exit("%d owners and modes set before a close lost by the kill: %s" % (len(bad), bad[:10]))
 PYEOF
 	note "$(grep -h "sealed again from the journal" "$PDFS_LOG")"
 	pd_umount || fail "umount and fsck"

@@ -2,7 +2,8 @@
  * no row before, its rows and page after, one commit for both; while it
  * waits it is answered (getattr, lookup), a readdir, a directory's times
  * and every write see it (a rename, a rmdir of its directory), a second
- * create of its name is refused, an empty file's close() commits it, inode
+ * create of its name is refused, a change of its attributes before its
+ * close() joins it, an empty file's close() commits it, inode
  * numbers given meanwhile do not collide, a store given up with a create
  * waiting opens clean without it, and under sync_blobs a create commits at
  * once. */
@@ -97,6 +98,75 @@ static void test_create_commits_with_its_page(void **state)
 }
 
 static bool listed(struct store *st, uint64_t dir, const char *name);
+
+/* tar and cp -p set a new file's times, owner and mode on the open file,
+ * before its close(): each joins the waiting create, none commits, and
+ * the close() commits them with the create and the page. */
+static void test_attributes_join_the_create(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	struct store *st = th_store(dir, NULL, &quiet);
+	struct inode d, in, row;
+	assert_int_equal(ns_mknode(st, PD_ROOT_INO, "site", S_IFDIR | 0755, 0, NULL, &root_cred, &d), 0);
+	uint64_t ino = create(st, d.ino, "a.html");
+	struct inode made;
+	assert_int_equal(ns_getattr(st, ino, &made), 0);
+	struct pd_file *f;
+	bool keep;
+	size_t done;
+	assert_int_equal(file_open(st, ino, O_WRONLY, &f, &keep), 0);
+	assert_int_equal(file_write(f, "<p>a</p>", 8, 0, &done), 0);
+	usleep(2000);
+	uint64_t commits = st->commits;
+	/* as tar x does: utimensat, fchown, fchmod on the open file */
+	struct pd_time past = { 1500000000, 123456789 };
+	struct ns_setattr sa = { .valid = NS_SET_MTIME, .mtime = past };
+	assert_int_equal(ns_setattr(st, ino, &sa, &in), 0);
+	file_set_mtime(st, ino, in.mtime);
+	sa = (struct ns_setattr){ .valid = NS_SET_UID | NS_SET_GID, .uid = 1234, .gid = 5678 };
+	assert_int_equal(ns_setattr(st, ino, &sa, &in), 0);
+	assert_int_equal(in.uid, 1234);
+	sa = (struct ns_setattr){ .valid = NS_SET_MODE, .mode = 04751 };
+	assert_int_equal(ns_setattr(st, ino, &sa, &in), 0);
+	assert_int_equal(st->commits, commits);
+	assert_int_equal(row_of(st, ino, &row), -ENOENT);
+	/* answered meanwhile */
+	assert_int_equal(ns_getattr(st, ino, &in), 0);
+	assert_int_equal(in.uid, 1234);
+	assert_int_equal(in.gid, 5678);
+	assert_int_equal(in.mode, S_IFREG | 04751);
+	assert_true(pd_time_cmp(in.ctime, made.ctime) > 0);
+	/* a change of owner takes set-user-ID away, as chown(2) does */
+	sa = (struct ns_setattr){ .valid = NS_SET_UID, .uid = 1235 };
+	assert_int_equal(ns_setattr(st, ino, &sa, &in), 0);
+	assert_int_equal(in.mode, S_IFREG | 0751);
+	assert_int_equal(st->commits, commits);
+	/* the close commits them all, once */
+	assert_int_equal(file_flush(f), 0);
+	assert_int_equal(file_release(f), 0);
+	assert_int_equal(store_settle(st), 0);
+	assert_int_equal(st->commits, commits + 1);
+	assert_int_equal(row_of(st, ino, &row), 0);
+	assert_int_equal(row.uid, 1235);
+	assert_int_equal(row.gid, 5678);
+	assert_int_equal(row.mode, S_IFREG | 0751);
+	assert_int_equal(pd_time_cmp(row.mtime, past), 0);
+	assert_int_equal(row.size, 8);
+	/* the directory has the create's time, not the chown's */
+	assert_int_equal(row_of(st, d.ino, &row), 0);
+	assert_int_equal(pd_time_cmp(row.mtime, made.ctime), 0);
+	/* once committed, a change commits at once */
+	sa = (struct ns_setattr){ .valid = NS_SET_GID, .gid = 42 };
+	assert_int_equal(ns_setattr(st, ino, &sa, &in), 0);
+	assert_int_equal(st->commits, commits + 2);
+	assert_int_equal(row_of(st, ino, &row), 0);
+	assert_int_equal(row.gid, 42);
+	th_read_back(st, ino, "<p>a</p>");
+	assert_int_equal(store_close(st), 0);
+	th_assert_fsck_clean(th_store_dir(dir));
+	th_rmdir(dir);
+}
 
 static void test_reads_and_writes_see_it(void **state)
 {
@@ -231,6 +301,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create_commits_with_its_page),
 		cmocka_unit_test(test_reads_and_writes_see_it),
+		cmocka_unit_test(test_attributes_join_the_create),
 		cmocka_unit_test(test_given_up_store_opens_without_it),
 		cmocka_unit_test(test_sync_blobs_creates_at_once),
 	};
