@@ -132,57 +132,6 @@ static void progress(void *ctx, uint64_t done, uint64_t total)
 	fflush(stderr);
 }
 
-/* mountinfo's octal escapes (\040 for a space) undone in place. */
-static void unescape(char *s)
-{
-	char *w = s;
-	for (char *r = s; *r; r++) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
-		    r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-			r += 3;
-		} else {
-			*w++ = *r;
-		}
-	}
-	*w = 0;
-}
-
-/* The store behind a pagededupfs mountpoint (its mount source, which the
- * daemon sets to the store's path), into store[PATH_MAX]; false if dir is
- * no such mountpoint. */
-static bool store_of_mount(const char *dir, char *store)
-{
-	char real[PATH_MAX];
-	if (!realpath(dir, real))
-		return false;
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	if (!f)
-		return false;
-	char line[3 * PATH_MAX];
-	bool found = false;
-	while (!found && fgets(line, sizeof line, f)) {
-		/* id parent dev root MOUNTPOINT opts ... - FSTYPE SOURCE superopts */
-		char *save, *field[5] = { 0 };
-		char *tok = strtok_r(line, " \n", &save);
-		for (int i = 0; tok && i < 5; i++, tok = i < 5 ? strtok_r(NULL, " \n", &save) : tok)
-			field[i] = tok;
-		while (tok && strcmp(tok, "-"))
-			tok = strtok_r(NULL, " \n", &save);
-		char *type = tok ? strtok_r(NULL, " \n", &save) : NULL, *src = type ? strtok_r(NULL, " \n", &save) : NULL;
-		if (!field[4] || !type || !src || strcmp(type, "fuse.pagededupfs"))
-			continue;
-		unescape(field[4]);
-		unescape(src);
-		if (!strcmp(field[4], real) && strlen(src) < PATH_MAX) {
-			strcpy(store, src);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
 static int usage(const char *cmd)
 {
 	fprintf(stderr, "usage: pagededup %s STORE|MOUNTPOINT [--json|--csv] [--min-size N]\n", cmd);
@@ -228,14 +177,16 @@ static int run(int argc, char **argv, bool near)
 	}
 	if (!where)
 		return usage(cmd);
-	char store_dir[PATH_MAX], mnt[PATH_MAX];
+	/* a mount point names its store, and the paths printed are the
+	 * mount's; a store's directory prints paths from its root */
+	struct cli_store found;
+	cli_store(where, &found); /* a mounted store's waiting closes committed */
+	char real[PATH_MAX];
 	const char *dir = where;
-	if (store_of_mount(where, store_dir) && realpath(where, mnt)) {
-		dir = store_dir;
-		o.prefix = strcmp(mnt, "/") ? mnt : "";
+	if (*found.mnt && realpath(where, real) && !strcmp(real, found.mnt)) {
+		dir = found.dir;
+		o.prefix = strcmp(found.mnt, "/") ? found.mnt : "";
 	}
-	struct cli_store settled;
-	cli_store(dir, &settled); /* a mounted store's waiting closes committed */
 	struct store *st;
 	struct store_opts so = { .readonly = true };
 	char err[PD_ERRLEN] = "";
