@@ -1,6 +1,6 @@
-/* live_int.h - what live.c (the live-inode table) and openfile.c (the
- * file state and the file operations) share; the design is in openfile.h.
- * Nothing outside these two files includes it. */
+/* live_int.h - what live.c (the live-inode table), openfile.c (the file
+ * state and the file operations) and staging.c (the staged bytes) share;
+ * the design is in openfile.h. Nothing outside these files includes it. */
 #ifndef PD_LIVE_INT_H
 #define PD_LIVE_INT_H
 
@@ -91,6 +91,24 @@ int live_settle(struct store *st, struct live_ino *e, uint32_t unpin, uint64_t f
 /* Is the caller's pin the entry's only one; *orphan: has it lost its last
  * name (read together, under the table mutex). */
 bool live_only_pin(struct store *st, const struct live_ino *e, bool *orphan);
+
+/* staging.c, entry mutex held: does li hold staged bytes; charge n bytes
+ * to (false: over) and give them back from the staging memory budget
+ * (-o stage_mem_mb), which decoded pages share; li's bytes in memory
+ * freed; room for need bytes in memory (-EFBIG, -ENOMEM: stage in a file);
+ * a staging file made and removed; the bytes in memory moved to a staging
+ * file; a write and a truncate of the staged bytes, in memory while they
+ * fit, spilled to a file past that. */
+bool staging_held(const struct live *li);
+bool staging_charge(struct store *st, size_t n);
+void staging_uncharge(struct store *st, size_t n);
+void staging_drop_mem(struct store *st, struct live *li);
+int staging_reserve(struct store *st, struct live *li, uint64_t need);
+int staging_file_open(struct store *st, struct live *li);
+void staging_file_close(struct store *st, struct live *li);
+int staging_spill(struct store *st, struct live *li);
+int staging_write(struct store *st, struct live *li, const void *buf, size_t n, uint64_t off);
+int staging_truncate(struct store *st, struct live *li, uint64_t size);
 
 /* openfile.c: drop the staged bytes of a state (staging file, memory). */
 void file_unstage(struct store *st, struct live *li);

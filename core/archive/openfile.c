@@ -111,8 +111,6 @@ static int lazy_fill(struct store *st, struct live *li, uint64_t off, uint64_t l
  * otherwise a large packed page is set up for decoding by chunks as reads
  * reach them (lazy_fill), so that a read at an offset never decodes the
  * whole file. */
-static bool mem_charge(struct store *st, size_t n);
-static void mem_uncharge(struct store *st, size_t n);
 
 /* The largest page decoded into memory rather than into a memory file. */
 #define PAGE_MEM_MAX (1u << 20)
@@ -123,13 +121,13 @@ static void mem_uncharge(struct store *st, size_t n);
 static int decode_to_memory(struct store *st, struct live *li, const struct fprec *r)
 {
 	size_t len = (size_t)r->size, cap = len ? len : 1;
-	if (r->size > PAGE_MEM_MAX || !mem_charge(st, cap))
+	if (r->size > PAGE_MEM_MAX || !staging_charge(st, cap))
 		return 1;
 	char *p = malloc(cap);
 	int rc = p ? blob_read_packed(st, &li->blob, r, p) : -ENOMEM;
 	if (rc) {
 		free(p);
-		mem_uncharge(st, cap);
+		staging_uncharge(st, cap);
 		return rc == -ENOMEM || rc == -ENOSPC ? rc : -EIO;
 	}
 	li->page = p;
@@ -142,7 +140,7 @@ static void free_page(struct store *st, struct live *li)
 	if (!li->page)
 		return;
 	free(li->page);
-	mem_uncharge(st, li->page_len ? li->page_len : 1);
+	staging_uncharge(st, li->page_len ? li->page_len : 1);
 	li->page = NULL;
 	li->page_len = 0;
 }
@@ -262,131 +260,6 @@ static int reset_hash(struct live *li)
 	return rc;
 }
 
-/* ---- staged bytes: in memory up to a budget, else in a staging file ---
- *
- * Most pages are tens of kilobytes and half of a crawl is duplicates: held
- * in memory until the seal, a duplicate never touches the disk and a new
- * page is written once, straight to its blob file. A file past
- * STAGE_MEM_FILE_MAX, a sparse write far out, or a full budget moves the
- * bytes to a staging file (spill). */
-
-#define STAGE_MEM_FILE_MAX (1u << 20)
-
-static bool staged(const struct live *li)
-{
-	return li->in_mem || li->staging_fd >= 0;
-}
-
-static bool mem_charge(struct store *st, size_t n)
-{
-	uint64_t budget = (uint64_t)(st->opts.stage_mem_mb ? st->opts.stage_mem_mb : 32) << 20;
-	if (__atomic_add_fetch(&st->mem_staged, n, __ATOMIC_RELAXED) <= budget)
-		return true;
-	__atomic_sub_fetch(&st->mem_staged, n, __ATOMIC_RELAXED);
-	return false;
-}
-
-static void mem_uncharge(struct store *st, size_t n)
-{
-	__atomic_sub_fetch(&st->mem_staged, n, __ATOMIC_RELAXED);
-}
-
-static void drop_mem(struct store *st, struct live *li)
-{
-	mem_uncharge(st, li->mem_cap);
-	free(li->mem);
-	li->mem = NULL;
-	li->mem_cap = 0;
-	li->in_mem = false;
-}
-
-/* Room for `need` bytes in memory; -EFBIG/-ENOMEM: use a file instead. */
-static int mem_reserve(struct store *st, struct live *li, uint64_t need)
-{
-	if (need <= li->mem_cap)
-		return 0;
-	if (need > STAGE_MEM_FILE_MAX)
-		return -EFBIG;
-	size_t cap = li->mem_cap ? li->mem_cap : 4096;
-	while (cap < need)
-		cap *= 2;
-	if (cap > STAGE_MEM_FILE_MAX)
-		cap = STAGE_MEM_FILE_MAX;
-	if (!mem_charge(st, cap - li->mem_cap))
-		return -ENOMEM;
-	char *p = realloc(li->mem, cap);
-	if (!p) {
-		__atomic_sub_fetch(&st->mem_staged, cap - li->mem_cap, __ATOMIC_RELAXED);
-		return -ENOMEM;
-	}
-	li->mem = p;
-	li->mem_cap = cap;
-	return 0;
-}
-
-static int open_staging_file(struct store *st, struct live *li)
-{
-	snprintf(li->staging, sizeof li->staging, "staging/%llu.%llu", (unsigned long long)li->ino,
-		 (unsigned long long)__atomic_add_fetch(&st->staging_seq, 1, __ATOMIC_RELAXED));
-	int fd = openat(st->dirfd, li->staging, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	li->staging_fd = fd;
-	return 0;
-}
-
-static void close_staging_file(struct store *st, struct live *li)
-{
-	close(li->staging_fd);
-	unlinkat(st->dirfd, li->staging, 0);
-	li->staging_fd = -1;
-}
-
-/* Move the staged bytes from memory to a staging file. */
-static int spill(struct store *st, struct live *li)
-{
-	int rc = open_staging_file(st, li);
-	if (rc)
-		return rc;
-	if ((rc = fd_pwrite_all(li->staging_fd, li->mem, (size_t)li->size, 0))) {
-		close_staging_file(st, li);
-		return rc;
-	}
-	drop_mem(st, li);
-	return 0;
-}
-
-static int staged_write(struct store *st, struct live *li, const void *buf, size_t n, uint64_t off)
-{
-	if (li->in_mem) {
-		if (off + n <= STAGE_MEM_FILE_MAX && mem_reserve(st, li, off + n) == 0) {
-			if (off > li->size)
-				memset(li->mem + li->size, 0, (size_t)(off - li->size));
-			memcpy(li->mem + off, buf, n);
-			return 0;
-		}
-		int rc = spill(st, li);
-		if (rc)
-			return rc;
-	}
-	return fd_pwrite_all(li->staging_fd, buf, n, off);
-}
-
-static int staged_truncate(struct store *st, struct live *li, uint64_t size)
-{
-	if (li->in_mem) {
-		if (size <= li->size || (size <= STAGE_MEM_FILE_MAX && mem_reserve(st, li, size) == 0)) {
-			if (size > li->size)
-				memset(li->mem + li->size, 0, (size_t)(size - li->size));
-			return 0;
-		}
-		int rc = spill(st, li);
-		if (rc)
-			return rc;
-	}
-	return ftruncate(li->staging_fd, (off_t)size) ? -errno : 0;
-}
-
 /* Give li staged bytes holding its current content (or none, when the
  * caller is about to truncate to zero). */
 static int resolve_pending(struct store *st, struct live *li);
@@ -397,7 +270,7 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 	int rc = resolve_pending(st, li);
 	if (rc)
 		return rc;
-	if (staged(li))
+	if (staging_held(li))
 		return 0;
 	if (!(keep_content && li->has_blob && li->size > 0)) {
 		li->in_mem = true;
@@ -410,7 +283,7 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 	li->hash_ok = false;
 	if (li->page && li->page_len != li->size)
 		return -EIO;
-	if (mem_reserve(st, li, li->size) == 0) {
+	if (staging_reserve(st, li, li->size) == 0) {
 		li->in_mem = true;
 		if (li->page) {
 			memcpy(li->mem, li->page, li->page_len);
@@ -420,18 +293,18 @@ static int stage(struct store *st, struct live *li, bool keep_content)
 		while (got < li->size) {
 			ssize_t n = pread(li->blob_fd, li->mem + got, (size_t)li->size - got, (off_t)got);
 			if (n <= 0) {
-				drop_mem(st, li);
+				staging_drop_mem(st, li);
 				return n < 0 ? -errno : -EIO;
 			}
 			got += (size_t)n;
 		}
 		return 0;
 	}
-	if ((rc = open_staging_file(st, li)))
+	if ((rc = staging_file_open(st, li)))
 		return rc;
 	if ((rc = li->page ? fd_pwrite_all(li->staging_fd, li->page, li->page_len, 0)
 			   : copy_range(li->blob_fd, li->staging_fd, li->size)))
-		close_staging_file(st, li);
+		staging_file_close(st, li);
 	return rc;
 }
 
@@ -439,9 +312,9 @@ void file_unstage(struct store *st, struct live *li)
 {
 	resolve_pending(st, li); /* what waits is the store's before its bytes go */
 	if (li->in_mem)
-		drop_mem(st, li);
+		staging_drop_mem(st, li);
 	if (li->staging_fd >= 0)
-		close_staging_file(st, li);
+		staging_file_close(st, li);
 	li->dirty = false;
 }
 
@@ -474,7 +347,7 @@ static void sealed(struct store *st, struct live *li, const struct seal_result *
 	if (li->in_mem) {
 		if (res->given) /* the signer frees it */
 			li->mem = NULL;
-		drop_mem(st, li);
+		staging_drop_mem(st, li);
 	} else if (res->dup) {
 		close(li->staging_fd);
 	} else {
@@ -662,7 +535,7 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 	int rc = load(st, li);
 	if (!rc && writer && (flags & O_TRUNC)) {
 		if (!(rc = stage(st, li, false)))
-			rc = staged_truncate(st, li, 0);
+			rc = staging_truncate(st, li, 0);
 		if (!rc) {
 			li->size = 0;
 			reset_hash(li);
@@ -674,8 +547,8 @@ int file_open(struct store *st, uint64_t ino, int flags, struct pd_file **out, b
 			mark_written(f);
 		}
 	}
-	*keep_cache = li->ref->kcache && !staged(li) && li->has_blob && blobkey_equal(&li->ref->kcache_key, &li->blob);
-	if (!rc && li->has_blob && !staged(li)) {
+	*keep_cache = li->ref->kcache && !staging_held(li) && li->has_blob && blobkey_equal(&li->ref->kcache_key, &li->blob);
+	if (!rc && li->has_blob && !staging_held(li)) {
 		li->ref->kcache = true;
 		li->ref->kcache_key = li->blob;
 	}
@@ -763,7 +636,7 @@ int file_write(struct pd_file *f, const void *buf, size_t size, uint64_t off, si
 	int rc;
 	*done = 0;
 	pthread_mutex_lock(&li->mu);
-	if ((rc = stage(f->st, li, true)) || (rc = staged_write(f->st, li, buf, size, off)))
+	if ((rc = stage(f->st, li, true)) || (rc = staging_write(f->st, li, buf, size, off)))
 		goto out;
 	hash_written(li, buf, size, off);
 	*done = size;
@@ -873,10 +746,10 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 		return -ENOMEM;
 	pthread_mutex_lock(&li->mu);
 	int rc = load(st, li);
-	if (!rc && !(size == li->size && !staged(li))) {
+	if (!rc && !(size == li->size && !staging_held(li))) {
 		rc = stage(st, li, size > 0);
 		if (!rc)
-			rc = staged_truncate(st, li, size);
+			rc = staging_truncate(st, li, size);
 		if (!rc) {
 			if (size == 0)
 				reset_hash(li);
@@ -916,7 +789,7 @@ void file_merge_attr(struct store *st, struct inode *in)
 	struct inode fresh;
 	if (ns_getattr(st, in->ino, &fresh) == 0)
 		*in = fresh;
-	if (staged(li)) {
+	if (staging_held(li)) {
 		in->size = li->size;
 		in->mtime = li->mtime;
 		if (pd_time_cmp(li->ctime, in->ctime) > 0)
@@ -982,7 +855,7 @@ void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime)
 	struct live *li = e->state;
 	pthread_mutex_lock(&li->mu);
 	resolve_pending(st, li); /* its seal carries the mtime it had */
-	if (staged(li)) {
+	if (staging_held(li)) {
 		li->mtime = mtime;
 		li->ctime = pd_now();
 	}
