@@ -43,6 +43,15 @@ static const struct waiting *waiting_named(const struct ns_later *nl, uint64_t p
 	return NULL;
 }
 
+/* The waiting create of inode ino, if any (mu held). */
+static struct waiting *waiting_of(const struct ns_later *nl, uint64_t ino)
+{
+	for (struct waiting *c = nl->head; c; c = c->next)
+		if (c->in.ino == ino)
+			return c;
+	return NULL;
+}
+
 /* ---- the commit ------------------------------------------------------ */
 
 /* The later of two times. */
@@ -220,16 +229,15 @@ bool ns_later_create_of(struct store *st, uint64_t ino, uint64_t *parent, char *
 	struct ns_later *nl = later_of(st);
 	if (!nl)
 		return false;
-	bool found = false;
 	pthread_mutex_lock(&nl->mu);
-	for (struct waiting *c = nl->head; c && !found; c = c->next)
-		if (c->in.ino == ino && strlen(c->name) < size) {
-			c->taken = true; /* the journal keeps this row */
-			*parent = c->parent;
-			*in = c->in;
-			strcpy(name, c->name);
-			found = true;
-		}
+	struct waiting *c = waiting_of(nl, ino);
+	bool found = c && strlen(c->name) < size;
+	if (found) {
+		c->taken = true; /* the journal keeps this row */
+		*parent = c->parent;
+		*in = c->in;
+		strcpy(name, c->name);
+	}
 	pthread_mutex_unlock(&nl->mu);
 	return found;
 }
@@ -241,15 +249,12 @@ int ns_later_setattr(struct store *st, uint64_t ino, const struct ns_setattr *sa
 		return -EAGAIN;
 	int rc = -EAGAIN;
 	pthread_mutex_lock(&nl->mu);
-	for (struct waiting *c = nl->head; c; c = c->next)
-		if (c->in.ino == ino) {
-			if (!c->taken) {
-				ns_apply_setattr(&c->in, sa, pd_now());
-				*out = c->in;
-				rc = 0;
-			}
-			break;
-		}
+	struct waiting *c = waiting_of(nl, ino);
+	if (c && !c->taken) {
+		ns_apply_setattr(&c->in, sa, pd_now());
+		*out = c->in;
+		rc = 0;
+	}
 	pthread_mutex_unlock(&nl->mu);
 	return rc;
 }
