@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "archive/archive.h"
+#include "auto_unmount.h"
 #include "kernel_io.h"
 #include "pdfs.h"
 #include "archive/mounts.h"
@@ -448,6 +449,10 @@ int main(int argc, char *argv[])
 		start_failed(notify_fd, "pagededupfs: cannot mount on %s", cl.mountpoint);
 		goto out_store;
 	}
+	if (o.auto_unmount && auto_unmount_order_fds(fuse_session_fd(se)) != 0) {
+		start_failed(notify_fd, "pagededupfs: auto_unmount: cannot hold the FUSE device of %s", cl.mountpoint);
+		goto out_unmount;
+	}
 	if (kernel_io_install(se) != 0) {
 		start_failed(notify_fd, "pagededupfs: cannot use the FUSE device of %s", cl.mountpoint);
 		goto out_unmount;
@@ -464,6 +469,7 @@ int main(int argc, char *argv[])
 	notify(notify_fd, NULL);
 	ret = kernel_io_serve(se, &cl);
 out_unmount:
+	auto_unmount_release();
 	fuse_session_unmount(se);
 	uring_io_stop();
 	fuse_remove_signal_handlers(se);
