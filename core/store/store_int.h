@@ -94,6 +94,10 @@ void store_ckpt_close(struct store *st);
  * LMDB is), and let go. */
 int store_journal_open(struct store *st);
 void store_journal_close(struct store *st);
+/* At a clean close, once every entry committed and is on disk: the files
+ * are emptied, so that a store at rest does not keep a batch's worth of
+ * entries (up to 2 x 4 MiB) nobody will read. */
+void store_journal_trim(struct store *st);
 /* After a commit: a checkpoint now if LMDB's file grew CKPT_EARLY_BYTES
  * past its last page at the last capture (store_ckpt.c, "Early"). */
 void store_ckpt_watch(struct store *st);

@@ -218,6 +218,18 @@ void store_journal_done(struct store *st, uint64_t seq)
 		;
 }
 
+void store_journal_trim(struct store *st)
+{
+	struct store_journal *j = st->journal;
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->mu);
+	for (int i = 0; i < 2; i++)
+		if (all_applied(j, i))
+			(void)restart(j, i); /* a file left long is only room, not a fault */
+	pthread_mutex_unlock(&j->mu);
+}
+
 /* ---- replay ------------------------------------------------------------------ */
 
 struct jentry {
