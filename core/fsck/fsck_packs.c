@@ -171,7 +171,20 @@ static int meta_pack_ids(struct fsck *f, struct vec *ids)
 	return rc;
 }
 
-/* A pack other than the last with no live record and no dictionary: the
+/* The main pack appends continue in (pack.c's survey): the compactor
+ * leaves it when nothing in it is live ("a pack just started"), even when
+ * its records died since, and a nursery pack numbered after it does not
+ * make it a leftover. 0: none. */
+static uint32_t last_main_pack(struct pack_set *ps, const uint32_t *list, size_t n)
+{
+	for (size_t i = n; i-- > 0;)
+		if (!pack_is_nursery(ps, list[i]))
+			return list[i];
+	return 0;
+}
+
+/* A pack with no live record and no dictionary, other than the last and
+ * the main pack appends continue in (last_main_pack): the
  * compactor stopped between the commit that emptied it and its removal
  * (or every record in it was freed and the store was not closed since).
  * Nothing refers to it: a leftover, which the next writable open removes
@@ -236,14 +249,16 @@ int fsck_check_packs(struct fsck *f)
 	/* the bytes on disk */
 	uint32_t *list = NULL;
 	size_t n = 0;
-	if (!rc && f->sh.packs && pack_list(f->sh.packs, &list, &n) == 0)
+	if (!rc && f->sh.packs && pack_list(f->sh.packs, &list, &n) == 0) {
+		uint32_t appended = last_main_pack(f->sh.packs, list, n);
 		for (size_t i = 0; i < n; i++) {
 			int64_t b = pack_file_bytes(f->sh.packs, list[i]);
 			if (b > 0)
 				f->res->pack_bytes += (uint64_t)b;
-			if (!rc && i + 1 < n)
+			if (!rc && i + 1 < n && list[i] != appended)
 				rc = check_empty_pack(f, list[i], &sums);
 		}
+	}
 	f->res->packs = n;
 	free(list);
 	struct dict_sums counted = { f->row_dicts, f->row_dicts_cap };
