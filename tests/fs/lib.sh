@@ -233,6 +233,21 @@ pd_wait_rc() {
 	[ -e "$1" ]
 }
 
+# pd_kill_auto_unmounted: SIGKILL the daemon of $MNT (mounted with
+# -o auto_unmount), wait for its wrapper, and for the mount to go by itself
+# within 10 s. Fails the case if the wrapper does not end; returns 1 if the
+# mount is still there.
+pd_kill_auto_unmounted() {
+	local i
+	kill -KILL "$PDFS_PID"
+	pd_wait_rc "$PDFS_RC" 20 || fail "the killed daemon's wrapper did not end"
+	for i in $(seq 1 100); do
+		grep -q " $MNT " /proc/self/mountinfo || return 0
+		sleep 0.1
+	done
+	! grep -q " $MNT " /proc/self/mountinfo
+}
+
 # pd_umount [--no-fsck]: unmount $MNT and check the daemon's exit.
 pd_umount() {
 	local fsck=1 i err rc bad=0

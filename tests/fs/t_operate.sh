@@ -341,16 +341,9 @@ case_cli_habits() {
 
 # -o auto_unmount: a killed daemon's mount goes away by itself.
 case_auto_unmount() {
-	local i
 	pd_mount auto_unmount || fail mount
 	echo page >"$MNT/p" || fail write
-	kill -KILL "$PDFS_PID"
-	pd_wait_rc "$PDFS_RC" 20 || fail "the killed daemon's wrapper did not end"
-	for i in $(seq 1 100); do
-		grep -q " $MNT " /proc/self/mountinfo || break
-		sleep 0.1
-	done
-	grep -q " $MNT " /proc/self/mountinfo && fail "still mounted 10 s after the daemon was killed"
+	pd_kill_auto_unmounted || fail "still mounted 10 s after the daemon was killed"
 	pd_mount -n -s "$STORE" -m "$MNT" || fail "mount again"
 	expect_eq "$(cat "$MNT/p")" page "the page after the kill"
 	pd_umount || fail umount

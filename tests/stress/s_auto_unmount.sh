@@ -27,19 +27,13 @@ load_stop() {
 }
 
 case_auto_unmount_under_load() {
-	local round i rounds=${PD_AU_ROUNDS:-40} left=0
+	local round rounds=${PD_AU_ROUNDS:-40} left=0
 	trap load_stop EXIT
 	load_start
 	for ((round = 1; round <= rounds; round++)); do
 		pd_mount auto_unmount || fail "mount (round $round)"
 		echo "page $round" >"$MNT/p" || fail "write (round $round)"
-		kill -KILL "$PDFS_PID"
-		pd_wait_rc "$PDFS_RC" 20 || fail "the killed daemon's wrapper did not end (round $round)"
-		for i in $(seq 1 100); do
-			grep -q " $MNT " /proc/self/mountinfo || break
-			sleep 0.1
-		done
-		if grep -q " $MNT " /proc/self/mountinfo; then
+		if ! pd_kill_auto_unmounted; then
 			left=$((left + 1))
 			note "round $round: still mounted 10 s after the kill"
 			umount -l "$MNT" 2>/dev/null
