@@ -900,10 +900,11 @@ int store_close(struct store *st)
 		if (!rc)
 			rc = pd_mdb_err(mdb_env_sync(st->env, 1));
 		/* all of it on disk: a later open has nothing to restore */
-		if (!rc && parts_rc == 0)
+		if (!rc && parts_rc == 0) {
 			rc = store_ckpt_mark_closed(st);
-		if (!rc && parts_rc == 0)
-			store_journal_trim(st);
+			if (!rc)
+				store_journal_trim(st);
+		}
 		if (!rc) {
 			struct store_punches dead = store_punches_take(st);
 			store_punches_settle(st, &dead, true);
