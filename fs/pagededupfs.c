@@ -143,6 +143,7 @@ static void pd_init(void *userdata, struct fuse_conn_info *conn)
 static void pd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct inode in;
+	uint64_t epoch = file_attr_epoch(st_of(req));
 	int rc = ns_lookup(st_of(req), parent, name, &in);
 	if (rc == -ENOENT) {
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = fs_of(req)->negative_timeout };
@@ -153,7 +154,7 @@ static void pd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	file_merge_attr(st_of(req), &in);
+	file_merge_attr(st_of(req), &in, epoch);
 	reply_entry(req, &in);
 }
 
@@ -200,12 +201,13 @@ static void pd_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static void pd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct inode in;
+	uint64_t epoch = file_attr_epoch(st_of(req));
 	int rc = ns_link(st_of(req), ino, newparent, newname, &in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	file_merge_attr(st_of(req), &in);
+	file_merge_attr(st_of(req), &in, epoch);
 	reply_entry(req, &in);
 }
 
@@ -369,6 +371,7 @@ static void pd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct store *st = st_of(req);
 	struct cred_buf cb;
 	struct inode in;
+	uint64_t epoch = file_attr_epoch(st);
 	int rc = ns_create_file(st, parent, name, mode, caller(req, &cb, false), &in);
 	if (rc == -EEXIST && !(fi->flags & O_EXCL))
 		rc = ns_lookup(st, parent, name, &in); /* created meanwhile: open it */
@@ -381,7 +384,7 @@ static void pd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (!rc && (fi->flags & O_TRUNC) && kernel_io_kill_suidgid() && !(rc = kill_suidgid(req, in.ino)))
 		rc = ns_getattr(st, in.ino, &in);
 	if (!rc)
-		file_merge_attr(st, &in);
+		file_merge_attr(st, &in, epoch);
 	if (rc) {
 		if (f)
 			file_release(f);
@@ -537,6 +540,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 {
 	struct pdfs *fs = fs_of(req);
 	struct dirbuf d = { req, plus, size, 0, NULL, 0, 0 };
+	uint64_t epoch = file_attr_epoch(fs->st);
 	char *buf = malloc(size);
 	int rc = buf ? ns_readdir(fs->st, ino, (uint64_t)off, plus, collect_entry, &d) : -ENOMEM;
 	if (rc) {
@@ -550,7 +554,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		if (plus) {
 			struct fuse_entry_param ep = { .ino = e->ino, .attr_timeout = fs->attr_timeout,
 						       .entry_timeout = fs->entry_timeout };
-			file_merge_attr(fs->st, &e->attr);
+			file_merge_attr(fs->st, &e->attr, epoch);
 			to_stat(&e->attr, &ep.attr);
 			len += fuse_add_direntry_plus(req, buf + len, size - len, e->name, &ep, (off_t)e->off);
 			if (!dot)

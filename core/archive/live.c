@@ -24,6 +24,7 @@ struct live_table {
 	size_t states;         /* entries with a file state */
 	size_t freed;          /* entries freed since the last trim */
 	uint64_t trims;
+	uint64_t state_drops;  /* file states dropped so far (live_state_drops) */
 };
 
 struct live_table *live_table_new(void)
@@ -194,6 +195,9 @@ int live_settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_t 
 		drop = li->state, li->state = NULL, t->states--;
 	if (gone && li->state)
 		t->states--;
+	/* counted before the entry's state can be missed (live_state_drops) */
+	if (drop || (gone && li->state))
+		__atomic_add_fetch(&t->state_drops, 1, __ATOMIC_RELEASE);
 	bool trim = gone && ++t->freed >= LIVE_TRIM_EVERY;
 	if (trim) {
 		t->freed = 0;
@@ -228,6 +232,11 @@ struct live_ino *live_pin_entry(struct store *st, uint64_t ino, bool with_state)
 		li->pins++;
 	pthread_mutex_unlock(&t->mu);
 	return li;
+}
+
+uint64_t live_state_drops(struct store *st)
+{
+	return __atomic_load_n(&st->live->state_drops, __ATOMIC_ACQUIRE);
 }
 
 /* Pin ino's entry, made with its file state if need be. */

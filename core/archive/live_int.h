@@ -91,6 +91,10 @@ int live_settle(struct store *st, struct live_ino *e, uint32_t unpin, uint64_t f
 /* Is the caller's pin the entry's only one; *orphan: has it lost its last
  * name (read together, under the table mutex). */
 bool live_only_pin(struct store *st, const struct live_ino *e, bool *orphan);
+/* File states dropped so far: counted under the table mutex before a
+ * state goes, so that a pin that finds none after reading this count
+ * unchanged knows that no state went since (file_attr_epoch). */
+uint64_t live_state_drops(struct store *st);
 
 /* staging.c, entry mutex held: does li hold staged bytes; charge n bytes
  * to (false: over) and give them back from the staging memory budget

@@ -774,13 +774,24 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
 	return rc;
 }
 
-void file_merge_attr(struct store *st, struct inode *in)
+uint64_t file_attr_epoch(struct store *st)
+{
+	return live_state_drops(st);
+}
+
+void file_merge_attr(struct store *st, struct inode *in, uint64_t epoch)
 {
 	if (!S_ISREG(in->mode))
 		return;
 	struct live_ino *e = live_pin_entry(st, in->ino, true);
-	if (!e)
-		return; /* no file state: nothing staged */
+	if (!e) {
+		/* nothing staged; but a state that went after *in was read
+		 * took a commit *in may not have seen */
+		struct inode fresh;
+		if (file_attr_epoch(st) != epoch && ns_getattr(st, in->ino, &fresh) == 0)
+			*in = fresh;
+		return;
+	}
 	struct live *li = e->state;
 	/* Read again under the entry's lock: a seal may have committed since
 	 * *in was read, and a seal runs under this lock, so what is read now
@@ -803,9 +814,10 @@ void file_merge_attr(struct store *st, struct inode *in)
 
 int file_getattr(struct store *st, uint64_t ino, struct inode *out)
 {
+	uint64_t epoch = file_attr_epoch(st);
 	int rc = ns_getattr(st, ino, out);
 	if (!rc)
-		file_merge_attr(st, out);
+		file_merge_attr(st, out, epoch);
 	return rc;
 }
 

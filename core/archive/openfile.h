@@ -82,8 +82,14 @@ int file_truncate(struct store *st, uint64_t ino, uint64_t size, struct pd_file 
  * written. */
 int file_getattr(struct store *st, uint64_t ino, struct inode *out);
 /* The same for attributes already read from the store: merge the staged
- * size and times into *in. */
-void file_merge_attr(struct store *st, struct inode *in);
+ * size and times into *in. epoch: file_attr_epoch() taken before *in was
+ * read. A file's state goes once its last seal has committed; a read of
+ * the store begun before that commit, and a look for the state after the
+ * state went, would find neither the new size nor the staged one (an
+ * lstat right after close() answered the size before the open(O_TRUNC)).
+ * The epoch says whether a state went meanwhile; then *in is read again. */
+uint64_t file_attr_epoch(struct store *st);
+void file_merge_attr(struct store *st, struct inode *in, uint64_t epoch);
 /* Set mtime of a file being written, so the seal keeps it (utimens while
  * open for writing, as `wget -N` does). No-op if not staged. */
 void file_set_mtime(struct store *st, uint64_t ino, struct pd_time mtime);
