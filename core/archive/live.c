@@ -162,6 +162,14 @@ static void remove_locked(struct live_table *t, struct live_ino *li)
 	}
 }
 
+/* A file state leaves the table (t->mu held): counted before the entry's
+ * state can be missed (live_state_drops). */
+static void state_gone(struct live_table *t)
+{
+	t->states--;
+	__atomic_add_fetch(&t->state_drops, 1, __ATOMIC_RELEASE);
+}
+
 static int delete_orphan_cb(struct wtx *w, void *arg)
 {
 	return ns_delete_inode(w, *(uint64_t *)arg);
@@ -192,12 +200,9 @@ int live_settle(struct store *st, struct live_ino *li, uint32_t unpin, uint64_t 
 		remove_locked(t, li);
 	/* Unpinned, nobody holds the state's mutex: what holds nothing goes. */
 	else if (li->pins == 0 && li->state && state_idle(li->state))
-		drop = li->state, li->state = NULL, t->states--;
+		drop = li->state, li->state = NULL, state_gone(t);
 	if (gone && li->state)
-		t->states--;
-	/* counted before the entry's state can be missed (live_state_drops) */
-	if (drop || (gone && li->state))
-		__atomic_add_fetch(&t->state_drops, 1, __ATOMIC_RELEASE);
+		state_gone(t);
 	bool trim = gone && ++t->freed >= LIVE_TRIM_EVERY;
 	if (trim) {
 		t->freed = 0;
